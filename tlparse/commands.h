@@ -1,0 +1,32 @@
+// The `tdbg` subcommands: each file `tlparse/cmd_<name>.cc` defines one `add_<name>_command`,
+// which registers its CLI11 subcommand and the callback that runs it. `main.cc` calls them all.
+// A command's callback sets `exit_code` (like `cmp`: 0 same/ok, 1 difference found, 2 error)
+// and prints errors as one line on stderr: "tdbg <command>: <file>: <problem>".
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace tdbg::cli {
+
+// Where a command's callback leaves the process exit status.
+extern int exit_code;
+
+// The directory that holds the running `tdbg` executable (for finding ../lib/*.so and the
+// viewer assets relative to it, in a build tree or an install prefix).
+std::string executable_dir();
+
+// Prints "tdbg <command>: <message>" on stderr and sets `exit_code` to 2.
+void fail(const std::string& command, const std::string& message);
+
+void add_record_command(CLI::App& app);   // interpose/: record a program
+void add_diff_command(CLI::App& app);     // first divergence between two runs
+void add_nan_command(CLI::App& app);      // first non-finite value in a run
+void add_show_command(CLI::App& app);     // list ops and tensors by hand
+void add_report_command(CLI::App& app);   // static HTML report
+void add_view_command(CLI::App& app);     // serve the viewer on 127.0.0.1
+void add_export_command(CLI::App& app);   // chrome trace export
+void add_bundle_command(CLI::App& app);   // shareable bug-report bundle
+
+}  // namespace tdbg::cli

@@ -1,0 +1,50 @@
+// Entry point of the `tdbg` command line: registers every subcommand (tlparse/commands.h)
+// and turns CLI11's parse errors into the documented exit status 2.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <string>
+
+#include "tlparse/commands.h"
+
+namespace tdbg::cli {
+
+int exit_code = 0;
+
+std::string executable_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+void fail(const std::string& command, const std::string& message) {
+  std::fprintf(stderr, "tdbg %s: %s\n", command.c_str(), message.c_str());
+  exit_code = 2;
+}
+
+}  // namespace tdbg::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"tdbg: where do two PyTorch runs first differ, and why?"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tdbg 0.1.0");
+  tdbg::cli::add_record_command(app);
+  tdbg::cli::add_diff_command(app);
+  tdbg::cli::add_nan_command(app);
+  tdbg::cli::add_show_command(app);
+  tdbg::cli::add_report_command(app);
+  tdbg::cli::add_view_command(app);
+  tdbg::cli::add_export_command(app);
+  tdbg::cli::add_bundle_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return tdbg::cli::exit_code;
+}

@@ -1,0 +1,74 @@
+// Public API of the run-database reader: what the CLI (diff, nan, show, report, bundle)
+// uses. Streaming: a run is never loaded whole into memory. A run is a directory of
+// `*.sqlite` databases, one per recorded process, or a single database file.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "tracer/records.h"
+
+namespace tdbg::tracer {
+
+// One recorded process.
+class Reader {
+ public:
+  // Opens `path` read-only. Errors are one line naming the file and the problem: not a
+  // SQLite file, not a tdbg database, truncated/corrupt, or a newer schema version.
+  static StatusOr<std::unique_ptr<Reader>> Open(const std::string& path);
+  virtual ~Reader() = default;
+
+  virtual const std::string& path() const = 0;
+  virtual int schema_version() const = 0;
+
+  // Run metadata (`meta` table); empty string when absent.
+  virtual std::string meta(const std::string& key) const = 0;
+  virtual std::vector<std::pair<std::string, std::string>> all_meta() const = 0;
+
+  virtual std::vector<ThreadRecord> threads() const = 0;
+  virtual int64_t op_count() const = 0;
+  virtual int64_t op_count(uint32_t thread) const = 0;
+
+  // Interned strings and frames; "" / nullopt for unknown ids.
+  virtual std::string string(StringId id) const = 0;
+  virtual std::optional<FrameRecord> frame(FrameId id) const = 0;
+  // The stack ending at `innermost`, outermost frame first (innermost last).
+  virtual std::vector<FrameRecord> stack(FrameId innermost) const = 0;
+
+  // One op by process-wide seq, or by (thread, tidx), with its tensors and args filled in.
+  virtual std::optional<OpRecord> op(int64_t seq) const = 0;
+  virtual std::optional<OpRecord> op_at(uint32_t thread, int64_t tidx) const = 0;
+  // Just the chain hash of (thread, tidx): cheap, for bisection.
+  virtual std::optional<uint64_t> chain_at(uint32_t thread, int64_t tidx) const = 0;
+
+  // Streams ops in order. `thread` = nullopt for all threads in seq order, else that thread's
+  // ops with tidx in [from, to). With `with_tensors` false, `tensors` and `args` stay empty
+  // (much faster). `visit` returns false to stop early. Returns an error on a corrupt file.
+  virtual Status scan_ops(std::optional<uint32_t> thread, int64_t from, int64_t to,
+                          bool with_tensors,
+                          const std::function<bool(const OpRecord&)>& visit) const = 0;
+
+  virtual std::vector<RegionRecord> regions() const = 0;
+  virtual std::vector<ModuleRecord> modules() const = 0;
+  virtual std::vector<KernelRecord> kernels(std::optional<int64_t> op = std::nullopt) const = 0;
+
+  // Runs a read-only SQL query for tools (report statistics); each row as strings.
+  virtual Status query(const std::string& sql,
+                       const std::function<bool(const std::vector<std::string>&)>& row) const = 0;
+};
+
+// A run: the databases of its processes, in a stable order (by process start time, then pid).
+struct Run {
+  std::string path;
+  std::vector<std::unique_ptr<Reader>> processes;
+
+  // Opens a run directory (every `*.sqlite` in it) or a single database file. An empty
+  // directory or a directory with no database is an error.
+  static StatusOr<Run> Open(const std::string& path);
+};
+
+}  // namespace tdbg::tracer
