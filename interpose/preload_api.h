@@ -1,0 +1,30 @@
+// The C ABI between libtdbg_preload.so (no torch dependency; sees dlopen and the CUDA
+// driver/runtime/NVRTC calls) and libtdbg_torch.so (the dispatch hook, which owns the run
+// database). The torch hook finds `tdbg_preload_set_gpu_sink` with dlsym(RTLD_DEFAULT) and
+// registers where GPU events go; without the preload it simply is not found.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tdbg_gpu_sink {
+  // A compiled module was loaded or built: kind is "cubin", "fatbin", "ptx" or "nvrtc".
+  void (*on_module)(void* ctx, const char* kind, const char* name, const void* image, size_t size);
+  // A kernel was launched on `stream`.
+  void (*on_kernel)(void* ctx, const char* name, uint32_t grid_x, uint32_t grid_y, uint32_t grid_z,
+                    uint32_t block_x, uint32_t block_y, uint32_t block_z, uint32_t shared_mem,
+                    uint64_t stream);
+  void* ctx;
+};
+
+// Exported by libtdbg_preload.so. Events before a sink is set are kept (bounded) and replayed
+// to it; NULL detaches (e.g. at exit). Thread-safe.
+void tdbg_preload_set_gpu_sink(const struct tdbg_gpu_sink* sink);
+
+#ifdef __cplusplus
+}
+#endif
