@@ -1,0 +1,76 @@
+// Reads the recording configuration from the `TDBG_*` environment, one variable per line of
+// interpose/flags.inc. Runs inside every preloaded process, so it never throws and never
+// aborts: a malformed value keeps the default and is reported once on stderr.
+#include "interpose/config.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tdbg::interpose {
+namespace {
+
+// `TDBG_` + the flag name upper-cased; names are short identifiers from flags.inc.
+std::string environment_name(const char* flag) {
+  std::string name = "TDBG_";
+  for (const char* p = flag; *p; ++p) {
+    char c = *p;
+    name += (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+  }
+  return name;
+}
+
+void report_malformed(const std::string& variable, const char* value, const char* expected) {
+  std::fprintf(stderr, "tdbg: %s=%s is not %s; using the default\n", variable.c_str(), value,
+               expected);
+}
+
+void parse_value(const std::string& variable, const char* value, std::string* out) {
+  (void)variable;
+  *out = value;
+}
+
+void parse_value(const std::string& variable, const char* value, int64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  long long parsed = std::strtoll(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0') {
+    report_malformed(variable, value, "an integer");
+    return;
+  }
+  *out = static_cast<int64_t>(parsed);
+}
+
+void parse_value(const std::string& variable, const char* value, bool* out) {
+  static const char* const kTrue[] = {"1", "true", "yes", "on"};
+  static const char* const kFalse[] = {"0", "false", "no", "off"};
+  for (const char* t : kTrue)
+    if (strcasecmp(value, t) == 0) {
+      *out = true;
+      return;
+    }
+  for (const char* f : kFalse)
+    if (strcasecmp(value, f) == 0) {
+      *out = false;
+      return;
+    }
+  report_malformed(variable, value, "a boolean (1/0, true/false, yes/no, on/off)");
+}
+
+}  // namespace
+
+Config config_from_environment() {
+  Config config;
+#define FLAG(type, name, def, doc)                                   \
+  {                                                                  \
+    std::string variable = environment_name(#name);                  \
+    if (const char* value = std::getenv(variable.c_str()))           \
+      parse_value(variable, value, &config.name);                    \
+  }
+#include "interpose/flags.inc"
+#undef FLAG
+  return config;
+}
+
+}  // namespace tdbg::interpose
