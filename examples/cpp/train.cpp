@@ -1,0 +1,48 @@
+// A libtorch C++ training program (no Python): a two-layer regression net trained with SGD.
+// The example for recording a C++ process with tdbg: `tdbg record -o RUN -- build/bin/train_cpp`.
+// Usage: train_cpp [--seed N] [--steps N] [--lr X]; prints the loss of every step.
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+struct Net : torch::nn::Module {
+  Net() {
+    fc1 = register_module("fc1", torch::nn::Linear(8, 32));
+    fc2 = register_module("fc2", torch::nn::Linear(32, 1));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc2->forward(torch::tanh(fc1->forward(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t seed = 0, steps = 10;
+  double lr = 0.05;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--seed")) seed = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--lr")) lr = std::atof(argv[i + 1]);
+    else { std::fprintf(stderr, "usage: %s [--seed N] [--steps N] [--lr X]\n", argv[0]); return 2; }
+  }
+  torch::manual_seed(seed);
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
+  // Fixed data, independent of the seed: y = sum(sin(x)).
+  auto gen = at::detail::createCPUGenerator(1234);
+  auto x = at::randn({64, 8}, gen);
+  auto y = x.sin().sum(1, /*keepdim=*/true);
+  for (int64_t step = 0; step < steps; ++step) {
+    opt.zero_grad();
+    auto loss = torch::mse_loss(net->forward(x), y);
+    loss.backward();
+    opt.step();
+    std::printf("step %lld loss %.9g\n", static_cast<long long>(step), loss.item<double>());
+  }
+  return 0;
+}
