@@ -43,9 +43,15 @@ const char* dtype_name(DType dtype);
 size_t dtype_size(DType dtype);
 // True for the types that get numeric summaries (floating and complex).
 bool dtype_is_floating(DType dtype);
+// True for the types `hash_tensor` hashes: every type except the quantized ones and kUnknown.
+// Callers record the others as "not hashed" with `dtype_not_hashable_reason`.
+bool dtype_is_hashable(DType dtype);
+// "quantized dtype qint8 is not hashed", ...; nullptr for hashable types.
+const char* dtype_not_hashable_reason(DType dtype);
 
-// A tensor's logical layout over host memory. `strides` are in elements, like torch's.
-// `data` points at element [0, 0, ...] (storage offset already applied).
+// A tensor's logical layout over host memory. `strides` are in elements, like torch's, and
+// may be zero (expanded dimensions); nullptr means contiguous row-major. `data` points at
+// element [0, 0, ...] (storage offset already applied). At most `kMaxDims` dimensions.
 struct TensorView {
   const void* data = nullptr;
   DType dtype = DType::kUnknown;
@@ -67,6 +73,11 @@ struct Summary {
 struct HashResult {
   uint64_t hash = 0;
   Summary summary;
+  // False when the tensor was not hashed (unhashable dtype, or an invalid view: negative
+  // size, null data, too many dimensions); `hash` is then 0 and means nothing, and `error`
+  // says why in one line. Callers record such tensors as not hashed, never with `hash`.
+  bool hashed = false;
+  const char* error = nullptr;
 };
 
 struct HashOptions {
@@ -76,6 +87,10 @@ struct HashOptions {
 
 // Bytes in one chunk of the logical byte stream (the spec's C).
 constexpr size_t kChunkBytes = 64 * 1024;
+// Most dimensions a `TensorView` may have (torch's own limit).
+constexpr int kMaxDims = 64;
+// Below this many bytes `hash_tensor` never starts threads, whatever `HashOptions::threads`.
+constexpr size_t kParallelMinBytes = 8u << 20;
 
 // tdbg-hash v1 of `view`. Pure function of dtype, shape and logical element values.
 HashResult hash_tensor(const TensorView& view, const HashOptions& options = {});
@@ -83,7 +98,12 @@ HashResult hash_tensor(const TensorView& view, const HashOptions& options = {});
 // XXH3-64 of raw bytes with a seed: for callers that hash non-tensor things (arguments,
 // generator states) and for the chain hash in the run database.
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0);
-// Mixes `value` into `state` (order matters): used for chain hashes.
+// Mixes `value` into `state` (order matters): used for chain hashes. Defined in the spec as
+// XXH3-64 of the 8 little-endian bytes of `value` with seed `state`.
 uint64_t hash_combine(uint64_t state, uint64_t value);
+
+// "0123456789abcdef": the 16 lower-case hex digits of `hash`, the form the spec, the CLI and
+// the database text use. `out` must hold 17 bytes; returns `out`.
+char* hash_to_hex(uint64_t hash, char out[17]);
 
 }  // namespace tdbg::hashing

@@ -1,0 +1,426 @@
+// SSE2 and scalar implementations of the per-chunk scans declared in chunk_scan.h. The lane
+// layout is fixed by the element's position in the chunk (never by its address), so a chunk
+// gathered from a strided view summarizes to the same bits as the contiguous one.
+#include "hashing/chunk_scan.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace tdbg::hashing::internal {
+namespace {
+
+using canonical::Unit;
+
+constexpr float kInfF = std::numeric_limits<float>::infinity();
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+
+// Finishes a summary from lane minima/maxima and counts: with no finite value, min and max
+// are NaN (there is no meaningful bound), as the spec says.
+void finish_bounds(ChunkSummary& s, double mn, double mx) {
+  if (s.finite_count == 0) {
+    s.min = s.max = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    s.min = mn;
+    s.max = mx;
+  }
+}
+
+// Float values of every float8 byte, built on first use (a function-local static, so that a
+// hash computed during another library's static initialization still sees a ready table).
+struct F8Tables {
+  float e4m3[256], e5m2[256];
+  F8Tables() {
+    for (int i = 0; i < 256; ++i) {
+      e4m3[i] = canonical::f8e4m3fn_to_float(uint8_t(i));
+      e5m2[i] = canonical::f8e5m2_to_float(uint8_t(i));
+    }
+  }
+};
+const F8Tables& f8_tables() {
+  static const F8Tables tables;
+  return tables;
+}
+
+#if defined(__SSE2__)
+
+// Accumulators for float lanes: two independent sets so that the double additions of
+// consecutive groups do not wait on each other.
+struct F32Lanes {
+  __m128 mn[2], mx[2];
+  __m128d sum[4], abs[4];
+  __m128i nan[2], inf[2];
+  F32Lanes() {
+    for (int k = 0; k < 2; ++k) {
+      mn[k] = _mm_set1_ps(kInfF);
+      mx[k] = _mm_set1_ps(-kInfF);
+      nan[k] = inf[k] = _mm_setzero_si128();
+    }
+    for (int k = 0; k < 4; ++k) sum[k] = abs[k] = _mm_setzero_pd();
+  }
+  // Adds four floats to lane set `k` (0 or 1).
+  inline void add(__m128 v, int k) {
+    const __m128 absmask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+    const __m128 inf_v = _mm_set1_ps(kInfF);
+    __m128 a = _mm_and_ps(v, absmask);
+    __m128 fin = _mm_cmplt_ps(a, inf_v);  // false for NaN and ±Inf
+    __m128 is_inf = _mm_cmpeq_ps(a, inf_v);
+    __m128 is_nan = _mm_cmpunord_ps(v, v);
+    __m128 vf = _mm_and_ps(v, fin);
+    __m128 af = _mm_and_ps(a, fin);
+    __m128 not_fin_inf = _mm_andnot_ps(fin, inf_v);
+    mn[k] = _mm_min_ps(mn[k], _mm_or_ps(vf, not_fin_inf));
+    mx[k] = _mm_max_ps(mx[k], _mm_or_ps(vf, _mm_andnot_ps(fin, _mm_set1_ps(-kInfF))));
+    sum[2 * k] = _mm_add_pd(sum[2 * k], _mm_cvtps_pd(vf));
+    sum[2 * k + 1] = _mm_add_pd(sum[2 * k + 1], _mm_cvtps_pd(_mm_movehl_ps(vf, vf)));
+    abs[2 * k] = _mm_add_pd(abs[2 * k], _mm_cvtps_pd(af));
+    abs[2 * k + 1] = _mm_add_pd(abs[2 * k + 1], _mm_cvtps_pd(_mm_movehl_ps(af, af)));
+    nan[k] = _mm_sub_epi32(nan[k], _mm_castps_si128(is_nan));
+    inf[k] = _mm_sub_epi32(inf[k], _mm_castps_si128(is_inf));
+  }
+  ChunkSummary finish(int64_t padding_nans, size_t n) const {
+    alignas(16) float mnv[8], mxv[8];
+    alignas(16) double sv[8], av[8];
+    alignas(16) int32_t nv[8], iv[8];
+    for (int k = 0; k < 2; ++k) {
+      _mm_store_ps(mnv + 4 * k, mn[k]);
+      _mm_store_ps(mxv + 4 * k, mx[k]);
+      _mm_store_si128(reinterpret_cast<__m128i*>(nv + 4 * k), nan[k]);
+      _mm_store_si128(reinterpret_cast<__m128i*>(iv + 4 * k), inf[k]);
+    }
+    for (int k = 0; k < 4; ++k) {
+      _mm_store_pd(sv + 2 * k, sum[k]);
+      _mm_store_pd(av + 2 * k, abs[k]);
+    }
+    ChunkSummary s;
+    double lo = kInfD, hi = -kInfD;
+    for (int i = 0; i < 8; ++i) {
+      lo = mnv[i] < lo ? mnv[i] : lo;
+      hi = mxv[i] > hi ? mxv[i] : hi;
+      s.sum += sv[i];
+      s.abs_sum += av[i];
+      s.nan_count += nv[i];
+      s.inf_count += iv[i];
+    }
+    s.nan_count -= padding_nans;
+    s.finite_count = int64_t(n) - s.nan_count - s.inf_count;
+    finish_bounds(s, lo, hi);
+    return s;
+  }
+};
+
+// Converts eight float16 (in `h`) to two vectors of float, exactly (subnormals included),
+// with integer operations and one multiply: SSE2 has no F16C.
+inline void f16x8_to_f32(__m128i h, __m128& lo, __m128& hi) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i nosign = _mm_set1_epi32(0x7fff);
+  const __m128 magic = _mm_castsi128_ps(_mm_set1_epi32((254 - 15) << 23));
+  const __m128i was_infnan = _mm_set1_epi32(0x7bff);
+  const __m128i exp_infnan = _mm_set1_epi32(255 << 23);
+  __m128i parts[2] = {_mm_unpacklo_epi16(h, zero), _mm_unpackhi_epi16(h, zero)};
+  __m128 out[2];
+  for (int k = 0; k < 2; ++k) {
+    __m128i expmant = _mm_and_si128(nosign, parts[k]);
+    __m128i justsign = _mm_xor_si128(parts[k], expmant);
+    __m128 scaled = _mm_mul_ps(_mm_castsi128_ps(_mm_slli_epi32(expmant, 13)), magic);
+    __m128i infnan = _mm_and_si128(_mm_cmpgt_epi32(expmant, was_infnan), exp_infnan);
+    __m128i sign_inf = _mm_or_si128(_mm_slli_epi32(justsign, 16), infnan);
+    out[k] = _mm_or_ps(scaled, _mm_castsi128_ps(sign_inf));
+  }
+  lo = out[0];
+  hi = out[1];
+}
+
+// Loads up to 8 trailing values as floats into `tail`, padding with NaN (the padding is
+// subtracted from the NaN count afterwards).
+template <typename Convert>
+int load_tail(const uint8_t* p, size_t count, size_t width, Convert convert, float* tail) {
+  for (size_t i = 0; i < 8; ++i) tail[i] = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 0; i < count; ++i) tail[i] = convert(p + i * width);
+  return int(8 - count);
+}
+
+ChunkSummary summarize_f32_like(Unit unit, const uint8_t* p, size_t bytes) {
+  F32Lanes lanes;
+  size_t width = canonical::unit_size(unit);
+  size_t n = bytes / width, i = 0;
+  const __m128i zero = _mm_setzero_si128();
+  switch (unit) {
+    case Unit::kF32:
+      for (; i + 8 <= n; i += 8) {
+        lanes.add(_mm_loadu_ps(reinterpret_cast<const float*>(p) + i), 0);
+        lanes.add(_mm_loadu_ps(reinterpret_cast<const float*>(p) + i + 4), 1);
+      }
+      break;
+    case Unit::kF16:
+      for (; i + 8 <= n; i += 8) {
+        __m128 lo, hi;
+        f16x8_to_f32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)), lo, hi);
+        lanes.add(lo, 0);
+        lanes.add(hi, 1);
+      }
+      break;
+    case Unit::kBF16:
+      for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
+        lanes.add(_mm_castsi128_ps(_mm_unpacklo_epi16(zero, h)), 0);
+        lanes.add(_mm_castsi128_ps(_mm_unpackhi_epi16(zero, h)), 1);
+      }
+      break;
+    case Unit::kF8E4M3FN:
+    case Unit::kF8E5M2: {
+      const float* table = unit == Unit::kF8E4M3FN ? f8_tables().e4m3 : f8_tables().e5m2;
+      alignas(16) float v[8];
+      for (; i + 8 <= n; i += 8) {
+        for (int k = 0; k < 8; ++k) v[k] = table[p[i + k]];
+        lanes.add(_mm_load_ps(v), 0);
+        lanes.add(_mm_load_ps(v + 4), 1);
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  int padding = 0;
+  if (i < n) {
+    alignas(16) float tail[8];
+    auto convert = [unit](const uint8_t* q) -> float {
+      switch (unit) {
+        case Unit::kF32: {
+          float f;
+          std::memcpy(&f, q, 4);
+          return f;
+        }
+        case Unit::kF16: return canonical::f16_to_float(uint16_t(q[0] | q[1] << 8));
+        case Unit::kBF16: return canonical::bf16_to_float(uint16_t(q[0] | q[1] << 8));
+        case Unit::kF8E4M3FN: return f8_tables().e4m3[q[0]];
+        default: return f8_tables().e5m2[q[0]];
+      }
+    };
+    padding = load_tail(p + i * width, n - i, width, convert, tail);
+    lanes.add(_mm_load_ps(tail), 0);
+    lanes.add(_mm_load_ps(tail + 4), 1);
+  }
+  return lanes.finish(padding, n);
+}
+
+struct F64Lanes {
+  __m128d mn[2], mx[2], sum[2], abs[2];
+  __m128i nan[2], inf[2];
+  F64Lanes() {
+    for (int k = 0; k < 2; ++k) {
+      mn[k] = _mm_set1_pd(kInfD);
+      mx[k] = _mm_set1_pd(-kInfD);
+      sum[k] = abs[k] = _mm_setzero_pd();
+      nan[k] = inf[k] = _mm_setzero_si128();
+    }
+  }
+  inline void add(__m128d v, int k) {
+    const __m128d absmask = _mm_castsi128_pd(_mm_set1_epi64x(0x7fffffffffffffffll));
+    const __m128d inf_v = _mm_set1_pd(kInfD);
+    __m128d a = _mm_and_pd(v, absmask);
+    __m128d fin = _mm_cmplt_pd(a, inf_v);
+    __m128d is_inf = _mm_cmpeq_pd(a, inf_v);
+    __m128d is_nan = _mm_cmpunord_pd(v, v);
+    __m128d vf = _mm_and_pd(v, fin);
+    __m128d not_fin_inf = _mm_andnot_pd(fin, inf_v);
+    mn[k] = _mm_min_pd(mn[k], _mm_or_pd(vf, not_fin_inf));
+    mx[k] = _mm_max_pd(mx[k], _mm_or_pd(vf, _mm_andnot_pd(fin, _mm_set1_pd(-kInfD))));
+    sum[k] = _mm_add_pd(sum[k], vf);
+    abs[k] = _mm_add_pd(abs[k], _mm_and_pd(a, fin));
+    nan[k] = _mm_sub_epi64(nan[k], _mm_castpd_si128(is_nan));
+    inf[k] = _mm_sub_epi64(inf[k], _mm_castpd_si128(is_inf));
+  }
+};
+
+ChunkSummary summarize_f64(const uint8_t* p, size_t bytes) {
+  F64Lanes lanes;
+  size_t n = bytes / 8, i = 0;
+  const double* d = reinterpret_cast<const double*>(p);
+  for (; i + 4 <= n; i += 4) {
+    lanes.add(_mm_loadu_pd(d + i), 0);
+    lanes.add(_mm_loadu_pd(d + i + 2), 1);
+  }
+  int64_t padding = 0;
+  if (i < n) {
+    alignas(16) double tail[4];
+    for (int k = 0; k < 4; ++k) tail[k] = std::numeric_limits<double>::quiet_NaN();
+    std::memcpy(tail, d + i, (n - i) * 8);
+    padding = int64_t(4 - (n - i));
+    lanes.add(_mm_load_pd(tail), 0);
+    lanes.add(_mm_load_pd(tail + 2), 1);
+  }
+  alignas(16) double mnv[4], mxv[4], sv[4], av[4];
+  alignas(16) int64_t nv[4], iv[4];
+  for (int k = 0; k < 2; ++k) {
+    _mm_store_pd(mnv + 2 * k, lanes.mn[k]);
+    _mm_store_pd(mxv + 2 * k, lanes.mx[k]);
+    _mm_store_pd(sv + 2 * k, lanes.sum[k]);
+    _mm_store_pd(av + 2 * k, lanes.abs[k]);
+    _mm_store_si128(reinterpret_cast<__m128i*>(nv + 2 * k), lanes.nan[k]);
+    _mm_store_si128(reinterpret_cast<__m128i*>(iv + 2 * k), lanes.inf[k]);
+  }
+  ChunkSummary s;
+  double lo = kInfD, hi = -kInfD;
+  for (int k = 0; k < 4; ++k) {
+    lo = mnv[k] < lo ? mnv[k] : lo;
+    hi = mxv[k] > hi ? mxv[k] : hi;
+    s.sum += sv[k];
+    s.abs_sum += av[k];
+    s.nan_count += nv[k];
+    s.inf_count += iv[k];
+  }
+  s.nan_count -= padding;
+  s.finite_count = int64_t(n) - s.nan_count - s.inf_count;
+  finish_bounds(s, lo, hi);
+  return s;
+}
+
+#endif  // __SSE2__
+
+// Portable summaries: eight lanes by element position, like the SSE2 version's layout (its
+// sums may still round differently from the SSE2 build; they are never compared across
+// builds bit for bit).
+template <typename Load>
+ChunkSummary summarize_scalar(size_t n, Load load) {
+  double mn[8], mx[8], sum[8] = {}, abs[8] = {};
+  int64_t nan = 0, inf = 0;
+  for (int k = 0; k < 8; ++k) {
+    mn[k] = kInfD;
+    mx[k] = -kInfD;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    double v = load(i);
+    int k = int(i & 7);
+    if (std::isnan(v)) {
+      ++nan;
+    } else if (std::isinf(v)) {
+      ++inf;
+    } else {
+      mn[k] = v < mn[k] ? v : mn[k];
+      mx[k] = v > mx[k] ? v : mx[k];
+      sum[k] += v;
+      abs[k] += std::fabs(v);
+    }
+  }
+  ChunkSummary s;
+  double lo = kInfD, hi = -kInfD;
+  for (int k = 0; k < 8; ++k) {
+    lo = mn[k] < lo ? mn[k] : lo;
+    hi = mx[k] > hi ? mx[k] : hi;
+    s.sum += sum[k];
+    s.abs_sum += abs[k];
+  }
+  s.nan_count = nan;
+  s.inf_count = inf;
+  s.finite_count = int64_t(n) - nan - inf;
+  finish_bounds(s, lo, hi);
+  return s;
+}
+
+}  // namespace
+
+ChunkSummary summarize_chunk(Unit unit, const uint8_t* p, size_t bytes) {
+#if defined(__SSE2__)
+  if (unit == Unit::kF64) return summarize_f64(p, bytes);
+  if (unit == Unit::kF32 || unit == Unit::kF16 || unit == Unit::kBF16 || unit == Unit::kF8E4M3FN ||
+      unit == Unit::kF8E5M2)
+    return summarize_f32_like(unit, p, bytes);
+  return ChunkSummary{};
+#else
+  switch (unit) {
+    case Unit::kF64:
+      return summarize_scalar(bytes / 8, [p](size_t i) {
+        double d;
+        std::memcpy(&d, p + 8 * i, 8);
+        return d;
+      });
+    case Unit::kF32:
+      return summarize_scalar(bytes / 4, [p](size_t i) {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        return double(f);
+      });
+    case Unit::kF16:
+      return summarize_scalar(bytes / 2, [p](size_t i) {
+        return double(canonical::f16_to_float(uint16_t(p[2 * i] | p[2 * i + 1] << 8)));
+      });
+    case Unit::kBF16:
+      return summarize_scalar(bytes / 2, [p](size_t i) {
+        return double(canonical::bf16_to_float(uint16_t(p[2 * i] | p[2 * i + 1] << 8)));
+      });
+    case Unit::kF8E4M3FN:
+      return summarize_scalar(bytes, [p](size_t i) { return double(f8_tables().e4m3[p[i]]); });
+    case Unit::kF8E5M2:
+      return summarize_scalar(bytes, [p](size_t i) { return double(f8_tables().e5m2[p[i]]); });
+    default:
+      return ChunkSummary{};
+  }
+#endif
+}
+
+bool chunk_needs_canonical(Unit unit, const uint8_t* p, size_t bytes) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  // Vector part: OR together per-lane "needs rewriting" masks, test once at the end.
+  __m128i any = _mm_setzero_si128();
+  switch (unit) {
+    case Unit::kF32:
+      for (; i + 16 <= bytes; i += 16) {
+        __m128 v = _mm_loadu_ps(reinterpret_cast<const float*>(p + i));
+        any = _mm_or_si128(any, _mm_castps_si128(_mm_cmpunord_ps(v, v)));
+      }
+      break;
+    case Unit::kF64:
+      for (; i + 16 <= bytes; i += 16) {
+        __m128d v = _mm_loadu_pd(reinterpret_cast<const double*>(p + i));
+        any = _mm_or_si128(any, _mm_castpd_si128(_mm_cmpunord_pd(v, v)));
+      }
+      break;
+    case Unit::kF16:
+    case Unit::kBF16: {
+      const __m128i mask = _mm_set1_epi16(0x7fff);
+      const __m128i limit = _mm_set1_epi16(unit == Unit::kF16 ? 0x7c00 : 0x7f80);
+      for (; i + 16 <= bytes; i += 16) {
+        __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)), mask);
+        any = _mm_or_si128(any, _mm_cmpgt_epi16(v, limit));
+      }
+      break;
+    }
+    case Unit::kF8E4M3FN:
+    case Unit::kF8E5M2:
+    case Unit::kBool: {
+      const __m128i mask = _mm_set1_epi8(unit == Unit::kBool ? char(0xfe) : char(0x7f));
+      const __m128i target = _mm_set1_epi8(unit == Unit::kF8E5M2 ? 0x7c : 0x7f);
+      for (; i + 16 <= bytes; i += 16) {
+        __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)), mask);
+        __m128i hit = unit == Unit::kBool     ? _mm_xor_si128(_mm_cmpeq_epi8(v, _mm_setzero_si128()), _mm_set1_epi8(-1))
+                      : unit == Unit::kF8E5M2 ? _mm_cmpgt_epi8(v, target)
+                                              : _mm_cmpeq_epi8(v, target);
+        any = _mm_or_si128(any, hit);
+      }
+      break;
+    }
+    default:
+      return false;
+  }
+  if (_mm_movemask_epi8(any) != 0) return true;
+#endif
+  if (unit == Unit::kRaw) return false;
+  size_t w = canonical::unit_size(unit);
+  uint8_t scratch[8];
+  for (; i + w <= bytes; i += w)
+    if (canonical::canonicalize_unit(unit, p + i, scratch)) return true;
+  return false;
+}
+
+void canonicalize_chunk(Unit unit, const uint8_t* p, size_t bytes, uint8_t* out) {
+  size_t w = canonical::unit_size(unit);
+  for (size_t i = 0; i + w <= bytes; i += w) canonical::canonicalize_unit(unit, p + i, out + i);
+}
+
+}  // namespace tdbg::hashing::internal

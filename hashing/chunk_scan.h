@@ -1,0 +1,30 @@
+// Per-chunk work of the CPU path: NaN/bool detection and the numeric summaries of one chunk
+// of the logical byte stream, vectorized with SSE2 (the x86-64 baseline, so no run-time
+// dispatch is needed) with a portable scalar version elsewhere. Internal to hashing/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hashing/canonical.h"
+
+namespace tdbg::hashing::internal {
+
+// Summary of one chunk. `sum`/`abs_sum` are combined across chunks in chunk order, which
+// makes the totals independent of thread count and memory layout.
+struct ChunkSummary {
+  double min = 0, max = 0, sum = 0, abs_sum = 0;
+  int64_t nan_count = 0, inf_count = 0, finite_count = 0;
+};
+
+// Summarizes `bytes` bytes of `unit` values at `p` (a floating unit; `bytes` a multiple of
+// its size). Also tells, through `nan_count`, whether the chunk needs canonicalizing.
+ChunkSummary summarize_chunk(canonical::Unit unit, const uint8_t* p, size_t bytes);
+
+// True when the chunk holds a byte pattern the spec rewrites (a NaN, a bool other than 0/1).
+bool chunk_needs_canonical(canonical::Unit unit, const uint8_t* p, size_t bytes);
+
+// Copies `bytes` bytes from `p` to `out`, canonicalizing every unit.
+void canonicalize_chunk(canonical::Unit unit, const uint8_t* p, size_t bytes, uint8_t* out);
+
+}  // namespace tdbg::hashing::internal
