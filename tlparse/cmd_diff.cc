@@ -1,12 +1,57 @@
-// `tdbg diff`: placeholder until its owner lands it; says so and exits 2.
+// `tdbg diff RUN_A RUN_B`: where two runs first differ, and why (tlparse/diff/diff.h).
+// Exit status like cmp: 0 identical, 1 diverged, 2 error.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
 #include "tlparse/commands.h"
+#include "tlparse/diff/diff.h"
 
 namespace tdbg::cli {
 
 void add_diff_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("diff", "(not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("diff", "not implemented yet"); });
+  struct Args {
+    std::string run_a, run_b;
+    bool json = false;
+    int context = 3;
+    int64_t scan_limit = 200000;
+    bool full = false;
+    bool linear = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "diff", "Where two runs first differ, and why (exit 0 identical, 1 diverged, 2 error)");
+  cmd->add_option("RUN_A", args->run_a, "First run: a run directory or one .sqlite database")->required();
+  cmd->add_option("RUN_B", args->run_b, "Second run")->required();
+  cmd->add_flag("--json", args->json, "Print one JSON object (docs/cli.md) instead of text");
+  cmd->add_option("--context", args->context, "Ops shown before and after the divergence")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--scan-limit", args->scan_limit,
+                  "Ops compared after the divergence, for growth and the first value difference "
+                  "after a structural change");
+  cmd->add_flag("--full", args->full, "Compare every op after the divergence (no scan limit)");
+  cmd->add_flag("--linear", args->linear,
+                "Compare op by op from the start instead of bisecting the chain hash");
+  cmd->callback([args] {
+    auto a = tracer::Run::Open(args->run_a);
+    if (!a.ok()) return fail("diff", a.status().message());
+    auto b = tracer::Run::Open(args->run_b);
+    if (!b.ok()) return fail("diff", b.status().message());
+    diff::DiffOptions options;
+    options.context_ops = args->context;
+    options.progress = isatty(STDERR_FILENO) != 0;
+    options.scan_limit = args->full ? -1 : args->scan_limit;
+    options.bisect = !args->linear;
+    auto result = diff::compare_runs(*a, *b, options);
+    if (!result.ok()) return fail("diff", result.status().message());
+    if (args->json) {
+      std::printf("%s\n", result->dump(2).c_str());
+    } else {
+      std::fputs(diff::format_divergence(*result).c_str(), stdout);
+    }
+    exit_code = (*result)["status"] == "identical" ? 0 : 1;
+  });
 }
 
 }  // namespace tdbg::cli

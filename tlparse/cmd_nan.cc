@@ -1,12 +1,35 @@
-// `tdbg nan`: placeholder until its owner lands it; says so and exits 2.
+// `tdbg nan RUN`: the first op whose output holds NaN or ±Inf, with its line and inputs.
+// Exit status: 0 all finite, 1 non-finite found, 2 error.
+#include <cstdio>
+#include <memory>
+
 #include "tlparse/commands.h"
+#include "tlparse/diff/diff.h"
 
 namespace tdbg::cli {
 
 void add_nan_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("nan", "(not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("nan", "not implemented yet"); });
+  struct Args {
+    std::string run;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "nan", "First op whose output holds NaN or Inf (exit 0 finite, 1 non-finite, 2 error)");
+  cmd->add_option("RUN", args->run, "A run directory or one .sqlite database")->required();
+  cmd->add_flag("--json", args->json, "Print one JSON object (docs/cli.md) instead of text");
+  cmd->callback([args] {
+    auto run = tracer::Run::Open(args->run);
+    if (!run.ok()) return fail("nan", run.status().message());
+    auto result = diff::first_nonfinite(*run);
+    if (!result.ok()) return fail("nan", result.status().message());
+    if (args->json) {
+      std::printf("%s\n", result->dump(2).c_str());
+    } else {
+      std::fputs(diff::format_nonfinite(*result).c_str(), stdout);
+    }
+    exit_code = (*result)["status"] == "finite" ? 0 : 1;
+  });
 }
 
 }  // namespace tdbg::cli

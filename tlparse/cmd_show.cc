@@ -1,12 +1,122 @@
-// `tdbg show`: placeholder until its owner lands it; says so and exits 2.
+// `tdbg show RUN`: lists a run's ops (seq, step, nesting, module, source) with their tensors
+// and arguments, for looking around by hand; `--plain` prints one line per op without seq
+// numbers or times, for text tools such as `diff`.
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <optional>
+
 #include "tlparse/commands.h"
+#include "tlparse/diff/ops.h"
 
 namespace tdbg::cli {
+namespace {
+
+struct ShowArgs {
+  std::string run;
+  std::optional<int64_t> op;
+  std::optional<int64_t> step;
+  std::optional<uint32_t> thread;
+  int64_t limit = 100;
+  size_t process = 0;
+  bool plain = false;
+};
+
+std::string short_summary(const hashing::Summary& s) {
+  if (!s.valid) return "";
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), " min %.6g max %.6g sum %.6g abs %.6g", s.min, s.max, s.sum, s.abs_sum);
+  std::string out = buf;
+  if (s.nan_count || s.inf_count) {
+    out += " nan " + std::to_string(s.nan_count) + " inf " + std::to_string(s.inf_count);
+  }
+  return out;
+}
+
+void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpRecord& op, bool plain) {
+  std::string name = strings.text(op.name);
+  if (plain) {
+    std::string line = std::string(op.depth * 2, ' ') + name + " step=" + std::to_string(op.step);
+    for (const auto& t : op.tensors) {
+      line += t.role == tracer::TensorRole::kInput ? " in:" : " out:";
+      line += std::string(hashing::dtype_name(t.dtype)) + "[" + strings.text(t.shape) + "]";
+      if (diff::tensor_comparable(t)) line += "=" + diff::hex64(t.hash);
+    }
+    for (const auto& a : op.args) line += " " + strings.text(a.name) + "=" + strings.text(a.value);
+    if (op.flags & tracer::kOpRandom) line += " rng=" + diff::hex64(op.rng);
+    std::printf("%s\n", line.c_str());
+    return;
+  }
+  std::string source;
+  tracer::FrameId f = op.user_frame ? op.user_frame : op.stack;
+  if (f) {
+    if (auto fr = r.frame(f)) source = strings.text(fr->file) + ":" + std::to_string(fr->line);
+  }
+  std::string label = std::string(std::min<int>(op.depth, 16) * 2, ' ') + name;
+  std::printf("%8" PRId64 " t%-2u step %-5" PRId64 " %-40s %-24s %s\n", op.seq, op.thread, op.step,
+              label.c_str(), strings.text(op.module).c_str(), source.c_str());
+  for (const auto& t : op.tensors) {
+    std::string status = diff::tensor_status_name(t.status);
+    std::printf("%22s %s%u %s[%s] %s %s%s\n", "", t.role == tracer::TensorRole::kInput ? "in " : "out",
+                t.index, hashing::dtype_name(t.dtype), strings.text(t.shape).c_str(),
+                status.c_str(), diff::tensor_comparable(t) ? diff::hex64(t.hash).c_str() : "",
+                short_summary(t.summary).c_str());
+  }
+  for (const auto& a : op.args) {
+    std::printf("%22s arg %s = %s\n", "", strings.text(a.name).c_str(), strings.text(a.value).c_str());
+  }
+}
+
+}  // namespace
 
 void add_show_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("show", "(not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("show", "not implemented yet"); });
+  auto args = std::make_shared<ShowArgs>();
+  auto* cmd = app.add_subcommand("show", "List a run's ops with their tensors, for looking around by hand");
+  cmd->add_option("RUN", args->run, "A run directory or one .sqlite database")->required();
+  cmd->add_option("--op", args->op, "Start at the op with this seq number");
+  cmd->add_option("--step", args->step, "Only ops of this optimizer step");
+  cmd->add_option("--thread", args->thread, "Only ops of this thread (tdbg thread id)");
+  cmd->add_option("--limit", args->limit, "Ops listed at most (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--process", args->process, "Which recorded process of a run directory (0: first)");
+  cmd->add_flag("--plain", args->plain, "One line per op without seq numbers, for text diff tools");
+  cmd->callback([args] {
+    auto run = tracer::Run::Open(args->run);
+    if (!run.ok()) return fail("show", run.status().message());
+    if (args->process >= run->processes.size()) {
+      return fail("show", args->run + ": no process " + std::to_string(args->process) + " (the run has " +
+                              std::to_string(run->processes.size()) + ")");
+    }
+    const tracer::Reader& r = *run->processes[args->process];
+    diff::Strings strings(r);
+    if (!args->plain) {
+      std::printf("%s: %" PRId64 " ops, %zu thread(s), process %zu of %zu\n", r.path().c_str(), r.op_count(),
+                  r.threads().size(), args->process + 1, run->processes.size());
+    }
+    int64_t shown = 0;
+    const int64_t limit = args->limit == 0 ? std::numeric_limits<int64_t>::max() : args->limit;
+    std::optional<uint32_t> thread = args->thread;
+    int64_t from = 0, to = std::numeric_limits<int64_t>::max();
+    if (thread) {
+      // A thread's scan is by tidx: start at the tidx of the requested op.
+      to = r.op_count(*thread);
+      if (args->op) {
+        auto op = r.op(*args->op);
+        if (!op) return fail("show", args->run + ": no op " + std::to_string(*args->op));
+        from = op->thread == *thread ? op->tidx : 0;
+      }
+    } else if (args->op) {
+      from = *args->op;
+    }
+    Status st = r.scan_ops(thread, from, to, true, [&](const tracer::OpRecord& op) {
+      if (args->op && op.seq < *args->op) return true;
+      if (args->step && op.step != *args->step) return op.step < *args->step;  // steps only grow
+      print_op(r, strings, op, args->plain);
+      return ++shown < limit;
+    });
+    if (!st.ok()) return fail("show", st.message());
+    if (!args->plain && shown == limit) std::printf("... (--limit %" PRId64 "; --limit 0 lists all)\n", limit);
+  });
 }
 
 }  // namespace tdbg::cli

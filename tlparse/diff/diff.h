@@ -3,6 +3,7 @@
 // (documented in docs/cli.md); `tdbg report` and `tdbg bundle` embed the same objects.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,15 @@ namespace tdbg::diff {
 struct DiffOptions {
   int context_ops = 3;         // ops shown before and after the divergence on each side
   bool progress = false;       // progress bar on stderr (only when it is a terminal)
+  // Ops compared after the first divergence, to measure how the difference grows and to find
+  // the first value divergence after a structural change. -1 compares to the end of the run
+  // (a full comparison); the cost is linear in this number, not in the run's length.
+  int64_t scan_limit = 200000;
+  // Structural changes (hunks) listed in the result; counting goes on past it.
+  int max_hunks = 20;
+  // Find the first differing op by bisection over the per-thread chain hash. False compares
+  // every op from the start (slow; for benchmarks and for runs with untrustworthy chains).
+  bool bisect = true;
 };
 
 // {"status": "identical"|"diverged", "first_divergence": null | {...}, ...} as documented.
@@ -24,5 +34,10 @@ StatusOr<nlohmann::json> compare_runs(const tracer::Run& a, const tracer::Run& b
 
 // {"status": "finite"|"nonfinite", "first_nonfinite": null | {...}} as documented.
 StatusOr<nlohmann::json> first_nonfinite(const tracer::Run& run);
+
+// Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print
+// them: the answer ("where, and why") in the first lines, then the details.
+std::string format_divergence(const nlohmann::json& result);
+std::string format_nonfinite(const nlohmann::json& result);
 
 }  // namespace tdbg::diff

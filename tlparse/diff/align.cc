@@ -1,0 +1,80 @@
+// Myers' greedy O((N+M)D) shortest edit script, with the per-round frontier kept so that the
+// path can be walked back into hunks.
+#include "tlparse/diff/align.h"
+
+#include <algorithm>
+
+namespace tdbg::diff {
+
+std::optional<std::vector<Hunk>> shortest_edit_script(const uint64_t* a, size_t n,
+                                                      const uint64_t* b, size_t m,
+                                                      int max_edits) {
+  const int64_t N = static_cast<int64_t>(n), M = static_cast<int64_t>(m);
+  const int64_t max_d = std::min<int64_t>(max_edits, N + M);
+  if (max_d < 0) return std::nullopt;
+  // `v[k + offset]` is the furthest x reached on diagonal k = x - y. Diagonals -d-1..d+1 are
+  // touched in round d.
+  const int64_t offset = max_d + 1;
+  std::vector<int64_t> v(static_cast<size_t>(2 * max_d + 3), 0);
+  // `frontiers[d]` holds v[-d-1 .. d+1] as it was before round d: what the walk back needs.
+  std::vector<std::vector<int64_t>> frontiers;
+  int64_t final_d = -1;
+  for (int64_t d = 0; d <= max_d && final_d < 0; ++d) {
+    frontiers.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
+    for (int64_t k = -d; k <= d; k += 2) {
+      int64_t x;
+      if (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1])) {
+        x = v[offset + k + 1];  // step down: take b[y]
+      } else {
+        x = v[offset + k - 1] + 1;  // step right: drop a[x]
+      }
+      int64_t y = x - k;
+      while (x < N && y < M && a[x] == b[y]) ++x, ++y;
+      v[offset + k] = x;
+      if (x >= N && y >= M) {
+        final_d = d;
+        break;
+      }
+    }
+  }
+  if (final_d < 0) return std::nullopt;
+
+  // Walk back from (N, M), collecting the edit steps (x, y, is_removal) in reverse.
+  struct Step { int64_t x, y; bool removal; };
+  std::vector<Step> steps;
+  int64_t x = N, y = M;
+  for (int64_t d = final_d; d > 0; --d) {
+    const std::vector<int64_t>& f = frontiers[static_cast<size_t>(d)];
+    auto at = [&](int64_t k) { return f[static_cast<size_t>(k + d + 1)]; };
+    int64_t k = x - y;
+    int64_t prev_k = (k == -d || (k != d && at(k - 1) < at(k + 1))) ? k + 1 : k - 1;
+    int64_t prev_x = at(prev_k);
+    int64_t prev_y = prev_x - prev_k;
+    // Undo the snake, then the single edit that led into it.
+    while (x > prev_x && y > prev_y) --x, --y;
+    if (x == prev_x) {
+      steps.push_back({prev_x, prev_y, false});  // inserted b[prev_y]
+    } else {
+      steps.push_back({prev_x, prev_y, true});   // removed a[prev_x]
+    }
+    x = prev_x;
+    y = prev_y;
+  }
+  std::reverse(steps.begin(), steps.end());
+
+  // Adjacent edits (no match between them) form one hunk.
+  std::vector<Hunk> hunks;
+  for (const Step& s : steps) {
+    int64_t ax = s.x, by = s.y;
+    if (!hunks.empty() && hunks.back().a_end == ax && hunks.back().b_end == by) {
+      if (s.removal) ++hunks.back().a_end; else ++hunks.back().b_end;
+      continue;
+    }
+    Hunk h{ax, ax, by, by};
+    if (s.removal) ++h.a_end; else ++h.b_end;
+    hunks.push_back(h);
+  }
+  return hunks;
+}
+
+}  // namespace tdbg::diff

@@ -1,0 +1,27 @@
+// Sequence alignment of op signatures (Myers' O(ND) difference algorithm) for the diff engine:
+// which ops one run inserted, removed or replaced relative to the other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace tdbg::diff {
+
+// One change between sequences `a` and `b`: `a[a_begin, a_end)` was replaced by
+// `b[b_begin, b_end)`. An empty range on one side makes it a pure insertion or removal.
+struct Hunk {
+  int64_t a_begin = 0, a_end = 0;
+  int64_t b_begin = 0, b_end = 0;
+};
+
+// The shortest edit script from `a` to `b` as hunks in order, or nullopt when it needs more
+// than `max_edits` insertions plus removals. Memory is O(max_edits^2) in the worst case, so
+// callers bound `max_edits` (the engine aligns a bounded window after the split point, never
+// the whole run).
+std::optional<std::vector<Hunk>> shortest_edit_script(const uint64_t* a, size_t n,
+                                                      const uint64_t* b, size_t m,
+                                                      int max_edits);
+
+}  // namespace tdbg::diff

@@ -1,0 +1,654 @@
+// `compare_runs`: the first divergence between two runs. Per aligned thread pair, bisection
+// over the chain hash finds the first differing op in O(log n) probes; ops are then compared
+// field by field to find the innermost op that introduced the difference and its cause, and a
+// streaming alignment (Myers on a bounded window) handles inserted, removed or replaced ops.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "tlparse/diff/align.h"
+#include "tlparse/diff/diff.h"
+#include "tlparse/diff/ops.h"
+
+namespace tdbg::diff {
+namespace {
+
+using nlohmann::json;
+using tracer::OpRecord;
+using tracer::Reader;
+using tracer::TensorRecord;
+using tracer::TensorRole;
+
+// A progress bar on stderr, redrawn at most ten times a second; silent when disabled.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled) {}
+  ~Progress() { finish(); }
+  void update(int64_t done, int64_t total, const char* what) {
+    if (!enabled_ || total <= 0) return;
+    auto now = std::chrono::steady_clock::now();
+    if (shown_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    shown_ = true;
+    int width = 30;
+    int filled = static_cast<int>(width * std::min<double>(1.0, double(done) / double(total)));
+    std::fprintf(stderr, "\rtdbg diff: %s [%s%s] %3d%%", what, std::string(filled, '#').c_str(),
+                 std::string(width - filled, ' ').c_str(),
+                 static_cast<int>(100.0 * std::min<double>(1.0, double(done) / double(total))));
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (!shown_) return;
+    std::fprintf(stderr, "\r%*s\r", 70, "");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+  std::chrono::steady_clock::time_point last_;
+};
+
+// One side of a thread pair.
+struct Side {
+  Side(const Reader& r, uint32_t t, int64_t n)
+      : reader(&r), strings(r), thread(t), count(n), cursor(r, strings, t, n) {}
+  const Reader* reader;
+  Strings strings;
+  uint32_t thread;
+  int64_t count;
+  OpCursor cursor;
+};
+
+struct Pair {
+  Pair(const Reader& ra, uint32_t ta, int64_t na, const Reader& rb, uint32_t tb, int64_t nb)
+      : a(ra, ta, na), b(rb, tb, nb) {}
+  Side a, b;
+  Status status() const {
+    if (!a.cursor.status().ok()) return a.cursor.status();
+    return b.cursor.status();
+  }
+};
+
+// Bounds of the structural alignment: the window after a split point grows from
+// `kFirstWindow` ops until the first hunk is followed by `kResyncOps` matching ops.
+constexpr int64_t kFirstWindow = 64;
+constexpr int64_t kMaxWindow = 1 << 16;
+constexpr int kMaxEdits = 2048;
+constexpr int64_t kResyncOps = 32;
+
+// Walks two threads' ops in alignment from (i, j): pairs of ops with equal signatures, and
+// hunks where one side inserted, removed or replaced ops.
+class Aligner {
+ public:
+  struct Event {
+    bool is_hunk = false;
+    Hunk hunk;              // absolute tidx ranges
+    int64_t i = 0, j = 0;   // a matched pair
+    const OpRecord* a = nullptr;
+    const OpRecord* b = nullptr;
+    OpComparison cmp;
+  };
+  Aligner(Pair& p, int64_t i, int64_t j) : p_(p), i_(i), j_(j) {}
+  int64_t i() const { return i_; }
+  int64_t j() const { return j_; }
+
+  // Fills `e` with the next event; false at the end of both threads or on a read error.
+  bool next(Event* e) {
+    Side& a = p_.a;
+    Side& b = p_.b;
+    a.cursor.release_before(i_ - 16);
+    b.cursor.release_before(j_ - 16);
+    if (i_ >= a.count && j_ >= b.count) return false;
+    e->is_hunk = false;
+    if (i_ < a.count && j_ < b.count) {
+      uint64_t sa = a.cursor.signature_at(i_), sb = b.cursor.signature_at(j_);
+      const OpRecord* oa = a.cursor.at(i_);
+      const OpRecord* ob = b.cursor.at(j_);
+      if (!oa || !ob) return false;
+      if (sa == sb) {
+        e->cmp = compare_ops(*oa, a.strings, *ob, b.strings);
+        if (e->cmp.structure.empty()) {
+          e->i = i_++;
+          e->j = j_++;
+          e->a = oa;
+          e->b = ob;
+          return true;
+        }
+      }
+      std::optional<Hunk> h = align_at();
+      if (!h) return false;
+      e->is_hunk = true;
+      e->hunk = *h;
+    } else {
+      // One side ended: the rest of the other is one trailing insertion or removal.
+      e->is_hunk = true;
+      e->hunk = Hunk{i_, a.count, j_, b.count};
+    }
+    i_ = e->hunk.a_end;
+    j_ = e->hunk.b_end;
+    return true;
+  }
+
+ private:
+  // The first hunk of the shortest edit script of a window starting at (i_, j_), where the
+  // two signatures differ. The window grows until the hunk is clearly followed by a match.
+  std::optional<Hunk> align_at() {
+    Side& a = p_.a;
+    Side& b = p_.b;
+    std::vector<uint64_t> sa, sb;
+    for (int64_t w = kFirstWindow;; w *= 4) {
+      int64_t wa = std::min(w, a.count - i_), wb = std::min(w, b.count - j_);
+      sa.clear();
+      sb.clear();
+      for (int64_t k = 0; k < wa; ++k) sa.push_back(a.cursor.signature_at(i_ + k));
+      for (int64_t k = 0; k < wb; ++k) sb.push_back(b.cursor.signature_at(j_ + k));
+      if (!p_.status().ok()) return std::nullopt;
+      bool whole = i_ + wa == a.count && j_ + wb == b.count;
+      bool last_try = whole || w >= kMaxWindow;
+      auto script = shortest_edit_script(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits);
+      if (script && !script->empty()) {
+        const Hunk& h = script->front();
+        int64_t next = script->size() > 1 ? (*script)[1].a_begin : wa;
+        if (h.a_begin == 0 && h.b_begin == 0 && (last_try || next - h.a_end >= kResyncOps)) {
+          return Hunk{i_ + h.a_begin, i_ + h.a_end, j_ + h.b_begin, j_ + h.b_end};
+        }
+      } else if (script && script->empty()) {
+        // Equal signatures but different structure (a hash collision of signatures or a
+        // field the signature leaves out): one replaced op.
+        return Hunk{i_, i_ + 1, j_, j_ + 1};
+      }
+      if (last_try) return Hunk{i_, i_ + wa, j_, j_ + wb};  // too different: all replaced
+    }
+  }
+
+  Pair& p_;
+  int64_t i_, j_;
+};
+
+// Where a thread pair first differs.
+struct Located {
+  enum Kind { kNone, kValue, kStructure } kind = kNone;
+  int64_t i = 0, j = 0;  // tidx on each side (for kStructure: the split point)
+};
+
+struct Stats {
+  int64_t probes = 0;        // chain hash probes by bisection
+  int64_t ops_compared = 0;  // op pairs compared field by field
+};
+
+// First tidx < n where the chains differ (n when they agree at n - 1): O(log n) probes.
+StatusOr<int64_t> bisect_chains(Side& a, Side& b, int64_t n, Stats& stats) {
+  if (n == 0) return int64_t{0};
+  auto chain = [&](Side& s, int64_t t) -> StatusOr<uint64_t> {
+    ++stats.probes;
+    auto c = s.reader->chain_at(s.thread, t);
+    if (!c) {
+      return Status::Error(s.reader->path() + ": no op " + std::to_string(t) + " in thread " +
+                           std::to_string(s.thread));
+    }
+    return *c;
+  };
+  TDBG_ASSIGN_OR_RETURN(uint64_t last_a, chain(a, n - 1));
+  TDBG_ASSIGN_OR_RETURN(uint64_t last_b, chain(b, n - 1));
+  if (last_a == last_b) return n;
+  int64_t lo = 0, hi = n - 1;  // the chains differ at hi
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    TDBG_ASSIGN_OR_RETURN(uint64_t ca, chain(a, mid));
+    TDBG_ASSIGN_OR_RETURN(uint64_t cb, chain(b, mid));
+    if (ca == cb) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+// From a differing op at `t`, the innermost op under it that differs: each level's first
+// differing child, until an op has no differing child. Ops before `t` are known equal.
+Located innermost(Pair& p, int64_t t, Stats& stats) {
+  int64_t cur = t;
+  uint16_t depth = p.a.cursor.at(t)->depth;
+  int64_t n = std::min(p.a.count, p.b.count);
+  for (int64_t s = t + 1; s < n; ++s) {
+    const OpRecord* a = p.a.cursor.at(s);
+    const OpRecord* b = p.b.cursor.at(s);
+    if (!a || !b || a->depth <= depth) break;
+    ++stats.ops_compared;
+    OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
+    if (!c.structure.empty()) return {Located::kStructure, s, s};
+    if (c.differs()) {
+      cur = s;
+      depth = a->depth;
+    }
+  }
+  return {Located::kValue, cur, cur};
+}
+
+StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Progress& progress) {
+  int64_t n = std::min(p.a.count, p.b.count);
+  int64_t k = 0;
+  if (options.bisect) {
+    TDBG_ASSIGN_OR_RETURN(k, bisect_chains(p.a, p.b, n, stats));
+  }
+  // The chains say where the streams stop being equal; the fields say whether that is a
+  // difference the engine counts (a chain may cover fields it ignores), so confirm here.
+  for (int64_t t = k; t < n; ++t) {
+    const OpRecord* a = p.a.cursor.at(t);
+    const OpRecord* b = p.b.cursor.at(t);
+    if (!a || !b) return p.status();
+    ++stats.ops_compared;
+    progress.update(t, n, "comparing");
+    OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
+    if (!c.structure.empty()) return Located{Located::kStructure, t, t};
+    if (c.differs()) {
+      Located l = innermost(p, t, stats);
+      TDBG_RETURN_IF_ERROR(p.status());
+      return l;
+    }
+    p.a.cursor.release_before(t - 16);
+    p.b.cursor.release_before(t - 16);
+  }
+  if (p.a.count != p.b.count) return Located{Located::kStructure, n, n};
+  return Located{};
+}
+
+const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_structure,
+                     std::string* detail) {
+  if (!c.structure.empty()) {
+    *detail = c.structure;
+    return "structure";
+  }
+  if (c.input >= 0) {
+    const TensorRecord& t = a.tensors[static_cast<size_t>(c.input)];
+    if (t.producer == tracer::kNoSeq) {
+      *detail = "input " + std::to_string(t.index) +
+                " differs and no recorded op produced it (data from outside torch ops)";
+      return "external_input";
+    }
+    if (after_structure) {
+      *detail = "input " + std::to_string(t.index) + " comes from ops changed by the structural change";
+      return "structure";
+    }
+    *detail = "input " + std::to_string(t.index) + " differs although its producer, op " +
+              std::to_string(t.producer) + ", matched (changed outside recorded ops, or by another thread)";
+    return "external_input";
+  }
+  if (c.arg >= 0) {
+    *detail = "a non-tensor argument differs; tensor inputs are identical";
+    return "arguments";
+  }
+  if (c.rng) {
+    *detail = "random op whose generator state differs (a different seed)";
+    return "rng";
+  }
+  *detail = "identical inputs, arguments and generator state, different output";
+  return "nondeterministic";
+}
+
+// Tracks how a difference spreads over the ops after it, at bounded cost.
+class Growth {
+ public:
+  void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c) {
+    ++compared_;
+    double distance = -1;
+    if (c.differs()) {
+      ++diverged_;
+      for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
+        const TensorRecord& ta = a.tensors[k];
+        const TensorRecord& tb = b.tensors[k];
+        if (ta.role != TensorRole::kOutput || !tensor_comparable(ta) || !tensor_comparable(tb) ||
+            ta.hash == tb.hash)
+          continue;
+        distance = std::max(distance, summary_distance(ta.summary, tb.summary));
+      }
+    }
+    StepRow& row = step_row(a.step);
+    ++row.ops;
+    if (c.differs()) ++row.diverged;
+    if (distance > row.max_distance) row.max_distance = distance;
+    if (distance > max_distance_) max_distance_ = distance;
+    window_max_ = std::max(window_max_, distance);
+    mark_point();
+  }
+  void add_hunk(const Hunk& h, int64_t step) {
+    ++hunks_;
+    int64_t ops = std::max(h.a_end - h.a_begin, h.b_end - h.b_begin);
+    compared_ += ops;
+    diverged_ += ops;
+    StepRow& row = step_row(step);
+    row.ops += ops;
+    row.diverged += ops;
+    mark_point();
+  }
+  json to_json(bool complete) const {
+    json steps = json::array();
+    for (const auto& [step, row] : steps_) {
+      steps.push_back({{"step", step}, {"ops", row.ops}, {"diverged", row.diverged},
+                       {"max_distance", row.max_distance < 0 ? json(nullptr) : json(row.max_distance)}});
+    }
+    return {{"ops_compared", compared_},
+            {"ops_diverged", diverged_},
+            {"structural_changes", hunks_},
+            {"complete", complete},
+            {"max_distance", max_distance_ < 0 ? json(nullptr) : json(max_distance_)},
+            {"points", points_},
+            {"steps", steps},
+            {"steps_truncated", steps_truncated_}};
+  }
+  int64_t compared() const { return compared_; }
+
+ private:
+  struct StepRow {
+    int64_t ops = 0, diverged = 0;
+    double max_distance = -1;
+  };
+  StepRow& step_row(int64_t step) {
+    auto it = steps_.find(step);
+    if (it != steps_.end()) return it->second;
+    if (steps_.size() >= kMaxSteps) {
+      steps_truncated_ = true;
+      return overflow_;
+    }
+    return steps_[step];
+  }
+  // Samples at 1, 10, 100, ... ops after the divergence: how many diverged so far and the
+  // largest summary distance seen since the previous sample.
+  void mark_point() {
+    if (compared_ < next_point_) return;
+    points_.push_back({{"ops_after", compared_}, {"diverged", diverged_},
+                       {"max_distance", window_max_ < 0 ? json(nullptr) : json(window_max_)}});
+    window_max_ = -1;
+    next_point_ *= 10;
+  }
+  static constexpr size_t kMaxSteps = 1000;
+  int64_t compared_ = 0, diverged_ = 0, hunks_ = 0;
+  double max_distance_ = -1, window_max_ = -1;
+  int64_t next_point_ = 1;
+  json points_ = json::array();
+  std::map<int64_t, StepRow> steps_;
+  StepRow overflow_;
+  bool steps_truncated_ = false;
+};
+
+json tensor_pair_json(Pair& p, const OpRecord& a, const OpRecord& b, int index) {
+  const TensorRecord& ta = a.tensors[static_cast<size_t>(index)];
+  const TensorRecord& tb = b.tensors[static_cast<size_t>(index)];
+  json j = {{"role", ta.role == TensorRole::kInput ? "input" : "output"},
+            {"index", ta.index},
+            {"dtype", hashing::dtype_name(ta.dtype)},
+            {"shape", p.a.strings.text(ta.shape)},
+            {"hash_a", hex64(ta.hash)},
+            {"hash_b", hex64(tb.hash)},
+            {"status_a", tensor_status_name(ta.status)},
+            {"status_b", tensor_status_name(tb.status)},
+            {"producer_a", ta.producer == tracer::kNoSeq ? json(nullptr) : json(ta.producer)},
+            {"producer_b", tb.producer == tracer::kNoSeq ? json(nullptr) : json(tb.producer)},
+            {"summary_a", summary_json(ta.summary)},
+            {"summary_b", summary_json(tb.summary)}};
+  if (ta.summary.valid && tb.summary.valid) {
+    j["rel_diff"] = {{"min", relative_difference(ta.summary.min, tb.summary.min)},
+                     {"max", relative_difference(ta.summary.max, tb.summary.max)},
+                     {"sum", relative_difference(ta.summary.sum, tb.summary.sum)},
+                     {"abs_sum", relative_difference(ta.summary.abs_sum, tb.summary.abs_sum)}};
+  } else {
+    j["rel_diff"] = nullptr;
+  }
+  return j;
+}
+
+// The differing parts of an aligned op pair: cause, tensor, argument, generator state.
+void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpComparison& c,
+                    bool after_structure, json& out) {
+  std::string detail;
+  out["kind"] = "value";
+  out["cause"] = cause_of(c, a, after_structure, &detail);
+  out["detail"] = detail;
+  out["a"] = op_json(*p.a.reader, p.a.strings, a);
+  out["b"] = op_json(*p.b.reader, p.b.strings, b);
+  int tensor = c.input >= 0 ? c.input : c.output;
+  out["tensor"] = tensor >= 0 ? tensor_pair_json(p, a, b, tensor) : json(nullptr);
+  if (c.arg >= 0) {
+    const auto& aa = a.args[static_cast<size_t>(c.arg)];
+    const auto& ab = b.args[static_cast<size_t>(c.arg)];
+    out["argument"] = {{"index", aa.index}, {"name", p.a.strings.text(aa.name)},
+                       {"value_a", p.a.strings.text(aa.value)}, {"value_b", p.b.strings.text(ab.value)}};
+  } else {
+    out["argument"] = nullptr;
+  }
+  if ((a.flags | b.flags) & tracer::kOpRandom) {
+    out["rng"] = {{"a", hex64(a.rng)}, {"b", hex64(b.rng)}};
+  } else {
+    out["rng"] = nullptr;
+  }
+}
+
+json hunk_ops_json(Side& s, int64_t begin, int64_t end, int limit) {
+  json ops = json::array();
+  for (int64_t t = begin; t < end && t < begin + limit; ++t) {
+    auto op = s.reader->op_at(s.thread, t);
+    if (op) ops.push_back(op_brief_json(*s.reader, s.strings, *op));
+  }
+  return ops;
+}
+
+json hunk_json(Pair& p, const Hunk& h) {
+  int64_t removed = h.a_end - h.a_begin, inserted = h.b_end - h.b_begin;
+  const char* type = removed == 0 ? "inserted" : inserted == 0 ? "removed" : "replaced";
+  return {{"type", type},
+          {"a_range", {h.a_begin, h.a_end}},
+          {"b_range", {h.b_begin, h.b_end}},
+          {"removed", hunk_ops_json(p.a, h.a_begin, h.a_end, 8)},
+          {"inserted", hunk_ops_json(p.b, h.b_begin, h.b_end, 8)}};
+}
+
+json context_json(Side& s, int64_t center, int n) {
+  json ops = json::array();
+  for (int64_t t = std::max<int64_t>(0, center - n); t <= center + n && t < s.count; ++t) {
+    auto op = s.reader->op_at(s.thread, t);
+    if (!op) continue;
+    json j = op_brief_json(*s.reader, s.strings, *op);
+    j["here"] = t == center;
+    ops.push_back(std::move(j));
+  }
+  return ops;
+}
+
+// Full description of where a thread pair diverges, with what follows it.
+StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& options,
+                        Stats& stats, Progress& progress) {
+  json out;
+  Growth growth;
+  int64_t budget = options.scan_limit < 0 ? std::numeric_limits<int64_t>::max() : options.scan_limit;
+  Aligner aligner(p, where.i, where.j);
+  Aligner::Event e;
+  json hunks = json::array();
+  bool found_value_after = false;
+  int64_t total = std::max(p.a.count - where.i, p.b.count - where.j);
+  bool complete = true;
+  if (where.kind == Located::kValue) {
+    const OpRecord* a = p.a.cursor.at(where.i);
+    const OpRecord* b = p.b.cursor.at(where.j);
+    if (!a || !b) return p.status();
+    OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
+    describe_value(p, *a, *b, c, false, out);
+  } else {
+    out["kind"] = "structure";
+    out["cause"] = "structure";
+    out["value_after_structure"] = nullptr;
+  }
+  bool first_event = true;
+  while (true) {
+    if (growth.compared() >= budget) {
+      complete = false;
+      break;
+    }
+    if (!aligner.next(&e)) break;
+    progress.update(aligner.i() - where.i, total, "aligning");
+    if (e.is_hunk) {
+      int64_t step = 0;
+      if (const OpRecord* o = e.hunk.a_end > e.hunk.a_begin ? p.a.cursor.at(e.hunk.a_begin)
+                                                            : p.b.cursor.at(e.hunk.b_begin)) {
+        step = o->step;
+      }
+      growth.add_hunk(e.hunk, step);
+      if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
+      if (first_event && where.kind == Located::kStructure) {
+        const Hunk& h = e.hunk;
+        auto oa = h.a_end > h.a_begin ? p.a.reader->op_at(p.a.thread, h.a_begin) : std::nullopt;
+        auto ob = h.b_end > h.b_begin ? p.b.reader->op_at(p.b.thread, h.b_begin) : std::nullopt;
+        out["a"] = oa ? op_json(*p.a.reader, p.a.strings, *oa) : json(nullptr);
+        out["b"] = ob ? op_json(*p.b.reader, p.b.strings, *ob) : json(nullptr);
+        out["tensor"] = nullptr;
+        std::string detail;
+        int64_t removed = h.a_end - h.a_begin, inserted = h.b_end - h.b_begin;
+        if (oa && ob) {
+          OpComparison c = compare_ops(*oa, p.a.strings, *ob, p.b.strings);
+          detail = std::to_string(removed) + " op(s) of A replaced by " + std::to_string(inserted) +
+                   " op(s) in B; first: " + c.structure;
+          // Same op, different dtype or shape: name the tensor.
+          if (p.a.strings.text(oa->name) == p.b.strings.text(ob->name) &&
+              oa->tensors.size() == ob->tensors.size()) {
+            for (size_t k = 0; k < oa->tensors.size(); ++k) {
+              const TensorRecord& ta = oa->tensors[k];
+              const TensorRecord& tb = ob->tensors[k];
+              if (ta.dtype != tb.dtype || p.a.strings.text(ta.shape) != p.b.strings.text(tb.shape)) {
+                out["tensor"] = {{"role", ta.role == TensorRole::kInput ? "input" : "output"},
+                                 {"index", ta.index},
+                                 {"dtype", hashing::dtype_name(ta.dtype)},
+                                 {"shape", p.a.strings.text(ta.shape)},
+                                 {"dtype_b", hashing::dtype_name(tb.dtype)},
+                                 {"shape_b", p.b.strings.text(tb.shape)},
+                                 {"hash_a", hex64(ta.hash)},
+                                 {"hash_b", hex64(tb.hash)}};
+                break;
+              }
+            }
+          }
+        } else if (ob) {
+          detail = std::to_string(inserted) + " op(s) inserted in B, first " + p.b.strings.text(ob->name);
+        } else if (oa) {
+          detail = std::to_string(removed) + " op(s) of A removed in B, first " + p.a.strings.text(oa->name);
+        }
+        out["detail"] = detail;
+      }
+    } else {
+      ++stats.ops_compared;
+      growth.add_pair(*e.a, *e.b, e.cmp);
+      if (where.kind == Located::kStructure && !found_value_after && e.cmp.differs()) {
+        found_value_after = true;
+        json v;
+        describe_value(p, *e.a, *e.b, e.cmp, true, v);
+        out["value_after_structure"] = std::move(v);
+      }
+    }
+    first_event = false;
+  }
+  TDBG_RETURN_IF_ERROR(p.status());
+  if (where.kind == Located::kStructure && out.find("a") == out.end()) {
+    out["a"] = nullptr;
+    out["b"] = nullptr;
+    out["tensor"] = nullptr;
+  }
+  out["structural_changes"] = std::move(hunks);
+  out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},
+                    {"b", context_json(p.b, where.j, options.context_ops)}};
+  out["growth"] = growth.to_json(complete);
+  return out;
+}
+
+uint32_t thread_at(const std::vector<tracer::ThreadRecord>& threads, size_t k) {
+  return threads[k].id;
+}
+
+}  // namespace
+
+StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  Progress progress(options.progress);
+  Stats stats;
+  json result = {{"status", "identical"}, {"first_divergence", nullptr}};
+  size_t processes = std::min(a.processes.size(), b.processes.size());
+  int64_t threads_compared = 0;
+  json notes = json::array();
+  for (size_t p = 0; p < processes && result["first_divergence"].is_null(); ++p) {
+    const Reader& ra = *a.processes[p];
+    const Reader& rb = *b.processes[p];
+    // Threads pair up by order of their first op (their tdbg ids); thread 0 is the main one.
+    auto ta = ra.threads();
+    auto tb = rb.threads();
+    auto by_id = [](const tracer::ThreadRecord& x, const tracer::ThreadRecord& y) { return x.id < y.id; };
+    std::sort(ta.begin(), ta.end(), by_id);
+    std::sort(tb.begin(), tb.end(), by_id);
+    size_t nthreads = std::max(ta.size(), tb.size());
+    std::unique_ptr<Pair> best;
+    Located best_at;
+    int64_t best_seq = std::numeric_limits<int64_t>::max();
+    for (size_t k = 0; k < nthreads; ++k) {
+      if (k >= ta.size() || k >= tb.size()) {
+        bool in_a = k < ta.size();
+        const Reader& r = in_a ? ra : rb;
+        uint32_t id = in_a ? thread_at(ta, k) : thread_at(tb, k);
+        if (r.op_count(id) == 0) continue;
+        notes.push_back("process " + std::to_string(p) + ": thread " + std::to_string(id) +
+                        " exists only in " + (in_a ? "A" : "B"));
+        if (best) continue;
+        // A whole thread of ops on one side only: compare it against an empty thread.
+        auto pair = std::make_unique<Pair>(ra, id, in_a ? r.op_count(id) : 0, rb, id,
+                                           in_a ? 0 : r.op_count(id));
+        best = std::move(pair);
+        best_at = Located{Located::kStructure, 0, 0};
+        continue;
+      }
+      ++threads_compared;
+      uint32_t ida = thread_at(ta, k), idb = thread_at(tb, k);
+      auto pair = std::make_unique<Pair>(ra, ida, ra.op_count(ida), rb, idb, rb.op_count(idb));
+      TDBG_ASSIGN_OR_RETURN(Located at, locate(*pair, options, stats, progress));
+      if (at.kind == Located::kNone) continue;
+      // The earliest divergence in the process (by A's start order, B's where A has no op).
+      const OpRecord* o = pair->a.cursor.at(at.i);
+      if (!o) o = pair->b.cursor.at(at.j);
+      int64_t seq = o ? o->seq : std::numeric_limits<int64_t>::max() - 1;
+      if (seq < best_seq || !best) {
+        best_seq = seq;
+        best_at = at;
+        best = std::move(pair);
+      }
+    }
+    if (best) {
+      TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
+      d["process"] = p;
+      d["threads"] = {{"a", best->a.thread}, {"b", best->b.thread}};
+      result["status"] = "diverged";
+      result["first_divergence"] = std::move(d);
+    }
+  }
+  if (result["first_divergence"].is_null() && a.processes.size() != b.processes.size()) {
+    bool in_a = a.processes.size() > b.processes.size();
+    const Reader& extra = in_a ? *a.processes[processes] : *b.processes[processes];
+    result["status"] = "diverged";
+    result["first_divergence"] = {
+        {"kind", "structure"}, {"cause", "structure"},
+        {"detail", std::string("a recorded process exists only in ") + (in_a ? "A" : "B") + ": " +
+                       extra.path()},
+        {"process", processes}, {"a", nullptr}, {"b", nullptr}, {"tensor", nullptr}};
+  }
+  progress.finish();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  result["run_a"] = a.path;
+  result["run_b"] = b.path;
+  result["processes"] = {{"a", a.processes.size()}, {"b", b.processes.size()}};
+  result["threads_compared"] = threads_compared;
+  result["chain_probes"] = stats.probes;
+  result["ops_compared"] = stats.ops_compared;
+  result["elapsed_ms"] = ms;
+  result["notes"] = notes;
+  return result;
+}
+
+}  // namespace tdbg::diff

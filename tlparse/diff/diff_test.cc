@@ -1,0 +1,472 @@
+// End-to-end tests of the diff engine on synthetic runs written with the real tracer::Writer
+// and read back with tracer::Run: a tiny simulated training loop whose ops pass values along,
+// so that one change (a seed, a learning rate, a data value, an extra op) spreads like it
+// does in a real run.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "tlparse/diff/diff.h"
+#include "tracer/reader.h"
+#include "tracer/writer.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using tdbg::hashing::DType;
+using tdbg::tracer::kNoSeq;
+using tdbg::tracer::OpRecord;
+using tdbg::tracer::TensorRecord;
+using tdbg::tracer::TensorRole;
+using tdbg::tracer::TensorStatus;
+
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 29);
+}
+
+fs::path temp_dir() {
+  static int counter = 0;
+  fs::path p = fs::temp_directory_path() /
+               ("tdbg_diff_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+// What differs in the simulated run, relative to the default.
+struct Variation {
+  int steps = 60;
+  uint64_t seed = 1;
+  int seed_change_step = -1;        // from this step on the generator is reseeded (rng)
+  int lr_change_step = -1;          // learning rate differs from this step (arguments)
+  int data_change_step = -1;        // one input batch differs (external_input)
+  int nondeterministic_step = -1;   // addmm's output differs, inputs equal (nondeterministic)
+  int insert_step = -1;             // an extra op after linear (structure)
+  bool insert_changes_values = true;
+  int remove_step = -1;             // the gelu op is missing (structure)
+  int replace_step = -1;            // relu instead of gelu (structure)
+  int batch_change_step = -1;       // the batch has another shape (structure)
+  int inf_step = -1;                // the loss becomes Inf
+  int nan_in_child_step = -1;       // addmm (inside linear) produces NaN
+  int uninitialized_noise = 0;      // aten::empty outputs with random contents, never compared
+  bool chain_covers_uninitialized = false;
+  int extra_steps = 0;              // more steps at the end (trailing ops)
+};
+
+// Writes one thread's ops, computing what the tracer computes: seq, tidx, the chain hash.
+class Recorder {
+ public:
+  Recorder(tdbg::tracer::Writer& w, uint32_t thread, int64_t* next_seq)
+      : w_(w), thread_(thread), next_seq_(next_seq) {
+    w_.add_thread({thread, 1000 + thread, thread == 0 ? "main" : "worker"});
+  }
+
+  struct T {
+    uint64_t hash;
+    int64_t producer = kNoSeq;
+    std::string shape = "32x8";
+    TensorStatus status = TensorStatus::kHashed;
+    double sum = 1.0;
+    int64_t inf = 0, nan = 0;
+  };
+
+  int64_t op(const std::string& name, const std::vector<T>& ins, const std::vector<T>& outs,
+             std::vector<std::pair<std::string, std::string>> args = {}, uint64_t rng = 0,
+             int depth = 0, int64_t parent = kNoSeq, int line = 0) {
+    OpRecord op;
+    op.seq = (*next_seq_)++;
+    op.thread = thread_;
+    op.tidx = tidx_++;
+    op.parent = parent;
+    op.depth = static_cast<uint16_t>(depth);
+    op.name = w_.intern(name);
+    op.step = step;
+    op.module = w_.intern(depth == 0 ? "model" : "model.fc1");
+    auto file = w_.intern("train.py");
+    auto fn = w_.intern("forward");
+    op.stack = w_.intern_frame(0, file, line ? line : 100, fn);
+    op.user_frame = op.stack;
+    op.rng = rng;
+    if (rng) op.flags |= tdbg::tracer::kOpRandom;
+    uint64_t chain_item = mix(std::hash<std::string>{}(name), rng);
+    auto add = [&](const T& t, TensorRole role, uint16_t index) {
+      TensorRecord r;
+      r.role = role;
+      r.index = index;
+      r.dtype = DType::kFloat32;
+      r.shape = w_.intern(t.shape);
+      r.device = w_.intern("cpu");
+      r.status = t.status;
+      r.hash = t.hash;
+      r.producer = t.producer;
+      r.summary.valid = true;
+      r.summary.min = -1;
+      r.summary.max = 1;
+      r.summary.sum = t.sum;
+      r.summary.abs_sum = std::abs(t.sum) + 3;
+      r.summary.inf_count = t.inf;
+      r.summary.nan_count = t.nan;
+      op.tensors.push_back(r);
+      bool counts = t.status != TensorStatus::kUninitialized || chain_covers_uninitialized;
+      chain_item = mix(chain_item, std::hash<std::string>{}(t.shape));
+      if (counts) chain_item = mix(chain_item, t.hash);
+    };
+    for (size_t i = 0; i < ins.size(); ++i) add(ins[i], TensorRole::kInput, static_cast<uint16_t>(i));
+    for (size_t i = 0; i < outs.size(); ++i) add(outs[i], TensorRole::kOutput, static_cast<uint16_t>(i));
+    for (size_t i = 0; i < args.size(); ++i) {
+      op.args.push_back({static_cast<uint16_t>(i + ins.size()), w_.intern(args[i].first),
+                         w_.intern(args[i].second)});
+      chain_item = mix(chain_item, std::hash<std::string>{}(args[i].second));
+    }
+    chain_ = mix(chain_, chain_item);
+    op.chain = chain_;
+    int64_t seq = op.seq;
+    w_.append_op(std::move(op));
+    return seq;
+  }
+
+  int64_t step = 0;
+  bool chain_covers_uninitialized = false;
+
+ private:
+  tdbg::tracer::Writer& w_;
+  uint32_t thread_;
+  int64_t* next_seq_;
+  int64_t tidx_ = 0;
+  uint64_t chain_ = 0;
+};
+
+// The simulated training loop, one step at a time (so several threads can interleave).
+class Trainer {
+ public:
+  Trainer(tdbg::tracer::Writer& w, uint32_t thread, int64_t* next_seq, const Variation& v)
+      : r_(w, thread, next_seq), v_(v), param_(mix(42, thread)) {
+    r_.chain_covers_uninitialized = v.chain_covers_uninitialized;
+  }
+
+  void step(int s) {
+    using T = Recorder::T;
+    r_.step = s;
+    std::string shape = s == v_.batch_change_step ? "16x8" : "32x8";
+    uint64_t data = mix(7, s) ^ (s == v_.data_change_step ? 1 : 0);
+    // The batch comes from NumPy: no recorded op produced it.
+    T x{mix(data, 1)};
+    x.shape = shape;
+    int64_t to = r_.op("aten::to", {T{data, kNoSeq, shape}}, {x}, {{"dtype", "float32"}}, 0, 0, kNoSeq, 10);
+    x.producer = to;
+    for (int k = 0; k < v_.uninitialized_noise; ++k) {
+      T e{static_cast<uint64_t>(std::rand()) * 7919u + 1, kNoSeq, "4", TensorStatus::kUninitialized};
+      r_.op("aten::empty", {}, {e}, {{"size", "[4]"}}, 0, 0, kNoSeq, 11);
+    }
+    uint64_t seed = (v_.seed_change_step >= 0 && s >= v_.seed_change_step) ? v_.seed + 100 : v_.seed;
+    uint64_t rng = mix(seed, s);
+    T noise{mix(rng, 2)};
+    noise.shape = shape;
+    noise.producer = r_.op("aten::bernoulli", {}, {noise}, {{"p", "0.9"}}, rng, 0, kNoSeq, 12);
+    // linear (parent) and its children t and addmm; the parent's output is addmm's.
+    uint64_t y = mix(mix(x.hash, param_), s == v_.nondeterministic_step ? 99 : 0);
+    T out{y};
+    out.shape = shape;
+    bool nan_here = s == v_.nan_in_child_step;
+    if (nan_here) out.nan = 3;
+    int64_t linear = r_.op("aten::linear", {x, T{param_, param_seq_, "8x8"}}, {out}, {}, 0, 0, kNoSeq, 20);
+    T pt{mix(param_, 3), kNoSeq, "8x8"};
+    pt.producer = r_.op("aten::t", {T{param_, param_seq_, "8x8"}}, {pt}, {}, 0, 1, linear, 20);
+    int64_t addmm = r_.op("aten::addmm", {x, pt}, {out}, {{"beta", "1"}, {"alpha", "1"}}, 0, 1, linear, 20);
+    out.producer = addmm;
+    if (s == v_.insert_step) {
+      T scaled{v_.insert_changes_values ? mix(out.hash, 5) : out.hash, kNoSeq, shape};
+      int64_t ins = r_.op("aten::mul", {out}, {scaled}, {{"other", "1.0001"}}, 0, 0, kNoSeq, 21);
+      scaled.producer = ins;
+      out = scaled;
+    }
+    if (s != v_.remove_step) {
+      T act{mix(out.hash, 4), kNoSeq, shape};
+      act.producer = r_.op(s == v_.replace_step ? "aten::relu" : "aten::gelu", {out}, {act}, {}, 0, 0,
+                           kNoSeq, 22);
+      out = act;
+    }
+    T z{mix(out.hash, noise.hash), kNoSeq, shape};
+    z.producer = r_.op("aten::mul", {out, noise}, {z}, {}, 0, 0, kNoSeq, 23);
+    T loss{mix(z.hash, 6), kNoSeq, ""};
+    loss.sum = 0.5 + double(z.hash % 1000) / 1000.0;
+    if (s == v_.inf_step) loss.inf = 1;
+    loss.producer = r_.op("aten::sum", {z}, {loss}, {}, 0, 0, kNoSeq, 24);
+    std::string lr = (v_.lr_change_step >= 0 && s >= v_.lr_change_step) ? "0.1" : "0.05";
+    uint64_t next_param = mix(mix(param_, z.hash), std::hash<std::string>{}(lr));
+    param_seq_ = r_.op("aten::add_", {T{param_, param_seq_, "8x8"}, z},
+                       {T{next_param, kNoSeq, "8x8"}}, {{"alpha", "-" + lr}}, 0, 0, kNoSeq, 30);
+    param_ = next_param;
+  }
+
+ private:
+  Recorder r_;
+  Variation v_;
+  uint64_t param_;
+  int64_t param_seq_ = kNoSeq;
+};
+
+// Writes a run (one database) with `threads` threads interleaved step by step; thread k > 0
+// uses `variations[k]` when given, else the default.
+std::string write_run(const Variation& v, int threads = 1,
+                      std::map<int, Variation> per_thread = {}) {
+  fs::path dir = temp_dir();
+  std::string path = (dir / "run.sqlite").string();
+  auto w = tdbg::tracer::Writer::Create(path);
+  REQUIRE(w.ok());
+  (*w)->set_meta("cmdline", "python3 train.py");
+  int64_t seq = 0;
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  std::vector<Variation> vs;
+  for (int t = 0; t < threads; ++t) {
+    vs.push_back(per_thread.count(t) ? per_thread[t] : (t == 0 ? v : Variation{}));
+    trainers.push_back(std::make_unique<Trainer>(**w, static_cast<uint32_t>(t), &seq, vs.back()));
+  }
+  int steps = v.steps + v.extra_steps;
+  for (int s = 0; s < steps; ++s) {
+    for (int t = 0; t < threads; ++t) {
+      if (s < vs[static_cast<size_t>(t)].steps + vs[static_cast<size_t>(t)].extra_steps) trainers[t]->step(s);
+    }
+  }
+  REQUIRE((*w)->close().ok());
+  return path;
+}
+
+json compare(const std::string& a, const std::string& b, tdbg::diff::DiffOptions options = {}) {
+  auto ra = tdbg::tracer::Run::Open(a);
+  REQUIRE(ra.ok());
+  auto rb = tdbg::tracer::Run::Open(b);
+  REQUIRE(rb.ok());
+  auto result = tdbg::diff::compare_runs(*ra, *rb, options);
+  if (!result.ok()) FAIL(result.status().message());
+  return *result;
+}
+
+json first(const json& r) {
+  REQUIRE(r["status"] == "diverged");
+  REQUIRE(r["first_divergence"].is_object());
+  return r["first_divergence"];
+}
+
+}  // namespace
+
+TEST_CASE("identical runs are identical, found with a handful of chain probes") {
+  Variation v;
+  auto a = write_run(v), b = write_run(v);
+  json r = compare(a, b);
+  CHECK(r["status"] == "identical");
+  CHECK(r["first_divergence"].is_null());
+  CHECK(r["chain_probes"].get<int64_t>() <= 2);
+  CHECK(r["ops_compared"].get<int64_t>() == 0);
+  CHECK(tdbg::diff::format_divergence(r).rfind("identical", 0) == 0);
+}
+
+TEST_CASE("a nondeterministic op is found by bisection, innermost, inside its parent") {
+  Variation va, vb;
+  vb.nondeterministic_step = 37;
+  json r = compare(write_run(va), write_run(vb));
+  json d = first(r);
+  CHECK(d["kind"] == "value");
+  CHECK(d["cause"] == "nondeterministic");
+  CHECK(d["a"]["op"] == "aten::addmm");
+  CHECK(d["a"]["step"] == 37);
+  CHECK(d["a"]["source"]["file"] == "train.py");
+  CHECK(d["a"]["source"]["line"] == 20);
+  CHECK(d["a"]["module"] == "model.fc1");
+  REQUIRE(d["a"]["enclosing"].size() == 1);
+  CHECK(d["a"]["enclosing"][0]["op"] == "aten::linear");
+  CHECK(d["tensor"]["role"] == "output");
+  CHECK(d["tensor"]["hash_a"] != d["tensor"]["hash_b"]);
+  // O(log n) probes, and only the ops around the split compared field by field.
+  CHECK(r["chain_probes"].get<int64_t>() <= 2 + 2 * 12);
+  CHECK(d["growth"]["ops_diverged"].get<int64_t>() > 10);
+  CHECK(d["context"]["a"].size() == 7);
+  std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("aten::addmm") != std::string::npos);
+  CHECK(text.find("train.py:20") != std::string::npos);
+}
+
+TEST_CASE("a different seed is an rng divergence at the random op") {
+  Variation va, vb;
+  vb.seed_change_step = 23;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["cause"] == "rng");
+  CHECK(d["a"]["op"] == "aten::bernoulli");
+  CHECK(d["a"]["step"] == 23);
+  CHECK(d["rng"]["a"] != d["rng"]["b"]);
+}
+
+TEST_CASE("a changed learning rate is an arguments divergence naming the argument") {
+  Variation va, vb;
+  vb.lr_change_step = 12;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["cause"] == "arguments");
+  CHECK(d["a"]["op"] == "aten::add_");
+  CHECK(d["a"]["step"] == 12);
+  CHECK(d["argument"]["name"] == "alpha");
+  CHECK(d["argument"]["value_a"] == "-0.05");
+  CHECK(d["argument"]["value_b"] == "-0.1");
+}
+
+TEST_CASE("changed data from outside torch is an external_input divergence") {
+  Variation va, vb;
+  vb.data_change_step = 41;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["cause"] == "external_input");
+  CHECK(d["a"]["op"] == "aten::to");
+  CHECK(d["a"]["step"] == 41);
+  CHECK(d["tensor"]["role"] == "input");
+  CHECK(d["tensor"]["producer_a"].is_null());
+}
+
+TEST_CASE("an inserted op is a structural change; values are compared again after it") {
+  Variation va, vb;
+  vb.insert_step = 9;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["cause"] == "structure");
+  CHECK(d["a"].is_null());
+  CHECK(d["b"]["op"] == "aten::mul");
+  CHECK(d["b"]["step"] == 9);
+  CHECK(d["b"]["source"]["line"] == 21);
+  REQUIRE(d["structural_changes"].size() >= 1);
+  json h = d["structural_changes"][0];
+  CHECK(h["type"] == "inserted");
+  CHECK(h["b_range"][1].get<int64_t>() - h["b_range"][0].get<int64_t>() == 1);
+  CHECK(d["growth"]["structural_changes"] == 1);
+  // The extra op changed the values that flow on: the next aligned op sees a changed input.
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::gelu");
+  CHECK(d["value_after_structure"]["cause"] == "structure");
+}
+
+TEST_CASE("after a harmless inserted op, the next real value divergence is reported") {
+  Variation va, vb;
+  vb.insert_step = 5;
+  vb.insert_changes_values = false;
+  vb.nondeterministic_step = 30;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["cause"] == "nondeterministic");
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::linear");
+  CHECK(d["value_after_structure"]["a"]["step"] == 30);
+}
+
+TEST_CASE("a removed op and a replaced op") {
+  Variation va, vr, vp;
+  vr.remove_step = 14;
+  vp.replace_step = 14;
+  auto a = write_run(va);
+  json d = first(compare(a, write_run(vr)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["a"]["op"] == "aten::gelu");
+  CHECK(d["b"].is_null());
+  CHECK(d["structural_changes"][0]["type"] == "removed");
+  CHECK(d["a"]["step"] == 14);
+
+  d = first(compare(a, write_run(vp)));
+  CHECK(d["structural_changes"][0]["type"] == "replaced");
+  CHECK(d["a"]["op"] == "aten::gelu");
+  CHECK(d["b"]["op"] == "aten::relu");
+  CHECK(d["structural_changes"].size() == 1);
+}
+
+TEST_CASE("a different batch shape is a structural change naming the tensor") {
+  Variation va, vb;
+  vb.batch_change_step = 8;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["a"]["op"] == "aten::to");
+  CHECK(d["tensor"]["shape"] == "32x8");
+  CHECK(d["tensor"]["shape_b"] == "16x8");
+}
+
+TEST_CASE("extra steps at the end are trailing inserted ops") {
+  Variation va, vb;
+  vb.extra_steps = 2;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["a"].is_null());
+  CHECK(d["b"]["step"] == va.steps);
+}
+
+TEST_CASE("uninitialized outputs never count, even when the chain covers them") {
+  Variation va, vb;
+  va.uninitialized_noise = vb.uninitialized_noise = 1;
+  json r = compare(write_run(va), write_run(vb));
+  CHECK(r["status"] == "identical");
+  va.chain_covers_uninitialized = vb.chain_covers_uninitialized = true;
+  vb.nondeterministic_step = 50;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["cause"] == "nondeterministic");
+  CHECK(d["a"]["step"] == 50);
+}
+
+TEST_CASE("several threads: the divergent thread is found, and the earliest one wins") {
+  Variation v, late, early;
+  late.nondeterministic_step = 40;
+  early.lr_change_step = 20;
+  auto a = write_run(v, 3);
+  json d = first(compare(a, write_run(v, 3, {{2, late}})));
+  CHECK(d["threads"]["a"] == 2);
+  CHECK(d["a"]["step"] == 40);
+  d = first(compare(a, write_run(v, 3, {{1, late}, {2, early}})));
+  CHECK(d["threads"]["a"] == 2);
+  CHECK(d["cause"] == "arguments");
+  CHECK(d["a"]["step"] == 20);
+}
+
+TEST_CASE("a linear comparison finds what bisection finds") {
+  Variation va, vb;
+  vb.data_change_step = 33;
+  auto a = write_run(va), b = write_run(vb);
+  tdbg::diff::DiffOptions linear;
+  linear.bisect = false;
+  json fast = first(compare(a, b));
+  json slow = first(compare(a, b, linear));
+  CHECK(fast["a"]["seq"] == slow["a"]["seq"]);
+  CHECK(fast["cause"] == slow["cause"]);
+}
+
+TEST_CASE("first_nonfinite names the op, step and line, and where its inputs came from") {
+  Variation v;
+  v.inf_step = 17;
+  auto path = write_run(v);
+  auto run = tdbg::tracer::Run::Open(path);
+  REQUIRE(run.ok());
+  auto r = tdbg::diff::first_nonfinite(*run);
+  REQUIRE(r.ok());
+  json f = (*r)["first_nonfinite"];
+  CHECK((*r)["status"] == "nonfinite");
+  CHECK(f["op"] == "aten::sum");
+  CHECK(f["step"] == 17);
+  CHECK(f["source"]["line"] == 24);
+  REQUIRE(f["inputs"].size() == 1);
+  CHECK(f["inputs"][0]["finite"] == true);
+  CHECK(f["inputs"][0]["producer"]["op"] == "aten::mul");
+
+  Variation child;
+  child.nan_in_child_step = 6;
+  run = tdbg::tracer::Run::Open(write_run(child));
+  REQUIRE(run.ok());
+  r = tdbg::diff::first_nonfinite(*run);
+  REQUIRE(r.ok());
+  CHECK((*r)["first_nonfinite"]["op"] == "aten::addmm");
+  CHECK((*r)["first_nonfinite"]["enclosing"][0]["op"] == "aten::linear");
+
+  run = tdbg::tracer::Run::Open(write_run(Variation{}));
+  REQUIRE(run.ok());
+  r = tdbg::diff::first_nonfinite(*run);
+  REQUIRE(r.ok());
+  CHECK((*r)["status"] == "finite");
+}

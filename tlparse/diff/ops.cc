@@ -1,0 +1,288 @@
+// Op-level building blocks of the diff engine: string caches, the windowed op cursor,
+// signatures, op comparison and JSON descriptions of ops, frames and tensors.
+#include "tlparse/diff/ops.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
+namespace tdbg::diff {
+
+using tracer::OpRecord;
+using tracer::TensorRecord;
+using tracer::TensorRole;
+using tracer::TensorStatus;
+
+const Strings::Entry& Strings::get(tracer::StringId id) {
+  auto it = entries_.find(id);
+  if (it != entries_.end()) return it->second;
+  Entry e;
+  if (id != 0) e.text = reader_.string(id);
+  e.hash = std::hash<std::string>{}(e.text) * 0x9E3779B97F4A7C15ull + 1;
+  return entries_.emplace(id, std::move(e)).first->second;
+}
+
+const std::string& Strings::text(tracer::StringId id) { return get(id).text; }
+uint64_t Strings::hash(tracer::StringId id) { return get(id).hash; }
+
+bool tensor_comparable(const TensorRecord& t) {
+  return t.status == TensorStatus::kHashed || t.status == TensorStatus::kKnown ||
+         t.status == TensorStatus::kView;
+}
+
+const char* tensor_status_name(TensorStatus status) {
+  switch (status) {
+    case TensorStatus::kHashed: return "hashed";
+    case TensorStatus::kKnown: return "known";
+    case TensorStatus::kView: return "view";
+    case TensorStatus::kUninitialized: return "uninitialized";
+    case TensorStatus::kNotHashed: return "not_hashed";
+    case TensorStatus::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  // A 64-bit multiply-xorshift step: order-sensitive, good enough for in-process equality.
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 31);
+}
+
+uint64_t op_signature(const OpRecord& op, Strings& strings) {
+  uint64_t h = mix(0x7464626764696666ull, strings.hash(op.name));
+  for (const TensorRecord& t : op.tensors) {
+    h = mix(h, (static_cast<uint64_t>(t.role) << 8) | static_cast<uint64_t>(t.dtype));
+    h = mix(h, strings.hash(t.shape));
+  }
+  h = mix(h, op.args.size());
+  return h == 0 ? 1 : h;
+}
+
+static std::string describe_tensor_kind(Strings& s, const TensorRecord& t) {
+  std::string shape = s.text(t.shape);
+  return std::string(hashing::dtype_name(t.dtype)) + "[" + shape + "]";
+}
+
+OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Strings& sb) {
+  OpComparison c;
+  if (sa.text(a.name) != sb.text(b.name)) {
+    c.structure = "different ops: " + sa.text(a.name) + " vs " + sb.text(b.name);
+    return c;
+  }
+  if (a.tensors.size() != b.tensors.size()) {
+    c.structure = "different tensor count: " + std::to_string(a.tensors.size()) + " vs " +
+                  std::to_string(b.tensors.size());
+    return c;
+  }
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    const TensorRecord& ta = a.tensors[i];
+    const TensorRecord& tb = b.tensors[i];
+    if (ta.role != tb.role || ta.dtype != tb.dtype || sa.text(ta.shape) != sb.text(tb.shape)) {
+      c.structure = std::string(ta.role == TensorRole::kInput ? "input " : "output ") +
+                    std::to_string(ta.index) + " differs: " + describe_tensor_kind(sa, ta) +
+                    " vs " + describe_tensor_kind(sb, tb);
+      return c;
+    }
+  }
+  if (a.args.size() != b.args.size()) {
+    c.structure = "different argument count: " + std::to_string(a.args.size()) + " vs " +
+                  std::to_string(b.args.size());
+    return c;
+  }
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    const TensorRecord& ta = a.tensors[i];
+    const TensorRecord& tb = b.tensors[i];
+    if (!tensor_comparable(ta) || !tensor_comparable(tb) || ta.hash == tb.hash) continue;
+    int& slot = ta.role == TensorRole::kInput ? c.input : c.output;
+    if (slot < 0) slot = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    if (sa.hash(a.args[i].value) != sb.hash(b.args[i].value) ||
+        sa.text(a.args[i].value) != sb.text(b.args[i].value)) {
+      c.arg = static_cast<int>(i);
+      break;
+    }
+  }
+  c.rng = ((a.flags | b.flags) & tracer::kOpRandom) && a.rng != b.rng;
+  return c;
+}
+
+OpCursor::OpCursor(const tracer::Reader& reader, Strings& strings, uint32_t thread, int64_t count)
+    : reader_(reader), strings_(strings), thread_(thread), count_(count) {}
+
+// Ops per `scan_ops` call: large enough to amortize the query, small enough to stay cheap
+// when only a few ops around a divergence are needed.
+constexpr int64_t kBatchOps = 2048;
+
+bool OpCursor::load(int64_t tidx) {
+  if (!status_.ok() || tidx < 0 || tidx >= count_) return false;
+  if (tidx < base_ || tidx > base_ + static_cast<int64_t>(ops_.size()) + kBatchOps) {
+    // A jump: start a fresh window at `tidx`.
+    ops_.clear();
+    signatures_.clear();
+    base_ = tidx;
+  }
+  while (tidx >= base_ + static_cast<int64_t>(ops_.size())) {
+    int64_t from = base_ + static_cast<int64_t>(ops_.size());
+    int64_t to = std::min(count_, from + kBatchOps);
+    int64_t expected = from;
+    bool gap = false;
+    Status st = reader_.scan_ops(thread_, from, to, true, [&](const OpRecord& op) {
+      if (op.tidx != expected) {
+        gap = true;
+        return false;
+      }
+      ++expected;
+      signatures_.push_back(op_signature(op, strings_));
+      ops_.push_back(op);
+      return true;
+    });
+    if (!st.ok()) {
+      status_ = st;
+      return false;
+    }
+    if (gap || expected != to) {
+      status_ = Status::Error(reader_.path() + ": ops of thread " + std::to_string(thread_) +
+                              " are not numbered 0.." + std::to_string(count_ - 1) +
+                              " (missing op " + std::to_string(expected) + ")");
+      return false;
+    }
+  }
+  return true;
+}
+
+const OpRecord* OpCursor::at(int64_t tidx) {
+  if (tidx < base_ || tidx >= base_ + static_cast<int64_t>(ops_.size())) {
+    if (!load(tidx)) return nullptr;
+  }
+  return &ops_[static_cast<size_t>(tidx - base_)];
+}
+
+uint64_t OpCursor::signature_at(int64_t tidx) {
+  if (!at(tidx)) return 0;
+  return signatures_[static_cast<size_t>(tidx - base_)];
+}
+
+void OpCursor::release_before(int64_t tidx) {
+  while (!ops_.empty() && base_ < tidx) {
+    ops_.pop_front();
+    signatures_.pop_front();
+    ++base_;
+  }
+  if (ops_.empty() && base_ < tidx) base_ = tidx;
+}
+
+std::string hex64(uint64_t value) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, value);
+  return buf;
+}
+
+nlohmann::json summary_json(const hashing::Summary& s) {
+  if (!s.valid) return nullptr;
+  return {{"min", s.min}, {"max", s.max}, {"sum", s.sum}, {"abs_sum", s.abs_sum},
+          {"nan", s.nan_count}, {"inf", s.inf_count}};
+}
+
+double relative_difference(double x, double y) {
+  if (x == y) return 0;
+  double scale = std::max(std::fabs(x), std::fabs(y));
+  if (!(scale > 0) || !std::isfinite(scale)) return 2;
+  return std::fabs(x - y) / scale;
+}
+
+double summary_distance(const hashing::Summary& a, const hashing::Summary& b) {
+  if (!a.valid || !b.valid) return -1;
+  if (a.nan_count != b.nan_count || a.inf_count != b.inf_count) return 2;
+  double d = relative_difference(a.min, b.min);
+  d = std::max(d, relative_difference(a.max, b.max));
+  d = std::max(d, relative_difference(a.sum, b.sum));
+  d = std::max(d, relative_difference(a.abs_sum, b.abs_sum));
+  return d;
+}
+
+nlohmann::json frame_json(const tracer::Reader& reader, Strings& strings, tracer::FrameId id) {
+  if (id == 0) return nullptr;
+  auto f = reader.frame(id);
+  if (!f) return nullptr;
+  return {{"file", strings.text(f->file)}, {"line", f->line}, {"function", strings.text(f->function)}};
+}
+
+static void add_source(const tracer::Reader& reader, Strings& strings, const OpRecord& op,
+                       nlohmann::json& j) {
+  tracer::FrameId user = op.user_frame, stack = op.stack;
+  bool from_forward = false;
+  if (user == 0 && stack == 0 && op.fwd != tracer::kNoSeq) {
+    if (auto fwd = reader.op(op.fwd)) {
+      user = fwd->user_frame;
+      stack = fwd->stack;
+      from_forward = true;
+    }
+  }
+  if (user == 0) user = stack;
+  j["source"] = frame_json(reader, strings, user);
+  nlohmann::json frames = nlohmann::json::array();
+  if (stack != 0) {
+    for (const tracer::FrameRecord& f : reader.stack(stack)) {
+      frames.push_back({{"file", strings.text(f.file)}, {"line", f.line},
+                        {"function", strings.text(f.function)}});
+    }
+  }
+  j["stack"] = std::move(frames);
+  j["source_from_forward"] = from_forward;
+}
+
+nlohmann::json op_json(const tracer::Reader& reader, Strings& strings, const OpRecord& op) {
+  nlohmann::json j = {{"seq", op.seq},
+                      {"thread", op.thread},
+                      {"tidx", op.tidx},
+                      {"op", strings.text(op.name)},
+                      {"step", op.step},
+                      {"depth", op.depth},
+                      {"module", strings.text(op.module)},
+                      {"backward", (op.flags & tracer::kOpBackward) != 0},
+                      {"random", (op.flags & tracer::kOpRandom) != 0}};
+  add_source(reader, strings, op, j);
+  j["forward_seq"] = op.fwd == tracer::kNoSeq ? nlohmann::json(nullptr) : nlohmann::json(op.fwd);
+  // The ops this one runs inside, outermost first: "aten::addmm inside aten::linear".
+  nlohmann::json enclosing = nlohmann::json::array();
+  int64_t parent = op.parent;
+  for (int guard = 0; parent != tracer::kNoSeq && guard < 256; ++guard) {
+    auto p = reader.op(parent);
+    if (!p) break;
+    enclosing.insert(enclosing.begin(), nlohmann::json{{"seq", p->seq}, {"op", strings.text(p->name)}});
+    parent = p->parent;
+  }
+  j["enclosing"] = std::move(enclosing);
+  return j;
+}
+
+nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, const OpRecord& op) {
+  nlohmann::json j = {{"seq", op.seq}, {"tidx", op.tidx}, {"op", strings.text(op.name)},
+                      {"depth", op.depth}, {"step", op.step}, {"module", strings.text(op.module)}};
+  tracer::FrameId user = op.user_frame != 0 ? op.user_frame : op.stack;
+  std::string source;
+  if (user != 0) {
+    if (auto f = reader.frame(user)) {
+      source = strings.text(f->file) + ":" + std::to_string(f->line);
+    }
+  }
+  j["source"] = source;
+  return j;
+}
+
+nlohmann::json tensor_json(Strings& strings, const TensorRecord& t) {
+  return {{"role", t.role == TensorRole::kInput ? "input" : "output"},
+          {"index", t.index},
+          {"dtype", hashing::dtype_name(t.dtype)},
+          {"shape", strings.text(t.shape)},
+          {"device", strings.text(t.device)},
+          {"status", tensor_status_name(t.status)},
+          {"hash", hex64(t.hash)},
+          {"producer", t.producer == tracer::kNoSeq ? nlohmann::json(nullptr) : nlohmann::json(t.producer)},
+          {"summary", summary_json(t.summary)}};
+}
+
+}  // namespace tdbg::diff

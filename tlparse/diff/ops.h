@@ -1,0 +1,102 @@
+// Internals of the diff engine shared by `compare_runs`, `first_nonfinite` and the tests:
+// interned-string caches, a windowed op cursor over one thread, op signatures and op-to-op
+// comparison, and the JSON pieces that describe ops and tensors.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "tracer/reader.h"
+
+namespace tdbg::diff {
+
+// Text and a process-local hash of a database's interned strings, memoized: string ids are
+// private to one database, so two runs are compared through the text, never the id.
+class Strings {
+ public:
+  explicit Strings(const tracer::Reader& reader) : reader_(reader) {}
+  const std::string& text(tracer::StringId id);
+  uint64_t hash(tracer::StringId id);
+
+ private:
+  struct Entry {
+    std::string text;
+    uint64_t hash = 0;
+  };
+  const Entry& get(tracer::StringId id);
+  const tracer::Reader& reader_;
+  std::unordered_map<tracer::StringId, Entry> entries_;
+};
+
+// True when a tensor record's hash stands for its contents (uninitialized, skipped and
+// unhashable tensors never count as a difference).
+bool tensor_comparable(const tracer::TensorRecord& t);
+const char* tensor_status_name(tracer::TensorStatus status);
+
+// The structural identity of an op: its name and, for every tensor, role, dtype and shape,
+// and the number of non-tensor arguments. Equal signatures mean "the same op at this place";
+// values (hashes, argument values, generator state) are compared separately.
+uint64_t op_signature(const tracer::OpRecord& op, Strings& strings);
+
+// How two ops at aligned positions differ. Indices point into each op's `tensors`/`args`.
+struct OpComparison {
+  std::string structure;  // non-empty: why the two are different ops (name, dtype, shape...)
+  int input = -1;         // first differing comparable input tensor
+  int output = -1;        // first differing comparable output tensor
+  int arg = -1;           // first differing non-tensor argument
+  bool rng = false;       // random op whose generator state differs
+  bool differs() const { return !structure.empty() || input >= 0 || output >= 0 || arg >= 0 || rng; }
+};
+OpComparison compare_ops(const tracer::OpRecord& a, Strings& sa, const tracer::OpRecord& b,
+                         Strings& sb);
+
+// The ops of one thread of one database, read in batches through `Reader::scan_ops` and kept
+// in a sliding window: random access near the current position without loading the run.
+class OpCursor {
+ public:
+  OpCursor(const tracer::Reader& reader, Strings& strings, uint32_t thread, int64_t count);
+  int64_t count() const { return count_; }
+  // The op at `tidx`, or nullptr past the end or on a read error (see `status`). The pointer
+  // stays valid until `release_before` passes it.
+  const tracer::OpRecord* at(int64_t tidx);
+  uint64_t signature_at(int64_t tidx);  // 0 past the end
+  // Frees ops before `tidx`: the caller will not ask for them again (it may, at a reload).
+  void release_before(int64_t tidx);
+  const Status& status() const { return status_; }
+
+ private:
+  bool load(int64_t tidx);
+  const tracer::Reader& reader_;
+  Strings& strings_;
+  uint32_t thread_;
+  int64_t count_;
+  int64_t base_ = 0;  // tidx of ops_.front()
+  std::deque<tracer::OpRecord> ops_;
+  std::deque<uint64_t> signatures_;
+  Status status_;
+};
+
+// JSON pieces (documented in docs/cli.md).
+std::string hex64(uint64_t value);
+nlohmann::json summary_json(const hashing::Summary& s);
+// Relative difference |x - y| / max(|x|, |y|), 0 when equal: in [0, 2].
+double relative_difference(double x, double y);
+// Largest relative difference over min/max/sum/abs_sum; 2 when non-finite counts differ;
+// -1 when either summary is invalid.
+double summary_distance(const hashing::Summary& a, const hashing::Summary& b);
+nlohmann::json frame_json(const tracer::Reader& reader, Strings& strings, tracer::FrameId id);
+// {seq, thread, tidx, op, step, depth, module, backward, random, source, stack, enclosing}.
+// Backward ops without a stack borrow their forward op's (`source_from_forward`).
+nlohmann::json op_json(const tracer::Reader& reader, Strings& strings, const tracer::OpRecord& op);
+// One line of context: {seq, tidx, op, depth, step, module, source: "file:line"}.
+nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings,
+                             const tracer::OpRecord& op);
+nlohmann::json tensor_json(Strings& strings, const tracer::TensorRecord& t);
+
+}  // namespace tdbg::diff

@@ -1,0 +1,235 @@
+// Human-readable renderings of `compare_runs` and `first_nonfinite` results: the answer to
+// "where, and why" in the first lines, then the details a user looks at next.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "tlparse/diff/diff.h"
+
+namespace tdbg::diff {
+namespace {
+
+using nlohmann::json;
+
+std::string str(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump();
+}
+
+std::string source_text(const json& side) {
+  const json& src = side.value("source", json());
+  if (!src.is_object()) return "(no source)";
+  std::string s = str(src, "file") + ":" + str(src, "line");
+  std::string fn = str(src, "function");
+  if (!fn.empty()) s += " in " + fn;
+  if (side.value("source_from_forward", false)) s += " (forward op's line)";
+  return s;
+}
+
+std::string where_text(const json& side) {
+  std::string s = source_text(side);
+  std::string module = str(side, "module");
+  if (!module.empty()) s += " · module " + module;
+  const json& enclosing = side.value("enclosing", json::array());
+  if (!enclosing.empty()) {
+    s += " · inside";
+    for (auto it = enclosing.rbegin(); it != enclosing.rend(); ++it) s += " " + str(*it, "op");
+  }
+  return s;
+}
+
+std::string num(const json& v) {
+  if (!v.is_number()) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", v.get<double>());
+  return buf;
+}
+
+void print_side(std::ostringstream& o, const char* label, const json& side) {
+  if (side.is_null()) {
+    o << "  " << label << ":        (no such op)\n";
+    return;
+  }
+  o << "  " << label << ":        " << str(side, "op") << " seq " << str(side, "seq") << " step "
+    << str(side, "step") << " · " << where_text(side) << "\n";
+}
+
+void print_value(std::ostringstream& o, const json& d) {
+  const json& a = d["a"];
+  const json& b = d["b"];
+  o << "  where:    " << where_text(a) << "\n";
+  o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail") << "\n";
+  const json& t = d.value("tensor", json());
+  if (t.is_object()) {
+    o << "  tensor:   " << str(t, "role") << " " << str(t, "index") << " " << str(t, "dtype") << "["
+      << str(t, "shape") << "]  A " << str(t, "hash_a") << "  B " << str(t, "hash_b") << "\n";
+  }
+  const json& arg = d.value("argument", json());
+  if (arg.is_object()) {
+    o << "  argument: " << str(arg, "name") << " (#" << str(arg, "index") << ")  A " << str(arg, "value_a")
+      << "  B " << str(arg, "value_b") << "\n";
+  }
+  const json& rng = d.value("rng", json());
+  if (rng.is_object()) o << "  rng:      A " << str(rng, "a") << "  B " << str(rng, "b") << "\n";
+  if (a.is_object() && b.is_object() && str(a, "seq") != str(b, "seq")) {
+    o << "  (seq " << str(a, "seq") << " in A, " << str(b, "seq") << " in B)\n";
+  }
+  if (t.is_object() && t["summary_a"].is_object() && t["summary_b"].is_object()) {
+    const json& sa = t["summary_a"];
+    const json& sb = t["summary_b"];
+    const json& rel = t.value("rel_diff", json());
+    o << "\n  summary        A                 B                 rel.diff\n";
+    for (const char* k : {"min", "max", "sum", "abs_sum"}) {
+      char line[160];
+      std::snprintf(line, sizeof(line), "  %-8s %17s %17s %12s\n", k, num(sa[k]).c_str(),
+                    num(sb[k]).c_str(), rel.is_object() ? num(rel[k]).c_str() : "-");
+      o << line;
+    }
+    char line[160];
+    std::snprintf(line, sizeof(line), "  %-8s %17s %17s\n", "nan/inf",
+                  (str(sa, "nan") + "/" + str(sa, "inf")).c_str(),
+                  (str(sb, "nan") + "/" + str(sb, "inf")).c_str());
+    o << line;
+  }
+}
+
+void print_context(std::ostringstream& o, const json& context) {
+  if (!context.is_object()) return;
+  o << "\n  context (A | B):\n";
+  const json& ca = context["a"];
+  const json& cb = context["b"];
+  size_t n = std::max(ca.size(), cb.size());
+  auto cell = [](const json& c) {
+    if (!c.is_object()) return std::string();
+    std::string s = (c.value("here", false) ? "> " : "  ") + std::string("#") + str(c, "seq") + " ";
+    s += std::string(std::min<int>(8, c.value("depth", 0)) * 2, ' ') + str(c, "op");
+    std::string src = str(c, "source");
+    if (!src.empty()) s += "  " + src;
+    return s;
+  };
+  for (size_t k = 0; k < n; ++k) {
+    std::string left = k < ca.size() ? cell(ca[k]) : "";
+    std::string right = k < cb.size() ? cell(cb[k]) : "";
+    char line[512];
+    std::snprintf(line, sizeof(line), "  %-58s | %s\n", left.c_str(), right.c_str());
+    o << line;
+  }
+}
+
+void print_growth(std::ostringstream& o, const json& g) {
+  if (!g.is_object()) return;
+  o << "\n  growth:   " << str(g, "ops_diverged") << " of " << str(g, "ops_compared")
+    << " ops from here on differ";
+  if (g.value("structural_changes", 0) > 0) o << ", " << str(g, "structural_changes") << " structural change(s)";
+  if (!g.value("complete", true)) o << " (stopped at the scan limit)";
+  o << "; largest summary distance " << num(g["max_distance"]) << "\n";
+  const json& steps = g.value("steps", json::array());
+  size_t shown = 0;
+  for (const json& s : steps) {
+    if (shown++ == 8) {
+      o << "            ... " << steps.size() - 8 << " more steps\n";
+      break;
+    }
+    o << "            step " << str(s, "step") << ": " << str(s, "diverged") << "/" << str(s, "ops")
+      << " ops differ, summary distance up to " << num(s["max_distance"]) << "\n";
+  }
+}
+
+void print_stack(std::ostringstream& o, const char* label, const json& side) {
+  if (!side.is_object()) return;
+  const json& stack = side.value("stack", json::array());
+  if (stack.empty()) return;
+  o << "\n  stack (" << label << ", innermost last):\n";
+  size_t start = stack.size() > 12 ? stack.size() - 12 : 0;
+  if (start > 0) o << "    ... " << start << " outer frames\n";
+  for (size_t k = start; k < stack.size(); ++k) {
+    o << "    " << str(stack[k], "file") << ":" << str(stack[k], "line") << " " << str(stack[k], "function") << "\n";
+  }
+}
+
+}  // namespace
+
+std::string format_divergence(const json& result) {
+  std::ostringstream o;
+  const json& d = result.value("first_divergence", json());
+  if (!d.is_object()) {
+    o << "identical: " << str(result, "run_a") << " and " << str(result, "run_b") << " ("
+      << str(result, "threads_compared") << " thread(s) compared)\n";
+    return o.str();
+  }
+  const json& a = d.value("a", json());
+  const json& b = d.value("b", json());
+  if (str(d, "kind") == "value") {
+    o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", step " << str(a, "step")
+      << "): " << str(d, "cause") << "\n";
+    print_value(o, d);
+  } else {
+    const json& side = a.is_object() ? a : b;
+    o << "diverged structurally";
+    if (side.is_object()) o << " at step " << str(side, "step");
+    o << ": " << str(d, "detail") << "\n";
+    print_side(o, "A", a);
+    print_side(o, "B", b);
+    const json& t = d.value("tensor", json());
+    if (t.is_object()) {
+      o << "  tensor:   " << str(t, "role") << " " << str(t, "index") << "  A " << str(t, "dtype") << "["
+        << str(t, "shape") << "]  B " << str(t, "dtype_b") << "[" << str(t, "shape_b") << "]\n";
+    }
+    const json& changes = d.value("structural_changes", json::array());
+    for (size_t k = 0; k < changes.size() && k < 5; ++k) {
+      const json& h = changes[k];
+      o << "  change:   " << str(h, "type") << "  A" << h["a_range"].dump() << "  B" << h["b_range"].dump();
+      std::string names;
+      for (const json& op : h["removed"]) names += " -" + str(op, "op");
+      for (const json& op : h["inserted"]) names += " +" + str(op, "op");
+      o << " " << names << "\n";
+    }
+    const json& after = d.value("value_after_structure", json());
+    if (after.is_object()) {
+      o << "\n  first value difference after the change: " << str(after["a"], "op") << " (seq A "
+        << str(after["a"], "seq") << ", B " << str(after["b"], "seq") << ", step " << str(after["a"], "step") << ")\n";
+      print_value(o, after);
+    }
+  }
+  print_context(o, d.value("context", json()));
+  print_growth(o, d.value("growth", json()));
+  print_stack(o, "A", a.is_object() ? a : b);
+  return o.str();
+}
+
+std::string format_nonfinite(const json& result) {
+  std::ostringstream o;
+  const json& f = result.value("first_nonfinite", json());
+  if (!f.is_object()) {
+    o << "finite: no op output holds NaN or Inf in " << str(result, "run") << "\n";
+    return o.str();
+  }
+  const json& t = f["tensor"];
+  const json& s = t.value("summary", json());
+  o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", step " << str(f, "step")
+    << "): output " << str(t, "index") << " " << str(t, "dtype") << "[" << str(t, "shape") << "] has "
+    << str(s, "nan") << " NaN, " << str(s, "inf") << " Inf\n";
+  o << "  where:    " << where_text(f) << "\n";
+  for (const json& in : f.value("inputs", json::array())) {
+    o << "  input " << str(in, "index") << ":  " << str(in, "dtype") << "[" << str(in, "shape") << "] ";
+    const json& fin = in.value("finite", json());
+    o << (fin.is_boolean() ? (fin.get<bool>() ? "finite" : "NON-FINITE") : "finiteness unknown");
+    const json& prod = in.value("producer", json());
+    if (prod.is_object()) {
+      o << ", from " << str(prod, "op") << " (seq " << str(prod, "seq") << ")";
+      std::string src = str(prod, "source");
+      if (!src.empty()) o << " at " << src;
+    } else if (prod.is_number()) {
+      o << ", from op seq " << prod.dump();
+    } else {
+      o << ", not produced by a recorded op";
+    }
+    o << "\n";
+  }
+  print_stack(o, "op", f);
+  return o.str();
+}
+
+}  // namespace tdbg::diff
