@@ -51,6 +51,25 @@ class Writer {
   // Call in the child right after fork(): forgets the parent's connection and buffers without
   // touching them (no SQLite call on an inherited handle), leaving a closed writer.
   virtual void abandon_after_fork() = 0;
+
+  // Fork safety, for the interposer's pthread_atfork handlers. `prepare_fork` (atfork
+  // "prepare") waits until the background thread is outside SQLite and takes the writer's
+  // locks, so that the child never inherits a lock (of tdbg or of SQLite) held by a thread
+  // that does not exist in it; `after_fork_parent` (atfork "parent") releases them. In the
+  // child, call `abandon_after_fork` as before (it neither takes nor releases those locks).
+  // Without these calls a fork while the background thread commits can leave SQLite's global
+  // mutexes locked in the child, and the child's own `Writer::Create` may then hang.
+  virtual void prepare_fork() {}
+  virtual void after_fork_parent() {}
+
+  // Counters for tests and benchmarks; cheap, thread-safe.
+  struct Stats {
+    int64_t ops_committed = 0;   // ops written by committed transactions
+    int64_t commits = 0;         // transactions committed
+    int64_t max_commit_us = 0;   // longest commit, microseconds
+    int64_t errors = 0;          // records that could not be written (the first error is sticky)
+  };
+  virtual Stats stats() const { return {}; }
 };
 
 }  // namespace tdbg::tracer

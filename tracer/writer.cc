@@ -1,0 +1,568 @@
+// The run-database writer: appends from any thread go into an in-memory batch under a short
+// lock; one background thread commits batches to SQLite (WAL) in large transactions.
+#include "tracer/writer.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <iterator>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tracer/schema.h"
+#include "tracer/sqlite_util.h"
+
+namespace tdbg::tracer {
+namespace {
+
+using internal::Stmt;
+
+int64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+struct FrameKey {
+  FrameId parent;
+  StringId file;
+  int32_t line;
+  StringId function;
+  bool operator==(const FrameKey& o) const {
+    return parent == o.parent && file == o.file && line == o.line && function == o.function;
+  }
+};
+struct FrameKeyHash {
+  size_t operator()(const FrameKey& k) const {
+    uint64_t h = k.parent;
+    h = h * 0x9E3779B97F4A7C15ull + k.file;
+    h = h * 0x9E3779B97F4A7C15ull + static_cast<uint32_t>(k.line);
+    h = h * 0x9E3779B97F4A7C15ull + k.function;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
+// Everything appended since the last commit.
+struct Batch {
+  std::vector<OpRecord> ops;
+  std::vector<ThreadRecord> threads;
+  std::vector<RegionRecord> regions;
+  std::vector<ModuleRecord> modules;
+  std::vector<KernelRecord> kernels;
+  std::vector<std::pair<std::string, std::string>> meta;
+  bool empty() const {
+    return ops.empty() && threads.empty() && regions.empty() && modules.empty() &&
+           kernels.empty() && meta.empty();
+  }
+  void clear() {
+    ops.clear();
+    threads.clear();
+    regions.clear();
+    modules.clear();
+    kernels.clear();
+    meta.clear();
+  }
+};
+
+// All state lives in one heap object so that `abandon_after_fork` can leak it whole: in a fork
+// child its mutexes may be locked by threads that no longer exist and its SQLite handle belongs
+// to the parent, so nothing in it may be touched or destroyed.
+struct State {
+  std::string path;
+  WriterOptions options;
+  sqlite3* db = nullptr;
+  int64_t time_base_ns = 0;
+
+  // Interning. Keys are views into `string_store`, which never moves its elements.
+  std::mutex intern_mu;
+  std::deque<std::string> string_store;
+  std::unordered_map<std::string_view, StringId> strings;
+  std::vector<std::pair<StringId, std::string_view>> new_strings;  // not yet written
+  std::unordered_map<FrameKey, FrameId, FrameKeyHash> frames;
+  std::vector<FrameRecord> new_frames;
+
+  // The batch being filled, and the flush/stop handshake with the background thread.
+  std::mutex mu;
+  std::condition_variable wake;       // background thread waits on it
+  std::condition_variable committed;  // `flush` waits on it
+  Batch pending;
+  uint64_t flush_requested = 0;  // generation asked for by `flush`
+  uint64_t flush_done = 0;       // generation whose records are committed
+  bool stop = false;
+  Status error;                  // first error; sticky
+  Writer::Stats stats;
+
+  // Held by the background thread while it is inside SQLite (see `prepare_fork`).
+  std::mutex db_mu;
+  std::thread thread;
+
+  // Statements, used only by the background thread under `db_mu`.
+  Stmt ins_string, ins_frame, ins_meta, ins_thread, ins_op, ins_tensor, ins_arg, ins_region,
+      ins_module, ins_kernel, begin, commit, del_tensors, del_args, del_kernels, del_ops;
+  // Ring mode: committed (seq, tidx) per thread sorted by seq, to find what to delete.
+  std::unordered_map<uint32_t, std::deque<std::pair<int64_t, int64_t>>> ring;
+  int64_t max_seq = -1;
+};
+
+class WriterImpl final : public Writer {
+ public:
+  explicit WriterImpl(State* s) : s_(s) {}
+  ~WriterImpl() override {
+    if (abandoned_.load()) return;  // leaked on purpose, see `State`
+    (void)close();
+    delete s_;
+  }
+
+  StringId intern(std::string_view text) override {
+    if (text.empty() || abandoned_.load(std::memory_order_relaxed)) return 0;
+    std::lock_guard<std::mutex> lock(s_->intern_mu);
+    auto it = s_->strings.find(text);
+    if (it != s_->strings.end()) return it->second;
+    const std::string& stored = s_->string_store.emplace_back(text);
+    StringId id = static_cast<StringId>(s_->string_store.size());
+    s_->strings.emplace(std::string_view(stored), id);
+    s_->new_strings.emplace_back(id, std::string_view(stored));
+    return id;
+  }
+
+  FrameId intern_frame(FrameId parent, StringId file, int32_t line,
+                       StringId function) override {
+    if (abandoned_.load(std::memory_order_relaxed)) return 0;
+    FrameKey key{parent, file, line, function};
+    std::lock_guard<std::mutex> lock(s_->intern_mu);
+    auto it = s_->frames.find(key);
+    if (it != s_->frames.end()) return it->second;
+    FrameId id = static_cast<FrameId>(s_->frames.size() + 1);
+    s_->frames.emplace(key, id);
+    s_->new_frames.push_back(FrameRecord{id, parent, file, line, function});
+    return id;
+  }
+
+  void set_meta(std::string_view key, std::string_view value) override {
+    append([&](Batch& b) { b.meta.emplace_back(std::string(key), std::string(value)); });
+  }
+  void add_thread(const ThreadRecord& thread) override {
+    append([&](Batch& b) { b.threads.push_back(thread); });
+  }
+  void append_op(OpRecord&& op) override {
+    append([&](Batch& b) { b.ops.push_back(std::move(op)); });
+  }
+  void append_region(const RegionRecord& region) override {
+    append([&](Batch& b) { b.regions.push_back(region); });
+  }
+  void append_module(const ModuleRecord& module) override {
+    append([&](Batch& b) { b.modules.push_back(module); });
+  }
+  void append_kernel(const KernelRecord& kernel) override {
+    append([&](Batch& b) { b.kernels.push_back(kernel); });
+  }
+
+  Status flush() override {
+    if (abandoned_.load()) return Status::Error(s_->path + ": writer abandoned after fork");
+    std::unique_lock<std::mutex> lock(s_->mu);
+    if (closed_) return s_->error;
+    uint64_t want = ++s_->flush_requested;
+    s_->wake.notify_one();
+    s_->committed.wait(lock, [&] { return s_->flush_done >= want || s_->stop; });
+    return s_->error;
+  }
+
+  Status close() override {
+    if (abandoned_.load()) return Status::Ok();
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      if (closed_) return s_->error;
+      closed_ = true;
+      s_->stop = true;
+      s_->wake.notify_one();
+    }
+    if (s_->thread.joinable()) s_->thread.join();
+    // The background thread committed everything before it returned. Fold the WAL back into
+    // the database and leave rollback mode, so the closed file is one self-contained file
+    // that opens read-only anywhere (even in a read-only directory).
+    std::lock_guard<std::mutex> db_lock(s_->db_mu);
+    s_->ins_string = Stmt();
+    s_->ins_frame = Stmt();
+    s_->ins_meta = Stmt();
+    s_->ins_thread = Stmt();
+    s_->ins_op = Stmt();
+    s_->ins_tensor = Stmt();
+    s_->ins_arg = Stmt();
+    s_->ins_region = Stmt();
+    s_->ins_module = Stmt();
+    s_->ins_kernel = Stmt();
+    s_->begin = Stmt();
+    s_->commit = Stmt();
+    s_->del_tensors = Stmt();
+    s_->del_args = Stmt();
+    s_->del_kernels = Stmt();
+    s_->del_ops = Stmt();
+    // Best effort: a reader that still has the file open keeps it in WAL mode (busy), which
+    // loses nothing; the next reader reads through the -wal file.
+    sqlite3_exec(s_->db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr);
+    if (sqlite3_close(s_->db) != SQLITE_OK && s_->error.ok()) {
+      s_->error = Status::Error(s_->path + ": close failed: " + sqlite3_errmsg(s_->db));
+    }
+    s_->db = nullptr;
+    return s_->error;
+  }
+
+  void abandon_after_fork() override {
+    // Only flags: no lock, no SQLite call, no join (the thread does not exist here). The
+    // state, its statements and the parent's connection are leaked on purpose.
+    // Never destroyed, the joinable `std::thread` in the state cannot abort the child.
+    abandoned_.store(true);
+  }
+
+  void prepare_fork() override {
+    if (abandoned_.load()) return;
+    s_->db_mu.lock();
+    s_->mu.lock();
+    s_->intern_mu.lock();
+  }
+  void after_fork_parent() override {
+    if (abandoned_.load()) return;
+    s_->intern_mu.unlock();
+    s_->mu.unlock();
+    s_->db_mu.unlock();
+  }
+
+  Stats stats() const override {
+    if (abandoned_.load()) return {};
+    std::lock_guard<std::mutex> lock(s_->mu);
+    return s_->stats;
+  }
+
+  void start() { s_->thread = std::thread([this] { run(); }); }
+
+ private:
+  template <typename F>
+  void append(F&& f) {
+    if (abandoned_.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(s_->mu);
+    if (closed_) return;
+    f(s_->pending);
+  }
+
+  // The background thread: commits at least every `flush_interval_ms`, or at once when
+  // `flush` or `close` asks.
+  void run() {
+    Batch batch;
+    const auto period = std::chrono::milliseconds(std::max(1, s_->options.flush_interval_ms));
+    auto next = std::chrono::steady_clock::now() + period;
+    for (;;) {
+      uint64_t generation;
+      bool stopping;
+      {
+        std::unique_lock<std::mutex> lock(s_->mu);
+        s_->wake.wait_until(lock, next, [&] {
+          return s_->stop || s_->flush_requested > s_->flush_done;
+        });
+        std::swap(batch, s_->pending);
+        generation = s_->flush_requested;
+        stopping = s_->stop;
+      }
+      next = std::chrono::steady_clock::now() + period;
+      commit_batch(batch);
+      batch.clear();  // frees the records here, not on the application's threads
+      {
+        std::lock_guard<std::mutex> lock(s_->mu);
+        s_->flush_done = generation;
+      }
+      s_->committed.notify_all();
+      if (stopping) break;
+    }
+  }
+
+  void note_error(const std::string& what) {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    ++s_->stats.errors;
+    if (s_->error.ok()) s_->error = Status::Error(s_->path + ": " + what);
+  }
+
+  // Steps an insert; a failure (e.g. a duplicate op) loses that record only.
+  void step_insert(Stmt& st, const char* what) {
+    int rc = st.step();
+    if (rc != SQLITE_DONE) {
+      note_error(std::string("cannot write ") + what + ": " + sqlite3_errmsg(s_->db));
+    }
+    st.reset();
+  }
+
+  void commit_batch(Batch& batch) {
+    std::lock_guard<std::mutex> db_lock(s_->db_mu);
+    // Taken after the batch: every string or frame an op of `batch` uses was interned before
+    // the op was appended, so it is in these lists and lands in the same transaction.
+    std::vector<std::pair<StringId, std::string_view>> strings;
+    std::vector<FrameRecord> frames;
+    {
+      std::lock_guard<std::mutex> lock(s_->intern_mu);
+      strings.swap(s_->new_strings);
+      frames.swap(s_->new_frames);
+    }
+    if (batch.empty() && strings.empty() && frames.empty()) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    State& s = *s_;
+    if (s.begin.step() != SQLITE_DONE) {
+      note_error(std::string("cannot begin a transaction: ") + sqlite3_errmsg(s.db));
+      s.begin.reset();
+      return;
+    }
+    s.begin.reset();
+    for (auto& [id, text] : strings) {
+      s.ins_string.bind_int(1, id);
+      s.ins_string.bind_text(2, text);
+      step_insert(s.ins_string, "a string");
+    }
+    for (const FrameRecord& f : frames) {
+      s.ins_frame.bind_int(1, f.id);
+      s.ins_frame.bind_nonzero(2, f.parent);
+      s.ins_frame.bind_nonzero(3, f.file);
+      s.ins_frame.bind_int(4, f.line);
+      s.ins_frame.bind_nonzero(5, f.function);
+      step_insert(s.ins_frame, "a frame");
+    }
+    for (auto& [key, value] : batch.meta) {
+      s.ins_meta.bind_text(1, key);
+      s.ins_meta.bind_text(2, value);
+      step_insert(s.ins_meta, "meta");
+    }
+    for (const ThreadRecord& t : batch.threads) {
+      s.ins_thread.bind_int(1, t.id);
+      s.ins_thread.bind_int(2, t.os_tid);
+      s.ins_thread.bind_text(3, t.name);
+      step_insert(s.ins_thread, "a thread");
+    }
+    for (const OpRecord& op : batch.ops) write_op(op);
+    for (const RegionRecord& r : batch.regions) {
+      s.ins_region.bind_int(1, r.id);
+      s.ins_region.bind_int(2, r.thread);
+      s.ins_region.bind_nonzero(3, r.name);
+      s.ins_region.bind_int(4, static_cast<int64_t>(r.kind));
+      s.ins_region.bind_int(5, r.start_seq);
+      if (r.end_seq != kNoSeq) s.ins_region.bind_int(6, r.end_seq);
+      s.ins_region.bind_int(7, r.step);
+      s.ins_region.bind_nonzero(8, r.parent);
+      step_insert(s.ins_region, "a region");
+    }
+    for (const ModuleRecord& m : batch.modules) {
+      s.ins_module.bind_int(1, m.id);
+      s.ins_module.bind_nonzero(2, m.kind);
+      s.ins_module.bind_nonzero(3, m.name);
+      s.ins_module.bind_u64(4, m.hash);
+      s.ins_module.bind_int(5, m.size);
+      s.ins_module.bind_int(6, m.time_ns);
+      step_insert(s.ins_module, "a module");
+    }
+    for (const KernelRecord& k : batch.kernels) {
+      if (k.op != kNoSeq) s.ins_kernel.bind_int(1, k.op);
+      s.ins_kernel.bind_nonzero(2, k.module);
+      s.ins_kernel.bind_nonzero(3, k.name);
+      s.ins_kernel.bind_nonzero(4, k.grid);
+      s.ins_kernel.bind_nonzero(5, k.block);
+      s.ins_kernel.bind_int(6, k.shared_mem);
+      s.ins_kernel.bind_u64(7, k.stream);
+      s.ins_kernel.bind_int(8, k.start_ns);
+      s.ins_kernel.bind_int(9, k.end_ns);
+      step_insert(s.ins_kernel, "a kernel");
+    }
+    if (s.options.ring_ops > 0) trim_ring(batch);
+    int rc = s.commit.step();
+    s.commit.reset();
+    if (rc != SQLITE_DONE) {
+      note_error(std::string("cannot commit: ") + sqlite3_errmsg(s.db));
+      sqlite3_exec(s.db, "ROLLBACK", nullptr, nullptr, nullptr);
+      return;
+    }
+    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - t0)
+                           .count();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.stats.ops_committed += static_cast<int64_t>(batch.ops.size());
+    s.stats.commits += 1;
+    s.stats.max_commit_us = std::max(s.stats.max_commit_us, us);
+  }
+
+  void write_op(const OpRecord& op) {
+    State& s = *s_;
+    Stmt& o = s.ins_op;
+    o.bind_int(1, op.thread);
+    o.bind_int(2, op.tidx);
+    o.bind_int(3, op.seq - op.tidx);
+    if (op.parent != kNoSeq) o.bind_int(4, op.seq - op.parent);
+    o.bind_int(5, op.depth);
+    o.bind_nonzero(6, op.name);
+    o.bind_int(7, op.step);
+    o.bind_nonzero(8, op.module);
+    o.bind_nonzero(9, op.stack);
+    o.bind_nonzero(10, op.user_frame);
+    if (op.fwd != kNoSeq) o.bind_int(11, op.seq - op.fwd);
+    o.bind_nonzero(12, op.region);
+    o.bind_int(13, op.start_ns - s.time_base_ns);
+    o.bind_int(14, op.end_ns - op.start_ns);
+    o.bind_u64(15, op.chain);
+    if (op.rng != 0) o.bind_u64(16, op.rng);
+    o.bind_int(17, op.flags);
+    step_insert(o, "an op");
+    Stmt& t = s.ins_tensor;
+    for (const TensorRecord& tr : op.tensors) {
+      t.bind_int(1, op.seq);
+      t.bind_int(2, static_cast<int64_t>(tr.role));
+      t.bind_int(3, tr.index);
+      t.bind_int(4, static_cast<int64_t>(tr.dtype));
+      t.bind_nonzero(5, tr.shape);
+      t.bind_nonzero(6, tr.device);
+      t.bind_int(7, static_cast<int64_t>(tr.status));
+      if (tr.hash != 0) t.bind_u64(8, tr.hash);
+      if (tr.producer != kNoSeq) t.bind_int(9, op.seq - tr.producer);
+      if (tr.summary.valid) {  // summaries only where they mean something
+        t.bind_double(10, tr.summary.min);
+        t.bind_double(11, tr.summary.max);
+        t.bind_double(12, tr.summary.sum);
+        t.bind_double(13, tr.summary.abs_sum);
+        t.bind_int(14, tr.summary.nan_count);
+        t.bind_int(15, tr.summary.inf_count);
+      }
+      t.bind_nonzero(16, tr.reason);
+      step_insert(t, "a tensor");
+    }
+    Stmt& a = s.ins_arg;
+    for (const ArgRecord& ar : op.args) {
+      a.bind_int(1, op.seq);
+      a.bind_int(2, ar.index);
+      a.bind_nonzero(3, ar.name);
+      a.bind_nonzero(4, ar.value);
+      step_insert(a, "an argument");
+    }
+    if (s.options.ring_ops > 0) {
+      // Kept sorted by seq; ops arrive almost in order (a parent ends after its children).
+      auto& committed = s.ring[op.thread];
+      auto it = committed.end();
+      while (it != committed.begin() && std::prev(it)->first > op.seq) --it;
+      committed.insert(it, {op.seq, op.tidx});
+      s.max_seq = std::max(s.max_seq, op.seq);
+    }
+  }
+
+  // Ring mode: deletes the ops with seq <= max_seq - ring_ops, with their tensors, args and
+  // kernels, in the same transaction as the new ones.
+  void trim_ring(const Batch& batch) {
+    State& s = *s_;
+    if (batch.ops.empty()) return;
+    const int64_t cutoff = s.max_seq - s.options.ring_ops;  // delete seq <= cutoff
+    if (cutoff < 0) return;
+    for (auto& [thread, committed] : s.ring) {
+      int64_t last_tidx = -1;
+      while (!committed.empty() && committed.front().first <= cutoff) {
+        last_tidx = committed.front().second;
+        committed.pop_front();
+      }
+      if (last_tidx < 0) continue;
+      // Within a thread seq and tidx grow together, so "tidx <= last deleted" is exact.
+      s.del_ops.bind_int(1, thread);
+      s.del_ops.bind_int(2, last_tidx);
+      step_insert(s.del_ops, "(ring) deleting ops");
+    }
+    for (Stmt* d : {&s.del_tensors, &s.del_args, &s.del_kernels}) {
+      d->bind_int(1, cutoff);
+      step_insert(*d, "(ring) deleting op details");
+    }
+  }
+
+  State* s_;
+  std::atomic<bool> abandoned_{false};
+  bool closed_ = false;  // guarded by `s_->mu`
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
+                                                 const WriterOptions& options) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) return Status::Error(path + ": already exists");
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = path + ": cannot create: " + (db ? sqlite3_errmsg(db) : "out of memory");
+    sqlite3_close(db);
+    return Status::Error(msg);
+  }
+  auto* s = new State();
+  s->path = path;
+  s->options = options;
+  s->db = db;
+  s->time_base_ns = monotonic_ns();
+  auto fail = [&](Status status) -> StatusOr<std::unique_ptr<Writer>> {
+    delete s;  // finalizes the statements first (members are destroyed in reverse order)
+    sqlite3_close(db);
+    ::unlink(path.c_str());
+    ::unlink((path + "-wal").c_str());
+    ::unlink((path + "-shm").c_str());
+    return status;
+  };
+  // WAL: a commit is one append to the -wal file, readers never block the writer, and a
+  // killed process leaves every committed transaction readable. synchronous=NORMAL skips
+  // fsync per commit: the data survives the death of the process (not of the machine).
+  Status status = internal::exec(db,
+                                 "PRAGMA page_size=8192;"
+                                 "PRAGMA journal_mode=WAL;"
+                                 "PRAGMA synchronous=NORMAL;"
+                                 "PRAGMA cache_size=-65536;"
+                                 "PRAGMA wal_autocheckpoint=4096;",
+                                 path);
+  if (!status.ok()) return fail(status);
+  std::string create = std::string("BEGIN;") + internal::kCreateTables + internal::kFillEnums +
+                       "INSERT INTO meta VALUES('format','" + internal::kFormatName + "');" +
+                       "INSERT INTO meta VALUES('" + internal::kTimeBaseKey + "','" +
+                       std::to_string(s->time_base_ns) + "');" +
+                       "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";COMMIT;";
+  status = internal::exec(db, create.c_str(), path);
+  if (!status.ok()) return fail(status);
+
+  struct {
+    Stmt* stmt;
+    const char* sql;
+  } statements[] = {
+      {&s->ins_string, "INSERT INTO strings VALUES(?1,?2)"},
+      {&s->ins_frame, "INSERT INTO frames VALUES(?1,?2,?3,?4,?5)"},
+      {&s->ins_meta, "INSERT OR REPLACE INTO meta VALUES(?1,?2)"},
+      {&s->ins_thread, "INSERT OR REPLACE INTO threads VALUES(?1,?2,?3)"},
+      {&s->ins_op,
+       "INSERT INTO ops VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)"},
+      {&s->ins_tensor,
+       "INSERT INTO tensors VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"},
+      {&s->ins_arg, "INSERT INTO args VALUES(?1,?2,?3,?4)"},
+      {&s->ins_region, "INSERT OR REPLACE INTO regions VALUES(?1,?2,?3,?4,?5,?6,?7,?8)"},
+      {&s->ins_module, "INSERT OR REPLACE INTO modules VALUES(?1,?2,?3,?4,?5,?6)"},
+      {&s->ins_kernel, "INSERT INTO kernels VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
+      {&s->begin, "BEGIN"},
+      {&s->commit, "COMMIT"},
+      {&s->del_tensors, "DELETE FROM tensors WHERE op <= ?1"},
+      {&s->del_args, "DELETE FROM args WHERE op <= ?1"},
+      {&s->del_kernels, "DELETE FROM kernels WHERE op <= ?1"},
+      {&s->del_ops, "DELETE FROM ops WHERE thread = ?1 AND tidx <= ?2"},
+  };
+  for (auto& st : statements) {
+    status = st.stmt->prepare(db, st.sql, path);
+    if (!status.ok()) return fail(status);
+  }
+  auto writer = std::make_unique<WriterImpl>(s);
+  writer->start();
+  return std::unique_ptr<Writer>(std::move(writer));
+}
+
+}  // namespace tdbg::tracer
