@@ -1,12 +1,304 @@
-// `tdbg record`: placeholder until its owner lands it; says so and exits 2.
+// `tdbg record [options] -o RUN -- PROGRAM ARGS...`: runs PROGRAM with libtdbg_preload.so
+// preloaded and the recording options of interpose/flags.inc in its `TDBG_*` environment, and
+// exits like `time` or `strace` do: with the program's status, or 128+signal.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "interpose/config.h"
 #include "tlparse/commands.h"
 
 namespace tdbg::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using interpose::Config;
+
+// The file `tdbg record` leaves in every run directory: the command line, times and exit
+// status. Its presence (or that of databases) is what makes a directory a run directory.
+constexpr const char* kRunManifest = "tdbg-run.json";
+
+// The command-line spelling of a flags.inc name: `hash_threads` -> `hash-threads`.
+std::string option_name(const char* flag) {
+  std::string name = flag;
+  for (char& c : name)
+    if (c == '_') c = '-';
+  return name;
+}
+
+std::string environment_name(const char* flag) {
+  std::string name = "TDBG_";
+  for (const char* p = flag; *p; ++p) name += static_cast<char>(std::toupper(*p));
+  return name;
+}
+
+std::string to_environment(const std::string& value) { return value; }
+std::string to_environment(int64_t value) { return std::to_string(value); }
+std::string to_environment(bool value) { return value ? "1" : "0"; }
+
+// A file that a recording leaves in its run directory: the manifest, a database or SQLite's
+// side files of one.
+bool is_run_file(const std::string& name) {
+  if (name == kRunManifest) return true;
+  for (const char* suffix : {".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal"}) {
+    size_t n = std::strlen(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
+  }
+  return false;
+}
+
+// Makes `dir` ready to receive a recording and returns its absolute path. A directory that
+// holds an earlier recording is only replaced with `force` (its databases are removed), and a
+// non-empty directory that is not a run directory is never written into without `force`.
+StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) {
+  std::error_code ec;
+  fs::file_status status = fs::status(dir, ec);
+  if (fs::exists(status) && !fs::is_directory(status))
+    return Status::Error(dir + ": exists and is not a directory");
+  if (!fs::exists(status)) {
+    if (!fs::create_directories(dir, ec) && ec)
+      return Status::Error(dir + ": cannot create: " + ec.message());
+  } else {
+    std::vector<fs::path> run_files;
+    bool foreign = false;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (is_run_file(entry.path().filename().string()) && entry.is_regular_file())
+        run_files.push_back(entry.path());
+      else
+        foreign = true;
+    }
+    if (ec) return Status::Error(dir + ": cannot list: " + ec.message());
+    if (foreign && !force)
+      return Status::Error(dir +
+                           ": not empty and not a tdbg run directory (choose another -o, or "
+                           "--force to record into it anyway)");
+    if (!run_files.empty() && !force)
+      return Status::Error(dir + ": holds an earlier recording (--force replaces it)");
+    for (const auto& file : run_files) {
+      if (!fs::remove(file, ec) && ec)
+        return Status::Error(file.string() + ": cannot remove: " + ec.message());
+    }
+  }
+  fs::path absolute = fs::canonical(dir, ec);
+  if (ec) return Status::Error(dir + ": " + ec.message());
+  return absolute.string();
+}
+
+std::string utc_now() {
+  char buf[32];
+  time_t now = time(nullptr);
+  struct tm tm_utc;
+  gmtime_r(&now, &tm_utc);
+  strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm_utc);
+  return buf;
+}
+
+// Written twice: before the program starts (so a killed `tdbg record` still leaves a run
+// directory that says what ran) and after it ends, with its status.
+void write_manifest(const std::string& dir, const nlohmann::json& manifest) {
+  std::string path = dir + "/" + kRunManifest;
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << manifest.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "tdbg record: %s: cannot write\n", tmp.c_str());
+      return;
+    }
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+pid_t g_child = -1;
+
+// Forwards a signal sent to `tdbg record` alone (kill, a supervisor) to the program. A signal
+// the terminal sent (Ctrl-C) reached the whole foreground process group, program included,
+// so it is not sent twice.
+void forward_signal(int sig, siginfo_t* info, void*) {
+  if (g_child <= 0) return;
+  if (info != nullptr && info->si_code == SI_KERNEL) return;
+  kill(g_child, sig);
+}
+
+struct Options {
+  Config config;
+  bool force = false;
+};
+
+void run_record(const Options& options, std::vector<std::string> command,
+                bool out_given) {
+  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  if (command.empty()) {
+    fail("record", "no program given (usage: tdbg record [options] -o RUN -- PROGRAM ARGS...)");
+    return;
+  }
+
+  std::string preload = executable_dir() + "/../lib/libtdbg_preload.so";
+  if (access(preload.c_str(), R_OK) != 0) {
+    fail("record", preload + ": not found (build the tdbg_preload target, or install tdbg)");
+    return;
+  }
+  std::error_code ec;
+  preload = fs::canonical(preload, ec).string();
+
+  Config config = options.config;
+  if (!out_given && config.out.empty()) {
+    char name[64];
+    time_t now = time(nullptr);
+    struct tm tm_utc;
+    gmtime_r(&now, &tm_utc);
+    strftime(name, sizeof(name), "tdbg-run-%Y%m%d-%H%M%S", &tm_utc);
+    config.out = name;
+    if (!config.quiet) std::fprintf(stderr, "tdbg record: recording into %s\n", name);
+  }
+  StatusOr<std::string> run_dir = prepare_run_directory(config.out, options.force);
+  if (!run_dir.ok()) {
+    fail("record", run_dir.status().message());
+    return;
+  }
+  config.out = *run_dir;
+
+  // The child sees exactly the resolved configuration, whatever the environment held before.
+#define FLAG(type, name, def, doc) \
+  setenv(environment_name(#name).c_str(), to_environment(config.name).c_str(), 1);
+#include "interpose/flags.inc"
+#undef FLAG
+  std::string ld_preload = preload;
+  if (const char* existing = getenv("LD_PRELOAD"); existing != nullptr && *existing != '\0')
+    ld_preload += std::string(":") + existing;
+  setenv("LD_PRELOAD", ld_preload.c_str(), 1);
+
+  nlohmann::json manifest = {{"tdbg_version", "0.1.0"},
+                             {"command", command},
+                             {"started", utc_now()},
+                             {"exit_status", nullptr}};
+  {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) != nullptr) manifest["cwd"] = cwd;
+  }
+  write_manifest(*run_dir, manifest);
+
+  std::vector<char*> argv;
+  for (auto& arg : command) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  // A close-on-exec pipe tells the parent whether exec succeeded: it reads EOF on success and
+  // the child's errno on failure, so "no such program" is our one-line error, not the child's.
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
+    fail("record", std::string("pipe: ") + std::strerror(errno));
+    return;
+  }
+  std::fflush(nullptr);
+  pid_t child = fork();
+  if (child < 0) {
+    fail("record", std::string("fork: ") + std::strerror(errno));
+    return;
+  }
+  if (child == 0) {
+    close(exec_pipe[0]);
+    execvp(argv[0], argv.data());
+    int err = errno;
+    ssize_t written = write(exec_pipe[1], &err, sizeof(err));
+    (void)written;
+    _exit(err == ENOENT ? 127 : 126);
+  }
+  g_child = child;
+  close(exec_pipe[1]);
+
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_sigaction = forward_signal;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
+    sigaction(sig, &action, nullptr);
+
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+  } while (got < 0 && errno == EINTR);
+  close(exec_pipe[0]);
+
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) {
+      fail("record", std::string("waitpid: ") + std::strerror(errno));
+      return;
+    }
+  }
+  g_child = -1;
+
+  if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
+    fail("record", command.front() + ": " + std::strerror(exec_errno));
+    exit_code = exec_errno == ENOENT ? 127 : 126;
+    manifest["error"] = std::strerror(exec_errno);
+  } else if (WIFEXITED(status)) {
+    exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    exit_code = 128 + WTERMSIG(status);
+    manifest["signal"] = WTERMSIG(status);
+  }
+  manifest["exit_status"] = exit_code;
+  manifest["ended"] = utc_now();
+  write_manifest(*run_dir, manifest);
+}
+
+}  // namespace
 
 void add_record_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("record", "(not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("record", "not implemented yet"); });
+  auto* cmd = app.add_subcommand(
+      "record",
+      "Run a program with tdbg preloaded and record every process that loads torch\n"
+      "  usage: tdbg record [options] -o RUN -- PROGRAM ARGS...\n"
+      "  Exits with the program's status, or 128+signal. Each option is also the TDBG_<NAME>\n"
+      "  environment variable (e.g. --hash-threads = TDBG_HASH_THREADS).");
+  // Everything from the program name on belongs to the program, options included.
+  cmd->prefix_command();
+  auto options = std::make_shared<Options>();
+  // Defaults come from the environment so that `TDBG_HASH=none tdbg record ...` works too;
+  // the flags override it.
+  options->config = interpose::config_from_environment();
+  auto* out_option = cmd->add_option("-o,--out", options->config.out,
+                                     "Run directory; each recorded process writes "
+                                     "<dir>/<host>-<pid>.sqlite (default: ./tdbg-run-<time>)");
+#define FLAG_ADD_STRING(name, doc) \
+  cmd->add_option("--" + option_name(#name), options->config.name, doc)->capture_default_str();
+#define FLAG_ADD_INT(name, doc) \
+  cmd->add_option("--" + option_name(#name), options->config.name, doc)->capture_default_str();
+#define FLAG_ADD_BOOL(name, doc)                                                          \
+  cmd->add_flag("--" + option_name(#name) + ",!--no-" + option_name(#name),              \
+                options->config.name, std::string(doc) + (options->config.name ? " [on]" : " [off]"));
+#define FLAG(type, name, def, doc) \
+  if (std::strcmp(#name, "out") != 0) { FLAG_ADD_##type(name, doc) }
+#include "interpose/flags.inc"
+#undef FLAG
+#undef FLAG_ADD_STRING
+#undef FLAG_ADD_INT
+#undef FLAG_ADD_BOOL
+  cmd->add_flag("--force", options->force,
+                "Reuse RUN even if it holds an earlier recording or other files");
+  cmd->callback([cmd, options, out_option] {
+    run_record(*options, cmd->remaining(), out_option->count() > 0);
+  });
 }
 
 }  // namespace tdbg::cli

@@ -1,0 +1,330 @@
+// libtdbg_preload.so's core: notices libtorch being loaded (at `import torch`, or at start-up
+// for a program linked against it) and then loads libtdbg_torch.so from beside itself. It
+// links only libc, so a process that never loads torch runs unchanged, and every failure
+// degrades to "not recorded", said once on stderr.
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "interpose/config.h"
+#include "interpose/preload.h"
+
+extern "C" {
+extern void* tdbg_front_dlopen_direct;
+extern void* tdbg_front_dlsym_direct;
+extern void* tdbg_front_dlsym_real;
+}
+
+namespace tdbg::preload {
+namespace {
+
+#define TDBG_TLS __attribute__((tls_model("initial-exec"))) thread_local
+
+// Nesting of dlopen calls on this thread: a dlopen made by a library constructor inside
+// another dlopen must not load anything itself (that would run initializers early).
+TDBG_TLS int t_dlopen_depth = 0;
+// The host's return address for the dlopen/dlsym slow paths (see preload_front.cc).
+TDBG_TLS void* t_front_caller = nullptr;
+
+struct DepthGuard {
+  DepthGuard() { ++t_dlopen_depth; }
+  ~DepthGuard() { --t_dlopen_depth; }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+};
+
+enum TorchState : int { kTorchNotSeen = 0, kTorchLoading = 1, kTorchSettled = 2 };
+std::atomic<int> g_torch_state{kTorchNotSeen};
+// `dlpi_adds` at the last look: nothing new mapped means nothing to scan.
+std::atomic<unsigned long long> g_last_adds{0};
+// True once the host's `main` is about to run: before that, loading the hook from a dlopen
+// made by some start-up constructor could initialize libtorch ahead of its turn.
+std::atomic<bool> g_main_started{false};
+tdbg_main_fn g_host_main = nullptr;
+
+bool g_gpu_enabled = true;
+bool g_quiet = false;
+
+// Set when libtdbg_torch.so is loaded: flushes its database on exits that skip atexit.
+std::atomic<void (*)()> g_torch_shutdown{nullptr};
+// The process that loaded the hook; a vfork child shares its memory and must not flush.
+std::atomic<pid_t> g_recording_pid{0};
+
+int g_said_torch_lib = 0;
+int g_said_no_out = 0;
+int g_said_no_real = 0;
+
+using dlopen_fn = void* (*)(const char*, int);
+using dlsym_fn = void* (*)(void*, const char*);
+
+dlsym_fn real_dlsym_now() {
+  void* f = tdbg_front_dlsym_real;
+  if (f == nullptr) f = resolve_real(kHook_dlsym);
+  return reinterpret_cast<dlsym_fn>(f);
+}
+
+// True if the libtorch that holds the dispatcher (libtorch_cpu, or a monolithic libtorch)
+// is mapped into the process.
+bool is_torch_library(const char* path) {
+  const char* base = strrchr(path, '/');
+  base = base == nullptr ? path : base + 1;
+  return strncmp(base, "libtorch_cpu.so", 15) == 0 || strncmp(base, "libtorch.so", 11) == 0;
+}
+
+struct TorchScan {
+  unsigned long long adds = 0;
+  bool unchanged = false;
+  bool found = false;
+};
+
+int scan_object(struct dl_phdr_info* info, size_t, void* data) {
+  auto* scan = static_cast<TorchScan*>(data);
+  if (scan->adds == 0) {
+    scan->adds = info->dlpi_adds;
+    if (scan->adds == g_last_adds.load(std::memory_order_relaxed)) {
+      scan->unchanged = true;
+      return 1;
+    }
+  }
+  if (info->dlpi_name != nullptr && is_torch_library(info->dlpi_name)) {
+    scan->found = true;
+    return 1;
+  }
+  return 0;
+}
+
+// The directory of this library, for finding libtdbg_torch.so beside it.
+bool own_directory(char* out, size_t size) {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&own_directory), &info) == 0 || info.dli_fname == nullptr)
+    return false;
+  const char* slash = strrchr(info.dli_fname, '/');
+  if (slash == nullptr) return false;
+  size_t n = static_cast<size_t>(slash - info.dli_fname);
+  if (n + 1 > size) return false;
+  memcpy(out, info.dli_fname, n);
+  out[n] = '\0';
+  return true;
+}
+
+void after_fork_in_child() {
+  if (g_torch_shutdown.load() != nullptr) g_recording_pid.store(getpid());
+}
+
+void load_torch_hook() {
+  interpose::Config config = interpose::config_from_environment();
+  if (config.out.empty()) {
+    if (!config.quiet)
+      say_once(&g_said_no_out, "torch is loaded but TDBG_OUT is not set; not recording (run "
+                               "the program under `tdbg record`)");
+    return;
+  }
+  char path[PATH_MAX];
+  const char* override_path = getenv("TDBG_TORCH_LIB");
+  if (override_path != nullptr && *override_path != '\0') {
+    snprintf(path, sizeof(path), "%s", override_path);
+  } else {
+    char dir[PATH_MAX - 32];
+    if (!own_directory(dir, sizeof(dir))) {
+      say_once(&g_said_torch_lib, "cannot tell where libtdbg_preload.so is; not recording");
+      return;
+    }
+    if (snprintf(path, sizeof(path), "%s/libtdbg_torch.so", dir) >= static_cast<int>(sizeof(path))) return;
+  }
+  auto real_dlopen = reinterpret_cast<dlopen_fn>(resolve_real(kHook_dlopen));
+  if (real_dlopen == nullptr) return;
+  void* handle = real_dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    say_once(&g_said_torch_lib, "cannot load the torch hook (%s); not recording this process",
+             why != nullptr ? why : path);
+    return;
+  }
+  if (dlsym_fn real_dlsym = real_dlsym_now()) {
+    auto shutdown = reinterpret_cast<void (*)()>(real_dlsym(handle, "tdbg_torch_shutdown"));
+    g_recording_pid.store(getpid());
+    g_torch_shutdown.store(shutdown);
+  }
+}
+
+// Looks whether libtorch is mapped now and, the first time it is, loads the torch hook.
+// Called only outside any dlopen (depth 0) and once `main` is about to run.
+void check_for_torch() {
+  if (g_torch_state.load(std::memory_order_acquire) != kTorchNotSeen) return;
+  if (!g_main_started.load(std::memory_order_acquire)) return;
+  TorchScan scan;
+  dl_iterate_phdr(scan_object, &scan);
+  if (scan.unchanged) return;
+  g_last_adds.store(scan.adds, std::memory_order_relaxed);
+  if (!scan.found) return;
+  int expected = kTorchNotSeen;
+  if (!g_torch_state.compare_exchange_strong(expected, kTorchLoading)) return;
+  load_torch_hook();
+  g_torch_state.store(kTorchSettled, std::memory_order_release);
+  // Nothing is left for dlopen's slow path: from now on the stub jumps straight through.
+  tdbg_front_dlopen_direct = resolve_real(kHook_dlopen);
+}
+
+bool has_search_path(const struct link_map* map) {
+  if (map == nullptr || map->l_ld == nullptr) return false;
+  for (const ElfW(Dyn)* d = map->l_ld; d->d_tag != DT_NULL; ++d)
+    if (d->d_tag == DT_RPATH || d->d_tag == DT_RUNPATH) return true;
+  return false;
+}
+
+int match_loaded_name(struct dl_phdr_info* info, size_t, void* data) {
+  const char* wanted = static_cast<const char*>(data);
+  if (info->dlpi_name == nullptr) return 0;
+  const char* base = strrchr(info->dlpi_name, '/');
+  base = base == nullptr ? info->dlpi_name : base + 1;
+  return strcmp(base, wanted) == 0 ? 1 : 0;
+}
+
+// The dynamic loader searches a bare library name in the *caller's* RPATH/RUNPATH, and the
+// caller of the real dlopen is now tdbg. For such callers, find the file the way the loader
+// would (same directories, same order, up to the system defaults that do not depend on the
+// caller) and hand the real dlopen its full path. Returns false to pass `file` unchanged.
+bool search_caller_paths(const char* file, void* caller, char* out, size_t size) {
+  if (file == nullptr || strchr(file, '/') != nullptr || caller == nullptr) return false;
+  Dl_info info;
+  struct link_map* map = nullptr;
+  if (dladdr1(caller, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0) return false;
+  if (!has_search_path(map)) return false;
+  // Already loaded under that name: the loader answers from its list, whatever the path.
+  if (dl_iterate_phdr(match_loaded_name, const_cast<char*>(file)) != 0) return false;
+  Dl_serinfo probe;
+  if (dlinfo(map, RTLD_DI_SERINFOSIZE, &probe) != 0) return false;
+  auto* serinfo = static_cast<Dl_serinfo*>(malloc(probe.dls_size));
+  if (serinfo == nullptr) return false;
+  bool found = false;
+  if (dlinfo(map, RTLD_DI_SERINFOSIZE, serinfo) == 0 && dlinfo(map, RTLD_DI_SERINFO, serinfo) == 0) {
+    for (unsigned i = 0; i < serinfo->dls_cnt && !found; ++i) {
+      const Dl_serpath& dir = serinfo->dls_serpath[i];
+      if (dir.dls_flags & (LA_SER_CONFIG | LA_SER_DEFAULT)) break;
+      if (dir.dls_name == nullptr || dir.dls_name[0] == '\0') continue;
+      int n = snprintf(out, size, "%s/%s", dir.dls_name, file);
+      if (n > 0 && static_cast<size_t>(n) < size && access(out, F_OK) == 0) found = true;
+    }
+  }
+  free(serinfo);
+  // dlinfo may have set a dlerror; the real dlopen below resets it.
+  return found;
+}
+
+int tdbg_main(int argc, char** argv, char** envp) {
+  g_main_started.store(true, std::memory_order_release);
+  check_for_torch();
+  return g_host_main(argc, argv, envp);
+}
+
+__attribute__((constructor)) void preload_init() {
+  interpose::Config config = interpose::config_from_environment();
+  g_gpu_enabled = config.gpu;
+  g_quiet = config.quiet;
+  tdbg_front_dlsym_real = resolve_real(kHook_dlsym);
+  // Without GPU interception dlsym has nothing to do: every lookup jumps straight through.
+  if (!g_gpu_enabled) tdbg_front_dlsym_direct = tdbg_front_dlsym_real;
+  pthread_atfork(nullptr, nullptr, after_fork_in_child);
+}
+
+}  // namespace
+
+void say_once(int* flag, const char* format, ...) {
+  if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED) != 0) return;
+  char line[512];
+  int n = snprintf(line, sizeof(line), "tdbg: ");
+  va_list args;
+  va_start(args, format);
+  int m = vsnprintf(line + n, sizeof(line) - n - 1, format, args);
+  va_end(args);
+  size_t len = static_cast<size_t>(n) + (m < 0 ? 0 : static_cast<size_t>(m));
+  if (len > sizeof(line) - 2) len = sizeof(line) - 2;
+  line[len++] = '\n';
+  int saved = errno;
+  ssize_t written = write(STDERR_FILENO, line, len);
+  (void)written;
+  errno = saved;
+}
+
+bool gpu_enabled() { return g_gpu_enabled; }
+
+void* on_dlopen(const char* file, int mode) {
+  void* caller = t_front_caller;
+  auto real = reinterpret_cast<dlopen_fn>(resolve_real(kHook_dlopen));
+  if (real == nullptr) {
+    say_once(&g_said_no_real, "the real dlopen was not found");
+    return nullptr;
+  }
+  char path[PATH_MAX];
+  const char* target = file;
+  if (t_dlopen_depth == 0 && search_caller_paths(file, caller, path, sizeof(path))) target = path;
+  void* handle;
+  {
+    DepthGuard guard;
+    handle = real(target, mode);
+  }
+  if (t_dlopen_depth == 0 && handle != nullptr) {
+    int saved = errno;
+    check_for_torch();
+    errno = saved;
+  }
+  return handle;
+}
+
+void* on_dlsym(void* handle, const char* symbol) {
+  dlsym_fn real = real_dlsym_now();
+  if (real == nullptr) return nullptr;
+  void* found = real(handle, symbol);
+  // Loader APIs of GPU libraries: hand back the wrapper and keep the real function for it.
+  if (found != nullptr && symbol != nullptr && g_gpu_enabled && handle != RTLD_NEXT &&
+      handle != RTLD_DEFAULT &&
+      (strncmp(symbol, "cu", 2) == 0 || strncmp(symbol, "nvrtc", 5) == 0 ||
+       strncmp(symbol, "__cuda", 6) == 0)) {
+    HookId id = hook_by_name(symbol);
+    if (id != kHookCount && id > kHook__Exit && remember_real(id, found)) return wrapper_of(id);
+  }
+  return found;
+}
+
+int on___libc_start_main(tdbg_main_fn main, int argc, char** argv, void (*init)(void),
+                         void (*fini)(void), void (*rtld_fini)(void), void* stack_end) {
+  auto real = real___libc_start_main();
+  if (real == nullptr) {
+    say_once(&g_said_no_real, "the real __libc_start_main was not found");
+    _exit(127);
+  }
+  g_host_main = main;
+  return real(tdbg_main, argc, argv, init, fini, rtld_fini, stack_end);
+}
+
+namespace {
+[[noreturn]] void exit_now(void (*real)(int), int status) {
+  // Flush the recording of this very process (never from a vfork child sharing its memory).
+  if (auto shutdown = g_torch_shutdown.load()) {
+    if (static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load()) shutdown();
+  }
+  if (real != nullptr) real(status);
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
+}  // namespace
+
+void on__exit(int status) { exit_now(real__exit(), status); }
+void on__Exit(int status) { exit_now(real__Exit(), status); }
+
+}  // namespace tdbg::preload
+
+extern "C" __attribute__((visibility("hidden"), used, noinline)) void tdbg_front_set_caller(
+    void* caller) {
+  tdbg::preload::t_front_caller = caller;
+}

@@ -1,0 +1,69 @@
+// Internals of libtdbg_preload.so shared by its files: the hook table as C++ declarations
+// (`on_<name>` handlers, `real_<name>()` accessors) and the few services the hooks use.
+// Nothing here is visible outside the library (it is built with hidden visibility and a
+// version script).
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef TDBG_PRELOAD_GPU
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <nvrtc.h>
+#endif
+
+extern "C" {
+typedef int (*tdbg_main_fn)(int, char**, char**);
+}
+
+namespace tdbg::preload {
+
+enum HookId : int {
+#define HOOK(ret, name, params, args, versions) kHook_##name,
+#define HOOK_FRONT HOOK
+#include "interpose/hooks.inc"
+#undef HOOK
+#undef HOOK_FRONT
+  kHookCount
+};
+
+// The return address of the current hook's caller, set by each generated wrapper: the
+// resolver looks where that caller would have looked.
+extern thread_local void* t_hook_caller __attribute__((tls_model("initial-exec")));
+
+// The real (next) definition of hook `id`, resolved on first use; nullptr if none exists
+// (e.g. a CUDA function in a process without CUDA). Never tdbg's own wrapper.
+void* resolve_real(HookId id);
+
+// Stores a real definition handed out by a loader API (dlsym on a handle, cuGetProcAddress)
+// for hook `id`, unless it is tdbg's own wrapper. Returns false if it was tdbg's own.
+bool remember_real(HookId id, void* function);
+
+// The exported wrapper of hook `id` (its address as seen by the host).
+void* wrapper_of(HookId id);
+
+// The hook id for an exported name, or kHookCount when `name` is not hooked.
+HookId hook_by_name(const char* name);
+
+#define HOOK(ret, name, params, args, versions)                                   \
+  using name##_fn = ret(*) params;                                                \
+  inline name##_fn real_##name() {                                                \
+    return reinterpret_cast<name##_fn>(resolve_real(kHook_##name));                \
+  }                                                                               \
+  ret on_##name params;
+#define HOOK_FRONT HOOK
+#include "interpose/hooks.inc"
+#undef HOOK
+#undef HOOK_FRONT
+
+// Prints "tdbg: <message>" on stderr once per `flag` (async-signal-safe, no allocation).
+void say_once(int* flag, const char* format, ...) __attribute__((format(printf, 2, 3)));
+
+// Whether GPU events are wanted (TDBG_GPU), read once at load.
+bool gpu_enabled();
+
+// Called by the GPU hooks' helpers in preload.cc: forwards to gpu_hooks.cc's state.
+void gpu_note_loader_handle(void* handle);
+
+}  // namespace tdbg::preload
