@@ -560,13 +560,15 @@ __attribute__((target("avx2"))) bool needs_canonical_avx2(Unit unit, const uint8
 }
 #endif  // TDBG_HAVE_AVX2_PATH
 
+bool g_force_baseline = false;
+
 bool cpu_has_avx2() {
 #if defined(TDBG_HAVE_AVX2_PATH)
   static const bool has = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
   }();
-  return has;
+  return has && !g_force_baseline;
 #else
   return false;
 #endif
@@ -730,6 +732,8 @@ bool chunk_needs_canonical(Unit unit, const uint8_t* p, size_t bytes) {
     if (canonical::canonicalize_unit(unit, p + i, scratch)) return true;
   return false;
 }
+
+void force_baseline_simd_for_testing(bool on) { g_force_baseline = on; }
 
 void canonicalize_chunk(Unit unit, const uint8_t* p, size_t bytes, uint8_t* out) {
   size_t w = canonical::unit_size(unit);

@@ -27,4 +27,8 @@ bool chunk_needs_canonical(canonical::Unit unit, const uint8_t* p, size_t bytes)
 // Copies `bytes` bytes from `p` to `out`, canonicalizing every unit.
 void canonicalize_chunk(canonical::Unit unit, const uint8_t* p, size_t bytes, uint8_t* out);
 
+// Tests only: true restricts the scans to the SSE2 baseline even where AVX2 is available, so
+// that both vector paths are tested on one machine. Not thread-safe; not for production use.
+void force_baseline_simd_for_testing(bool on);
+
 }  // namespace tdbg::hashing::internal

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hashing/canonical.h"
+#include "hashing/chunk_scan.h"
 #include "hashing/tensor_hash.h"
 
 using namespace tdbg::hashing;
@@ -281,23 +282,33 @@ TEST_CASE("every NaN hashes alike, -0.0 differs from +0.0") {
 }
 
 TEST_CASE("summaries match a naive reference") {
+  // Both the AVX2 and the SSE2 paths (the first is skipped on CPUs without AVX2), with and
+  // without NaN/Inf (all-finite chunks take the fast path, others the exact one).
+  bool baseline = GENERATE(false, true);
+  bool specials = GENERATE(false, true);
+  internal::force_baseline_simd_for_testing(baseline);
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kComplex64,
                    DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kComplex32}) {
     for (size_t n : {size_t(1), size_t(5), size_t(1000), size_t(70001)}) {
-      INFO(dtype_name(dt) << " n=" << n);
+      INFO(dtype_name(dt) << " n=" << n << " baseline=" << baseline << " specials=" << specials);
       size_t es = dtype_size(dt);
       auto bytes = random_bytes(n * es, uint32_t(n) + 100 * uint32_t(dt));
+      if (!specials) {
+        // Random bits, but no NaN/Inf patterns: clear one exponent bit of every unit.
+        size_t w = (dt == DType::kComplex64) ? 4 : (dt == DType::kComplex32) ? 2 : es;
+        for (size_t i = w - 1; i < bytes.size(); i += w) bytes[i] &= 0xbf;
+      }
       // Random bits make NaN/Inf plentiful for the narrow types; tame float32/64 so sums mean
       // something, keeping a few specials.
       if (dt == DType::kFloat32 || dt == DType::kComplex64) {
         float* f = reinterpret_cast<float*>(bytes.data());
         for (size_t i = 0; i < bytes.size() / 4; ++i) f[i] = float(int(i % 2001) - 1000) * 0.25f;
-        if (n > 10) { f[3] = std::numeric_limits<float>::infinity(); f[9] = std::nanf(""); }
+        if (n > 10 && specials) { f[3] = std::numeric_limits<float>::infinity(); f[9] = std::nanf(""); }
       }
       if (dt == DType::kFloat64) {
         double* d = reinterpret_cast<double*>(bytes.data());
         for (size_t i = 0; i < n; ++i) d[i] = std::sin(double(i)) * 1e6;
-        if (n > 10) { d[2] = -std::numeric_limits<double>::infinity(); d[8] = std::nan(""); }
+        if (n > 10 && specials) { d[2] = -std::numeric_limits<double>::infinity(); d[8] = std::nan(""); }
       }
       // Naive reference in long double.
       size_t comps = (dt == DType::kComplex64 || dt == DType::kComplex32) ? 2 * n : n;
@@ -336,8 +347,14 @@ TEST_CASE("summaries match a naive reference") {
       double tol = 1e-12 * double(abs_sum) + 1e-300;
       CHECK(std::fabs(r.summary.sum - double(sum)) <= tol);
       CHECK(std::fabs(r.summary.abs_sum - double(abs_sum)) <= tol);
+      if (!specials) CHECK(nan + inf == 0);
+      // Hash-only mode runs the NaN check instead of the summaries: same hash.
+      HashOptions off;
+      off.summaries = false;
+      CHECK(hash(bytes.data(), dt, {int64_t(n)}, off).hash == r.hash);
     }
   }
+  internal::force_baseline_simd_for_testing(false);
 }
 
 TEST_CASE("float16 conversion is exact for all 65536 values") {
