@@ -566,6 +566,20 @@ uint32_t thread_at(const std::vector<tracer::ThreadRecord>& threads, size_t k) {
   return threads[k].id;
 }
 
+// Ops in a thread. `Reader::op_count` may count rows (linear in the run); ops of a thread are
+// numbered 0..n-1, so the largest tidx, a primary-key lookup, gives the same in O(log n).
+// Falls back to `op_count` when the query is not available.
+int64_t thread_op_count(const Reader& r, uint32_t thread) {
+  int64_t n = -1;
+  Status st = r.query("SELECT max(tidx) FROM ops WHERE thread = " + std::to_string(thread),
+                      [&](const std::vector<std::string>& row) {
+                        if (!row.empty()) n = row[0].empty() ? 0 : std::stoll(row[0]) + 1;
+                        return false;
+                      });
+  if (!st.ok() || n < 0) return r.op_count(thread);
+  return n;
+}
+
 }  // namespace
 
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
@@ -594,20 +608,21 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         bool in_a = k < ta.size();
         const Reader& r = in_a ? ra : rb;
         uint32_t id = in_a ? thread_at(ta, k) : thread_at(tb, k);
-        if (r.op_count(id) == 0) continue;
+        if (thread_op_count(r, id) == 0) continue;
         notes.push_back("process " + std::to_string(p) + ": thread " + std::to_string(id) +
                         " exists only in " + (in_a ? "A" : "B"));
         if (best) continue;
         // A whole thread of ops on one side only: compare it against an empty thread.
-        auto pair = std::make_unique<Pair>(ra, id, in_a ? r.op_count(id) : 0, rb, id,
-                                           in_a ? 0 : r.op_count(id));
+        int64_t count = thread_op_count(r, id);
+        auto pair = std::make_unique<Pair>(ra, id, in_a ? count : 0, rb, id, in_a ? 0 : count);
         best = std::move(pair);
         best_at = Located{Located::kStructure, 0, 0};
         continue;
       }
       ++threads_compared;
       uint32_t ida = thread_at(ta, k), idb = thread_at(tb, k);
-      auto pair = std::make_unique<Pair>(ra, ida, ra.op_count(ida), rb, idb, rb.op_count(idb));
+      auto pair = std::make_unique<Pair>(ra, ida, thread_op_count(ra, ida), rb, idb,
+                                         thread_op_count(rb, idb));
       TDBG_ASSIGN_OR_RETURN(Located at, locate(*pair, options, stats, progress));
       if (at.kind == Located::kNone) continue;
       // The earliest divergence in the process (by A's start order, B's where A has no op).

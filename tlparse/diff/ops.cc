@@ -112,8 +112,9 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
 OpCursor::OpCursor(const tracer::Reader& reader, Strings& strings, uint32_t thread, int64_t count)
     : reader_(reader), strings_(strings), thread_(thread), count_(count) {}
 
-// Ops per `scan_ops` call: large enough to amortize the query, small enough to stay cheap
-// when only a few ops around a divergence are needed.
+// Ops per `scan_ops` call: a jump (the op found by bisection) starts with a small batch, as
+// often only a few ops around it are read; sequential reading doubles it up to `kBatchOps`.
+constexpr int64_t kFirstBatchOps = 16;
 constexpr int64_t kBatchOps = 2048;
 
 bool OpCursor::load(int64_t tidx) {
@@ -123,10 +124,12 @@ bool OpCursor::load(int64_t tidx) {
     ops_.clear();
     signatures_.clear();
     base_ = tidx;
+    batch_ = kFirstBatchOps;
   }
   while (tidx >= base_ + static_cast<int64_t>(ops_.size())) {
     int64_t from = base_ + static_cast<int64_t>(ops_.size());
-    int64_t to = std::min(count_, from + kBatchOps);
+    int64_t to = std::min(count_, std::max(from + batch_, tidx + 1));
+    batch_ = std::min(kBatchOps, batch_ * 2);
     int64_t expected = from;
     bool gap = false;
     Status st = reader_.scan_ops(thread_, from, to, true, [&](const OpRecord& op) {

@@ -77,6 +77,7 @@ class OpCursor {
   uint32_t thread_;
   int64_t count_;
   int64_t base_ = 0;  // tidx of ops_.front()
+  int64_t batch_ = 16;  // ops read by the next `scan_ops` call
   std::deque<tracer::OpRecord> ops_;
   std::deque<uint64_t> signatures_;
   Status status_;
