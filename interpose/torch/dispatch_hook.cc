@@ -1,0 +1,845 @@
+// The dispatch hook: a global at::RecordFunction callback that records every op a process
+// runs (nesting, thread, step, module, source location, tensors with hashes, non-tensor
+// arguments, generator state, chain hash) into the run database. Installed by the library's
+// constructor; nothing it does changes what the program computes.
+#include <ATen/Context.h>
+#include <ATen/SequenceNumber.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "interpose/torch/arg_text.h"
+#include "interpose/torch/python_frames.h"
+#include "interpose/torch/session.h"
+#include "interpose/torch/tensor_state.h"
+
+namespace tdbg::torchhook {
+namespace {
+
+using tracer::kNoSeq;
+using tracer::StringId;
+using tracer::TensorRecord;
+using tracer::TensorStatus;
+
+// ---- What is known about each op, decided once per schema (or per name) ------------------
+
+struct OpInfo {
+  std::string name;
+  uint64_t name_hash = 0;              // hash of the name's text, for the chain
+  bool has_schema = false;
+  std::vector<std::string> arg_names;  // schema argument names
+  std::vector<ArgKind> arg_kinds;
+  std::vector<bool> arg_written;       // the op writes this argument (in-place or out=)
+  int generator_arg = -1;              // index of a Generator argument
+  int device_arg = -1;                 // index of a `device` argument
+  bool ignored = false;                // profiler bookkeeping: never recorded
+  bool selected = true;                // matches TDBG_OPS
+  bool random = false;
+  bool uninitialized_output = false;
+  bool collective = false;
+  bool writes = false;
+  std::vector<bool> arg_overwritten;   // written without being read: contents not recorded
+  bool backward = false;               // a BACKWARD_FUNCTION range or the engine's wrapper
+
+  // Interned ids of `name` and `arg_names` for the writer generation `interned_generation`.
+  std::mutex intern_mutex;
+  std::atomic<uint64_t> interned_generation{UINT64_MAX};
+  StringId name_id = 0;
+  std::vector<StringId> arg_name_ids;
+};
+
+// Ops whose outputs are uninitialized memory by contract: the `empty` family. Matched by name
+// (with or without a namespace's leading underscore), e.g. aten::empty, aten::empty_like,
+// aten::empty_strided, aten::new_empty, aten::new_empty_strided, aten::_empty_affine_quantized,
+// aten::empty_quantized, aten::_empty_per_channel_affine_quantized.
+bool returns_uninitialized(const std::string& name) {
+  size_t colon = name.rfind("::");
+  std::string base = colon == std::string::npos ? name : name.substr(colon + 2);
+  while (!base.empty() && base[0] == '_') base.erase(0, 1);
+  return base.rfind("empty", 0) == 0 || base.rfind("new_empty", 0) == 0;
+}
+
+// In-place ops that replace every element of `self` without reading it (its previous contents
+// may be garbage, e.g. a buffer from a native at::empty): `self` is not hashed at op start.
+bool overwrites_self(const std::string& name) {
+  static const char* const kOps[] = {"aten::copy_",     "aten::fill_",      "aten::zero_",
+                                     "aten::uniform_",  "aten::normal_",    "aten::random_",
+                                     "aten::bernoulli_", "aten::exponential_", "aten::geometric_",
+                                     "aten::cauchy_",   "aten::log_normal_", "aten::resize_",
+                                     "aten::resize_as_", "aten::set_"};
+  for (const char* op : kOps)
+    if (name == op) return true;
+  return false;
+}
+
+// Ops whose output may hold memory nobody wrote (growing a tensor).
+bool resizes(const std::string& name) {
+  return name == "aten::resize_" || name == "aten::resize_as_";
+}
+
+// The autograd engine wraps each backward node in a FUNCTION-scope range named like this.
+constexpr char kEngineRange[] = "autograd::engine::evaluate_function";
+
+bool is_collective(const std::string& name) {
+  static const char* const kWords[] = {"allreduce", "all_reduce", "all_gather", "allgather",
+                                       "broadcast", "reduce_scatter", "all_to_all", "alltoall",
+                                       "barrier", "c10d::reduce", "c10d::scatter",
+                                       "c10d::gather", "c10d::send", "c10d::recv"};
+  if (name.rfind("aten::", 0) == 0 && name.find("broadcast") != std::string::npos)
+    return false;  // aten::broadcast_tensors, broadcast_to: shape ops, not communication
+  for (const char* w : kWords)
+    if (name.find(w) != std::string::npos) return true;
+  return false;
+}
+
+std::mutex g_info_mutex;
+std::unordered_map<std::string, std::unique_ptr<OpInfo>> g_infos;  // by "name.overload" or name
+std::unique_ptr<std::regex> g_op_filter;
+
+OpInfo* build_info_locked(const std::string& key, const std::string& name,
+                          const c10::FunctionSchema* schema, bool backward) {
+  auto info = std::make_unique<OpInfo>();
+  info->name = name;
+  info->name_hash = hashing::hash_bytes(name.data(), name.size());
+  info->backward = backward;
+  info->ignored = name.rfind("profiler::", 0) == 0;
+  info->uninitialized_output = returns_uninitialized(name) || resizes(name);
+  if (name.rfind(kEngineRange, 0) == 0) info->backward = true;
+  info->collective = is_collective(name);
+  if (schema) {
+    info->has_schema = true;
+    const auto& args = schema->arguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+      info->arg_names.push_back(args[i].name());
+      ArgKind kind = arg_kind(args[i]);
+      info->arg_kinds.push_back(kind);
+      bool written = args[i].alias_info() && args[i].alias_info()->isWrite();
+      info->arg_written.push_back(written);
+      // out= arguments are never read; `self` of a pure overwrite is not either.
+      info->arg_overwritten.push_back(written && (args[i].is_out() || (i == 0 && overwrites_self(name))));
+      info->writes = info->writes || written;
+      if (kind == ArgKind::kGenerator && info->generator_arg < 0) info->generator_arg = int(i);
+      if (args[i].name() == "device" && info->device_arg < 0) info->device_arg = int(i);
+    }
+    info->random = info->generator_arg >= 0;
+  }
+  if (g_op_filter) {
+    try {
+      info->selected = std::regex_search(name, *g_op_filter);
+    } catch (...) {
+      info->selected = true;
+    }
+  }
+  OpInfo* raw = info.get();
+  g_infos.emplace(key, std::move(info));
+  return raw;
+}
+
+OpInfo* info_by_name(const std::string& name, bool backward) {
+  std::lock_guard<std::mutex> lock(g_info_mutex);
+  std::string key = (backward ? "bw:" : "fn:") + name;
+  auto it = g_infos.find(key);
+  if (it != g_infos.end()) return it->second.get();
+  return build_info_locked(key, name, nullptr, backward);
+}
+
+// The info of a FUNCTION-scope op. Schema-based RecordFunctions return the schema's own name
+// string from name(), whose address is stable and unique per overload: the per-thread cache
+// is keyed by it, so the common case is one hash lookup without locks or allocations.
+OpInfo* info_for(const at::RecordFunction& fn) {
+  thread_local std::unordered_map<const char*, OpInfo*> by_pointer;
+  const char* name = fn.name();
+  auto hit = by_pointer.find(name);
+  if (hit != by_pointer.end()) return hit->second;
+  auto op = fn.operator_name();
+  if (!op) return info_by_name(name, /*backward=*/false);
+  std::string key = op->name + "." + op->overload_name;
+  OpInfo* info = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_info_mutex);
+    auto it = g_infos.find(key);
+    if (it != g_infos.end()) {
+      info = it->second.get();
+    } else {
+      const c10::FunctionSchema* schema = nullptr;
+      auto handle = c10::Dispatcher::singleton().findSchema(*op);
+      if (handle) schema = &handle->schema();
+      info = build_info_locked(key, op->name, schema, false);
+    }
+  }
+  by_pointer.emplace(name, info);
+  return info;
+}
+
+void intern_info(OpInfo* info, tracer::Writer* w) {
+  uint64_t gen = writer_generation();
+  if (info->interned_generation.load(std::memory_order_acquire) == gen) return;
+  std::lock_guard<std::mutex> lock(info->intern_mutex);
+  if (info->interned_generation.load(std::memory_order_acquire) == gen) return;
+  info->name_id = w->intern(info->name);
+  info->arg_name_ids.clear();
+  for (const auto& n : info->arg_names) info->arg_name_ids.push_back(w->intern(n));
+  info->interned_generation.store(gen, std::memory_order_release);
+}
+
+// ---- Process-wide counters and tables ----------------------------------------------------
+
+std::atomic<int64_t> g_next_seq{0};
+std::atomic<uint32_t> g_next_thread{0};
+std::atomic<uint32_t> g_next_region{1};
+std::atomic<int64_t> g_steps{0};       // optimizer steps completed
+std::atomic<uint64_t> g_fork_generation{0};
+TensorTable g_tensors;
+
+// Forward ops by (torch thread id, autograd sequence number), for linking backward ops.
+struct ForwardOp {
+  int64_t seq = kNoSeq;
+  uint32_t module = 0;
+};
+struct ForwardKey {
+  uint64_t thread;
+  int64_t seq_nr;
+  bool operator==(const ForwardKey& o) const { return thread == o.thread && seq_nr == o.seq_nr; }
+};
+struct ForwardKeyHash {
+  size_t operator()(const ForwardKey& k) const { return k.thread * 0x9E3779B97F4A7C15ull ^ k.seq_nr; }
+};
+constexpr size_t kMaxForwardOps = 1 << 20;
+std::mutex g_forward_mutex;
+std::unordered_map<ForwardKey, ForwardOp, ForwardKeyHash> g_forward;
+std::deque<ForwardKey> g_forward_order;
+
+// ---- Per-thread state --------------------------------------------------------------------
+
+struct OpContext;
+
+struct PendingOp {
+  tracer::OpRecord record;
+  uint64_t content = 0;  // hash of everything compared about the op except the chain
+};
+
+struct OpenRegion {
+  tracer::RegionRecord record;
+  bool step = false;
+  bool in_window = true;
+};
+
+struct ThreadState {
+  uint64_t fork_generation = 0;
+  bool registered = false;
+  uint32_t id = 0;
+  int64_t tidx = 0;
+  int64_t last_seq = kNoSeq;
+  uint64_t chain = 0;
+  bool busy = false;  // inside the hook: ops the hook itself causes are not recorded
+  std::vector<OpContext*> stack;
+  std::vector<PendingOp> pending;  // recorded ops of the current top-level op, by tidx
+  std::vector<OpenRegion> regions;
+  uint64_t intern_generation = UINT64_MAX;
+  std::unordered_map<std::string, StringId> strings;
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  uint64_t fork_gen = g_fork_generation.load(std::memory_order_relaxed);
+  if (state.fork_generation != fork_gen) {
+    // The thread that called fork(), now in the child: start over with the child's database.
+    state = ThreadState();
+    state.fork_generation = fork_gen;
+  }
+  return state;
+}
+
+struct BusyGuard {
+  explicit BusyGuard(ThreadState& s) : state(s) { state.busy = true; }
+  ~BusyGuard() { state.busy = false; }
+  ThreadState& state;
+};
+
+StringId intern(ThreadState& ts, tracer::Writer* w, const std::string& text) {
+  uint64_t gen = writer_generation();
+  if (ts.intern_generation != gen) {
+    ts.strings.clear();
+    ts.intern_generation = gen;
+  }
+  auto it = ts.strings.find(text);
+  if (it != ts.strings.end()) return it->second;
+  StringId id = w->intern(text);
+  if (ts.strings.size() > (1u << 16)) ts.strings.clear();  // bounded: argument texts vary
+  ts.strings.emplace(text, id);
+  return id;
+}
+
+std::string thread_name() {
+  char buf[64] = {0};
+  if (pthread_getname_np(pthread_self(), buf, sizeof(buf)) != 0) return "";
+  return buf;
+}
+
+void register_thread(ThreadState& ts, tracer::Writer* w) {
+  if (ts.registered) return;
+  ts.registered = true;
+  ts.id = g_next_thread.fetch_add(1);
+  tracer::ThreadRecord t;
+  t.id = ts.id;
+  t.os_tid = static_cast<int64_t>(syscall(SYS_gettid));
+  t.name = thread_name();
+  w->add_thread(t);
+}
+
+// ---- Per-op context ----------------------------------------------------------------------
+
+enum class ContextKind : uint8_t { kOp, kRegion };
+
+struct InputTensor {
+  at::Tensor tensor;
+  uint64_t hash = 0;
+  TensorStatus status = TensorStatus::kSkipped;
+  bool written = false;
+};
+
+struct OpContext : public at::ObserverContext {
+  ContextKind kind = ContextKind::kOp;
+  ThreadState* thread = nullptr;
+  OpInfo* info = nullptr;
+  bool recorded = false;
+  size_t pending_index = 0;
+  int64_t seq = kNoSeq;
+  int64_t record_parent = kNoSeq;  // nearest recorded enclosing op
+  int record_depth = 0;            // depth among recorded ops
+  // Inherited by nested ops:
+  bool backward = false;
+  int64_t fwd = kNoSeq;
+  uint32_t module = 0;             // module path id
+  SourceLocation location;
+  std::vector<InputTensor> inputs;
+};
+
+struct RegionContext : public at::ObserverContext {
+  ThreadState* thread = nullptr;
+  uint32_t region = 0;
+};
+
+// ---- Tensors -----------------------------------------------------------------------------
+
+bool comparable(TensorStatus s) {
+  return s == TensorStatus::kHashed || s == TensorStatus::kKnown || s == TensorStatus::kView;
+}
+
+// Fills dtype, shape and device of `rec` and mixes them into `content`.
+void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRecord* rec,
+              uint64_t* content) {
+  if (!t.defined()) {
+    rec->status = TensorStatus::kNotHashed;
+    rec->reason = intern(ts, w, "undefined tensor");
+    return;
+  }
+  rec->dtype = to_dtype(t.scalar_type());
+  std::string shape;
+  if (!t.is_nested()) {
+    for (int64_t d : t.sizes()) {
+      if (!shape.empty()) shape += 'x';
+      shape += std::to_string(d);
+    }
+  } else {
+    shape = "nested";
+  }
+  rec->shape = intern(ts, w, shape);
+  rec->device = intern(ts, w, t.device().str());
+  *content = hashing::hash_combine(*content, static_cast<uint64_t>(rec->dtype));
+  *content = hashing::hash_combine(*content, hashing::hash_bytes(shape.data(), shape.size()));
+}
+
+void hash_into(const at::Tensor& t, TensorRecord* rec) {
+  hashing::HashResult r = hash_host_tensor(t, static_cast<int>(settings().config.hash_threads));
+  rec->status = TensorStatus::kHashed;
+  rec->hash = r.hash;
+  rec->summary = r.summary;
+}
+
+template <typename F>
+void for_each_tensor(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) {
+    f(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) f(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor()) f(e.toTensor());
+  } else if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements())
+      if (e.isTensor()) f(e.toTensor());
+  }
+}
+
+void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::Tensor& t,
+                  bool written, bool overwritten, tracer::OpRecord* op, uint64_t* content) {
+  TensorRecord rec;
+  rec.role = tracer::TensorRole::kInput;
+  rec.index = static_cast<uint16_t>(ctx->inputs.size());
+  describe(ts, w, t, &rec, content);
+  InputTensor in;
+  in.tensor = t;
+  in.written = written;
+  if (t.defined() && rec.status != TensorStatus::kNotHashed) {
+    const char* reason = unhashable_reason(t);
+    HashMode mode = settings().hash;
+    if (reason) {
+      rec.status = TensorStatus::kNotHashed;
+      rec.reason = intern(ts, w, reason);
+    } else if (mode == HashMode::kNone) {
+      rec.status = TensorStatus::kSkipped;
+    } else if (overwritten) {
+      rec.status = TensorStatus::kNotHashed;
+      rec.reason = intern(ts, w, "overwritten by the op without being read");
+    } else if (auto known = g_tensors.find(t)) {
+      if (known->status == TensorStatus::kUninitialized) {
+        rec.status = TensorStatus::kUninitialized;
+        rec.producer = known->producer;
+      } else {
+        rec.status = TensorStatus::kKnown;
+        rec.hash = known->hash;
+        rec.producer = known->producer;
+        rec.summary = known->summary;
+      }
+    } else if (mode == HashMode::kOutputs) {
+      rec.status = TensorStatus::kSkipped;
+    } else {
+      // Data no recorded op produced (NumPy, files, a DataLoader worker) or changed since.
+      hash_into(t, &rec);
+      TrackedTensor state;
+      state.hash = rec.hash;
+      state.status = TensorStatus::kHashed;
+      state.summary = rec.summary;
+      g_tensors.remember(t, state);
+    }
+  }
+  in.hash = rec.hash;
+  in.status = rec.status;
+  if (comparable(rec.status)) *content = hashing::hash_combine(*content, rec.hash);
+  ctx->inputs.push_back(std::move(in));
+  op->tensors.push_back(rec);
+}
+
+void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::Tensor& t,
+                   uint16_t index, tracer::OpRecord* op, uint64_t* content) {
+  TensorRecord rec;
+  rec.role = tracer::TensorRole::kOutput;
+  rec.index = index;
+  describe(ts, w, t, &rec, content);
+  if (t.defined() && rec.status != TensorStatus::kNotHashed) {
+    const OpInfo* info = ctx->info;
+    const char* reason = unhashable_reason(t);
+    TrackedTensor state;
+    state.producer = ctx->seq;
+    if (reason) {
+      rec.status = TensorStatus::kNotHashed;
+      rec.reason = intern(ts, w, reason);
+      g_tensors.forget(t);
+    } else if (info->uninitialized_output) {
+      rec.status = TensorStatus::kUninitialized;
+      state.status = TensorStatus::kUninitialized;
+      g_tensors.remember(t, state);
+    } else if (info->collective) {
+      // The result of a collective may still be in flight: it is hashed by the first op that
+      // reads it (which runs after the wait), never here.
+      rec.status = TensorStatus::kNotHashed;
+      rec.reason = intern(ts, w, "collective result: hashed when next used");
+      g_tensors.forget(t);
+    } else if (settings().hash == HashMode::kNone) {
+      rec.status = TensorStatus::kSkipped;
+    } else {
+      // An output sharing storage with an input the op does not write is a view: its hash is
+      // derived from the input's; one sharing a written input is new data (in-place, out=).
+      const InputTensor* base = nullptr;
+      bool writes_into_input = false;
+      for (const InputTensor& in : ctx->inputs) {
+        if (!in.tensor.defined() || !in.tensor.has_storage() || !t.has_storage()) continue;
+        if (!t.is_alias_of(in.tensor)) continue;
+        if (in.written) {
+          writes_into_input = true;
+          break;
+        }
+        if (!base) base = &in;
+      }
+      if (!writes_into_input && base && base->status == TensorStatus::kUninitialized) {
+        rec.status = TensorStatus::kUninitialized;
+        state.status = TensorStatus::kUninitialized;
+      } else if (!writes_into_input && base && comparable(base->status)) {
+        rec.status = TensorStatus::kView;
+        rec.hash = view_hash(base->hash, t, base->tensor);
+        state.status = TensorStatus::kView;
+        state.hash = rec.hash;
+      } else {
+        hash_into(t, &rec);
+        state.status = TensorStatus::kHashed;
+        state.hash = rec.hash;
+        state.summary = rec.summary;
+      }
+      g_tensors.remember(t, state);
+    }
+  }
+  if (comparable(rec.status)) *content = hashing::hash_combine(*content, rec.hash);
+  op->tensors.push_back(rec);
+}
+
+// ---- Random generators -------------------------------------------------------------------
+
+uint64_t generator_state_hash(at::Generator gen) {
+  if (!gen.defined()) return 0;
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  at::Tensor state = gen.get_state();
+  if (!state.defined() || !state.is_contiguous()) return 0;
+  return hashing::hash_bytes(state.data_ptr(), state.numel() * state.element_size(),
+                             /*seed=*/0x72616e646f6dull);  // "random"
+}
+
+// The hash of the state of the generator `fn` will draw from: its explicit Generator argument,
+// else the default generator of the op's device (first tensor input, else `device=`, else CPU).
+uint64_t rng_hash(const OpInfo* info, c10::ArrayRef<const c10::IValue> inputs) {
+  try {
+    if (info->generator_arg >= 0 && size_t(info->generator_arg) < inputs.size() &&
+        inputs[info->generator_arg].isGenerator())
+      return generator_state_hash(inputs[info->generator_arg].toGenerator());
+    c10::Device device(c10::kCPU);
+    bool found = false;
+    for (const c10::IValue& v : inputs) {
+      if (v.isTensor() && v.toTensor().defined()) {
+        device = v.toTensor().device();
+        found = true;
+        break;
+      }
+    }
+    if (!found && info->device_arg >= 0 && size_t(info->device_arg) < inputs.size() &&
+        inputs[info->device_arg].isDevice())
+      device = inputs[info->device_arg].toDevice();
+    if (device.is_cpu()) return generator_state_hash(at::detail::getDefaultCPUGenerator());
+    if (device.is_cuda() && !device.has_index()) device = c10::Device(c10::kCUDA, 0);
+    return generator_state_hash(at::globalContext().defaultGenerator(device));
+  } catch (...) {
+    return 0;
+  }
+}
+
+// ---- Flushing ----------------------------------------------------------------------------
+
+// Folds the finished top-level op and everything nested in it into the thread's chain, in
+// start order (tidx), and hands the records to the writer.
+void flush_pending(ThreadState& ts) {
+  tracer::Writer* w = writer();
+  for (PendingOp& p : ts.pending) {
+    ts.chain = hashing::hash_combine(ts.chain, p.content);
+    p.record.chain = ts.chain;
+    if (w) w->append_op(std::move(p.record));
+  }
+  ts.pending.clear();
+}
+
+void remember_forward(const at::RecordFunction& fn, const OpContext* ctx) {
+  int64_t seq_nr = fn.seqNr();
+  if (seq_nr < 0 || ctx->backward) return;
+  // The autograd node numbered `seq_nr` exists once the counter moved past it; the first op to
+  // end after that (the innermost one that created it) is its forward op.
+  if (static_cast<int64_t>(at::sequence_number::peek()) <= seq_nr) return;
+  ForwardKey key{fn.threadId(), seq_nr};
+  std::lock_guard<std::mutex> lock(g_forward_mutex);
+  if (!g_forward.emplace(key, ForwardOp{ctx->seq, ctx->module}).second) return;
+  g_forward_order.push_back(key);
+  if (g_forward_order.size() > kMaxForwardOps) {
+    g_forward.erase(g_forward_order.front());
+    g_forward_order.pop_front();
+  }
+}
+
+bool in_step_window(int64_t step) {
+  return step >= settings().step_begin && step < settings().step_end;
+}
+
+bool python_loaded() {
+  static const bool loaded = !python_version().empty();
+  return loaded;
+}
+
+// ---- Callbacks ---------------------------------------------------------------------------
+
+std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, ThreadState& ts) {
+  tracer::Writer* w = writer();
+  if (!w) return nullptr;
+  register_thread(ts, w);
+  auto ctx = std::make_unique<RegionContext>();
+  ctx->thread = &ts;
+  OpenRegion region;
+  std::string name = fn.name();
+  region.step = name.rfind("Optimizer.step#", 0) == 0;
+  region.record.id = g_next_region.fetch_add(1);
+  region.record.thread = ts.id;
+  region.record.name = intern(ts, w, name);
+  region.record.kind = region.step ? tracer::RegionKind::kStep : tracer::RegionKind::kUser;
+  region.record.start_seq = g_next_seq.load();
+  region.record.step = g_steps.load();
+  region.record.parent = ts.regions.empty() ? 0 : ts.regions.back().record.id;
+  region.in_window = in_step_window(region.record.step);
+  ctx->region = region.record.id;
+  ts.regions.push_back(region);
+  return ctx;
+}
+
+void end_region(RegionContext* ctx) {
+  ThreadState& ts = *ctx->thread;
+  for (size_t i = ts.regions.size(); i-- > 0;) {
+    if (ts.regions[i].record.id != ctx->region) continue;
+    OpenRegion region = ts.regions[i];
+    ts.regions.erase(ts.regions.begin() + i);
+    region.record.end_seq = ts.last_seq >= region.record.start_seq ? ts.last_seq : kNoSeq;
+    tracer::Writer* w = writer();
+    if (w && region.in_window) w->append_region(region.record);
+    if (region.step) g_steps.fetch_add(1);
+    return;
+  }
+}
+
+std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
+                                              bool backward_range) {
+  OpInfo* info = backward_range ? info_by_name(fn.name(), /*backward=*/true) : info_for(fn);
+  if (info->ignored) return nullptr;
+  backward_range = backward_range || info->backward;
+  tracer::Writer* w = writer();
+  if (!w) return nullptr;
+
+  auto ctx = std::make_unique<OpContext>();
+  ctx->thread = &ts;
+  ctx->info = info;
+  const OpContext* outer = ts.stack.empty() ? nullptr : ts.stack.back();
+  if (outer) {
+    ctx->record_parent = outer->recorded ? outer->seq : outer->record_parent;
+    ctx->record_depth = outer->recorded ? outer->record_depth + 1 : outer->record_depth;
+    ctx->backward = outer->backward;
+    ctx->fwd = outer->fwd;
+    ctx->module = outer->module;
+    ctx->location = outer->location;
+  }
+  if (backward_range) {
+    ctx->backward = true;
+    ctx->location = SourceLocation();
+    // The engine's wrapper range carries the node's sequence number but may not carry the
+    // forward thread: CPU backward runs on the thread that ran the forward.
+    uint64_t forward_thread = fn.forwardThreadId() ? fn.forwardThreadId() : fn.threadId();
+    ForwardKey key{forward_thread, fn.seqNr()};
+    std::lock_guard<std::mutex> lock(g_forward_mutex);
+    auto it = g_forward.find(key);
+    ctx->fwd = it == g_forward.end() ? kNoSeq : it->second.seq;
+    ctx->module = it == g_forward.end() ? 0 : it->second.module;
+    // The node inside the engine's wrapper range names the forward op: the wrapper (still
+    // pending) and what else runs in it get the same link.
+    OpContext* wrapper = ts.stack.empty() ? nullptr : ts.stack.back();
+    if (wrapper && wrapper->backward && wrapper->fwd == kNoSeq && ctx->fwd != kNoSeq) {
+      wrapper->fwd = ctx->fwd;
+      wrapper->module = ctx->module;
+      if (wrapper->recorded && wrapper->pending_index < ts.pending.size()) {
+        ts.pending[wrapper->pending_index].record.fwd = ctx->fwd;
+        ts.pending[wrapper->pending_index].record.module = module_string(ctx->module);
+      }
+    }
+  } else if (!outer) {
+    ctx->module = current_module_id();
+    const bool stacks = settings().config.stacks;
+    if (python_loaded()) {
+      if (thread_has_python())
+        ctx->location = capture_python_stack(stacks, settings().config.modules);
+      ctx->module = current_module_id();  // the hooks may have just been installed
+    } else if (stacks) {
+      ctx->location = capture_native_call_site();
+    }
+  }
+
+  int64_t step = g_steps.load(std::memory_order_relaxed);
+  ctx->recorded = info->selected && in_step_window(step);
+  if (!ctx->recorded) {
+    ts.stack.push_back(ctx.get());
+    return ctx;
+  }
+
+  register_thread(ts, w);
+  intern_info(info, w);
+  ctx->seq = g_next_seq.fetch_add(1);
+  ts.last_seq = ctx->seq;
+  PendingOp pending;
+  tracer::OpRecord& op = pending.record;
+  op.seq = ctx->seq;
+  op.thread = ts.id;
+  op.tidx = ts.tidx++;
+  op.parent = ctx->record_parent;
+  op.depth = static_cast<uint16_t>(std::min(ctx->record_depth, 65535));
+  op.name = info->name_id;
+  op.step = step;
+  op.module = module_string(ctx->module);
+  op.stack = ctx->location.stack;
+  op.user_frame = ctx->location.user_frame;
+  op.fwd = ctx->fwd;
+  op.region = ts.regions.empty() ? 0 : ts.regions.back().record.id;
+  op.start_ns = monotonic_ns();
+  if (ctx->backward) op.flags |= tracer::kOpBackward;
+  if (info->writes) op.flags |= tracer::kOpInplace;
+  if (info->collective) op.flags |= tracer::kOpCollective;
+  if (info->uninitialized_output) op.flags |= tracer::kOpUninitOutput;
+
+  uint64_t content = info->name_hash;
+  c10::ArrayRef<const c10::IValue> inputs;
+  if (fn.needsInputs()) inputs = fn.inputs();
+  const bool schema_args = info->has_schema && inputs.size() == info->arg_kinds.size();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const c10::IValue& v = inputs[i];
+    ArgKind kind = schema_args ? info->arg_kinds[i] : ArgKind::kOther;
+    bool tensor_like = kind == ArgKind::kTensorLike || v.isTensor() || v.isTensorList() ||
+                       (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList() &&
+                        !v.toListRef().empty() && v.toListRef()[0].isTensor());
+    if (tensor_like) {
+      bool written = schema_args && info->arg_written[i];
+      bool overwritten = schema_args && info->arg_overwritten[i];
+      for_each_tensor(v, [&](const at::Tensor& t) {
+        record_input(ts, w, ctx.get(), t, written, overwritten, &op, &content);
+      });
+      continue;
+    }
+    if (kind == ArgKind::kGenerator && !v.isNone()) continue;  // described by `rng`
+    std::string text = arg_text(v, kind);
+    tracer::ArgRecord arg;
+    arg.index = static_cast<uint16_t>(i);
+    arg.name = schema_args ? info->arg_name_ids[i] : 0;
+    arg.value = intern(ts, w, text);
+    op.args.push_back(arg);
+    content = hashing::hash_combine(content, i);
+    content = hashing::hash_combine(content, hashing::hash_bytes(text.data(), text.size()));
+  }
+  if (info->random) {
+    op.flags |= tracer::kOpRandom;
+    op.rng = rng_hash(info, inputs);
+    content = hashing::hash_combine(content, op.rng);
+  }
+  pending.content = content;
+  ctx->pending_index = ts.pending.size();
+  ts.pending.push_back(std::move(pending));
+  ts.stack.push_back(ctx.get());
+  return ctx;
+}
+
+void end_op(const at::RecordFunction& fn, OpContext* ctx) {
+  ThreadState& ts = *ctx->thread;
+  // Normally the innermost open op; searched so that an unexpected order cannot corrupt.
+  for (size_t i = ts.stack.size(); i-- > 0;) {
+    if (ts.stack[i] == ctx) {
+      ts.stack.erase(ts.stack.begin() + i);
+      break;
+    }
+  }
+  tracer::Writer* w = writer();
+  if (ctx->recorded && w && ctx->pending_index < ts.pending.size()) {
+    PendingOp& pending = ts.pending[ctx->pending_index];
+    tracer::OpRecord& op = pending.record;
+    op.end_ns = monotonic_ns();
+    uint16_t index = 0;
+    for (const c10::IValue& v : fn.outputs()) {
+      for_each_tensor(v, [&](const at::Tensor& t) {
+        record_output(ts, w, ctx, t, index++, &op, &pending.content);
+      });
+    }
+    if (ctx->info->collective)
+      for (const InputTensor& in : ctx->inputs) g_tensors.forget(in.tensor);
+    remember_forward(fn, ctx);
+  }
+  ctx->inputs.clear();
+  if (ts.stack.empty()) flush_pending(ts);
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (!recording()) return nullptr;
+  ThreadState& ts = thread_state();
+  if (ts.busy) return nullptr;
+  BusyGuard busy(ts);
+  try {
+    switch (fn.scope()) {
+      case at::RecordScope::USER_SCOPE: return start_region(fn, ts);
+      case at::RecordScope::BACKWARD_FUNCTION: return start_op(fn, ts, /*backward_range=*/true);
+      default: return start_op(fn, ts, /*backward_range=*/false);
+    }
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx_base) {
+  if (!ctx_base) return;
+  ThreadState& ts = thread_state();
+  if (ts.busy) return;
+  BusyGuard busy(ts);
+  try {
+    if (fn.scope() == at::RecordScope::USER_SCOPE)
+      end_region(static_cast<RegionContext*>(ctx_base));
+    else
+      end_op(fn, static_cast<OpContext*>(ctx_base));
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+void hook_prepare_fork() {
+  g_info_mutex.lock();
+  g_forward_mutex.lock();
+  g_tensors.mutex().lock();
+}
+
+void hook_after_fork_parent() {
+  g_tensors.mutex().unlock();
+  g_forward_mutex.unlock();
+  g_info_mutex.unlock();
+}
+
+void hook_after_fork_child() {
+  g_tensors.mutex().unlock();
+  g_forward_mutex.unlock();
+  g_info_mutex.unlock();
+  // Another thread may have held an op's intern lock at the fork: it does not exist here.
+  for (auto& entry : g_infos) new (&entry.second->intern_mutex) std::mutex();
+  g_tensors.clear();
+  g_forward.clear();
+  g_forward_order.clear();
+  g_next_seq.store(0);
+  g_next_thread.store(0);
+  g_next_region.store(1);
+  g_steps.store(0);
+  g_fork_generation.fetch_add(1);
+  python_frames_after_fork_child();
+}
+
+void install_dispatch_hook() {
+  if (!settings().config.ops.empty()) {
+    try {
+      g_op_filter = std::make_unique<std::regex>(settings().config.ops, std::regex::ECMAScript);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tdbg: TDBG_OPS=%s is not a valid regex (%s); recording all ops\n",
+                   settings().config.ops.c_str(), e.what());
+    }
+  }
+  at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
+                            .needsInputs(true)
+                            .needsOutputs(true)
+                            .scopes({at::RecordScope::FUNCTION,
+                                     at::RecordScope::BACKWARD_FUNCTION,
+                                     at::RecordScope::USER_SCOPE}));
+}
+
+}  // namespace tdbg::torchhook
+

@@ -1,0 +1,513 @@
+// Source locations of ops: the Python stack through the CPython API resolved with dlsym at run
+// time (so the library has no compile-time or link-time dependency on Python), the injected
+// nn.Module hooks, and the call site of ops in C++ programs.
+#include "interpose/torch/python_frames.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "interpose/torch/session.h"
+#include "interpose/torch_api.h"
+
+namespace tdbg::torchhook {
+namespace {
+
+using PyObject = void;
+
+// The few CPython functions the hook needs, all part of the stable C API of 3.9+.
+struct PythonApi {
+  int (*Py_IsInitialized)() = nullptr;
+  int (*Py_IsFinalizing)() = nullptr;  // _Py_IsFinalizing before 3.13
+  void* (*PyGILState_GetThisThreadState)() = nullptr;
+  int (*PyGILState_Ensure)() = nullptr;
+  void (*PyGILState_Release)(int) = nullptr;
+  PyObject* (*PyEval_GetFrame)() = nullptr;
+  PyObject* (*PyFrame_GetCode)(PyObject*) = nullptr;
+  int (*PyFrame_GetLineNumber)(PyObject*) = nullptr;
+  PyObject* (*PyFrame_GetBack)(PyObject*) = nullptr;
+  PyObject* (*PyObject_GetAttrString)(PyObject*, const char*) = nullptr;
+  const char* (*PyUnicode_AsUTF8)(PyObject*) = nullptr;
+  void (*Py_IncRef)(PyObject*) = nullptr;
+  void (*Py_DecRef)(PyObject*) = nullptr;
+  void (*PyErr_Fetch)(PyObject**, PyObject**, PyObject**) = nullptr;
+  void (*PyErr_Restore)(PyObject*, PyObject*, PyObject*) = nullptr;
+  void (*PyErr_Clear)() = nullptr;
+  PyObject* (*PyImport_GetModuleDict)() = nullptr;
+  PyObject* (*PyDict_GetItemString)(PyObject*, const char*) = nullptr;
+  PyObject* (*PyDict_New)() = nullptr;
+  PyObject* (*PyRun_StringFlags)(const char*, int, PyObject*, PyObject*, void*) = nullptr;
+  int (*PyObject_IsTrue)(PyObject*) = nullptr;
+  const char* (*Py_GetVersion)() = nullptr;
+  bool complete = false;
+};
+
+template <typename F>
+void resolve(F** slot, const char* name, bool* ok) {
+  *slot = reinterpret_cast<F*>(dlsym(RTLD_DEFAULT, name));
+  if (!*slot) *ok = false;
+}
+
+const PythonApi& api() {
+  static const PythonApi table = [] {
+    PythonApi a;
+    bool ok = true;
+    resolve(&a.Py_IsInitialized, "Py_IsInitialized", &ok);
+    a.Py_IsFinalizing = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsFinalizing"));
+    if (!a.Py_IsFinalizing)
+      a.Py_IsFinalizing = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "_Py_IsFinalizing"));
+    resolve(&a.PyGILState_GetThisThreadState, "PyGILState_GetThisThreadState", &ok);
+    resolve(&a.PyGILState_Ensure, "PyGILState_Ensure", &ok);
+    resolve(&a.PyGILState_Release, "PyGILState_Release", &ok);
+    resolve(&a.PyEval_GetFrame, "PyEval_GetFrame", &ok);
+    resolve(&a.PyFrame_GetCode, "PyFrame_GetCode", &ok);
+    resolve(&a.PyFrame_GetLineNumber, "PyFrame_GetLineNumber", &ok);
+    resolve(&a.PyFrame_GetBack, "PyFrame_GetBack", &ok);
+    resolve(&a.PyObject_GetAttrString, "PyObject_GetAttrString", &ok);
+    resolve(&a.PyUnicode_AsUTF8, "PyUnicode_AsUTF8", &ok);
+    resolve(&a.Py_IncRef, "Py_IncRef", &ok);
+    resolve(&a.Py_DecRef, "Py_DecRef", &ok);
+    resolve(&a.PyErr_Fetch, "PyErr_Fetch", &ok);
+    resolve(&a.PyErr_Restore, "PyErr_Restore", &ok);
+    resolve(&a.PyErr_Clear, "PyErr_Clear", &ok);
+    resolve(&a.PyImport_GetModuleDict, "PyImport_GetModuleDict", &ok);
+    resolve(&a.PyDict_GetItemString, "PyDict_GetItemString", &ok);
+    resolve(&a.PyDict_New, "PyDict_New", &ok);
+    resolve(&a.PyRun_StringFlags, "PyRun_StringFlags", &ok);
+    resolve(&a.PyObject_IsTrue, "PyObject_IsTrue", &ok);
+    resolve(&a.Py_GetVersion, "Py_GetVersion", &ok);
+    a.complete = ok;
+    return a;
+  }();
+  return table;
+}
+
+constexpr int kPyFileInput = 257;  // Py_file_input
+constexpr int kMaxFrames = 96;     // deeper stacks keep their innermost frames
+
+// What the hook remembers of a code object. Only touched with the GIL held, which serializes
+// every access; the code object is kept alive by a reference so its address is never reused.
+struct CodeInfo {
+  std::string file;
+  std::string function;
+  bool user = false;
+  bool classified = false;      // torch's directory was known when `user` was decided
+  uint64_t generation = 0;      // writer generation of the two ids below
+  tracer::StringId file_id = 0;
+  tracer::StringId function_id = 0;
+};
+
+struct FrameKey {
+  tracer::FrameId parent;
+  const CodeInfo* code;
+  int line;
+  bool operator==(const FrameKey& o) const {
+    return parent == o.parent && code == o.code && line == o.line;
+  }
+};
+struct FrameKeyHash {
+  size_t operator()(const FrameKey& k) const {
+    return (size_t(k.parent) * 1000003u) ^ (reinterpret_cast<uintptr_t>(k.code) >> 4) ^
+           (size_t(k.line) << 20);
+  }
+};
+
+// All guarded by the GIL.
+std::unordered_map<PyObject*, CodeInfo> g_codes;
+std::unordered_map<FrameKey, tracer::FrameId, FrameKeyHash> g_frames;
+uint64_t g_frames_generation = 0;
+std::string g_torch_dir;   // ".../torch/" once known
+std::string g_stdlib_dir;  // ".../python3.11/" once known
+bool g_dirs_known = false;
+std::atomic<bool> g_hooks_installed{false};
+bool g_hooks_failed = false;
+
+std::string module_dir(PyObject* modules, const char* name) {
+  const PythonApi& py = api();
+  PyObject* mod = py.PyDict_GetItemString(modules, name);  // borrowed
+  if (!mod) return "";
+  PyObject* file = py.PyObject_GetAttrString(mod, "__file__");
+  if (!file) {
+    py.PyErr_Clear();
+    return "";
+  }
+  const char* text = py.PyUnicode_AsUTF8(file);
+  std::string path = text ? text : "";
+  if (!text) py.PyErr_Clear();
+  py.Py_DecRef(file);
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+void learn_dirs() {
+  if (g_dirs_known) return;
+  const PythonApi& py = api();
+  PyObject* modules = py.PyImport_GetModuleDict();
+  if (!modules) return;
+  if (g_stdlib_dir.empty()) g_stdlib_dir = module_dir(modules, "os");
+  if (g_torch_dir.empty()) g_torch_dir = module_dir(modules, "torch");
+  g_dirs_known = !g_torch_dir.empty() && !g_stdlib_dir.empty();
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return !prefix.empty() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// A frame is the user's unless it is torch's own code, the standard library (not its
+// site-packages) or frozen import machinery.
+bool is_user_file(const std::string& file) {
+  if (starts_with(file, g_torch_dir)) return false;
+  if (file.rfind("<frozen", 0) == 0) return false;
+  if (starts_with(file, g_stdlib_dir) && file.find("-packages/") == std::string::npos) return false;
+  return true;
+}
+
+std::string attr_text(PyObject* obj, const char* name) {
+  const PythonApi& py = api();
+  PyObject* value = py.PyObject_GetAttrString(obj, name);
+  if (!value) {
+    py.PyErr_Clear();
+    return "";
+  }
+  const char* text = py.PyUnicode_AsUTF8(value);
+  std::string out = text ? text : "";
+  if (!text) py.PyErr_Clear();
+  py.Py_DecRef(value);
+  return out;
+}
+
+CodeInfo* code_info(PyObject* code) {
+  auto it = g_codes.find(code);
+  if (it == g_codes.end()) {
+    CodeInfo info;
+    info.file = attr_text(code, "co_filename");
+    info.function = attr_text(code, "co_qualname");
+    if (info.function.empty()) info.function = attr_text(code, "co_name");
+    api().Py_IncRef(code);  // keeps the address from being reused while cached
+    it = g_codes.emplace(code, std::move(info)).first;
+  }
+  CodeInfo& info = it->second;
+  if (!info.classified) {
+    learn_dirs();
+    info.user = is_user_file(info.file);
+    info.classified = g_dirs_known;
+  }
+  return &info;
+}
+
+tracer::FrameId intern_frame(tracer::Writer* w, tracer::FrameId parent, CodeInfo* code, int line) {
+  uint64_t gen = writer_generation();
+  if (g_frames_generation != gen) {
+    g_frames.clear();
+    g_frames_generation = gen;
+  }
+  FrameKey key{parent, code, line};
+  auto it = g_frames.find(key);
+  if (it != g_frames.end()) return it->second;
+  if (code->generation != gen) {
+    code->file_id = w->intern(code->file);
+    code->function_id = w->intern(code->function);
+    code->generation = gen;
+  }
+  tracer::FrameId id = w->intern_frame(parent, code->file_id, line, code->function_id);
+  g_frames.emplace(key, id);
+  return id;
+}
+
+std::string library_path() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&tdbg_torch_set_module), &info) && info.dli_fname)
+    return info.dli_fname;
+  return "";
+}
+
+// The Python run once torch is fully imported: global forward pre/post hooks that keep a
+// per-thread stack of module paths and tell the hook the current one. It only reads modules
+// (named_modules) and never changes an input or output.
+const char* kModuleHooksSource = R"PY(
+import ctypes, threading, weakref
+import torch.nn.modules.module as _tdbg_mm
+_lib = ctypes.PyDLL(_TDBG_LIB)
+_module_id = _lib.tdbg_torch_module_id
+_module_id.argtypes = [ctypes.c_char_p]
+_module_id.restype = ctypes.c_uint32
+_set_module = _lib.tdbg_torch_set_module
+_set_module.argtypes = [ctypes.c_uint32]
+_set_module.restype = None
+_paths = weakref.WeakKeyDictionary()
+_local = threading.local()
+
+def _name_tree(root):
+    base = type(root).__name__
+    for name, sub in root.named_modules():
+        path = base + '.' + name if name else base
+        _paths[sub] = (path, _module_id(path.encode('utf-8', 'replace')))
+
+def _pre(module, args):
+    try:
+        stack = _local.__dict__.setdefault('stack', [])
+        entry = _paths.get(module)
+        if entry is None:
+            if stack:
+                path = stack[-1][1] + '.' + type(module).__name__
+                entry = (path, _module_id(path.encode('utf-8', 'replace')))
+                _paths[module] = entry
+            else:
+                _name_tree(module)
+                entry = _paths[module]
+        stack.append((id(module), entry[0], entry[1]))
+        _set_module(entry[1])
+    except Exception:
+        pass
+
+def _post(module, args, output):
+    try:
+        stack = getattr(_local, 'stack', None)
+        if stack:
+            key = id(module)
+            for i in range(len(stack) - 1, -1, -1):
+                if stack[i][0] == key:
+                    del stack[i:]
+                    break
+            _set_module(stack[-1][2] if stack else 0)
+    except Exception:
+        pass
+
+_tdbg_mm.register_module_forward_pre_hook(_pre)
+_tdbg_mm.register_module_forward_hook(_post)
+)PY";
+
+// Installs the module hooks when `torch.nn.modules.module` is loaded and `torch` itself has
+// finished importing. GIL held.
+void maybe_install_module_hooks() {
+  if (g_hooks_installed.load(std::memory_order_relaxed) || g_hooks_failed) return;
+  const PythonApi& py = api();
+  PyObject* modules = py.PyImport_GetModuleDict();
+  if (!modules) return;
+  PyObject* mm = py.PyDict_GetItemString(modules, "torch.nn.modules.module");
+  PyObject* torch = py.PyDict_GetItemString(modules, "torch");
+  if (!mm || !torch) return;
+  PyObject* hook_fn = py.PyObject_GetAttrString(mm, "register_module_forward_pre_hook");
+  if (!hook_fn) {
+    py.PyErr_Clear();
+    return;
+  }
+  py.Py_DecRef(hook_fn);
+  // A module still executing its body has __spec__._initializing set.
+  PyObject* spec = py.PyObject_GetAttrString(torch, "__spec__");
+  if (!spec) {
+    py.PyErr_Clear();
+  } else {
+    PyObject* initializing = py.PyObject_GetAttrString(spec, "_initializing");
+    py.Py_DecRef(spec);
+    if (!initializing) {
+      py.PyErr_Clear();
+    } else {
+      int busy = py.PyObject_IsTrue(initializing);
+      py.Py_DecRef(initializing);
+      if (busy != 0) {
+        if (busy < 0) py.PyErr_Clear();
+        return;
+      }
+    }
+  }
+  std::string lib = library_path();
+  if (lib.empty()) {
+    g_hooks_failed = true;
+    return;
+  }
+  std::string source = "_TDBG_LIB = " + json_quote(lib) + "\n" + kModuleHooksSource;
+  PyObject* globals = py.PyDict_New();
+  PyObject* result = globals ? py.PyRun_StringFlags(source.c_str(), kPyFileInput, globals,
+                                                    globals, nullptr)
+                             : nullptr;
+  if (!result) {
+    py.PyErr_Clear();
+    g_hooks_failed = true;
+    say("could not install the nn.Module hooks; module paths are not recorded");
+  } else {
+    py.Py_DecRef(result);
+    g_hooks_installed.store(true);
+  }
+  if (globals) py.Py_DecRef(globals);  // the hooks keep what they use alive
+}
+
+// Module path ids: the texts, for the life of the process (Python caches the ids, across fork).
+std::mutex g_module_mutex;
+std::vector<std::string> g_module_paths{""};
+std::unordered_map<std::string, uint32_t> g_module_ids;
+
+thread_local uint32_t t_module = 0;
+
+struct ModuleStrings {
+  uint64_t generation = UINT64_MAX;
+  std::vector<tracer::StringId> ids;
+};
+thread_local ModuleStrings t_module_strings;
+
+// Native call sites, by return address; guarded by `g_native_mutex`.
+std::mutex g_native_mutex;
+std::unordered_map<void*, tracer::FrameId> g_native_frames;
+uint64_t g_native_generation = 0;
+
+bool is_runtime_library(const char* path) {
+  if (!path) return true;
+  const char* base = std::strrchr(path, '/');
+  base = base ? base + 1 : path;
+  static const char* const kSkip[] = {"libtorch", "libc10", "libtdbg", "libgomp", "libc.so",
+                                      "libstdc++", "libgcc_s", "libpthread"};
+  for (const char* s : kSkip)
+    if (std::strncmp(base, s, std::strlen(s)) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string python_version() {
+  const PythonApi& py = api();
+  if (!py.complete) return "";
+  const char* v = py.Py_GetVersion();  // a static string: valid before and after init
+  return v ? v : "";
+}
+
+bool thread_has_python() {
+  const PythonApi& py = api();
+  if (!py.complete) return false;
+  if (!py.Py_IsInitialized()) return false;
+  if (py.Py_IsFinalizing && py.Py_IsFinalizing()) return false;
+  return py.PyGILState_GetThisThreadState() != nullptr;
+}
+
+SourceLocation capture_python_stack(bool want_stack, bool install_module_hooks) {
+  SourceLocation loc;
+  const PythonApi& py = api();
+  tracer::Writer* w = writer();
+  if (!w) return loc;
+  int gil = py.PyGILState_Ensure();
+  PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
+  py.PyErr_Fetch(&err_type, &err_value, &err_tb);
+  if (install_module_hooks) maybe_install_module_hooks();
+  if (want_stack) {
+    CodeInfo* codes[kMaxFrames];
+    int lines[kMaxFrames];
+    int n = 0;
+    PyObject* frame = py.PyEval_GetFrame();  // borrowed
+    if (frame) py.Py_IncRef(frame);
+    while (frame && n < kMaxFrames) {
+      PyObject* code = py.PyFrame_GetCode(frame);
+      codes[n] = code_info(code);
+      lines[n] = py.PyFrame_GetLineNumber(frame);
+      py.Py_DecRef(code);
+      ++n;
+      PyObject* back = py.PyFrame_GetBack(frame);
+      py.Py_DecRef(frame);
+      frame = back;
+    }
+    if (frame) py.Py_DecRef(frame);
+    tracer::FrameId parent = 0;
+    for (int i = n - 1; i >= 0; --i) {
+      parent = intern_frame(w, parent, codes[i], lines[i]);
+      if (codes[i]->user) loc.user_frame = parent;
+    }
+    loc.stack = parent;
+  }
+  py.PyErr_Restore(err_type, err_value, err_tb);
+  py.PyGILState_Release(gil);
+  return loc;
+}
+
+SourceLocation capture_native_call_site() {
+  SourceLocation loc;
+  void* addresses[64];
+  int n = backtrace(addresses, 64);
+  for (int i = 0; i < n; ++i) {
+    Dl_info info;
+    if (!dladdr(addresses[i], &info) || is_runtime_library(info.dli_fname)) continue;
+    tracer::Writer* w = writer();
+    if (!w) return loc;
+    std::lock_guard<std::mutex> lock(g_native_mutex);
+    uint64_t gen = writer_generation();
+    if (g_native_generation != gen) {
+      g_native_frames.clear();
+      g_native_generation = gen;
+    }
+    auto it = g_native_frames.find(addresses[i]);
+    if (it == g_native_frames.end()) {
+      std::string function = "?";
+      if (info.dli_sname) {
+        int status = 0;
+        char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+        function = status == 0 && demangled ? demangled : info.dli_sname;
+        std::free(demangled);
+      }
+      // The offset from the binary's load address is the same in every run (unlike the
+      // address itself under ASLR); `addr2line -e <file> <offset>` turns it into a line.
+      char offset[32];
+      std::snprintf(offset, sizeof(offset), " +0x%zx",
+                    static_cast<size_t>(static_cast<char*>(addresses[i]) -
+                                        static_cast<char*>(info.dli_fbase)));
+      tracer::FrameId id =
+          w->intern_frame(0, w->intern(info.dli_fname), 0, w->intern(function + offset));
+      it = g_native_frames.emplace(addresses[i], id).first;
+    }
+    loc.stack = loc.user_frame = it->second;
+    return loc;
+  }
+  return loc;
+}
+
+tracer::StringId module_string(uint32_t module_id) {
+  if (module_id == 0) return 0;
+  tracer::Writer* w = writer();
+  if (!w) return 0;
+  ModuleStrings& cache = t_module_strings;
+  uint64_t gen = writer_generation();
+  if (cache.generation != gen) {
+    cache.ids.clear();
+    cache.generation = gen;
+  }
+  if (module_id >= cache.ids.size()) cache.ids.resize(module_id + 1, 0);
+  if (cache.ids[module_id] == 0) {
+    std::string text;
+    {
+      std::lock_guard<std::mutex> lock(g_module_mutex);
+      if (module_id < g_module_paths.size()) text = g_module_paths[module_id];
+    }
+    cache.ids[module_id] = w->intern(text);
+  }
+  return cache.ids[module_id];
+}
+
+uint32_t current_module_id() { return t_module; }
+
+void python_frames_after_fork_child() {
+  new (&g_module_mutex) std::mutex();
+  new (&g_native_mutex) std::mutex();
+}
+
+}  // namespace tdbg::torchhook
+
+extern "C" uint32_t tdbg_torch_module_id(const char* path) {
+  if (!path) return 0;
+  try {
+    std::lock_guard<std::mutex> lock(tdbg::torchhook::g_module_mutex);
+    auto it = tdbg::torchhook::g_module_ids.find(path);
+    if (it != tdbg::torchhook::g_module_ids.end()) return it->second;
+    uint32_t id = static_cast<uint32_t>(tdbg::torchhook::g_module_paths.size());
+    tdbg::torchhook::g_module_paths.push_back(path);
+    tdbg::torchhook::g_module_ids.emplace(path, id);
+    return id;
+  } catch (...) {
+    return 0;
+  }
+}
+
+extern "C" void tdbg_torch_set_module(uint32_t id) { tdbg::torchhook::t_module = id; }

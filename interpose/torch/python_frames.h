@@ -1,0 +1,43 @@
+// The Python side of the hook, through the CPython API resolved at run time (no compile-time
+// dependency on Python): the source stack of an op, the user's frame, and the injected
+// nn.Module forward hooks that report the module path. Internal to interpose/torch/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tracer/records.h"
+
+namespace tdbg::torchhook {
+
+// "3.11.2 (main, ...)" when the process has a Python interpreter, else "".
+std::string python_version();
+
+// True when this thread can have a Python stack: Python is loaded and initialized, not
+// finalizing, and this thread has a Python thread state. Cheap after the first call.
+bool thread_has_python();
+
+struct SourceLocation {
+  tracer::FrameId stack = 0;       // innermost frame
+  tracer::FrameId user_frame = 0;  // innermost frame outside torch and the standard library
+};
+
+// Captures the current thread's Python stack into interned frames of the current writer,
+// taking the GIL for the duration (PyGILState_Ensure). Also injects the module hooks once
+// torch is fully imported (when `install_module_hooks`). Call only when `thread_has_python()`.
+SourceLocation capture_python_stack(bool want_stack, bool install_module_hooks);
+
+// Captures the innermost call site outside libtorch/libc10/tdbg for a C++ program (no Python),
+// resolved with dladdr once per address. 0 when unavailable.
+SourceLocation capture_native_call_site();
+
+// The interned writer string of a module path id (from `tdbg_torch_module_id`), 0 for none.
+tracer::StringId module_string(uint32_t module_id);
+
+// The module path id the current thread runs in (set by the injected hooks).
+uint32_t current_module_id();
+
+// Forgets every cache that holds ids of the current writer (called in a fork child).
+void python_frames_after_fork_child();
+
+}  // namespace tdbg::torchhook

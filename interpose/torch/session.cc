@@ -1,0 +1,384 @@
+// The recording session of one process: opens the run database when the library is loaded,
+// writes run metadata, reopens a fresh database in a fork child that runs ops, and closes
+// cleanly (with a bounded wait) at exit.
+#include "interpose/torch/session.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Generator.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#if __has_include(<torch/version.h>)
+#include <torch/version.h>
+#endif
+
+#include "interpose/torch/python_frames.h"
+#include "interpose/torch_api.h"
+
+extern char** environ;
+
+namespace tdbg::torchhook {
+namespace {
+
+Settings g_settings;
+std::atomic<tracer::Writer*> g_writer{nullptr};
+std::atomic<uint64_t> g_generation{0};
+std::atomic<bool> g_open_in_child{false};   // a fork child opens its own database lazily
+std::atomic<bool> g_closed{false};
+std::mutex g_open_mutex;                    // guards opening and closing
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string read_file(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `/proc/self/cmdline` as a JSON array of strings.
+std::string cmdline_json() {
+  std::string raw = read_file("/proc/self/cmdline");
+  std::string out = "[";
+  size_t start = 0;
+  bool first = true;
+  while (start < raw.size()) {
+    size_t end = raw.find('\0', start);
+    if (end == std::string::npos) end = raw.size();
+    if (!first) out += ", ";
+    out += json_quote(raw.substr(start, end - start));
+    first = false;
+    start = end + 1;
+  }
+  return out + "]";
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "";
+}
+
+// The environment variables that can change a run's numerics or tdbg's behaviour, as a JSON
+// object. The full environment is deliberately not stored (it holds secrets).
+std::string relevant_environment_json() {
+  static const char* const kPrefixes[] = {"OMP_",  "MKL_",   "CUDA_", "CUBLAS_", "CUDNN_",
+                                          "TORCH_", "TDBG_", "KMP_",  "OPENBLAS_", "NCCL_",
+                                          "PYTORCH_"};
+  std::vector<std::string> entries;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = kv.substr(0, eq);
+    bool keep = key == "PYTHONHASHSEED" || key == "LD_PRELOAD";
+    for (const char* p : kPrefixes) keep = keep || key.rfind(p, 0) == 0;
+    if (keep) entries.push_back(json_quote(key) + ": " + json_quote(kv.substr(eq + 1)));
+  }
+  std::sort(entries.begin(), entries.end());
+  std::string out = "{";
+  for (size_t i = 0; i < entries.size(); ++i) out += (i ? ", " : "") + entries[i];
+  return out + "}";
+}
+
+// Settings torch reads at run time: taken at open and again at close, because a script
+// usually sets seeds, thread counts and determinism after `import torch`.
+void write_torch_settings(tracer::Writer* w, bool at_close) {
+  try {
+    auto& ctx = at::globalContext();
+    w->set_meta("deterministic_algorithms", ctx.deterministicAlgorithms() ? "1" : "0");
+    w->set_meta("deterministic_algorithms_warn_only",
+                ctx.deterministicAlgorithmsWarnOnly() ? "1" : "0");
+    w->set_meta("cudnn_deterministic", ctx.deterministicCuDNN() ? "1" : "0");
+    w->set_meta("cudnn_benchmark", ctx.benchmarkCuDNN() ? "1" : "0");
+    w->set_meta("seed", std::to_string(at::detail::getDefaultCPUGenerator().current_seed()));
+    if (at_close) {
+      // Asking for thread counts initializes torch's thread pools, which a script may still
+      // configure after import: only done at close, never at load.
+      w->set_meta("num_threads", std::to_string(at::get_num_threads()));
+      w->set_meta("num_interop_threads", std::to_string(at::get_num_interop_threads()));
+    }
+  } catch (...) {
+  }
+}
+
+void write_start_metadata(tracer::Writer* w) {
+  w->set_meta("pid", std::to_string(getpid()));
+  w->set_meta("ppid", std::to_string(getppid()));
+  w->set_meta("host", host_name());
+  w->set_meta("cmdline", cmdline_json());
+  char cwd[4096] = {0};
+  if (getcwd(cwd, sizeof(cwd) - 1)) w->set_meta("cwd", cwd);
+  w->set_meta("start_time_ns", std::to_string(wall_ns()));
+#ifdef TORCH_VERSION
+  w->set_meta("torch_version", TORCH_VERSION);
+#endif
+  try {
+    bool has_cuda = at::globalContext().hasCUDA();
+    w->set_meta("cuda_available", has_cuda ? "1" : "0");
+  } catch (...) {
+  }
+  std::string py = python_version();
+  if (!py.empty()) w->set_meta("python_version", py);
+  w->set_meta("cpu_model", cpu_model());
+  w->set_meta("cpu_count", std::to_string(std::thread::hardware_concurrency()));
+  w->set_meta("env", relevant_environment_json());
+  w->set_meta("hash_mode", g_settings.config.hash);
+  w->set_meta("recorder", "libtdbg_torch");
+  write_torch_settings(w, /*at_close=*/false);
+}
+
+// Parses "A:B", "A:", ":B" into [begin, end).
+bool parse_steps(const std::string& text, int64_t* begin, int64_t* end) {
+  size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  std::string a = text.substr(0, colon), b = text.substr(colon + 1);
+  char* stop = nullptr;
+  if (!a.empty()) {
+    *begin = std::strtoll(a.c_str(), &stop, 10);
+    if (*stop) return false;
+  }
+  if (!b.empty()) {
+    *end = std::strtoll(b.c_str(), &stop, 10);
+    if (*stop) return false;
+  }
+  return *begin <= *end;
+}
+
+void read_settings() {
+  g_settings.config = interpose::config_from_environment();
+  const std::string& h = g_settings.config.hash;
+  if (h == "all" || h.empty()) {
+    g_settings.hash = HashMode::kAll;
+  } else if (h == "outputs") {
+    g_settings.hash = HashMode::kOutputs;
+  } else if (h == "none") {
+    g_settings.hash = HashMode::kNone;
+  } else {
+    std::fprintf(stderr, "tdbg: TDBG_HASH=%s is not all|outputs|none; hashing all\n", h.c_str());
+  }
+  if (!g_settings.config.steps.empty() &&
+      !parse_steps(g_settings.config.steps, &g_settings.step_begin, &g_settings.step_end)) {
+    std::fprintf(stderr, "tdbg: TDBG_STEPS=%s is not A:B; recording all steps\n",
+                 g_settings.config.steps.c_str());
+    g_settings.step_begin = 0;
+    g_settings.step_end = INT64_MAX;
+  }
+  g_settings.has_op_filter = !g_settings.config.ops.empty();
+}
+
+bool make_dirs(const std::string& path) {
+  std::string partial;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (!partial.empty() && mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST) return false;
+    }
+    if (i < path.size()) partial += path[i];
+  }
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Opens this process's database and writes the start metadata. Call with `g_open_mutex` held.
+bool open_database_locked() {
+  const std::string& out = g_settings.config.out;
+  if (!make_dirs(out)) {
+    std::fprintf(stderr, "tdbg: cannot create run directory %s: %s; not recording\n", out.c_str(),
+                 std::strerror(errno));
+    return false;
+  }
+  std::string path = out + "/" + host_name() + "-" + std::to_string(getpid()) + ".sqlite";
+  tracer::WriterOptions options;
+  options.flush_interval_ms = static_cast<int>(g_settings.config.flush_ms);
+  options.ring_ops = g_settings.config.ring;
+  auto created = tracer::Writer::Create(path, options);
+  if (!created.ok()) {
+    std::fprintf(stderr, "tdbg: %s; not recording\n", created.status().message().c_str());
+    return false;
+  }
+  tracer::Writer* w = created.value().release();
+  write_start_metadata(w);
+  g_generation.fetch_add(1);
+  g_writer.store(w, std::memory_order_release);
+  return true;
+}
+
+// Closes `w` on a helper thread and waits a bounded time, so that a wedged writer can never
+// hang the program's exit; the WAL keeps what was committed either way.
+void close_bounded(tracer::Writer* w) {
+  struct Shared {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto shared = std::make_shared<Shared>();
+  try {
+    std::thread([w, shared] {
+      Status s = w->close();
+      if (!s.ok()) std::fprintf(stderr, "tdbg: closing the run database: %s\n", s.message().c_str());
+      std::lock_guard<std::mutex> lock(shared->m);
+      shared->done = true;
+      shared->cv.notify_all();
+    }).detach();
+  } catch (...) {
+    (void)w->close();
+    return;
+  }
+  std::unique_lock<std::mutex> lock(shared->m);
+  if (!shared->cv.wait_for(lock, std::chrono::seconds(10), [&] { return shared->done; }))
+    std::fprintf(stderr, "tdbg: the run database did not close within 10 s; leaving it as is\n");
+}
+
+// Lock order across fork: the hook's tables, then the session, then the writer (which waits
+// for its background thread to leave SQLite), so the child inherits no lock held elsewhere.
+void at_fork_prepare() {
+  hook_prepare_fork();
+  g_open_mutex.lock();
+  if (tracer::Writer* w = g_writer.load()) w->prepare_fork();
+}
+
+void at_fork_parent() {
+  if (tracer::Writer* w = g_writer.load()) w->after_fork_parent();
+  g_open_mutex.unlock();
+  hook_after_fork_parent();
+}
+
+void at_fork_child() {
+  // The child must not touch the parent's SQLite handle or threads: forget them, and open a
+  // database of its own only if it runs ops (DataLoader workers do).
+  new (&g_open_mutex) std::mutex();
+  tracer::Writer* inherited = g_writer.exchange(nullptr);
+  if (inherited) {
+    inherited->abandon_after_fork();  // leaked on purpose: its destructor would join threads
+    g_open_in_child.store(!g_closed.load());
+  }
+  hook_after_fork_child();
+}
+
+// Fallback for exits that skip atexit (e.g. a static destructor order we did not expect).
+struct ShutdownAtStaticDestruction {
+  ~ShutdownAtStaticDestruction() { session_shutdown(); }
+} g_shutdown_guard;
+
+}  // namespace
+
+const Settings& settings() { return g_settings; }
+
+bool recording() {
+  return g_writer.load(std::memory_order_relaxed) != nullptr ||
+         g_open_in_child.load(std::memory_order_relaxed);
+}
+
+tracer::Writer* writer() {
+  tracer::Writer* w = g_writer.load(std::memory_order_acquire);
+  if (w || !g_open_in_child.load(std::memory_order_relaxed)) return w;
+  std::lock_guard<std::mutex> lock(g_open_mutex);
+  w = g_writer.load(std::memory_order_acquire);
+  if (w) return w;
+  if (g_open_in_child.exchange(false) && !g_closed.load()) open_database_locked();
+  return g_writer.load(std::memory_order_acquire);
+}
+
+uint64_t writer_generation() { return g_generation.load(std::memory_order_relaxed); }
+
+bool session_start() {
+  read_settings();
+  if (g_settings.config.out.empty()) {
+    say("TDBG_OUT is not set; this process is not recorded");
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_open_mutex);
+    if (!open_database_locked()) return false;
+  }
+  std::atexit([] { session_shutdown(); });
+  pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
+  return true;
+}
+
+void session_shutdown() {
+  std::lock_guard<std::mutex> lock(g_open_mutex);
+  if (g_closed.exchange(true)) return;
+  g_open_in_child.store(false);
+  tracer::Writer* w = g_writer.exchange(nullptr);
+  if (!w) return;
+  write_torch_settings(w, /*at_close=*/true);
+  w->set_meta("end_time_ns", std::to_string(wall_ns()));
+  close_bounded(w);
+  // `w` is not deleted: a thread still inside an op may hold the pointer.
+}
+
+int64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+int64_t wall_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::string json_quote(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void say(const std::string& message) {
+  if (!g_settings.config.quiet) std::fprintf(stderr, "tdbg: %s\n", message.c_str());
+}
+
+}  // namespace tdbg::torchhook
+
+extern "C" void tdbg_torch_shutdown(void) {
+  try {
+    tdbg::torchhook::session_shutdown();
+  } catch (...) {
+  }
+}
+
+extern "C" int tdbg_torch_recording(void) { return tdbg::torchhook::recording() ? 1 : 0; }

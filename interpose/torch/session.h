@@ -1,0 +1,65 @@
+// The recording session of one process inside libtdbg_torch.so: configuration, the run
+// database writer (opened at load, reopened lazily in a fork child), run metadata, and a clean
+// close at exit. Internal to interpose/torch/.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "interpose/config.h"
+#include "tracer/writer.h"
+
+namespace tdbg::torchhook {
+
+enum class HashMode { kAll, kOutputs, kNone };
+
+// What the configuration says, parsed once.
+struct Settings {
+  interpose::Config config;
+  HashMode hash = HashMode::kAll;
+  int64_t step_begin = 0;           // TDBG_STEPS window [step_begin, step_end)
+  int64_t step_end = INT64_MAX;
+  bool has_op_filter = false;       // TDBG_OPS non-empty (the regex itself lives in the hook)
+};
+
+const Settings& settings();
+
+// True while this process records. Cheap (an atomic load).
+bool recording();
+
+// The writer of this process: opens `<out>/<host>-<pid>.sqlite` on first use in a fork child.
+// Returns nullptr when not recording (no TDBG_OUT, open failed, or closed at exit).
+tracer::Writer* writer();
+
+// Bumped each time a new database is opened (after fork): interned ids of an older
+// generation must not be used with the current writer.
+uint64_t writer_generation();
+
+// Called once from the library constructor: reads the configuration, opens the database,
+// writes the start metadata, registers exit and fork handlers. Returns false when not recording.
+bool session_start();
+
+// Flushes and closes the database, writing the end metadata. Idempotent, never throws.
+void session_shutdown();
+
+// Registers the global RecordFunction callback (dispatch_hook.cc).
+void install_dispatch_hook();
+
+// The fork handlers of the hook (locks it must hold across fork()), registered by the session.
+void hook_prepare_fork();
+void hook_after_fork_parent();
+void hook_after_fork_child();
+
+// Monotonic and wall clocks in nanoseconds.
+int64_t monotonic_ns();
+int64_t wall_ns();
+
+// JSON string literal of `text` (quotes and escapes).
+std::string json_quote(const std::string& text);
+
+// Prints "tdbg: <message>" on stderr unless quiet.
+void say(const std::string& message);
+
+}  // namespace tdbg::torchhook

@@ -1,0 +1,36 @@
+// The C ABI of libtdbg_torch.so (the dispatch hook): what the Python module hooks it injects
+// call through ctypes, and what libtdbg_preload.so may call with dlsym(RTLD_DEFAULT) (e.g. from
+// an `_exit` hook, where no atexit handler runs). All functions are safe to call at any time,
+// from any thread, before or after recording started; none of them throws.
+#pragma once
+
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define TDBG_TORCH_API __attribute__((visibility("default")))
+#else
+#define TDBG_TORCH_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Returns a small id for an nn.Module path ("TinyLM.blocks.1.attn"); the same id for the
+// same text for the life of the process (across fork). 0 means "no module".
+TDBG_TORCH_API uint32_t tdbg_torch_module_id(const char* path);
+
+// Sets the nn.Module path (an id from `tdbg_torch_module_id`, 0 for none) of the ops this
+// thread runs from now on. Called by the injected forward pre/post hooks.
+TDBG_TORCH_API void tdbg_torch_set_module(uint32_t id);
+
+// Flushes everything recorded so far and closes the run database (writing `end_time_ns`).
+// Idempotent; ops after it are not recorded. For exits that skip atexit handlers.
+TDBG_TORCH_API void tdbg_torch_shutdown(void);
+
+// 1 while this process records into a database, else 0.
+TDBG_TORCH_API int tdbg_torch_recording(void);
+
+#ifdef __cplusplus
+}
+#endif
