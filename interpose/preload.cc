@@ -18,6 +18,7 @@
 
 #include "interpose/config.h"
 #include "interpose/preload.h"
+#include "interpose/preload_api.h"
 
 extern "C" {
 extern void* tdbg_front_dlopen_direct;
@@ -65,13 +66,8 @@ int g_said_no_out = 0;
 int g_said_no_real = 0;
 
 using dlopen_fn = void* (*)(const char*, int);
-using dlsym_fn = void* (*)(void*, const char*);
 
-dlsym_fn real_dlsym_now() {
-  void* f = tdbg_front_dlsym_real;
-  if (f == nullptr) f = resolve_real(kHook_dlsym);
-  return reinterpret_cast<dlsym_fn>(f);
-}
+dlsym_fn real_dlsym_now() { return real_dlsym_fn(); }
 
 // True if the libtorch that holds the dispatcher (libtorch_cpu, or a monolithic libtorch)
 // is mapped into the process.
@@ -258,6 +254,12 @@ void say_once(int* flag, const char* format, ...) {
 
 bool gpu_enabled() { return g_gpu_enabled; }
 
+dlsym_fn real_dlsym_fn() {
+  void* f = tdbg_front_dlsym_real;
+  if (f == nullptr) f = resolve_real(kHook_dlsym);
+  return reinterpret_cast<dlsym_fn>(f);
+}
+
 void* on_dlopen(const char* file, int mode) {
   void* caller = t_front_caller;
   auto real = reinterpret_cast<dlopen_fn>(resolve_real(kHook_dlopen));
@@ -323,6 +325,13 @@ void on__exit(int status) { exit_now(real__exit(), status); }
 void on__Exit(int status) { exit_now(real__Exit(), status); }
 
 }  // namespace tdbg::preload
+
+#ifndef TDBG_PRELOAD_GPU
+// Built without the CUDA toolkit: there are no GPU events, but the torch hook may still
+// register its sink.
+extern "C" __attribute__((visibility("default"))) void tdbg_preload_set_gpu_sink(
+    const struct tdbg_gpu_sink*) {}
+#endif
 
 extern "C" __attribute__((visibility("hidden"), used, noinline)) void tdbg_front_set_caller(
     void* caller) {

@@ -63,7 +63,8 @@ void say_once(int* flag, const char* format, ...) __attribute__((format(printf, 
 // Whether GPU events are wanted (TDBG_GPU), read once at load.
 bool gpu_enabled();
 
-// Called by the GPU hooks' helpers in preload.cc: forwards to gpu_hooks.cc's state.
-void gpu_note_loader_handle(void* handle);
+// The real dlsym (tdbg's own is interposed), for lookups in a known library.
+using dlsym_fn = void* (*)(void*, const char*);
+dlsym_fn real_dlsym_fn();
 
 }  // namespace tdbg::preload
