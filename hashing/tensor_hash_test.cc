@@ -401,7 +401,7 @@ TEST_CASE("unhashable dtypes and invalid views are reported, never hashed") {
   CHECK_FALSE(hash_tensor(too_many).hashed);
 }
 
-TEST_CASE("null strides mean contiguous; hash_combine is ordered") {
+TEST_CASE("null strides mean contiguous, and hash_combine is ordered") {
   std::vector<int32_t> d(1000);
   std::iota(d.begin(), d.end(), 0);
   std::vector<int64_t> sizes = {10, 100};
