@@ -54,9 +54,15 @@ struct FrameKeyHash {
   }
 };
 
+// Ops are buffered in fixed-size chunks that the background thread recycles: one growing
+// vector would be reallocated (and its fresh pages faulted in) on the application's threads.
+constexpr size_t kChunkOps = 1024;
+constexpr size_t kMaxFreeChunks = 64;
+using OpChunk = std::vector<OpRecord>;
+
 // Everything appended since the last commit.
 struct Batch {
-  std::vector<OpRecord> ops;
+  std::vector<OpChunk> ops;
   std::vector<ThreadRecord> threads;
   std::vector<RegionRecord> regions;
   std::vector<ModuleRecord> modules;
@@ -97,7 +103,10 @@ struct State {
   std::mutex mu;
   std::condition_variable wake;       // background thread waits on it
   std::condition_variable committed;  // `flush` waits on it
+  std::condition_variable space;      // appenders wait on it while `pending` is full
   Batch pending;
+  int64_t pending_ops = 0;
+  std::vector<OpChunk> free_chunks;  // cleared chunks with their capacity, for reuse
   uint64_t flush_requested = 0;  // generation asked for by `flush`
   uint64_t flush_done = 0;       // generation whose records are committed
   bool stop = false;
@@ -157,7 +166,28 @@ class WriterImpl final : public Writer {
     append([&](Batch& b) { b.threads.push_back(thread); });
   }
   void append_op(OpRecord&& op) override {
-    append([&](Batch& b) { b.ops.push_back(std::move(op)); });
+    if (abandoned_.load(std::memory_order_relaxed)) return;
+    std::unique_lock<std::mutex> lock(s_->mu);
+    if (s_->options.max_pending_ops > 0 && s_->pending_ops >= s_->options.max_pending_ops) {
+      s_->wake.notify_one();
+      s_->space.wait(lock, [&] {
+        return closed_ || s_->pending_ops < s_->options.max_pending_ops;
+      });
+    }
+    if (closed_) return;
+    ++s_->pending_ops;
+    {
+      Batch& b = s_->pending;
+      if (b.ops.empty() || b.ops.back().size() == kChunkOps) {
+        if (!s_->free_chunks.empty()) {
+          b.ops.push_back(std::move(s_->free_chunks.back()));
+          s_->free_chunks.pop_back();
+        } else {
+          b.ops.emplace_back().reserve(kChunkOps);
+        }
+      }
+      b.ops.back().push_back(std::move(op));
+    }
   }
   void append_region(const RegionRecord& region) override {
     append([&](Batch& b) { b.regions.push_back(region); });
@@ -187,6 +217,7 @@ class WriterImpl final : public Writer {
       closed_ = true;
       s_->stop = true;
       s_->wake.notify_one();
+      s_->space.notify_all();
     }
     if (s_->thread.joinable()) s_->thread.join();
     // The background thread committed everything before it returned. Fold the WAL back into
@@ -268,19 +299,29 @@ class WriterImpl final : public Writer {
       {
         std::unique_lock<std::mutex> lock(s_->mu);
         s_->wake.wait_until(lock, next, [&] {
-          return s_->stop || s_->flush_requested > s_->flush_done;
+          return s_->stop || s_->flush_requested > s_->flush_done ||
+                 (s_->options.max_pending_ops > 0 &&
+                  s_->pending_ops >= s_->options.max_pending_ops);
         });
         std::swap(batch, s_->pending);
+        s_->pending_ops = 0;
+        s_->space.notify_all();
         generation = s_->flush_requested;
         stopping = s_->stop;
       }
       next = std::chrono::steady_clock::now() + period;
       commit_batch(batch);
-      batch.clear();  // frees the records here, not on the application's threads
+      // Frees the records here, not on the application's threads, and recycles the chunks.
+      for (OpChunk& chunk : batch.ops) chunk.clear();
       {
         std::lock_guard<std::mutex> lock(s_->mu);
         s_->flush_done = generation;
+        for (OpChunk& chunk : batch.ops) {
+          if (s_->free_chunks.size() >= kMaxFreeChunks) break;
+          s_->free_chunks.push_back(std::move(chunk));
+        }
       }
+      batch.clear();
       s_->committed.notify_all();
       if (stopping) break;
     }
@@ -345,7 +386,11 @@ class WriterImpl final : public Writer {
       s.ins_thread.bind_text(3, t.name);
       step_insert(s.ins_thread, "a thread");
     }
-    for (const OpRecord& op : batch.ops) write_op(op);
+    int64_t op_count = 0;
+    for (const OpChunk& chunk : batch.ops) {
+      for (const OpRecord& op : chunk) write_op(op);
+      op_count += static_cast<int64_t>(chunk.size());
+    }
     for (const RegionRecord& r : batch.regions) {
       s.ins_region.bind_int(1, r.id);
       s.ins_region.bind_int(2, r.thread);
@@ -390,7 +435,7 @@ class WriterImpl final : public Writer {
                            std::chrono::steady_clock::now() - t0)
                            .count();
     std::lock_guard<std::mutex> lock(s.mu);
-    s.stats.ops_committed += static_cast<int64_t>(batch.ops.size());
+    s.stats.ops_committed += op_count;
     s.stats.commits += 1;
     s.stats.max_commit_us = std::max(s.stats.max_commit_us, us);
   }

@@ -20,6 +20,10 @@ struct WriterOptions {
   // When > 0, only the last `ring_ops` ops (with their tensors and args) are kept: older ones
   // are deleted as new ones are committed. For long runs that crash after hours.
   int64_t ring_ops = 0;
+  // Most ops buffered and not yet committed. An append that finds the buffer full waits until
+  // the background thread takes it: this bounds memory and, with it, the time from append to
+  // commit (the crash-safety bound) when ops come faster than SQLite can commit them.
+  int64_t max_pending_ops = 65536;
 };
 
 class Writer {

@@ -1,0 +1,307 @@
+// Benchmark of the run-database writer: sustained op records per second and bytes per op on
+// disk for a realistic mix, printed beside naive SQLite baselines measured in the same run.
+// Usage: writer_bench [ops=1000000] [threads=1] [dir=$TMPDIR or /tmp]
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tracer/reader.h"
+#include "tracer/testing.h"
+#include "tracer/writer.h"
+
+namespace {
+
+using namespace tdbg::tracer;
+using tdbg::Status;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kGoalOpsPerSecond = 1e6;
+constexpr double kGoalBytesPerOp = 64;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int64_t file_size(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+void remove_db(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
+}
+
+struct Result {
+  double ops_per_s = 0;
+  double bytes_per_op = 0;
+  double append_ns = 0;  // caller-side cost per op
+};
+
+// Ops are generated before timing starts so that only the writer is measured.
+std::vector<std::vector<OpRecord>> make_ops(Writer& w, int64_t n, int threads, bool details) {
+  std::vector<std::vector<OpRecord>> per_thread(static_cast<size_t>(threads));
+  std::vector<testing::RealisticOps> gens;
+  for (int t = 0; t < threads; ++t) gens.emplace_back(w, static_cast<uint32_t>(t), 42);
+  for (int64_t seq = 0; seq < n; ++seq) {
+    const size_t t = static_cast<size_t>(seq % threads);
+    OpRecord op = gens[t].next(seq);
+    if (!details) {
+      op.tensors.clear();
+      op.args.clear();
+    }
+    per_thread[t].push_back(std::move(op));
+  }
+  return per_thread;
+}
+
+Result run_writer(const std::string& path, int64_t n, int threads, bool details) {
+  remove_db(path);
+  auto created = Writer::Create(path);
+  if (!created.ok()) {
+    std::fprintf(stderr, "%s\n", created.status().message().c_str());
+    std::exit(1);
+  }
+  auto w = std::move(created).value();
+  auto ops = make_ops(*w, n, threads, details);
+  if (!w->flush().ok()) std::exit(1);
+  const auto t0 = Clock::now();
+  std::vector<double> append_s(static_cast<size_t>(threads));
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      const auto a0 = Clock::now();
+      for (OpRecord& op : ops[static_cast<size_t>(t)]) w->append_op(std::move(op));
+      append_s[static_cast<size_t>(t)] = seconds_since(a0);
+    });
+  }
+  for (auto& t : workers) t.join();
+  Status st = w->flush();
+  const double total = seconds_since(t0);
+  Status closed = w->close();
+  if (!st.ok() || !closed.ok()) {
+    std::fprintf(stderr, "%s\n", (st.ok() ? closed : st).message().c_str());
+    std::exit(1);
+  }
+  Result r;
+  r.ops_per_s = static_cast<double>(n) / total;
+  r.bytes_per_op = static_cast<double>(file_size(path)) / static_cast<double>(n);
+  double worst = 0;
+  for (double s : append_s) worst = std::max(worst, s);
+  r.append_ns = worst * 1e9 / (static_cast<double>(n) / threads);
+  return r;
+}
+
+void check(int rc, sqlite3* db, const char* what) {
+  if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    std::fprintf(stderr, "baseline: %s: %s\n", what, sqlite3_errmsg(db));
+    std::exit(1);
+  }
+}
+
+// Baseline: a plain layout a first version would use (rowid tables, absolute values, an index
+// per lookup path), written with prepared statements in large transactions on the caller's
+// thread. Measures what the compact schema saves.
+Result run_plain_schema(const std::string& path, int64_t n) {
+  remove_db(path);
+  auto scratch = Writer::Create(path + ".ids");  // only to intern ids for the generator
+  auto ops = make_ops(**scratch, n, 1, true);
+  (void)(*scratch)->close();
+  remove_db(path + ".ids");
+  sqlite3* db = nullptr;
+  check(sqlite3_open(path.c_str(), &db), db, "open");
+  check(sqlite3_exec(db,
+                     "PRAGMA page_size=8192; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                     "CREATE TABLE ops(seq INTEGER PRIMARY KEY, thread INT, tidx INT, parent INT,"
+                     " depth INT, name INT, step INT, module INT, stack INT, user_frame INT,"
+                     " fwd INT, region INT, start_ns INT, end_ns INT, chain INT, rng INT, flags INT);"
+                     "CREATE INDEX ops_thread ON ops(thread, tidx);"
+                     "CREATE TABLE tensors(op INT, role INT, idx INT, dtype INT, shape INT,"
+                     " device INT, status INT, hash INT, producer INT, min REAL, max REAL,"
+                     " sum REAL, abs_sum REAL, nan INT, inf INT, reason INT);"
+                     "CREATE INDEX tensors_op ON tensors(op);"
+                     "CREATE TABLE args(op INT, idx INT, name INT, value INT);"
+                     "CREATE INDEX args_op ON args(op);",
+                     nullptr, nullptr, nullptr),
+        db, "schema");
+  sqlite3_stmt *op_st, *t_st, *a_st;
+  sqlite3_prepare_v2(db, "INSERT INTO ops VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &op_st, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO tensors VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &t_st, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO args VALUES(?,?,?,?)", -1, &a_st, nullptr);
+  const auto t0 = Clock::now();
+  sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+  int64_t i = 0;
+  for (const OpRecord& op : ops[0]) {
+    const int64_t v[] = {op.seq, op.thread, op.tidx, op.parent, op.depth, op.name, op.step,
+                         op.module, op.stack, op.user_frame, op.fwd, op.region, op.start_ns,
+                         op.end_ns, static_cast<int64_t>(op.chain), static_cast<int64_t>(op.rng),
+                         op.flags};
+    for (int c = 0; c < 17; ++c) sqlite3_bind_int64(op_st, c + 1, v[c]);
+    check(sqlite3_step(op_st), db, "op");
+    sqlite3_reset(op_st);
+    for (const TensorRecord& t : op.tensors) {
+      const int64_t tv[] = {op.seq, static_cast<int64_t>(t.role), t.index,
+                            static_cast<int64_t>(t.dtype), t.shape, t.device,
+                            static_cast<int64_t>(t.status), static_cast<int64_t>(t.hash),
+                            t.producer};
+      for (int c = 0; c < 9; ++c) sqlite3_bind_int64(t_st, c + 1, tv[c]);
+      sqlite3_bind_double(t_st, 10, t.summary.min);
+      sqlite3_bind_double(t_st, 11, t.summary.max);
+      sqlite3_bind_double(t_st, 12, t.summary.sum);
+      sqlite3_bind_double(t_st, 13, t.summary.abs_sum);
+      sqlite3_bind_int64(t_st, 14, t.summary.nan_count);
+      sqlite3_bind_int64(t_st, 15, t.summary.inf_count);
+      sqlite3_bind_int64(t_st, 16, t.reason);
+      check(sqlite3_step(t_st), db, "tensor");
+      sqlite3_reset(t_st);
+    }
+    for (const ArgRecord& a : op.args) {
+      const int64_t av[] = {op.seq, a.index, a.name, a.value};
+      for (int c = 0; c < 4; ++c) sqlite3_bind_int64(a_st, c + 1, av[c]);
+      check(sqlite3_step(a_st), db, "arg");
+      sqlite3_reset(a_st);
+    }
+    if (++i % 50000 == 0) {
+      sqlite3_exec(db, "COMMIT; BEGIN", nullptr, nullptr, nullptr);
+    }
+  }
+  sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+  const double total = seconds_since(t0);
+  sqlite3_finalize(op_st);
+  sqlite3_finalize(t_st);
+  sqlite3_finalize(a_st);
+  sqlite3_exec(db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  Result r;
+  r.ops_per_s = static_cast<double>(n) / total;
+  r.bytes_per_op = static_cast<double>(file_size(path)) / static_cast<double>(n);
+  return r;
+}
+
+// Baseline: tdbg's own schema, but one transaction per op on the caller's thread (what a
+// writer without batching does).
+Result run_per_op_transactions(const std::string& path, int64_t n) {
+  remove_db(path);
+  {
+    auto w = Writer::Create(path);  // creates the schema
+    (void)(*w)->close();
+  }
+  auto scratch = Writer::Create(path + ".ids");
+  auto ops = make_ops(**scratch, n, 1, true);
+  (void)(*scratch)->close();
+  remove_db(path + ".ids");
+  sqlite3* db = nullptr;
+  check(sqlite3_open(path.c_str(), &db), db, "open");
+  sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
+  sqlite3_stmt *op_st, *t_st, *a_st;
+  sqlite3_prepare_v2(db, "INSERT INTO ops VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &op_st, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO tensors VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &t_st, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO args VALUES(?,?,?,?)", -1, &a_st, nullptr);
+  const auto t0 = Clock::now();
+  for (const OpRecord& op : ops[0]) {
+    sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+    const int64_t v[] = {op.thread, op.tidx, op.seq - op.tidx, op.seq - op.parent, op.depth,
+                         op.name, op.step, op.module, op.stack, op.user_frame, op.seq - op.fwd,
+                         op.region, op.start_ns, op.end_ns - op.start_ns,
+                         static_cast<int64_t>(op.chain), static_cast<int64_t>(op.rng), op.flags};
+    for (int c = 0; c < 17; ++c) sqlite3_bind_int64(op_st, c + 1, v[c]);
+    check(sqlite3_step(op_st), db, "op");
+    sqlite3_reset(op_st);
+    for (const TensorRecord& t : op.tensors) {
+      const int64_t tv[] = {op.seq, static_cast<int64_t>(t.role), t.index,
+                            static_cast<int64_t>(t.dtype), t.shape, t.device,
+                            static_cast<int64_t>(t.status), static_cast<int64_t>(t.hash),
+                            op.seq - t.producer};
+      for (int c = 0; c < 9; ++c) sqlite3_bind_int64(t_st, c + 1, tv[c]);
+      sqlite3_bind_double(t_st, 10, t.summary.min);
+      sqlite3_bind_double(t_st, 11, t.summary.max);
+      sqlite3_bind_double(t_st, 12, t.summary.sum);
+      sqlite3_bind_double(t_st, 13, t.summary.abs_sum);
+      sqlite3_bind_int64(t_st, 14, t.summary.nan_count);
+      sqlite3_bind_int64(t_st, 15, t.summary.inf_count);
+      sqlite3_bind_int64(t_st, 16, t.reason);
+      check(sqlite3_step(t_st), db, "tensor");
+      sqlite3_reset(t_st);
+    }
+    for (const ArgRecord& a : op.args) {
+      const int64_t av[] = {op.seq, a.index, a.name, a.value};
+      for (int c = 0; c < 4; ++c) sqlite3_bind_int64(a_st, c + 1, av[c]);
+      check(sqlite3_step(a_st), db, "arg");
+      sqlite3_reset(a_st);
+    }
+    check(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), db, "commit");
+  }
+  const double total = seconds_since(t0);
+  sqlite3_finalize(op_st);
+  sqlite3_finalize(t_st);
+  sqlite3_finalize(a_st);
+  sqlite3_close(db);
+  Result r;
+  r.ops_per_s = static_cast<double>(n) / total;
+  return r;
+}
+
+// Bytes per op of each table and index, from SQLite's dbstat (when compiled in).
+void print_table_sizes(const std::string& path, int64_t n) {
+  auto reader = Reader::Open(path);
+  if (!reader.ok()) return;
+  std::printf("  per table (bytes/op):");
+  Status st = (*reader)->query(
+      "SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 6",
+      [&](const std::vector<std::string>& row) {
+        std::printf(" %s %.1f", row[0].c_str(), std::stod(row[1]) / static_cast<double>(n));
+        return true;
+      });
+  std::printf("%s\n", st.ok() ? "" : " (dbstat not available)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  const char* tmp = getenv("TMPDIR");
+  const std::string dir = argc > 3 ? argv[3] : (tmp && *tmp ? tmp : "/tmp");
+  const std::string path = dir + "/tdbg_writer_bench_" + std::to_string(getpid()) + ".sqlite";
+  const int64_t naive_n = std::max<int64_t>(1000, n / 50);
+
+  std::printf("writer_bench: %lld ops, %d appending thread(s), realistic mix (per op 2 inputs,\n"
+              "mostly known; 1 float32 output with summaries; an argument on 30%% of ops)\n\n",
+              static_cast<long long>(n), threads);
+  const Result full = run_writer(path, n, threads, true);
+  print_table_sizes(path, n);
+  remove_db(path);
+  const Result bare = run_writer(path, n, threads, false);
+  print_table_sizes(path, n);
+  remove_db(path);
+  const Result plain = run_plain_schema(path, n);
+  remove_db(path);
+  const Result per_op = run_per_op_transactions(path, naive_n);
+  remove_db(path);
+
+  std::printf("\n%-46s %12s %10s %12s\n", "", "ops/s", "bytes/op", "append ns/op");
+  std::printf("%-46s %12.0f %10.1f %12.0f\n", "tdbg Writer, ops with tensors and args",
+              full.ops_per_s, full.bytes_per_op, full.append_ns);
+  std::printf("%-46s %12.0f %10.1f %12.0f\n", "tdbg Writer, ops only", bare.ops_per_s,
+              bare.bytes_per_op, bare.append_ns);
+  std::printf("%-46s %12.0f %10.1f %12s\n", "baseline: plain rowid schema + indexes, batched",
+              plain.ops_per_s, plain.bytes_per_op, "(inline)");
+  std::printf("%-46s %12.0f %10s %12s\n", "baseline: tdbg schema, 1 transaction per op",
+              per_op.ops_per_s, "-", "(inline)");
+  std::printf("\nratios (>= 1 meets the goal):\n");
+  std::printf("  ops/s with tensors / 1e6 goal       = %.2f\n", full.ops_per_s / kGoalOpsPerSecond);
+  std::printf("  ops/s ops only / 1e6 goal           = %.2f\n", bare.ops_per_s / kGoalOpsPerSecond);
+  std::printf("  64 B goal / bytes per op, ops only  = %.2f\n", kGoalBytesPerOp / bare.bytes_per_op);
+  std::printf("  64 B goal / bytes per op, full mix  = %.2f\n", kGoalBytesPerOp / full.bytes_per_op);
+  std::printf("  tdbg Writer vs plain schema: %.2fx faster, %.2fx smaller\n",
+              full.ops_per_s / plain.ops_per_s, plain.bytes_per_op / full.bytes_per_op);
+  std::printf("  tdbg Writer vs 1 transaction per op: %.1fx faster\n",
+              full.ops_per_s / per_op.ops_per_s);
+  return 0;
+}
