@@ -1,0 +1,199 @@
+// Tests of the reader on bad input: each kind of file that is not a good tdbg database gives
+// one line naming the file and the problem, and nothing crashes; plus run directories.
+#include <catch2/catch.hpp>
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include "tracer/reader.h"
+#include "tracer/test_dir.h"
+#include "tracer/testing.h"
+#include "tracer/writer.h"
+
+namespace tdbg::tracer {
+namespace {
+
+using testing::TempDir;
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string RandomBytes(size_t n, uint64_t seed) {
+  testing::Rng rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng.next());
+  return s;
+}
+
+void MakeRun(const std::string& path, int64_t ops, int64_t start_time = 0) {
+  testing::SyntheticRun run;
+  run.ops = ops;
+  run.meta = {{"start_time_ns", std::to_string(start_time)}, {"pid", "1"}};
+  REQUIRE(testing::WriteSyntheticRun(path, run).ok());
+}
+
+void RunSql(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
+// Opens `path` expecting an error: one line, naming the file, containing `problem`.
+void ExpectOpenError(const std::string& path, const std::string& problem) {
+  auto r = Reader::Open(path);
+  REQUIRE_FALSE(r.ok());
+  const std::string& msg = r.status().message();
+  INFO(msg);
+  CHECK(msg.rfind(path + ": ", 0) == 0);
+  CHECK(msg.find('\n') == std::string::npos);
+  CHECK(msg.find(problem) != std::string::npos);
+}
+
+TEST_CASE("each bad input gives a one-line error naming the file and the problem") {
+  TempDir dir;
+  ExpectOpenError(dir.file("missing.sqlite"), "no such file");
+
+  WriteBytes(dir.file("empty.sqlite"), "");
+  ExpectOpenError(dir.file("empty.sqlite"), "empty file");
+
+  WriteBytes(dir.file("text.sqlite"), "step,loss\n1,0.5\n");
+  ExpectOpenError(dir.file("text.sqlite"), "not a SQLite database");
+
+  WriteBytes(dir.file("random.sqlite"), RandomBytes(8192, 1));
+  ExpectOpenError(dir.file("random.sqlite"), "not a SQLite database");
+
+  // SQLite's magic followed by garbage: the header itself is wrong.
+  WriteBytes(dir.file("magic.sqlite"), std::string("SQLite format 3\0", 16) + RandomBytes(8176, 2));
+  auto magic = Reader::Open(dir.file("magic.sqlite"));
+  REQUIRE_FALSE(magic.ok());
+  CHECK(magic.status().message().find('\n') == std::string::npos);
+  CHECK(magic.status().message().rfind(dir.file("magic.sqlite"), 0) == 0);
+
+  // A real SQLite database of something else.
+  RunSql(dir.file("other.sqlite"), "CREATE TABLE t(x); INSERT INTO t VALUES(1);");
+  ExpectOpenError(dir.file("other.sqlite"), "not a tdbg run");
+  RunSql(dir.file("other_meta.sqlite"), "CREATE TABLE meta(key, value); INSERT INTO meta VALUES('format','x');");
+  ExpectOpenError(dir.file("other_meta.sqlite"), "not a tdbg run");
+
+  // A tdbg database from a newer tdbg.
+  MakeRun(dir.file("newer.sqlite"), 10);
+  RunSql(dir.file("newer.sqlite"), "PRAGMA user_version = 2");
+  ExpectOpenError(dir.file("newer.sqlite"),
+                  "written by a newer tdbg: schema 2, this tdbg reads up to 1");
+
+  // A truncated copy of a real database (cut at a page boundary and mid-page).
+  MakeRun(dir.file("good.sqlite"), 20000);
+  const std::string good = ReadBytes(dir.file("good.sqlite"));
+  REQUIRE(good.size() > 65536);
+  WriteBytes(dir.file("cut.sqlite"), good.substr(0, good.size() / 2 / 8192 * 8192));
+  ExpectOpenError(dir.file("cut.sqlite"), "truncated");
+  WriteBytes(dir.file("cut_odd.sqlite"), good.substr(0, good.size() / 2 + 100));
+  ExpectOpenError(dir.file("cut_odd.sqlite"), "truncated");
+  // A copy that kept only the header page.
+  WriteBytes(dir.file("header_only.sqlite"), good.substr(0, 100));
+  ExpectOpenError(dir.file("header_only.sqlite"), "truncated");
+
+  ExpectOpenError(dir.path(), "is a directory");
+}
+
+TEST_CASE("a corrupt database fails when scanned, with one line, never a crash") {
+  TempDir dir;
+  MakeRun(dir.file("good.sqlite"), 20000);
+  const std::string good = ReadBytes(dir.file("good.sqlite"));
+  // Overwrite pages in the middle (where ops and tensors live) with random bytes, in several
+  // places and with several seeds: whatever SQLite meets, the reader must answer in one line.
+  int failures_seen = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::string bad = good;
+    testing::Rng rng(seed);
+    for (int k = 0; k < 4; ++k) {
+      const size_t page = 2 + rng.below(bad.size() / 8192 - 2);
+      const std::string noise = RandomBytes(8192, seed * 100 + static_cast<uint64_t>(k));
+      bad.replace(page * 8192, 8192, noise);
+    }
+    const std::string path = dir.file("bad" + std::to_string(seed) + ".sqlite");
+    WriteBytes(path, bad);
+    auto r = Reader::Open(path);
+    if (!r.ok()) {
+      ++failures_seen;
+      CHECK(r.status().message().find('\n') == std::string::npos);
+      CHECK(r.status().message().rfind(path, 0) == 0);
+      continue;
+    }
+    Status st = (*r)->scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
+                               [](const OpRecord&) { return true; });
+    for (uint32_t t : {0u, 1u}) {
+      Status s2 = (*r)->scan_ops(t, 0, std::numeric_limits<int64_t>::max(), true,
+                                 [](const OpRecord&) { return true; });
+      if (!s2.ok() && st.ok()) st = s2;
+    }
+    (void)(*r)->op_count();
+    (void)(*r)->op(10000);
+    if (!st.ok()) {
+      ++failures_seen;
+      INFO(st.message());
+      CHECK(st.message().find('\n') == std::string::npos);
+      CHECK(st.message().rfind(path, 0) == 0);
+      CHECK(st.message().find("corrupt") != std::string::npos);
+    }
+  }
+  CHECK(failures_seen > 0);  // random pages in a 20000-op database cannot all go unnoticed
+}
+
+TEST_CASE("runs: a directory of databases in start order, or one file") {
+  TempDir dir;
+  auto empty = Run::Open(dir.path());
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.status().message() == dir.path() + ": no *.sqlite run database in this directory");
+  CHECK_FALSE(Run::Open(dir.file("nothing")).ok());
+
+  MakeRun(dir.file("b.sqlite"), 10, /*start_time=*/100);
+  MakeRun(dir.file("a.sqlite"), 20, /*start_time=*/200);
+  WriteBytes(dir.file("a.sqlite-wal"), "");  // companions are not databases of the run
+  WriteBytes(dir.file("notes.txt"), "hello");
+  auto run = Run::Open(dir.path());
+  INFO(run.status().message());
+  REQUIRE(run.ok());
+  REQUIRE(run->processes.size() == 2);
+  CHECK(run->processes[0]->op_count() == 10);  // started first
+  CHECK(run->processes[1]->op_count() == 20);
+
+  auto single = Run::Open(dir.file("a.sqlite"));
+  REQUIRE(single.ok());
+  REQUIRE(single->processes.size() == 1);
+
+  // One bad database makes the run fail with that database's line.
+  WriteBytes(dir.file("c.sqlite"), "junk");
+  auto bad = Run::Open(dir.path());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().rfind(dir.file("c.sqlite") + ": ", 0) == 0);
+}
+
+TEST_CASE("a finished database opens from a read-only copy without side files") {
+  TempDir dir;
+  MakeRun(dir.file("run.sqlite"), 100);
+  struct stat st;
+  CHECK(::stat(dir.file("run.sqlite-wal").c_str(), &st) != 0);  // closed: no WAL left
+  REQUIRE(::chmod(dir.file("run.sqlite").c_str(), 0444) == 0);
+  auto r = Reader::Open(dir.file("run.sqlite"));
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  CHECK((*r)->op_count() == 100);
+  CHECK(::stat(dir.file("run.sqlite-shm").c_str(), &st) != 0);  // nothing created beside it
+  CHECK(::stat(dir.file("run.sqlite-wal").c_str(), &st) != 0);
+}
+
+}  // namespace
+}  // namespace tdbg::tracer
