@@ -262,6 +262,18 @@ void run_record(const Options& options, std::vector<std::string> command,
   write_manifest(*run_dir, manifest);
 }
 
+// True if this process's command line holds `--` somewhere after the word `record`.
+bool has_separator_after_record() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string word;
+  bool after_record = false;
+  while (std::getline(in, word, '\0')) {
+    if (after_record && word == "--") return true;
+    if (word == "record") after_record = true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void add_record_command(CLI::App& app) {
@@ -271,8 +283,6 @@ void add_record_command(CLI::App& app) {
       "  usage: tdbg record [options] -o RUN -- PROGRAM ARGS...\n"
       "  Exits with the program's status, or 128+signal. Each option is also the TDBG_<NAME>\n"
       "  environment variable (e.g. --hash-threads = TDBG_HASH_THREADS).");
-  // Everything from the program name on belongs to the program, options included.
-  cmd->prefix_command();
   auto options = std::make_shared<Options>();
   // Defaults come from the environment so that `TDBG_HASH=none tdbg record ...` works too;
   // the flags override it.
@@ -296,8 +306,27 @@ void add_record_command(CLI::App& app) {
 #undef FLAG_ADD_BOOL
   cmd->add_flag("--force", options->force,
                 "Reuse RUN even if it holds an earlier recording or other files");
-  cmd->callback([cmd, options, out_option] {
-    run_record(*options, cmd->remaining(), out_option->count() > 0);
+  // Everything from the program name on belongs to the program, options included. CLI11
+  // gives the words after `--` only to a positional, but a positional would also swallow the
+  // program's name in `tdbg record ls -l` and let our options steal the program's. So the
+  // mode is chosen by whether this command line has a `--` after `record`.
+  auto program = std::make_shared<std::vector<std::string>>();
+  if (has_separator_after_record()) {
+    cmd->add_option("program", *program, "PROGRAM ARGS...");
+  } else {
+    cmd->prefix_command();
+  }
+  cmd->callback([cmd, options, out_option, program] {
+    std::vector<std::string> command = *program;
+    for (const std::string& word : cmd->remaining()) {
+      if (!program->empty() && word == "--") continue;  // CLI11 leaves the separator here
+      if (!program->empty()) {
+        fail("record", "unknown option " + word + " (see tdbg record --help)");
+        return;
+      }
+      command.push_back(word);
+    }
+    run_record(*options, command, out_option->count() > 0);
   });
 }
 

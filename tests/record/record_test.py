@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `tdbg record` and libtdbg_preload.so on real programs.
+
+Usage: record_test.py CASE  (environment: TDBG = the tdbg executable, TORCH_PYTHON = a
+Python that has torch, DL_PROBE = the dl_semantics test program, WORK = a scratch folder).
+Each case exits 0 on success, 1 with a one-line reason on failure, 77 when it cannot run here.
+"""
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+TDBG = os.environ["TDBG"]
+TORCH_PYTHON = os.environ.get("TORCH_PYTHON", "/usr/bin/python3")
+WORK = os.environ["WORK"]
+LIB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(TDBG))), "lib")
+PRELOAD = os.path.join(LIB_DIR, "libtdbg_preload.so")
+HAVE_TORCH_HOOK = os.path.exists(os.path.join(LIB_DIR, "libtdbg_torch.so"))
+SKIP = 77
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def check(condition, message):
+    if not condition:
+        fail(message)
+
+
+def fresh(name):
+    path = os.path.join(WORK, name)
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def databases(run):
+    return sorted(glob.glob(os.path.join(run, "*.sqlite")))
+
+
+def record(run, argv, **kwargs):
+    return subprocess.run([TDBG, "record", "-o", run, "--"] + argv, **kwargs)
+
+
+def have_torch():
+    return subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def case_exit_status():
+    run = fresh("exit_status")
+    result = record(run, ["/bin/sh", "-c", "exit 3"])
+    check(result.returncode == 3, f"exit status {result.returncode}, want 3")
+    check(databases(run) == [], f"a process without torch wrote {databases(run)}")
+    check(os.path.exists(os.path.join(run, "tdbg-run.json")), "no tdbg-run.json in the run")
+
+
+def case_signal():
+    run = fresh("signal")
+    result = record(run, ["/bin/sh", "-c", "kill -SEGV $$"])
+    check(result.returncode == 128 + signal.SIGSEGV,
+          f"exit status {result.returncode}, want {128 + signal.SIGSEGV}")
+
+
+def case_forward_sigterm():
+    run = fresh("forward")
+    # The program reports the signal it got on stdout, so forwarding is seen, not assumed.
+    script = "trap 'echo got TERM; exit 42' TERM; echo ready; while :; do sleep 0.05; done"
+    proc = subprocess.Popen([TDBG, "record", "-o", run, "--", "/bin/sh", "-c", script],
+                            stdout=subprocess.PIPE)
+    check(proc.stdout.readline() == b"ready\n", "program did not start")
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stdout.read()
+    rc = proc.wait(timeout=30)
+    check(rest == b"got TERM\n", f"program saw {rest!r}, want the forwarded TERM")
+    check(rc == 42, f"exit status {rc}, want the program's 42")
+
+
+def case_streams():
+    run = fresh("streams")
+    payload = os.urandom(1 << 20)
+    # stdin to stdout untouched, and a known binary blob on stderr.
+    argv = ["/bin/sh", "-c", "cat; printf 'err\\000\\377' >&2"]
+    plain = subprocess.run(argv, input=payload, capture_output=True)
+    traced = record(run, argv, input=payload, capture_output=True)
+    check(traced.returncode == plain.returncode == 0, f"status {traced.returncode}")
+    check(traced.stdout == payload, "stdout differs from the input")
+    check(traced.stderr == plain.stderr, f"stderr {traced.stderr!r} != {plain.stderr!r}")
+
+
+def case_missing_program():
+    run = fresh("missing")
+    result = record(run, ["/nonexistent/program"], capture_output=True, text=True)
+    check(result.returncode == 127, f"exit status {result.returncode}, want 127")
+    check(result.stderr.count("\n") == 1 and "/nonexistent/program" in result.stderr,
+          f"want a one-line error naming the program, got {result.stderr!r}")
+
+
+def case_run_directory():
+    run = fresh("rundir")
+    os.makedirs(run)
+    with open(os.path.join(run, "notes.txt"), "w") as f:
+        f.write("user file\n")
+    result = record(run, ["/bin/true"], capture_output=True, text=True)
+    check(result.returncode == 2, f"recording into a foreign folder: status {result.returncode}")
+    check("not a tdbg run directory" in result.stderr, f"error was {result.stderr!r}")
+    result = subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"])
+    check(result.returncode == 0, "--force did not reuse the folder")
+    check(os.path.exists(os.path.join(run, "notes.txt")), "--force removed a user file")
+    # A run directory is replaced only with --force.
+    run2 = fresh("rundir2")
+    check(record(run2, ["/bin/true"]).returncode == 0, "first recording failed")
+    result = record(run2, ["/bin/true"], capture_output=True, text=True)
+    check(result.returncode == 2 and "earlier recording" in result.stderr,
+          f"second recording without --force: {result.returncode} {result.stderr!r}")
+
+
+def case_environment():
+    run = fresh("environment")
+    env = dict(os.environ, LD_PRELOAD="", TDBG_RING="7")
+    result = subprocess.run(
+        [TDBG, "record", "--hash", "none", "--no-stacks", "-o", run, "--", "/usr/bin/env"],
+        capture_output=True, text=True, env=env)
+    check(result.returncode == 0, f"env failed: {result.returncode}")
+    seen = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    check(seen.get("TDBG_HASH") == "none", "--hash did not reach TDBG_HASH")
+    check(seen.get("TDBG_STACKS") == "0", "--no-stacks did not reach TDBG_STACKS")
+    check(seen.get("TDBG_RING") == "7", "TDBG_RING from the environment was not kept")
+    check(seen.get("TDBG_OUT") == os.path.realpath(run), f"TDBG_OUT is {seen.get('TDBG_OUT')}")
+    check(seen.get("LD_PRELOAD", "").split(":")[0] == os.path.realpath(PRELOAD),
+          f"LD_PRELOAD is {seen.get('LD_PRELOAD')}")
+    env["LD_PRELOAD"] = "/lib/x86_64-linux-gnu/libm.so.6"
+    result = subprocess.run([TDBG, "record", "-o", fresh("environment2"), "--", "/usr/bin/env"],
+                            capture_output=True, text=True, env=env)
+    preload = [l for l in result.stdout.splitlines() if l.startswith("LD_PRELOAD=")]
+    check(preload == ["LD_PRELOAD=%s:%s" % (os.path.realpath(PRELOAD), env["LD_PRELOAD"])],
+          f"existing LD_PRELOAD not kept after ours: {preload}")
+
+
+def case_dl_semantics():
+    probe = os.environ.get("DL_PROBE")
+    if not probe:
+        return SKIP
+    plain = subprocess.run([probe], capture_output=True, text=True)
+    check(plain.returncode == 0, "dl_semantics fails even without tdbg: " + plain.stdout)
+    traced = record(fresh("dl"), [probe], capture_output=True, text=True)
+    check(traced.returncode == 0, "dl_semantics under tdbg: " + traced.stdout + traced.stderr)
+    check(traced.stdout == plain.stdout, f"{traced.stdout!r} != {plain.stdout!r}")
+
+
+def case_import_torch():
+    if not have_torch():
+        print("SKIP: no torch for " + TORCH_PYTHON)
+        return SKIP
+    run = fresh("torch")
+    code = "import torch; print(torch.ones(3).mul(2).sum().item())"
+    plain = subprocess.run([TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+    traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+    check(traced.returncode == 0, f"import torch under tdbg: status {traced.returncode}: "
+          + traced.stderr[-500:])
+    check(traced.stdout == plain.stdout == "6.0\n", f"stdout {traced.stdout!r}")
+    if HAVE_TORCH_HOOK:
+        check(len(databases(run)) == 1, f"want one database, got {databases(run)}")
+
+
+def case_torch_children():
+    if not have_torch():
+        print("SKIP: no torch for " + TORCH_PYTHON)
+        return SKIP
+    run = fresh("children")
+    # A torch process spawning a shell, a compiler-like child and a second torch process.
+    code = (
+        "import subprocess, sys, torch\n"
+        "torch.ones(2).add(1)\n"
+        "out = subprocess.run(['/bin/sh', '-c', 'printf \"%s\" \"child ok\"; ls / >/dev/null'],"
+        " capture_output=True).stdout\n"
+        "sys.stdout.write(out.decode() + '\\n')\n"
+        "subprocess.run([sys.executable, '-c', 'import torch; torch.zeros(1).add(2)'], check=True)\n")
+    plain = subprocess.run([TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+    traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+    check(traced.returncode == 0, "under tdbg: " + traced.stderr[-500:])
+    check(traced.stdout == plain.stdout == "child ok\n", f"stdout {traced.stdout!r}")
+    if HAVE_TORCH_HOOK:
+        check(len(databases(run)) == 2,
+              f"want a database per torch process (2), got {databases(run)}")
+
+
+def case_fork_workers():
+    if not have_torch():
+        print("SKIP: no torch for " + TORCH_PYTHON)
+        return SKIP
+    run = fresh("fork")
+    code = (
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "ds = TensorDataset(torch.arange(64, dtype=torch.float32).reshape(32, 2))\n"
+        "total = sum(b[0].sum().item() for b in DataLoader(ds, batch_size=4, num_workers=2))\n"
+        "print(total)\n")
+    plain = subprocess.run([TORCH_PYTHON, "-c", code], capture_output=True, text=True,
+                           timeout=300)
+    traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True,
+                    timeout=300)
+    check(traced.returncode == 0, "DataLoader workers under tdbg: " + traced.stderr[-500:])
+    check(traced.stdout == plain.stdout, f"{traced.stdout!r} != {plain.stdout!r}")
+
+
+def main():
+    name = sys.argv[1]
+    os.makedirs(WORK, exist_ok=True)
+    result = globals()["case_" + name]()
+    sys.exit(result or 0)
+
+
+if __name__ == "__main__":
+    main()
