@@ -106,5 +106,23 @@ int main(int argc, char** argv) {
                 t_read / t_h1, gbs(t_s1), t_read / t_s1, gbs(t_h2), gbs(t_s2));
     std::fflush(stdout);
   }
+  // Per-call cost on tiny tensors: what the interposer pays on every small op output.
+  std::printf("\n| tiny tensor | ns per hash_tensor call (summaries on) | ns (summaries off) |\n|---|---|---|\n");
+  for (int64_t n : {1, 16, 256, 4096}) {
+    std::vector<float> t(size_t(n), 0.5f);
+    int64_t sizes[2] = {1, n};
+    tdbg::hashing::TensorView view{t.data(), DType::kFloat32, 2, sizes, nullptr};
+    const int calls = quick ? 1000 : 200000;
+    double ns[2];
+    for (int k = 0; k < 2; ++k) {
+      tdbg::hashing::HashOptions o;
+      o.summaries = k == 0;
+      double secs = best_seconds([&] {
+        for (int i = 0; i < calls; ++i) g_sink = tdbg::hashing::hash_tensor(view, o).hash;
+      }, budget);
+      ns[k] = secs / calls * 1e9;
+    }
+    std::printf("| float32[1, %lld] | %.0f | %.0f |\n", (long long)n, ns[0], ns[1]);
+  }
   return 0;
 }
