@@ -86,6 +86,21 @@ int main() {
   CHECK(nvrtcGetPTX(program, ptx.data()) == NVRTC_SUCCESS, "nvrtcGetPTX");
   nvrtcDestroyProgram(&program);
 
+  // The driver as a library loader sees it (dlopen + dlsym on its handle), which is also
+  // how the program runs on a machine without a driver at all: it skips above instead of
+  // failing to start.
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  CHECK(driver != nullptr, "libcuda.so.1 not found although a device is present");
+  auto cuModuleLoadData = reinterpret_cast<CUresult (*)(CUmodule*, const void*)>(
+      dlsym(driver, "cuModuleLoadData"));
+  auto cuModuleGetFunction = reinterpret_cast<CUresult (*)(CUfunction*, CUmodule, const char*)>(
+      dlsym(driver, "cuModuleGetFunction"));
+  auto cuLaunchKernel = reinterpret_cast<CUresult (*)(
+      CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+      void**, void**)>(dlsym(driver, "cuLaunchKernel"));
+  auto cuCtxSynchronize = reinterpret_cast<CUresult (*)()>(dlsym(driver, "cuCtxSynchronize"));
+  CHECK(cuModuleLoadData && cuModuleGetFunction && cuLaunchKernel && cuCtxSynchronize,
+        "driver entry points");
   CUmodule module;
   CUfunction function;
   CHECK(cuModuleLoadData(&module, ptx.data()) == CUDA_SUCCESS, "cuModuleLoadData");
