@@ -35,6 +35,12 @@ int64_t monotonic_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+int64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 struct FrameKey {
   FrameId parent;
   StringId file;
@@ -355,6 +361,7 @@ class WriterImpl final : public Writer {
     }
     if (batch.empty() && strings.empty() && frames.empty()) return;
     const auto t0 = std::chrono::steady_clock::now();
+    const int64_t cpu0 = thread_cpu_ns();
     State& s = *s_;
     if (s.begin.step() != SQLITE_DONE) {
       note_error(std::string("cannot begin a transaction: ") + sqlite3_errmsg(s.db));
@@ -438,6 +445,7 @@ class WriterImpl final : public Writer {
     s.stats.ops_committed += op_count;
     s.stats.commits += 1;
     s.stats.max_commit_us = std::max(s.stats.max_commit_us, us);
+    s.stats.commit_cpu_us += (thread_cpu_ns() - cpu0) / 1000;
   }
 
   void write_op(const OpRecord& op) {

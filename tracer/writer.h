@@ -71,6 +71,7 @@ class Writer {
     int64_t ops_committed = 0;   // ops written by committed transactions
     int64_t commits = 0;         // transactions committed
     int64_t max_commit_us = 0;   // longest commit, microseconds
+    int64_t commit_cpu_us = 0;   // CPU time the background thread spent committing
     int64_t errors = 0;          // records that could not be written (the first error is sticky)
   };
   virtual Stats stats() const { return {}; }
