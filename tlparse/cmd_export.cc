@@ -1,12 +1,54 @@
-// `tdbg export`: placeholder until its owner lands it; says so and exits 2.
+// `tdbg export --chrome-trace RUN [RUN_B] -o trace.json`: a timeline for Perfetto and
+// chrome://tracing, with the ops that differ between two runs marked.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "tlparse/commands.h"
+#include "tlparse/report/chrome_trace.h"
 
 namespace tdbg::cli {
 
 void add_export_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("export", "(not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("export", "not implemented yet"); });
+  struct Args {
+    std::string run_a, run_b, out;
+    bool chrome_trace = false, no_kernels = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("export", "Export a run (or two) to another tool's format");
+  cmd->add_flag("--chrome-trace", args->chrome_trace,
+                "Chrome trace-event JSON (Perfetto, chrome://tracing)")
+      ->required();
+  cmd->add_option("RUN", args->run_a, "Run directory or database")->required();
+  cmd->add_option("RUN_B", args->run_b, "Second run: written too, divergent ops are marked");
+  cmd->add_option("-o,--output", args->out, "Output file ('-' for stdout)")->required();
+  cmd->add_flag("--no-kernels", args->no_kernels, "Leave GPU kernels out");
+  cmd->callback([args] {
+    auto a = tracer::Run::Open(args->run_a);
+    if (!a.ok()) return fail("export", a.status().message());
+    std::optional<tracer::Run> b;
+    if (!args->run_b.empty()) {
+      auto opened = tracer::Run::Open(args->run_b);
+      if (!opened.ok()) return fail("export", opened.status().message());
+      b = std::move(opened.value());
+    }
+    bool to_stdout = args->out == "-";
+    std::string tmp = args->out + ".partial";
+    std::FILE* out = to_stdout ? stdout : std::fopen(tmp.c_str(), "wb");
+    if (!out) return fail("export", args->out + ": " + std::strerror(errno));
+    report::ChromeTraceOptions options;
+    options.kernels = !args->no_kernels;
+    Status status = report::write_chrome_trace(a.value(), b ? &*b : nullptr, options, out);
+    if (!to_stdout) {
+      if (std::fclose(out) != 0 && status.ok()) status = Status::Error("write error");
+      // Written aside and renamed, so a failed export never leaves a half trace under the name.
+      if (status.ok() && std::rename(tmp.c_str(), args->out.c_str()) != 0) {
+        status = Status::Error(std::strerror(errno));
+      }
+      if (!status.ok()) std::remove(tmp.c_str());
+    }
+    if (!status.ok()) return fail("export", args->out + ": " + status.message());
+  });
 }
 
 }  // namespace tdbg::cli

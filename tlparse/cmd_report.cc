@@ -1,12 +1,46 @@
-// `tdbg report`: placeholder until its owner lands it; says so and exits 2.
+// `tdbg report RUN [RUN_B] -o DIR`: writes a static, self-contained HTML report (DIR/index.html)
+// that opens from the file system with no server and no network.
+#include <cstdio>
+
 #include "tlparse/commands.h"
+#include "tlparse/report/report.h"
 
 namespace tdbg::cli {
 
 void add_report_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("report", "(not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("report", "not implemented yet"); });
+  struct Args {
+    std::string run_a, run_b, out;
+    int64_t window = 1000;
+    bool no_diff = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "report", "Write a static HTML report of a run, or of two runs and where they diverge");
+  cmd->add_option("RUN", args->run_a, "Run directory or database")->required();
+  cmd->add_option("RUN_B", args->run_b, "Second run, to compare with the first");
+  cmd->add_option("-o,--output", args->out, "Directory to write index.html into")->required();
+  cmd->add_option("--window", args->window,
+                  "Ops of each run embedded around the divergence (the report's size bound)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_flag("--no-diff", args->no_diff, "Skip the diff engine and the non-finite search");
+  cmd->callback([args] {
+    auto a = tracer::Run::Open(args->run_a);
+    if (!a.ok()) return fail("report", a.status().message());
+    std::optional<tracer::Run> b;
+    if (!args->run_b.empty()) {
+      auto opened = tracer::Run::Open(args->run_b);
+      if (!opened.ok()) return fail("report", opened.status().message());
+      b = std::move(opened.value());
+    }
+    report::ReportOptions options;
+    options.window_ops = args->window;
+    options.with_diff = !args->no_diff;
+    auto data = report::build_report_data(a.value(), b ? &*b : nullptr, options);
+    if (!data.ok()) return fail("report", data.status().message());
+    auto path = report::write_report(data.value(), args->out);
+    if (!path.ok()) return fail("report", path.status().message());
+    std::printf("%s\n", path.value().c_str());
+  });
 }
 
 }  // namespace tdbg::cli

@@ -1,0 +1,167 @@
+// Browser tests of the tdbg report and `tdbg view`: headless Chromium (Debian's) driven by
+// playwright-core, checking what a user sees. Run by CTest (tests/browser/CMakeLists.txt) with
+// TDBG, TDBG_FIXTURE and TDBG_BROWSER_OUT set.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+let chromium;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch (e) {
+  throw new Error('playwright-core is not installed in tests/browser: run scripts/deps (npm ci there)');
+}
+
+const tdbg = process.env.TDBG;
+const fixture = process.env.TDBG_FIXTURE;
+const out = process.env.TDBG_BROWSER_OUT || tmpdir();
+assert.ok(tdbg && fixture, 'TDBG and TDBG_FIXTURE must name the built binaries');
+mkdirSync(out, { recursive: true });
+
+const work = mkdtempSync(join(tmpdir(), 'tdbg-browser-'));
+let browser;
+
+function makeRuns(name, ...args) {
+  const dir = join(work, name);
+  mkdirSync(dir);
+  execFileSync(fixture, [dir, ...args]);
+  return dir;
+}
+function makeReport(dir, ...runs) {
+  const rep = join(dir, 'report');
+  execFileSync(tdbg, ['report', ...runs, '-o', rep]);
+  return pathToFileURL(join(rep, 'index.html')).href;
+}
+// A page that records dialogs, errors and any request leaving the file system.
+async function openPage(url) {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  const seen = { dialogs: [], errors: [], requests: [] };
+  page.on('dialog', d => { seen.dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  page.on('pageerror', e => seen.errors.push(String(e)));
+  page.on('console', m => { if (m.type() === 'error') seen.errors.push(m.text()); });
+  page.on('request', r => { if (!r.url().startsWith('file:') && !r.url().startsWith('data:') && !r.url().startsWith('http://127.0.0.1')) seen.requests.push(r.url()); });
+  await page.goto(url);
+  await page.waitForFunction(() => window.tdbgViewer && window.tdbgViewer.ready);
+  return { page, seen };
+}
+
+before(async () => {
+  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
+});
+after(async () => {
+  if (browser) await browser.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+test('the static report shows the divergence, filters, scrolls virtually and links backward to forward', async () => {
+  const dir = makeRuns('diverged', '--ops', '2000', '--diverge-at', '1102');
+  const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));
+
+  const status = await page.textContent('#status');
+  assert.match(status, /Diverged at op #1102/);
+  assert.match(status, /aten::addmm/);
+  assert.match(status, /train\.py:21/);
+  const cardA = page.locator('#divergence .card[data-side="A"]');
+  assert.equal(await cardA.locator('.op-name').textContent(), 'aten::addmm');
+  assert.match(await cardA.locator('.source').textContent(), /train\.py:21 in train_step$/);
+  assert.equal(await page.locator('#divergence .card[data-side="B"] .op-name').textContent(), 'aten::addmm');
+  assert.ok(await page.locator('#summaries').isVisible());
+  assert.equal(await page.locator('#context tr.first').count(), 1);
+
+  // The difference curve: a split marker and differing points.
+  assert.equal(await page.locator('#curve line.split').count(), 1);
+  assert.ok(await page.locator('#curve circle.dot').count() > 0);
+  assert.match(await page.textContent('#curve-note'), /differ/);
+
+  // Virtual scrolling: 1000 ops in the window, a few dozen rows in the DOM.
+  assert.match(await page.textContent('#op-count'), /^1000 ops/);
+  const rows = await page.locator('#op-table .vt-row').count();
+  assert.ok(rows > 10 && rows < 80, `rows in the DOM: ${rows}`);
+  await page.locator('#op-table').evaluate(el => { el.scrollTop = el.scrollHeight; });
+  await page.waitForFunction(() => [...document.querySelectorAll('#op-table .vt-row')].some(r => Number(r.dataset.seq) > 1550));
+  assert.ok(await page.locator('#op-table .vt-row').count() < 80);
+
+  // Filtering narrows the table: mse_loss is one op per 22-op step.
+  await page.fill('#filter-name', 'mse_loss');
+  const filtered = Number((await page.textContent('#op-count')).split(' ')[0]);
+  assert.ok(filtered > 40 && filtered < 50, `mse_loss rows: ${filtered}`);
+  const names = await page.locator('#op-table .vt-row .name').allTextContents();
+  assert.ok(names.length > 0 && names.every(n => n.includes('aten::mse_loss')));
+  await page.fill('#filter-name', '');
+  await page.fill('#filter-step', '50');
+  assert.match(await page.textContent('#op-count'), /^22 ops/);
+  await page.fill('#filter-module', 'layers.2');
+
+  // A backward op links to its forward op.
+  await page.fill('#filter-step', '');
+  await page.fill('#filter-module', '');
+  await page.fill('#filter-name', 'AddmmBackward0');
+  await page.locator('#op-table .vt-row').first().click();
+  const fwdText = await page.textContent('#fwd-link');
+  assert.match(fwdText, /^#\d+$/);
+  await page.locator('#fwd-link').click();
+  assert.equal(await page.textContent('#detail-name'), 'aten::addmm');
+  assert.match(await page.textContent('#op-detail h3'), new RegExp(`^Op ${fwdText} `));
+  assert.equal(await page.locator('#fwd-link').count(), 0);
+  assert.equal(await page.locator('#kernels tr').count(), 2);  // header + one kernel
+
+  await page.screenshot({ path: join(out, 'report.png'), fullPage: true });
+  assert.deepEqual(seen.dialogs, []);
+  assert.deepEqual(seen.errors, []);
+  assert.deepEqual(seen.requests, []);
+});
+
+test('a run full of HTML and script payloads executes nothing and shows them as text', async () => {
+  const dir = makeRuns('hostile', '--ops', '600', '--diverge-at', '300', '--hostile');
+  const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));
+  await page.fill('#filter-name', 'script');
+  const names = await page.locator('#op-table .vt-row .name').allTextContents();
+  assert.ok(names.length > 0);
+  assert.ok(names.every(n => n.includes('<script>window.__pwned=1;alert(1)</script>')), names[0]);
+  await page.locator('#op-table .vt-row').first().click();
+  await page.locator('#meta summary').click();
+  await page.fill('#filter-name', '');
+  await page.fill('#filter-module', 'img');
+  await page.locator('#op-table .vt-row').first().click();
+  await page.waitForTimeout(300);  // give any injected handler (onerror, onload) its chance
+  assert.equal(await page.evaluate(() => typeof window.__pwned), 'undefined');
+  assert.equal(await page.locator('img, iframe, object, embed').count(), 0);
+  assert.equal(await page.locator('script').count(), 2);
+  assert.deepEqual(seen.dialogs, []);
+  assert.ok(await page.getByText('<svg onload="window.__pwned=1">', { exact: false }).count() > 0);
+  await page.screenshot({ path: join(out, 'hostile.png'), fullPage: true });
+});
+
+test('tdbg view serves the viewer from 127.0.0.1 and pages through the whole run', async () => {
+  const dir = makeRuns('view', '--ops', '5000', '--diverge-at', '4000');
+  const server = spawn(tdbg, ['view', join(dir, 'a'), join(dir, 'b'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const url = await new Promise((resolve, reject) => {
+      let text = '';
+      server.stdout.on('data', d => { text += d; const m = text.match(/http:\/\/127\.0\.0\.1:\d+\//); if (m) resolve(m[0]); });
+      server.on('exit', code => reject(new Error(`tdbg view exited ${code}`)));
+    });
+    const { page, seen } = await openPage(url);
+    assert.match(await page.textContent('#status'), /Diverged at op #4000/);
+    // Every op of the run, not a window.
+    await page.waitForFunction(() => /^5000 ops/.test(document.getElementById('op-count').textContent));
+    await page.locator('#op-table').evaluate(el => { el.scrollTop = el.scrollHeight; });
+    await page.waitForFunction(() => [...document.querySelectorAll('#op-table .vt-row')].some(r => r.dataset.seq === '4999'));
+    assert.ok(await page.locator('#op-table .vt-row').count() < 80);
+    await page.fill('#filter-name', 'mse_loss');
+    await page.waitForFunction(() => /^227 ops/.test(document.getElementById('op-count').textContent));
+    await page.locator('#op-table .vt-row').first().click();
+    await page.waitForFunction(() => document.getElementById('detail-name') && document.getElementById('detail-name').textContent === 'aten::mse_loss');
+    await page.screenshot({ path: join(out, 'view.png'), fullPage: true });
+    assert.deepEqual(seen.dialogs, []);
+    assert.deepEqual(seen.errors, []);
+  } finally {
+    server.kill('SIGINT');
+    const code = await new Promise(r => server.exitCode !== null ? r(server.exitCode) : server.on('exit', c => r(c)));
+    assert.equal(code, 0, 'tdbg view stops cleanly on SIGINT');
+  }
+});

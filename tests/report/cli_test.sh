@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# End-to-end test of `tdbg report`, `export`, `view` and `bundle` as a user runs them:
+# cli_test.sh TDBG FIXTURE WORKDIR. Fails with a message naming the broken check.
+set -euo pipefail
+tdbg=$1 fixture=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+cd "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$fixture" runs --ops 2000 --diverge-at 1102
+
+# report: one self-contained page, the divergence in it, nothing fetched from the network.
+"$tdbg" report runs/a runs/b -o rep >/dev/null || fail "tdbg report exited $?"
+[ -s rep/index.html ] || fail "no rep/index.html"
+grep -q 'aten::addmm' rep/index.html || fail "report lacks the divergent op"
+if grep -Eq '(src|href)="(https?:)?//' rep/index.html; then fail "report references the network"; fi
+[ "$(grep -o '<script' rep/index.html | wc -l)" -eq 2 ] || fail "unexpected script elements"
+
+# Bad input: one line on stderr, exit 2.
+set +e
+"$tdbg" report no/such/run -o x 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "report of a missing run exited $rc"
+[ "$(wc -l <err.txt)" -eq 1 ] || fail "error is not one line: $(cat err.txt)"
+
+# export: valid Chrome trace JSON with divergent ops marked.
+"$tdbg" export --chrome-trace runs/a runs/b -o trace.json || fail "export exited $?"
+python3 - <<'PY' || fail "trace.json is not the expected Chrome trace"
+import json
+t = json.load(open("trace.json"))
+ev = t["traceEvents"]
+ops = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("op", "backward")]
+assert len(ops) == 4000, len(ops)
+first = [e for e in ops if e.get("cname") == "terrible"]
+assert len(first) == 2 and all(e["args"]["seq"] == 1102 for e in first), first
+assert any(e.get("ph") == "M" and e["name"] == "thread_name" for e in ev)
+PY
+
+# bundle: secrets absent from every byte, inspect lists it, a hostile archive is refused.
+"$tdbg" bundle runs/a runs/b -o bug.tar.gz >/dev/null || fail "bundle exited $?"
+"$tdbg" bundle --inspect bug.tar.gz >inspect.txt || fail "inspect exited $?"
+grep -q 'bug/report/index.html' inspect.txt || fail "inspect does not list the report"
+grep -q 'AWS_SECRET_ACCESS_KEY' inspect.txt || fail "README does not list the redacted names"
+if gzip -dc bug.tar.gz | grep -aq 'FAKEawsSecretKey'; then fail "a secret is in the bundle"; fi
+mkdir -p evil/sub && echo x >evil/sub/f
+tar -czf evil.tar.gz -C evil --transform 's,^sub/f,../../escaped,' sub/f
+set +e
+"$tdbg" bundle --inspect evil.tar.gz 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "hostile archive: exit $rc"
+grep -q 'unsafe entry' err.txt || fail "hostile archive: $(cat err.txt)"
+head -c 1000 bug.tar.gz >cut.tar.gz
+set +e
+"$tdbg" bundle --inspect cut.tar.gz 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] || fail "truncated archive: exit $rc, $(cat err.txt)"
+
+# view: loopback only, JSON pages, stops on SIGINT with status 0.
+"$tdbg" view runs/a runs/b --port 0 >view.txt 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q 'serving' view.txt && break; sleep 0.1; done
+url=$(grep -o 'http://127.0.0.1:[0-9]*/' view.txt) || fail "view did not start: $(cat view.txt)"
+python3 - "$url" <<'PY' || fail "view API"
+import json, sys, urllib.request, http.client, urllib.parse
+url = sys.argv[1]
+page = json.load(urllib.request.urlopen(url + "api/ops?run=1&from=1990&limit=50"))
+assert page["total"] == 2000 and [o["seq"] for o in page["ops"]] == list(range(1990, 2000)), page["total"]
+f = json.load(urllib.request.urlopen(url + "api/ops?run=0&name=mse_loss&limit=5"))
+assert f["total"] == 91 and all(o["name"] == "aten::mse_loss" for o in f["ops"]), f
+op = json.load(urllib.request.urlopen(url + "api/op?run=1&seq=1102"))
+assert op["name"] == "aten::addmm" and op["tensors"] and op["stack_frames"], op
+u = urllib.parse.urlparse(url)
+c = http.client.HTTPConnection(u.hostname, u.port)
+c.request("GET", "/api/info", headers={"Host": "evil.example:80"})
+assert c.getresponse().status == 403
+c = http.client.HTTPConnection(u.hostname, u.port)
+c.request("GET", "/../../etc/passwd")
+assert c.getresponse().status == 404
+PY
+kill -INT $pid
+wait $pid || fail "view exited $? after SIGINT"
+echo "report_cli: all checks passed"

@@ -1,0 +1,673 @@
+// Writes and reads bug-report bundles. Databases are rewritten through tracer::Writer (not
+// copied byte for byte), so every string passes the redactor and no deleted page of the
+// original file can carry a secret along.
+#include "tlparse/report/bundle.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "tlparse/report/redact.h"
+#include "tlparse/report/report.h"
+#include "tracer/writer.h"
+
+namespace tdbg::report {
+namespace {
+
+using nlohmann::json;
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string base_name(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string read_small_file(const std::string& path, size_t limit = 1 << 16) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text(limit, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(limit));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+// A temporary folder removed (with its contents) when it goes out of scope.
+class TempDir {
+ public:
+  static StatusOr<std::unique_ptr<TempDir>> Create(const std::string& parent) {
+    std::string tmpl = parent + "/tdbg-bundle-XXXXXX";
+    if (!mkdtemp(tmpl.data())) return Status::Error(parent + ": cannot create a temporary folder: " + errno_text());
+    return std::unique_ptr<TempDir>(new TempDir(tmpl));
+  }
+  ~TempDir() {
+    nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); },
+         16, FTW_DEPTH | FTW_PHYS);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// Rewrites one process database into `dst`, keeping ops with seq in [from, to) and passing
+// every string through `redactor`.
+Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t from, int64_t to,
+                    Redactor& redactor, int64_t* kept) {
+  TDBG_ASSIGN_OR_RETURN(auto w, tracer::Writer::Create(dst));
+  std::unordered_map<tracer::StringId, tracer::StringId> strings{{0, 0}};
+  auto S = [&](tracer::StringId id) -> tracer::StringId {
+    auto it = strings.find(id);
+    if (it != strings.end()) return it->second;
+    tracer::StringId fresh = w->intern(redactor.apply(r.string(id)));
+    strings.emplace(id, fresh);
+    return fresh;
+  };
+  std::unordered_map<tracer::FrameId, tracer::FrameId> frames{{0, 0}};
+  std::function<tracer::FrameId(tracer::FrameId)> F = [&](tracer::FrameId id) -> tracer::FrameId {
+    auto it = frames.find(id);
+    if (it != frames.end()) return it->second;
+    auto f = r.frame(id);
+    tracer::FrameId fresh = 0;
+    if (f && f->parent != id) fresh = w->intern_frame(F(f->parent), S(f->file), f->line, S(f->function));
+    frames.emplace(id, fresh);
+    return fresh;
+  };
+  for (const auto& [key, value] : r.all_meta()) {
+    // The writer owns these two (format marker, and the time base its `start` column uses).
+    if (key == "format" || key == "time_base_ns") continue;
+    w->set_meta(key, redactor.meta(key, value));
+  }
+  w->set_meta("bundle_window", json{{"from_seq", from}, {"to_seq", to}}.dump());
+  for (auto t : r.threads()) {
+    t.name = redactor.apply(t.name);
+    w->add_thread(t);
+  }
+  int64_t n = 0;
+  Status scanned = r.scan_ops(std::nullopt, from, to, true, [&](const tracer::OpRecord& op) {
+    tracer::OpRecord c = op;
+    c.name = S(op.name);
+    c.module = S(op.module);
+    c.stack = F(op.stack);
+    c.user_frame = F(op.user_frame);
+    for (auto& t : c.tensors) {
+      t.shape = S(t.shape);
+      t.device = S(t.device);
+      t.reason = S(t.reason);
+    }
+    for (auto& a : c.args) {
+      a.name = S(a.name);
+      a.value = S(a.value);
+    }
+    w->append_op(std::move(c));
+    ++n;
+    return true;
+  });
+  if (!scanned.ok()) {
+    (void)w->close();
+    return scanned;
+  }
+  for (auto g : r.regions()) {
+    bool touches = g.start_seq < to && (g.end_seq == tracer::kNoSeq || g.end_seq >= from);
+    if (!touches) continue;
+    g.name = S(g.name);
+    w->append_region(g);
+  }
+  for (auto m : r.modules()) {
+    m.kind = S(m.kind);
+    m.name = S(m.name);
+    w->append_module(m);
+  }
+  for (auto k : r.kernels()) {
+    if (k.op != tracer::kNoSeq && (k.op < from || k.op >= to)) continue;
+    k.name = S(k.name);
+    k.grid = S(k.grid);
+    k.block = S(k.block);
+    w->append_kernel(k);
+  }
+  TDBG_RETURN_IF_ERROR(w->close());
+  *kept += n;
+  return Status::Ok();
+}
+
+// Whether a stack's file is the user's (worth a snapshot), not Python's or a library's.
+bool user_source(const std::string& path) {
+  if (path.empty() || path[0] != '/') return false;
+  static const char* const kLibraryParts[] = {"/site-packages/", "/dist-packages/", "/usr/lib/python",
+                                              "/usr/local/lib/python", "/lib/python3"};
+  for (const char* p : kLibraryParts) {
+    if (path.find(p) != std::string::npos) return false;
+  }
+  return path.find("/../") == std::string::npos && path.find("/./") == std::string::npos;
+}
+
+void collect_files(const json& j, std::set<std::string>* files) {
+  if (j.is_object()) {
+    if (j.contains("file") && j["file"].is_string()) files->insert(j["file"].get<std::string>());
+    for (const auto& [k, v] : j.items()) {
+      if (v.is_structured()) collect_files(v, files);
+    }
+  } else if (j.is_array()) {
+    for (const auto& v : j) collect_files(v, files);
+  }
+}
+
+// Reads a regular file named by a stack, without following a final symlink, up to `limit`.
+bool snapshot(const std::string& path, int64_t limit, std::string* out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= limit;
+  if (ok) {
+    out->resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < out->size()) {
+      ssize_t got = ::read(fd, out->data() + done, out->size() - done);
+      if (got <= 0) break;
+      done += static_cast<size_t>(got);
+    }
+    out->resize(done);
+  }
+  ::close(fd);
+  return ok;
+}
+
+std::string iso_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+json machine_facts() {
+  json m;
+  struct utsname u;
+  if (uname(&u) == 0) {
+    m["uname"] = {{"sysname", u.sysname}, {"release", u.release}, {"version", u.version},
+                  {"machine", u.machine}};
+  }
+  std::istringstream os(read_small_file("/etc/os-release"));
+  for (std::string line; std::getline(os, line);) {
+    if (line.rfind("PRETTY_NAME=", 0) == 0) {
+      std::string v = line.substr(12);
+      v.erase(std::remove(v.begin(), v.end(), '"'), v.end());
+      m["os"] = v;
+    }
+  }
+  std::string driver = read_small_file("/proc/driver/nvidia/version", 4096);
+  m["nvidia_driver"] = driver.empty() ? json(nullptr) : json(driver.substr(0, driver.find('\n')));
+  std::istringstream cpu(read_small_file("/proc/cpuinfo", 1 << 16));
+  for (std::string line; std::getline(cpu, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      m["cpu_model"] = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  m["cpu_count"] = sysconf(_SC_NPROCESSORS_ONLN);
+  return m;
+}
+
+// The facts people ask for first, from a run's meta (already redacted).
+const char* const kFactKeys[] = {"torch_version", "python_version", "cuda_version", "cudnn_version",
+                                 "cuda_available", "gpu_name", "gpu", "driver_version", "cpu_model",
+                                 "cpu_count", "num_threads", "num_interop_threads",
+                                 "deterministic_algorithms", "deterministic_algorithms_warn_only",
+                                 "cudnn_deterministic", "cudnn_benchmark", "seed", "host", "pid",
+                                 "rank", "world_size", "hash_mode", "recorder"};
+
+class ArchiveWriter {
+ public:
+  ArchiveWriter() : a_(archive_write_new()) {}
+  ~ArchiveWriter() {
+    if (a_) archive_write_free(a_);
+  }
+  Status open(const std::string& path) {
+    if (archive_write_add_filter_gzip(a_) != ARCHIVE_OK ||
+        archive_write_set_format_pax_restricted(a_) != ARCHIVE_OK ||
+        archive_write_open_filename(a_, path.c_str()) != ARCHIVE_OK) {
+      return error(path);
+    }
+    return Status::Ok();
+  }
+  Status add(const std::string& name, const std::string& data) {
+    TDBG_RETURN_IF_ERROR(header(name, static_cast<int64_t>(data.size())));
+    if (!data.empty() && archive_write_data(a_, data.data(), data.size()) < 0) return error(name);
+    return Status::Ok();
+  }
+  Status add_file(const std::string& name, const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return Status::Error(path + ": " + errno_text());
+    TDBG_RETURN_IF_ERROR(header(name, st.st_size));
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> buf(1 << 20);
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      if (in.gcount() > 0 && archive_write_data(a_, buf.data(), static_cast<size_t>(in.gcount())) < 0) {
+        return error(name);
+      }
+    }
+    return Status::Ok();
+  }
+  Status close(const std::string& path) {
+    if (archive_write_close(a_) != ARCHIVE_OK) return error(path);
+    return Status::Ok();
+  }
+
+ private:
+  Status header(const std::string& name, int64_t size) {
+    std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
+    archive_entry_set_pathname(e.get(), name.c_str());
+    archive_entry_set_filetype(e.get(), AE_IFREG);
+    archive_entry_set_perm(e.get(), 0644);
+    archive_entry_set_size(e.get(), size);
+    archive_entry_set_mtime(e.get(), std::time(nullptr), 0);
+    if (archive_write_header(a_, e.get()) != ARCHIVE_OK) return error(name);
+    return Status::Ok();
+  }
+  Status error(const std::string& what) {
+    const char* msg = archive_error_string(a_);
+    return Status::Error(what + ": " + (msg ? msg : "archive error"));
+  }
+  struct archive* a_;
+};
+
+std::string meta_summary_line(const json& meta, const char* key) {
+  return meta.contains(key) ? meta[key].get<std::string>() : "";
+}
+
+std::string command_line_text(const std::string& cmdline_json) {
+  auto doc = json::parse(cmdline_json, nullptr, false);
+  if (!doc.is_array()) return cmdline_json;
+  std::string out;
+  for (const auto& a : doc) {
+    std::string s = a.is_string() ? a.get<std::string>() : a.dump();
+    bool plain = !s.empty() && s.find_first_of(" \t'\"$\\`*?;&|<>()") == std::string::npos;
+    if (!out.empty()) out += ' ';
+    if (plain) {
+      out += s;
+    } else {
+      out += '\'';
+      for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      out += '\'';
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string& run_b,
+                                    const std::string& out, const BundleOptions& options_in) {
+  BundleOptions options = options_in;
+  if (options.home.empty() && std::getenv("HOME")) options.home = std::getenv("HOME");
+  if (options.user.empty()) {
+    if (struct passwd* pw = getpwuid(getuid())) options.user = pw->pw_name;
+  }
+  if (options.tmp_dir.empty()) options.tmp_dir = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+
+  TDBG_ASSIGN_OR_RETURN(tracer::Run a, tracer::Run::Open(run_a));
+  std::optional<tracer::Run> b;
+  if (!run_b.empty()) {
+    TDBG_ASSIGN_OR_RETURN(tracer::Run opened, tracer::Run::Open(run_b));
+    b = std::move(opened);
+  }
+  ReportOptions report_options;
+  TDBG_ASSIGN_OR_RETURN(json data, build_report_data(a, b ? &*b : nullptr, report_options));
+
+  // Learn every secret first, so that each is scrubbed wherever it appears afterwards.
+  Redactor redactor(options.redact_paths, options.home, options.user);
+  std::vector<const tracer::Run*> runs = {&a};
+  if (b) runs.push_back(&*b);
+  for (const auto* run : runs) {
+    for (const auto& p : run->processes) {
+      for (const auto& [k, v] : p->all_meta()) (void)redactor.meta(k, v);
+    }
+  }
+
+  TDBG_ASSIGN_OR_RETURN(auto tmp, TempDir::Create(options.tmp_dir));
+  BundleResult result;
+  std::string top = base_name(out);
+  for (const char* ext : {".tar.gz", ".tgz"}) {
+    size_t n = std::strlen(ext);
+    if (top.size() > n && top.compare(top.size() - n, n, ext) == 0) top.resize(top.size() - n);
+  }
+  if (top.empty() || top == "." || top == "..") top = "tdbg-bundle";
+  const std::string root = top + "/";
+
+  std::string out_tmp = out + ".partial";
+  ArchiveWriter archive;
+  TDBG_RETURN_IF_ERROR(archive.open(out_tmp));
+  auto add = [&](const std::string& name, const std::string& text) -> Status {
+    result.entries.push_back(root + name);
+    return archive.add(root + name, text);
+  };
+
+  // Databases: trimmed to a window unless small or --keep-all.
+  json trimmed = json::array();
+  for (size_t ri = 0; ri < runs.size(); ++ri) {
+    const tracer::Run& run = *runs[ri];
+    const json& rj = data["runs"][ri];
+    std::string label = ri == 0 ? "a" : "b";
+    ::mkdir((tmp->path() + "/" + label).c_str(), 0700);
+    std::set<std::string> used;
+    for (size_t p = 0; p < run.processes.size(); ++p) {
+      const tracer::Reader& reader = *run.processes[p];
+      int64_t total = reader.op_count();
+      result.ops_total += total;
+      int64_t from = 0, to = INT64_MAX;
+      if (!options.keep_all && total > options.window_ops) {
+        bool has_center = (data["diff"].is_object() && !data["diff"]["first_divergence"].is_null()) ||
+                          std::any_of(data["nonfinite"].begin(), data["nonfinite"].end(), [](const json& n) {
+                            return n.is_object() && !n["first_nonfinite"].is_null();
+                          });
+        int64_t center;
+        if (has_center && rj["process"].get<size_t>() == p) {
+          center = rj["window"]["center_seq"].get<int64_t>();
+        } else {
+          // Nothing pointed at: the end of the run, where a crash or a blow-up usually is.
+          int64_t last = 0;
+          TDBG_RETURN_IF_ERROR(reader.scan_ops(std::nullopt, 0, INT64_MAX, false, [&](const tracer::OpRecord& op) {
+            last = std::max(last, op.seq);
+            return true;
+          }));
+          center = last - options.window_ops / 2;
+        }
+        from = std::max<int64_t>(0, center - options.window_ops / 2);
+        to = from + options.window_ops;
+        trimmed.push_back({{"run", label}, {"process", base_name(reader.path())},
+                           {"ops_total", total}, {"from_seq", from}, {"to_seq", to - 1}});
+      }
+      std::string name = base_name(reader.path());
+      if (name.size() < 7 || name.compare(name.size() - 7, 7, ".sqlite") != 0) name += ".sqlite";
+      while (!used.insert(name).second) name = "p" + std::to_string(p) + "-" + name;
+      std::string dst = tmp->path() + "/" + label + "/" + name;
+      TDBG_RETURN_IF_ERROR(copy_process(reader, dst, from, to, redactor, &result.ops_kept));
+      std::string entry = root + "runs/" + label + "/" + name;
+      result.entries.push_back(entry);
+      TDBG_RETURN_IF_ERROR(archive.add_file(entry, dst));
+    }
+  }
+
+  // Sources named by the stacks in the report (original paths: the files are read here).
+  std::set<std::string> files;
+  collect_files(data, &files);
+  json sources = json::array();
+  if (options.sources) {
+    int64_t total = 0;
+    for (const auto& f : files) {
+      if (!user_source(f)) continue;
+      std::string text;
+      if (!snapshot(f, options.max_source_bytes, &text)) continue;
+      if (total + static_cast<int64_t>(text.size()) > options.max_sources_total) break;
+      total += static_cast<int64_t>(text.size());
+      std::string shown = redactor.apply(f);
+      std::string name = shown;
+      if (name.rfind("~", 0) == 0) name = "HOME" + name.substr(1);
+      while (!name.empty() && name[0] == '/') name.erase(0, 1);
+      if (name.empty() || name.find("..") != std::string::npos) continue;
+      TDBG_RETURN_IF_ERROR(add("sources/" + name, redactor.apply(text)));
+      sources.push_back({{"path", shown}, {"entry", "sources/" + name}, {"bytes", text.size()}});
+    }
+  }
+
+  // The report and the machine-readable findings, redacted as a whole.
+  for (auto& rj : data["runs"]) {
+    json meta = json::object();
+    for (const auto& [k, v] : rj["meta"].items()) meta[k] = redactor.meta(k, v.get<std::string>());
+    rj["meta"] = meta;
+    for (auto& pj : rj["processes"]) {
+      json pm = json::object();
+      for (const auto& [k, v] : pj["meta"].items()) pm[k] = redactor.meta(k, v.get<std::string>());
+      pj["meta"] = pm;
+    }
+  }
+  data = redactor.apply_json(data);
+  data["bundle"] = {{"sources", sources}, {"trimmed", trimmed}};
+  TDBG_RETURN_IF_ERROR(add("report/index.html", render_html(data)));
+  if (!data["diff"].is_null()) TDBG_RETURN_IF_ERROR(add("diff.json", data["diff"].dump(2) + "\n"));
+  TDBG_RETURN_IF_ERROR(add("nonfinite.json", data["nonfinite"].dump(2) + "\n"));
+
+  // Facts and command lines.
+  json facts;
+  facts["tdbg"] = "0.1.0";
+  facts["bundled_at"] = iso_now();
+  facts["bundling_machine"] = redactor.apply_json(machine_facts());
+  json run_facts = json::array();
+  std::string commands;
+  for (const auto& rj : data["runs"]) {
+    json procs = json::array();
+    for (const auto& pj : rj["processes"]) {
+      json f = json::object();
+      for (const char* k : kFactKeys) {
+        if (pj["meta"].contains(k)) f[k] = pj["meta"][k];
+      }
+      procs.push_back({{"database", base_name(pj["path"].get<std::string>())}, {"facts", f},
+                       {"meta", pj["meta"]}});
+      commands += "# run " + rj["label"].get<std::string>() + ", " +
+                  base_name(pj["path"].get<std::string>()) + "\n";
+      std::string cwd = meta_summary_line(pj["meta"], "cwd");
+      if (!cwd.empty()) commands += "cd " + command_line_text(json::array({cwd}).dump()) + "\n";
+      std::string cmd = meta_summary_line(pj["meta"], "cmdline");
+      commands += (cmd.empty() ? "(command line not recorded)" : command_line_text(cmd)) + "\n\n";
+    }
+    run_facts.push_back({{"label", rj["label"]}, {"path", rj["path"]}, {"processes", procs}});
+  }
+  facts["runs"] = run_facts;
+  TDBG_RETURN_IF_ERROR(add("facts.json", facts.dump(2) + "\n"));
+  TDBG_RETURN_IF_ERROR(add("commands.txt", commands));
+
+  // README last: it describes everything above.
+  std::ostringstream md;
+  md << "# tdbg bug-report bundle\n\n"
+     << "Written by tdbg 0.1.0 on " << facts["bundled_at"].get<std::string>() << " from "
+     << (runs.size() == 2 ? "two runs" : "one run") << ".\n\n";
+  if (data["diff"].is_object()) {
+    const json& fd = data["diff"]["first_divergence"];
+    if (fd.is_object() && fd["a"].is_object()) {
+      const json& s = fd["a"];
+      md << "**First divergence**: op #" << s.value("seq", json(-1)).dump() << " `"
+         << s.value("op", std::string("?")) << "` at step " << s.value("step", json(0)).dump();
+      if (s.contains("source") && s["source"].is_object()) {
+        md << ", " << s["source"].value("file", std::string("?")) << ":"
+           << s["source"].value("line", json(0)).dump();
+      }
+      md << " (cause: " << fd.value("cause", std::string("?")) << ").\n\n";
+    } else {
+      md << "**The runs are identical** on every compared op.\n\n";
+    }
+  }
+  md << "## What is inside\n\n"
+     << "- `report/index.html`: the report; open it in a browser (no server or network needed).\n"
+     << "- `runs/a/`" << (runs.size() == 2 ? ", `runs/b/`" : "")
+     << ": the run databases (SQLite, schema in tdbg's docs/schema.md). Look around with\n"
+     << "  `tdbg show runs/a`, compare with `tdbg diff runs/a runs/b`, page through with `tdbg view`.\n"
+     << "- `facts.json`: versions and settings of each recorded process (torch, CUDA, Python, CPU,\n"
+     << "  thread counts, determinism flags, seed, environment) and of the machine that bundled it.\n"
+     << "- `commands.txt`: the recorded command lines and working directories.\n"
+     << "- `diff.json`, `nonfinite.json`: the findings as `tdbg diff --json` / `tdbg nan --json` print them.\n";
+  if (options.sources) {
+    md << "- `sources/`: snapshots of " << sources.size()
+       << " user source file(s) that the recorded stacks point into.\n";
+  } else {
+    md << "- No source snapshots (bundled with `--no-sources`).\n";
+  }
+  md << "\n## Trimming\n\n";
+  if (trimmed.empty()) {
+    md << "Every recorded op is included.\n";
+  } else {
+    md << "Large databases keep only a window of " << options.window_ops
+       << " ops around the point of interest (re-run `tdbg bundle --keep-all` to keep all):\n\n";
+    for (const auto& t : trimmed) {
+      md << "- run " << t["run"].get<std::string>() << ", " << t["process"].get<std::string>()
+         << ": ops #" << t["from_seq"].dump() << "–#" << t["to_seq"].dump() << " of "
+         << t["ops_total"].dump() << "\n";
+    }
+  }
+  md << "\n## Redaction\n\n";
+  if (redactor.redacted_names().empty()) {
+    md << "No credential-like environment variable or argument was found.\n";
+  } else {
+    md << "The values of these credential-like names were replaced by `" << Redactor::kMark
+       << "` everywhere in the bundle (databases, report, facts):\n\n";
+    for (const auto& n : redactor.redacted_names()) md << "- `" << redactor.apply(n) << "`\n";
+  }
+  if (options.redact_paths) md << "\nThe home directory and user name were replaced in every path (`--redact-paths`).\n";
+  result.redacted_names.assign(redactor.redacted_names().begin(), redactor.redacted_names().end());
+  TDBG_RETURN_IF_ERROR(add("README.md", md.str()));
+
+  Status closed = archive.close(out_tmp);
+  if (!closed.ok() || std::rename(out_tmp.c_str(), out.c_str()) != 0) {
+    std::remove(out_tmp.c_str());
+    return closed.ok() ? Status::Error(out + ": " + errno_text()) : closed;
+  }
+  return result;
+}
+
+namespace {
+
+// Checks one entry's name and type; a bundle holds only plain files and folders under one root.
+Status check_entry(const std::string& bundle, archive_entry* e) {
+  const char* raw = archive_entry_pathname(e);
+  std::string name = raw ? raw : "";
+  auto bad = [&](const std::string& why) {
+    return Status::Error(bundle + ": unsafe entry '" + name + "' (" + why + ")");
+  };
+  if (name.empty()) return bad("empty name");
+  if (name[0] == '/') return bad("absolute path");
+  std::string part;
+  std::istringstream parts(name);
+  while (std::getline(parts, part, '/')) {
+    if (part == "..") return bad("path leaves the folder");
+  }
+  if (name.find('\0') != std::string::npos) return bad("NUL in name");
+  if (archive_entry_hardlink(e) || archive_entry_symlink(e)) return bad("link");
+  mode_t type = archive_entry_filetype(e);
+  if (type != AE_IFREG && type != AE_IFDIR) return bad("not a regular file or folder");
+  return Status::Ok();
+}
+
+// Reads every entry; `visit` gets each checked entry and may read its data.
+Status read_archive(const std::string& path,
+                    const std::function<Status(struct archive*, archive_entry*)>& visit) {
+  std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_read_new(), archive_read_free);
+  archive_read_support_filter_gzip(a.get());
+  archive_read_support_format_tar(a.get());
+  if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK) {
+    const char* msg = archive_error_string(a.get());
+    return Status::Error(path + ": not a tdbg bundle (" + (msg ? msg : "unreadable") + ")");
+  }
+  archive_entry* e = nullptr;
+  int entries = 0;
+  while (true) {
+    int rc = archive_read_next_header(a.get(), &e);
+    if (rc == ARCHIVE_EOF) break;
+    if (rc != ARCHIVE_OK) {
+      const char* msg = archive_error_string(a.get());
+      return Status::Error(path + ": malformed bundle (" + (msg ? msg : "bad header") + ")");
+    }
+    ++entries;
+    TDBG_RETURN_IF_ERROR(check_entry(path, e));
+    TDBG_RETURN_IF_ERROR(visit(a.get(), e));
+  }
+  if (entries == 0) return Status::Error(path + ": empty bundle");
+  return Status::Ok();
+}
+
+Status read_data(const std::string& path, struct archive* a, const std::function<void(const char*, size_t)>& sink) {
+  char buf[1 << 16];
+  while (true) {
+    la_ssize_t n = archive_read_data(a, buf, sizeof(buf));
+    if (n == 0) return Status::Ok();
+    if (n < 0) {
+      const char* msg = archive_error_string(a);
+      return Status::Error(path + ": malformed bundle (" + (msg ? msg : "truncated data") + ")");
+    }
+    sink(buf, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+StatusOr<std::vector<BundleEntry>> inspect_bundle(const std::string& path, std::string* readme) {
+  std::vector<BundleEntry> entries;
+  TDBG_RETURN_IF_ERROR(read_archive(path, [&](struct archive* a, archive_entry* e) -> Status {
+    BundleEntry be;
+    be.path = archive_entry_pathname(e);
+    be.directory = archive_entry_filetype(e) == AE_IFDIR;
+    be.size = archive_entry_size(e);
+    std::string name = be.path;
+    bool is_readme = readme && name.size() >= 9 && name.compare(name.size() - 9, 9, "README.md") == 0 &&
+                     std::count(name.begin(), name.end(), '/') <= 1;
+    int64_t read_bytes = 0;
+    // Read every entry's data: a truncated archive is found here, not later by the user.
+    TDBG_RETURN_IF_ERROR(read_data(path, a, [&](const char* d, size_t n) {
+      read_bytes += static_cast<int64_t>(n);
+      if (is_readme && readme->size() < (1 << 20)) readme->append(d, n);
+    }));
+    if (!be.directory && read_bytes != be.size) {
+      return Status::Error(path + ": malformed bundle (truncated entry '" + name + "')");
+    }
+    entries.push_back(be);
+    return Status::Ok();
+  }));
+  return entries;
+}
+
+Status extract_bundle(const std::string& path, const std::string& dir) {
+  // Check everything first, so a hostile archive writes nothing at all.
+  TDBG_RETURN_IF_ERROR(inspect_bundle(path, nullptr).status());
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Error(dir + ": " + errno_text());
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Error(dir + ": not a folder");
+  return read_archive(path, [&](struct archive* a, archive_entry* e) -> Status {
+    std::string name = archive_entry_pathname(e);
+    std::string target = dir;
+    std::istringstream parts(name);
+    std::vector<std::string> comps;
+    for (std::string part; std::getline(parts, part, '/');) {
+      if (!part.empty() && part != ".") comps.push_back(part);
+    }
+    bool is_dir = archive_entry_filetype(e) == AE_IFDIR;
+    for (size_t i = 0; i < comps.size(); ++i) {
+      target += "/" + comps[i];
+      bool last = i + 1 == comps.size();
+      if (!last || is_dir) {
+        if (::mkdir(target.c_str(), 0755) != 0 && errno != EEXIST) return Status::Error(target + ": " + errno_text());
+        // A folder on the way must be a real folder, never a link placed there before.
+        if (lstat(target.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Error(target + ": not a folder");
+      }
+    }
+    if (is_dir || comps.empty()) return Status::Ok();
+    int fd = ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::Error(target + ": " + errno_text());
+    Status written = read_data(path, a, [&](const char* d, size_t n) {
+      while (n > 0) {
+        ssize_t w = ::write(fd, d, n);
+        if (w <= 0) break;
+        d += w;
+        n -= static_cast<size_t>(w);
+      }
+    });
+    ::close(fd);
+    return written;
+  });
+}
+
+}  // namespace tdbg::report

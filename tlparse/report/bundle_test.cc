@@ -1,0 +1,249 @@
+// Tests of bug-report bundles: round trip, trimming, redaction down to the archive's bytes, and
+// hostile archives that must be rejected without writing anything.
+#include <catch2/catch.hpp>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <set>
+
+#include "tlparse/report/bundle.h"
+#include "tlparse/report/fixture.h"
+#include "tlparse/report/test_util.h"
+#include "tracer/reader.h"
+
+namespace tdbg::report {
+namespace {
+
+using testing::TempDir;
+
+// The whole uncompressed tar stream of a .tar.gz: what a secret must not appear in.
+std::string tar_bytes(const std::string& path) {
+  struct archive* a = archive_read_new();
+  archive_read_support_filter_gzip(a);
+  archive_read_support_format_raw(a);
+  std::string out;
+  archive_entry* e;
+  if (archive_read_open_filename(a, path.c_str(), 1 << 16) == ARCHIVE_OK &&
+      archive_read_next_header(a, &e) == ARCHIVE_OK) {
+    char buf[1 << 16];
+    la_ssize_t n;
+    while ((n = archive_read_data(a, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  archive_read_free(a);
+  return out;
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+TEST_CASE("a bundle round-trips: inspect, extract, open the databases") {
+  TempDir dir;
+  fixture::FixtureOptions o;
+  o.ops = 500;
+  o.diverge_at = 300;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  BundleOptions bo;
+  std::string out = dir.file("bug.tar.gz");
+  auto r = write_bundle(dir.file("a"), dir.file("b"), out, bo);
+  REQUIRE(r.ok());
+  CHECK(r.value().ops_kept == 1000);
+
+  std::string readme;
+  auto entries = inspect_bundle(out, &readme);
+  REQUIRE(entries.ok());
+  std::set<std::string> names;
+  for (const auto& e : entries.value()) names.insert(e.path);
+  for (const char* want : {"bug/README.md", "bug/report/index.html", "bug/runs/a/rank0.sqlite",
+                           "bug/runs/b/rank0.sqlite", "bug/facts.json", "bug/commands.txt",
+                           "bug/diff.json", "bug/nonfinite.json"}) {
+    CHECK(names.count(want) == 1);
+  }
+  CHECK(names.count("bug/sources" + dir.path() + "/train.py") == 1);
+  CHECK(readme.find("First divergence") != std::string::npos);
+  CHECK(readme.find("AWS_SECRET_ACCESS_KEY") != std::string::npos);
+  CHECK(readme.find("HF_TOKEN") != std::string::npos);
+
+  std::string x = dir.file("x");
+  REQUIRE(extract_bundle(out, x).ok());
+  auto a = tracer::Run::Open(x + "/bug/runs/a");
+  REQUIRE(a.ok());
+  CHECK(a.value().processes[0]->op_count() == 500);
+  auto op = a.value().processes[0]->op(300);
+  REQUIRE(op);
+  CHECK(a.value().processes[0]->string(op->name) ==
+        "autograd::engine::evaluate_function: ReluBackward0");  // template index 300 % 22 = 14
+  CHECK(a.value().processes[0]->meta("env").find("[REDACTED]") != std::string::npos);
+  CHECK(a.value().processes[0]->meta("torch_version") == "1.13.1");
+  CHECK(testing::read_file(x + "/bug/sources" + dir.path() + "/train.py") ==
+        testing::read_file(dir.file("train.py")));
+  // Extracting again into the same folder refuses to overwrite.
+  CHECK_FALSE(extract_bundle(out, x).ok());
+}
+
+TEST_CASE("no secret reaches any byte of the bundle, the databases included") {
+  TempDir dir;
+  fixture::FixtureOptions o;
+  o.ops = 300;
+  o.diverge_at = 100;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  // The secret is also in a source file the stacks point into.
+  {
+    std::ofstream py(dir.file("train.py"), std::ios::app);
+    py << "# key = '" << fixture::kFakeAwsSecret << "'\n";
+  }
+  BundleOptions bo;
+  bo.redact_paths = true;
+  bo.home = dir.path();
+  bo.user = "fixtureuser";
+  std::string out = dir.file("bug.tar.gz");
+  REQUIRE(write_bundle(dir.file("a"), dir.file("b"), out, bo).ok());
+  std::string bytes = tar_bytes(out);
+  REQUIRE(bytes.size() > 10000);
+  CHECK(bytes.find("rank0.sqlite") != std::string::npos);  // the stream really is the tar
+  CHECK(bytes.find(fixture::kFakeAwsSecret) == std::string::npos);
+  CHECK(bytes.find(fixture::kFakeHfToken) == std::string::npos);
+  CHECK(bytes.find(fixture::kFakeCliToken) == std::string::npos);
+  // --redact-paths: the home directory is gone everywhere, including the sqlite strings.
+  CHECK(bytes.find(dir.path()) == std::string::npos);
+  CHECK(bytes.find("~/train.py") != std::string::npos);
+}
+
+TEST_CASE("large databases are trimmed to a window around the divergence unless --keep-all") {
+  TempDir dir;
+  fixture::FixtureOptions o;
+  o.ops = 3000;
+  o.diverge_at = 2000;
+  o.secrets = false;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  BundleOptions bo;
+  bo.window_ops = 400;
+  bo.sources = false;
+  REQUIRE(write_bundle(dir.file("a"), dir.file("b"), dir.file("t.tar.gz"), bo).ok());
+  REQUIRE(extract_bundle(dir.file("t.tar.gz"), dir.file("t")).ok());
+  auto b = tracer::Run::Open(dir.file("t/t/runs/b"));
+  REQUIRE(b.ok());
+  const auto& reader = *b.value().processes[0];
+  CHECK(reader.op_count() == 400);
+  CHECK(reader.op(2000));
+  CHECK_FALSE(reader.op(1000));
+  CHECK_FALSE(exists(dir.file("t/t/sources")));
+
+  bo.keep_all = true;
+  REQUIRE(write_bundle(dir.file("a"), dir.file("b"), dir.file("k.tar.gz"), bo).ok());
+  REQUIRE(extract_bundle(dir.file("k.tar.gz"), dir.file("k")).ok());
+  auto k = tracer::Run::Open(dir.file("k/k/runs/b"));
+  REQUIRE(k.ok());
+  CHECK(k.value().processes[0]->op_count() == 3000);
+}
+
+// Writes a .tar.gz holding one entry made by `fill`.
+void write_archive(const std::string& path, const std::function<void(archive_entry*)>& fill,
+                   const std::string& data = "x") {
+  struct archive* a = archive_write_new();
+  archive_write_add_filter_gzip(a);
+  archive_write_set_format_pax_restricted(a);
+  REQUIRE(archive_write_open_filename(a, path.c_str()) == ARCHIVE_OK);
+  archive_entry* ok = archive_entry_new();
+  archive_entry_set_pathname(ok, "b/README.md");
+  archive_entry_set_filetype(ok, AE_IFREG);
+  archive_entry_set_perm(ok, 0644);
+  archive_entry_set_size(ok, 5);
+  archive_write_header(a, ok);
+  archive_write_data(a, "hello", 5);
+  archive_entry_free(ok);
+  archive_entry* e = archive_entry_new();
+  archive_entry_set_perm(e, 0644);
+  fill(e);
+  archive_write_header(a, e);
+  if (archive_entry_filetype(e) == AE_IFREG) archive_write_data(a, data.data(), data.size());
+  archive_entry_free(e);
+  archive_write_close(a);
+  archive_write_free(a);
+}
+
+TEST_CASE("hostile archives are rejected and write nothing") {
+  TempDir dir;
+  struct Case {
+    const char* name;
+    std::function<void(archive_entry*)> fill;
+    const char* why;
+  };
+  std::vector<Case> cases = {
+      {"dotdot", [](archive_entry* e) {
+         archive_entry_set_pathname(e, "b/../../evil");
+         archive_entry_set_filetype(e, AE_IFREG);
+         archive_entry_set_size(e, 1);
+       }, "leaves the folder"},
+      {"absolute", [](archive_entry* e) {
+         archive_entry_set_pathname(e, "/tmp/tdbg-evil-absolute");
+         archive_entry_set_filetype(e, AE_IFREG);
+         archive_entry_set_size(e, 1);
+       }, "absolute path"},
+      {"symlink", [](archive_entry* e) {
+         archive_entry_set_pathname(e, "b/link");
+         archive_entry_set_filetype(e, AE_IFLNK);
+         archive_entry_set_symlink(e, "/etc");
+       }, "link"},
+      {"hardlink", [](archive_entry* e) {
+         archive_entry_set_pathname(e, "b/hard");
+         archive_entry_set_filetype(e, AE_IFREG);
+         archive_entry_set_hardlink(e, "/etc/passwd");
+       }, "link"},
+      {"device", [](archive_entry* e) {
+         archive_entry_set_pathname(e, "b/dev");
+         archive_entry_set_filetype(e, AE_IFCHR);
+         archive_entry_set_rdev(e, 0x0103);
+       }, "not a regular file"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      std::string path = dir.file(std::string(c.name) + ".tar.gz");
+      write_archive(path, c.fill);
+      auto listed = inspect_bundle(path, nullptr);
+      REQUIRE_FALSE(listed.ok());
+      CHECK(listed.status().message().find(c.why) != std::string::npos);
+      CHECK(listed.status().message().find('\n') == std::string::npos);
+      std::string target = dir.file(std::string("x-") + c.name);
+      CHECK_FALSE(extract_bundle(path, target).ok());
+      CHECK_FALSE(exists(target + "/b/README.md"));  // checked before anything is written
+      CHECK_FALSE(exists(dir.file("evil")));
+      CHECK_FALSE(exists("/tmp/tdbg-evil-absolute"));
+    }
+  }
+}
+
+TEST_CASE("truncated and non-archive files give a one-line error") {
+  TempDir dir;
+  fixture::FixtureOptions o;
+  o.ops = 300;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  std::string good = dir.file("good.tar.gz");
+  REQUIRE(write_bundle(dir.file("a"), "", good, BundleOptions{}).ok());
+  std::string bytes = testing::read_file(good);
+  std::string cut = dir.file("cut.tar.gz");
+  {
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  auto r = inspect_bundle(cut, nullptr);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("cut.tar.gz") != std::string::npos);
+  CHECK(r.status().message().find('\n') == std::string::npos);
+  CHECK_FALSE(extract_bundle(cut, dir.file("cx")).ok());
+
+  std::string junk = dir.file("junk.tar.gz");
+  {
+    std::ofstream(junk) << "this is not an archive\n";
+  }
+  CHECK_FALSE(inspect_bundle(junk, nullptr).ok());
+  CHECK_FALSE(inspect_bundle(dir.file("missing.tar.gz"), nullptr).ok());
+}
+
+}  // namespace
+}  // namespace tdbg::report

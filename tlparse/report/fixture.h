@@ -1,0 +1,36 @@
+// Synthetic pairs of recorded runs for the report/view/export/bundle tests and benchmarks: a
+// small training loop (linear/relu/loss forward, autograd backward on its own thread, optimizer
+// updates) with stacks into a real `train.py`, kernels, regions and meta, where run B starts to
+// differ at a chosen op and the difference then grows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace tdbg::report::fixture {
+
+struct FixtureOptions {
+  int64_t ops = 600;            // ops per run (about 22 per step)
+  int64_t diverge_at = -1;      // first op whose output differs in run B; -1: B is identical to A
+  bool hostile = false;         // op names, modules, paths and meta holding HTML/script payloads
+  bool secrets = true;          // fake credentials in the recorded environment and command line
+  bool with_b = true;           // write run B as well
+  int64_t nonfinite_at = -1;    // op whose output holds NaN in both runs; -1: none
+};
+
+// The fake secrets the fixture records (they must never reach a bundle).
+constexpr const char* kFakeAwsSecret = "FAKEawsSecretKey0123456789abcdefGHIJ";
+constexpr const char* kFakeHfToken = "hf_FAKEtokenZZZ987654321";
+constexpr const char* kFakeCliToken = "cli-FAKE-token-55555";
+
+// Writes `dir`/a/rank0.sqlite, `dir`/b/rank0.sqlite (unless !with_b) and `dir`/train.py (the
+// source file the stacks point into). `dir` must exist.
+Status make_runs(const std::string& dir, const FixtureOptions& options);
+
+// The train.py line of the op kind that the fixture reports for op `seq` (for assertions):
+// the line of the user frame of that op.
+int fixture_line_of(const std::string& dir, int64_t seq);
+
+}  // namespace tdbg::report::fixture

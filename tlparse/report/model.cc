@@ -1,0 +1,460 @@
+// Builds the viewer's data model from one or two runs: metadata, per-step aggregates, a window
+// of ops around the first divergence, the difference curve and the diff engine's findings.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <unordered_map>
+
+#include "tlparse/diff/diff.h"
+#include "tlparse/report/report.h"
+
+namespace tdbg::report {
+namespace {
+
+using nlohmann::json;
+using tracer::OpRecord;
+using tracer::Reader;
+using tracer::TensorRecord;
+using tracer::TensorStatus;
+
+const char* status_name(TensorStatus status) {
+  switch (status) {
+    case TensorStatus::kHashed: return "hashed";
+    case TensorStatus::kKnown: return "known";
+    case TensorStatus::kView: return "view";
+    case TensorStatus::kUninitialized: return "uninitialized";
+    case TensorStatus::kNotHashed: return "not_hashed";
+    case TensorStatus::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
+// JSON cannot hold NaN or infinity; summaries only hold finite values by construction, but a
+// corrupt database must not make the report unserializable.
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json source_json(const Reader& reader, tracer::FrameId id) {
+  if (id == 0) return nullptr;
+  auto frame = reader.frame(id);
+  if (!frame) return nullptr;
+  return {{"file", reader.string(frame->file)},
+          {"line", frame->line},
+          {"function", reader.string(frame->function)}};
+}
+
+json frames_json(const Reader& reader, tracer::FrameId innermost) {
+  json frames = json::array();
+  for (const auto& f : reader.stack(innermost)) {
+    frames.push_back({{"file", reader.string(f.file)},
+                      {"line", f.line},
+                      {"function", reader.string(f.function)}});
+  }
+  return frames;
+}
+
+// True for tensors whose hashes mean something when compared.
+bool comparable(TensorStatus s) {
+  return s == TensorStatus::kHashed || s == TensorStatus::kKnown || s == TensorStatus::kView;
+}
+
+// How far apart two summaries are: the difference of the sums relative to the larger absolute
+// sum (so cancellation in `sum` does not blow it up), or 1 when the non-finite counts differ.
+double relative_difference(const hashing::Summary& a, const hashing::Summary& b) {
+  if (!a.valid || !b.valid) return 0;
+  if (a.nan_count != b.nan_count || a.inf_count != b.inf_count) return 1;
+  double scale = std::max(std::fabs(a.abs_sum), std::fabs(b.abs_sum));
+  if (!(scale > 0)) return a.sum == b.sum ? 0 : 1;
+  double rel = std::fabs(a.sum - b.sum) / scale;
+  return std::isfinite(rel) ? std::min(rel, 1e6) : 1;
+}
+
+// The outputs of one op, as much as the curve needs.
+struct OutputSummary {
+  uint16_t index;
+  uint64_t hash;
+  hashing::Summary summary;
+};
+struct OpOutputs {
+  int64_t seq;
+  tracer::StringId name;
+  std::vector<OutputSummary> outputs;
+};
+
+Status scan_outputs(const Reader& reader, int64_t from, int64_t to, std::vector<OpOutputs>* out) {
+  out->clear();
+  return reader.scan_ops(std::nullopt, from, to, true, [&](const OpRecord& op) {
+    OpOutputs o{op.seq, op.name, {}};
+    for (const auto& t : op.tensors) {
+      if (t.role == tracer::TensorRole::kOutput && comparable(t.status)) {
+        o.outputs.push_back({t.index, t.hash, t.summary});
+      }
+    }
+    out->push_back(std::move(o));
+    return true;
+  });
+}
+
+int process_index(const json& side, size_t processes) {
+  if (side.is_object() && side.contains("process") && side["process"].is_number_integer()) {
+    int64_t p = side["process"].get<int64_t>();
+    if (p >= 0 && static_cast<size_t>(p) < processes) return static_cast<int>(p);
+  }
+  return 0;
+}
+
+int64_t seq_of(const json& side) {
+  if (side.is_object() && side.contains("seq") && side["seq"].is_number_integer()) {
+    return side["seq"].get<int64_t>();
+  }
+  return tracer::kNoSeq;
+}
+
+json meta_json(const Reader& reader) {
+  json meta = json::object();
+  for (const auto& [k, v] : reader.all_meta()) meta[k] = v;
+  return meta;
+}
+
+// Per-step op counts and times, plus the most frequent op names, from one scan without tensors.
+Status step_aggregates(const Reader& reader, int max_steps, json* steps_out, json* names_out) {
+  struct Step {
+    int64_t ops = 0, backward = 0, first_seq = 0, last_seq = 0, start_ns = 0, end_ns = 0;
+  };
+  std::map<int64_t, Step> steps;
+  std::unordered_map<tracer::StringId, int64_t> names;
+  TDBG_RETURN_IF_ERROR(reader.scan_ops(std::nullopt, 0, INT64_MAX, false, [&](const OpRecord& op) {
+    auto [it, fresh] = steps.try_emplace(op.step);
+    Step& s = it->second;
+    if (fresh) {
+      s.first_seq = op.seq;
+      s.start_ns = op.start_ns;
+    }
+    s.ops++;
+    if (op.flags & tracer::kOpBackward) s.backward++;
+    s.last_seq = std::max(s.last_seq, op.seq);
+    s.start_ns = std::min(s.start_ns, op.start_ns);
+    s.end_ns = std::max(s.end_ns, op.end_ns);
+    names[op.name]++;
+    return true;
+  }));
+  // Long runs are merged into at most `max_steps` rows so the report stays bounded.
+  size_t per_row = steps.empty() ? 1 : (steps.size() + max_steps - 1) / std::max(max_steps, 1);
+  json rows = json::array();
+  size_t i = 0;
+  json row;
+  for (const auto& [step, s] : steps) {
+    if (i % per_row == 0) {
+      if (!row.is_null()) rows.push_back(row);
+      row = {{"step", step}, {"last_step", step}, {"ops", 0}, {"backward_ops", 0},
+             {"first_seq", s.first_seq}, {"last_seq", s.last_seq},
+             {"start_ns", s.start_ns}, {"end_ns", s.end_ns}};
+    }
+    row["last_step"] = step;
+    row["ops"] = row["ops"].get<int64_t>() + s.ops;
+    row["backward_ops"] = row["backward_ops"].get<int64_t>() + s.backward;
+    row["last_seq"] = std::max(row["last_seq"].get<int64_t>(), s.last_seq);
+    row["end_ns"] = std::max(row["end_ns"].get<int64_t>(), s.end_ns);
+    ++i;
+  }
+  if (!row.is_null()) rows.push_back(row);
+  *steps_out = std::move(rows);
+
+  std::vector<std::pair<int64_t, tracer::StringId>> sorted;
+  for (const auto& [id, n] : names) sorted.emplace_back(n, id);
+  std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first > y.first : x.second < y.second;
+  });
+  json top = json::array();
+  for (size_t k = 0; k < sorted.size() && k < 40; ++k) {
+    top.push_back({{"name", reader.string(sorted[k].second)}, {"count", sorted[k].first}});
+  }
+  *names_out = std::move(top);
+  return Status::Ok();
+}
+
+// Everything about one run: its processes, steps and the window of ops of process `p`.
+StatusOr<json> run_json(const tracer::Run& run, const std::string& label, size_t p,
+                        int64_t center, const ReportOptions& options) {
+  json out;
+  out["label"] = label;
+  out["path"] = run.path;
+  json processes = json::array();
+  for (const auto& reader : run.processes) {
+    json threads = json::array();
+    for (const auto& t : reader->threads()) {
+      threads.push_back({{"id", t.id}, {"os_tid", t.os_tid}, {"name", t.name},
+                         {"ops", reader->op_count(t.id)}});
+    }
+    json modules = json::array();
+    for (const auto& m : reader->modules()) {
+      modules.push_back({{"id", m.id}, {"kind", reader->string(m.kind)},
+                         {"name", reader->string(m.name)}, {"hash", hex64(m.hash)},
+                         {"size", m.size}, {"time_ns", m.time_ns}});
+      if (modules.size() >= 2000) break;
+    }
+    processes.push_back({{"path", reader->path()},
+                         {"schema_version", reader->schema_version()},
+                         {"meta", meta_json(*reader)},
+                         {"op_count", reader->op_count()},
+                         {"threads", threads},
+                         {"modules", modules}});
+  }
+  out["processes"] = processes;
+  const Reader& reader = *run.processes[p];
+  out["process"] = p;
+  out["meta"] = meta_json(reader);
+  int64_t total = reader.op_count();
+  out["op_count"] = total;
+
+  json steps, names;
+  TDBG_RETURN_IF_ERROR(step_aggregates(reader, options.max_steps, &steps, &names));
+  out["steps"] = steps;
+  out["top_ops"] = names;
+
+  // The window: `window_ops` ops centred on `center` (seq), clamped to the run.
+  int64_t half = options.window_ops / 2;
+  int64_t from = std::max<int64_t>(0, (center < 0 ? 0 : center) - half);
+  int64_t to = from + options.window_ops;
+  StackTable stacks;
+  json ops = json::array();
+  int64_t first = -1, last = -1;
+  TDBG_RETURN_IF_ERROR(reader.scan_ops(std::nullopt, from, to, true, [&](const OpRecord& op) {
+    ops.push_back(op_json(reader, op, &stacks, true));
+    if (first < 0) first = op.seq;
+    last = op.seq;
+    return true;
+  }));
+  out["window"] = {{"from_seq", first}, {"to_seq", last}, {"ops", ops.size()},
+                   {"center_seq", center}, {"limit", options.window_ops}};
+  out["ops"] = std::move(ops);
+  out["stacks"] = stacks.json();
+
+  json regions = json::array();
+  int64_t region_count = 0;
+  for (const auto& r : reader.regions()) {
+    ++region_count;
+    // Steps and user ranges that touch the window, plus the first few of the run.
+    bool touches = r.start_seq <= last && (r.end_seq == tracer::kNoSeq || r.end_seq >= first);
+    if (!touches && regions.size() >= 200) continue;
+    if (regions.size() >= 2000) continue;
+    regions.push_back({{"id", r.id}, {"thread", r.thread}, {"name", reader.string(r.name)},
+                       {"kind", r.kind == tracer::RegionKind::kStep     ? "step"
+                                : r.kind == tracer::RegionKind::kModule ? "module"
+                                                                        : "user"},
+                       {"start_seq", r.start_seq}, {"end_seq", r.end_seq}, {"step", r.step},
+                       {"parent", r.parent}});
+  }
+  out["regions"] = regions;
+  out["region_count"] = region_count;
+  return out;
+}
+
+// The difference curve: per aligned op (by seq) the largest relative difference of output sums,
+// from `from` for up to `scan_ops` ops, down-sampled to `points` buckets (max per bucket).
+StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
+                                const ReportOptions& options) {
+  int64_t end = std::min(a.op_count(), b.op_count());
+  int64_t to = std::min(end, from + options.curve_scan_ops);
+  if (to <= from) return json(nullptr);
+  int64_t span = to - from;
+  int64_t per_bucket = std::max<int64_t>(1, (span + options.curve_points - 1) / options.curve_points);
+  struct Bucket {
+    int64_t first_seq = -1, last_seq = -1, ops = 0, differing = 0;
+    double rel = 0;
+    int64_t step = 0;
+  };
+  std::vector<Bucket> buckets((span + per_bucket - 1) / per_bucket);
+  int64_t first_differing = tracer::kNoSeq;
+  std::vector<OpOutputs> oa, ob;
+  constexpr int64_t kChunk = 1 << 15;
+  for (int64_t s = from; s < to; s += kChunk) {
+    int64_t e = std::min(to, s + kChunk);
+    TDBG_RETURN_IF_ERROR(scan_outputs(a, s, e, &oa));
+    TDBG_RETURN_IF_ERROR(scan_outputs(b, s, e, &ob));
+    size_t j = 0;
+    for (const auto& x : oa) {
+      while (j < ob.size() && ob[j].seq < x.seq) ++j;
+      if (j >= ob.size() || ob[j].seq != x.seq) continue;
+      const auto& y = ob[j];
+      double rel = 0;
+      bool differs = a.string(x.name) != b.string(y.name);
+      if (differs) rel = 1;
+      for (const auto& ta : x.outputs) {
+        for (const auto& tb : y.outputs) {
+          if (ta.index != tb.index) continue;
+          if (ta.hash != tb.hash) {
+            differs = true;
+            rel = std::max(rel, relative_difference(ta.summary, tb.summary));
+          }
+        }
+      }
+      Bucket& bk = buckets[(x.seq - from) / per_bucket];
+      if (bk.first_seq < 0) bk.first_seq = x.seq;
+      bk.last_seq = x.seq;
+      bk.ops++;
+      if (differs) {
+        bk.differing++;
+        if (first_differing == tracer::kNoSeq) first_differing = x.seq;
+      }
+      bk.rel = std::max(bk.rel, rel);
+    }
+  }
+  json points = json::array();
+  for (const auto& bk : buckets) {
+    if (bk.ops == 0) continue;
+    points.push_back({{"seq", bk.first_seq}, {"last_seq", bk.last_seq}, {"ops", bk.ops},
+                      {"differing", bk.differing}, {"rel", finite_or_null(bk.rel)}});
+  }
+  return json{{"from_seq", from}, {"to_seq", to - 1}, {"ops_per_point", per_bucket},
+              {"first_differing_seq", first_differing}, {"points", points},
+              {"measure", "max over outputs of |sum_a - sum_b| / max(abs_sum_a, abs_sum_b)"}};
+}
+
+}  // namespace
+
+std::string hex64(uint64_t value) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+std::string StackTable::add(const Reader& reader, tracer::FrameId innermost) {
+  if (innermost == 0) return "";
+  std::string key = std::to_string(innermost);
+  if (!stacks_.contains(key)) stacks_[key] = frames_json(reader, innermost);
+  return key;
+}
+
+json op_row_json(const Reader& reader, const OpRecord& op) {
+  json j = {{"seq", op.seq}, {"thread", op.thread}, {"tidx", op.tidx}, {"depth", op.depth},
+            {"name", reader.string(op.name)}, {"step", op.step},
+            {"module", reader.string(op.module)}, {"flags", op.flags},
+            {"backward", (op.flags & tracer::kOpBackward) != 0}, {"fwd", op.fwd},
+            {"parent", op.parent}, {"start_ns", op.start_ns}, {"end_ns", op.end_ns},
+            {"source", source_json(reader, op.user_frame ? op.user_frame : op.stack)}};
+  return j;
+}
+
+json op_json(const Reader& reader, const OpRecord& op, StackTable* stacks, bool with_kernels) {
+  json j = op_row_json(reader, op);
+  j["region"] = op.region;
+  j["chain"] = hex64(op.chain);
+  j["rng"] = op.rng ? json(hex64(op.rng)) : json(nullptr);
+  if (stacks) {
+    j["stack"] = stacks->add(reader, op.stack);
+  } else {
+    j["stack_frames"] = frames_json(reader, op.stack);
+  }
+  json tensors = json::array();
+  for (const TensorRecord& t : op.tensors) {
+    json tj = {{"role", t.role == tracer::TensorRole::kInput ? "input" : "output"},
+               {"index", t.index},
+               {"dtype", hashing::dtype_name(t.dtype)},
+               {"shape", reader.string(t.shape)},
+               {"device", reader.string(t.device)},
+               {"status", status_name(t.status)},
+               {"hash", comparable(t.status) ? json(hex64(t.hash)) : json(nullptr)},
+               {"producer", t.producer}};
+    if (t.summary.valid) {
+      tj["summary"] = {{"min", finite_or_null(t.summary.min)},
+                       {"max", finite_or_null(t.summary.max)},
+                       {"sum", finite_or_null(t.summary.sum)},
+                       {"abs_sum", finite_or_null(t.summary.abs_sum)},
+                       {"nan", t.summary.nan_count},
+                       {"inf", t.summary.inf_count}};
+    }
+    if (t.reason) tj["reason"] = reader.string(t.reason);
+    tensors.push_back(std::move(tj));
+  }
+  j["tensors"] = std::move(tensors);
+  json args = json::array();
+  for (const auto& a : op.args) {
+    args.push_back({{"index", a.index}, {"name", reader.string(a.name)},
+                    {"value", reader.string(a.value)}});
+  }
+  j["args"] = std::move(args);
+  if (with_kernels) {
+    json kernels = json::array();
+    for (const auto& k : reader.kernels(op.seq)) {
+      kernels.push_back({{"name", reader.string(k.name)}, {"module", k.module},
+                         {"grid", reader.string(k.grid)}, {"block", reader.string(k.block)},
+                         {"shared_mem", k.shared_mem}, {"stream", k.stream},
+                         {"start_ns", k.start_ns}, {"end_ns", k.end_ns}});
+    }
+    j["kernels"] = std::move(kernels);
+  }
+  return j;
+}
+
+StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
+                                 const ReportOptions& options) {
+  if (a.processes.empty()) return Status::Error(a.path + ": no process databases");
+  if (b && b->processes.empty()) return Status::Error(b->path + ": no process databases");
+  json data;
+  data["format"] = "tdbg-report";
+  data["version"] = 1;
+  data["generator"] = "tdbg 0.1.0";
+  data["mode"] = options.mode;
+  data["bound"] = {{"window_ops", options.window_ops},
+                   {"curve_scan_ops", options.curve_scan_ops},
+                   {"curve_points", options.curve_points},
+                   {"max_steps", options.max_steps}};
+
+  json diff = nullptr;
+  json nonfinite = json::array();
+  if (options.with_diff) {
+    if (b) {
+      auto d = diff::compare_runs(a, *b);
+      if (!d.ok()) return d.status();
+      diff = std::move(d.value());
+    }
+    for (const tracer::Run* run : {&a, b}) {
+      if (!run) continue;
+      auto n = diff::first_nonfinite(*run);
+      if (!n.ok()) return n.status();
+      nonfinite.push_back(std::move(n.value()));
+    }
+  }
+  data["diff"] = diff;
+  data["nonfinite"] = nonfinite;
+
+  // Centre of each window: the divergence on that side, else the first non-finite, else 0.
+  json fd = diff.is_object() && diff.contains("first_divergence") ? diff["first_divergence"]
+                                                                  : json(nullptr);
+  auto center_for = [&](size_t side) -> std::pair<int64_t, size_t> {
+    const char* key = side == 0 ? "a" : "b";
+    const tracer::Run& run = side == 0 ? a : *b;
+    if (fd.is_object() && fd.contains(key)) {
+      int64_t s = seq_of(fd[key]);
+      // The diff engine names the process on the divergence, not on each side.
+      if (s != tracer::kNoSeq) return {s, process_index(fd, run.processes.size())};
+    }
+    if (side < nonfinite.size() && nonfinite[side].is_object() &&
+        nonfinite[side].contains("first_nonfinite")) {
+      const json& nf = nonfinite[side]["first_nonfinite"];
+      int64_t s = seq_of(nf);
+      if (s != tracer::kNoSeq) return {s, process_index(nf, run.processes.size())};
+    }
+    return {0, 0};
+  };
+
+  json runs = json::array();
+  auto [ca, pa] = center_for(0);
+  TDBG_ASSIGN_OR_RETURN(json ja, run_json(a, "A", pa, ca, options));
+  runs.push_back(std::move(ja));
+  if (b) {
+    auto [cb, pb] = center_for(1);
+    TDBG_ASSIGN_OR_RETURN(json jb, run_json(*b, "B", pb, cb, options));
+    runs.push_back(std::move(jb));
+    int64_t from = std::max<int64_t>(0, ca - options.window_ops / 2);
+    TDBG_ASSIGN_OR_RETURN(json curve,
+                          difference_curve(*a.processes[pa], *b->processes[pb], from, options));
+    data["curve"] = std::move(curve);
+  } else {
+    data["curve"] = nullptr;
+  }
+  data["runs"] = std::move(runs);
+  return data;
+}
+
+}  // namespace tdbg::report

@@ -1,0 +1,180 @@
+// Redaction of credentials (and optionally home paths and the user name) for bundles.
+#include "tlparse/report/redact.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace tdbg::report {
+namespace {
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+}
+
+void replace_all(std::string* text, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  size_t at = 0;
+  while ((at = text->find(from, at)) != std::string::npos) {
+    text->replace(at, from.size(), to);
+    at += to.size();
+  }
+}
+
+// Replaces `word` where it is not part of a longer name (so user "al" leaves "alpha" alone).
+void replace_word(std::string* text, const std::string& word, const std::string& to) {
+  if (word.empty()) return;
+  size_t at = 0;
+  while ((at = text->find(word, at)) != std::string::npos) {
+    bool left = at == 0 || !std::isalnum(static_cast<unsigned char>((*text)[at - 1]));
+    size_t end = at + word.size();
+    bool right = end >= text->size() || !std::isalnum(static_cast<unsigned char>((*text)[end]));
+    if (left && right) {
+      text->replace(at, word.size(), to);
+      at += to.size();
+    } else {
+      at = end;
+    }
+  }
+}
+
+}  // namespace
+
+bool looks_like_secret_name(std::string_view name) {
+  std::string n = upper(name);
+  while (!n.empty() && n[0] == '-') n.erase(0, 1);
+  std::replace(n.begin(), n.end(), '-', '_');
+  if (n.empty()) return false;
+  static const char* const kWords[] = {"TOKEN",   "SECRET",  "PASSWORD",  "PASSWD",   "PASSPHRASE",
+                                       "CREDENTIAL", "AUTH", "COOKIE",    "PRIVATE",  "SESSION",
+                                       "SIGNATURE", "KEY",   "DATABASE_URL", "_DSN",  "CERT"};
+  for (const char* w : kWords) {
+    if (n.find(w) != std::string::npos) return true;
+  }
+  static const char* const kPrefixes[] = {"AWS_", "AZURE_", "ARM_CLIENT", "GCP_", "GOOGLE_",
+                                          "GCLOUD_", "HF_", "HUGGING_FACE_HUB_", "WANDB_",
+                                          "OPENAI_", "ANTHROPIC_", "GITHUB_", "GH_", "NPM_",
+                                          "DOCKER_", "SLACK_", "STRIPE_", "TWILIO_"};
+  for (const char* p : kPrefixes) {
+    if (n.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+Redactor::Redactor(bool redact_paths, std::string home, std::string user)
+    : redact_paths_(redact_paths), home_(std::move(home)), user_(std::move(user)) {
+  while (home_.size() > 1 && home_.back() == '/') home_.pop_back();
+  if (home_ == "/") home_.clear();
+}
+
+void Redactor::remember(const std::string& name, const std::string& value) {
+  names_.insert(name);
+  // Short values ("1", "yes") would scrub unrelated text; they are only removed where found.
+  if (value.size() >= 4 && std::find(values_.begin(), values_.end(), value) == values_.end()) {
+    values_.push_back(value);
+    std::sort(values_.begin(), values_.end(),
+              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  }
+}
+
+std::string Redactor::meta(const std::string& key, const std::string& value) {
+  if (looks_like_secret_name(key)) {
+    remember(key, value);
+    return kMark;
+  }
+  auto doc = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_object()) {
+    // An environment: {"NAME": "value", ...}.
+    for (auto& [name, v] : doc.items()) {
+      if (looks_like_secret_name(name)) {
+        remember(name, v.is_string() ? v.get<std::string>() : v.dump());
+        v = kMark;
+      }
+    }
+    return apply(std::string_view(doc.dump()));
+  }
+  if (doc.is_array()) {
+    // A command line: ["python3", "train.py", "--token", "abc", "--api-key=def"].
+    for (size_t i = 0; i < doc.size(); ++i) {
+      if (!doc[i].is_string()) continue;
+      std::string arg = doc[i].get<std::string>();
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos && eq > 0 && looks_like_secret_name(arg.substr(0, eq))) {
+        remember(arg.substr(0, eq), arg.substr(eq + 1));
+        doc[i] = arg.substr(0, eq + 1) + kMark;
+      } else if (arg.size() > 2 && arg[0] == '-' && eq == std::string::npos &&
+                 looks_like_secret_name(arg) && i + 1 < doc.size() && doc[i + 1].is_string()) {
+        remember(arg, doc[i + 1].get<std::string>());
+        doc[++i] = kMark;
+      }
+    }
+    return apply(std::string_view(doc.dump()));
+  }
+  return apply(std::string_view(value));
+}
+
+std::string Redactor::apply(std::string_view text_in) const {
+  std::string text(text_in);
+  for (const auto& v : values_) replace_all(&text, v, kMark);
+  // NAME=value and "NAME": "value" where NAME looks secret (a command line or an environment
+  // dump inside some other string).
+  for (size_t i = 0; i < text.size(); ++i) {
+    size_t value_at = std::string::npos;
+    size_t name_end = i;
+    if (text[i] == '=') {
+      value_at = i + 1;
+    } else if (text.compare(i, 4, "\": \"") == 0 || text.compare(i, 3, "\":\"") == 0) {
+      value_at = i + (text[i + 2] == ' ' ? 4 : 3);
+    } else {
+      continue;
+    }
+    size_t name_start = name_end;
+    while (name_start > 0 && name_char(text[name_start - 1])) --name_start;
+    if (name_start == name_end) continue;
+    if (!looks_like_secret_name(std::string_view(text).substr(name_start, name_end - name_start))) {
+      continue;
+    }
+    size_t value_end = value_at;
+    bool quoted = text[i] != '=';
+    while (value_end < text.size()) {
+      char c = text[value_end];
+      if (quoted ? (c == '"' && text[value_end - 1] != '\\')
+                 : (std::isspace(static_cast<unsigned char>(c)) || c == '"' || c == '\'' ||
+                    c == '&' || c == ';' || c == ',')) {
+        break;
+      }
+      ++value_end;
+    }
+    if (value_end == value_at) continue;
+    if (text.compare(value_at, value_end - value_at, kMark) == 0) continue;
+    text.replace(value_at, value_end - value_at, kMark);
+    i = value_at + std::char_traits<char>::length(kMark) - 1;
+  }
+  if (redact_paths_) {
+    if (!home_.empty()) replace_all(&text, home_, "~");
+    if (user_.size() >= 2) replace_word(&text, user_, "USER");
+  }
+  return text;
+}
+
+nlohmann::json Redactor::apply_json(const nlohmann::json& doc) const {
+  if (doc.is_string()) return apply(std::string_view(doc.get_ref<const std::string&>()));
+  if (doc.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& v : doc) out.push_back(apply_json(v));
+    return out;
+  }
+  if (doc.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : doc.items()) out[apply(std::string_view(k))] = apply_json(v);
+    return out;
+  }
+  return doc;
+}
+
+}  // namespace tdbg::report

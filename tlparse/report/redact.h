@@ -1,0 +1,51 @@
+// What a bug-report bundle must not carry: credential-like environment values (and, on request,
+// the home directory and user name). One `Redactor` scrubs every string that goes into a bundle.
+#pragma once
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tdbg::report {
+
+// True for names that look like they hold a credential: TOKEN, KEY, SECRET, PASSWORD, PASSWD,
+// CREDENTIAL, AUTH, COOKIE, PRIVATE, SESSION, SIGNATURE, and cloud prefixes (AWS_, AZURE_,
+// GCP_, GOOGLE_APPLICATION_CREDENTIALS, ...), case-insensitive. Errs on the side of redacting.
+bool looks_like_secret_name(std::string_view name);
+
+class Redactor {
+ public:
+  static constexpr const char* kMark = "[REDACTED]";
+
+  // `home` and `user` are replaced in every string when `redact_paths` is set.
+  Redactor(bool redact_paths, std::string home, std::string user);
+
+  // Redacts a run's `meta` value for `key`: the whole value when the key looks secret, the
+  // secret entries of a JSON object ("env") or of a command line (JSON array), and remembers
+  // every secret value it removed so that `apply` scrubs it from every other string too.
+  std::string meta(const std::string& key, const std::string& value);
+
+  // Scrubs `text`: known secret values, `NAME=value` pairs whose NAME looks secret, and (with
+  // `redact_paths`) the home directory and user name.
+  std::string apply(std::string_view text) const;
+  // `apply` on every string (keys and values) of a JSON document.
+  nlohmann::json apply_json(const nlohmann::json& doc) const;
+
+  // Names whose values were redacted, sorted.
+  const std::set<std::string>& redacted_names() const { return names_; }
+  bool redact_paths() const { return redact_paths_; }
+
+ private:
+  std::string redact_json_value(const std::string& key, const std::string& value);
+  void remember(const std::string& name, const std::string& value);
+
+  bool redact_paths_;
+  std::string home_, user_;
+  std::set<std::string> names_;
+  std::vector<std::string> values_;  // secret values seen, longest first
+};
+
+}  // namespace tdbg::report

@@ -1,0 +1,224 @@
+// Tests of the report model, the HTML page, the Chrome trace export and redaction, on
+// synthetic run pairs written with tracer::Writer (tlparse/report/fixture.h).
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <set>
+
+#include "tlparse/report/chrome_trace.h"
+#include "tlparse/report/fixture.h"
+#include "tlparse/report/redact.h"
+#include "tlparse/report/report.h"
+#include "tlparse/report/test_util.h"
+
+namespace tdbg::report {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+struct Pair {
+  TempDir dir;
+  tracer::Run a, b;
+};
+
+std::unique_ptr<Pair> make_pair(const fixture::FixtureOptions& o) {
+  auto p = std::make_unique<Pair>();
+  REQUIRE(fixture::make_runs(p->dir.path(), o).ok());
+  auto a = tracer::Run::Open(p->dir.file("a"));
+  REQUIRE(a.ok());
+  p->a = std::move(a.value());
+  if (o.with_b) {
+    auto b = tracer::Run::Open(p->dir.file("b"));
+    REQUIRE(b.ok());
+    p->b = std::move(b.value());
+  }
+  return p;
+}
+
+TEST_CASE("the report model centres on the first divergence and measures its growth") {
+  fixture::FixtureOptions o;
+  o.ops = 2000;
+  o.diverge_at = 1102;  // an aten::addmm of layer 2 (template index 2)
+  auto p = make_pair(o);
+  ReportOptions ro;
+  ro.window_ops = 200;
+  auto data_or = build_report_data(p->a, &p->b, ro);
+  REQUIRE(data_or.ok());
+  const json& d = data_or.value();
+
+  REQUIRE(d["diff"]["status"] == "diverged");
+  const json& fd = d["diff"]["first_divergence"];
+  CHECK(fd["a"]["seq"] == 1102);
+  CHECK(fd["a"]["op"] == "aten::addmm");
+  CHECK(fd["a"]["source"]["line"] == fixture::fixture_line_of("", 1102));
+
+  // The window is bounded and holds the divergent op on both sides.
+  for (int side = 0; side < 2; ++side) {
+    const json& run = d["runs"][side];
+    CHECK(run["op_count"] == 2000);
+    CHECK(run["ops"].size() <= 200);
+    CHECK(run["window"]["from_seq"].get<int64_t>() <= 1102);
+    CHECK(run["window"]["to_seq"].get<int64_t>() >= 1102);
+    bool found = false;
+    for (const auto& op : run["ops"]) {
+      if (op["seq"] == 1102) {
+        found = true;
+        CHECK(op["name"] == "aten::addmm");
+        CHECK(op["kernels"].size() == 1);
+        CHECK(run["stacks"].contains(op["stack"].get<std::string>()));
+      }
+    }
+    CHECK(found);
+  }
+  // Steps: 2000 ops of a 22-op template.
+  CHECK(d["runs"][0]["steps"].size() == (2000 + 21) / 22);
+  CHECK(d["runs"][0]["steps"][0]["ops"] == 22);
+
+  // The curve starts agreeing, splits at 1102, and the difference grows after it.
+  const json& c = d["curve"];
+  CHECK(c["first_differing_seq"] == 1102);
+  double before = 0, early = -1, late = 0;
+  for (const auto& pt : c["points"]) {
+    int64_t s = pt["seq"];
+    double rel = pt["rel"];
+    if (pt["last_seq"].get<int64_t>() < 1102) before = std::max(before, rel);
+    if (s > 1102 && early < 0) early = rel;
+    late = rel;
+  }
+  CHECK(before == 0);
+  CHECK(early > 0);
+  CHECK(late > early * 10);
+}
+
+TEST_CASE("identical runs give an empty curve of differences") {
+  fixture::FixtureOptions o;
+  o.ops = 300;
+  auto p = make_pair(o);
+  auto data_or = build_report_data(p->a, &p->b, ReportOptions{});
+  REQUIRE(data_or.ok());
+  CHECK(data_or.value()["diff"]["status"] == "identical");
+  CHECK(data_or.value()["curve"]["first_differing_seq"] == -1);
+}
+
+TEST_CASE("a single run centres on its first non-finite value") {
+  fixture::FixtureOptions o;
+  o.ops = 3000;
+  o.with_b = false;
+  o.nonfinite_at = 2500;
+  auto p = make_pair(o);
+  ReportOptions ro;
+  ro.window_ops = 100;
+  auto data_or = build_report_data(p->a, nullptr, ro);
+  REQUIRE(data_or.ok());
+  const json& d = data_or.value();
+  CHECK(d["runs"].size() == 1);
+  CHECK(d["nonfinite"][0]["status"] == "nonfinite");
+  CHECK(d["nonfinite"][0]["first_nonfinite"]["seq"] == 2500);
+  CHECK(d["runs"][0]["window"]["center_seq"] == 2500);
+  CHECK(d["curve"].is_null());
+}
+
+TEST_CASE("json_for_script leaves no character that could close the script element") {
+  json j = {{"name", "</script><script>alert(1)</script><!--"}, {"x", "a&b>c"}};
+  std::string s = json_for_script(j);
+  CHECK(s.find('<') == std::string::npos);
+  CHECK(s.find('>') == std::string::npos);
+  CHECK(s.find('&') == std::string::npos);
+  CHECK(json::parse(s) == j);
+}
+
+TEST_CASE("sha256_base64 matches the FIPS 180-4 test vectors") {
+  CHECK(sha256_base64("abc") == "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+  CHECK(sha256_base64("") == "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=");
+  CHECK(sha256_base64(std::string(1000, 'a')) == "Qe3s5C1j6Nm/UVqbppMuHCDLyfWl0TRkWttdsblzfqM=");
+}
+
+TEST_CASE("a hostile run cannot add markup to the page") {
+  fixture::FixtureOptions o;
+  o.ops = 200;
+  o.diverge_at = 100;
+  o.hostile = true;
+  auto p = make_pair(o);
+  auto data_or = build_report_data(p->a, &p->b, ReportOptions{});
+  REQUIRE(data_or.ok());
+  std::string html = render_html(data_or.value());
+  // Exactly the viewer's two script elements (the data and the code), no more.
+  CHECK(testing::count(html, "<script") == 2);
+  CHECK(testing::count(html, "</script") == 2);
+  CHECK(testing::count(html, "<img") == 0);
+  CHECK(testing::count(html, "<svg onload") == 0);
+  CHECK(html.find("script-src 'sha256-") != std::string::npos);
+  // The payload is still there, as data.
+  CHECK(html.find("\\u003cscript\\u003ewindow.__pwned=1") != std::string::npos);
+}
+
+TEST_CASE("the Chrome trace has one track per thread and marks divergent ops") {
+  fixture::FixtureOptions o;
+  o.ops = 440;
+  o.diverge_at = 300;
+  auto p = make_pair(o);
+  std::string path = p->dir.file("trace.json");
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  REQUIRE(f);
+  REQUIRE(write_chrome_trace(p->a, &p->b, ChromeTraceOptions{}, f).ok());
+  std::fclose(f);
+  json trace = json::parse(testing::read_file(path));
+  int ops_a = 0, ops_b = 0, kernels = 0, steps = 0, divergent = 0;
+  int64_t first_marked = -1;
+  std::set<std::pair<int, int>> tracks;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && (e["cat"] == "op" || e["cat"] == "backward")) {
+      (e["pid"] == 1 ? ops_a : ops_b)++;
+      tracks.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+      CHECK(e["dur"].get<double>() >= 0);
+      if (e["args"].contains("divergent")) {
+        ++divergent;
+        CHECK(e["args"]["seq"].get<int64_t>() >= 300);
+        if (e["cname"] == "terrible") first_marked = e["args"]["seq"];
+      }
+    }
+    if (e["ph"] == "X" && e["cat"] == "kernel") ++kernels;
+    if (e["ph"] == "X" && e["cat"] == "step") ++steps;
+  }
+  CHECK(ops_a == 440);
+  CHECK(ops_b == 440);
+  CHECK(tracks.size() == 4);  // (A, B) x (main thread, autograd thread)
+  CHECK(kernels == 2 * 3 * 20);
+  CHECK(steps == 2 * 20);
+  CHECK(first_marked == 300);
+  CHECK(divergent == 2 * (440 - 300));
+}
+
+TEST_CASE("credential-like names are recognized") {
+  for (const char* n : {"AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "HF_TOKEN", "WANDB_API_KEY",
+                        "GOOGLE_APPLICATION_CREDENTIALS", "DB_PASSWORD", "MYSQL_PASSWD",
+                        "GITHUB_TOKEN", "AZURE_CLIENT_SECRET", "--hub-token", "api_key"}) {
+    CHECK(looks_like_secret_name(n));
+  }
+  for (const char* n : {"OMP_NUM_THREADS", "PATH", "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED", "seed",
+                        "torch_version", "cwd", "cmdline"}) {
+    CHECK_FALSE(looks_like_secret_name(n));
+  }
+}
+
+TEST_CASE("the redactor scrubs environment, command line and every later string") {
+  Redactor r(true, "/home/alice", "alice");
+  std::string env = r.meta("env", R"({"AWS_SECRET_ACCESS_KEY": "s3cr3tVALUE", "OMP_NUM_THREADS": "4"})");
+  CHECK(env.find("s3cr3tVALUE") == std::string::npos);
+  CHECK(env.find("OMP_NUM_THREADS") != std::string::npos);
+  std::string cmd = r.meta("cmdline", R"(["python3", "/home/alice/t.py", "--token", "tok12345", "--api-key=k9876"])");
+  CHECK(cmd.find("tok12345") == std::string::npos);
+  CHECK(cmd.find("k9876") == std::string::npos);
+  CHECK(cmd.find("~/t.py") != std::string::npos);
+  CHECK(r.meta("HF_TOKEN", "hf_abc") == Redactor::kMark);
+  // Learned values are scrubbed anywhere, as are NAME=value pairs never seen in meta.
+  CHECK(r.apply("print('s3cr3tVALUE')") == "print('[REDACTED]')");
+  CHECK(r.apply("GITHUB_TOKEN=ghp_zzz python x.py") == "GITHUB_TOKEN=[REDACTED] python x.py");
+  CHECK(r.apply("/home/alice/x and alicea and alice") == "~/x and alicea and USER");
+  CHECK(r.redacted_names().count("AWS_SECRET_ACCESS_KEY") == 1);
+  CHECK(r.redacted_names().count("--token") == 1);
+}
+
+}  // namespace
+}  // namespace tdbg::report

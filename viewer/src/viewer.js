@@ -1,0 +1,481 @@
+// The tdbg viewer: renders the report data model (embedded JSON, see docs/cli.md) as overview,
+// divergence, charts and a virtual-scrolling op table. Every string that comes from a run is
+// inserted with text nodes / textContent, never parsed as HTML.
+'use strict';
+(function () {
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const ROW_HEIGHT = 22;
+  const data = JSON.parse(document.getElementById('tdbg-data').textContent);
+  const runs = data.runs || [];
+  const server = data.mode === 'server';
+
+  // ---- DOM helpers: the only way this file creates elements. Children that are strings or
+  // numbers become text nodes; props are limited to a known set (no innerHTML anywhere).
+  function h(tag, props, ...children) {
+    const el = document.createElement(tag);
+    if (props) {
+      for (const [k, v] of Object.entries(props)) {
+        if (v === undefined || v === null || v === false) continue;
+        if (k === 'class') el.className = v;
+        else if (k === 'id') el.id = v;
+        else if (k === 'title') el.title = String(v);
+        else if (k === 'onclick') el.addEventListener('click', v);
+        else if (k === 'oninput') el.addEventListener('input', v);
+        else if (k === 'onchange') el.addEventListener('change', v);
+        else if (k === 'type' || k === 'placeholder' || k === 'value' || k === 'colspan' || k === 'href')
+          el.setAttribute(k, String(v));
+        else if (k.startsWith('data-')) el.setAttribute(k, String(v));
+        else throw new Error('h(): unexpected prop ' + k);
+      }
+    }
+    append(el, children);
+    return el;
+  }
+  function append(el, children) {
+    for (const c of children) {
+      if (c === null || c === undefined || c === false) continue;
+      if (Array.isArray(c)) append(el, c);
+      else if (c instanceof Node) el.appendChild(c);
+      else el.appendChild(document.createTextNode(String(c)));
+    }
+  }
+  function s(tag, attrs, ...children) {
+    const el = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    for (const c of children) {
+      if (c === null || c === undefined) continue;
+      if (c instanceof Node) el.appendChild(c);
+      else el.appendChild(document.createTextNode(String(c)));
+    }
+    return el;
+  }
+  function fmt(x) {
+    if (x === null || x === undefined) return '—';
+    if (typeof x !== 'number') return String(x);
+    if (Number.isInteger(x) && Math.abs(x) < 1e15) return String(x);
+    if (x === 0) return '0';
+    const a = Math.abs(x);
+    return a >= 1e-3 && a < 1e6 ? x.toPrecision(6) : x.toExponential(4);
+  }
+  function srcText(src) {
+    if (!src || typeof src !== 'object') return src ? String(src) : '—';
+    const where = (src.file || '?') + ':' + (src.line ?? '?');
+    return src.function ? where + ' in ' + src.function : where;
+  }
+  function kv(rows) {
+    return h('table', { class: 'kv' }, rows.filter(Boolean).map(([k, v]) =>
+      h('tr', null, h('th', null, k), h('td', { class: 'mono' }, v))));
+  }
+  function section(id, title, ...body) {
+    return h('section', { id }, h('h2', null, title), body);
+  }
+  const firstDivergence = data.diff && data.diff.first_divergence ? data.diff.first_divergence : null;
+  const splitSeq = firstDivergence && firstDivergence.a && Number.isInteger(firstDivergence.a.seq)
+    ? firstDivergence.a.seq
+    : (data.curve && data.curve.first_differing_seq >= 0 ? data.curve.first_differing_seq : null);
+
+  // Ops of each run's window by seq, and which ones differ from the other run.
+  const opBySeq = runs.map(r => new Map((r.ops || []).map(o => [o.seq, o])));
+  function outputsDiffer(x, y) {
+    if (!x || !y) return false;
+    if (x.name !== y.name) return true;
+    for (const t of x.tensors || []) {
+      if (t.role !== 'output' || !t.hash) continue;
+      const u = (y.tensors || []).find(v => v.role === 'output' && v.index === t.index);
+      if (u && u.hash && u.hash !== t.hash) return true;
+    }
+    return false;
+  }
+  const differing = runs.map((r, i) => {
+    const set = new Set();
+    if (runs.length < 2) return set;
+    const other = opBySeq[1 - i];
+    for (const o of r.ops || []) if (outputsDiffer(o, other.get(o.seq))) set.add(o.seq);
+    return set;
+  });
+
+  // ---- Overview: status and metadata side by side.
+  function overview() {
+    let banner;
+    if (runs.length < 2) {
+      banner = h('div', { class: 'banner', id: 'status' }, 'One run: ', runs[0] ? runs[0].path : '?');
+    } else if (!data.diff) {
+      banner = h('div', { class: 'banner', id: 'status' }, 'Two runs (the diff engine was not run).');
+    } else if (data.diff.status === 'identical') {
+      banner = h('div', { class: 'banner identical', id: 'status' }, 'The runs are identical: every compared op has the same inputs and outputs.');
+    } else {
+      const fd = firstDivergence || {};
+      const a = fd.a || {};
+      banner = h('div', { class: 'banner diverged', id: 'status' },
+        h('strong', null, 'Diverged'), ' at op #', fmt(a.seq), ' ',
+        h('code', null, a.op || '?'), ', step ', fmt(a.step), ', ', h('code', null, srcText(a.source)),
+        fd.cause ? [' — cause: ', h('span', { class: 'tag' }, fd.cause)] : null,
+        fd.kind ? [' ', h('span', { class: 'tag' }, fd.kind)] : null);
+    }
+    const keys = new Set();
+    for (const r of runs) for (const k of Object.keys(r.meta || {})) keys.add(k);
+    const metaRows = [...keys].sort().map(k => {
+      const va = runs[0] && runs[0].meta ? runs[0].meta[k] : undefined;
+      const vb = runs[1] && runs[1].meta ? runs[1].meta[k] : undefined;
+      const differs = runs.length > 1 && va !== vb;
+      return h('tr', { class: differs ? 'differs' : null }, h('th', null, k),
+        h('td', { class: 'mono' }, va ?? '—'), runs.length > 1 ? h('td', { class: 'mono' }, vb ?? '—') : null);
+    });
+    const summary = h('table', null,
+      h('tr', null, h('th', null, ''), runs.map(r => h('th', null, 'Run ' + r.label))),
+      h('tr', null, h('th', null, 'path'), runs.map(r => h('td', { class: 'mono' }, r.path))),
+      h('tr', null, h('th', null, 'processes'), runs.map(r => h('td', { class: 'num' }, (r.processes || []).length))),
+      h('tr', null, h('th', null, 'ops'), runs.map(r => h('td', { class: 'num' }, fmt(r.op_count)))),
+      h('tr', null, h('th', null, 'steps'), runs.map(r => h('td', { class: 'num' }, (r.steps || []).length ? fmt(r.steps[r.steps.length - 1].last_step + 1) : '0'))),
+      h('tr', null, h('th', null, 'threads'), runs.map(r => h('td', { class: 'num' }, ((r.processes || [])[r.process || 0] || {}).threads ? r.processes[r.process || 0].threads.length : 0))),
+      h('tr', null, h('th', null, 'ops in this report'), runs.map(r => h('td', { class: 'num' },
+        r.window ? fmt(r.window.ops) + ' (#' + fmt(r.window.from_seq) + '…#' + fmt(r.window.to_seq) + ')' : '—'))));
+    return section('overview', 'Overview', banner, h('h3', null, 'Runs'), summary,
+      h('details', { id: 'meta' }, h('summary', null, 'Run metadata (', keys.size, ' keys)'),
+        h('table', null, h('tr', null, h('th', null, 'key'), runs.map(r => h('th', null, r.label))), metaRows)));
+  }
+
+  // ---- Divergence panel: both sides of the first divergence with context and summaries.
+  function stackList(frames, userSource) {
+    if (!Array.isArray(frames) || frames.length === 0) return h('p', { class: 'muted' }, 'No stack recorded.');
+    return h('ol', { class: 'stack' }, frames.map(f => {
+      const text = typeof f === 'string' ? f : srcText(f);
+      const user = userSource && typeof f === 'object' && f.file === userSource.file && f.line === userSource.line;
+      return h('li', { class: user ? 'user' : null }, text);
+    }));
+  }
+  function summariesTable(opA, opB, role, index) {
+    const find = o => o && (o.tensors || []).find(t => t.role === role && t.index === index);
+    const ta = find(opA), tb = find(opB);
+    if (!ta && !tb) return null;
+    const keys = ['min', 'max', 'sum', 'abs_sum', 'nan', 'inf'];
+    const sa = (ta && ta.summary) || {}, sb = (tb && tb.summary) || {};
+    return h('table', { id: 'summaries' },
+      h('tr', null, h('th', null, role + ' ' + index), h('th', null, 'A'), h('th', null, 'B'), h('th', null, 'relative difference')),
+      h('tr', null, h('th', null, 'hash'), h('td', { class: 'mono' }, ta ? ta.hash : '—'), h('td', { class: 'mono' }, tb ? tb.hash : '—'), h('td', null, ta && tb && ta.hash !== tb.hash ? h('span', { class: 'bad' }, 'differs') : 'same')),
+      keys.map(k => {
+        const x = sa[k], y = sb[k];
+        let rel = '—';
+        if (typeof x === 'number' && typeof y === 'number') {
+          const d = Math.abs(x - y), m = Math.max(Math.abs(x), Math.abs(y));
+          rel = m > 0 ? fmt(d / m) : '0';
+        }
+        return h('tr', null, h('th', null, k), h('td', { class: 'num' }, fmt(x)), h('td', { class: 'num' }, fmt(y)), h('td', { class: 'num' }, rel));
+      }));
+  }
+  function contextTable(seqA, seqB) {
+    const rows = [];
+    const n = 5;
+    for (let d = -n; d <= n; d++) {
+      const oa = opBySeq[0].get(seqA + d), ob = runs[1] ? opBySeq[1].get(seqB + d) : null;
+      if (!oa && !ob) continue;
+      const cls = d === 0 ? 'first' : (outputsDiffer(oa, ob) ? 'differs' : null);
+      rows.push(h('tr', { class: cls },
+        h('td', { class: 'num' }, oa ? oa.seq : ''), h('td', { class: 'mono' }, oa ? oa.name : '—'),
+        h('td', { class: 'num' }, ob ? ob.seq : ''), h('td', { class: 'mono' }, ob ? ob.name : '—'),
+        h('td', { class: 'mono' }, oa ? srcText(oa.source) : '')));
+    }
+    return h('table', { id: 'context' }, h('tr', null, h('th', null, 'A #'), h('th', null, 'A op'), h('th', null, 'B #'), h('th', null, 'B op'), h('th', null, 'source')), rows);
+  }
+  function sideCard(label, side, run) {
+    if (!side) return h('div', { class: 'card ' + label.toLowerCase() }, h('h3', null, 'Run ' + label), h('p', { class: 'muted' }, 'No such op on this side.'));
+    const op = run ? opBySeq[runs.indexOf(run)].get(side.seq) : null;
+    const frames = Array.isArray(side.stack) ? side.stack : (op && op.stack && run.stacks ? run.stacks[op.stack] : null);
+    return h('div', { class: 'card ' + label.toLowerCase(), 'data-side': label },
+      h('h3', null, 'Run ' + label),
+      kv([['op', h('code', { class: 'op-name' }, side.op ?? (op ? op.name : '?'))],
+          ['seq', fmt(side.seq)], ['step', fmt(side.step)],
+          ['source', h('code', { class: 'source' }, srcText(side.source || (op && op.source)))],
+          op && op.module ? ['module', op.module] : null]),
+      h('h3', null, 'Stack (most recent call last)'), stackList(frames, side.source));
+  }
+  function divergence() {
+    if (runs.length < 2) return null;
+    if (!firstDivergence) {
+      return section('divergence', 'First divergence', h('p', null, data.diff ? 'None: the runs agree on every compared op.' : 'Not computed.'));
+    }
+    const fd = firstDivergence;
+    const t = fd.tensor || null;
+    const opA = fd.a ? opBySeq[0].get(fd.a.seq) : null, opB = fd.b ? opBySeq[1].get(fd.b.seq) : null;
+    return section('divergence', 'First divergence',
+      h('p', null, 'Kind ', h('span', { class: 'tag' }, fd.kind || '?'), ', cause ', h('span', { class: 'tag', id: 'cause' }, fd.cause || '?'),
+        t ? [', tensor: ', h('code', null, t.role + ' ' + t.index + ' ' + (t.dtype || '') + '[' + (t.shape || '') + ']')] : null),
+      h('div', { class: 'sides' }, sideCard('A', fd.a, runs[0]), sideCard('B', fd.b, runs[1])),
+      t ? [h('h3', null, 'Summaries of the differing tensor'), summariesTable(opA, opB, t.role, t.index) ||
+        h('p', { class: 'muted' }, 'The op is outside the window of this report.')] : null,
+      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : fd.b.seq, fd.b ? fd.b.seq : fd.a.seq));
+  }
+
+  function nonfinite() {
+    const items = (data.nonfinite || []).map((n, i) => {
+      const r = runs[i] || { label: '?' };
+      if (!n || n.status !== 'nonfinite' || !n.first_nonfinite) {
+        return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label), h('p', null, 'Every recorded value is finite.'));
+      }
+      const f = n.first_nonfinite;
+      return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
+        kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)], ['step', fmt(f.step)],
+            ['source', h('code', null, srcText(f.source))],
+            f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']'] : null]),
+        h('h3', null, 'Stack'), stackList(f.stack, f.source));
+    });
+    if (items.length === 0) return null;
+    return section('nonfinite', 'First non-finite value', h('div', { class: 'sides' }, items));
+  }
+
+  // ---- Pictures: the difference curve (log scale) and ops per step.
+  function curveChart() {
+    const c = data.curve;
+    if (!c || !c.points || c.points.length === 0) return null;
+    const W = 960, H = 280, L = 60, R = 20, T = 20, B = 40;
+    const floor = 1e-17;
+    const maxRel = Math.max(1, ...c.points.map(p => p.rel || 0));
+    const y0 = Math.log10(floor), y1 = Math.log10(maxRel);
+    const x0 = c.points[0].seq, x1 = Math.max(c.points[c.points.length - 1].seq, x0 + 1);
+    const X = v => L + (v - x0) / (x1 - x0) * (W - L - R);
+    const Y = v => T + (1 - (Math.log10(Math.max(v || 0, floor)) - y0) / (y1 - y0)) * (H - T - B);
+    const g = s('svg', { class: 'chart', id: 'curve', viewBox: `0 0 ${W} ${H}`, role: 'img' },
+      s('title', null, 'Relative difference of output sums between run A and run B, per op'));
+    for (let e = -16; e <= Math.floor(y1); e += 4) {
+      g.appendChild(s('line', { class: 'grid', x1: L, x2: W - R, y1: Y(10 ** e), y2: Y(10 ** e) }));
+      g.appendChild(s('text', { x: L - 6, y: Y(10 ** e) + 4, 'text-anchor': 'end' }, '1e' + e));
+    }
+    g.appendChild(s('text', { x: L, y: H - 12 }, '#' + x0));
+    g.appendChild(s('text', { x: W - R, y: H - 12, 'text-anchor': 'end' }, '#' + x1));
+    g.appendChild(s('text', { x: (L + W) / 2, y: H - 8, 'text-anchor': 'middle' }, 'op sequence (' + fmt(c.ops_per_point) + ' ops per point)'));
+    const pts = c.points.map(p => `${X(p.seq).toFixed(1)},${Y(p.rel).toFixed(1)}`).join(' ');
+    g.appendChild(s('polyline', { class: 'curve', points: pts }));
+    for (const p of c.points) {
+      if (!p.differing) continue;
+      g.appendChild(s('circle', { class: 'dot', cx: X(p.seq).toFixed(1), cy: Y(p.rel).toFixed(1), r: 2.5 },
+        s('title', null, `#${p.seq}–#${p.last_seq}: ${p.differing} of ${p.ops} ops differ, max rel. difference ${fmt(p.rel)}`)));
+    }
+    if (splitSeq !== null && splitSeq >= x0 && splitSeq <= x1) {
+      g.appendChild(s('line', { class: 'split', x1: X(splitSeq), x2: X(splitSeq), y1: T, y2: H - B }));
+      g.appendChild(s('text', { x: X(splitSeq) + 4, y: T + 10 }, 'split at #' + splitSeq));
+    }
+    const diffOps = c.points.reduce((n, p) => n + (p.differing || 0), 0);
+    return h('div', null, h('h3', null, 'How far apart the runs are (relative difference of output sums, log scale)'), g,
+      h('p', { class: 'muted', id: 'curve-note' }, fmt(diffOps), ' of ', fmt(c.points.reduce((n, p) => n + p.ops, 0)),
+        ' compared ops differ from #', fmt(c.from_seq), ' to #', fmt(c.to_seq), '. Measure: ', c.measure || ''));
+  }
+  function stepsChart() {
+    const sets = runs.map(r => r.steps || []);
+    const n = Math.max(0, ...sets.map(x => x.length));
+    if (n === 0) return null;
+    const W = 960, H = 200, L = 60, R = 20, T = 14, B = 30;
+    const maxOps = Math.max(1, ...sets.flat().map(x => x.ops));
+    const bw = (W - L - R) / n;
+    const g = s('svg', { class: 'chart', id: 'steps-chart', viewBox: `0 0 ${W} ${H}`, role: 'img' },
+      s('title', null, 'Ops per step'));
+    g.appendChild(s('text', { x: L - 6, y: T + 8, 'text-anchor': 'end' }, fmt(maxOps)));
+    g.appendChild(s('text', { x: L - 6, y: H - B, 'text-anchor': 'end' }, '0'));
+    sets.forEach((rows, k) => rows.forEach((row, i) => {
+      const hgt = row.ops / maxOps * (H - T - B);
+      const w = bw / sets.length;
+      g.appendChild(s('rect', { class: k === 0 ? 'bar-a' : 'bar-b', x: L + i * bw + k * w, y: H - B - hgt, width: Math.max(w - 0.5, 0.5), height: hgt },
+        s('title', null, `run ${runs[k].label}, step ${row.step}${row.last_step !== row.step ? '–' + row.last_step : ''}: ${row.ops} ops (${row.backward_ops} backward)`)));
+    }));
+    g.appendChild(s('text', { x: (L + W) / 2, y: H - 8, 'text-anchor': 'middle' }, 'step (' + runs.map(r => r.label).join(' / ') + ')'));
+    return h('div', null, h('h3', null, 'Ops per step'), g);
+  }
+  function topOps() {
+    return h('details', null, h('summary', null, 'Most frequent ops'),
+      h('div', { class: 'sides' }, runs.map(r => h('table', null, h('tr', null, h('th', null, 'op (' + r.label + ')'), h('th', null, 'count')),
+        (r.top_ops || []).map(t => h('tr', null, h('td', { class: 'mono' }, t.name), h('td', { class: 'num' }, fmt(t.count))))))));
+  }
+
+  // ---- Op table with filters and virtual scrolling (only the visible rows are in the DOM).
+  class StaticSource {
+    constructor(run) { this.all = run.ops || []; this.rows = this.all; }
+    setFilter(f, done) {
+      this.rows = this.all.filter(o => matches(o, f));
+      done();
+    }
+    count() { return this.rows.length; }
+    get(i) { return this.rows[i]; }
+    ensure() {}
+    indexOf(seq) { return this.rows.findIndex(o => o.seq === seq); }
+  }
+  function matches(o, f) {
+    if (f.name && !(o.name || '').toLowerCase().includes(f.name)) return false;
+    if (f.module && !(o.module || '').toLowerCase().includes(f.module)) return false;
+    if (f.step !== null && o.step !== f.step) return false;
+    return true;
+  }
+  const PAGE = 200;
+  class RemoteSource {
+    constructor(runIndex, onData) { this.run = runIndex; this.onData = onData; this.total = 0; this.pages = new Map(); this.pending = new Set(); this.filter = { name: '', module: '', step: null }; this.gen = 0; }
+    query(from) {
+      const p = new URLSearchParams({ run: this.run, from, limit: PAGE });
+      if (this.filter.name) p.set('name', this.filter.name);
+      if (this.filter.module) p.set('module', this.filter.module);
+      if (this.filter.step !== null) p.set('step', this.filter.step);
+      return 'api/ops?' + p.toString();
+    }
+    load(page, done) {
+      if (this.pages.has(page) || this.pending.has(page)) return;
+      this.pending.add(page);
+      const gen = this.gen;
+      fetch(this.query(page * PAGE)).then(r => r.json()).then(j => {
+        if (gen !== this.gen) return;
+        this.pending.delete(page);
+        this.total = j.total;
+        this.pages.set(page, j.ops || []);
+        (done || this.onData)();
+      }).catch(() => { this.pending.delete(page); });
+    }
+    setFilter(f, done) { this.filter = f; this.gen++; this.pages.clear(); this.pending.clear(); this.total = 0; this.load(0, done); }
+    count() { return this.total; }
+    get(i) { const p = this.pages.get(Math.floor(i / PAGE)); return p ? p[i % PAGE] : undefined; }
+    ensure(from, to) { for (let p = Math.floor(from / PAGE); p <= Math.floor(Math.max(from, to - 1) / PAGE); p++) this.load(p); }
+    indexOf(seq) { return this.filter.name || this.filter.module || this.filter.step !== null ? -1 : seq; }
+  }
+
+  let current = 0;
+  let source = null;
+  let selected = null;
+  const vt = h('div', { class: 'vt', id: 'op-table' });
+  const spacer = h('div', { class: 'vt-spacer' });
+  const rowsLayer = h('div', { class: 'vt-rows' });
+  vt.appendChild(spacer);
+  vt.appendChild(rowsLayer);
+  const countLabel = h('span', { class: 'muted', id: 'op-count' });
+  const detail = h('div', { class: 'card', id: 'op-detail' }, h('p', { class: 'muted' }, 'Select an op to see its tensors, arguments, stack and kernels.'));
+  const filter = { name: '', module: '', step: null };
+
+  function renderRows() {
+    const n = source.count();
+    spacer.style.height = (n * ROW_HEIGHT) + 'px';
+    const first = Math.max(0, Math.floor(vt.scrollTop / ROW_HEIGHT) - 5);
+    const last = Math.min(n, first + Math.ceil((vt.clientHeight || 520) / ROW_HEIGHT) + 10);
+    source.ensure(first, last);
+    rowsLayer.replaceChildren();
+    const diffSet = differing[current] || new Set();
+    const firstSeq = current === 0 ? splitSeq : (firstDivergence && firstDivergence.b ? firstDivergence.b.seq : null);
+    for (let i = first; i < last; i++) {
+      const o = source.get(i);
+      const row = h('div', { class: 'vt-row' + (o && o.backward ? ' bwd' : '') + (o && diffSet.has(o.seq) ? ' differs' : '') +
+        (o && o.seq === firstSeq ? ' first' : '') + (o && selected === o.seq ? ' selected' : ''), 'data-seq': o ? o.seq : '' },
+        o ? [h('span', { class: 'num' }, o.seq), h('span', null, o.step), h('span', null, o.thread),
+          h('span', { class: 'name', title: o.name }, '\u00a0'.repeat(Math.min(o.depth || 0, 8) * 2), o.name),
+          h('span', { title: o.module }, o.module || ''), h('span', { title: srcText(o.source) }, srcText(o.source))]
+          : h('span', { class: 'muted' }, '…'));
+      row.style.top = (i * ROW_HEIGHT) + 'px';
+      if (o) row.addEventListener('click', () => select(o.seq));
+      rowsLayer.appendChild(row);
+    }
+    countLabel.textContent = n + (server ? ' ops' : ' ops in this report\'s window');
+  }
+  function setRun(i) {
+    current = i;
+    selected = null;
+    source = server ? new RemoteSource(i, renderRows) : new StaticSource(runs[i]);
+    source.setFilter({ ...filter }, () => { vt.scrollTop = 0; renderRows(); });
+  }
+  function applyFilter() {
+    source.setFilter({ ...filter }, () => { vt.scrollTop = 0; renderRows(); });
+  }
+  function scrollToSeq(seq) {
+    const i = source.indexOf(seq);
+    if (i >= 0) vt.scrollTop = Math.max(0, i * ROW_HEIGHT - vt.clientHeight / 2);
+  }
+  function select(seq) {
+    selected = seq;
+    renderRows();
+    if (server) {
+      fetch('api/op?run=' + current + '&seq=' + encodeURIComponent(seq)).then(r => r.ok ? r.json() : null)
+        .then(o => showDetail(o, seq)).catch(() => showDetail(null, seq));
+    } else {
+      showDetail(opBySeq[current].get(seq) || null, seq);
+    }
+  }
+  function goTo(seq) {
+    select(seq);
+    scrollToSeq(seq);
+  }
+  function showDetail(o, seq) {
+    if (!o) {
+      detail.replaceChildren(h('p', null, 'Op #', seq, ' is outside this report\'s window; ', h('code', null, 'tdbg view'), ' pages through the whole run.'));
+      return;
+    }
+    const run = runs[current];
+    const frames = o.stack_frames || (o.stack && run.stacks ? run.stacks[o.stack] : null);
+    const other = runs.length > 1 && !server ? opBySeq[1 - current].get(o.seq) : null;
+    detail.replaceChildren(
+      h('h3', null, 'Op #', o.seq, ' ', h('code', { id: 'detail-name' }, o.name)),
+      kv([['step', o.step], ['thread / index', o.thread + ' / ' + o.tidx], ['module', o.module || '—'],
+          ['source', h('code', null, srcText(o.source))],
+          ['parent', o.parent >= 0 ? h('button', { class: 'link', onclick: () => goTo(o.parent) }, '#' + o.parent) : '—'],
+          o.backward ? ['forward op', o.fwd >= 0 ? h('button', { class: 'link', id: 'fwd-link', onclick: () => goTo(o.fwd) }, '#' + o.fwd) : 'unknown'] : null,
+          o.rng ? ['generator state', o.rng] : null, ['chain hash', o.chain]]),
+      h('h3', null, 'Tensors'),
+      h('table', { id: 'tensors' }, h('tr', null, ['role', 'dtype', 'shape', 'device', 'status', 'hash', 'min', 'max', 'sum', 'abs sum', 'NaN', 'Inf', 'producer'].map(k => h('th', null, k))),
+        (o.tensors || []).map(t => {
+          const u = other ? (other.tensors || []).find(v => v.role === t.role && v.index === t.index) : null;
+          const sm = t.summary || {};
+          return h('tr', { class: u && u.hash && t.hash && u.hash !== t.hash ? 'differs' : null },
+            h('td', null, t.role + ' ' + t.index), h('td', null, t.dtype), h('td', { class: 'mono' }, t.shape), h('td', null, t.device),
+            h('td', null, t.status + (t.reason ? ' (' + t.reason + ')' : '')), h('td', { class: 'mono' }, t.hash || '—'),
+            ['min', 'max', 'sum', 'abs_sum', 'nan', 'inf'].map(k => h('td', { class: 'num' }, fmt(sm[k]))),
+            h('td', null, t.producer >= 0 ? h('button', { class: 'link', onclick: () => goTo(t.producer) }, '#' + t.producer) : '—'));
+        })),
+      (o.args || []).length ? [h('h3', null, 'Arguments'), kv(o.args.map(a => [a.name || String(a.index), a.value]))] : null,
+      h('h3', null, 'Kernels'),
+      (o.kernels || []).length ? h('table', { id: 'kernels' }, h('tr', null, ['kernel', 'grid', 'block', 'stream', 'µs'].map(k => h('th', null, k))),
+        o.kernels.map(k => h('tr', null, h('td', { class: 'mono' }, k.name), h('td', null, k.grid), h('td', null, k.block), h('td', null, k.stream),
+          h('td', { class: 'num' }, fmt((k.end_ns - k.start_ns) / 1000))))) : h('p', { class: 'muted' }, 'None recorded.'),
+      h('h3', null, 'Stack (most recent call last)'), stackList(frames, o.source));
+  }
+  function opsSection() {
+    const runPicker = runs.length > 1 ? h('select', { id: 'run-picker', onchange: e => setRun(Number(e.target.value)) },
+      runs.map((r, i) => { const opt = h('option', { value: i }, 'Run ' + r.label); return opt; })) : null;
+    const stepInput = h('input', { id: 'filter-step', type: 'number', placeholder: 'step' });
+    stepInput.addEventListener('input', () => { filter.step = stepInput.value === '' ? null : Number(stepInput.value); applyFilter(); });
+    vt.addEventListener('scroll', () => renderRows());
+    return section('ops', 'Ops',
+      h('div', { class: 'filters' }, runPicker,
+        h('input', { id: 'filter-name', placeholder: 'op name contains…', oninput: e => { filter.name = e.target.value.toLowerCase(); applyFilter(); } }),
+        h('input', { id: 'filter-module', placeholder: 'module contains…', oninput: e => { filter.module = e.target.value.toLowerCase(); applyFilter(); } }),
+        stepInput, countLabel),
+      h('div', { class: 'opsview' },
+        h('div', null, h('div', { class: 'vt-head' }, ['#', 'step', 'thr', 'op', 'module', 'source'].map(k => h('span', null, k))), vt),
+        detail));
+  }
+
+  function modulesSection() {
+    const rows = [];
+    runs.forEach(r => (r.processes || []).forEach(p => (p.modules || []).forEach(m => rows.push([r.label, m]))));
+    const kernels = [];
+    runs.forEach(r => (r.ops || []).forEach(o => (o.kernels || []).forEach(k => kernels.push([r.label, o, k]))));
+    return section('modules', 'Compiled modules and kernels',
+      rows.length ? h('table', { id: 'modules-table' }, h('tr', null, ['run', 'kind', 'name', 'hash', 'bytes'].map(k => h('th', null, k))),
+        rows.map(([l, m]) => h('tr', null, h('td', null, l), h('td', null, m.kind), h('td', { class: 'mono' }, m.name), h('td', { class: 'mono' }, m.hash), h('td', { class: 'num' }, fmt(m.size)))))
+        : h('p', { class: 'muted' }, 'No compiled GPU modules were recorded.'),
+      h('h3', null, 'Kernels launched by the ops in this report'),
+      kernels.length ? h('table', null, h('tr', null, ['run', 'op', 'kernel', 'grid', 'block'].map(k => h('th', null, k))),
+        kernels.slice(0, 500).map(([l, o, k]) => h('tr', null, h('td', null, l),
+          h('td', null, h('button', { class: 'link', onclick: () => { if (runs[current].label !== l) { setRun(runs.findIndex(r => r.label === l)); } goTo(o.seq); } }, '#' + o.seq + ' ' + o.name)),
+          h('td', { class: 'mono' }, k.name), h('td', null, k.grid), h('td', null, k.block))))
+        : h('p', { class: 'muted' }, 'No kernels were recorded for these ops.'));
+  }
+
+  function render() {
+    document.title = 'tdbg: ' + runs.map(r => r.path).join(' vs ');
+    document.getElementById('title').textContent = runs.map(r => r.path).join('  vs  ');
+    const nav = document.getElementById('nav');
+    for (const [id, label] of [['overview', 'Overview'], ['divergence', 'Divergence'], ['nonfinite', 'Non-finite'], ['charts', 'Charts'], ['ops', 'Ops'], ['modules', 'Kernels']]) {
+      nav.appendChild(h('a', { href: '#' + id }, label));
+    }
+    const app = document.getElementById('app');
+    app.replaceChildren(overview(), divergence(), nonfinite(),
+      section('charts', 'Pictures', curveChart(), stepsChart(), topOps()),
+      opsSection(), modulesSection(),
+      h('p', { class: 'muted', id: 'bound' }, 'This report holds at most ', fmt((data.bound || {}).window_ops), ' ops per run around the point of interest, per-step aggregates and a ',
+        fmt((data.bound || {}).curve_points), '-point difference curve. ', server ? 'Served by tdbg view.' : 'Use tdbg view RUN to page through every op.'));
+    setRun(0);
+    if (splitSeq !== null) goTo(splitSeq);
+    window.tdbgViewer = { ready: true, goTo, setRun };
+  }
+  render();
+})();
