@@ -560,6 +560,195 @@ __attribute__((target("avx2"))) bool needs_canonical_avx2(Unit unit, const uint8
 }
 #endif  // TDBG_HAVE_AVX2_PATH
 
+
+#if defined(TDBG_HAVE_AVX2_PATH)
+// ---- Fused hash + scan (AVX2) -------------------------------------------------------------
+// XXH3-64's long loop, written from the specification with AVX2 (the same steps as
+// xxh3_device.h, eight 64-bit accumulators in two registers), with the summary or NaN check
+// of the very same loaded vectors folded in.
+
+struct FusedSummary {
+  __m256 mn, mx;
+  __m256d s[4], a[4];
+  __m256 nonfinite;  // any lane NaN or ±Inf (hash-only mode)
+};
+
+template <Unit U, bool kSummaries>
+__attribute__((target("avx2,f16c"), always_inline)) inline void fused_scan_vectors(FusedSummary& f, __m256i d0,
+                                                                                 __m256i d1) {
+  const __m256d absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffll));
+  if constexpr (U == Unit::kF64) {
+    __m256d v[2] = {_mm256_castsi256_pd(d0), _mm256_castsi256_pd(d1)};
+    for (int k = 0; k < 2; ++k) {
+      if constexpr (kSummaries) {
+        f.s[k] = _mm256_add_pd(f.s[k], v[k]);
+        f.a[k] = _mm256_add_pd(f.a[k], _mm256_and_pd(v[k], absmask));
+        // min/max kept in the float slots would lose precision: use s[2..3]/a[2..3] as bounds.
+        f.s[2 + k] = _mm256_min_pd(v[k], f.s[2 + k]);
+        f.a[2 + k] = _mm256_max_pd(v[k], f.a[2 + k]);
+      } else {
+        // x - x is NaN exactly for NaN and ±Inf.
+        f.nonfinite = _mm256_or_ps(f.nonfinite, _mm256_castpd_ps(_mm256_sub_pd(v[k], v[k])));
+      }
+    }
+  } else {
+    __m256 v[4];
+    int count;
+    if constexpr (U == Unit::kF32) {
+      v[0] = _mm256_castsi256_ps(d0);
+      v[1] = _mm256_castsi256_ps(d1);
+      count = 2;
+    } else if constexpr (U == Unit::kF16) {
+      v[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(d0));
+      v[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(d0, 1));
+      v[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(d1));
+      v[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(d1, 1));
+      count = 4;
+    } else {  // bfloat16
+      v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(d0)), 16));
+      v[1] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(d0, 1)), 16));
+      v[2] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(d1)), 16));
+      v[3] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(d1, 1)), 16));
+      count = 4;
+    }
+    for (int k = 0; k < count; ++k) {
+      if constexpr (kSummaries) {
+        f.mn = _mm256_min_ps(v[k], f.mn);
+        f.mx = _mm256_max_ps(v[k], f.mx);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v[k]));
+        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v[k], 1));
+        int slot = 2 * (k & 1);
+        f.s[slot] = _mm256_add_pd(f.s[slot], lo);
+        f.s[slot + 1] = _mm256_add_pd(f.s[slot + 1], hi);
+        f.a[slot] = _mm256_add_pd(f.a[slot], _mm256_and_pd(lo, absmask));
+        f.a[slot + 1] = _mm256_add_pd(f.a[slot + 1], _mm256_and_pd(hi, absmask));
+      } else {
+        f.nonfinite = _mm256_or_ps(f.nonfinite, _mm256_sub_ps(v[k], v[k]));
+      }
+    }
+  }
+}
+
+// One 64-byte stripe into the accumulators (and, if `scan`, into the summary).
+template <Unit U, bool kSummaries>
+__attribute__((target("avx2,f16c"), always_inline)) inline void fused_stripe(__m256i* acc, FusedSummary& f,
+                                                                           const uint8_t* q, const uint8_t* key,
+                                                                           bool scan) {
+  __m256i d[2] = {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32))};
+  for (int k = 0; k < 2; ++k) {
+    __m256i dk = _mm256_xor_si256(d[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key + 32 * k)));
+    __m256i prod = _mm256_mul_epu32(dk, _mm256_srli_epi64(dk, 32));
+    __m256i swapped = _mm256_shuffle_epi32(d[k], _MM_SHUFFLE(1, 0, 3, 2));  // acc[j] += data[j ^ 1]
+    acc[k] = _mm256_add_epi64(acc[k], _mm256_add_epi64(swapped, prod));
+  }
+  if (scan) fused_scan_vectors<U, kSummaries>(f, d[0], d[1]);
+}
+
+// XXH3's scramble of the accumulators after every 1 KiB block.
+__attribute__((target("avx2"), always_inline)) inline void fused_scramble(__m256i* acc, const uint8_t* key,
+                                                                        __m256i prime32) {
+  for (int k = 0; k < 2; ++k) {
+    __m256i a = _mm256_xor_si256(acc[k], _mm256_srli_epi64(acc[k], 47));
+    a = _mm256_xor_si256(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(key + 32 * k)));
+    __m256i lo = _mm256_mul_epu32(a, prime32);
+    __m256i hi = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), prime32);
+    acc[k] = _mm256_add_epi64(lo, _mm256_slli_epi64(hi, 32));
+  }
+}
+
+template <Unit U, bool kSummaries>
+__attribute__((target("avx2,f16c"))) bool fused_avx2(const uint8_t* p, size_t len, uint64_t seed, uint64_t* hash,
+                                                     ChunkSummary* out) {
+  uint8_t secret[xxh3::kSecretSize];
+  xxh3::fill_secret(seed, secret);
+  __m256i acc[2] = {
+      _mm256_setr_epi64x(int64_t(xxh3::kPrime32_3), int64_t(xxh3::kPrime64_1), int64_t(xxh3::kPrime64_2),
+                         int64_t(xxh3::kPrime64_3)),
+      _mm256_setr_epi64x(int64_t(xxh3::kPrime64_4), int64_t(xxh3::kPrime32_2), int64_t(xxh3::kPrime64_5),
+                         int64_t(xxh3::kPrime32_1))};
+  FusedSummary f;
+  f.mn = _mm256_set1_ps(kInfF);
+  f.mx = _mm256_set1_ps(-kInfF);
+  for (int k = 0; k < 4; ++k) f.s[k] = f.a[k] = _mm256_setzero_pd();
+  if constexpr (U == Unit::kF64) {
+    f.s[2] = f.s[3] = _mm256_set1_pd(kInfD);  // bounds, see fused_scan_vectors
+    f.a[2] = f.a[3] = _mm256_set1_pd(-kInfD);
+  }
+  f.nonfinite = _mm256_setzero_ps();
+
+  const __m256i prime32 = _mm256_set1_epi32(int32_t(xxh3::kPrime32_1));
+  const uint8_t* scramble_key = secret + xxh3::kSecretSize - xxh3::kStripeLen;
+  const size_t blocks = (len - 1) / xxh3::kBlockLen;
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* q = p + b * xxh3::kBlockLen;
+    for (size_t s = 0; s < xxh3::kStripesPerBlock; ++s)
+      fused_stripe<U, kSummaries>(acc, f, q + s * xxh3::kStripeLen, secret + 8 * s, true);
+    fused_scramble(acc, scramble_key, prime32);
+  }
+  const size_t base = blocks * xxh3::kBlockLen;
+  const size_t stripes = ((len - 1) - base) / xxh3::kStripeLen;
+  for (size_t s = 0; s < stripes; ++s)
+    fused_stripe<U, kSummaries>(acc, f, p + base + s * xxh3::kStripeLen, secret + 8 * s, true);
+  // The last stripe overlaps bytes already scanned: hashed, not scanned; the bytes after the
+  // scanned stripes are scanned one by one below.
+  fused_stripe<U, kSummaries>(acc, f, p + len - xxh3::kStripeLen,
+                              secret + xxh3::kSecretSize - xxh3::kStripeLen - 7, false);
+  const size_t scanned = base + stripes * xxh3::kStripeLen;
+
+  ChunkSummary s;
+  double tmn = kInfD, tmx = -kInfD, tsum = 0, tabs = 0;
+  const size_t width = canonical::unit_size(U);
+  for (size_t o = scanned; o + width <= len; o += width) {
+    double v;
+    if constexpr (U == Unit::kF64) {
+      std::memcpy(&v, p + o, 8);
+    } else {
+      v = scalar_as_float(U, p + o);
+    }
+    if (!fast_tail(v, tmn, tmx, tsum, tabs)) return false;
+  }
+  if constexpr (kSummaries) {
+    alignas(32) double sv[16], av[16], mnv[8], mxv[8];
+    for (int k = 0; k < 4; ++k) {
+      _mm256_store_pd(sv + 4 * k, f.s[k]);
+      _mm256_store_pd(av + 4 * k, f.a[k]);
+    }
+    double s4[8], a4[8];
+    int lanes;
+    if constexpr (U == Unit::kF64) {
+      for (int k = 0; k < 8; ++k) {
+        s4[k] = sv[k];    // s[0], s[1]
+        a4[k] = av[k];
+        mnv[k] = sv[8 + k];  // s[2], s[3] hold minima
+        mxv[k] = av[8 + k];  // a[2], a[3] hold maxima
+      }
+      lanes = 8;
+    } else {
+      alignas(32) float mnf[8], mxf[8];
+      _mm256_store_ps(mnf, f.mn);
+      _mm256_store_ps(mxf, f.mx);
+      for (int k = 0; k < 8; ++k) {
+        s4[k] = sv[k] + sv[k + 8];
+        a4[k] = av[k] + av[k + 8];
+        mnv[k] = mnf[k];
+        mxv[k] = mxf[k];
+      }
+      lanes = 8;
+    }
+    if (!fast_finish(mnv, mxv, s4, a4, lanes, tmn, tmx, tsum, tabs, len / width, &s)) return false;
+  } else {
+    if (_mm256_movemask_ps(_mm256_cmp_ps(f.nonfinite, f.nonfinite, _CMP_UNORD_Q)) != 0) return false;
+  }
+  alignas(32) xxh3::Acc a;
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.v), acc[0]);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.v + 4), acc[1]);
+  *hash = xxh3::merge_accs(a, secret + 11, uint64_t(len) * xxh3::kPrime64_1);
+  if (out) *out = s;
+  return true;
+}
+#endif  // TDBG_HAVE_AVX2_PATH
+
 bool g_force_baseline = false;
 
 bool cpu_has_avx2() {
@@ -734,6 +923,32 @@ bool chunk_needs_canonical(Unit unit, const uint8_t* p, size_t bytes) {
 }
 
 void force_baseline_simd_for_testing(bool on) { g_force_baseline = on; }
+
+bool fused_hash_and_scan(Unit unit, const uint8_t* p, size_t bytes, uint64_t seed, uint64_t* hash,
+                         ChunkSummary* summary) {
+#if defined(TDBG_HAVE_AVX2_PATH)
+  if (bytes <= 240 || !cpu_has_avx2()) return false;
+  switch (unit) {
+    case Unit::kF32:
+      return summary ? fused_avx2<Unit::kF32, true>(p, bytes, seed, hash, summary)
+                     : fused_avx2<Unit::kF32, false>(p, bytes, seed, hash, nullptr);
+    case Unit::kF64:
+      return summary ? fused_avx2<Unit::kF64, true>(p, bytes, seed, hash, summary)
+                     : fused_avx2<Unit::kF64, false>(p, bytes, seed, hash, nullptr);
+    case Unit::kF16:
+      return summary ? fused_avx2<Unit::kF16, true>(p, bytes, seed, hash, summary)
+                     : fused_avx2<Unit::kF16, false>(p, bytes, seed, hash, nullptr);
+    case Unit::kBF16:
+      return summary ? fused_avx2<Unit::kBF16, true>(p, bytes, seed, hash, summary)
+                     : fused_avx2<Unit::kBF16, false>(p, bytes, seed, hash, nullptr);
+    default:
+      return false;
+  }
+#else
+  (void)unit, (void)p, (void)bytes, (void)seed, (void)hash, (void)summary;
+  return false;
+#endif
+}
 
 void canonicalize_chunk(Unit unit, const uint8_t* p, size_t bytes, uint8_t* out) {
   size_t w = canonical::unit_size(unit);

@@ -202,6 +202,17 @@ bool process_chunk(const Layout& l, uint64_t i, bool summaries, uint8_t* scratch
     gather_chunk(l, i, bytes, scratch);
     p = scratch;
   }
+  // Floating chunks on AVX2 CPUs: one fused pass computes the hash and the summary (or the
+  // NaN check) from the same loads. It declines chunks with NaN/Inf, which take the exact path.
+  if (l.floating) {
+    uint64_t h;
+    ChunkSummary fs;
+    if (internal::fused_hash_and_scan(l.unit, p, bytes, i, &h, summaries ? &fs : nullptr)) {
+      r->hash = h;
+      if (summaries) r->summary = fs;
+      return true;
+    }
+  }
   // The chunk may be scanned and hashed in pieces of `kPieceBytes` (XXH3's streaming form
   // gives the same value as one call), so that the hash reads each piece from L1 right after
   // the scan pulled it from memory. On the shared build machine no piece size measured better

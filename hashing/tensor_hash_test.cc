@@ -410,3 +410,48 @@ TEST_CASE("null strides mean contiguous, and hash_combine is ordered") {
   CHECK(hash_combine(hash_combine(0, 1), 2) != hash_combine(hash_combine(0, 2), 1));
   CHECK(hash_bytes(d.data(), 40, 0) == XXH3_64bits_withSeed(d.data(), 40, 0));
 }
+
+TEST_CASE("the fused AVX2 hash+scan equals libxxhash and the exact summaries") {
+  using canonical::Unit;
+  struct Case {
+    Unit unit;
+    size_t width;
+  };
+  for (Case k : {Case{Unit::kF32, 4}, Case{Unit::kF64, 8}, Case{Unit::kF16, 2}, Case{Unit::kBF16, 2}}) {
+    auto bytes = random_bytes(70000, 99 + unsigned(k.unit));
+    // Finite values only (clear the top exponent bit of every unit), else the path declines.
+    for (size_t i = k.width - 1; i < bytes.size(); i += k.width) bytes[i] &= 0xbf;
+    int declined = 0;
+    for (size_t len = 0; len <= 65536; len += (len < 3000 ? k.width : 1021 * k.width)) {
+      uint64_t h = 0;
+      internal::ChunkSummary fused;
+      if (!internal::fused_hash_and_scan(k.unit, bytes.data() + 1, len, 77, &h, &fused)) {
+        ++declined;  // too short, or no AVX2 on this CPU
+        continue;
+      }
+      INFO("unit " << int(k.unit) << " len " << len);
+      CHECK(h == XXH3_64bits_withSeed(bytes.data() + 1, len, 77));
+      internal::force_baseline_simd_for_testing(true);
+      internal::ChunkSummary exact = internal::summarize_chunk(k.unit, bytes.data() + 1, len);
+      internal::force_baseline_simd_for_testing(false);
+      CHECK(fused.min == exact.min);
+      CHECK(fused.max == exact.max);
+      CHECK(fused.finite_count == exact.finite_count);
+      CHECK(std::fabs(fused.sum - exact.sum) <= 1e-12 * exact.abs_sum);
+      uint64_t h2 = 0;
+      CHECK(internal::fused_hash_and_scan(k.unit, bytes.data() + 1, len, 77, &h2, nullptr));
+      CHECK(h2 == h);
+    }
+    CHECK(declined > 0);  // the short lengths always decline
+    // A NaN makes it decline, with and without summaries.
+    std::vector<uint8_t> nan_bytes(bytes.begin(), bytes.begin() + 4096);
+    if (k.unit == Unit::kF32) { uint32_t q = 0x7fc00000u; std::memcpy(&nan_bytes[400], &q, 4); }
+    if (k.unit == Unit::kF64) { uint64_t q = 0x7ff8000000000000ull; std::memcpy(&nan_bytes[400], &q, 8); }
+    if (k.unit == Unit::kF16) { uint16_t q = 0x7e00; std::memcpy(&nan_bytes[400], &q, 2); }
+    if (k.unit == Unit::kBF16) { uint16_t q = 0x7fc0; std::memcpy(&nan_bytes[400], &q, 2); }
+    uint64_t h = 0;
+    internal::ChunkSummary s;
+    CHECK_FALSE(internal::fused_hash_and_scan(k.unit, nan_bytes.data(), 4096, 1, &h, &s));
+    CHECK_FALSE(internal::fused_hash_and_scan(k.unit, nan_bytes.data(), 4096, 1, &h, nullptr));
+  }
+}
