@@ -18,6 +18,7 @@
 #include <regex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "interpose/torch/arg_text.h"
@@ -307,6 +308,7 @@ struct InputTensor {
   at::Tensor tensor;
   uint64_t hash = 0;
   TensorStatus status = TensorStatus::kSkipped;
+  StringId reason = 0;
   bool written = false;
 };
 
@@ -325,7 +327,27 @@ struct OpContext : public at::ObserverContext {
   uint32_t module = 0;             // module path id
   SourceLocation location;
   std::vector<InputTensor> inputs;
+  OpContext* root = nullptr;       // the outermost recorded op around this one (maybe itself)
+  // Storages of this (top-level) op's inputs, built when a nested op first asks.
+  std::unordered_set<const void*> input_storages;
+  bool input_storages_built = false;
 };
+
+const void* storage_key(const at::Tensor& t) {
+  return t.has_storage() ? static_cast<const void*>(t.storage().unsafeGetStorageImpl()) : nullptr;
+}
+
+// True when `t` shares storage with an input of the top-level op `root`: data the caller passed
+// in, as opposed to a buffer the op allocated natively (possibly still uninitialized).
+bool is_caller_data(OpContext* root, const at::Tensor& t) {
+  if (!root->input_storages_built) {
+    for (const InputTensor& in : root->inputs)
+      if (const void* key = storage_key(in.tensor)) root->input_storages.insert(key);
+    root->input_storages_built = true;
+  }
+  const void* key = storage_key(t);
+  return key && root->input_storages.count(key) > 0;
+}
 
 struct RegionContext : public at::ObserverContext {
   ThreadState* thread = nullptr;
@@ -416,6 +438,12 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       }
     } else if (mode == HashMode::kOutputs) {
       rec.status = TensorStatus::kSkipped;
+    } else if (ctx->root && ctx->root != ctx && !is_caller_data(ctx->root, t)) {
+      // A tensor no recorded op produced, met inside another op: a buffer that op allocated
+      // natively, whose contents may be uninitialized. Never hashed, so that garbage can never
+      // reach the chain; the enclosing op's outputs are hashed when it completes.
+      rec.status = TensorStatus::kNotHashed;
+      rec.reason = intern(ts, w, "internal buffer of the enclosing op");
     } else {
       // Data no recorded op produced (NumPy, files, a DataLoader worker) or changed since.
       hash_into(t, &rec);
@@ -428,6 +456,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
   }
   in.hash = rec.hash;
   in.status = rec.status;
+  in.reason = rec.reason;
   if (comparable(rec.status)) *content = hashing::hash_combine(*content, rec.hash);
   ctx->inputs.push_back(std::move(in));
   op->tensors.push_back(rec);
@@ -482,6 +511,12 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
         rec.hash = view_hash(base->hash, t, base->tensor);
         state.status = TensorStatus::kView;
         state.hash = rec.hash;
+      } else if (!writes_into_input && base && base->status == TensorStatus::kNotHashed) {
+        // A view of something not hashed (an internal buffer): not hashed either.
+        rec.status = TensorStatus::kNotHashed;
+        rec.reason = base->reason;
+        op->tensors.push_back(rec);
+        return;
       } else {
         hash_into(t, &rec);
         state.status = TensorStatus::kHashed;
@@ -622,6 +657,8 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   ctx->thread = &ts;
   ctx->info = info;
   const OpContext* outer = ts.stack.empty() ? nullptr : ts.stack.back();
+  // The outermost recorded enclosing op: nested ops judge untracked inputs against its inputs.
+  ctx->root = outer ? outer->root : nullptr;
   if (outer) {
     ctx->record_parent = outer->recorded ? outer->seq : outer->record_parent;
     ctx->record_depth = outer->recorded ? outer->record_depth + 1 : outer->record_depth;
@@ -671,6 +708,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     return ctx;
   }
 
+  if (!ctx->root) ctx->root = ctx.get();
   register_thread(ts, w);
   intern_info(info, w);
   ctx->seq = g_next_seq.fetch_add(1);

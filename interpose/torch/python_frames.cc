@@ -283,6 +283,29 @@ def _post(module, args, output):
 
 _tdbg_mm.register_module_forward_pre_hook(_pre)
 _tdbg_mm.register_module_forward_hook(_post)
+
+# multiprocessing children (DataLoader workers) leave through os._exit, which skips atexit:
+# close the child's database from the last multiprocessing finalizer instead. Only when torch
+# has already imported multiprocessing.util (it does), so nothing new is imported.
+import sys as _sys
+_mpu = _sys.modules.get('multiprocessing.util')
+if _mpu is not None:
+    _shutdown = _lib.tdbg_torch_shutdown
+    _shutdown.argtypes = []
+    _shutdown.restype = None
+
+    class _AfterFork(object):
+        pass
+
+    _after_fork = _AfterFork()
+
+    def _arm_child(_obj):
+        try:
+            _mpu.Finalize(None, _shutdown, exitpriority=-1000000)
+        except Exception:
+            pass
+
+    _mpu.register_after_fork(_after_fork, _arm_child)
 )PY";
 
 // Installs the module hooks when `torch.nn.modules.module` is loaded and `torch` itself has
@@ -426,21 +449,35 @@ SourceLocation capture_python_stack(bool want_stack, bool install_module_hooks) 
 
 SourceLocation capture_native_call_site() {
   SourceLocation loc;
+  constexpr int kMaxNativeFrames = 8;  // frames kept outside the runtime libraries
   void* addresses[64];
   int n = backtrace(addresses, 64);
-  for (int i = 0; i < n; ++i) {
+  void* kept[kMaxNativeFrames];
+  int count = 0;
+  for (int i = 0; i < n && count < kMaxNativeFrames; ++i) {
     Dl_info info;
     if (!dladdr(addresses[i], &info) || is_runtime_library(info.dli_fname)) continue;
-    tracer::Writer* w = writer();
-    if (!w) return loc;
-    std::lock_guard<std::mutex> lock(g_native_mutex);
-    uint64_t gen = writer_generation();
-    if (g_native_generation != gen) {
-      g_native_frames.clear();
-      g_native_generation = gen;
-    }
-    auto it = g_native_frames.find(addresses[i]);
+    kept[count++] = addresses[i];
+  }
+  if (count == 0) return loc;
+  tracer::Writer* w = writer();
+  if (!w) return loc;
+  std::lock_guard<std::mutex> lock(g_native_mutex);
+  uint64_t gen = writer_generation();
+  if (g_native_generation != gen) {
+    g_native_frames.clear();
+    g_native_generation = gen;
+  }
+  // Interned outermost first, keyed by (address, parent) so that one address reached from
+  // different callers gets different frames.
+  tracer::FrameId parent = 0;
+  for (int i = count - 1; i >= 0; --i) {
+    void* key = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(kept[i]) ^
+                                        (uintptr_t(parent) << 48));
+    auto it = g_native_frames.find(key);
     if (it == g_native_frames.end()) {
+      Dl_info info;
+      dladdr(kept[i], &info);
       std::string function = "?";
       if (info.dli_sname) {
         int status = 0;
@@ -452,15 +489,16 @@ SourceLocation capture_native_call_site() {
       // address itself under ASLR); `addr2line -e <file> <offset>` turns it into a line.
       char offset[32];
       std::snprintf(offset, sizeof(offset), " +0x%zx",
-                    static_cast<size_t>(static_cast<char*>(addresses[i]) -
+                    static_cast<size_t>(static_cast<char*>(kept[i]) -
                                         static_cast<char*>(info.dli_fbase)));
       tracer::FrameId id =
-          w->intern_frame(0, w->intern(info.dli_fname), 0, w->intern(function + offset));
-      it = g_native_frames.emplace(addresses[i], id).first;
+          w->intern_frame(parent, w->intern(info.dli_fname ? info.dli_fname : "?"), 0,
+                          w->intern(function + offset));
+      it = g_native_frames.emplace(key, id).first;
     }
-    loc.stack = loc.user_frame = it->second;
-    return loc;
+    parent = it->second;
   }
+  loc.stack = loc.user_frame = parent;
   return loc;
 }
 

@@ -1,0 +1,485 @@
+"""End-to-end tests of what libtdbg_torch.so records: real /usr/bin/python3, real torch, the
+run database read back with SQLite through the views of docs/schema.md.
+
+Each case runs small scripts (or the examples) with the hook loaded and checks the database.
+Usage: hook_test.py --lib build/lib/libtdbg_torch.so --case NAME [--examples DIR] [--cpp BIN]
+Run with no --case to list the cases.
+"""
+import argparse
+import glob
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+ARGS = None
+
+
+class Run:
+    """One recorded run: its directory, standard output and databases."""
+
+    def __init__(self, out_dir, stdout):
+        self.dir = out_dir
+        self.stdout = stdout
+        self.paths = sorted(glob.glob(os.path.join(out_dir, "*.sqlite")))
+
+    def db(self, pid=None):
+        """The database of `pid`, or of the only/first process that recorded ops."""
+        for path in self.paths:
+            con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+            meta = dict(con.execute("select key, value from meta"))
+            if pid is not None and meta.get("pid") != str(pid):
+                continue
+            if pid is None and meta.get("ppid") and any(
+                    _meta(p).get("pid") == meta.get("ppid") for p in self.paths):
+                continue  # a child; the caller wants the parent
+            return con
+        raise AssertionError("no database for pid %s in %s" % (pid, self.paths))
+
+
+def _meta(path):
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    return dict(con.execute("select key, value from meta"))
+
+
+def run_python(code, env=None, args=(), record=True, name="script.py"):
+    """Runs `code` as a script file under the hook; returns the `Run`."""
+    work = tempfile.mkdtemp(prefix="tdbg_hook_")
+    script = os.path.join(work, name)
+    with open(script, "w") as f:
+        f.write(textwrap.dedent(code))
+    return run_command([ARGS.python, script] + list(args), env=env, record=record, cwd=work)
+
+
+def run_command(cmd, env=None, record=True, cwd=None):
+    work = cwd or tempfile.mkdtemp(prefix="tdbg_hook_")
+    out_dir = os.path.join(work, "run")
+    full_env = dict(os.environ)
+    for key in list(full_env):
+        if key.startswith("TDBG_"):
+            del full_env[key]
+    if record:
+        full_env["LD_PRELOAD"] = ARGS.lib
+        full_env["TDBG_OUT"] = out_dir
+        full_env["TDBG_QUIET"] = "1"
+    full_env.update(env or {})
+    proc = subprocess.run(cmd, env=full_env, cwd=work, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError("%s exited with %d:\n%s" % (cmd, proc.returncode,
+                                                         proc.stderr.decode()[-3000:]))
+    return Run(out_dir, proc.stdout.decode())
+
+
+def one(con, sql, *params):
+    row = con.execute(sql, params).fetchone()
+    if row is None:
+        raise AssertionError("no row for: %s %s" % (sql, params))
+    return row
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def first_op(con, name, after=-1):
+    return one(con, "select seq, parent, depth, step, module, stack, user_frame, fwd, flags, rng "
+               "from op_view where name = ? and seq > ? order by seq limit 1", name, after)
+
+
+def tensors(con, seq, role):
+    return con.execute("select idx, status, hash, producer, reason, shape from tensor_view "
+                       "where op = ? and role = ? order by idx", (seq, role)).fetchall()
+
+
+# ---- cases ---------------------------------------------------------------------------------
+
+def case_nesting():
+    r = run_python("""
+        import torch
+        x = torch.ones(3, 4)
+        w = torch.ones(5, 4)
+        b = torch.zeros(5)
+        y = torch.nn.functional.linear(x, w, b)
+    """)
+    con = r.db()
+    linear = first_op(con, "aten::linear")
+    check(linear[2] == 0 and linear[1] is None, "aten::linear is top level: %s" % (linear,))
+    addmm = first_op(con, "aten::addmm", linear[0])
+    check(addmm[1] == linear[0] and addmm[2] == 1,
+          "aten::addmm nests in aten::linear at depth 1: %s" % (addmm,))
+    # Every parent is an earlier op one level up.
+    for seq, parent, depth in con.execute("select seq, parent, depth from op_view "
+                                          "where parent is not null"):
+        pdepth = one(con, "select depth from op_view where seq = ?", parent)[0]
+        check(parent < seq and pdepth == depth - 1, "op %d: bad parent %d" % (seq, parent))
+
+
+def case_inplace():
+    r = run_python("""
+        import torch
+        x = torch.arange(4.0)
+        x.add_(1)
+        y = torch.arange(1.0, 5.0)   # what x holds after the in-place op
+    """)
+    con = r.db()
+    arange = first_op(con, "aten::arange")
+    produced = [t for t in tensors(con, arange[0], "output")][0]
+    add = first_op(con, "aten::add_")
+    check(add[8] & 4, "aten::add_ is flagged in-place")
+    before = tensors(con, add[0], "input")[0]
+    after = tensors(con, add[0], "output")[0]
+    check(before[2] == produced[2],
+          "the in-place input is hashed before the mutation: %s vs %s" % (before, produced))
+    check(before[2] != after[2], "the output hash is taken after the mutation")
+    arange2 = first_op(con, "aten::arange", add[0])
+    fresh = tensors(con, arange2[0], "output")[0]
+    check(after[2] == fresh[2], "in-place result hashes like the same values made fresh")
+
+
+def case_uninitialized():
+    r = run_python("""
+        import torch
+        e = torch.empty(5)
+        f = e + 1          # reads memory nobody wrote
+        e.fill_(2.0)
+        g = e * 1          # now it is defined
+    """)
+    con = r.db()
+    empty = first_op(con, "aten::empty")
+    check(tensors(con, empty[0], "output")[0][1] == "uninitialized", "aten::empty output")
+    add = first_op(con, "aten::add", empty[0])
+    check(tensors(con, add[0], "input")[0][1] == "uninitialized", "an unwritten input")
+    mul = first_op(con, "aten::mul", add[0])
+    status = tensors(con, mul[0], "input")[0][1]
+    check(status in ("known", "hashed"), "after fill_ the input is data: %s" % status)
+
+
+def case_view():
+    r = run_python("""
+        import torch
+        x = torch.arange(12.0)
+        v = x.view(3, 4)
+        t = v.t()
+        s = x[2:6]
+        v2 = x.view(3, 4)
+    """)
+    con = r.db()
+    view = first_op(con, "aten::view")
+    out = tensors(con, view[0], "output")[0]
+    check(out[1] == "view" and out[2], "view output is a derived hash: %s" % (out,))
+    tr = first_op(con, "aten::t")
+    out_t = tensors(con, tr[0], "output")[0]
+    check(out_t[1] == "view" and out_t[2] != out[2], "a transposed view hashes differently")
+    view2 = first_op(con, "aten::view", view[0])
+    check(tensors(con, view2[0], "output")[0][2] == out[2], "same view, same derived hash")
+    hashed_views = one(con, "select count(*) from tensor_view t join op_view o on o.seq = t.op "
+                       "where o.name in ('aten::view', 'aten::t', 'aten::slice') and "
+                       "t.role = 'output' and t.status = 'hashed'")[0]
+    check(hashed_views == 0, "views are never rehashed")
+
+
+def case_steps():
+    r = run_python("""
+        import torch
+        torch.manual_seed(0)
+        m = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for i in range(3):
+            opt.zero_grad()
+            m(torch.ones(2, 4)).sum().backward()
+            opt.step()
+        torch.ones(1).neg()
+    """)
+    con = r.db()
+    steps = con.execute("select r.start_seq, r.step from regions r join strings s "
+                        "on s.id = r.name where s.text like 'Optimizer.step#%' order by r.id"
+                        ).fetchall()
+    check([s for _, s in steps] == [0, 1, 2], "three optimizer steps: %s" % steps)
+    neg = first_op(con, "aten::neg")
+    check(neg[3] == 3, "an op after the third step has step 3: %s" % (neg,))
+    linears = [row[0] for row in con.execute(
+        "select step from op_view where name = 'aten::linear' order by seq")]
+    check(linears == [0, 1, 2], "forward passes by step: %s" % linears)
+    zero_grad = one(con, "select count(*) from regions r join strings s on s.id = r.name "
+                    "where s.text like 'Optimizer.zero_grad#%' and r.kind = 0")[0]
+    check(zero_grad == 3, "zero_grad ranges are user regions")
+
+
+def case_modules():
+    r = run_python("""
+        import torch, torch.nn as nn
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                return torch.tanh(self.fc(x))
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([Block(), Block()])
+            def forward(self, x):
+                for b in self.blocks:
+                    x = b(x)
+                return x
+        net = Net()
+        net(torch.ones(2, 4)).sum().backward()
+    """)
+    con = r.db()
+    mods = [row[0] for row in con.execute(
+        "select module from op_view where name = 'aten::addmm' and flags & 1 = 0 order by seq")]
+    check(mods == ["Net.blocks.0.fc", "Net.blocks.1.fc"], "forward module paths: %s" % mods)
+    tanh = [row[0] for row in con.execute(
+        "select module from op_view where name = 'aten::tanh' order by seq")]
+    check(tanh == ["Net.blocks.0", "Net.blocks.1"], "ops in the parent module: %s" % tanh)
+    bw = con.execute("select b.module, f.module, f.name from op_view b join op_view f "
+                     "on f.seq = b.fwd where b.flags & 1 and b.name like 'AddmmBackward%'"
+                     ).fetchall()
+    check(len(bw) == 2 and all(m == fm and fm.endswith(".fc") and n == "aten::addmm"
+                               for m, fm, n in bw),
+          "backward ops carry their forward op's module and link: %s" % bw)
+    sum_op = first_op(con, "aten::sum")
+    check(sum_op[4] is None, "an op outside any module has no module path")
+
+
+def case_source_line():
+    r = run_python("""
+        import torch
+        x = torch.ones(3)
+        y = torch.mul(x, 3)  # LINE_OF_MUL
+    """, name="user_script.py")
+    con = r.db()
+    mul = first_op(con, "aten::mul")
+    frame = one(con, "select file, line, function from frame_view where id = ?", mul[6])
+    script = os.path.join(os.path.dirname(r.dir), "user_script.py")
+    with open(script) as f:
+        line = [i + 1 for i, text in enumerate(f) if "LINE_OF_MUL" in text][0]
+    check(frame[0] == script and frame[1] == line,
+          "user frame is the script's line: %s, want %s:%d" % (frame, script, line))
+    stack = one(con, "select file from frame_view where id = ?", mul[5])
+    check(stack[0] == script, "a direct call's innermost frame is the script too")
+    lin = run_python("""
+        import torch
+        m = torch.nn.Linear(2, 2)
+        m(torch.ones(1, 2))  # LINE_OF_CALL
+    """, name="user_script.py")
+    con = lin.db()
+    linear = first_op(con, "aten::linear")
+    inner = one(con, "select file from frame_view where id = ?", linear[5])[0]
+    user = one(con, "select file, line from frame_view where id = ?", linear[6])
+    check("torch/nn" in inner, "innermost frame is inside torch: %s" % inner)
+    check(user[0].endswith("user_script.py") and user[1] == 4,
+          "user frame skips torch's frames: %s" % (user,))
+
+
+def case_random():
+    code = """
+        import sys, torch
+        torch.manual_seed(int(sys.argv[1]))
+        a = torch.rand(3)
+        b = torch.nn.functional.dropout(torch.ones(8), 0.5)
+    """
+    runs = [run_python(code, args=[s]) for s in ("1", "1", "2")]
+    rngs = []
+    for r in runs:
+        con = r.db()
+        rows = con.execute("select name, rng from op_view where flags & 2 order by seq").fetchall()
+        check(rows and all(rng for _, rng in rows), "random ops have an rng hash: %s" % rows)
+        rngs.append(rows)
+    check(rngs[0] == rngs[1], "same seed, same generator states")
+    check(rngs[0][0][1] != rngs[2][0][1], "another seed, another generator state")
+    check(len(set(rng for _, rng in rngs[0])) == len(rngs[0]),
+          "successive draws see advancing states")
+
+
+def case_learning_rate():
+    code = """
+        import sys, torch
+        torch.manual_seed(0)
+        m = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(m.parameters(), lr=float(sys.argv[1]))
+        m(torch.ones(2, 3)).sum().backward()
+        opt.step()
+    """
+    for lr in ("0.05", "0.25"):
+        con = run_python(code, args=[lr]).db()
+        values = [row[0] for row in con.execute(
+            "select a.value from arg_view a join op_view o on o.seq = a.op "
+            "where o.step = 0 and o.name like 'aten::add%' and a.name = 'alpha'")]
+        floats = [float(v) for v in values]
+        check(any(abs(v + float(lr)) < 1e-12 for v in floats),
+              "lr %s appears as the update's alpha: %s" % (lr, values))
+
+
+def case_threads():
+    r = run_python("""
+        import threading, torch
+        def work(k):
+            x = torch.full((4,), float(k))
+            for _ in range(50):
+                x = x * 1.5 + 1
+        ts = [threading.Thread(target=work, args=(k,), name="worker%d" % k) for k in range(2)]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        torch.ones(1).neg()
+    """)
+    con = r.db()
+    per_thread = con.execute("select thread, count(*), min(tidx), max(tidx) from op_view "
+                             "group by thread").fetchall()
+    full = [row for row in per_thread if row[1] >= 100]
+    check(len(full) >= 2, "both Python threads' ops are recorded: %s" % per_thread)
+    for thread, count, lo, hi in per_thread:
+        check(lo == 0 and hi == count - 1, "thread %d's order is complete" % thread)
+        seqs = [row[0] for row in con.execute(
+            "select seq from op_view where thread = ? order by tidx", (thread,))]
+        check(seqs == sorted(seqs), "thread %d's order matches seq" % thread)
+    names = [row[0] for row in con.execute("select name from threads")]
+    check(len(names) >= 3, "threads are registered: %s" % names)
+
+
+def case_dataloader_fork():
+    r = run_command([ARGS.python, os.path.join(ARGS.examples, "train_lm.py"),
+                     "--steps", "2", "--workers", "2"])
+    check("loss" in r.stdout, "the example trained")
+    metas = [_meta(p) for p in r.paths]
+    parent = [m for m in metas if not any(o.get("pid") == m.get("ppid") for o in metas)]
+    children = [m for m in metas if m not in parent]
+    check(len(parent) == 1 and len(children) == 2,
+          "one parent and two worker databases: %s" % [(m.get("pid"), m.get("ppid"))
+                                                       for m in metas])
+    for m in metas:
+        check("end_time_ns" in m, "database of %s was closed" % m.get("pid"))
+    con = r.db(pid=parent[0]["pid"])
+    check(con.execute("pragma integrity_check").fetchone()[0] == "ok", "parent DB is intact")
+    count, last_step = one(con, "select count(*), max(step) from op_view")
+    check(count > 1000 and last_step == 2, "parent recorded the training: %d ops" % count)
+    for m in children:
+        c = r.db(pid=m["pid"])
+        check(one(c, "select count(*) from op_view")[0] > 0, "worker %s recorded" % m["pid"])
+
+
+def _losses(args):
+    plain = run_command([ARGS.python] + args, record=False).stdout
+    traced = run_command([ARGS.python] + args)
+    return plain, traced
+
+
+def case_observer_effect():
+    for example, extra in (("train_mlp.py", ["--steps", "6"]),
+                           ("train_lm.py", ["--steps", "3", "--workers", "2"])):
+        args = [os.path.join(ARGS.examples, example)] + extra
+        plain, traced = _losses(args)
+        check("loss" in plain and plain == traced.stdout,
+              "%s prints the same losses with and without tdbg:\n%s\n---\n%s"
+              % (example, plain, traced.stdout))
+
+
+def case_chain_deterministic():
+    args = [os.path.join(ARGS.examples, "train_mlp.py"), "--steps", "3"]
+    a = run_command([ARGS.python] + args).db()
+    b = run_command([ARGS.python] + args).db()
+    ca = a.execute("select thread, tidx, name, chain from op_view order by seq").fetchall()
+    cb = b.execute("select thread, tidx, name, chain from op_view order by seq").fetchall()
+    check(len(ca) > 300 and ca == cb, "two identical runs have identical chains")
+    c = run_command([ARGS.python] + args + ["--lr", "0.06"]).db()
+    cc = c.execute("select thread, tidx, name, chain from op_view order by seq").fetchall()
+    first = next(i for i, (x, y) in enumerate(zip(ca, cc)) if x != y)
+    check(ca[first][2] == cc[first][2], "a changed lr changes the chain, not the op names")
+    check(first > 0, "the chains agree up to the first difference")
+
+
+def case_config():
+    code = """
+        import torch
+        m = torch.nn.Linear(4, 4)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for i in range(4):
+            opt.zero_grad(); m(torch.ones(2, 4)).sum().backward(); opt.step()
+    """
+    con = run_python(code, env={"TDBG_HASH": "none"}).db()
+    statuses = set(row[0] for row in con.execute("select distinct status from tensor_view"))
+    check("hashed" not in statuses and "skipped" in statuses, "hash=none: %s" % statuses)
+    con = run_python(code, env={"TDBG_HASH": "outputs"}).db()
+    inputs = set(row[0] for row in con.execute(
+        "select distinct status from tensor_view where role = 'input'"))
+    check("hashed" not in inputs, "hash=outputs hashes no input: %s" % inputs)
+    con = run_python(code, env={"TDBG_OPS": "^aten::(addmm|mm)$"}).db()
+    names = set(row[0] for row in con.execute("select distinct name from op_view"))
+    check(names == {"aten::addmm", "aten::mm"}, "TDBG_OPS filters ops: %s" % names)
+    con = run_python(code, env={"TDBG_STEPS": "1:3"}).db()
+    steps = sorted(set(row[0] for row in con.execute("select distinct step from op_view")))
+    check(steps == [1, 2], "TDBG_STEPS records steps 1 and 2 only: %s" % steps)
+    r = run_python(code, env={"TDBG_RING": "50", "TDBG_FLUSH_MS": "5"})
+    con = r.db()
+    count = one(con, "select count(*) from op_view")[0]
+    check(count <= 200, "the ring keeps about the last 50 ops: %d" % count)
+
+
+def case_metadata():
+    con = run_python("""
+        import torch
+        torch.manual_seed(1234)
+        torch.use_deterministic_algorithms(True)
+        torch.ones(2).sum()
+    """, env={"OMP_NUM_THREADS": "1"}).db()
+    meta = dict(con.execute("select key, value from meta"))
+    for key in ("pid", "ppid", "host", "cmdline", "cwd", "start_time_ns", "end_time_ns",
+                "torch_version", "python_version", "cpu_model", "num_threads", "env"):
+        check(meta.get(key), "meta %s is set: %s" % (key, meta.get(key)))
+    check(meta["seed"] == "1234", "the seed the script set: %s" % meta["seed"])
+    check(meta["deterministic_algorithms"] == "1", "determinism flag")
+    check('"OMP_NUM_THREADS": "1"' in meta["env"], "relevant env: %s" % meta["env"])
+    check("script.py" in meta["cmdline"], "cmdline: %s" % meta["cmdline"])
+
+
+def case_cpp():
+    if not ARGS.cpp or not os.path.exists(ARGS.cpp):
+        print("SKIP: the C++ example was not built")
+        return
+    r = run_command([ARGS.cpp])
+    con = r.db()
+    count = one(con, "select count(*) from op_view")[0]
+    check(count > 100, "the C++ program's ops are recorded: %d" % count)
+    hashed = one(con, "select count(*) from tensor_view where status = 'hashed'")[0]
+    check(hashed > 0, "with hashes")
+    frames = con.execute("select f.file from op_view o join frame_view f on f.id = o.user_frame "
+                         "limit 5").fetchall()
+    check(frames and all(os.path.basename(ARGS.cpp) in f[0] for f in frames),
+          "C++ ops carry their call site in the program: %s" % frames)
+
+
+CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--lib", required=True)
+    p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--examples", default=os.path.join(os.path.dirname(__file__), "..", "..",
+                                                      "examples"))
+    p.add_argument("--cpp", default="")
+    p.add_argument("--case", action="append")
+    ARGS = p.parse_args()
+    ARGS.lib = os.path.abspath(ARGS.lib)
+    ARGS.examples = os.path.abspath(ARGS.examples)
+    ARGS.cpp = os.path.abspath(ARGS.cpp) if ARGS.cpp else ""
+    if not ARGS.case:
+        print("\n".join(CASES))
+        return 0
+    for name in ARGS.case:
+        try:
+            CASES[name]()
+        except AssertionError as e:
+            print("FAIL %s: %s" % (name, e))
+            return 1
+        print("ok %s" % name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
