@@ -9,6 +9,7 @@ import glob
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -205,6 +206,34 @@ def case_fork_workers():
                     timeout=300)
     check(traced.returncode == 0, "DataLoader workers under tdbg: " + traced.stderr[-500:])
     check(traced.stdout == plain.stdout, f"{traced.stdout!r} != {plain.stdout!r}")
+    if HAVE_TORCH_HOOK:
+        # The parent and each worker that ran ops write their own intact database.
+        found = databases(run)
+        check(len(found) >= 2, f"want the parent's and the workers' databases, got {found}")
+        for db in found:
+            with sqlite3.connect(db) as conn:
+                verdict = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            check(verdict == "ok", f"{db}: integrity_check says {verdict}")
+
+
+def case_cpp_program():
+    program = os.environ.get("CPP_PROGRAM")
+    if not program or not os.path.exists(program):
+        print("SKIP: the libtorch C++ example was not built")
+        return SKIP
+    run = fresh("cpp")
+    # Linked against libtorch: the hook is installed just before main, not at a dlopen.
+    plain = subprocess.run([program], capture_output=True, text=True, timeout=300)
+    traced = record(run, [program], capture_output=True, text=True, timeout=300)
+    check(traced.returncode == plain.returncode == 0, f"status {traced.returncode}: "
+          + traced.stderr[-500:])
+    check(traced.stdout == plain.stdout, "the C++ program printed something else under tdbg")
+    if HAVE_TORCH_HOOK:
+        found = databases(run)
+        check(len(found) == 1, f"want one database, got {found}")
+        with sqlite3.connect(found[0]) as conn:
+            ops = conn.execute("SELECT count(*) FROM ops").fetchone()[0]
+        check(ops > 0, "the C++ program's database holds no ops")
 
 
 def main():

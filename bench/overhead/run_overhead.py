@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The overhead benchmark of issue 3 ("Speed"): per-step time of examples/train_lm.py's
+transformer LM, measured side by side in one run — untraced, `tdbg record` (default),
+`tdbg record --hash none`, a TorchDispatchMode logger (DebugMode's approach) and
+torch.profiler with record_shapes=True — printed as slowdown ratios against untraced.
+
+Variants run as separate processes in interleaved rounds (A B C D E, A B C D E, ...) so that
+load from other work on the machine falls on all of them alike; each variant's figure is the
+median over all its timed steps. Every variant gets the same thread settings.
+
+Usage: run_overhead.py --tdbg BUILD/bin/tdbg [--rounds 3] [--steps 20] [--threads 1]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEPS = os.path.join(HERE, "lm_steps.py")
+
+
+def blas_library(python):
+    code = ("import torch, re; torch.ones(2,2) @ torch.ones(2,2);"
+            "print(' '.join(sorted({l.split()[-1] for l in open('/proc/self/maps') "
+            "if re.search(r'blas|lapack', l)})))")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return out.stdout.strip() or "(not found in the process map)"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tdbg", required=True, help="the tdbg executable")
+    p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+
+    env = dict(os.environ)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(args.threads)
+    env.pop("LD_PRELOAD", None)
+    work = tempfile.mkdtemp(prefix="tdbg-overhead-")
+    base = [STEPS, "--steps", str(args.steps), "--warmup", str(args.warmup),
+            "--threads", str(args.threads)]
+
+    def tdbg(extra, name):
+        run = os.path.join(work, name)
+        return [args.tdbg, "record", "--force", "--quiet", "-o", run] + extra + ["--", args.python]
+
+    variants = [
+        ("untraced", [args.python] + base),
+        ("tdbg default", tdbg([], "default") + base),
+        ("tdbg --hash none", tdbg(["--hash", "none"], "nohash") + base),
+        ("TorchDispatchMode logger", [args.python] + base + ["--mode", "logger"]),
+        ("torch.profiler record_shapes", [args.python] + base + ["--mode", "profiler"]),
+    ]
+    times = {name: [] for name, _ in variants}
+    extra = {}
+    for r in range(args.rounds):
+        for name, argv in variants:
+            out = subprocess.run(argv, capture_output=True, text=True, env=env)
+            if out.returncode != 0:
+                print(f"{name}: failed ({out.returncode}): {out.stderr[-800:]}", file=sys.stderr)
+                sys.exit(1)
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            times[name] += result["times"]
+            if result.get("ops_first_step"):
+                extra["ops_first_step"] = result["ops_first_step"]
+            print(f"round {r + 1}/{args.rounds} {name}: "
+                  f"{statistics.median(result['times']) * 1e3:.1f} ms/step", file=sys.stderr)
+
+    base_ms = statistics.median(times["untraced"]) * 1e3
+    print(f"threads {args.threads}, {args.rounds} rounds x {args.steps} steps, BLAS: "
+          f"{blas_library(args.python)}, dispatched ops per step: {extra.get('ops_first_step')}")
+    print(f"{'variant':32} {'ms/step (median)':>17} {'ratio':>7}")
+    for name, _ in variants:
+        ms = statistics.median(times[name]) * 1e3
+        print(f"{name:32} {ms:17.1f} {ms / base_ms:6.2f}x")
+    sizes = []
+    for sub in ("default", "nohash"):
+        d = os.path.join(work, sub)
+        total = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if os.path.isdir(d) else 0
+        sizes.append(f"{sub} {total / 1e6:.1f} MB")
+    print("run directories: " + ", ".join(sizes))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
