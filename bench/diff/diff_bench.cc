@@ -1,0 +1,217 @@
+// Benchmark of the diff engine: on synthetic runs of 10^5, 10^6 (and with --large 10^7) ops,
+// the time to the first divergence by chain bisection and by a linear scan, the throughput of
+// a full comparison with alignment, and the text-dump + GNU diff approach, all in one run.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "hashing/tensor_hash.h"
+#include "tlparse/diff/diff.h"
+#include "tracer/reader.h"
+#include "tracer/writer.h"
+
+namespace fs = std::filesystem;
+using namespace tdbg;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+enum class Variant { kBase, kValue, kInsert };
+
+// Writes a synthetic run of `n` ops: a training-like loop of 10 ops per step (nested
+// linear/addmm, a random op, an optimizer update), each with 2-3 tensors and a few arguments.
+// kValue perturbs one output at op 0.7n (everything downstream differs, as in a real run);
+// kInsert inserts one op at 0.5n that changes no value (the rest must be aligned and compared).
+Status generate(const std::string& path, int64_t n, Variant variant) {
+  fs::remove(path);
+  fs::remove(path + "-wal");
+  fs::remove(path + "-shm");
+  TDBG_ASSIGN_OR_RETURN(auto w, tracer::Writer::Create(path + ".tmp"));
+  w->add_thread({0, 1, "main"});
+  const char* names[] = {"aten::to", "aten::linear", "aten::t", "aten::addmm", "aten::gelu",
+                         "aten::bernoulli_", "aten::mul", "aten::sum", "aten::mse_loss", "aten::add_"};
+  tracer::StringId name_ids[10];
+  for (int k = 0; k < 10; ++k) name_ids[k] = w->intern(names[k]);
+  tracer::StringId shapes[3] = {w->intern("64x128"), w->intern("128x128"), w->intern("")};
+  tracer::StringId cpu = w->intern("cpu"), file = w->intern("train.py"), fn = w->intern("forward");
+  tracer::StringId module = w->intern("model.fc1"), alpha = w->intern("alpha"), lr = w->intern("-0.05");
+  tracer::FrameId frames[10];
+  for (int k = 0; k < 10; ++k) frames[k] = w->intern_frame(0, file, 20 + k, fn);
+  uint64_t chain = 0, taint = 0;
+  int64_t seq = 0;
+  int64_t value_at = variant == Variant::kValue ? n * 7 / 10 : -1;
+  int64_t insert_at = variant == Variant::kInsert ? n / 2 : -1;
+  int64_t parent = tracer::kNoSeq;
+  for (int64_t i = 0; i < n; ++i) {
+    bool inserted = seq == insert_at;
+    int kind = inserted ? 6 : static_cast<int>(i % 10);
+    if (inserted) --i;  // the inserted op is extra: the base op i still follows
+    tracer::OpRecord op;
+    op.seq = seq;
+    op.thread = 0;
+    op.tidx = seq;
+    op.name = name_ids[kind];
+    op.step = i / 10;
+    op.module = module;
+    op.stack = op.user_frame = frames[kind];
+    if (kind == 1) parent = seq;
+    op.depth = (kind == 2 || kind == 3) ? 1 : 0;
+    op.parent = op.depth ? parent : tracer::kNoSeq;
+    if (kind == 5) {
+      op.flags |= tracer::kOpRandom;
+      op.rng = hashing::hash_combine(1234, static_cast<uint64_t>(i));
+    }
+    if (seq == value_at) taint = 0x5eed;
+    uint64_t item = hashing::hash_combine(name_ids[kind], op.rng);
+    for (int t = 0; t < 3 - (kind % 2); ++t) {
+      tracer::TensorRecord r;
+      r.role = t == 0 ? tracer::TensorRole::kOutput : tracer::TensorRole::kInput;
+      r.index = static_cast<uint16_t>(t == 0 ? 0 : t - 1);
+      r.dtype = hashing::DType::kFloat32;
+      r.shape = shapes[t];
+      r.device = cpu;
+      r.hash = hashing::hash_combine(static_cast<uint64_t>(i * 3 + t), t == 0 || i > value_at ? taint : 0);
+      r.status = t == 0 ? tracer::TensorStatus::kHashed : tracer::TensorStatus::kKnown;
+      r.producer = t == 0 || seq == 0 ? tracer::kNoSeq : seq - 1;
+      r.summary.valid = true;
+      r.summary.min = -1;
+      r.summary.max = 1;
+      r.summary.sum = double(r.hash % 1000);
+      r.summary.abs_sum = r.summary.sum + 10;
+      item = hashing::hash_combine(item, r.hash);
+      op.tensors.push_back(r);
+    }
+    if (kind == 9 || kind == 3) {
+      op.args.push_back({2, alpha, lr});
+      item = hashing::hash_combine(item, lr);
+    }
+    chain = hashing::hash_combine(chain, item);
+    op.chain = chain;
+    w->append_op(std::move(op));
+    ++seq;
+  }
+  TDBG_RETURN_IF_ERROR(w->close());
+  fs::rename(path + ".tmp", path);
+  return Status::Ok();
+}
+
+StatusOr<std::string> cached_run(const std::string& dir, int64_t n, Variant v) {
+  const char* tag = v == Variant::kBase ? "base" : v == Variant::kValue ? "value" : "insert";
+  std::string path = dir + "/run_" + std::to_string(n) + "_" + tag + ".sqlite";
+  if (fs::exists(path)) return path;
+  auto t = Clock::now();
+  TDBG_RETURN_IF_ERROR(generate(path, n, v));
+  std::fprintf(stderr, "  generated %s in %.1f s\n", path.c_str(), seconds_since(t));
+  return path;
+}
+
+struct Timed {
+  double seconds = 0;
+  nlohmann::json result;
+};
+
+StatusOr<Timed> time_compare(const std::string& a, const std::string& b, const diff::DiffOptions& o) {
+  auto t = Clock::now();
+  TDBG_ASSIGN_OR_RETURN(auto ra, tracer::Run::Open(a));
+  TDBG_ASSIGN_OR_RETURN(auto rb, tracer::Run::Open(b));
+  TDBG_ASSIGN_OR_RETURN(auto result, diff::compare_runs(ra, rb, o));
+  return Timed{seconds_since(t), std::move(result)};
+}
+
+// Runs a shell command, returning its wall time; -1 on failure (exit status > 1 for diff).
+double time_shell(const std::string& cmd) {
+  auto t = Clock::now();
+  int rc = std::system(cmd.c_str());
+  if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) > 1) return -1;
+  return seconds_since(t);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool large = false;
+  std::string data = TDBG_BENCH_DATA;
+  std::string tdbg_exe;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--large") large = true;
+    else if (a == "--data" && i + 1 < argc) data = argv[++i];
+    else if (a == "--tdbg" && i + 1 < argc) tdbg_exe = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: diff_bench [--large] [--data DIR] [--tdbg PATH]\n");
+      return 2;
+    }
+  }
+  if (tdbg_exe.empty()) {
+    // Beside this executable in <build>/bin.
+    tdbg_exe = (fs::read_symlink("/proc/self/exe").parent_path() / "tdbg").string();
+  }
+  fs::create_directories(data);
+  std::vector<int64_t> sizes = {100000, 1000000};
+  if (large) sizes.push_back(10000000);
+  std::printf("diff_bench: synthetic runs, 10 ops/step, 2-3 tensors/op; data cached in %s\n", data.c_str());
+  std::printf("%10s %12s %12s %10s %12s %12s %12s %12s %10s %10s\n", "ops", "bisect ms", "linear ms",
+              "lin/bis", "full Mops/s", "dump s", "gnu diff s", "text tot s", "text/bis", "text/full");
+  for (int64_t n : sizes) {
+    auto base = cached_run(data, n, Variant::kBase);
+    auto value = cached_run(data, n, Variant::kValue);
+    auto insert = cached_run(data, n, Variant::kInsert);
+    if (!base.ok() || !value.ok() || !insert.ok()) {
+      std::fprintf(stderr, "diff_bench: generating runs failed: %s\n",
+                   (!base.ok() ? base : !value.ok() ? value : insert).status().message().c_str());
+      return 2;
+    }
+    diff::DiffOptions first_only;
+    first_only.scan_limit = 0;
+    auto bis = time_compare(*base, *value, first_only);
+    diff::DiffOptions linear = first_only;
+    linear.bisect = false;
+    auto lin = time_compare(*base, *value, linear);
+    diff::DiffOptions full;
+    full.scan_limit = -1;
+    auto all = time_compare(*base, *insert, full);
+    if (!bis.ok() || !lin.ok() || !all.ok()) {
+      std::fprintf(stderr, "diff_bench: compare failed\n");
+      return 2;
+    }
+    // Sanity: the engine found what was planted.
+    const auto& fd = bis->result["first_divergence"];
+    if (fd["a"]["seq"] != n * 7 / 10 || lin->result["first_divergence"]["a"]["seq"] != n * 7 / 10 ||
+        all->result["first_divergence"]["kind"] != "structure") {
+      std::fprintf(stderr, "diff_bench: wrong divergence found: %s\n", fd.dump().c_str());
+      return 2;
+    }
+    int64_t compared = all->result["first_divergence"]["growth"]["ops_compared"].get<int64_t>() +
+                       all->result["first_divergence"]["context"]["a"][0]["tidx"].get<int64_t>();
+    (void)compared;
+    double full_mops = double(n) / all->seconds / 1e6;
+    // The text approach: dump both runs one line per op, then GNU diff.
+    std::string ta = data + "/dump_a.txt", tb = data + "/dump_b.txt";
+    double dump = time_shell("'" + tdbg_exe + "' show --plain --limit 0 '" + *base + "' > '" + ta + "'");
+    double dump_b = time_shell("'" + tdbg_exe + "' show --plain --limit 0 '" + *value + "' > '" + tb + "'");
+    double gnu = time_shell("diff '" + ta + "' '" + tb + "' > /dev/null");
+    fs::remove(ta);
+    fs::remove(tb);
+    double text_total = dump < 0 || dump_b < 0 || gnu < 0 ? -1 : dump + dump_b + gnu;
+    std::printf("%10" PRId64 " %12.2f %12.1f %10.0f %12.2f %12.2f %12.2f %12.2f %10.0f %10.1f\n", n,
+                bis->seconds * 1e3, lin->seconds * 1e3, lin->seconds / bis->seconds, full_mops,
+                dump + dump_b, gnu, text_total, text_total / bis->seconds, text_total / all->seconds);
+    std::printf("%10s probes %" PRId64 "; full comparison compared %" PRId64 " ops in %.2f s\n", "",
+                bis->result["chain_probes"].get<int64_t>(),
+                all->result["first_divergence"]["growth"]["ops_compared"].get<int64_t>(), all->seconds);
+    std::fflush(stdout);
+  }
+  return 0;
+}

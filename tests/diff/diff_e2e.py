@@ -1,0 +1,204 @@
+"""End-to-end tests of `tdbg diff` and `tdbg nan` on real torch runs recorded by `tdbg record`.
+
+Each case records two runs of scripts/train.py that differ in one known way and checks the
+reported op, source line and cause. Usage: diff_e2e.py CASE (environment: TDBG, TORCH_PYTHON,
+WORK). Exit 0 pass, 1 fail, 77 skip (no torch hook built).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "scripts", "train.py")
+TDBG = os.environ.get("TDBG", "tdbg")
+PYTHON = os.environ.get("TORCH_PYTHON", "/usr/bin/python3")
+WORK = os.environ.get("WORK", "/tmp/tdbg_diff_e2e")
+
+
+def marks():
+    """Line numbers of the `# MARK:<name>` comments in the training script."""
+    out = {}
+    with open(SCRIPT) as f:
+        for n, line in enumerate(f, 1):
+            m = re.search(r"# MARK:(\w+)", line)
+            if m:
+                out[m.group(1)] = n
+    return out
+
+
+MARK = marks()
+failures = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def record(name, args):
+    out = os.path.join(WORK, name)
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [TDBG, "record", "-o", out, "--", PYTHON, SCRIPT] + args
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        print(p.stdout, p.stderr)
+        sys.exit("recording failed: " + " ".join(cmd))
+    return out, p.stdout
+
+
+def diff(a, b):
+    p = subprocess.run([TDBG, "diff", "--json", a, b], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode == 2:
+        sys.exit("tdbg diff failed: " + p.stderr)
+    result = json.loads(p.stdout)
+    text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
+    print(text)
+    return p.returncode, result
+
+
+def pair(case, args_a, args_b):
+    a, out_a = record(case + "_a", args_a)
+    b, out_b = record(case + "_b", args_b)
+    return a, b, out_a, out_b
+
+
+def line_of(side):
+    src = (side or {}).get("source") or {}
+    return src.get("line"), os.path.basename(src.get("file") or "")
+
+
+def expect_value(d, cause, mark, marks_ok=None):
+    check(d is not None, "a divergence is reported")
+    if d is None:
+        return
+    check(d["cause"] == cause, f"cause is {cause} (got {d['cause']}: {d.get('detail')})")
+    line, file = line_of(d["a"])
+    lines = [MARK[m] for m in (marks_ok or [mark])]
+    check(file == "train.py" and line in lines,
+          f"source is train.py:{lines} (got {file}:{line}, op {d['a'] and d['a']['op']})")
+
+
+def case_identical():
+    a, b, out_a, out_b = pair("identical", [], [])
+    check(out_a == out_b, "the two runs print the same losses")
+    rc, r = diff(a, b)
+    check(rc == 0, f"exit status 0 (got {rc})")
+    check(r["status"] == "identical", "status identical")
+
+
+def case_seed():
+    a, b, _, _ = pair("seed", ["--seed", "0"], ["--seed", "1"])
+    rc, r = diff(a, b)
+    check(rc == 1, "exit status 1")
+    d = r["first_divergence"]
+    expect_value(d, "rng", "init")
+    check(d and d["a"]["random"], "the op is a random op")
+
+
+def case_threads():
+    a, b, out_a, out_b = pair("threads", ["--threads", "1"], ["--threads", "2"])
+    check(out_a.splitlines()[0] != out_b.splitlines()[0],
+          "precondition: the reduction's bits depend on the thread count here")
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    expect_value(d, "nondeterministic", "reduce")
+    check(d and d["a"]["op"] == "aten::sum", f"op is aten::sum (got {d and d['a']['op']})")
+    check(d and d["tensor"] and d["tensor"]["role"] == "output", "an output differs")
+
+
+def case_lr():
+    a, b, _, _ = pair("lr", ["--lr", "0.05"], ["--lr", "0.1"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    expect_value(d, "arguments", "step")
+    arg = (d or {}).get("argument") or {}
+    check("0.05" in str(arg.get("value_a")) and "0.1" in str(arg.get("value_b")),
+          f"the argument holds the learning rates (got {arg})")
+    check(d and d["a"]["step"] == 0, "at the first optimizer step")
+
+
+def case_loader():
+    # A differently shuffled DataLoader: the sampler draws the permutation from its generator,
+    # so the first difference is a random op whose generator state differs: `rng`.
+    a, b, _, _ = pair("loader", ["--loader-seed", "1"], ["--loader-seed", "2"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    expect_value(d, "rng", "loader", ["loader", "batch"])
+    check(d and d["a"]["random"], "the op is a random op")
+
+
+def case_poke():
+    a, b, _, _ = pair("poke", [], ["--poke", "7.5"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    expect_value(d, "external_input", "fc1")
+    t = (d or {}).get("tensor") or {}
+    check(t.get("role") == "input" and t.get("producer_a") is None,
+          f"an input no recorded op produced (got {t})")
+    check(d and d["a"]["step"] == 0, "in step 0 (row 3 is in the first batch)")
+
+
+def case_extra_op():
+    a, b, _, _ = pair("extra_op", [], ["--extra-op"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    check(d is not None and d["kind"] == "structure", "a structural divergence")
+    if d is None:
+        return
+    check(d["cause"] == "structure", "cause structure")
+    check(d["a"] is None, "A has no such op (an insertion)")
+    line, file = line_of(d["b"])
+    check(d["b"] and d["b"]["op"] == "aten::mul", f"B's op is aten::mul (got {d['b'] and d['b']['op']})")
+    check(file == "train.py" and line == MARK["extra"], f"at train.py:{MARK['extra']} (got {file}:{line})")
+    check(d["structural_changes"] and d["structural_changes"][0]["type"] == "inserted",
+          "the first change is an insertion")
+    check(d.get("value_after_structure") is not None, "values are compared again after it")
+
+
+def case_nan():
+    a, _ = record("nan", ["--inf-step", "2"])
+    p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 1, f"exit status 1 (got {p.returncode})")
+    f = json.loads(p.stdout)["first_nonfinite"]
+    check(f is not None, "a non-finite value is found")
+    if f is None:
+        return
+    line, file = line_of(f)
+    check(f["step"] == 2, f"at step 2 (got {f['step']})")
+    check(file == "train.py" and line == MARK["inf"], f"at train.py:{MARK['inf']} (got {file}:{line})")
+    check(f["op"] == "aten::mul", f"op aten::mul (got {f['op']})")
+    check(all(i["finite"] is not False for i in f["inputs"]), "its inputs were finite")
+    print(subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout)
+    b, _ = record("finite", [])
+    p = subprocess.run([TDBG, "nan", b], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 0, "a finite run exits 0")
+
+
+def case_errors():
+    os.makedirs(WORK, exist_ok=True)
+    bogus = os.path.join(WORK, "not_a_run.sqlite")
+    with open(bogus, "w") as f:
+        f.write("hello")
+    p = subprocess.run([TDBG, "diff", bogus, bogus], stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2, "an unreadable run exits 2")
+    check(p.stderr.startswith("tdbg diff: ") and p.stderr.count("\n") == 1 and bogus in p.stderr,
+          f"with one line naming the file (got {p.stderr!r})")
+    p = subprocess.run([TDBG, "nan", os.path.join(WORK, "missing")], stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and p.stderr.startswith("tdbg nan: "), "tdbg nan on a missing run exits 2")
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        sys.exit("usage: diff_e2e.py " + "|".join(CASES))
+    os.makedirs(WORK, exist_ok=True)
+    CASES[sys.argv[1]]()
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        sys.exit(1)

@@ -1,0 +1,79 @@
+"""A tiny training loop for the diff end-to-end tests: each flag changes one known thing.
+
+Lines the tests expect `tdbg diff` / `tdbg nan` to name carry a `# MARK:<name>` comment; the
+test driver finds their line numbers by that marker, so editing this file does not break it.
+"""
+import argparse
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, extra_op):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)  # MARK:init
+        self.fc2 = nn.Linear(16, 2)
+        self.extra_op = extra_op
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))  # MARK:fc1
+        if self.extra_op:
+            h = h * 1.0001  # MARK:extra
+        return self.fc2(h)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--poke", type=float, default=None, help="change x[3, 5] of the NumPy data")
+    p.add_argument("--extra-op", action="store_true")
+    p.add_argument("--loader-seed", type=int, default=None,
+                   help="feed batches from a shuffled DataLoader with this generator seed")
+    p.add_argument("--inf-step", type=int, default=-1, help="the loss becomes Inf at this step")
+    p.add_argument("--threads", type=int, default=0,
+                   help="sum a large tensor with this many threads first (a parallel reduction)")
+    args = p.parse_args()
+
+    torch.manual_seed(args.seed)
+    if args.threads > 0:
+        big = torch.randn(1 << 22)
+        torch.set_num_threads(args.threads)
+        total = big.sum()  # MARK:reduce
+        print(f"reduction {total.item()!r}")
+
+    rng = np.random.default_rng(1234)
+    x_np = rng.standard_normal((64, 8)).astype(np.float32)
+    y_np = (x_np.sum(axis=1) > 0).astype(np.int64)
+    if args.poke is not None:
+        x_np[3, 5] = args.poke
+    model = Net(args.extra_op)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    loss_fn = nn.CrossEntropyLoss()
+
+    if args.loader_seed is not None:
+        data = torch.utils.data.TensorDataset(torch.from_numpy(x_np), torch.from_numpy(y_np))
+        g = torch.Generator()
+        g.manual_seed(args.loader_seed)
+        loader = torch.utils.data.DataLoader(data, batch_size=16, shuffle=True, generator=g)
+        batches = iter(loader)  # MARK:loader
+    for step in range(args.steps):
+        if args.loader_seed is not None:
+            xb, yb = next(batches)  # MARK:batch
+        else:
+            xb = torch.from_numpy(x_np[step * 16:(step + 1) * 16])
+            yb = torch.from_numpy(y_np[step * 16:(step + 1) * 16])
+        opt.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        if step == args.inf_step:
+            loss = loss * 1e39  # MARK:inf
+        loss.backward()
+        opt.step()  # MARK:step
+        print(f"step {step} loss {loss.item()!r}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
