@@ -97,7 +97,10 @@ TEST_CASE("each bad input gives a one-line error naming the file and the problem
   MakeRun(dir.file("good.sqlite"), 20000);
   const std::string good = ReadBytes(dir.file("good.sqlite"));
   REQUIRE(good.size() > 65536);
-  WriteBytes(dir.file("cut.sqlite"), good.substr(0, good.size() / 2 / 8192 * 8192));
+  size_t page_size = (static_cast<size_t>(static_cast<unsigned char>(good[16])) << 8) |
+                     static_cast<unsigned char>(good[17]);
+  if (page_size == 1) page_size = 65536;
+  WriteBytes(dir.file("cut.sqlite"), good.substr(0, good.size() / 2 / page_size * page_size));
   ExpectOpenError(dir.file("cut.sqlite"), "truncated");
   WriteBytes(dir.file("cut_odd.sqlite"), good.substr(0, good.size() / 2 + 100));
   ExpectOpenError(dir.file("cut_odd.sqlite"), "truncated");

@@ -76,10 +76,8 @@ class Stmt {
 
   // Steps once; SQLITE_ROW, SQLITE_DONE or an error code.
   int step() { return sqlite3_step(stmt_); }
-  void reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
+  // Keeps the bindings: every caller binds every parameter before each step.
+  void reset() { sqlite3_reset(stmt_); }
 
   bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   int64_t col_int(int col) const { return sqlite3_column_int64(stmt_, col); }

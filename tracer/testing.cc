@@ -179,6 +179,12 @@ Status WriteSyntheticRun(const std::string& path, const SyntheticRun& run) {
       chains[t] = SyntheticChain(chains[t], name, op.tensors.back().hash);
       op.chain = chains[t];
     }
+    if (run.tensors <= 0) {
+      op.tensors.clear();
+    } else if (run.tensors < static_cast<int>(op.tensors.size())) {
+      op.tensors.erase(op.tensors.begin(), op.tensors.end() - run.tensors);
+    }
+    if (!run.args) op.args.clear();
     writer->append_op(std::move(op));
   }
   return writer->close();

@@ -66,6 +66,11 @@ struct SyntheticRun {
   std::function<std::string(int64_t seq)> name;
   // Hash of output `index` (0) of op `seq`; default: the realistic mix (pseudo-random).
   std::function<uint64_t(int64_t seq)> output_hash;
+  // Tensor records per op: 3 = the realistic mix (2 inputs, 1 output), 1 = the output only,
+  // 0 = none. Fewer tensors write faster (10^7 ops: use 1 or 0); the output hash always
+  // enters the chain.
+  int tensors = 3;
+  bool args = true;  // an argument on 30 % of ops, as in the realistic mix
   // Extra meta (e.g. {"pid", "42"}); `format` and the schema are always written.
   std::vector<std::pair<std::string, std::string>> meta;
   WriterOptions writer;

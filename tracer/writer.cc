@@ -404,7 +404,11 @@ class WriterImpl final : public Writer {
       s.ins_region.bind_nonzero(3, r.name);
       s.ins_region.bind_int(4, static_cast<int64_t>(r.kind));
       s.ins_region.bind_int(5, r.start_seq);
-      if (r.end_seq != kNoSeq) s.ins_region.bind_int(6, r.end_seq);
+      if (r.end_seq != kNoSeq) {
+        s.ins_region.bind_int(6, r.end_seq);
+      } else {
+        s.ins_region.bind_null(6);
+      }
       s.ins_region.bind_int(7, r.step);
       s.ins_region.bind_nonzero(8, r.parent);
       step_insert(s.ins_region, "a region");
@@ -419,7 +423,11 @@ class WriterImpl final : public Writer {
       step_insert(s.ins_module, "a module");
     }
     for (const KernelRecord& k : batch.kernels) {
-      if (k.op != kNoSeq) s.ins_kernel.bind_int(1, k.op);
+      if (k.op != kNoSeq) {
+        s.ins_kernel.bind_int(1, k.op);
+      } else {
+        s.ins_kernel.bind_null(1);
+      }
       s.ins_kernel.bind_nonzero(2, k.module);
       s.ins_kernel.bind_nonzero(3, k.name);
       s.ins_kernel.bind_nonzero(4, k.grid);
@@ -454,19 +462,27 @@ class WriterImpl final : public Writer {
     o.bind_int(1, op.thread);
     o.bind_int(2, op.tidx);
     o.bind_int(3, op.seq - op.tidx);
-    if (op.parent != kNoSeq) o.bind_int(4, op.seq - op.parent);
+    if (op.parent != kNoSeq) {
+      o.bind_int(4, op.seq - op.parent);
+    } else {
+      o.bind_null(4);
+    }
     o.bind_int(5, op.depth);
     o.bind_nonzero(6, op.name);
     o.bind_int(7, op.step);
     o.bind_nonzero(8, op.module);
     o.bind_nonzero(9, op.stack);
     o.bind_nonzero(10, op.user_frame);
-    if (op.fwd != kNoSeq) o.bind_int(11, op.seq - op.fwd);
+    if (op.fwd != kNoSeq) {
+      o.bind_int(11, op.seq - op.fwd);
+    } else {
+      o.bind_null(11);
+    }
     o.bind_nonzero(12, op.region);
     o.bind_int(13, op.start_ns - s.time_base_ns);
     o.bind_int(14, op.end_ns - op.start_ns);
     o.bind_u64(15, op.chain);
-    if (op.rng != 0) o.bind_u64(16, op.rng);
+    o.bind_nonzero(16, static_cast<int64_t>(op.rng));
     o.bind_int(17, op.flags);
     step_insert(o, "an op");
     Stmt& t = s.ins_tensor;
@@ -478,8 +494,12 @@ class WriterImpl final : public Writer {
       t.bind_nonzero(5, tr.shape);
       t.bind_nonzero(6, tr.device);
       t.bind_int(7, static_cast<int64_t>(tr.status));
-      if (tr.hash != 0) t.bind_u64(8, tr.hash);
-      if (tr.producer != kNoSeq) t.bind_int(9, op.seq - tr.producer);
+      t.bind_nonzero(8, static_cast<int64_t>(tr.hash));
+      if (tr.producer != kNoSeq) {
+        t.bind_int(9, op.seq - tr.producer);
+      } else {
+        t.bind_null(9);
+      }
       if (tr.summary.valid) {  // summaries only where they mean something
         t.bind_double(10, tr.summary.min);
         t.bind_double(11, tr.summary.max);
@@ -487,6 +507,8 @@ class WriterImpl final : public Writer {
         t.bind_double(13, tr.summary.abs_sum);
         t.bind_int(14, tr.summary.nan_count);
         t.bind_int(15, tr.summary.inf_count);
+      } else {
+        for (int i = 10; i <= 15; ++i) t.bind_null(i);
       }
       t.bind_nonzero(16, tr.reason);
       step_insert(t, "a tensor");
@@ -571,7 +593,7 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
   // killed process leaves every committed transaction readable. synchronous=NORMAL skips
   // fsync per commit: the data survives the death of the process (not of the machine).
   Status status = internal::exec(db,
-                                 "PRAGMA page_size=8192;"
+                                 "PRAGMA page_size=65536;"
                                  "PRAGMA journal_mode=WAL;"
                                  "PRAGMA synchronous=NORMAL;"
                                  "PRAGMA cache_size=-65536;"

@@ -509,6 +509,18 @@ TEST_CASE("synthetic runs for other folders' tests") {
   CHECK(a->chain_at(0, 2000) != b->chain_at(0, 2000));
   CHECK(a->chain_at(1, 1999) == b->chain_at(1, 1999));
   CHECK(a->chain_at(1, 2000) != b->chain_at(1, 2000));
+  // The lean form for big benchmarks: the output only, same chains.
+  run.tensors = 1;
+  run.args = false;
+  REQUIRE(testing::WriteSyntheticRun(dir.file("c.sqlite"), run).ok());
+  auto c = MustOpen(dir.file("c.sqlite"));
+  auto lean = c->op(4001);
+  REQUIRE(lean);
+  REQUIRE(lean->tensors.size() == 1);
+  CHECK(lean->tensors[0].role == TensorRole::kOutput);
+  CHECK(lean->tensors[0].hash == 12004);
+  CHECK(lean->args.empty());
+  CHECK(c->chain_at(1, 2400) == b->chain_at(1, 2400));
 }
 
 }  // namespace
