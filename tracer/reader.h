@@ -48,6 +48,10 @@ class Reader {
   // Streams ops in order. `thread` = nullopt for all threads in seq order, else that thread's
   // ops with tidx in [from, to). With `with_tensors` false, `tensors` and `args` stay empty
   // (much faster). `visit` returns false to stop early. Returns an error on a corrupt file.
+  // With `thread` = nullopt, [from, to) is a range of seq. An op's `tensors` come inputs
+  // first, then outputs, each by index; its `args` by index. A scan reads one snapshot (a
+  // read transaction), so a live writer's later commits are not mixed in. A `Reader` is for
+  // one thread at a time; `visit` may call the reader's other methods.
   virtual Status scan_ops(std::optional<uint32_t> thread, int64_t from, int64_t to,
                           bool with_tensors,
                           const std::function<bool(const OpRecord&)>& visit) const = 0;
@@ -56,7 +60,8 @@ class Reader {
   virtual std::vector<ModuleRecord> modules() const = 0;
   virtual std::vector<KernelRecord> kernels(std::optional<int64_t> op = std::nullopt) const = 0;
 
-  // Runs a read-only SQL query for tools (report statistics); each row as strings.
+  // Runs a read-only SQL query for tools (report statistics); each row as strings, SQL NULL
+  // as "". The views of docs/schema.md (`op_view`, `tensor_view`, ...) decode stored values.
   virtual Status query(const std::string& sql,
                        const std::function<bool(const std::vector<std::string>&)>& row) const = 0;
 };

@@ -589,11 +589,13 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
     ::unlink((path + "-shm").c_str());
     return status;
   };
-  // WAL: a commit is one append to the -wal file, readers never block the writer, and a
+  // 16 KiB pages: bigger pages cost less CPU per row (64 KiB: about 15% less than 8 KiB) but
+  // every table and index takes at least one page, and a process with few ops (a DataLoader
+  // worker) should not leave a 1 MiB file. WAL: a commit is one append to the -wal file, readers never block the writer, and a
   // killed process leaves every committed transaction readable. synchronous=NORMAL skips
   // fsync per commit: the data survives the death of the process (not of the machine).
   Status status = internal::exec(db,
-                                 "PRAGMA page_size=65536;"
+                                 "PRAGMA page_size=16384;"
                                  "PRAGMA journal_mode=WAL;"
                                  "PRAGMA synchronous=NORMAL;"
                                  "PRAGMA cache_size=-65536;"
