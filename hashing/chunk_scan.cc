@@ -747,9 +747,169 @@ __attribute__((target("avx2,f16c"))) bool fused_avx2(const uint8_t* p, size_t le
   if (out) *out = s;
   return true;
 }
+
+// GCC 12's AVX-512 headers start some intrinsics from `_mm512_undefined_*`, which
+// -Wmaybe-uninitialized reports as a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The same fused loop with AVX-512F: the eight accumulators fill one register and every
+// stripe is one load. Its sums add in a different lane order from the AVX2 loop's (same
+// values to the last bits or so; the spec allows that between CPUs).
+template <Unit U, bool kSummaries>
+__attribute__((target("avx512f,f16c"))) bool fused_avx512(const uint8_t* p, size_t len, uint64_t seed,
+                                                          uint64_t* hash, ChunkSummary* out) {
+  uint8_t secret[xxh3::kSecretSize];
+  xxh3::fill_secret(seed, secret);
+  __m512i acc = _mm512_setr_epi64(int64_t(xxh3::kPrime32_3), int64_t(xxh3::kPrime64_1), int64_t(xxh3::kPrime64_2),
+                                  int64_t(xxh3::kPrime64_3), int64_t(xxh3::kPrime64_4), int64_t(xxh3::kPrime32_2),
+                                  int64_t(xxh3::kPrime64_5), int64_t(xxh3::kPrime32_1));
+  const __m512i prime32 = _mm512_set1_epi32(int32_t(xxh3::kPrime32_1));
+  const __m512i scramble_key = _mm512_loadu_si512(secret + xxh3::kSecretSize - xxh3::kStripeLen);
+  __m512 mn = _mm512_set1_ps(kInfF), mx = _mm512_set1_ps(-kInfF), nonfinite = _mm512_setzero_ps();
+  __m512d dmn = _mm512_set1_pd(kInfD), dmx = _mm512_set1_pd(-kInfD);
+  __m512d sum[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, abs[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+
+  // Macros rather than lambdas: GCC does not pass a function's target to lambdas inside it.
+  // (`_mm512_or_ps` needs AVX512DQ; the integer `or` is plain AVX512F.)
+#define TDBG_OR512(A, B) _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(A), _mm512_castps_si512(B)))
+#define TDBG_FUSED512_STRIPE(Q, KEY, SCAN)                                                          \
+  do {                                                                                             \
+    __m512i d = _mm512_loadu_si512(Q);                                                             \
+    __m512i dk = _mm512_xor_si512(d, _mm512_loadu_si512(KEY));                                     \
+    __m512i prod = _mm512_mul_epu32(dk, _mm512_srli_epi64(dk, 32));                                \
+    acc = _mm512_add_epi64(acc, _mm512_add_epi64(_mm512_shuffle_epi32(d, _MM_PERM_BADC), prod));    \
+    if (SCAN) {                                                                                    \
+      if constexpr (U == Unit::kF64) {                                                             \
+        __m512d v = _mm512_castsi512_pd(d);                                                        \
+        if constexpr (kSummaries) {                                                                \
+          dmn = _mm512_min_pd(v, dmn);                                                             \
+          dmx = _mm512_max_pd(v, dmx);                                                             \
+          sum[0] = _mm512_add_pd(sum[0], v);                                                       \
+          abs[0] = _mm512_add_pd(abs[0], _mm512_abs_pd(v));                                        \
+        } else {                                                                                   \
+          nonfinite = TDBG_OR512(nonfinite, _mm512_castpd_ps(_mm512_sub_pd(v, v)));              \
+        }                                                                                          \
+      } else if constexpr (U == Unit::kF32) {                                                      \
+        TDBG_FUSED512_FLOATS(_mm512_castsi512_ps(d));                                              \
+      } else if constexpr (U == Unit::kF16) {                                                      \
+        TDBG_FUSED512_FLOATS(_mm512_cvtph_ps(_mm512_castsi512_si256(d)));                          \
+        TDBG_FUSED512_FLOATS(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(d, 1)));                    \
+      } else {                                                                                     \
+        TDBG_FUSED512_FLOATS(_mm512_castsi512_ps(                                                  \
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(d)), 16)));             \
+        TDBG_FUSED512_FLOATS(_mm512_castsi512_ps(                                                  \
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(d, 1)), 16)));       \
+      }                                                                                            \
+    }                                                                                              \
+  } while (0)
+#define TDBG_FUSED512_FLOATS(V)                                                                     \
+  do {                                                                                             \
+    __m512 v_ = (V);                                                                               \
+    if constexpr (kSummaries) {                                                                    \
+      mn = _mm512_min_ps(v_, mn);                                                                  \
+      mx = _mm512_max_ps(v_, mx);                                                                  \
+      __m512d lo_ = _mm512_cvtps_pd(_mm512_castps512_ps256(v_));                                   \
+      __m512d hi_ = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v_), 1))); \
+      sum[0] = _mm512_add_pd(sum[0], lo_);                                                         \
+      sum[1] = _mm512_add_pd(sum[1], hi_);                                                         \
+      abs[0] = _mm512_add_pd(abs[0], _mm512_abs_pd(lo_));                                          \
+      abs[1] = _mm512_add_pd(abs[1], _mm512_abs_pd(hi_));                                          \
+    } else {                                                                                       \
+      nonfinite = TDBG_OR512(nonfinite, _mm512_sub_ps(v_, v_));                                  \
+    }                                                                                              \
+  } while (0)
+
+  const size_t blocks = (len - 1) / xxh3::kBlockLen;
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* q = p + b * xxh3::kBlockLen;
+    for (size_t s = 0; s < xxh3::kStripesPerBlock; ++s)
+      TDBG_FUSED512_STRIPE(q + s * xxh3::kStripeLen, secret + 8 * s, true);
+    __m512i a = _mm512_xor_si512(acc, _mm512_srli_epi64(acc, 47));
+    a = _mm512_xor_si512(a, scramble_key);
+    acc = _mm512_add_epi64(_mm512_mul_epu32(a, prime32),
+                           _mm512_slli_epi64(_mm512_mul_epu32(_mm512_srli_epi64(a, 32), prime32), 32));
+  }
+  const size_t base = blocks * xxh3::kBlockLen;
+  const size_t stripes = ((len - 1) - base) / xxh3::kStripeLen;
+  for (size_t s = 0; s < stripes; ++s) TDBG_FUSED512_STRIPE(p + base + s * xxh3::kStripeLen, secret + 8 * s, true);
+  TDBG_FUSED512_STRIPE(p + len - xxh3::kStripeLen, secret + xxh3::kSecretSize - xxh3::kStripeLen - 7, false);
+#undef TDBG_FUSED512_STRIPE
+#undef TDBG_FUSED512_FLOATS
+#undef TDBG_OR512
+  const size_t scanned = base + stripes * xxh3::kStripeLen;
+
+  ChunkSummary s;
+  double tmn = kInfD, tmx = -kInfD, tsum = 0, tabs = 0;
+  const size_t width = canonical::unit_size(U);
+  for (size_t o = scanned; o + width <= len; o += width) {
+    double v;
+    if constexpr (U == Unit::kF64) {
+      std::memcpy(&v, p + o, 8);
+    } else {
+      v = scalar_as_float(U, p + o);
+    }
+    if (!fast_tail(v, tmn, tmx, tsum, tabs)) return false;
+  }
+  if constexpr (kSummaries) {
+    alignas(64) double s0[8], s1[8], a0[8], a1[8], mnv[16], mxv[16];
+    _mm512_store_pd(s0, sum[0]);
+    _mm512_store_pd(s1, sum[1]);
+    _mm512_store_pd(a0, abs[0]);
+    _mm512_store_pd(a1, abs[1]);
+    double s8[8], a8[8];
+    for (int k = 0; k < 8; ++k) {
+      s8[k] = s0[k] + s1[k];
+      a8[k] = a0[k] + a1[k];
+    }
+    int lanes;
+    if constexpr (U == Unit::kF64) {
+      _mm512_store_pd(mnv, dmn);
+      _mm512_store_pd(mxv, dmx);
+      lanes = 8;
+    } else {
+      alignas(64) float mnf[16], mxf[16];
+      _mm512_store_ps(mnf, mn);
+      _mm512_store_ps(mxf, mx);
+      for (int k = 0; k < 16; ++k) {
+        mnv[k] = mnf[k];
+        mxv[k] = mxf[k];
+      }
+      lanes = 16;
+    }
+    // fast_finish reads `lanes` entries of every array: pad the sums for the 16-lane case.
+    double sp[16] = {}, ap[16] = {};
+    for (int k = 0; k < 8; ++k) {
+      sp[k] = s8[k];
+      ap[k] = a8[k];
+    }
+    if (!fast_finish(mnv, mxv, sp, ap, lanes, tmn, tmx, tsum, tabs, len / width, &s)) return false;
+  } else {
+    if (_mm512_cmp_ps_mask(nonfinite, nonfinite, _CMP_UNORD_Q) != 0) return false;
+  }
+  alignas(64) xxh3::Acc a;
+  _mm512_storeu_si512(a.v, acc);
+  *hash = xxh3::merge_accs(a, secret + 11, uint64_t(len) * xxh3::kPrime64_1);
+  if (out) *out = s;
+  return true;
+}
+#pragma GCC diagnostic pop
 #endif  // TDBG_HAVE_AVX2_PATH
 
 bool g_force_baseline = false;
+
+bool g_force_avx2 = false;
+
+bool cpu_has_avx512() {
+#if defined(TDBG_HAVE_AVX2_PATH)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+  }();
+  return has && !g_force_baseline && !g_force_avx2;
+#else
+  return false;
+#endif
+}
 
 bool cpu_has_avx2() {
 #if defined(TDBG_HAVE_AVX2_PATH)
@@ -923,11 +1083,30 @@ bool chunk_needs_canonical(Unit unit, const uint8_t* p, size_t bytes) {
 }
 
 void force_baseline_simd_for_testing(bool on) { g_force_baseline = on; }
+void force_avx2_for_testing(bool on) { g_force_avx2 = on; }
 
 bool fused_hash_and_scan(Unit unit, const uint8_t* p, size_t bytes, uint64_t seed, uint64_t* hash,
                          ChunkSummary* summary) {
 #if defined(TDBG_HAVE_AVX2_PATH)
   if (bytes <= 240 || !cpu_has_avx2()) return false;
+  if (cpu_has_avx512()) {
+    switch (unit) {
+      case Unit::kF32:
+        return summary ? fused_avx512<Unit::kF32, true>(p, bytes, seed, hash, summary)
+                       : fused_avx512<Unit::kF32, false>(p, bytes, seed, hash, nullptr);
+      case Unit::kF64:
+        return summary ? fused_avx512<Unit::kF64, true>(p, bytes, seed, hash, summary)
+                       : fused_avx512<Unit::kF64, false>(p, bytes, seed, hash, nullptr);
+      case Unit::kF16:
+        return summary ? fused_avx512<Unit::kF16, true>(p, bytes, seed, hash, summary)
+                       : fused_avx512<Unit::kF16, false>(p, bytes, seed, hash, nullptr);
+      case Unit::kBF16:
+        return summary ? fused_avx512<Unit::kBF16, true>(p, bytes, seed, hash, summary)
+                       : fused_avx512<Unit::kBF16, false>(p, bytes, seed, hash, nullptr);
+      default:
+        return false;
+    }
+  }
   switch (unit) {
     case Unit::kF32:
       return summary ? fused_avx2<Unit::kF32, true>(p, bytes, seed, hash, summary)

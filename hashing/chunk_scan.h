@@ -30,7 +30,7 @@ void canonicalize_chunk(canonical::Unit unit, const uint8_t* p, size_t bytes, ui
 // One pass over a chunk that both hashes it (XXH3-64 with `seed`) and, when `summary` is not
 // null, summarizes it: each 64-byte stripe is loaded once for both, so memory streams without
 // the pause that a scan-then-hash pair leaves. Handles float32, float64, float16 and bfloat16
-// chunks of more than 240 bytes on CPUs with AVX2. Returns false, having written nothing,
+// chunks of more than 240 bytes on CPUs with AVX2 (AVX-512 where present). Returns false, having written nothing,
 // when it does not apply or when the chunk holds a NaN or an infinity (the caller then takes
 // the exact path, which canonicalizes and counts).
 bool fused_hash_and_scan(canonical::Unit unit, const uint8_t* p, size_t bytes, uint64_t seed,
@@ -39,5 +39,7 @@ bool fused_hash_and_scan(canonical::Unit unit, const uint8_t* p, size_t bytes, u
 // Tests only: true restricts the scans to the SSE2 baseline even where AVX2 is available, so
 // that both vector paths are tested on one machine. Not thread-safe; not for production use.
 void force_baseline_simd_for_testing(bool on);
+// Tests only: true keeps the fused loop at AVX2 on CPUs that have AVX-512.
+void force_avx2_for_testing(bool on);
 
 }  // namespace tdbg::hashing::internal

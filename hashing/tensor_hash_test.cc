@@ -286,7 +286,9 @@ TEST_CASE("summaries match a naive reference") {
   // without NaN/Inf (all-finite chunks take the fast path, others the exact one).
   bool baseline = GENERATE(false, true);
   bool specials = GENERATE(false, true);
+  bool avx2_only = GENERATE(false, true);
   internal::force_baseline_simd_for_testing(baseline);
+  internal::force_avx2_for_testing(avx2_only);
   for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kComplex64,
                    DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kComplex32}) {
     for (size_t n : {size_t(1), size_t(5), size_t(1000), size_t(70001)}) {
@@ -355,6 +357,7 @@ TEST_CASE("summaries match a naive reference") {
     }
   }
   internal::force_baseline_simd_for_testing(false);
+  internal::force_avx2_for_testing(false);
 }
 
 TEST_CASE("float16 conversion is exact for all 65536 values") {
@@ -413,6 +416,9 @@ TEST_CASE("null strides mean contiguous, and hash_combine is ordered") {
 
 TEST_CASE("the fused AVX2 hash+scan equals libxxhash and the exact summaries") {
   using canonical::Unit;
+  // The AVX-512 loop where the CPU has it, then the AVX2 one.
+  bool avx2_only = GENERATE(false, true);
+  internal::force_avx2_for_testing(avx2_only);
   struct Case {
     Unit unit;
     size_t width;
@@ -454,4 +460,5 @@ TEST_CASE("the fused AVX2 hash+scan equals libxxhash and the exact summaries") {
     CHECK_FALSE(internal::fused_hash_and_scan(k.unit, nan_bytes.data(), 4096, 1, &h, &s));
     CHECK_FALSE(internal::fused_hash_and_scan(k.unit, nan_bytes.data(), 4096, 1, &h, nullptr));
   }
+  internal::force_avx2_for_testing(false);
 }
