@@ -28,10 +28,6 @@ enum HookId : int {
   kHookCount
 };
 
-// The return address of the current hook's caller, set by each generated wrapper: the
-// resolver looks where that caller would have looked.
-extern thread_local void* t_hook_caller __attribute__((tls_model("initial-exec")));
-
 // The real (next) definition of hook `id`, resolved on first use; nullptr if none exists
 // (e.g. a CUDA function in a process without CUDA). Never tdbg's own wrapper.
 void* resolve_real(HookId id);

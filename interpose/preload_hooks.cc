@@ -26,11 +26,7 @@ constexpr HookInfo kHooks[kHookCount] = {
 
 std::atomic<void*> g_real[kHookCount];
 
-}  // namespace
 
-__attribute__((tls_model("initial-exec"))) thread_local void* t_hook_caller = nullptr;
-
-namespace {
 
 // Any symbol that resolves into this library is tdbg's own wrapper: never "real".
 bool is_own(void* function) {
@@ -39,6 +35,76 @@ bool is_own(void* function) {
   if (dladdr(reinterpret_cast<void*>(&is_own), &mine) == 0) return false;
   if (dladdr(function, &theirs) == 0) return false;
   return mine.dli_fbase == theirs.dli_fbase;
+}
+
+uint32_t gnu_hash(const char* name) {
+  uint32_t h = 5381;
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(name); *p; ++p)
+    h = h * 33 + *p;
+  return h;
+}
+
+struct DefinitionSearch {
+  const char* name;
+  uint32_t hash;
+  uintptr_t own_base;
+  void* found;
+};
+
+// Looks `search->name` up in one loaded object's GNU hash table: a defined function or object
+// symbol of its default version. Objects without a GNU hash table are skipped.
+int search_object(struct dl_phdr_info* info, size_t, void* data) {
+  auto* search = static_cast<DefinitionSearch*>(data);
+  if (info->dlpi_addr == search->own_base) return 0;
+  const ElfW(Dyn)* dynamic = nullptr;
+  for (int i = 0; i < info->dlpi_phnum; ++i)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dynamic = reinterpret_cast<const ElfW(Dyn)*>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+  if (dynamic == nullptr) return 0;
+  // The loader relocates these in place for most objects, not for all (the vDSO): an
+  // address below the load base is still relative.
+  auto absolute = [&](ElfW(Addr) p) { return p < info->dlpi_addr ? p + info->dlpi_addr : p; };
+  const ElfW(Sym)* symbols = nullptr;
+  const char* strings = nullptr;
+  const uint32_t* gnu = nullptr;
+  const ElfW(Half)* versions = nullptr;
+  for (const ElfW(Dyn)* d = dynamic; d->d_tag != DT_NULL; ++d) {
+    if (d->d_tag == DT_SYMTAB) symbols = reinterpret_cast<const ElfW(Sym)*>(absolute(d->d_un.d_ptr));
+    if (d->d_tag == DT_STRTAB) strings = reinterpret_cast<const char*>(absolute(d->d_un.d_ptr));
+    if (d->d_tag == DT_GNU_HASH) gnu = reinterpret_cast<const uint32_t*>(absolute(d->d_un.d_ptr));
+    if (d->d_tag == DT_VERSYM) versions = reinterpret_cast<const ElfW(Half)*>(absolute(d->d_un.d_ptr));
+  }
+  if (symbols == nullptr || strings == nullptr || gnu == nullptr) return 0;
+  uint32_t n_buckets = gnu[0], sym_offset = gnu[1], bloom_size = gnu[2];
+  if (n_buckets == 0) return 0;
+  const auto* bloom = reinterpret_cast<const ElfW(Addr)*>(gnu + 4);
+  const auto* buckets = reinterpret_cast<const uint32_t*>(bloom + bloom_size);
+  const uint32_t* chain = buckets + n_buckets;
+  uint32_t index = buckets[search->hash % n_buckets];
+  if (index < sym_offset) return 0;
+  for (;; ++index) {
+    uint32_t entry = chain[index - sym_offset];
+    const ElfW(Sym)& sym = symbols[index];
+    int type = sym.st_info & 0xf;  // ELF{32,64}_ST_TYPE
+    if ((entry | 1) == (search->hash | 1) && sym.st_shndx != SHN_UNDEF &&
+        (type == STT_FUNC || type == STT_OBJECT) &&
+        (versions == nullptr || (versions[index] & 0x8000) == 0) &&
+        strcmp(strings + sym.st_name, search->name) == 0) {
+      search->found = reinterpret_cast<void*>(info->dlpi_addr + sym.st_value);
+      return 1;
+    }
+    if (entry & 1) return 0;
+  }
+}
+
+void* find_definition(const char* name) {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&find_definition), &info) == 0) return nullptr;
+  DefinitionSearch search{name, gnu_hash(name), 0, nullptr};
+  // dlpi_addr is the load bias; for a shared object it equals dli_fbase.
+  search.own_base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+  dl_iterate_phdr(search_object, &search);
+  return search.found;
 }
 
 void* lookup_next(HookId id) {
@@ -66,29 +132,10 @@ void* lookup_next(HookId id) {
   f = real_dlsym(RTLD_DEFAULT, hook.name);
   if (f != nullptr && !is_own(f)) return f;
   // A library opened with RTLD_LOCAL (libcudart under torch's extension module) is in
-  // neither scope above, yet the host bound to us instead of it. Look where the caller
-  // looks: its own dependency scope, whose root is the caller's link map.
-  Dl_info info;
-  struct link_map* caller_map = nullptr;
-  if (t_hook_caller != nullptr &&
-      dladdr1(t_hook_caller, &info, reinterpret_cast<void**>(&caller_map), RTLD_DL_LINKMAP) != 0 &&
-      caller_map != nullptr) {
-    f = real_dlsym(caller_map, hook.name);
-    if (f != nullptr && !is_own(f)) return f;
-  }
-  // Last resort: any loaded object that defines it (a link map is a valid dlsym handle).
-  struct link_map* own_map = nullptr;
-  if (dladdr1(reinterpret_cast<void*>(&is_own), &info, reinterpret_cast<void**>(&own_map),
-              RTLD_DL_LINKMAP) != 0 && own_map != nullptr) {
-    struct link_map* map = own_map;
-    while (map->l_prev != nullptr) map = map->l_prev;
-    for (; map != nullptr; map = map->l_next) {
-      if (map == own_map) continue;
-      f = real_dlsym(map, hook.name);
-      if (f != nullptr && !is_own(f)) return f;
-    }
-  }
-  return nullptr;
+  // neither scope above, yet the host bound to us instead of it: find the definition in the
+  // loaded objects' own symbol tables (no loader call, so this is safe even inside a library
+  // constructor running within dlopen).
+  return find_definition(hook.name);
 }
 
 }  // namespace
@@ -125,7 +172,6 @@ HookId hook_by_name(const char* name) {
 #define HOOK(ret, name, params, args, versions)                               \
   extern "C" TDBG_EXPORT ret tdbg_wrap_##name params __asm__(#name);          \
   extern "C" ret tdbg_wrap_##name params {                                    \
-    tdbg::preload::t_hook_caller = __builtin_return_address(0);               \
     return tdbg::preload::on_##name args;                                     \
   }
 #define HOOK_FRONT(ret, name, params, args, versions) \

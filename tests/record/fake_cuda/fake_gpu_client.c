@@ -3,6 +3,7 @@
    libtdbg_preload.so, and checks what reached the GPU sink: the module and both launches (the
    first from before the sink existed, replayed from the buffer), with the kernel's name.
    Usage: fake_gpu_client PATH_TO_FAKE_DRIVER [expect-none]   (the latter under TDBG_GPU=0) */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
