@@ -1089,20 +1089,19 @@ bool fused_hash_and_scan(Unit unit, const uint8_t* p, size_t bytes, uint64_t see
                          ChunkSummary* summary) {
 #if defined(TDBG_HAVE_AVX2_PATH)
   if (bytes <= 240 || !cpu_has_avx2()) return false;
-  if (cpu_has_avx512()) {
+  // AVX-512 only with summaries: there it doubles the in-cache rate (18 -> 40 GB/s, compute
+  // bound) and wins from memory too; hash-only, the AVX2 loop already outruns memory, and
+  // the AVX-512 one measured at half the AVX2 rate on DRAM-resident data (Zen 5 VM).
+  if (summary && cpu_has_avx512()) {
     switch (unit) {
       case Unit::kF32:
-        return summary ? fused_avx512<Unit::kF32, true>(p, bytes, seed, hash, summary)
-                       : fused_avx512<Unit::kF32, false>(p, bytes, seed, hash, nullptr);
+        return fused_avx512<Unit::kF32, true>(p, bytes, seed, hash, summary);
       case Unit::kF64:
-        return summary ? fused_avx512<Unit::kF64, true>(p, bytes, seed, hash, summary)
-                       : fused_avx512<Unit::kF64, false>(p, bytes, seed, hash, nullptr);
+        return fused_avx512<Unit::kF64, true>(p, bytes, seed, hash, summary);
       case Unit::kF16:
-        return summary ? fused_avx512<Unit::kF16, true>(p, bytes, seed, hash, summary)
-                       : fused_avx512<Unit::kF16, false>(p, bytes, seed, hash, nullptr);
+        return fused_avx512<Unit::kF16, true>(p, bytes, seed, hash, summary);
       case Unit::kBF16:
-        return summary ? fused_avx512<Unit::kBF16, true>(p, bytes, seed, hash, summary)
-                       : fused_avx512<Unit::kBF16, false>(p, bytes, seed, hash, nullptr);
+        return fused_avx512<Unit::kBF16, true>(p, bytes, seed, hash, summary);
       default:
         return false;
     }
