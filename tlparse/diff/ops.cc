@@ -269,7 +269,10 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, con
   std::string source;
   if (user != 0) {
     if (auto f = reader.frame(user)) {
-      source = strings.text(f->file) + ":" + std::to_string(f->line);
+      // The file's base name keeps context lines short; `source` of the op itself has the path.
+      const std::string& file = strings.text(f->file);
+      size_t slash = file.rfind('/');
+      source = (slash == std::string::npos ? file : file.substr(slash + 1)) + ":" + std::to_string(f->line);
     }
   }
   j["source"] = source;

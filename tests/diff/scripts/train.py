@@ -64,7 +64,7 @@ def main():
         if args.loader_seed is not None:
             xb, yb = next(batches)  # MARK:batch
         else:
-            xb = torch.from_numpy(x_np[step * 16:(step + 1) * 16])
+            xb = torch.from_numpy(x_np[step * 16:(step + 1) * 16])  # MARK:data
             yb = torch.from_numpy(y_np[step * 16:(step + 1) * 16])
         opt.zero_grad()
         loss = loss_fn(model(xb), yb)
