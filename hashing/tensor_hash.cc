@@ -427,7 +427,6 @@ HashResult hash_tensor(const TensorView& view, const HashOptions& options) {
     }
   }
   l.contiguous = l.ndim == 0 || (l.ndim == 1 && l.strides[0] == 1);
-  if (!l.contiguous && l.ndim == 0) l.contiguous = true;
 
   // Header: magic, version, dtype, ndim, chunk size, sizes.
   FinalHasher final_hash;
