@@ -130,7 +130,8 @@ void TensorTable::remember(const at::Tensor& t, const TrackedTensor& state) {
   }
   entries_.emplace(impl, Entry(c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()),
                                *version, state));
-  if (entries_.size() >= purge_at_) purge_locked();
+  order_.push_back(impl);
+  purge_some_locked();
 }
 
 void TensorTable::forget(const at::Tensor& t) {
@@ -142,17 +143,21 @@ void TensorTable::forget(const at::Tensor& t) {
 void TensorTable::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
+  order_.clear();
 }
 
-void TensorTable::purge_locked() {
-  for (auto it = entries_.begin(); it != entries_.end();) {
+void TensorTable::purge_some_locked() {
+  // Two checks per insertion keep the dead entries to about the number of live ones.
+  for (int i = 0; i < 2 && !order_.empty(); ++i) {
+    const c10::TensorImpl* key = order_.front();
+    order_.pop_front();
+    auto it = entries_.find(key);
+    if (it == entries_.end()) continue;  // forgotten already
     if (it->second.weak.expired())
-      it = entries_.erase(it);
+      entries_.erase(it);
     else
-      ++it;
+      order_.push_back(key);
   }
-  // Purge again when the live set has doubled: amortized O(1) per insertion.
-  purge_at_ = std::max<size_t>(4096, entries_.size() * 2);
 }
 
 }  // namespace tdbg::torchhook

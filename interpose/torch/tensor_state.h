@@ -7,6 +7,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -40,7 +41,9 @@ struct TrackedTensor {
 
 // Tensors by TensorImpl*, valid while their version counter is unchanged. Each entry holds a
 // weak reference, so the TensorImpl's memory (and therefore its address) cannot be reused
-// while the entry exists; expired entries are purged as the table grows.
+// while the entry exists. Expired entries are purged incrementally: each insertion looks at
+// the two oldest entries, so dead TensorImpls are released a few at a time (a bulk purge
+// frees thousands at once, and the allocator's churn then costs page faults).
 class TensorTable {
  public:
   // The entry of `t` if it is still the same tensor with the same contents.
@@ -62,11 +65,11 @@ class TensorTable {
     uint32_t version = 0;
     TrackedTensor state;
   };
-  void purge_locked();
+  void purge_some_locked();
 
   std::mutex mutex_;
   std::unordered_map<const c10::TensorImpl*, Entry> entries_;
-  size_t purge_at_ = 4096;
+  std::deque<const c10::TensorImpl*> order_;  // keys of `entries_`, oldest first
 };
 
 }  // namespace tdbg::torchhook
