@@ -1,6 +1,8 @@
 // `tdbg-report-fixture DIR [--ops N] [--diverge-at S] [--nonfinite-at S] [--hostile]
 // [--no-secrets] [--single]`: writes a synthetic pair of runs (DIR/a, DIR/b, DIR/train.py) for
 // the end-to-end and browser tests of report, view, export and bundle.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  ::mkdir(dir.c_str(), 0755);  // may exist already
   tdbg::Status st = tdbg::report::fixture::make_runs(dir, o);
   if (!st.ok()) {
     std::fprintf(stderr, "tdbg-report-fixture: %s\n", st.message().c_str());

@@ -1,20 +1,30 @@
-// The `tdbg view` HTTP server: cpp-httplib bound to 127.0.0.1, GET only, serving the embedded
-// viewer and JSON pages of ops read through tracer::Reader (never a file from disk).
+// The `tdbg view` HTTP server: a small HTTP/1.1 server on POSIX sockets bound to 127.0.0.1,
+// GET only, one thread per connection, serving the embedded viewer and JSON pages of ops read
+// through tracer::Reader (never a file from disk).
 #include "tlparse/report/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <fcntl.h>
+#include <functional>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
-
-#include <httplib.h>
 
 namespace tdbg::report {
 namespace {
@@ -26,13 +36,161 @@ std::string lower(std::string s) {
   return s;
 }
 
+// A parsed GET request: path and decoded query parameters, lower-cased header names.
+struct Request {
+  std::string method, path;
+  std::map<std::string, std::string> params, headers;
+  bool has_param(const std::string& k) const { return params.count(k) > 0; }
+  std::string param(const std::string& k) const {
+    auto it = params.find(k);
+    return it == params.end() ? "" : it->second;
+  }
+  std::string header(const std::string& k) const {
+    auto it = headers.find(k);
+    return it == headers.end() ? "" : it->second;
+  }
+};
+
+struct Response {
+  int status = 200;
+  std::string type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+std::string url_decode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out.push_back(' ');
+    } else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out.push_back(static_cast<char>(std::strtol(s.substr(i + 1, 2).c_str(), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+// Parses the request head (up to the blank line); false when it is not HTTP.
+bool parse_request(const std::string& head, Request* req) {
+  size_t eol = head.find("\r\n");
+  std::string line = head.substr(0, eol);
+  size_t sp1 = line.find(' '), sp2 = line.rfind(' ');
+  if (sp1 == std::string::npos || sp2 <= sp1 || line.compare(sp2 + 1, 5, "HTTP/") != 0) return false;
+  req->method = line.substr(0, sp1);
+  std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  size_t q = target.find('?');
+  req->path = url_decode(target.substr(0, q));
+  if (q != std::string::npos) {
+    std::string query = target.substr(q + 1);
+    size_t pos = 0;
+    while (pos <= query.size()) {
+      size_t amp = query.find('&', pos);
+      std::string kv = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+      size_t eq = kv.find('=');
+      if (!kv.empty()) {
+        req->params[url_decode(kv.substr(0, eq))] =
+            eq == std::string::npos ? "" : url_decode(kv.substr(eq + 1));
+      }
+      if (amp == std::string::npos) break;
+      pos = amp + 1;
+    }
+  }
+  size_t pos = eol == std::string::npos ? head.size() : eol + 2;
+  while (pos < head.size()) {
+    size_t end = head.find("\r\n", pos);
+    if (end == std::string::npos) end = head.size();
+    std::string h = head.substr(pos, end - pos);
+    size_t colon = h.find(':');
+    if (colon != std::string::npos) {
+      std::string name = lower(h.substr(0, colon));
+      size_t v = h.find_first_not_of(" \t", colon + 1);
+      req->headers[name] = v == std::string::npos ? "" : h.substr(v);
+    }
+    pos = end + 2;
+  }
+  return true;
+}
+
+const char* reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 431: return "Request Header Fields Too Large";
+    default: return "Internal Server Error";
+  }
+}
+
+bool write_all(int fd, const std::string& data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// One connection: read one request head (bounded size and time), answer, close.
+void serve_connection(int fd, const std::function<void(const Request&, Response*)>& handle) {
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  std::string head;
+  char buf[4096];
+  Response res;
+  bool complete = false;
+  while (head.size() < 32768) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    head.append(buf, static_cast<size_t>(n));
+    size_t end = head.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      head.resize(end);
+      complete = true;
+      break;
+    }
+  }
+  Request req;
+  if (!complete) {
+    if (head.empty()) {
+      ::close(fd);
+      return;
+    }
+    res.status = head.size() >= 32768 ? 431 : 400;
+  } else if (!parse_request(head, &req)) {
+    res.status = 400;
+  } else if (req.method != "GET" && req.method != "HEAD") {
+    res.status = 405;  // read-only
+  } else {
+    handle(req, &res);
+  }
+  if (res.status != 200 && res.body.empty()) res.body = std::string(reason(res.status)) + "\n";
+  std::string out = "HTTP/1.1 " + std::to_string(res.status) + " " + reason(res.status) +
+                    "\r\nContent-Type: " + res.type +
+                    "\r\nContent-Length: " + std::to_string(res.body.size()) +
+                    "\r\nConnection: close\r\nCache-Control: no-store\r\n"
+                    "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n\r\n";
+  if (req.method != "HEAD") out += res.body;
+  write_all(fd, out);
+  ::shutdown(fd, SHUT_WR);
+  ::close(fd);
+}
+
 // An integer query parameter, or `fallback` when absent; false when present but malformed.
-bool int_param(const httplib::Request& req, const char* name, int64_t fallback, int64_t* out) {
+bool int_param(const Request& req, const char* name, int64_t fallback, int64_t* out) {
   if (!req.has_param(name)) {
     *out = fallback;
     return true;
   }
-  std::string v = req.get_param_value(name);
+  std::string v = req.param(name);
   if (v.empty() || v.size() > 19) return false;
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 10);
@@ -121,9 +279,10 @@ class RunIndex {
   std::map<std::string, std::shared_ptr<std::vector<int64_t>>> cache_;
 };
 
-void send_json(httplib::Response& res, const json& j, int status = 200) {
-  res.status = status;
-  res.set_content(j.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+void send_json(Response* res, const json& j, int status = 200) {
+  res->status = status;
+  res->type = "application/json";
+  res->body = j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -138,37 +297,9 @@ Status serve(const tracer::Run& a, const tracer::Run* b, const ViewOptions& opti
   runs.push_back(std::make_unique<RunIndex>(*a.processes[model["runs"][0]["process"].get<size_t>()]));
   if (b) runs.push_back(std::make_unique<RunIndex>(*b->processes[model["runs"][1]["process"].get<size_t>()]));
   std::mutex mu;  // readers are not shared across threads: one request reads at a time
-
-  httplib::Server server;
   int port = 0;
-  server.set_default_headers({{"X-Content-Type-Options", "nosniff"},
-                              {"Cache-Control", "no-store"},
-                              {"Referrer-Policy", "no-referrer"}});
-  server.set_payload_max_length(1 << 16);
-  server.set_pre_routing_handler([&](const httplib::Request& req, httplib::Response& res) {
-    // Only the loopback names of this port: a page on another site that rebinds its DNS name
-    // to 127.0.0.1 would send its own Host and is refused.
-    std::string host = req.get_header_value("Host");
-    std::string p = ":" + std::to_string(port);
-    if (host != "127.0.0.1" + p && host != "localhost" + p) {
-      res.status = 403;
-      res.set_content("forbidden host\n", "text/plain");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  server.Get("/", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(page, "text/html; charset=utf-8");
-  });
-  server.Get("/api/info", [&](const httplib::Request&, httplib::Response& res) {
-    json info = json::array();
-    for (const auto& r : model["runs"]) {
-      info.push_back({{"label", r["label"]}, {"path", r["path"]}, {"op_count", r["op_count"]},
-                      {"process", r["process"]}});
-    }
-    send_json(res, {{"runs", info}});
-  });
-  auto run_of = [&](const httplib::Request& req, httplib::Response& res) -> RunIndex* {
+
+  auto run_of = [&](const Request& req, Response* res) -> RunIndex* {
     int64_t i;
     if (!int_param(req, "run", 0, &i) || i < 0 || i >= static_cast<int64_t>(runs.size())) {
       send_json(res, {{"error", "bad run"}}, 400);
@@ -176,68 +307,125 @@ Status serve(const tracer::Run& a, const tracer::Run* b, const ViewOptions& opti
     }
     return runs[i].get();
   };
-  server.Get("/api/ops", [&](const httplib::Request& req, httplib::Response& res) {
-    RunIndex* run = run_of(req, res);
-    if (!run) return;
-    int64_t from, limit, step;
-    if (!int_param(req, "from", 0, &from) || !int_param(req, "limit", 200, &limit) ||
-        !int_param(req, "step", INT64_MIN, &step) || from < 0 || limit < 1 || limit > 5000) {
-      return send_json(res, {{"error", "bad from/limit/step"}}, 400);
+  auto handle = [&](const Request& req, Response* res) {
+    // Only the loopback names of this port: a page on another site that rebinds its DNS name
+    // to 127.0.0.1 would send its own Host and is refused.
+    std::string host = req.header("host");
+    std::string p = ":" + std::to_string(port);
+    if (host != "127.0.0.1" + p && host != "localhost" + p) {
+      res->status = 403;
+      return;
     }
-    Filter filter;
-    filter.any = lower(req.get_param_value("filter"));
-    filter.name = lower(req.get_param_value("name"));
-    filter.module = lower(req.get_param_value("module"));
-    if (step != INT64_MIN) filter.step = step;
-    std::lock_guard<std::mutex> lock(mu);
-    auto page_or = run->page(filter, from, limit);
-    if (!page_or.ok()) return send_json(res, {{"error", page_or.status().message()}}, 500);
-    send_json(res, page_or.value());
-  });
-  server.Get("/api/op", [&](const httplib::Request& req, httplib::Response& res) {
-    RunIndex* run = run_of(req, res);
-    if (!run) return;
-    int64_t seq;
-    if (!int_param(req, "seq", -1, &seq) || seq < 0) {
-      return send_json(res, {{"error", "bad seq"}}, 400);
+    if (req.path == "/" || req.path == "/index.html") {
+      res->type = "text/html; charset=utf-8";
+      res->body = page;
+    } else if (req.path == "/api/info") {
+      json info = json::array();
+      for (const auto& r : model["runs"]) {
+        info.push_back({{"label", r["label"]}, {"path", r["path"]}, {"op_count", r["op_count"]},
+                        {"process", r["process"]}});
+      }
+      send_json(res, {{"runs", info}});
+    } else if (req.path == "/api/ops") {
+      RunIndex* run = run_of(req, res);
+      if (!run) return;
+      int64_t from, limit, step;
+      if (!int_param(req, "from", 0, &from) || !int_param(req, "limit", 200, &limit) ||
+          !int_param(req, "step", INT64_MIN, &step) || from < 0 || limit < 1 || limit > 5000) {
+        return send_json(res, {{"error", "bad from/limit/step"}}, 400);
+      }
+      Filter filter;
+      filter.any = lower(req.param("filter"));
+      filter.name = lower(req.param("name"));
+      filter.module = lower(req.param("module"));
+      if (step != INT64_MIN) filter.step = step;
+      std::lock_guard<std::mutex> lock(mu);
+      auto page_or = run->page(filter, from, limit);
+      if (!page_or.ok()) return send_json(res, {{"error", page_or.status().message()}}, 500);
+      send_json(res, page_or.value());
+    } else if (req.path == "/api/op") {
+      RunIndex* run = run_of(req, res);
+      if (!run) return;
+      int64_t seq;
+      if (!int_param(req, "seq", -1, &seq) || seq < 0) {
+        return send_json(res, {{"error", "bad seq"}}, 400);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      auto op = run->reader().op(seq);
+      if (!op) return send_json(res, {{"error", "no such op"}}, 404);
+      send_json(res, op_json(run->reader(), *op, nullptr, true));
+    } else {
+      res->status = 404;
     }
-    std::lock_guard<std::mutex> lock(mu);
-    auto op = run->reader().op(seq);
-    if (!op) return send_json(res, {{"error", "no such op"}}, 404);
-    send_json(res, op_json(run->reader(), *op, nullptr, true));
-  });
+  };
 
-  // SIGINT/SIGTERM are taken by a thread with sigwait, blocked everywhere else (the server's
-  // worker threads inherit the mask), so stopping is an ordinary call, not a signal handler.
+  // Loopback only, explicitly: never INADDR_ANY.
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return Status::Error(std::string("socket: ") + std::strerror(errno));
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(options.port));
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 64) != 0) {
+    std::string why = std::strerror(errno);
+    ::close(listener);
+    return Status::Error("cannot listen on 127.0.0.1:" + std::to_string(options.port) + ": " + why);
+  }
+  socklen_t len = sizeof addr;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  port = ntohs(addr.sin_port);
+
+  // SIGINT/SIGTERM are taken by a thread with sigwait, blocked everywhere else (connection
+  // threads inherit the mask), so stopping is a write to a pipe, not work in a signal handler.
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC) != 0) {
+    ::close(listener);
+    return Status::Error(std::string("pipe: ") + std::strerror(errno));
+  }
   sigset_t stop_signals, old_mask;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
-
-  // Loopback only, explicitly: never 0.0.0.0.
-  if (options.port == 0) {
-    port = server.bind_to_any_port("127.0.0.1");
-  } else {
-    port = server.bind_to_port("127.0.0.1", options.port) ? options.port : -1;
-  }
-  if (port <= 0) {
-    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-    return Status::Error("cannot listen on 127.0.0.1:" + std::to_string(options.port) +
-                         " (port in use?)");
-  }
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
-    server.stop();
+    char c = 1;
+    (void)!::write(wake[1], &c, 1);
   });
   if (options.on_listening) options.on_listening(port);
-  bool ok = server.listen_after_bind();
-  // Wake the stopper if the server ended on its own; it is blocked in sigwait.
-  pthread_kill(stopper.native_handle(), SIGTERM);
+
+  std::atomic<int> active{0};
+  while (true) {
+    pollfd fds[2] = {{listener, POLLIN, 0}, {wake[0], POLLIN, 0}};
+    int n = ::poll(fds, 2, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || (fds[1].revents & POLLIN)) break;
+    if (!(fds[0].revents & POLLIN)) continue;
+    int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    // A browser keeps idle sockets open; each connection gets its own (bounded) thread.
+    if (active.load() >= 64) {
+      ::close(fd);
+      continue;
+    }
+    ++active;
+    std::thread([fd, &handle, &active] {
+      serve_connection(fd, handle);
+      --active;
+    }).detach();
+  }
+  ::close(listener);
+  // Connections in flight finish first: they use `handle` and the readers on this stack (each
+  // is bounded by its 5 s socket timeouts plus one request's work).
+  while (active.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  pthread_kill(stopper.native_handle(), SIGTERM);  // wakes it if the loop ended otherwise
   stopper.join();
+  ::close(wake[0]);
+  ::close(wake[1]);
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  (void)ok;
   return Status::Ok();
 }
 

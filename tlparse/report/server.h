@@ -1,5 +1,6 @@
-// `tdbg view`: the viewer served from 127.0.0.1 with a small read-only JSON API for paging
-// through whole runs (millions of ops). Serves only the embedded viewer and the given runs.
+// `tdbg view`: the viewer served from 127.0.0.1 (a small POSIX-socket HTTP server) with a
+// read-only JSON API for paging through whole runs (millions of ops). Serves only the embedded
+// viewer and the given runs.
 #pragma once
 
 #include <functional>

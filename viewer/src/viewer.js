@@ -452,11 +452,10 @@
       rows.length ? h('table', { id: 'modules-table' }, h('tr', null, ['run', 'kind', 'name', 'hash', 'bytes'].map(k => h('th', null, k))),
         rows.map(([l, m]) => h('tr', null, h('td', null, l), h('td', null, m.kind), h('td', { class: 'mono' }, m.name), h('td', { class: 'mono' }, m.hash), h('td', { class: 'num' }, fmt(m.size)))))
         : h('p', { class: 'muted' }, 'No compiled GPU modules were recorded.'),
-      h('h3', null, 'Kernels launched by the ops in this report'),
-      kernels.length ? h('table', null, h('tr', null, ['run', 'op', 'kernel', 'grid', 'block'].map(k => h('th', null, k))),
+      kernels.length ? h('details', null, h('summary', null, 'Kernels launched by the ops in this report (', kernels.length, ')'), h('table', null, h('tr', null, ['run', 'op', 'kernel', 'grid', 'block'].map(k => h('th', null, k))),
         kernels.slice(0, 500).map(([l, o, k]) => h('tr', null, h('td', null, l),
           h('td', null, h('button', { class: 'link', onclick: () => { if (runs[current].label !== l) { setRun(runs.findIndex(r => r.label === l)); } goTo(o.seq); } }, '#' + o.seq + ' ' + o.name)),
-          h('td', { class: 'mono' }, k.name), h('td', null, k.grid), h('td', null, k.block))))
+          h('td', { class: 'mono' }, k.name), h('td', null, k.grid), h('td', null, k.block)))))
         : h('p', { class: 'muted' }, 'No kernels were recorded for these ops.'));
   }
 
