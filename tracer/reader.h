@@ -30,6 +30,7 @@ class Reader {
   virtual std::vector<std::pair<std::string, std::string>> all_meta() const = 0;
 
   virtual std::vector<ThreadRecord> threads() const = 0;
+  // Counts the ops (O(ops): about a second for 10^7; cached for a finished database).
   virtual int64_t op_count() const = 0;
   virtual int64_t op_count(uint32_t thread) const = 0;
 
