@@ -48,7 +48,7 @@ std::string sqlite_uri(const std::string& path, const std::string& query) {
 
 // The checks that need no SQLite: existence, emptiness, the SQLite magic and the size the
 // header promises. O(1): a 10^7-op database opens in milliseconds.
-Status check_file(const std::string& path, bool* has_wal) {
+Status check_file(const std::string& path, bool* has_wal, bool* wal_mode) {
   struct stat st;
   if (!file_exists(path, &st)) return Status::Error(path + ": no such file");
   if (S_ISDIR(st.st_mode)) return Status::Error(path + ": is a directory, not a database file");
@@ -63,6 +63,7 @@ Status check_file(const std::string& path, bool* has_wal) {
   }
   struct stat wal;
   *has_wal = file_exists(path + "-wal", &wal) && wal.st_size > 0;
+  *wal_mode = header[18] == 2 && header[19] == 2;  // file format versions: 2 = WAL
   if (*has_wal) return Status::Ok();  // pages may live in the WAL: the file alone is partial
   uint32_t page_size = (uint32_t{header[16]} << 8) | header[17];
   if (page_size == 1) page_size = 65536;
@@ -110,6 +111,12 @@ class ReaderImpl final : public Reader {
       int rc = s.prepare_rc(db_, "SELECT key, value FROM meta");
       if (rc != SQLITE_OK) {
         if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB) return sql_error(rc, "reading meta");
+        if (wal_missing_) {
+          // A killed writer's data is still in its -wal file: say so rather than "not tdbg".
+          return Status::Error(path_ + ": incomplete: the writer did not close it and its " +
+                               "-wal file (which holds the data) is missing; copy " + path_ +
+                               "-wal with it");
+        }
         return Status::Error(path_ + ": SQLite database but not a tdbg run (no meta table)");
       }
       while ((rc = s.step()) == SQLITE_ROW) meta_.emplace_back(s.col_text(0), s.col_text(1));
@@ -414,6 +421,7 @@ class ReaderImpl final : public Reader {
   }
 
   bool immutable_ = false;
+  bool wal_missing_ = false;  // the header says WAL mode but there is no -wal file
 
  private:
   // A read transaction for the lifetime of the object unless one is already open.
@@ -656,8 +664,8 @@ class ReaderImpl final : public Reader {
 }  // namespace
 
 StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
-  bool has_wal = false;
-  TDBG_RETURN_IF_ERROR(check_file(path, &has_wal));
+  bool has_wal = false, wal_mode = false;
+  TDBG_RETURN_IF_ERROR(check_file(path, &has_wal, &wal_mode));
   // Without a -wal file the database is finished (or was copied): `immutable=1` reads it
   // with no locking and no -shm file, so a read-only directory works. With one, a writer may
   // still be live (or was killed): read through the WAL to see every committed transaction.
@@ -672,11 +680,8 @@ StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
   sqlite3_busy_timeout(db, 2000);
   auto reader = std::make_unique<ReaderImpl>(path, db);
   reader->immutable_ = !has_wal;
-  Status st = reader->init();
-  if (!st.ok()) {
-    // A WAL database in a directory we cannot write (no -shm possible) says so plainly.
-    return st;
-  }
+  reader->wal_missing_ = wal_mode && !has_wal;
+  TDBG_RETURN_IF_ERROR(reader->init());
   return std::unique_ptr<Reader>(std::move(reader));
 }
 

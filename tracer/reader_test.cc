@@ -155,6 +155,21 @@ TEST_CASE("a corrupt database fails when scanned, with one line, never a crash")
   CHECK(failures_seen > 0);  // random pages in a 20000-op database cannot all go unnoticed
 }
 
+TEST_CASE("a killed writer's database copied without its -wal file says what is missing") {
+  TempDir dir;
+  const std::string path = dir.file("killed.sqlite");
+  {
+    auto w = Writer::Create(path);
+    REQUIRE(w.ok());
+    testing::RealisticOps gen(**w, 0, 1);
+    for (int64_t seq = 0; seq < 100; ++seq) (*w)->append_op(gen.next(seq));
+    REQUIRE((*w)->flush().ok());
+    // Copy the main file alone while the writer is live, as a careless `cp x.sqlite` would.
+    WriteBytes(dir.file("copy.sqlite"), ReadBytes(path));
+  }
+  ExpectOpenError(dir.file("copy.sqlite"), "-wal file (which holds the data) is missing");
+}
+
 TEST_CASE("runs: a directory of databases in start order, or one file") {
   TempDir dir;
   auto empty = Run::Open(dir.path());
