@@ -360,12 +360,22 @@ class WriterImpl final : public Writer {
       frames.swap(s_->new_frames);
     }
     if (batch.empty() && strings.empty() && frames.empty()) return;
+    // If this transaction fails, its ops are lost (and counted), but strings and frames go
+    // back to the queue: later ops refer to them by id.
+    auto requeue = [&] {
+      std::lock_guard<std::mutex> lock(s_->intern_mu);
+      strings.insert(strings.end(), s_->new_strings.begin(), s_->new_strings.end());
+      s_->new_strings.swap(strings);
+      frames.insert(frames.end(), s_->new_frames.begin(), s_->new_frames.end());
+      s_->new_frames.swap(frames);
+    };
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t cpu0 = thread_cpu_ns();
     State& s = *s_;
     if (s.begin.step() != SQLITE_DONE) {
       note_error(std::string("cannot begin a transaction: ") + sqlite3_errmsg(s.db));
       s.begin.reset();
+      requeue();
       return;
     }
     s.begin.reset();
@@ -444,6 +454,7 @@ class WriterImpl final : public Writer {
     if (rc != SQLITE_DONE) {
       note_error(std::string("cannot commit: ") + sqlite3_errmsg(s.db));
       sqlite3_exec(s.db, "ROLLBACK", nullptr, nullptr, nullptr);
+      requeue();
       return;
     }
     const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
