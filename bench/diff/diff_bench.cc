@@ -1,6 +1,7 @@
 // Benchmark of the diff engine: on synthetic runs of 10^5, 10^6 (and with --large 10^7) ops,
 // the time to the first divergence by chain bisection and by a linear scan, the throughput of
 // a full comparison with alignment, and the text-dump + GNU diff approach, all in one run.
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,25 +118,37 @@ StatusOr<std::string> cached_run(const std::string& dir, int64_t n, Variant v) {
   return path;
 }
 
+// CPU seconds used so far by this process (all threads) or by its waited-for children: on a
+// shared machine wall time includes waiting for a core, CPU time does not.
+double cpu_seconds(int who) {
+  struct rusage u;
+  getrusage(who, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 struct Timed {
-  double seconds = 0;
+  double seconds = 0;  // wall
+  double cpu = 0;
   nlohmann::json result;
 };
 
+// Opens both runs and compares them: what `tdbg diff` does, minus printing.
 StatusOr<Timed> time_compare(const std::string& a, const std::string& b, const diff::DiffOptions& o) {
   auto t = Clock::now();
+  double c = cpu_seconds(RUSAGE_SELF);
   TDBG_ASSIGN_OR_RETURN(auto ra, tracer::Run::Open(a));
   TDBG_ASSIGN_OR_RETURN(auto rb, tracer::Run::Open(b));
   TDBG_ASSIGN_OR_RETURN(auto result, diff::compare_runs(ra, rb, o));
-  return Timed{seconds_since(t), std::move(result)};
+  return Timed{seconds_since(t), cpu_seconds(RUSAGE_SELF) - c, std::move(result)};
 }
 
-// Runs a shell command, returning its wall time; -1 on failure (exit status > 1 for diff).
-double time_shell(const std::string& cmd) {
+// Runs a shell command; wall and CPU time, or seconds = -1 on failure (diff may exit 1).
+Timed time_shell(const std::string& cmd) {
   auto t = Clock::now();
+  double c = cpu_seconds(RUSAGE_CHILDREN);
   int rc = std::system(cmd.c_str());
-  if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) > 1) return -1;
-  return seconds_since(t);
+  if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) > 1) return Timed{-1, -1, {}};
+  return Timed{seconds_since(t), cpu_seconds(RUSAGE_CHILDREN) - c, {}};
 }
 
 }  // namespace
@@ -162,20 +175,42 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes = {100000, 1000000};
   if (large) sizes.push_back(10000000);
   std::printf("diff_bench: synthetic runs, 10 ops/step, 2-3 tensors/op; data cached in %s\n", data.c_str());
-  std::printf("%10s %12s %12s %10s %12s %12s %12s %12s %10s %10s\n", "ops", "bisect ms", "linear ms",
-              "lin/bis", "full Mops/s", "dump s", "gnu diff s", "text tot s", "text/bis", "text/full");
   for (int64_t n : sizes) {
+    // Above 10^6 ops only the bisection is measured: the linear methods are linear in n and
+    // their rate is known from 10^6, while generating and scanning 10^7-op runs takes minutes.
+    const bool linear_too = n <= 1000000;
     auto base = cached_run(data, n, Variant::kBase);
     auto value = cached_run(data, n, Variant::kValue);
-    auto insert = cached_run(data, n, Variant::kInsert);
-    if (!base.ok() || !value.ok() || !insert.ok()) {
+    if (!base.ok() || !value.ok()) {
       std::fprintf(stderr, "diff_bench: generating runs failed: %s\n",
-                   (!base.ok() ? base : !value.ok() ? value : insert).status().message().c_str());
+                   (!base.ok() ? base : value).status().message().c_str());
       return 2;
     }
     diff::DiffOptions first_only;
     first_only.scan_limit = 0;
     auto bis = time_compare(*base, *value, first_only);
+    if (!linear_too) {
+      if (!bis.ok() || bis->result["first_divergence"]["a"]["seq"] != n * 7 / 10) {
+        std::fprintf(stderr, "diff_bench: compare failed\n");
+        return 2;
+      }
+      // Again, with the files in the page cache as in the smaller sizes' second runs.
+      auto again = time_compare(*base, *value, first_only);
+      std::printf("ops %" PRId64 " per run (wall s / CPU s)\n", n);
+      std::printf("  first divergence, chain bisection   %9.4f / %9.4f   %" PRId64 " probes (cold)\n",
+                  bis->seconds, bis->cpu, bis->result["chain_probes"].get<int64_t>());
+      if (again.ok()) {
+        std::printf("  first divergence, chain bisection   %9.4f / %9.4f   (warm)\n", again->seconds, again->cpu);
+      }
+      std::printf("  (linear scan, full comparison and text: linear in n, see 10^6)\n");
+      std::fflush(stdout);
+      continue;
+    }
+    auto insert = cached_run(data, n, Variant::kInsert);
+    if (!insert.ok()) {
+      std::fprintf(stderr, "diff_bench: generating runs failed: %s\n", insert.status().message().c_str());
+      return 2;
+    }
     diff::DiffOptions linear = first_only;
     linear.bisect = false;
     auto lin = time_compare(*base, *value, linear);
@@ -193,24 +228,36 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "diff_bench: wrong divergence found: %s\n", fd.dump().c_str());
       return 2;
     }
-    int64_t compared = all->result["first_divergence"]["growth"]["ops_compared"].get<int64_t>() +
-                       all->result["first_divergence"]["context"]["a"][0]["tidx"].get<int64_t>();
-    (void)compared;
-    double full_mops = double(n) / all->seconds / 1e6;
     // The text approach: dump both runs one line per op, then GNU diff.
     std::string ta = data + "/dump_a.txt", tb = data + "/dump_b.txt";
-    double dump = time_shell("'" + tdbg_exe + "' show --plain --limit 0 '" + *base + "' > '" + ta + "'");
-    double dump_b = time_shell("'" + tdbg_exe + "' show --plain --limit 0 '" + *value + "' > '" + tb + "'");
-    double gnu = time_shell("diff '" + ta + "' '" + tb + "' > /dev/null");
+    Timed dump_a = time_shell("'" + tdbg_exe + "' show --plain --limit 0 '" + *base + "' > '" + ta + "'");
+    Timed dump_b = time_shell("'" + tdbg_exe + "' show --plain --limit 0 '" + *value + "' > '" + tb + "'");
+    Timed gnu = time_shell("diff '" + ta + "' '" + tb + "' > /dev/null");
     fs::remove(ta);
     fs::remove(tb);
-    double text_total = dump < 0 || dump_b < 0 || gnu < 0 ? -1 : dump + dump_b + gnu;
-    std::printf("%10" PRId64 " %12.2f %12.1f %10.0f %12.2f %12.2f %12.2f %12.2f %10.0f %10.1f\n", n,
-                bis->seconds * 1e3, lin->seconds * 1e3, lin->seconds / bis->seconds, full_mops,
-                dump + dump_b, gnu, text_total, text_total / bis->seconds, text_total / all->seconds);
-    std::printf("%10s probes %" PRId64 "; full comparison compared %" PRId64 " ops in %.2f s\n", "",
-                bis->result["chain_probes"].get<int64_t>(),
-                all->result["first_divergence"]["growth"]["ops_compared"].get<int64_t>(), all->seconds);
+    bool text_ok = dump_a.seconds >= 0 && dump_b.seconds >= 0 && gnu.seconds >= 0;
+    double text_wall = dump_a.seconds + dump_b.seconds + gnu.seconds;
+    double text_cpu = dump_a.cpu + dump_b.cpu + gnu.cpu;
+    int64_t aligned = all->result["first_divergence"]["growth"]["ops_compared"].get<int64_t>();
+    std::printf("ops %" PRId64 " per run (wall s / CPU s; the machine may be shared: CPU is the fairer figure)\n", n);
+    std::printf("  first divergence, chain bisection   %9.4f / %9.4f   %" PRId64 " probes\n", bis->seconds,
+                bis->cpu, bis->result["chain_probes"].get<int64_t>());
+    std::printf("  first divergence, linear scan       %9.4f / %9.4f   bisection %.0fx faster (CPU)\n",
+                lin->seconds, lin->cpu, lin->cpu / std::max(bis->cpu, 1e-6));
+    std::printf("  full comparison with alignment      %9.4f / %9.4f   %.2f M ops/s wall, %.2f M ops/s CPU "
+                "(n ops per run; bisection skips the equal first half, the %" PRId64 " op pairs after "
+                "the insertion at n/2 are aligned and compared one by one: %.2f M pairs/s CPU)\n",
+                all->seconds, all->cpu, double(n) / all->seconds / 1e6, double(n) / all->cpu / 1e6, aligned,
+                double(aligned) / all->cpu / 1e6);
+    if (text_ok) {
+      std::printf("  text: tdbg show --plain, both runs  %9.4f / %9.4f\n", dump_a.seconds + dump_b.seconds,
+                  dump_a.cpu + dump_b.cpu);
+      std::printf("  text: GNU diff of the two dumps     %9.4f / %9.4f\n", gnu.seconds, gnu.cpu);
+      std::printf("  text approach total                 %9.4f / %9.4f   %.0fx the bisection, %.1fx the full comparison (CPU)\n",
+                  text_wall, text_cpu, text_cpu / std::max(bis->cpu, 1e-6), text_cpu / std::max(all->cpu, 1e-6));
+    } else {
+      std::printf("  text approach: could not run %s show / diff\n", tdbg_exe.c_str());
+    }
     std::fflush(stdout);
   }
   return 0;

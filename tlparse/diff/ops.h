@@ -68,6 +68,12 @@ class OpCursor {
   uint64_t signature_at(int64_t tidx);  // 0 past the end
   // Frees ops before `tidx`: the caller will not ask for them again (it may, at a reload).
   void release_before(int64_t tidx);
+  // True when `tidx` is in the window (or past the end: nothing to read).
+  bool has(int64_t tidx) const {
+    return tidx >= count_ || (tidx >= base_ && tidx < base_ + static_cast<int64_t>(ops_.size()));
+  }
+  // Reads the next batch after the window (the one holding `tidx` after a jump).
+  void read_ahead(int64_t tidx) { load(std::max(tidx, base_ + static_cast<int64_t>(ops_.size()))); }
   const Status& status() const { return status_; }
 
  private:
