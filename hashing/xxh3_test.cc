@@ -4,12 +4,16 @@
 #include <catch2/catch.hpp>
 #include <xxhash.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "hashing/canonical.h"
 #include "hashing/xxh3_device.h"
+#include "hashing/xxh3_warp.h"
 
 namespace x = tdbg::hashing::xxh3;
 namespace c = tdbg::hashing::canonical;
@@ -93,4 +97,77 @@ TEST_CASE("the canonicalizing reader hashes like a canonicalized copy") {
             XXH3_64bits_withSeed(copy.data(), len, 5));
     }
   }
+}
+
+namespace {
+
+// 32 threads that exchange values in lockstep: a CPU stand-in for a warp's shuffles, so that
+// `lanes_hash_long` (the GPU's chunk hash) runs here unchanged.
+struct Lockstep {
+  std::mutex m;
+  std::condition_variable cv;
+  int arrived = 0;
+  uint64_t generation = 0;
+  uint64_t slots[32] = {};
+  void barrier() {
+    std::unique_lock<std::mutex> lock(m);
+    uint64_t gen = generation;
+    if (++arrived == 32) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else {
+      cv.wait(lock, [&] { return generation != gen; });
+    }
+  }
+};
+
+struct ThreadLanes {
+  Lockstep* group;
+  int id;
+  int lane() const { return id; }
+  uint64_t exchange(uint64_t v, int src) const {
+    group->slots[id] = v;
+    group->barrier();
+    uint64_t r = group->slots[src];
+    group->barrier();
+    return r;
+  }
+  uint64_t shfl_xor(uint64_t v, int mask) const { return exchange(v, id ^ mask); }
+  uint64_t shfl(uint64_t v, int src) const { return exchange(v, src); }
+};
+
+template <typename Input>
+std::vector<uint64_t> run_lanes(const Input& in, size_t len, uint64_t seed) {
+  Lockstep group;
+  std::vector<uint64_t> out(32);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 32; ++i)
+    threads.emplace_back([&, i] { out[size_t(i)] = x::lanes_hash_long(ThreadLanes{&group, i}, in, len, seed); });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the GPU's 32-lane XXH3 (run by 32 CPU threads in lockstep) equals libxxhash") {
+  auto data = random_bytes(65536 + 8, 5);
+  for (size_t len : {241, 255, 256, 257, 1023, 1024, 1025, 1088, 1089, 2047, 3000, 4096, 65535, 65536}) {
+    for (uint64_t seed : {0ull, 3ull, 0x123456789ull}) {
+      INFO("len " << len << " seed " << seed);
+      auto lanes = run_lanes(x::PlainInput{data.data() + 1}, len, seed);
+      uint64_t expect = XXH3_64bits_withSeed(data.data() + 1, len, seed);
+      for (uint64_t h : lanes) REQUIRE(h == expect);  // every lane ends with the hash
+    }
+  }
+  // Through the canonicalizing reader, as the GPU reads NaN-bearing float chunks.
+  std::vector<uint8_t> f(4096 * 4);
+  for (size_t i = 0; i < 4096; ++i) {
+    uint32_t bits = (i % 97 == 0) ? 0xffc00123u : 0x3f800000u + uint32_t(i);
+    std::memcpy(&f[4 * i], &bits, 4);
+  }
+  std::vector<uint8_t> copy(f.size());
+  for (size_t i = 0; i < f.size(); i += 4) c::canonicalize_unit(c::Unit::kF32, &f[i], &copy[i]);
+  auto lanes = run_lanes(c::CanonicalInput{f.data(), c::Unit::kF32}, f.size(), 9);
+  CHECK(lanes[0] == XXH3_64bits_withSeed(copy.data(), copy.size(), 9));
 }
