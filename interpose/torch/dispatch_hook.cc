@@ -7,6 +7,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "interpose/preload_api.h"
 #include "interpose/torch/arg_text.h"
 #include "interpose/torch/python_frames.h"
 #include "interpose/torch/session.h"
@@ -250,6 +252,8 @@ struct ThreadState {
   std::vector<OpenRegion> regions;
   uint64_t intern_generation = UINT64_MAX;
   std::unordered_map<std::string, StringId> strings;
+  uint64_t cpu_generation = UINT64_MAX;
+  StringId cpu_device = 0;
 };
 
 ThreadState& thread_state() {
@@ -328,6 +332,8 @@ struct OpContext : public at::ObserverContext {
   SourceLocation location;
   std::vector<InputTensor> inputs;
   OpContext* root = nullptr;       // the outermost recorded op around this one (maybe itself)
+  OpContext* top = nullptr;        // the outermost op around this one (maybe itself)
+  bool location_taken = false;     // `location` was captured (on `top` only)
   // Storages of this (top-level) op's inputs, built when a nested op first asks.
   std::unordered_set<const void*> input_storages;
   bool input_storages_built = false;
@@ -360,6 +366,18 @@ bool comparable(TensorStatus s) {
   return s == TensorStatus::kHashed || s == TensorStatus::kKnown || s == TensorStatus::kView;
 }
 
+// The interned name of `device` ("cpu", "cuda:0"), without building the text each time.
+StringId device_string(ThreadState& ts, tracer::Writer* w, const c10::Device& device) {
+  if (device.is_cpu()) {
+    if (ts.cpu_generation != writer_generation()) {
+      ts.cpu_device = intern(ts, w, "cpu");
+      ts.cpu_generation = writer_generation();
+    }
+    return ts.cpu_device;
+  }
+  return intern(ts, w, device.str());
+}
+
 // Fills dtype, shape and device of `rec` and mixes them into `content`.
 void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRecord* rec,
               uint64_t* content) {
@@ -379,7 +397,7 @@ void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRec
     shape = "nested";
   }
   rec->shape = intern(ts, w, shape);
-  rec->device = intern(ts, w, t.device().str());
+  rec->device = device_string(ts, w, t.device());
   *content = hashing::hash_combine(*content, static_cast<uint64_t>(rec->dtype));
   *content = hashing::hash_combine(*content, hashing::hash_bytes(shape.data(), shape.size()));
 }
@@ -691,15 +709,8 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     }
   } else if (!outer) {
     ctx->module = current_module_id();
-    const bool stacks = settings().config.stacks;
-    if (python_loaded()) {
-      if (thread_has_python())
-        ctx->location = capture_python_stack(stacks, settings().config.modules);
-      ctx->module = current_module_id();  // the hooks may have just been installed
-    } else if (stacks) {
-      ctx->location = capture_native_call_site();
-    }
   }
+  ctx->top = outer ? outer->top : ctx.get();
 
   int64_t step = g_steps.load(std::memory_order_relaxed);
   ctx->recorded = info->selected && in_step_window(step);
@@ -707,6 +718,22 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     ts.stack.push_back(ctx.get());
     return ctx;
   }
+
+  // The source location is the same for a top-level op and everything nested in it: taken
+  // once per top-level op, at its first recorded op (so filtered-out ops cost nothing).
+  if (!ctx->backward && !ctx->top->location_taken) {
+    OpContext* top = ctx->top;
+    top->location_taken = true;
+    const bool stacks = settings().config.stacks;
+    if (python_loaded()) {
+      if (thread_has_python())
+        top->location = capture_python_stack(stacks, settings().config.modules);
+      if (top == ctx.get()) ctx->module = current_module_id();  // hooks may be new
+    } else if (stacks) {
+      top->location = capture_native_call_site();
+    }
+  }
+  if (!ctx->backward) ctx->location = ctx->top->location;
 
   if (!ctx->root) ctx->root = ctx.get();
   register_thread(ts, w);
@@ -831,7 +858,62 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx_base) {
   }
 }
 
+// ---- GPU events from libtdbg_preload.so ----------------------------------------------------
+
+std::atomic<uint32_t> g_next_gpu_module{1};
+
+void on_gpu_module(void*, const char* kind, const char* name, const void* image, size_t size) {
+  try {
+    tracer::Writer* w = writer();
+    if (!w) return;
+    tracer::ModuleRecord m;
+    m.id = g_next_gpu_module.fetch_add(1);
+    m.kind = w->intern(kind ? kind : "");
+    m.name = w->intern(name ? name : "");
+    m.hash = image && size ? hashing::hash_bytes(image, size) : 0;
+    m.size = static_cast<int64_t>(size);
+    m.time_ns = monotonic_ns();
+    w->append_module(m);
+  } catch (...) {
+  }
+}
+
+// A kernel launch belongs to the innermost recorded op open on the launching thread.
+void on_gpu_kernel(void*, const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
+                   uint32_t by, uint32_t bz, uint32_t shared_mem, uint64_t stream) {
+  try {
+    tracer::Writer* w = writer();
+    if (!w) return;
+    ThreadState& ts = thread_state();
+    tracer::KernelRecord k;
+    if (!ts.stack.empty()) {
+      const OpContext* top = ts.stack.back();
+      k.op = top->recorded ? top->seq : top->record_parent;
+    }
+    k.name = intern(ts, w, name ? name : "");
+    k.grid = intern(ts, w, std::to_string(gx) + "," + std::to_string(gy) + "," + std::to_string(gz));
+    k.block = intern(ts, w, std::to_string(bx) + "," + std::to_string(by) + "," + std::to_string(bz));
+    k.shared_mem = shared_mem;
+    k.stream = stream;
+    k.start_ns = monotonic_ns();
+    w->append_kernel(k);
+  } catch (...) {
+  }
+}
+
+tdbg_gpu_sink g_gpu_sink{on_gpu_module, on_gpu_kernel, nullptr};
+
+using SetGpuSink = void (*)(const tdbg_gpu_sink*);
+
+SetGpuSink find_gpu_sink_setter() {
+  return reinterpret_cast<SetGpuSink>(dlsym(RTLD_DEFAULT, "tdbg_preload_set_gpu_sink"));
+}
+
 }  // namespace
+
+void detach_gpu_sink() {
+  if (SetGpuSink set = find_gpu_sink_setter()) set(nullptr);
+}
 
 void hook_prepare_fork() {
   g_info_mutex.lock();
@@ -870,6 +952,11 @@ void install_dispatch_hook() {
       std::fprintf(stderr, "tdbg: TDBG_OPS=%s is not a valid regex (%s); recording all ops\n",
                    settings().config.ops.c_str(), e.what());
     }
+  }
+  // Without libtdbg_preload.so (e.g. this library LD_PRELOADed by hand) the setter is absent
+  // and no GPU events are recorded.
+  if (settings().config.gpu) {
+    if (SetGpuSink set = find_gpu_sink_setter()) set(&g_gpu_sink);
   }
   at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
                             .needsInputs(true)

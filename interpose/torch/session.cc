@@ -328,6 +328,10 @@ void session_shutdown() {
   g_open_in_child.store(false);
   tracer::Writer* w = g_writer.exchange(nullptr);
   if (!w) return;
+  try {
+    detach_gpu_sink();
+  } catch (...) {
+  }
   write_torch_settings(w, /*at_close=*/true);
   w->set_meta("end_time_ns", std::to_string(wall_ns()));
   close_bounded(w);

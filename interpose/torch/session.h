@@ -47,6 +47,9 @@ void session_shutdown();
 // Registers the global RecordFunction callback (dispatch_hook.cc).
 void install_dispatch_hook();
 
+// Tells libtdbg_preload.so to stop sending GPU events (at close).
+void detach_gpu_sink();
+
 // The fork handlers of the hook (locks it must hold across fork()), registered by the session.
 void hook_prepare_fork();
 void hook_after_fork_parent();
