@@ -1,8 +1,6 @@
 // Crash and fork tests of the writer with real processes: a child appending ops is killed with
 // SIGKILL at random moments and its database must be consistent and hold every op appended
 // well before the kill; a fork while threads append must leave both databases intact.
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -11,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -66,30 +65,30 @@ int64_t CheckThread(const Reader& r, uint32_t thread) {
   auto problem = [&](const OpRecord& op, const char* what) {
     if (bad++ == 0) first_problem = "tidx " + std::to_string(op.tidx) + ": " + what;
   };
-  Status st = r.scan_ops(thread, 0, std::numeric_limits<int64_t>::max(), true,
-                         [&](const OpRecord& op) {
-                           if (op.tidx != expect) problem(op, "tidx not contiguous");
-                           if (op.seq <= last_seq) problem(op, "seq not growing");
-                           chain = mix(chain, static_cast<uint64_t>(op.tidx));
-                           if (op.chain != chain) problem(op, "chain differs");
-                           OpRecord want = MakeOp(thread, op.tidx, op.seq, chain, op.name);
-                           if (op.tensors.size() != want.tensors.size()) {
-                             problem(op, "tensors missing");
-                           } else {
-                             for (const TensorRecord& w : want.tensors) {
-                               // Read back inputs first: match by (role, index).
-                               bool found = false;
-                               for (const TensorRecord& t : op.tensors) {
-                                 found |= t.role == w.role && t.index == w.index && t.hash == w.hash;
-                               }
-                               if (!found) problem(op, "tensor differs");
-                             }
-                           }
-                           if (op.args.size() != want.args.size()) problem(op, "args missing");
-                           last_seq = op.seq;
-                           expect = op.tidx + 1;
-                           return true;
-                         });
+  Status st =
+      r.scan_ops(thread, 0, std::numeric_limits<int64_t>::max(), true, [&](const OpRecord& op) {
+        if (op.tidx != expect) problem(op, "tidx not contiguous");
+        if (op.seq <= last_seq) problem(op, "seq not growing");
+        chain = mix(chain, static_cast<uint64_t>(op.tidx));
+        if (op.chain != chain) problem(op, "chain differs");
+        OpRecord want = MakeOp(thread, op.tidx, op.seq, chain, op.name);
+        if (op.tensors.size() != want.tensors.size()) {
+          problem(op, "tensors missing");
+        } else {
+          for (const TensorRecord& w : want.tensors) {
+            // Read back inputs first: match by (role, index).
+            bool found = false;
+            for (const TensorRecord& t : op.tensors) {
+              found |= t.role == w.role && t.index == w.index && t.hash == w.hash;
+            }
+            if (!found) problem(op, "tensor differs");
+          }
+        }
+        if (op.args.size() != want.args.size()) problem(op, "args missing");
+        last_seq = op.seq;
+        expect = op.tidx + 1;
+        return true;
+      });
   INFO("thread " << thread << ": " << st.message() << first_problem);
   CHECK(st.ok());
   CHECK(bad == 0);
@@ -179,15 +178,14 @@ TEST_CASE("SIGKILL at random moments leaves a consistent database with every old
       if (when < kill_ns - kBoundNs) must_have = std::max(must_have, appended);
     }
     auto opened = Reader::Open(path);
-    INFO("iteration " << iteration << ", ran " << run_ns / 1000000 << " ms, "
-                      << acks.size() << " acks: " << opened.status().message());
+    INFO("iteration " << iteration << ", ran " << run_ns / 1000000 << " ms, " << acks.size()
+                      << " acks: " << opened.status().message());
     REQUIRE(opened.ok());
     auto& r = *opened.value();
     CHECK(r.meta("format") == "tdbg-run");
     const int64_t have0 = CheckThread(r, 0);
     const int64_t have1 = CheckThread(r, 1);
-    INFO("thread 0 has " << have0 << " ops, must have " << must_have << "; thread 1 has "
-                         << have1);
+    INFO("thread 0 has " << have0 << " ops, must have " << must_have << "; thread 1 has " << have1);
     CHECK(have0 >= must_have);
     CHECK(r.op_count() == have0 + have1);
     if (!acks.empty() && run_ns > kBoundNs + 300000000) CHECK(must_have > 0);

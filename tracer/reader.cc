@@ -68,8 +68,8 @@ Status check_file(const std::string& path, bool* has_wal, bool* wal_mode) {
   uint32_t page_size = (uint32_t{header[16]} << 8) | header[17];
   if (page_size == 1) page_size = 65536;
   if (page_size < 512 || (page_size & (page_size - 1)) != 0) {
-    return Status::Error(path + ": corrupt SQLite header (page size " +
-                         std::to_string(page_size) + ")");
+    return Status::Error(path + ": corrupt SQLite header (page size " + std::to_string(page_size) +
+                         ")");
   }
   const uint32_t pages = be32(header + 28);
   const bool pages_valid = be32(header + 92) == be32(header + 24) && pages != 0;
@@ -133,11 +133,12 @@ class ReaderImpl final : public Reader {
     }
     schema_version_ = version;
     time_base_ns_ = std::strtoll(meta(internal::kTimeBaseKey).c_str(), nullptr, 10);
-    std::string ops_by_key = std::string("SELECT ") + kOpColumns +
-                             " FROM ops WHERE thread = ?1 AND tidx = ?2";
+    std::string ops_by_key =
+        std::string("SELECT ") + kOpColumns + " FROM ops WHERE thread = ?1 AND tidx = ?2";
     TDBG_RETURN_IF_ERROR(prepare(op_by_key_, ops_by_key));
     TDBG_RETURN_IF_ERROR(prepare(
-        probe_, "SELECT tidx, seq_gap FROM ops WHERE thread = ?1 AND tidx >= ?2 ORDER BY tidx LIMIT 1"));
+        probe_,
+        "SELECT tidx, seq_gap FROM ops WHERE thread = ?1 AND tidx >= ?2 ORDER BY tidx LIMIT 1"));
     TDBG_RETURN_IF_ERROR(prepare(tensors_, std::string("SELECT ") + kTensorColumns +
                                                " FROM tensors WHERE op = ?1 ORDER BY role, idx"));
     TDBG_RETURN_IF_ERROR(
@@ -145,8 +146,7 @@ class ReaderImpl final : public Reader {
     TDBG_RETURN_IF_ERROR(prepare(string_, "SELECT text FROM strings WHERE id = ?1"));
     TDBG_RETURN_IF_ERROR(
         prepare(frame_, "SELECT parent, file, line, function FROM frames WHERE id = ?1"));
-    TDBG_RETURN_IF_ERROR(
-        prepare(chain_, "SELECT chain FROM ops WHERE thread = ?1 AND tidx = ?2"));
+    TDBG_RETURN_IF_ERROR(prepare(chain_, "SELECT chain FROM ops WHERE thread = ?1 AND tidx = ?2"));
     return Status::Ok();
   }
 
@@ -166,8 +166,8 @@ class ReaderImpl final : public Reader {
     Stmt s;
     if (prepare(s, "SELECT id, os_tid, name FROM threads ORDER BY id").ok()) {
       while (s.step() == SQLITE_ROW) {
-        out.push_back(ThreadRecord{static_cast<uint32_t>(s.col_int(0)), s.col_int(1),
-                                   s.col_text(2)});
+        out.push_back(
+            ThreadRecord{static_cast<uint32_t>(s.col_int(0)), s.col_int(1), s.col_text(2)});
       }
     }
     // Threads that have ops but were never described still count.
@@ -214,10 +214,9 @@ class ReaderImpl final : public Reader {
     frame_.bind_int(1, id);
     std::optional<FrameRecord> out;
     if (frame_.step() == SQLITE_ROW) {
-      out = FrameRecord{id, static_cast<FrameId>(frame_.col_int(0)),
-                        static_cast<StringId>(frame_.col_int(1)),
-                        static_cast<int32_t>(frame_.col_int(2)),
-                        static_cast<StringId>(frame_.col_int(3))};
+      out = FrameRecord{
+          id, static_cast<FrameId>(frame_.col_int(0)), static_cast<StringId>(frame_.col_int(1)),
+          static_cast<int32_t>(frame_.col_int(2)), static_cast<StringId>(frame_.col_int(3))};
     }
     frame_.reset();
     return out;
@@ -271,8 +270,9 @@ class ReaderImpl final : public Reader {
   Status scan_ops(std::optional<uint32_t> thread, int64_t from, int64_t to, bool with_tensors,
                   const std::function<bool(const OpRecord&)>& visit) const override {
     ReadTransaction txn(db_);  // one snapshot for the whole scan, even while a writer runs
-    const std::string sql = std::string("SELECT ") + kOpColumns +
-                            " FROM ops WHERE thread = ?1 AND tidx >= ?2 AND tidx < ?3 ORDER BY tidx";
+    const std::string sql =
+        std::string("SELECT ") + kOpColumns +
+        " FROM ops WHERE thread = ?1 AND tidx >= ?2 AND tidx < ?3 ORDER BY tidx";
     if (thread) {
       Stmt s;
       TDBG_RETURN_IF_ERROR(prepare(s, sql));
@@ -338,8 +338,9 @@ class ReaderImpl final : public Reader {
   std::vector<RegionRecord> regions() const override {
     std::vector<RegionRecord> out;
     Stmt s;
-    if (!prepare(s, "SELECT id, thread, name, kind, start_seq, end_seq, step, parent FROM "
-                    "regions ORDER BY id")
+    if (!prepare(s,
+                 "SELECT id, thread, name, kind, start_seq, end_seq, step, parent FROM "
+                 "regions ORDER BY id")
              .ok()) {
       return out;
     }
@@ -518,7 +519,8 @@ class ReaderImpl final : public Reader {
     tensors_.reset();
     tensors_.bind_int(1, op.seq);
     int rc;
-    while ((rc = tensors_.step()) == SQLITE_ROW) op.tensors.push_back(decode_tensor(tensors_, 0, op.seq));
+    while ((rc = tensors_.step()) == SQLITE_ROW)
+      op.tensors.push_back(decode_tensor(tensors_, 0, op.seq));
     tensors_.reset();
     if (rc != SQLITE_DONE) return sql_error(rc, "reading tensors");
     args_.reset();
@@ -543,9 +545,9 @@ class ReaderImpl final : public Reader {
     Status fill(OpRecord& op) {
       if (!started_) {
         started_ = true;
-        TDBG_RETURN_IF_ERROR(r_.prepare(
-            tensors_, std::string("SELECT op, ") + kTensorColumns +
-                          " FROM tensors WHERE op >= ?1 ORDER BY op, role, idx"));
+        TDBG_RETURN_IF_ERROR(
+            r_.prepare(tensors_, std::string("SELECT op, ") + kTensorColumns +
+                                     " FROM tensors WHERE op >= ?1 ORDER BY op, role, idx"));
         TDBG_RETURN_IF_ERROR(r_.prepare(
             args_, "SELECT op, idx, name, value FROM args WHERE op >= ?1 ORDER BY op, idx"));
         tensors_.bind_int(1, op.seq);
@@ -607,7 +609,8 @@ class ReaderImpl final : public Reader {
     probe_.bind_int(1, thread);
     probe_.bind_int(2, x);
     std::optional<std::pair<int64_t, int64_t>> out;
-    if (probe_.step() == SQLITE_ROW) out.emplace(probe_.col_int(0), probe_.col_int(0) + probe_.col_int(1));
+    if (probe_.step() == SQLITE_ROW)
+      out.emplace(probe_.col_int(0), probe_.col_int(0) + probe_.col_int(1));
     probe_.reset();
     return out;
   }
@@ -623,8 +626,8 @@ class ReaderImpl final : public Reader {
     }
     auto first = probe(thread, std::numeric_limits<int64_t>::min());
     if (!first) return std::nullopt;
-    int64_t lo = first->first;                // f(lo) = first op
-    int64_t hi = std::max(lo, seq) + 1;       // tidx <= seq, so an op with seq >= `seq` ...
+    int64_t lo = first->first;           // f(lo) = first op
+    int64_t hi = std::max(lo, seq) + 1;  // tidx <= seq, so an op with seq >= `seq` ...
     if (first->second >= seq) {
       if (exact && first->second != seq) return std::nullopt;
       gap_hint_[thread] = first->second - first->first;

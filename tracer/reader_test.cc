@@ -1,15 +1,15 @@
 // Tests of the reader on bad input: each kind of file that is not a good tdbg database gives
 // one line naming the file and the problem, and nothing crashes; plus run directories.
-#include <catch2/catch.hpp>
+#include "tracer/reader.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 
-#include "tracer/reader.h"
 #include "tracer/test_dir.h"
 #include "tracer/testing.h"
 #include "tracer/writer.h"
@@ -84,7 +84,8 @@ TEST_CASE("each bad input gives a one-line error naming the file and the problem
   // A real SQLite database of something else.
   RunSql(dir.file("other.sqlite"), "CREATE TABLE t(x); INSERT INTO t VALUES(1);");
   ExpectOpenError(dir.file("other.sqlite"), "not a tdbg run");
-  RunSql(dir.file("other_meta.sqlite"), "CREATE TABLE meta(key, value); INSERT INTO meta VALUES('format','x');");
+  RunSql(dir.file("other_meta.sqlite"),
+         "CREATE TABLE meta(key, value); INSERT INTO meta VALUES('format','x');");
   ExpectOpenError(dir.file("other_meta.sqlite"), "not a tdbg run");
 
   // A tdbg database from a newer tdbg.

@@ -37,8 +37,8 @@ class Stmt {
     int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
                                 SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
     if (rc != SQLITE_OK) {
-      return Status::Error(what + ": " + sqlite3_errmsg(db) + " (preparing: " +
-                           std::string(sql.substr(0, 60)) + ")");
+      return Status::Error(what + ": " + sqlite3_errmsg(db) +
+                           " (preparing: " + std::string(sql.substr(0, 60)) + ")");
     }
     return Status::Ok();
   }

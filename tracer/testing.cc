@@ -21,16 +21,46 @@ uint64_t string_hash(const std::string& s) {
   return h;
 }
 
-const char* const kOpNames[] = {
-    "aten::addmm", "aten::relu", "aten::mm", "aten::add", "aten::mul", "aten::t",
-    "aten::view", "aten::linear", "aten::layer_norm", "aten::softmax", "aten::gelu",
-    "aten::native_layer_norm", "aten::native_layer_norm_backward", "aten::mm_backward",
-    "aten::threshold_backward", "aten::sum", "aten::mean", "aten::div", "aten::sub",
-    "aten::copy_", "aten::empty", "aten::zeros_like", "aten::add_", "aten::mul_",
-    "aten::addcmul_", "aten::addcdiv_", "aten::sqrt", "aten::transpose", "aten::reshape",
-    "aten::expand", "aten::cat", "aten::embedding", "aten::dropout", "aten::bmm",
-    "aten::baddbmm", "aten::log_softmax", "aten::nll_loss_forward", "aten::nll_loss_backward",
-    "aten::_to_copy", "aten::detach"};
+const char* const kOpNames[] = {"aten::addmm",
+                                "aten::relu",
+                                "aten::mm",
+                                "aten::add",
+                                "aten::mul",
+                                "aten::t",
+                                "aten::view",
+                                "aten::linear",
+                                "aten::layer_norm",
+                                "aten::softmax",
+                                "aten::gelu",
+                                "aten::native_layer_norm",
+                                "aten::native_layer_norm_backward",
+                                "aten::mm_backward",
+                                "aten::threshold_backward",
+                                "aten::sum",
+                                "aten::mean",
+                                "aten::div",
+                                "aten::sub",
+                                "aten::copy_",
+                                "aten::empty",
+                                "aten::zeros_like",
+                                "aten::add_",
+                                "aten::mul_",
+                                "aten::addcmul_",
+                                "aten::addcdiv_",
+                                "aten::sqrt",
+                                "aten::transpose",
+                                "aten::reshape",
+                                "aten::expand",
+                                "aten::cat",
+                                "aten::embedding",
+                                "aten::dropout",
+                                "aten::bmm",
+                                "aten::baddbmm",
+                                "aten::log_softmax",
+                                "aten::nll_loss_forward",
+                                "aten::nll_loss_backward",
+                                "aten::_to_copy",
+                                "aten::detach"};
 
 }  // namespace
 
@@ -45,12 +75,12 @@ RealisticOps::RealisticOps(Writer& writer, uint32_t thread, uint64_t seed)
   clock_ns_ = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
   for (const char* n : kOpNames) names_.push_back(writer.intern(n));
   for (int i = 0; i < 24; ++i) {
-    modules_.push_back(writer.intern("model.blocks." + std::to_string(i / 4) + ".layer" +
-                                     std::to_string(i % 4)));
+    modules_.push_back(
+        writer.intern("model.blocks." + std::to_string(i / 4) + ".layer" + std::to_string(i % 4)));
   }
   for (int i = 0; i < 32; ++i) {
-    shapes_.push_back(writer.intern(std::to_string(32 << (i % 4)) + "x" +
-                                    std::to_string(64 * (1 + i / 4))));
+    shapes_.push_back(
+        writer.intern(std::to_string(32 << (i % 4)) + "x" + std::to_string(64 * (1 + i / 4))));
   }
   for (const char* a : {"alpha", "beta", "dim", "keepdim", "p", "eps"}) {
     arg_names_.push_back(writer.intern(a));
@@ -160,7 +190,8 @@ Status WriteSyntheticRun(const std::string& path, const SyntheticRun& run) {
   gens.reserve(threads);
   for (uint32_t t = 0; t < threads; ++t) {
     gens.emplace_back(*writer, t, run.seed);
-    writer->add_thread(ThreadRecord{t, 1000 + t, t == 0 ? "MainThread" : "thread" + std::to_string(t)});
+    writer->add_thread(
+        ThreadRecord{t, 1000 + t, t == 0 ? "MainThread" : "thread" + std::to_string(t)});
   }
   std::unordered_map<std::string, StringId> name_ids;
   for (int64_t seq = 0; seq < run.ops; ++seq) {

@@ -60,7 +60,7 @@ class RealisticOps {
 // What `WriteSyntheticRun` writes. Every callback is optional.
 struct SyntheticRun {
   int64_t ops = 1000;
-  uint32_t threads = 1;     // ops are dealt round-robin to threads 0..threads-1
+  uint32_t threads = 1;  // ops are dealt round-robin to threads 0..threads-1
   uint64_t seed = 1;
   // Op name of each seq; default: the realistic mix's names.
   std::function<std::string(int64_t seq)> name;

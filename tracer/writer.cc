@@ -4,8 +4,8 @@
 
 #include <sqlite3.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -113,10 +113,10 @@ struct State {
   Batch pending;
   int64_t pending_ops = 0;
   std::vector<OpChunk> free_chunks;  // cleared chunks with their capacity, for reuse
-  uint64_t flush_requested = 0;  // generation asked for by `flush`
-  uint64_t flush_done = 0;       // generation whose records are committed
+  uint64_t flush_requested = 0;      // generation asked for by `flush`
+  uint64_t flush_done = 0;           // generation whose records are committed
   bool stop = false;
-  Status error;                  // first error; sticky
+  Status error;  // first error; sticky
   Writer::Stats stats;
 
   // Held by the background thread while it is inside SQLite (see `prepare_fork`).
@@ -152,8 +152,7 @@ class WriterImpl final : public Writer {
     return id;
   }
 
-  FrameId intern_frame(FrameId parent, StringId file, int32_t line,
-                       StringId function) override {
+  FrameId intern_frame(FrameId parent, StringId file, int32_t line, StringId function) override {
     if (abandoned_.load(std::memory_order_relaxed)) return 0;
     FrameKey key{parent, file, line, function};
     std::lock_guard<std::mutex> lock(s_->intern_mu);
@@ -176,9 +175,8 @@ class WriterImpl final : public Writer {
     std::unique_lock<std::mutex> lock(s_->mu);
     if (s_->options.max_pending_ops > 0 && s_->pending_ops >= s_->options.max_pending_ops) {
       s_->wake.notify_one();
-      s_->space.wait(lock, [&] {
-        return closed_ || s_->pending_ops < s_->options.max_pending_ops;
-      });
+      s_->space.wait(lock,
+                     [&] { return closed_ || s_->pending_ops < s_->options.max_pending_ops; });
     }
     if (closed_) return;
     ++s_->pending_ops;
@@ -282,7 +280,9 @@ class WriterImpl final : public Writer {
     return s_->stats;
   }
 
-  void start() { s_->thread = std::thread([this] { run(); }); }
+  void start() {
+    s_->thread = std::thread([this] { run(); });
+  }
 
  private:
   template <typename F>
@@ -457,9 +457,9 @@ class WriterImpl final : public Writer {
       requeue();
       return;
     }
-    const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
-                           std::chrono::steady_clock::now() - t0)
-                           .count();
+    const int64_t us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     std::lock_guard<std::mutex> lock(s.mu);
     s.stats.ops_committed += op_count;
     s.stats.commits += 1;
@@ -579,9 +579,8 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) return Status::Error(path + ": already exists");
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = path + ": cannot create: " + (db ? sqlite3_errmsg(db) : "out of memory");
     sqlite3_close(db);
@@ -602,9 +601,10 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
   };
   // 16 KiB pages: bigger pages cost less CPU per row (64 KiB: about 15% less than 8 KiB) but
   // every table and index takes at least one page, and a process with few ops (a DataLoader
-  // worker) should not leave a 1 MiB file. WAL: a commit is one append to the -wal file, readers never block the writer, and a
-  // killed process leaves every committed transaction readable. synchronous=NORMAL skips
-  // fsync per commit: the data survives the death of the process (not of the machine).
+  // worker) should not leave a 1 MiB file. WAL: a commit is one append to the -wal file, readers
+  // never block the writer, and a killed process leaves every committed transaction readable.
+  // synchronous=NORMAL skips fsync per commit: the data survives the death of the process (not of
+  // the machine).
   Status status = internal::exec(db,
                                  "PRAGMA page_size=16384;"
                                  "PRAGMA journal_mode=WAL;"

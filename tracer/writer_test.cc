@@ -1,8 +1,9 @@
 // Tests of the run-database writer through the reader: every field round trips, interning,
 // concurrent appends, ring mode, a live reader, and errors.
-#include <catch2/catch.hpp>
+#include "tracer/writer.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -13,7 +14,6 @@
 #include "tracer/reader.h"
 #include "tracer/test_dir.h"
 #include "tracer/testing.h"
-#include "tracer/writer.h"
 
 namespace tdbg::tracer {
 namespace {
@@ -173,8 +173,10 @@ TEST_CASE("every field round trips") {
   for (int i = 5; i >= 0; --i) w->append_op(OpRecord(ops[static_cast<size_t>(i)]));
   w->append_region(RegionRecord{1, 0, mod, RegionKind::kModule, 1, 3, 2, 0});
   w->append_region(RegionRecord{2, 5, alpha, RegionKind::kStep, 4, kNoSeq, 0, 1});
-  w->append_module(ModuleRecord{1, w->intern("cubin"), w->intern("kernels.cubin"), ~1ull, 123456, 99});
-  w->append_kernel(KernelRecord{2, 1, addmm, w->intern("1,2,3"), w->intern("32,1,1"), 48, ~0ull, 10, 20});
+  w->append_module(
+      ModuleRecord{1, w->intern("cubin"), w->intern("kernels.cubin"), ~1ull, 123456, 99});
+  w->append_kernel(
+      KernelRecord{2, 1, addmm, w->intern("1,2,3"), w->intern("32,1,1"), 48, ~0ull, 10, 20});
   w->append_kernel(KernelRecord{kNoSeq, 0, addmm, 0, 0, 0, 0, 1, 2});
   REQUIRE(w->close().ok());
   CHECK(w->close().ok());  // idempotent
@@ -267,19 +269,25 @@ TEST_CASE("every field round trips") {
                    [&](const std::vector<std::string>& row) {
                      rows.push_back(row);
                      return true;
-                   }).ok());
+                   })
+              .ok());
   REQUIRE(rows.size() == 2);
-  CHECK(rows[1] == std::vector<std::string>{"5", "4", "aten::addmm", "1", "fedcba9876543215", "495"});
+  CHECK(rows[1] ==
+        std::vector<std::string>{"5", "4", "aten::addmm", "1", "fedcba9876543215", "495"});
   rows.clear();
   REQUIRE(r->query("SELECT role, dtype, shape, status, hash, reason FROM tensor_view WHERE op = 1",
                    [&](const std::vector<std::string>& row) {
                      rows.push_back(row);
                      return true;
-                   }).ok());
+                   })
+              .ok());
   REQUIRE(rows.size() == 3);
-  CHECK(rows[0] == std::vector<std::string>{"input", "qint8", "", "not_hashed", "", "sparse tensor"});
-  CHECK(rows[1] == std::vector<std::string>{"input", "bfloat16", "2x3", "known", "ffffffffffffffff", ""});
-  CHECK(rows[2] == std::vector<std::string>{"output", "float64", "", "hashed", "0123456789abcdef", ""});
+  CHECK(rows[0] ==
+        std::vector<std::string>{"input", "qint8", "", "not_hashed", "", "sparse tensor"});
+  CHECK(rows[1] ==
+        std::vector<std::string>{"input", "bfloat16", "2x3", "known", "ffffffffffffffff", ""});
+  CHECK(rows[2] ==
+        std::vector<std::string>{"output", "float64", "", "hashed", "0123456789abcdef", ""});
   auto bad = r->query("DELETE FROM ops", [](auto&) { return true; });
   CHECK_FALSE(bad.ok());
 }
@@ -393,7 +401,8 @@ TEST_CASE("concurrent appends keep each thread's order") {
                         CHECK(op.seq == expect);
                         ++expect;
                         return true;
-                      }).ok());
+                      })
+              .ok());
   CHECK(expect == kThreads * kPerThread);
   // A seq range, and stopping early.
   std::vector<int64_t> got;
@@ -430,7 +439,8 @@ TEST_CASE("ring mode keeps the last N ops with their details") {
                         CHECK(op.tensors.size() == 3);
                         ++expect;
                         return true;
-                      }).ok());
+                      })
+              .ok());
   CHECK(expect == 20000);
   int64_t orphans = -1;
   REQUIRE(r->query("SELECT (SELECT count(*) FROM tensors WHERE op < 19000) + "
@@ -438,7 +448,8 @@ TEST_CASE("ring mode keeps the last N ops with their details") {
                    [&](auto& row) {
                      orphans = std::stoll(row[0]);
                      return true;
-                   }).ok());
+                   })
+              .ok());
   CHECK(orphans == 0);
 }
 
@@ -490,7 +501,9 @@ TEST_CASE("synthetic runs for other folders' tests") {
   testing::SyntheticRun run;
   run.ops = 5000;
   run.threads = 2;
-  run.name = [](int64_t seq) { return seq % 2 ? std::string("aten::mul") : std::string("aten::add"); };
+  run.name = [](int64_t seq) {
+    return seq % 2 ? std::string("aten::mul") : std::string("aten::add");
+  };
   run.output_hash = [](int64_t seq) { return static_cast<uint64_t>(seq) * 3; };
   run.meta = {{"pid", "7"}};
   REQUIRE(testing::WriteSyntheticRun(dir.file("a.sqlite"), run).ok());

@@ -48,7 +48,7 @@ void remove_db(const std::string& path) {
 struct Result {
   double ops_per_s = 0;
   double bytes_per_op = 0;
-  double append_ns = 0;  // caller-side cost per op
+  double append_ns = 0;      // caller-side cost per op
   double cpu_ops_per_s = 0;  // ops per second of CPU time spent committing: the rate one
                              // free core sustains, whatever else loads the machine
 };
@@ -126,40 +126,61 @@ Result run_plain_schema(const std::string& path, int64_t n) {
   remove_db(path + ".ids");
   sqlite3* db = nullptr;
   check(sqlite3_open(path.c_str(), &db), db, "open");
-  check(sqlite3_exec(db,
-                     "PRAGMA page_size=8192; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                     "CREATE TABLE ops(seq INTEGER PRIMARY KEY, thread INT, tidx INT, parent INT,"
-                     " depth INT, name INT, step INT, module INT, stack INT, user_frame INT,"
-                     " fwd INT, region INT, start_ns INT, end_ns INT, chain INT, rng INT, flags INT);"
-                     "CREATE INDEX ops_thread ON ops(thread, tidx);"
-                     "CREATE TABLE tensors(op INT, role INT, idx INT, dtype INT, shape INT,"
-                     " device INT, status INT, hash INT, producer INT, min REAL, max REAL,"
-                     " sum REAL, abs_sum REAL, nan INT, inf INT, reason INT);"
-                     "CREATE INDEX tensors_op ON tensors(op);"
-                     "CREATE TABLE args(op INT, idx INT, name INT, value INT);"
-                     "CREATE INDEX args_op ON args(op);",
-                     nullptr, nullptr, nullptr),
-        db, "schema");
+  check(
+      sqlite3_exec(db,
+                   "PRAGMA page_size=8192; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                   "CREATE TABLE ops(seq INTEGER PRIMARY KEY, thread INT, tidx INT, parent INT,"
+                   " depth INT, name INT, step INT, module INT, stack INT, user_frame INT,"
+                   " fwd INT, region INT, start_ns INT, end_ns INT, chain INT, rng INT, flags INT);"
+                   "CREATE INDEX ops_thread ON ops(thread, tidx);"
+                   "CREATE TABLE tensors(op INT, role INT, idx INT, dtype INT, shape INT,"
+                   " device INT, status INT, hash INT, producer INT, min REAL, max REAL,"
+                   " sum REAL, abs_sum REAL, nan INT, inf INT, reason INT);"
+                   "CREATE INDEX tensors_op ON tensors(op);"
+                   "CREATE TABLE args(op INT, idx INT, name INT, value INT);"
+                   "CREATE INDEX args_op ON args(op);",
+                   nullptr, nullptr, nullptr),
+      db, "schema");
   sqlite3_stmt *op_st, *t_st, *a_st;
-  sqlite3_prepare_v2(db, "INSERT INTO ops VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &op_st, nullptr);
-  sqlite3_prepare_v2(db, "INSERT INTO tensors VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &t_st, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO ops VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &op_st,
+                     nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO tensors VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &t_st,
+                     nullptr);
   sqlite3_prepare_v2(db, "INSERT INTO args VALUES(?,?,?,?)", -1, &a_st, nullptr);
   const auto t0 = Clock::now();
   const double cpu0 = thread_cpu_s();
   sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
   int64_t i = 0;
   for (const OpRecord& op : ops[0]) {
-    const int64_t v[] = {op.seq, op.thread, op.tidx, op.parent, op.depth, op.name, op.step,
-                         op.module, op.stack, op.user_frame, op.fwd, op.region, op.start_ns,
-                         op.end_ns, static_cast<int64_t>(op.chain), static_cast<int64_t>(op.rng),
+    const int64_t v[] = {op.seq,
+                         op.thread,
+                         op.tidx,
+                         op.parent,
+                         op.depth,
+                         op.name,
+                         op.step,
+                         op.module,
+                         op.stack,
+                         op.user_frame,
+                         op.fwd,
+                         op.region,
+                         op.start_ns,
+                         op.end_ns,
+                         static_cast<int64_t>(op.chain),
+                         static_cast<int64_t>(op.rng),
                          op.flags};
     for (int c = 0; c < 17; ++c) sqlite3_bind_int64(op_st, c + 1, v[c]);
     check(sqlite3_step(op_st), db, "op");
     sqlite3_reset(op_st);
     for (const TensorRecord& t : op.tensors) {
-      const int64_t tv[] = {op.seq, static_cast<int64_t>(t.role), t.index,
-                            static_cast<int64_t>(t.dtype), t.shape, t.device,
-                            static_cast<int64_t>(t.status), static_cast<int64_t>(t.hash),
+      const int64_t tv[] = {op.seq,
+                            static_cast<int64_t>(t.role),
+                            t.index,
+                            static_cast<int64_t>(t.dtype),
+                            t.shape,
+                            t.device,
+                            static_cast<int64_t>(t.status),
+                            static_cast<int64_t>(t.hash),
                             t.producer};
       for (int c = 0; c < 9; ++c) sqlite3_bind_int64(t_st, c + 1, tv[c]);
       sqlite3_bind_double(t_st, 10, t.summary.min);
@@ -213,24 +234,44 @@ Result run_per_op_transactions(const std::string& path, int64_t n) {
   check(sqlite3_open(path.c_str(), &db), db, "open");
   sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
   sqlite3_stmt *op_st, *t_st, *a_st;
-  sqlite3_prepare_v2(db, "INSERT INTO ops VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &op_st, nullptr);
-  sqlite3_prepare_v2(db, "INSERT INTO tensors VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &t_st, nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO ops VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &op_st,
+                     nullptr);
+  sqlite3_prepare_v2(db, "INSERT INTO tensors VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &t_st,
+                     nullptr);
   sqlite3_prepare_v2(db, "INSERT INTO args VALUES(?,?,?,?)", -1, &a_st, nullptr);
   const auto t0 = Clock::now();
   const double cpu0 = thread_cpu_s();
   for (const OpRecord& op : ops[0]) {
     sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
-    const int64_t v[] = {op.thread, op.tidx, op.seq - op.tidx, op.seq - op.parent, op.depth,
-                         op.name, op.step, op.module, op.stack, op.user_frame, op.seq - op.fwd,
-                         op.region, op.start_ns, op.end_ns - op.start_ns,
-                         static_cast<int64_t>(op.chain), static_cast<int64_t>(op.rng), op.flags};
+    const int64_t v[] = {op.thread,
+                         op.tidx,
+                         op.seq - op.tidx,
+                         op.seq - op.parent,
+                         op.depth,
+                         op.name,
+                         op.step,
+                         op.module,
+                         op.stack,
+                         op.user_frame,
+                         op.seq - op.fwd,
+                         op.region,
+                         op.start_ns,
+                         op.end_ns - op.start_ns,
+                         static_cast<int64_t>(op.chain),
+                         static_cast<int64_t>(op.rng),
+                         op.flags};
     for (int c = 0; c < 17; ++c) sqlite3_bind_int64(op_st, c + 1, v[c]);
     check(sqlite3_step(op_st), db, "op");
     sqlite3_reset(op_st);
     for (const TensorRecord& t : op.tensors) {
-      const int64_t tv[] = {op.seq, static_cast<int64_t>(t.role), t.index,
-                            static_cast<int64_t>(t.dtype), t.shape, t.device,
-                            static_cast<int64_t>(t.status), static_cast<int64_t>(t.hash),
+      const int64_t tv[] = {op.seq,
+                            static_cast<int64_t>(t.role),
+                            t.index,
+                            static_cast<int64_t>(t.dtype),
+                            t.shape,
+                            t.device,
+                            static_cast<int64_t>(t.status),
+                            static_cast<int64_t>(t.hash),
                             op.seq - t.producer};
       for (int c = 0; c < 9; ++c) sqlite3_bind_int64(t_st, c + 1, tv[c]);
       sqlite3_bind_double(t_st, 10, t.summary.min);
@@ -287,9 +328,10 @@ int main(int argc, char** argv) {
   const std::string path = dir + "/tdbg_writer_bench_" + std::to_string(getpid()) + ".sqlite";
   const int64_t naive_n = std::max<int64_t>(1000, n / 50);
 
-  std::printf("writer_bench: %lld ops, %d appending thread(s), realistic mix (per op 2 inputs,\n"
-              "mostly known; 1 float32 output with summaries; an argument on 30%% of ops)\n\n",
-              static_cast<long long>(n), threads);
+  std::printf(
+      "writer_bench: %lld ops, %d appending thread(s), realistic mix (per op 2 inputs,\n"
+      "mostly known; 1 float32 output with summaries; an argument on 30%% of ops)\n\n",
+      static_cast<long long>(n), threads);
   const Result full = run_writer(path, n, threads, true);
   print_table_sizes(path, n);
   remove_db(path);
@@ -320,15 +362,18 @@ int main(int argc, char** argv) {
   row("tdbg Writer, ops only", bare, true, true);
   row("baseline: plain rowid schema + indexes, batched", plain, true, false);
   row("baseline: tdbg schema, 1 transaction per op", per_op, false, false);
-  std::printf("\n(ops/s: wall clock, append to durable, on this machine as loaded now; ops/s per\n"
-              "core: ops per CPU-second of the committing thread, what one free core sustains)\n");
+  std::printf(
+      "\n(ops/s: wall clock, append to durable, on this machine as loaded now; ops/s per\n"
+      "core: ops per CPU-second of the committing thread, what one free core sustains)\n");
   std::printf("\nratios (>= 1 meets the goal):\n");
   std::printf("  full mix: ops/s / 1e6 goal             = %.2f (per core %.2f)\n",
               full.ops_per_s / kGoalOpsPerSecond, full.cpu_ops_per_s / kGoalOpsPerSecond);
   std::printf("  ops only: ops/s / 1e6 goal             = %.2f (per core %.2f)\n",
               bare.ops_per_s / kGoalOpsPerSecond, bare.cpu_ops_per_s / kGoalOpsPerSecond);
-  std::printf("  ops only: 64 B goal / bytes per op     = %.2f\n", kGoalBytesPerOp / bare.bytes_per_op);
-  std::printf("  full mix: 64 B goal / bytes per op     = %.2f\n", kGoalBytesPerOp / full.bytes_per_op);
+  std::printf("  ops only: 64 B goal / bytes per op     = %.2f\n",
+              kGoalBytesPerOp / bare.bytes_per_op);
+  std::printf("  full mix: 64 B goal / bytes per op     = %.2f\n",
+              kGoalBytesPerOp / full.bytes_per_op);
   std::printf("  tdbg Writer vs plain schema: %.2fx the ops/s per core, %.2fx smaller\n",
               full.cpu_ops_per_s / plain.cpu_ops_per_s, plain.bytes_per_op / full.bytes_per_op);
   std::printf("  tdbg Writer vs 1 transaction per op: %.1fx the ops/s (wall), %.1fx per core\n",
