@@ -16,6 +16,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,36 @@ void forward_signal(int sig, siginfo_t* info, void*) {
   kill(g_child, sig);
 }
 
+// Checks the values that have a fixed form, so that a typo fails here with one line instead of
+// silently recording something else in every process.
+Status validate(const Config& config) {
+  if (config.hash != "all" && config.hash != "outputs" && config.hash != "none")
+    return Status::Error("--hash " + config.hash + ": want all, outputs or none");
+  if (!config.steps.empty()) {
+    size_t colon = config.steps.find(':');
+    auto is_number = [](const std::string& text) {
+      return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+    };
+    std::string from = colon == std::string::npos ? "" : config.steps.substr(0, colon);
+    std::string to = colon == std::string::npos ? "" : config.steps.substr(colon + 1);
+    if (colon == std::string::npos || (!from.empty() && !is_number(from)) ||
+        (!to.empty() && !is_number(to)) ||
+        (!from.empty() && !to.empty() && std::stoll(from) >= std::stoll(to)))
+      return Status::Error("--steps " + config.steps + ": want A:B with A < B (either may be empty)");
+  }
+  if (!config.ops.empty()) {
+    try {
+      std::regex check(config.ops, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+      return Status::Error("--ops " + config.ops + ": not a valid regular expression");
+    }
+  }
+  if (config.ring < 0) return Status::Error("--ring must be 0 or more");
+  if (config.hash_threads < 1) return Status::Error("--hash-threads must be 1 or more");
+  if (config.flush_ms < 0) return Status::Error("--flush-ms must be 0 or more");
+  return Status::Ok();
+}
+
 struct Options {
   Config config;
   bool force = false;
@@ -150,6 +181,10 @@ void run_record(const Options& options, std::vector<std::string> command,
     return;
   }
 
+  if (Status valid = validate(options.config); !valid.ok()) {
+    fail("record", valid.message());
+    return;
+  }
   std::string preload = executable_dir() + "/../lib/libtdbg_preload.so";
   if (access(preload.c_str(), R_OK) != 0) {
     fail("record", preload + ": not found (build the tdbg_preload target, or install tdbg)");

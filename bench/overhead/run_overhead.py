@@ -57,6 +57,9 @@ def main():
         ("untraced", [args.python] + base),
         ("tdbg default", tdbg([], "default") + base),
         ("tdbg --hash none", tdbg(["--hash", "none"], "nohash") + base),
+        # Not a goal of the issue: says how much of the cost is source stacks and module paths.
+        ("tdbg --hash none --no-stacks --no-modules",
+         tdbg(["--hash", "none", "--no-stacks", "--no-modules"], "bare") + base),
         ("TorchDispatchMode logger", [args.python] + base + ["--mode", "logger"]),
         ("torch.profiler record_shapes", [args.python] + base + ["--mode", "profiler"]),
     ]
@@ -78,12 +81,12 @@ def main():
     base_ms = statistics.median(times["untraced"]) * 1e3
     print(f"threads {args.threads}, {args.rounds} rounds x {args.steps} steps, BLAS: "
           f"{blas_library(args.python)}, dispatched ops per step: {extra.get('ops_first_step')}")
-    print(f"{'variant':32} {'ms/step (median)':>17} {'ratio':>7}")
+    print(f"{'variant':42} {'ms/step (median)':>17} {'ratio':>7}")
     for name, _ in variants:
         ms = statistics.median(times[name]) * 1e3
-        print(f"{name:32} {ms:17.1f} {ms / base_ms:6.2f}x")
+        print(f"{name:42} {ms:17.1f} {ms / base_ms:6.2f}x")
     sizes = []
-    for sub in ("default", "nohash"):
+    for sub in ("default", "nohash", "bare"):
         d = os.path.join(work, sub)
         total = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if os.path.isdir(d) else 0
         sizes.append(f"{sub} {total / 1e6:.1f} MB")

@@ -141,6 +141,18 @@ def case_environment():
           f"existing LD_PRELOAD not kept after ours: {preload}")
 
 
+def case_bad_options():
+    for flags in (["--hash", "some"], ["--steps", "10:5"], ["--steps", "x"], ["--ops", "("],
+                  ["--ring", "-1"]):
+        run = fresh("bad")
+        result = subprocess.run([TDBG, "record"] + flags + ["-o", run, "--", "/bin/true"],
+                                capture_output=True, text=True)
+        check(result.returncode == 2, f"{flags}: status {result.returncode}, want 2")
+        check(result.stderr.count("\n") == 1 and flags[0] in result.stderr,
+              f"{flags}: want a one-line error naming the flag, got {result.stderr!r}")
+        check(not os.path.exists(os.path.join(run, "tdbg-run.json")), f"{flags}: ran anyway")
+
+
 def case_dl_semantics():
     probe = os.environ.get("DL_PROBE")
     if not probe:
