@@ -239,7 +239,10 @@ Located innermost(Pair& p, int64_t t, Stats& stats) {
     if (!a || !b || a->depth <= depth) break;
     ++stats.ops_compared;
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
-    if (!c.structure.empty()) return {Located::kStructure, s, s};
+    // Nested ops that differ in structure under an op whose values differ: the op ran another
+    // algorithm (a thread count, a kernel choice). The op itself is the answer; the alignment
+    // of what follows lists the nested changes.
+    if (!c.structure.empty()) break;
     if (c.differs()) {
       cur = s;
       depth = a->depth;

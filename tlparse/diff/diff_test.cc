@@ -50,6 +50,7 @@ struct Variation {
   int lr_change_step = -1;          // learning rate differs from this step (arguments)
   int data_change_step = -1;        // one input batch differs (external_input)
   int nondeterministic_step = -1;   // addmm's output differs, inputs equal (nondeterministic)
+  int other_algorithm_step = -1;    // addmm runs extra nested ops and its output differs
   int insert_step = -1;             // an extra op after linear (structure)
   bool insert_changes_values = true;
   int remove_step = -1;             // the gelu op is missing (structure)
@@ -181,7 +182,14 @@ class Trainer {
     int64_t linear = r_.op("aten::linear", {x, T{param_, param_seq_, "8x8"}}, {out}, {}, 0, 0, kNoSeq, 20);
     T pt{mix(param_, 3), kNoSeq, "8x8"};
     pt.producer = r_.op("aten::t", {T{param_, param_seq_, "8x8"}}, {pt}, {}, 0, 1, linear, 20);
+    if (s == v_.other_algorithm_step) out.hash = mix(out.hash, 77);
     int64_t addmm = r_.op("aten::addmm", {x, pt}, {out}, {{"beta", "1"}, {"alpha", "1"}}, 0, 1, linear, 20);
+    if (s == v_.other_algorithm_step) {
+      // A parallel kernel splits the work: nested ops the other run does not have.
+      for (int k = 0; k < 3; ++k) {
+        r_.op("aten::select", {x}, {T{mix(x.hash, 100 + k), kNoSeq, "8"}}, {{"dim", "0"}}, 0, 2, addmm, 20);
+      }
+    }
     out.producer = addmm;
     if (s == v_.insert_step) {
       T scaled{v_.insert_changes_values ? mix(out.hash, 5) : out.hash, kNoSeq, shape};
@@ -293,6 +301,21 @@ TEST_CASE("a nondeterministic op is found by bisection, innermost, inside its pa
   std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("aten::addmm") != std::string::npos);
   CHECK(text.find("train.py:20") != std::string::npos);
+}
+
+TEST_CASE("an op that ran other nested ops (another algorithm) is a value divergence at that op") {
+  Variation va, vb;
+  vb.other_algorithm_step = 19;
+  auto a = write_run(va), b = write_run(vb);
+  for (bool swap : {false, true}) {
+    json d = first(swap ? compare(b, a) : compare(a, b));
+    CHECK(d["kind"] == "value");
+    CHECK(d["cause"] == "nondeterministic");
+    CHECK(d["a"]["op"] == "aten::addmm");
+    CHECK(d["a"]["step"] == 19);
+    // The nested ops show up as a structural change in what follows.
+    CHECK(d["growth"]["structural_changes"].get<int64_t>() >= 1);
+  }
 }
 
 TEST_CASE("a different seed is an rng divergence at the random op") {
