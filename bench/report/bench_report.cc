@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes = quick ? std::vector<int64_t>{2000}
                                      : std::vector<int64_t>{10000, 100000, 1000000};
   if (large) sizes.push_back(10000000);
-  ::mkdir(data.c_str(), 0755);
+  for (size_t i = 1; i <= data.size(); ++i) {  // mkdir -p
+    if (i == data.size() || data[i] == '/') ::mkdir(data.substr(0, i).c_str(), 0755);
+  }
   std::printf("%10s %8s %9s %10s %7s %9s %10s %9s %10s\n", "ops/run", "gen s", "report s",
               "report KB", "x 1st", "export s", "export MB", "bundle s", "bundle KB");
   double first_kb = 0;
