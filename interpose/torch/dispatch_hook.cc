@@ -162,7 +162,8 @@ OpInfo* info_by_name(const std::string& name, bool backward) {
 // string from name(), whose address is stable and unique per overload: the per-thread cache
 // is keyed by it, so the common case is one hash lookup without locks or allocations.
 OpInfo* info_for(const at::RecordFunction& fn) {
-  thread_local std::unordered_map<const char*, OpInfo*> by_pointer;
+  thread_local auto* by_pointer_ptr = new std::unordered_map<const char*, OpInfo*>();  // never freed
+  auto& by_pointer = *by_pointer_ptr;
   const char* name = fn.name();
   auto hit = by_pointer.find(name);
   if (hit != by_pointer.end()) return hit->second;
@@ -256,8 +257,11 @@ struct ThreadState {
   StringId cpu_device = 0;
 };
 
+// Heap-allocated and never freed: exit() destroys thread_locals before atexit handlers and
+// static destructors, which may still run ops; a thread's state is a few KiB.
 ThreadState& thread_state() {
-  thread_local ThreadState state;
+  thread_local ThreadState* state_ptr = new ThreadState();
+  ThreadState& state = *state_ptr;
   uint64_t fork_gen = g_fork_generation.load(std::memory_order_relaxed);
   if (state.fork_generation != fork_gen) {
     // The thread that called fork(), now in the child: start over with the child's database.

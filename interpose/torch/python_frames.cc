@@ -374,7 +374,7 @@ struct ModuleStrings {
   uint64_t generation = UINT64_MAX;
   std::vector<tracer::StringId> ids;
 };
-thread_local ModuleStrings t_module_strings;
+thread_local ModuleStrings* t_module_strings = new ModuleStrings();  // never freed, see thread_state()
 
 // Native call sites, by return address; guarded by `g_native_mutex`.
 std::mutex g_native_mutex;
@@ -506,7 +506,7 @@ tracer::StringId module_string(uint32_t module_id) {
   if (module_id == 0) return 0;
   tracer::Writer* w = writer();
   if (!w) return 0;
-  ModuleStrings& cache = t_module_strings;
+  ModuleStrings& cache = *t_module_strings;
   uint64_t gen = writer_generation();
   if (cache.generation != gen) {
     cache.ids.clear();

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Per-step and per-op cost of libtdbg_torch.so alone (no preload, no `tdbg record`), on
+bench/overhead/lm_steps.py's transformer LM: untraced, the hook in its default mode, with
+hashing off, and with stacks and module paths off. Variants run as separate processes in
+interleaved rounds so that load from other work falls on all of them alike; each figure is the
+median over all timed steps of all rounds. The per-op cost divides the extra time per step by
+the ops the hook recorded per step.
+
+Usage: hook_overhead.py --lib BUILD/lib/libtdbg_torch.so [--rounds 3] [--steps 10]
+"""
+import argparse
+import glob
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEPS = os.path.join(HERE, "..", "overhead", "lm_steps.py")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lib", required=True)
+    p.add_argument("--python", default="/usr/bin/python3")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    args = p.parse_args()
+    lib = os.path.abspath(args.lib)
+    work = tempfile.mkdtemp(prefix="tdbg-hook-bench-")
+    variants = [
+        ("untraced", None),
+        ("hook default", {}),
+        ("hook TDBG_HASH=none", {"TDBG_HASH": "none"}),
+        ("hook no stacks/modules", {"TDBG_STACKS": "0", "TDBG_MODULES": "0"}),
+    ]
+    times = {name: [] for name, _ in variants}
+    ops_per_step = {}
+    for r in range(args.rounds):
+        for name, extra in variants:
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            env.pop("LD_PRELOAD", None)
+            out = None
+            if extra is not None:
+                out = os.path.join(work, "%s-%d" % (name.replace(" ", "_").replace("/", "_"), r))
+                env.update(extra, LD_PRELOAD=lib, TDBG_OUT=out, TDBG_QUIET="1")
+            proc = subprocess.run([args.python, STEPS, "--steps", str(args.steps), "--warmup",
+                                   str(args.warmup)], env=env, capture_output=True, text=True,
+                                  check=True)
+            times[name] += json.loads(proc.stdout.strip().splitlines()[-1])["times"]
+            if out:
+                dbs = glob.glob(os.path.join(out, "*.sqlite"))
+                con = sqlite3.connect(dbs[0])
+                n = con.execute("select count(*) from ops").fetchone()[0]
+                ops_per_step[name] = n / float(args.steps + args.warmup)
+    base = statistics.median(times["untraced"])
+    print("| variant | ms/step | ratio | ops/step | extra us/op |")
+    print("|---|---|---|---|---|")
+    for name, _ in variants:
+        t = statistics.median(times[name])
+        ops = ops_per_step.get(name)
+        extra = "" if not ops else "%.1f" % ((t - base) * 1e6 / ops)
+        print("| %s | %.1f | %.2f | %s | %s |" % (name, t * 1e3, t / base,
+                                                   "%.0f" % ops if ops else "", extra))
+
+
+if __name__ == "__main__":
+    main()
