@@ -109,6 +109,13 @@ test('the static report shows the divergence, filters, scrolls virtually and lin
   assert.equal(await page.locator('#fwd-link').count(), 0);
   assert.equal(await page.locator('#kernels tr').count(), 2);  // header + one kernel
 
+  // Arguments of an optimizer update, as a table of text.
+  await page.fill('#filter-name', 'aten::add_');
+  await page.locator('#op-table .vt-row').first().click();
+  const detailText = await page.textContent('#op-detail');
+  assert.match(detailText, /alpha-0\.01/);
+  assert.doesNotMatch(detailText, /\[object|null/);
+
   await page.screenshot({ path: join(out, 'report.png'), fullPage: true });
   assert.deepEqual(seen.dialogs, []);
   assert.deepEqual(seen.errors, []);

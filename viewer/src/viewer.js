@@ -402,7 +402,8 @@
     const run = runs[current];
     const frames = o.stack_frames || (o.stack && run.stacks ? run.stacks[o.stack] : null);
     const other = runs.length > 1 && !server ? opBySeq[1 - current].get(o.seq) : null;
-    detail.replaceChildren(
+    detail.replaceChildren();  // then `append`, which flattens arrays and skips nulls
+    append(detail, [
       h('h3', null, 'Op #', o.seq, ' ', h('code', { id: 'detail-name' }, o.name)),
       kv([['step', o.step], ['thread / index', o.thread + ' / ' + o.tidx], ['module', o.module || '—'],
           ['source', h('code', null, srcText(o.source))],
@@ -410,7 +411,7 @@
           o.backward ? ['forward op', o.fwd >= 0 ? h('button', { class: 'link', id: 'fwd-link', onclick: () => goTo(o.fwd) }, '#' + o.fwd) : 'unknown'] : null,
           o.rng ? ['generator state', o.rng] : null, ['chain hash', o.chain]]),
       h('h3', null, 'Tensors'),
-      h('table', { id: 'tensors' }, h('tr', null, ['role', 'dtype', 'shape', 'device', 'status', 'hash', 'min', 'max', 'sum', 'abs sum', 'NaN', 'Inf', 'producer'].map(k => h('th', null, k))),
+      h('div', { class: 'scroll' }, h('table', { id: 'tensors' }, h('tr', null, ['role', 'dtype', 'shape', 'device', 'status', 'hash', 'min', 'max', 'sum', 'abs sum', 'NaN', 'Inf', 'producer'].map(k => h('th', null, k))),
         (o.tensors || []).map(t => {
           const u = other ? (other.tensors || []).find(v => v.role === t.role && v.index === t.index) : null;
           const sm = t.summary || {};
@@ -419,13 +420,13 @@
             h('td', null, t.status + (t.reason ? ' (' + t.reason + ')' : '')), h('td', { class: 'mono' }, t.hash || '—'),
             ['min', 'max', 'sum', 'abs_sum', 'nan', 'inf'].map(k => h('td', { class: 'num' }, fmt(sm[k]))),
             h('td', null, t.producer >= 0 ? h('button', { class: 'link', onclick: () => goTo(t.producer) }, '#' + t.producer) : '—'));
-        })),
+        }))),
       (o.args || []).length ? [h('h3', null, 'Arguments'), kv(o.args.map(a => [a.name || String(a.index), a.value]))] : null,
       h('h3', null, 'Kernels'),
       (o.kernels || []).length ? h('table', { id: 'kernels' }, h('tr', null, ['kernel', 'grid', 'block', 'stream', 'µs'].map(k => h('th', null, k))),
         o.kernels.map(k => h('tr', null, h('td', { class: 'mono' }, k.name), h('td', null, k.grid), h('td', null, k.block), h('td', null, k.stream),
           h('td', { class: 'num' }, fmt((k.end_ns - k.start_ns) / 1000))))) : h('p', { class: 'muted' }, 'None recorded.'),
-      h('h3', null, 'Stack (most recent call last)'), stackList(frames, o.source));
+      h('h3', null, 'Stack (most recent call last)'), stackList(frames, o.source)]);
   }
   function opsSection() {
     const runPicker = runs.length > 1 ? h('select', { id: 'run-picker', onchange: e => setRun(Number(e.target.value)) },
@@ -467,13 +468,18 @@
       nav.appendChild(h('a', { href: '#' + id }, label));
     }
     const app = document.getElementById('app');
-    app.replaceChildren(overview(), divergence(), nonfinite(),
+    app.replaceChildren();  // then `append`, which skips the sections that are null
+    append(app, [overview(), divergence(), nonfinite(),
       section('charts', 'Pictures', curveChart(), stepsChart(), topOps()),
       opsSection(), modulesSection(),
       h('p', { class: 'muted', id: 'bound' }, 'This report holds at most ', fmt((data.bound || {}).window_ops), ' ops per run around the point of interest, per-step aggregates and a ',
-        fmt((data.bound || {}).curve_points), '-point difference curve. ', server ? 'Served by tdbg view.' : 'Use tdbg view RUN to page through every op.'));
+        fmt((data.bound || {}).curve_points), '-point difference curve. ', server ? 'Served by tdbg view.' : 'Use tdbg view RUN to page through every op.')]);
     setRun(0);
+    // Open on the point of interest: the divergence, else run A's first non-finite value.
+    const nf = (data.nonfinite || [])[0];
+    const nfSeq = nf && nf.first_nonfinite && Number.isInteger(nf.first_nonfinite.seq) ? nf.first_nonfinite.seq : null;
     if (splitSeq !== null) goTo(splitSeq);
+    else if (nfSeq !== null) goTo(nfSeq);
     window.tdbgViewer = { ready: true, goTo, setRun };
   }
   render();
