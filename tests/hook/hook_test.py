@@ -61,7 +61,10 @@ def run_command(cmd, env=None, record=True, cwd=None):
         if key.startswith("TDBG_"):
             del full_env[key]
     if record:
-        full_env["LD_PRELOAD"] = ARGS.lib
+        # A sanitizer build's hook needs the sanitizer runtime loaded first (`--preload-first`).
+        full_env["LD_PRELOAD"] = " ".join(x for x in (ARGS.preload_first, ARGS.lib) if x)
+        if ARGS.preload_first:
+            full_env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
         full_env["TDBG_OUT"] = out_dir
         full_env["TDBG_QUIET"] = "1"
     full_env.update(env or {})
@@ -464,6 +467,8 @@ def main():
                                                       "examples"))
     p.add_argument("--cpp", default="")
     p.add_argument("--case", action="append")
+    p.add_argument("--preload-first", default="",
+                   help="a library to preload before the hook (the ASan runtime of a sanitizer build)")
     ARGS = p.parse_args()
     ARGS.lib = os.path.abspath(ARGS.lib)
     ARGS.examples = os.path.abspath(ARGS.examples)
