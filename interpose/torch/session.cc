@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/Generator.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -143,6 +144,16 @@ void write_start_metadata(tracer::Writer* w) {
     bool has_cuda = at::globalContext().hasCUDA();
     w->set_meta("cuda_available", has_cuda ? "1" : "0");
   } catch (...) {
+  }
+  // CUDA versions only from libraries the process already loaded (never loads one itself).
+  using VersionFn = int (*)(int*);
+  if (auto runtime = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion"))) {
+    int v = 0;
+    if (runtime(&v) == 0 && v > 0) w->set_meta("cuda_runtime_version", std::to_string(v));
+  }
+  if (auto driver = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "cuDriverGetVersion"))) {
+    int v = 0;
+    if (driver(&v) == 0 && v > 0) w->set_meta("cuda_driver_version", std::to_string(v));
   }
   std::string py = python_version();
   if (!py.empty()) w->set_meta("python_version", py);
