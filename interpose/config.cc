@@ -62,11 +62,11 @@ void parse_value(const std::string& variable, const char* value, bool* out) {
 
 Config config_from_environment() {
   Config config;
-#define FLAG(type, name, def, doc)                                   \
-  {                                                                  \
-    std::string variable = environment_name(#name);                  \
-    if (const char* value = std::getenv(variable.c_str()))           \
-      parse_value(variable, value, &config.name);                    \
+#define FLAG(type, name, def, doc)                         \
+  {                                                        \
+    std::string variable = environment_name(#name);        \
+    if (const char* value = std::getenv(variable.c_str())) \
+      parse_value(variable, value, &config.name);          \
   }
 #include "interpose/flags.inc"
 #undef FLAG

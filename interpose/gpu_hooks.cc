@@ -77,10 +77,10 @@ class NameTable {
   pthread_mutex_t mutex_ = PTHREAD_MUTEX_INITIALIZER;
 };
 
-NameTable g_function_names;      // CUfunction -> kernel name (copied)
-NameTable g_host_stub_names;     // runtime host stub -> device name (static in the binary)
-NameTable g_registered_images;   // fatbins registered by the runtime (reported once)
-NameTable g_nvrtc_programs;      // nvrtcProgram -> program name (copied)
+NameTable g_function_names;     // CUfunction -> kernel name (copied)
+NameTable g_host_stub_names;    // runtime host stub -> device name (static in the binary)
+NameTable g_registered_images;  // fatbins registered by the runtime (reported once)
+NameTable g_nvrtc_programs;     // nvrtcProgram -> program name (copied)
 
 const char* copy_name(const char* name) {
   if (name == nullptr) return nullptr;
@@ -167,8 +167,8 @@ void emit_module(const char* kind, const char* name, const void* image, size_t s
   pthread_mutex_unlock(&g_pending_mutex);
 }
 
-void emit_kernel(const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
-                 uint32_t by, uint32_t bz, uint32_t shared, uint64_t stream) {
+void emit_kernel(const char* name, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,
+                 uint32_t bz, uint32_t shared, uint64_t stream) {
   if (name == nullptr) name = "?";
   if (const tdbg_gpu_sink* sink = g_sink.load(std::memory_order_acquire)) {
     if (sink->on_kernel != nullptr)
@@ -222,7 +222,11 @@ size_t image_size(const void* image, const char** kind) {
     *kind = "fatbin";
     return header_size + fat_size;
   }
-  if (memcmp(bytes, "\x7f" "ELF", 4) == 0 && bytes[4] == 2 /* ELFCLASS64 */) {
+  if (memcmp(bytes,
+             "\x7f"
+             "ELF",
+             4) == 0 &&
+      bytes[4] == 2 /* ELFCLASS64 */) {
     ElfW(Ehdr) header;
     memcpy(&header, bytes, sizeof(header));
     size_t end = header.e_shoff + size_t{header.e_shnum} * header.e_shentsize;
@@ -335,8 +339,8 @@ CUresult on_cuGetProcAddress(const char* symbol, void** pfn, int cuda_version, c
   return result;
 }
 
-CUresult on_cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version,
-                                cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+CUresult on_cuGetProcAddress_v2(const char* symbol, void** pfn, int cuda_version, cuuint64_t flags,
+                                CUdriverProcAddressQueryResult* status) {
   auto real = real_cuGetProcAddress_v2();
   if (real == nullptr) return no_cuda("cuGetProcAddress_v2");
   CUresult result = real(symbol, pfn, cuda_version, flags, status);
@@ -402,8 +406,7 @@ CUresult on_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsig
 
 CUresult on_cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                 unsigned int bx, unsigned int by, unsigned int bz,
-                                unsigned int shared, CUstream stream, void** params,
-                                void** extra) {
+                                unsigned int shared, CUstream stream, void** params, void** extra) {
   auto real = real_cuLaunchKernel_ptsz();
   if (real == nullptr) return no_cuda("cuLaunchKernel_ptsz");
   report_driver_launch(f, reinterpret_cast<void*>(real), gx, gy, gz, bx, by, bz, shared, stream);
@@ -416,8 +419,8 @@ CUresult on_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** 
   if (real == nullptr) return no_cuda("cuLaunchKernelEx");
   if (config != nullptr)
     report_driver_launch(f, reinterpret_cast<void*>(real), config->gridDimX, config->gridDimY,
-                         config->gridDimZ, config->blockDimX, config->blockDimY,
-                         config->blockDimZ, config->sharedMemBytes, config->hStream);
+                         config->gridDimZ, config->blockDimX, config->blockDimY, config->blockDimZ,
+                         config->sharedMemBytes, config->hStream);
   return real(config, f, params, extra);
 }
 
@@ -427,8 +430,8 @@ CUresult on_cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, vo
   if (real == nullptr) return no_cuda("cuLaunchKernelEx_ptsz");
   if (config != nullptr)
     report_driver_launch(f, reinterpret_cast<void*>(real), config->gridDimX, config->gridDimY,
-                         config->gridDimZ, config->blockDimX, config->blockDimY,
-                         config->blockDimZ, config->sharedMemBytes, config->hStream);
+                         config->gridDimZ, config->blockDimX, config->blockDimY, config->blockDimZ,
+                         config->sharedMemBytes, config->hStream);
   return real(config, f, params, extra);
 }
 
@@ -447,9 +450,8 @@ void** on___cudaRegisterFatBinary(void* fatbin_wrapper) {
     size_t size = image_size(data, &kind);
     // Name the module after the library or program that carries it.
     Dl_info info;
-    const char* owner = dladdr(fatbin_wrapper, &info) != 0 && info.dli_fname != nullptr
-                            ? info.dli_fname
-                            : "";
+    const char* owner =
+        dladdr(fatbin_wrapper, &info) != 0 && info.dli_fname != nullptr ? info.dli_fname : "";
     emit_module(kind, owner, data, size, /*image_persists=*/true);
   }
   return handle;
@@ -497,8 +499,7 @@ cudaError_t on_cudaLaunchKernel(const void* function, dim3 grid, dim3 block, voi
 
 cudaError_t on_cudaLaunchKernel_ptsz(const void* function, dim3 grid, dim3 block, void** args,
                                      size_t shared, cudaStream_t stream) {
-  return runtime_launch(real_cudaLaunchKernel_ptsz(), function, grid, block, args, shared,
-                        stream);
+  return runtime_launch(real_cudaLaunchKernel_ptsz(), function, grid, block, args, shared, stream);
 }
 
 // ---- NVRTC ----------------------------------------------------------------------------------
@@ -512,8 +513,8 @@ nvrtcResult on_nvrtcCreateProgram(nvrtcProgram* program, const char* source, con
     g_nvrtc_programs.insert(*program, copy_name(name != nullptr ? name : "default_program"));
     // The source is what was asked for; the compiled PTX/CUBIN follow when fetched.
     if (source != nullptr)
-      emit_module("nvrtc", name != nullptr ? name : "default_program", source,
-                  strlen(source) + 1, false);
+      emit_module("nvrtc", name != nullptr ? name : "default_program", source, strlen(source) + 1,
+                  false);
   }
   return result;
 }
@@ -574,7 +575,8 @@ extern "C" __attribute__((visibility("default"))) void tdbg_preload_set_gpu_sink
   *slot = *sink;
   for (int i = 0; i < g_pending_module_count; ++i) {
     PendingModule& m = g_pending_modules[i];
-    if (slot->on_module != nullptr) slot->on_module(slot->ctx, m.kind, m.name != nullptr ? m.name : "", m.image, m.size);
+    if (slot->on_module != nullptr)
+      slot->on_module(slot->ctx, m.kind, m.name != nullptr ? m.name : "", m.image, m.size);
     free(m.name);
     if (m.owns_image) free(const_cast<void*>(m.image));
   }

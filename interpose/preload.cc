@@ -2,6 +2,8 @@
 // for a program linked against it) and then loads libtdbg_torch.so from beside itself. It
 // links only libc, so a process that never loads torch runs unchanged, and every failure
 // degrades to "not recorded", said once on stderr.
+#include "interpose/preload.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -17,7 +19,6 @@
 #include <atomic>
 
 #include "interpose/config.h"
-#include "interpose/preload.h"
 #include "interpose/preload_api.h"
 
 extern "C" {
@@ -121,8 +122,9 @@ void load_torch_hook() {
   interpose::Config config = interpose::config_from_environment();
   if (config.out.empty()) {
     if (!config.quiet)
-      say_once(&g_said_no_out, "torch is loaded but TDBG_OUT is not set; not recording (run "
-                               "the program under `tdbg record`)");
+      say_once(&g_said_no_out,
+               "torch is loaded but TDBG_OUT is not set; not recording (run "
+               "the program under `tdbg record`)");
     return;
   }
   char path[PATH_MAX];
@@ -135,7 +137,8 @@ void load_torch_hook() {
       say_once(&g_said_torch_lib, "cannot tell where libtdbg_preload.so is; not recording");
       return;
     }
-    if (snprintf(path, sizeof(path), "%s/libtdbg_torch.so", dir) >= static_cast<int>(sizeof(path))) return;
+    if (snprintf(path, sizeof(path), "%s/libtdbg_torch.so", dir) >= static_cast<int>(sizeof(path)))
+      return;
   }
   auto real_dlopen = reinterpret_cast<dlopen_fn>(resolve_real(kHook_dlopen));
   if (real_dlopen == nullptr) return;
@@ -203,7 +206,8 @@ bool search_caller_paths(const char* file, void* caller, char* out, size_t size)
   auto* serinfo = static_cast<Dl_serinfo*>(malloc(probe.dls_size));
   if (serinfo == nullptr) return false;
   bool found = false;
-  if (dlinfo(map, RTLD_DI_SERINFOSIZE, serinfo) == 0 && dlinfo(map, RTLD_DI_SERINFO, serinfo) == 0) {
+  if (dlinfo(map, RTLD_DI_SERINFOSIZE, serinfo) == 0 &&
+      dlinfo(map, RTLD_DI_SERINFO, serinfo) == 0) {
     for (unsigned i = 0; i < serinfo->dls_cnt && !found; ++i) {
       const Dl_serpath& dir = serinfo->dls_serpath[i];
       if (dir.dls_flags & (LA_SER_CONFIG | LA_SER_DEFAULT)) break;

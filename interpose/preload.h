@@ -42,11 +42,11 @@ void* wrapper_of(HookId id);
 // The hook id for an exported name, or kHookCount when `name` is not hooked.
 HookId hook_by_name(const char* name);
 
-#define HOOK(ret, name, params, args, versions)                                   \
-  using name##_fn = ret(*) params;                                                \
-  inline name##_fn real_##name() {                                                \
-    return reinterpret_cast<name##_fn>(resolve_real(kHook_##name));                \
-  }                                                                               \
+#define HOOK(ret, name, params, args, versions)                     \
+  using name##_fn = ret(*) params;                                  \
+  inline name##_fn real_##name() {                                  \
+    return reinterpret_cast<name##_fn>(resolve_real(kHook_##name)); \
+  }                                                                 \
   ret on_##name params;
 #define HOOK_FRONT HOOK
 #include "interpose/hooks.inc"

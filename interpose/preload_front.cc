@@ -19,8 +19,8 @@ __attribute__((visibility("hidden"))) void* tdbg_front_dlsym_real = nullptr;
 void tdbg_front_set_caller(void* caller);
 
 // Reached by a jump from the stub, so its return address is the host's dlopen call site.
-__attribute__((visibility("hidden"), used, noinline)) void* tdbg_front_slow_dlopen(
-    const char* file, int mode) {
+__attribute__((visibility("hidden"), used, noinline)) void* tdbg_front_slow_dlopen(const char* file,
+                                                                                   int mode) {
   tdbg_front_set_caller(__builtin_return_address(0));
   return tdbg::preload::on_dlopen(file, mode);
 }

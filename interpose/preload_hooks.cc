@@ -26,8 +26,6 @@ constexpr HookInfo kHooks[kHookCount] = {
 
 std::atomic<void*> g_real[kHookCount];
 
-
-
 // Any symbol that resolves into this library is tdbg's own wrapper: never "real".
 bool is_own(void* function) {
   if (function == nullptr) return false;
@@ -69,10 +67,12 @@ int search_object(struct dl_phdr_info* info, size_t, void* data) {
   const uint32_t* gnu = nullptr;
   const ElfW(Half)* versions = nullptr;
   for (const ElfW(Dyn)* d = dynamic; d->d_tag != DT_NULL; ++d) {
-    if (d->d_tag == DT_SYMTAB) symbols = reinterpret_cast<const ElfW(Sym)*>(absolute(d->d_un.d_ptr));
+    if (d->d_tag == DT_SYMTAB)
+      symbols = reinterpret_cast<const ElfW(Sym)*>(absolute(d->d_un.d_ptr));
     if (d->d_tag == DT_STRTAB) strings = reinterpret_cast<const char*>(absolute(d->d_un.d_ptr));
     if (d->d_tag == DT_GNU_HASH) gnu = reinterpret_cast<const uint32_t*>(absolute(d->d_un.d_ptr));
-    if (d->d_tag == DT_VERSYM) versions = reinterpret_cast<const ElfW(Half)*>(absolute(d->d_un.d_ptr));
+    if (d->d_tag == DT_VERSYM)
+      versions = reinterpret_cast<const ElfW(Half)*>(absolute(d->d_un.d_ptr));
   }
   if (symbols == nullptr || strings == nullptr || gnu == nullptr) return 0;
   uint32_t n_buckets = gnu[0], sym_offset = gnu[1], bloom_size = gnu[2];
@@ -169,11 +169,9 @@ HookId hook_by_name(const char* name) {
 // The exported wrappers. Their C++ names are `tdbg_wrap_<name>`; the asm label gives each
 // its exported name without touching CUDA's macros of the same names.
 #define TDBG_EXPORT __attribute__((visibility("default")))
-#define HOOK(ret, name, params, args, versions)                               \
-  extern "C" TDBG_EXPORT ret tdbg_wrap_##name params __asm__(#name);          \
-  extern "C" ret tdbg_wrap_##name params {                                    \
-    return tdbg::preload::on_##name args;                                     \
-  }
+#define HOOK(ret, name, params, args, versions)                      \
+  extern "C" TDBG_EXPORT ret tdbg_wrap_##name params __asm__(#name); \
+  extern "C" ret tdbg_wrap_##name params { return tdbg::preload::on_##name args; }
 #define HOOK_FRONT(ret, name, params, args, versions) \
   extern "C" TDBG_EXPORT ret tdbg_wrap_##name params __asm__(#name);
 #include "interpose/hooks.inc"

@@ -16,11 +16,10 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "interpose/config.h"
@@ -153,7 +152,8 @@ Status validate(const Config& config) {
     if (colon == std::string::npos || (!from.empty() && !is_number(from)) ||
         (!to.empty() && !is_number(to)) ||
         (!from.empty() && !to.empty() && std::stoll(from) >= std::stoll(to)))
-      return Status::Error("--steps " + config.steps + ": want A:B with A < B (either may be empty)");
+      return Status::Error("--steps " + config.steps +
+                           ": want A:B with A < B (either may be empty)");
   }
   if (!config.ops.empty()) {
     try {
@@ -173,8 +173,7 @@ struct Options {
   bool force = false;
 };
 
-void run_record(const Options& options, std::vector<std::string> command,
-                bool out_given) {
+void run_record(const Options& options, std::vector<std::string> command, bool out_given) {
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
   if (command.empty()) {
     fail("record", "no program given (usage: tdbg record [options] -o RUN -- PROGRAM ARGS...)");
@@ -329,11 +328,13 @@ void add_record_command(CLI::App& app) {
   cmd->add_option("--" + option_name(#name), options->config.name, doc)->capture_default_str();
 #define FLAG_ADD_INT(name, doc) \
   cmd->add_option("--" + option_name(#name), options->config.name, doc)->capture_default_str();
-#define FLAG_ADD_BOOL(name, doc)                                                          \
-  cmd->add_flag("--" + option_name(#name) + ",!--no-" + option_name(#name),              \
-                options->config.name, std::string(doc) + (options->config.name ? " [on]" : " [off]"));
-#define FLAG(type, name, def, doc) \
-  if (std::strcmp(#name, "out") != 0) { FLAG_ADD_##type(name, doc) }
+#define FLAG_ADD_BOOL(name, doc)                                                                  \
+  cmd->add_flag("--" + option_name(#name) + ",!--no-" + option_name(#name), options->config.name, \
+                std::string(doc) + (options->config.name ? " [on]" : " [off]"));
+#define FLAG(type, name, def, doc)      \
+  if (std::strcmp(#name, "out") != 0) { \
+    FLAG_ADD_##type(name, doc)          \
+  }
 #include "interpose/flags.inc"
 #undef FLAG
 #undef FLAG_ADD_STRING

@@ -6,7 +6,9 @@
 #include <string.h>
 
 typedef int CUresult;
-typedef struct FakeFunction { const char* name; } FakeFunction;
+typedef struct FakeFunction {
+  const char* name;
+} FakeFunction;
 
 static FakeFunction g_kernel = {"fake_kernel"};
 int fake_cuda_launches = 0;
@@ -43,9 +45,13 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
                              int* status) {
   (void)version, (void)flags;
   if (status) *status = 0;
-  if (strcmp(symbol, "cuLaunchKernel") == 0) *pfn = (void*)&cuLaunchKernel;
-  else if (strcmp(symbol, "cuModuleLoadData") == 0) *pfn = (void*)&cuModuleLoadData;
-  else if (strcmp(symbol, "cuModuleGetFunction") == 0) *pfn = (void*)&cuModuleGetFunction;
-  else return 500; /* CUDA_ERROR_NOT_FOUND */
+  if (strcmp(symbol, "cuLaunchKernel") == 0)
+    *pfn = (void*)&cuLaunchKernel;
+  else if (strcmp(symbol, "cuModuleLoadData") == 0)
+    *pfn = (void*)&cuModuleLoadData;
+  else if (strcmp(symbol, "cuModuleGetFunction") == 0)
+    *pfn = (void*)&cuModuleGetFunction;
+  else
+    return 500; /* CUDA_ERROR_NOT_FOUND */
   return 0;
 }

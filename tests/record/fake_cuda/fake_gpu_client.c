@@ -12,8 +12,8 @@
 
 typedef int (*GetProc)(const char*, void**, int, unsigned long long, int*);
 typedef int (*Load)(void**, const void*);
-typedef int (*Launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                      unsigned, void*, void**, void**);
+typedef int (*Launch)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                      void*, void**, void**);
 
 static int g_modules, g_kernels, g_named;
 
@@ -30,10 +30,10 @@ static void on_kernel(void* ctx, const char* name, uint32_t gx, uint32_t gy, uin
   if (strcmp(name, "fake_kernel") == 0 && gx == 4 && bx == 32) ++g_named;
 }
 
-#define CHECK(cond, what)              \
-  if (!(cond)) {                       \
-    printf("FAIL: %s\n", what);        \
-    return 1;                          \
+#define CHECK(cond, what)       \
+  if (!(cond)) {                \
+    printf("FAIL: %s\n", what); \
+    return 1;                   \
   }
 
 int main(int argc, char** argv) {
@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
   Dl_info info;
   CHECK(dladdr((void*)get_proc, &info) && info.dli_fname != NULL, "dladdr");
   int wrapped = strstr(info.dli_fname, "libtdbg_preload") != NULL;
-  CHECK(wrapped != expect_none, expect_none ? "wrapped although TDBG_GPU=0"
-                                            : "dlsym on the driver handle was not wrapped");
+  CHECK(wrapped != expect_none,
+        expect_none ? "wrapped although TDBG_GPU=0" : "dlsym on the driver handle was not wrapped");
 
   Load load = NULL;
   Launch launch = NULL;

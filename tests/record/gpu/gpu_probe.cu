@@ -47,12 +47,12 @@ bool contains(const std::vector<std::string>& items, const char* part) {
   return false;
 }
 
-#define CHECK(cond, what)                         \
-  do {                                            \
-    if (!(cond)) {                                \
-      std::printf("FAIL: %s\n", what);            \
-      return 1;                                   \
-    }                                             \
+#define CHECK(cond, what)              \
+  do {                                 \
+    if (!(cond)) {                     \
+      std::printf("FAIL: %s\n", what); \
+      return 1;                        \
+    }                                  \
   } while (0)
 
 }  // namespace
@@ -77,8 +77,9 @@ int main() {
   CHECK(cudaDeviceSynchronize() == cudaSuccess, "runtime launch");
 
   nvrtcProgram program;
-  CHECK(nvrtcCreateProgram(&program, kNvrtcSource, "probe.cu", 0, nullptr, nullptr) ==
-            NVRTC_SUCCESS, "nvrtcCreateProgram");
+  CHECK(
+      nvrtcCreateProgram(&program, kNvrtcSource, "probe.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS,
+      "nvrtcCreateProgram");
   CHECK(nvrtcCompileProgram(program, 0, nullptr) == NVRTC_SUCCESS, "nvrtcCompileProgram");
   size_t ptx_size = 0;
   CHECK(nvrtcGetPTXSize(program, &ptx_size) == NVRTC_SUCCESS, "nvrtcGetPTXSize");
@@ -91,13 +92,14 @@ int main() {
   // failing to start.
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   CHECK(driver != nullptr, "libcuda.so.1 not found although a device is present");
-  auto cuModuleLoadData = reinterpret_cast<CUresult (*)(CUmodule*, const void*)>(
-      dlsym(driver, "cuModuleLoadData"));
+  auto cuModuleLoadData =
+      reinterpret_cast<CUresult (*)(CUmodule*, const void*)>(dlsym(driver, "cuModuleLoadData"));
   auto cuModuleGetFunction = reinterpret_cast<CUresult (*)(CUfunction*, CUmodule, const char*)>(
       dlsym(driver, "cuModuleGetFunction"));
-  auto cuLaunchKernel = reinterpret_cast<CUresult (*)(
-      CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-      void**, void**)>(dlsym(driver, "cuLaunchKernel"));
+  auto cuLaunchKernel =
+      reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, unsigned, CUstream, void**, void**)>(
+          dlsym(driver, "cuLaunchKernel"));
   auto cuCtxSynchronize = reinterpret_cast<CUresult (*)()>(dlsym(driver, "cuCtxSynchronize"));
   CHECK(cuModuleLoadData && cuModuleGetFunction && cuLaunchKernel && cuCtxSynchronize,
         "driver entry points");
