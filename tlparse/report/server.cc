@@ -384,6 +384,13 @@ Status serve(const tracer::Run& a, const tracer::Run* b, const ViewOptions& opti
     ::close(listener);
     return Status::Error(std::string("pipe: ") + std::strerror(errno));
   }
+  // A shell starts background jobs with SIGINT ignored, and an ignored signal is discarded
+  // even while blocked: restore the default so that `kill -INT` reaches sigwait.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  struct sigaction old_int, old_term;
+  sigaction(SIGINT, &default_action, &old_int);
+  sigaction(SIGTERM, &default_action, &old_term);
   sigset_t stop_signals, old_mask;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
@@ -426,6 +433,8 @@ Status serve(const tracer::Run& a, const tracer::Run* b, const ViewOptions& opti
   ::close(wake[0]);
   ::close(wake[1]);
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
   return Status::Ok();
 }
 
