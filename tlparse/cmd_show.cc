@@ -57,7 +57,7 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
   std::printf("%8" PRId64 " t%-2u step %-5" PRId64 " %-40s %-24s %s\n", op.seq, op.thread, op.step,
               label.c_str(), strings.text(op.module).c_str(), source.c_str());
   for (const auto& t : op.tensors) {
-    std::string status = diff::tensor_status_name(t.status);
+    std::string status = tracer::tensor_status_name(t.status);
     std::printf("%22s %s%u %s[%s] %s %s%s\n", "", t.role == tracer::TensorRole::kInput ? "in " : "out",
                 t.index, hashing::dtype_name(t.dtype), strings.text(t.shape).c_str(),
                 status.c_str(), diff::tensor_comparable(t) ? diff::hex64(t.hash).c_str() : "",

@@ -32,6 +32,20 @@ enum class TensorStatus : uint8_t {
   kSkipped = 5,        // hashing turned off by configuration
 };
 
+// The name of a `TensorStatus` as the tools print it and the `enums` table stores it
+// (tracer_test checks that the two agree).
+inline const char* tensor_status_name(TensorStatus status) {
+  switch (status) {
+    case TensorStatus::kHashed: return "hashed";
+    case TensorStatus::kKnown: return "known";
+    case TensorStatus::kView: return "view";
+    case TensorStatus::kUninitialized: return "uninitialized";
+    case TensorStatus::kNotHashed: return "not_hashed";
+    case TensorStatus::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
 enum class RegionKind : uint8_t {
   kUser = 0,       // torch.autograd.profiler.record_function("...") and other user ranges
   kStep = 1,       // an optimizer step (Optimizer.step#... ranges)

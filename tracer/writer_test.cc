@@ -292,6 +292,24 @@ TEST_CASE("every field round trips") {
   CHECK_FALSE(bad.ok());
 }
 
+TEST_CASE("the enums table names tensor statuses as the tools do") {
+  TempDir dir;
+  const std::string path = dir.path() + "/enums.sqlite";
+  auto w = MustCreate(path);
+  REQUIRE(w->close().ok());
+  auto r = MustOpen(path);
+  int rows = 0;
+  REQUIRE(r->query("SELECT value, name FROM enums WHERE kind = 'status' ORDER BY value",
+                   [&](const std::vector<std::string>& row) {
+                     auto status = static_cast<TensorStatus>(std::stoi(row[0]));
+                     CHECK(row[1] == tensor_status_name(status));
+                     ++rows;
+                     return true;
+                   })
+              .ok());
+  CHECK(rows == static_cast<int>(TensorStatus::kSkipped) + 1);
+}
+
 TEST_CASE("interning gives one id per value, from any thread") {
   TempDir dir;
   auto w = MustCreate(dir.file("i.sqlite"));

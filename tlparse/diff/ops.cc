@@ -31,18 +31,6 @@ bool tensor_comparable(const TensorRecord& t) {
          t.status == TensorStatus::kView;
 }
 
-const char* tensor_status_name(TensorStatus status) {
-  switch (status) {
-    case TensorStatus::kHashed: return "hashed";
-    case TensorStatus::kKnown: return "known";
-    case TensorStatus::kView: return "view";
-    case TensorStatus::kUninitialized: return "uninitialized";
-    case TensorStatus::kNotHashed: return "not_hashed";
-    case TensorStatus::kSkipped: return "skipped";
-  }
-  return "unknown";
-}
-
 static uint64_t mix(uint64_t h, uint64_t v) {
   // A 64-bit multiply-xorshift step: order-sensitive, good enough for in-process equality.
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
@@ -285,7 +273,7 @@ nlohmann::json tensor_json(Strings& strings, const TensorRecord& t) {
           {"dtype", hashing::dtype_name(t.dtype)},
           {"shape", strings.text(t.shape)},
           {"device", strings.text(t.device)},
-          {"status", tensor_status_name(t.status)},
+          {"status", tracer::tensor_status_name(t.status)},
           {"hash", hex64(t.hash)},
           {"producer", t.producer == tracer::kNoSeq ? nlohmann::json(nullptr) : nlohmann::json(t.producer)},
           {"summary", summary_json(t.summary)}};

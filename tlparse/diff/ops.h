@@ -37,7 +37,6 @@ class Strings {
 // True when a tensor record's hash stands for its contents (uninitialized, skipped and
 // unhashable tensors never count as a difference).
 bool tensor_comparable(const tracer::TensorRecord& t);
-const char* tensor_status_name(tracer::TensorStatus status);
 
 // The structural identity of an op: its name and, for every tensor, role, dtype and shape,
 // and the number of non-tensor arguments. Equal signatures mean "the same op at this place";

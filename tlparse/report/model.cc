@@ -17,18 +17,6 @@ using tracer::Reader;
 using tracer::TensorRecord;
 using tracer::TensorStatus;
 
-const char* status_name(TensorStatus status) {
-  switch (status) {
-    case TensorStatus::kHashed: return "hashed";
-    case TensorStatus::kKnown: return "known";
-    case TensorStatus::kView: return "view";
-    case TensorStatus::kUninitialized: return "uninitialized";
-    case TensorStatus::kNotHashed: return "not_hashed";
-    case TensorStatus::kSkipped: return "skipped";
-  }
-  return "unknown";
-}
-
 // JSON cannot hold NaN or infinity; summaries only hold finite values by construction, but a
 // corrupt database must not make the report unserializable.
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
@@ -352,7 +340,7 @@ json op_json(const Reader& reader, const OpRecord& op, StackTable* stacks, bool 
                {"dtype", hashing::dtype_name(t.dtype)},
                {"shape", reader.string(t.shape)},
                {"device", reader.string(t.device)},
-               {"status", status_name(t.status)},
+               {"status", tracer::tensor_status_name(t.status)},
                {"hash", comparable(t.status) ? json(hex64(t.hash)) : json(nullptr)},
                {"producer", t.producer}};
     if (t.summary.valid) {
