@@ -1,10 +1,12 @@
-// Test helper for tracer's tests: a fresh temporary directory, removed with its files.
+// Test helper shared by the tree's unit tests: a fresh temporary directory, removed with
+// everything in it (subdirectories too) when the test ends.
 #pragma once
 
-#include <dirent.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 
 namespace tdbg::tracer::testing {
@@ -13,20 +15,19 @@ class TempDir {
  public:
   TempDir() {
     const char* base = getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/tdbg_tracer_XXXXXX";
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/tdbg_test_XXXXXX";
     path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
   }
   ~TempDir() {
     if (path_.empty()) return;
-    if (DIR* d = opendir(path_.c_str())) {
-      while (dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n != "." && n != "..") unlink((path_ + "/" + n).c_str());
-      }
-      closedir(d);
-    }
-    rmdir(path_.c_str());
+    nftw(
+        path_.c_str(),
+        [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); }, 16,
+        FTW_DEPTH | FTW_PHYS);
   }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const { return path_ + "/" + name; }
 

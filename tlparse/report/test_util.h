@@ -1,35 +1,15 @@
-// Test helper for tlparse/report's tests: a fresh temporary folder, removed with everything in it.
+// Test helpers for tlparse/report's tests: a temporary folder (tracer's), reading files, counting.
 #pragma once
 
-#include <ftw.h>
-#include <stdlib.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "tracer/test_dir.h"
+
 namespace tdbg::report::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/tdbg_report_XXXXXX";
-    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); },
-         16, FTW_DEPTH | FTW_PHYS);
-  }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = tracer::testing::TempDir;
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
