@@ -55,6 +55,13 @@ if(TDBG_WITH_TORCH)
   if(Torch_FOUND)
     set(TDBG_HAVE_TORCH ON)
     message(STATUS "tdbg: torch found (${TORCH_LIBRARIES}); the dispatch hook is built")
+    # Everything tdbg compiles against torch's headers links this. libtorch is a release build,
+    # and some of its classes have members only without NDEBUG (`RecordFunction::inputs_valid_`):
+    # code compiled without NDEBUG (a Debug or sanitizer build) would see another layout.
+    add_library(tdbg_torch_headers INTERFACE)
+    target_include_directories(tdbg_torch_headers INTERFACE ${TORCH_INCLUDE_DIRS})
+    target_compile_definitions(tdbg_torch_headers INTERFACE NDEBUG)
+    target_compile_options(tdbg_torch_headers INTERFACE ${TORCH_CXX_FLAGS} -Wno-unused-parameter)
   else()
     message(STATUS "tdbg: torch not found; libtdbg_torch.so and the torch tests are skipped")
   endif()
