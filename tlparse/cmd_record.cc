@@ -67,6 +67,32 @@ bool is_run_file(const std::string& name) {
 // Makes `dir` ready to receive a recording and returns its absolute path. A directory that
 // holds an earlier recording is only replaced with `force` (its databases are removed), and a
 // non-empty directory that is not a run directory is never written into without `force`.
+// The program's LD_PRELOAD with ours in front of what was there, except sanitizer runtimes
+// (libasan, libclang_rt.asan, ...), which must stay first in the initial library list or the
+// sanitized program refuses to start.
+std::string preload_list(const std::string& ours, const char* existing) {
+  std::vector<std::string> first, rest;
+  std::string text = existing ? existing : "";
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find_first_of(": ", at);
+    if (end == std::string::npos) end = text.size();
+    std::string entry = text.substr(at, end - at);
+    if (!entry.empty()) {
+      std::string base = entry.substr(entry.rfind('/') == std::string::npos ? 0 : entry.rfind('/') + 1);
+      bool sanitizer = base.rfind("libasan", 0) == 0 || base.rfind("libtsan", 0) == 0 ||
+                       base.rfind("libclang_rt.", 0) == 0;
+      (sanitizer ? first : rest).push_back(entry);
+    }
+    at = end + 1;
+  }
+  first.push_back(ours);
+  first.insert(first.end(), rest.begin(), rest.end());
+  std::string joined;
+  for (const std::string& entry : first) joined += (joined.empty() ? "" : ":") + entry;
+  return joined;
+}
+
 StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) {
   std::error_code ec;
   fs::file_status status = fs::status(dir, ec);
@@ -214,10 +240,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   setenv(environment_name(#name).c_str(), to_environment(config.name).c_str(), 1);
 #include "interpose/flags.inc"
 #undef FLAG
-  std::string ld_preload = preload;
-  if (const char* existing = getenv("LD_PRELOAD"); existing != nullptr && *existing != '\0')
-    ld_preload += std::string(":") + existing;
-  setenv("LD_PRELOAD", ld_preload.c_str(), 1);
+  setenv("LD_PRELOAD", preload_list(preload, getenv("LD_PRELOAD")).c_str(), 1);
 
   nlohmann::json manifest = {{"tdbg_version", "0.1.0"},
                              {"command", command},
