@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 
+#include "base/json_quote.h"
+
 #include "interpose/config.h"
 #include "tracer/writer.h"
 
@@ -59,8 +61,7 @@ void hook_after_fork_child();
 int64_t monotonic_ns();
 int64_t wall_ns();
 
-// JSON string literal of `text` (quotes and escapes).
-std::string json_quote(const std::string& text);
+using ::tdbg::json_quote;  // base/json_quote.h
 
 // Prints "tdbg: <message>" on stderr unless quiet.
 void say(const std::string& message);

@@ -2,6 +2,8 @@
 // complete events per thread, regions around them, kernels per stream, divergent ops marked.
 #include "tlparse/report/chrome_trace.h"
 
+#include "base/json_quote.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <map>
@@ -14,29 +16,6 @@ namespace {
 
 using tracer::OpRecord;
 using tracer::Reader;
-
-std::string quote(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out.push_back('"');
-  return out;
-}
 
 // Emits events separated by commas.
 class EventSink {
@@ -141,14 +120,14 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
   if (!meta_pid.empty()) pname += " (pid " + meta_pid + ")";
   if (!rank.empty()) pname += " rank " + rank;
   sink->event(R"({"ph":"M","name":"process_name","pid":)" + pid_s +
-              R"(,"tid":0,"args":{"name":)" + quote(pname) + "}}");
+              R"(,"tid":0,"args":{"name":)" + json_quote(pname) + "}}");
   sink->event(R"({"ph":"M","name":"process_sort_index","pid":)" + pid_s +
               R"(,"tid":0,"args":{"sort_index":)" + pid_s + "}}");
   for (const auto& t : r.threads()) {
     std::string name = t.name.empty() ? "thread " + std::to_string(t.id) : t.name;
     name += " (tid " + std::to_string(t.os_tid) + ")";
     sink->event(R"({"ph":"M","name":"thread_name","pid":)" + pid_s + R"(,"tid":)" +
-                std::to_string(t.id) + R"(,"args":{"name":)" + quote(name) + "}}");
+                std::to_string(t.id) + R"(,"args":{"name":)" + json_quote(name) + "}}");
   }
 
   // Op times that regions need, and the last op end per thread for regions left open.
@@ -163,7 +142,7 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
   std::unordered_map<tracer::StringId, std::string> names;
   auto name_of = [&](tracer::StringId id) -> const std::string& {
     auto it = names.find(id);
-    if (it == names.end()) it = names.emplace(id, quote(r.string(id))).first;
+    if (it == names.end()) it = names.emplace(id, json_quote(r.string(id))).first;
     return it->second;
   };
   TDBG_RETURN_IF_ERROR(r.scan_ops(std::nullopt, 0, INT64_MAX, false, [&](const OpRecord& op) {
@@ -209,7 +188,7 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
                       : g.kind == tracer::RegionKind::kModule ? "module"
                                                               : "user";
     sink->event(R"({"ph":"X","pid":)" + pid_s + R"(,"tid":)" + std::to_string(g.thread) +
-                R"(,"name":)" + quote(r.string(g.name)) + R"(,"cat":")" + cat + R"(","ts":)" +
+                R"(,"name":)" + json_quote(r.string(g.name)) + R"(,"cat":")" + cat + R"(","ts":)" +
                 micros(s->second.first - t0) + R"(,"dur":)" +
                 micros(std::max<int64_t>(0, end - s->second.first)) + R"(,"args":{"step":)" +
                 std::to_string(g.step) + "}}");
@@ -224,14 +203,14 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
         char name[64];
         std::snprintf(name, sizeof(name), "GPU stream 0x%" PRIx64, k.stream);
         sink->event(R"({"ph":"M","name":"thread_name","pid":)" + pid_s + R"(,"tid":)" +
-                    std::to_string(tid) + R"(,"args":{"name":)" + quote(name) + "}}");
+                    std::to_string(tid) + R"(,"args":{"name":)" + json_quote(name) + "}}");
       }
       sink->event(R"({"ph":"X","pid":)" + pid_s + R"(,"tid":)" + std::to_string(tid) +
-                  R"(,"name":)" + quote(r.string(k.name)) + R"(,"cat":"kernel","ts":)" +
+                  R"(,"name":)" + json_quote(r.string(k.name)) + R"(,"cat":"kernel","ts":)" +
                   micros(k.start_ns - t0) + R"(,"dur":)" +
                   micros(std::max<int64_t>(0, k.end_ns - k.start_ns)) + R"(,"args":{"op_seq":)" +
-                  std::to_string(k.op) + R"(,"grid":)" + quote(r.string(k.grid)) +
-                  R"(,"block":)" + quote(r.string(k.block)) + "}}");
+                  std::to_string(k.op) + R"(,"grid":)" + json_quote(r.string(k.grid)) +
+                  R"(,"block":)" + json_quote(r.string(k.block)) + "}}");
     }
   }
   return Status::Ok();
