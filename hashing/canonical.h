@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "hashing/tensor_hash.h"  // DType
 #include "hashing/xxh3_device.h"  // TDBG_HD
 
 namespace tdbg::hashing::canonical {
@@ -23,6 +24,23 @@ enum class Unit : uint8_t {
   kF8E4M3FN,
   kF8E5M2,
 };
+
+// The unit a dtype canonicalizes and summarizes by (shared by the CPU and GPU paths).
+TDBG_HD Unit unit_of(DType d) {
+  switch (d) {
+    case DType::kBool: return Unit::kBool;
+    case DType::kFloat16:
+    case DType::kComplex32: return Unit::kF16;
+    case DType::kBFloat16: return Unit::kBF16;
+    case DType::kFloat32:
+    case DType::kComplex64: return Unit::kF32;
+    case DType::kFloat64:
+    case DType::kComplex128: return Unit::kF64;
+    case DType::kFloat8E4M3FN: return Unit::kF8E4M3FN;
+    case DType::kFloat8E5M2: return Unit::kF8E5M2;
+    default: return Unit::kRaw;
+  }
+}
 
 // Bytes of one `Unit` (1 for kRaw, whose width does not matter).
 TDBG_HD size_t unit_size(Unit u) {

@@ -16,6 +16,7 @@
 namespace tdbg::hashing::gpu_body {
 
 using canonical::Unit;
+using canonical::unit_of;
 
 // 8 bytes at any address. Device: tensor data is only element-aligned and 8-byte loads must
 // be aligned, so read the aligned words that hold the bytes (every byte of them lies in the
@@ -251,21 +252,5 @@ TDBG_HD void final_body(const Lanes& lanes, Sync sync, const Job& job, const Hea
   }
 }
 
-// The unit a dtype canonicalizes and summarizes by.
-TDBG_HD Unit unit_of(DType d) {
-  switch (d) {
-    case DType::kBool: return Unit::kBool;
-    case DType::kFloat16:
-    case DType::kComplex32: return Unit::kF16;
-    case DType::kBFloat16: return Unit::kBF16;
-    case DType::kFloat32:
-    case DType::kComplex64: return Unit::kF32;
-    case DType::kFloat64:
-    case DType::kComplex128: return Unit::kF64;
-    case DType::kFloat8E4M3FN: return Unit::kF8E4M3FN;
-    case DType::kFloat8E5M2: return Unit::kF8E5M2;
-    default: return Unit::kRaw;
-  }
-}
 
 }  // namespace tdbg::hashing::gpu_body

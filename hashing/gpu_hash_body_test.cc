@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hashing/gpu_hash_body.h"
+#include "hashing/lanes_testing.h"
 #include "hashing/tensor_hash.h"
 
 using namespace tdbg::hashing;
@@ -20,48 +21,9 @@ namespace gb = tdbg::hashing::gpu_body;
 
 namespace {
 
-struct Lockstep {
-  std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0;
-  uint64_t generation = 0;
-  uint64_t slots[32] = {};
-  void barrier() {
-    std::unique_lock<std::mutex> lock(m);
-    uint64_t gen = generation;
-    if (++arrived == 32) {
-      arrived = 0;
-      ++generation;
-      cv.notify_all();
-    } else {
-      cv.wait(lock, [&] { return generation != gen; });
-    }
-  }
-};
+using testing::ThreadLanes;
 
-struct ThreadLanes {
-  Lockstep* group;
-  int id;
-  int lane() const { return id; }
-  uint64_t exchange(uint64_t v, int src) const {
-    group->slots[id] = v;
-    group->barrier();
-    uint64_t r = group->slots[src];
-    group->barrier();
-    return r;
-  }
-  uint64_t shfl_xor(uint64_t v, int mask) const { return exchange(v, id ^ mask); }
-  uint64_t shfl(uint64_t v, int src) const { return exchange(v, src); }
-};
-
-// Runs `body(lanes)` on 32 threads in lockstep.
-template <typename Body>
-void on_lanes(Body body) {
-  Lockstep group;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 32; ++i) threads.emplace_back([&, i] { body(ThreadLanes{&group, i}); });
-  for (auto& t : threads) t.join();
-}
+using testing::on_lanes;
 
 // The GPU algorithm end to end on the CPU: what `hash_tensor_async` launches.
 HashResult emulate_gpu(const void* data, DType dtype, const std::vector<int64_t>& sizes) {

@@ -36,6 +36,7 @@
 namespace tdbg::hashing {
 
 using canonical::Unit;
+using canonical::unit_of;
 using internal::ChunkSummary;
 
 namespace {
@@ -46,22 +47,6 @@ constexpr uint32_t kSpecVersion = 1;
 constexpr size_t kChunksPerClaim = 16;
 // Bytes scanned and hashed together inside a chunk (see `process_chunk`).
 constexpr size_t kPieceBytes = TDBG_PIECE_BYTES;
-
-Unit unit_of(DType d) {
-  switch (d) {
-    case DType::kBool: return Unit::kBool;
-    case DType::kFloat16:
-    case DType::kComplex32: return Unit::kF16;
-    case DType::kBFloat16: return Unit::kBF16;
-    case DType::kFloat32:
-    case DType::kComplex64: return Unit::kF32;
-    case DType::kFloat64:
-    case DType::kComplex128: return Unit::kF64;
-    case DType::kFloat8E4M3FN: return Unit::kF8E4M3FN;
-    case DType::kFloat8E5M2: return Unit::kF8E5M2;
-    default: return Unit::kRaw;
-  }
-}
 
 void put_u32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hashing/canonical.h"
+#include "hashing/lanes_testing.h"
 #include "hashing/xxh3_device.h"
 #include "hashing/xxh3_warp.h"
 
@@ -101,41 +102,8 @@ TEST_CASE("the canonicalizing reader hashes like a canonicalized copy") {
 
 namespace {
 
-// 32 threads that exchange values in lockstep: a CPU stand-in for a warp's shuffles, so that
-// `lanes_hash_long` (the GPU's chunk hash) runs here unchanged.
-struct Lockstep {
-  std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0;
-  uint64_t generation = 0;
-  uint64_t slots[32] = {};
-  void barrier() {
-    std::unique_lock<std::mutex> lock(m);
-    uint64_t gen = generation;
-    if (++arrived == 32) {
-      arrived = 0;
-      ++generation;
-      cv.notify_all();
-    } else {
-      cv.wait(lock, [&] { return generation != gen; });
-    }
-  }
-};
-
-struct ThreadLanes {
-  Lockstep* group;
-  int id;
-  int lane() const { return id; }
-  uint64_t exchange(uint64_t v, int src) const {
-    group->slots[id] = v;
-    group->barrier();
-    uint64_t r = group->slots[src];
-    group->barrier();
-    return r;
-  }
-  uint64_t shfl_xor(uint64_t v, int mask) const { return exchange(v, id ^ mask); }
-  uint64_t shfl(uint64_t v, int src) const { return exchange(v, src); }
-};
+using tdbg::hashing::testing::Lockstep;
+using tdbg::hashing::testing::ThreadLanes;
 
 template <typename Input>
 std::vector<uint64_t> run_lanes(const Input& in, size_t len, uint64_t seed) {
