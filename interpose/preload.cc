@@ -228,10 +228,12 @@ int tdbg_main(int argc, char** argv, char** envp) {
 }
 
 __attribute__((constructor)) void preload_init() {
+  // First, before anything allocates: a sanitizer runtime preloaded ahead of tdbg initializes
+  // at the first malloc and then looks up its interceptors through tdbg's dlsym.
+  tdbg_front_dlsym_real = resolve_real(kHook_dlsym);
   interpose::Config config = interpose::config_from_environment();
   g_gpu_enabled = config.gpu;
   g_quiet = config.quiet;
-  tdbg_front_dlsym_real = resolve_real(kHook_dlsym);
   // Without GPU interception dlsym has nothing to do: every lookup jumps straight through.
   if (!g_gpu_enabled) tdbg_front_dlsym_direct = tdbg_front_dlsym_real;
   pthread_atfork(nullptr, nullptr, after_fork_in_child);

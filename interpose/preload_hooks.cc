@@ -107,21 +107,31 @@ void* find_definition(const char* name) {
   return search.found;
 }
 
+// Copies the next space-separated word of `list` into `out` (at most `size` - 1 characters)
+// and returns where the word after it starts, or nullptr when `list` holds no more words; a
+// word too long for `out` comes back empty. Written without libc's string functions on
+// purpose: `lookup_next(kHook_dlsym)` runs inside AddressSanitizer's initialization (see
+// `tdbg_front_resolve_dlsym` in preload_front.cc), where ASan's interceptors of `strcspn`
+// and friends would call through pointers that are not set yet.
+const char* next_word(const char* list, char* out, size_t size) {
+  while (*list == ' ') ++list;
+  if (*list == '\0') return nullptr;
+  size_t n = 0;
+  for (; list[n] != '\0' && list[n] != ' '; ++n)
+    if (n + 1 < size) out[n] = list[n];
+  out[n + 1 < size ? n : 0] = '\0';
+  return list + n;
+}
+
 void* lookup_next(HookId id) {
   const HookInfo& hook = kHooks[id];
-  const char* v = hook.versions;
   char version[32];
-  while (*v != '\0') {
-    while (*v == ' ') ++v;
-    size_t n = strcspn(v, " ");
-    if (n == 0) break;
-    if (n < sizeof(version)) {
-      memcpy(version, v, n);
-      version[n] = '\0';
-      void* f = dlvsym(RTLD_NEXT, hook.name, version);
-      if (f != nullptr && !is_own(f)) return f;
-    }
-    v += n;
+  for (const char* v = next_word(hook.versions, version, sizeof(version)); v != nullptr;
+       v = next_word(v, version, sizeof(version))) {
+    if (version[0] == '\0') continue;
+    // dlvsym and dladdr (in `is_own`) are not intercepted by the sanitizers.
+    void* f = dlvsym(RTLD_NEXT, hook.name, version);
+    if (f != nullptr && !is_own(f)) return f;
   }
   // dlsym is itself interposed; its real definition comes from the versioned lookups above.
   if (id == kHook_dlsym) return nullptr;
