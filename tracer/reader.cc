@@ -7,23 +7,22 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <queue>
 #include <unordered_map>
 
+#include "tracer/op_block.h"
 #include "tracer/schema.h"
+#include "tracer/sql_functions.h"
 #include "tracer/sqlite_util.h"
 
 namespace tdbg::tracer {
 namespace {
 
 using internal::Stmt;
-
-constexpr const char* kOpColumns =
-    "thread, tidx, seq_gap, parent_back, depth, name, step, module, stack, user_frame, "
-    "fwd_back, region, start, dur, chain, rng, flags";
 
 bool file_exists(const std::string& path, struct stat* st) { return ::stat(path.c_str(), st) == 0; }
 
@@ -91,7 +90,7 @@ class ReaderImpl final : public Reader {
   ReaderImpl(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
   ~ReaderImpl() override {
     // Statements first: closing a connection with live statements fails.
-    for (Stmt* s : {&op_by_key_, &probe_, &tensors_, &args_, &string_, &frame_, &chain_}) {
+    for (Stmt* s : {&block_at_, &block_at_seq_, &string_, &frame_}) {
       *s = Stmt();
     }
     sqlite3_close(db_);
@@ -127,26 +126,26 @@ class ReaderImpl final : public Reader {
                            internal::kFormatName + "')");
     }
     if (version > kSchemaVersion) return newer(version);
+    if (version >= 1 && version < kSchemaVersion) {
+      return Status::Error(path_ + ": written by an older tdbg: schema " + std::to_string(version) +
+                           ", this tdbg reads schema " + std::to_string(kSchemaVersion) +
+                           " only; record the run again");
+    }
     if (version < 1) {
       return Status::Error(path_ + ": not a tdbg run database (schema version " +
                            std::to_string(version) + ")");
     }
     schema_version_ = version;
     time_base_ns_ = std::strtoll(meta(internal::kTimeBaseKey).c_str(), nullptr, 10);
-    std::string ops_by_key =
-        std::string("SELECT ") + kOpColumns + " FROM ops WHERE thread = ?1 AND tidx = ?2";
-    TDBG_RETURN_IF_ERROR(prepare(op_by_key_, ops_by_key));
-    TDBG_RETURN_IF_ERROR(prepare(
-        probe_,
-        "SELECT tidx, seq_gap FROM ops WHERE thread = ?1 AND tidx >= ?2 ORDER BY tidx LIMIT 1"));
-    TDBG_RETURN_IF_ERROR(prepare(tensors_, std::string("SELECT ") + kTensorColumns +
-                                               " FROM tensors WHERE op = ?1 ORDER BY role, idx"));
-    TDBG_RETURN_IF_ERROR(
-        prepare(args_, "SELECT idx, name, value FROM args WHERE op = ?1 ORDER BY idx"));
+    TDBG_RETURN_IF_ERROR(prepare(block_at_,
+                                 "SELECT first_tidx, last_tidx, ops FROM op_blocks WHERE thread = ?1 "
+                                 "AND first_tidx <= ?2 ORDER BY first_tidx DESC LIMIT 1"));
+    TDBG_RETURN_IF_ERROR(prepare(block_at_seq_,
+                                 "SELECT first_tidx, last_seq, ops FROM op_blocks WHERE thread = ?1 "
+                                 "AND first_seq <= ?2 ORDER BY first_seq DESC LIMIT 1"));
     TDBG_RETURN_IF_ERROR(prepare(string_, "SELECT text FROM strings WHERE id = ?1"));
     TDBG_RETURN_IF_ERROR(
         prepare(frame_, "SELECT parent, file, line, function FROM frames WHERE id = ?1"));
-    TDBG_RETURN_IF_ERROR(prepare(chain_, "SELECT chain FROM ops WHERE thread = ?1 AND tidx = ?2"));
     return Status::Ok();
   }
 
@@ -188,7 +187,7 @@ class ReaderImpl final : public Reader {
     auto it = count_cache_.find(thread);
     if (it != count_cache_.end()) return it->second;
     Stmt s;
-    if (!prepare(s, "SELECT count(*) FROM ops WHERE thread = ?1").ok()) return 0;
+    if (!prepare(s, "SELECT sum(count) FROM op_blocks WHERE thread = ?1").ok()) return 0;
     s.bind_int(1, thread);
     int64_t n = s.step() == SQLITE_ROW ? s.col_int(0) : 0;
     // Only a finished database is immutable; a live one keeps growing.
@@ -237,100 +236,67 @@ class ReaderImpl final : public Reader {
 
   std::optional<OpRecord> op(int64_t seq) const override {
     for (uint32_t t : op_threads()) {
-      auto tidx = tidx_of_seq(t, seq, /*exact=*/true);
-      if (tidx) return op_at(t, *tidx);
+      block_at_seq_.reset();
+      block_at_seq_.bind_int(1, t);
+      block_at_seq_.bind_int(2, seq);
+      int64_t first_tidx = 0;
+      bool found = block_at_seq_.step() == SQLITE_ROW && block_at_seq_.col_int(1) >= seq;
+      if (found) first_tidx = block_at_seq_.col_int(0);
+      block_at_seq_.reset();
+      if (!found) continue;
+      const std::vector<OpRecord>* ops = cached_block(t, first_tidx);
+      if (!ops) continue;
+      auto it = std::lower_bound(ops->begin(), ops->end(), seq,
+                                 [](const OpRecord& o, int64_t v) { return o.seq < v; });
+      if (it != ops->end() && it->seq == seq) return *it;
     }
     return std::nullopt;
   }
 
   std::optional<OpRecord> op_at(uint32_t thread, int64_t tidx) const override {
-    op_by_key_.reset();
-    op_by_key_.bind_int(1, thread);
-    op_by_key_.bind_int(2, tidx);
-    std::optional<OpRecord> out;
-    if (op_by_key_.step() == SQLITE_ROW) {
-      out.emplace();
-      decode_op(op_by_key_, *out);
-    }
-    op_by_key_.reset();
-    if (out) (void)fill_details(*out);
-    return out;
+    const OpRecord* op = find_op(thread, tidx);
+    if (!op) return std::nullopt;
+    return *op;
   }
 
   std::optional<uint64_t> chain_at(uint32_t thread, int64_t tidx) const override {
-    chain_.reset();
-    chain_.bind_int(1, thread);
-    chain_.bind_int(2, tidx);
-    std::optional<uint64_t> out;
-    if (chain_.step() == SQLITE_ROW) out = chain_.col_u64(0);
-    chain_.reset();
-    return out;
+    const OpRecord* op = find_op(thread, tidx);
+    if (!op) return std::nullopt;
+    return op->chain;
   }
 
   Status scan_ops(std::optional<uint32_t> thread, int64_t from, int64_t to, bool with_tensors,
                   const std::function<bool(const OpRecord&)>& visit) const override {
     ReadTransaction txn(db_);  // one snapshot for the whole scan, even while a writer runs
-    const std::string sql =
-        std::string("SELECT ") + kOpColumns +
-        " FROM ops WHERE thread = ?1 AND tidx >= ?2 AND tidx < ?3 ORDER BY tidx";
     if (thread) {
-      Stmt s;
-      TDBG_RETURN_IF_ERROR(prepare(s, sql));
-      s.bind_int(1, *thread);
-      s.bind_int(2, from);
-      s.bind_int(3, to);
-      // Streaming the details skips other threads' rows: worth it unless there are others.
-      const bool stream = op_threads().size() <= 1;
-      DetailStream details(*this);
-      OpRecord op;
-      int rc;
-      while ((rc = s.step()) == SQLITE_ROW) {
-        op = OpRecord();
-        decode_op(s, op);
-        if (with_tensors) TDBG_RETURN_IF_ERROR(stream ? details.fill(op) : fill_details(op));
-        if (!visit(op)) return Status::Ok();
+      BlockCursor c(*this, *thread, with_tensors);
+      TDBG_RETURN_IF_ERROR(c.start_at_tidx(from));
+      while (const OpRecord* op = c.peek()) {
+        if (op->tidx >= to) break;
+        if (!visit(*op)) return Status::Ok();
+        TDBG_RETURN_IF_ERROR(c.advance());
       }
-      if (rc != SQLITE_DONE) return sql_error(rc, "reading ops");
-      return Status::Ok();
+      return c.status();
     }
     // All threads in seq order: merge one cursor per thread (each is in seq order already,
     // since within a thread seq and tidx grow together).
-    struct Cursor {
-      Stmt stmt;
-      OpRecord op;
+    std::vector<std::unique_ptr<BlockCursor>> cursors;
+    auto later = [](const BlockCursor* a, const BlockCursor* b) {
+      return a->peek()->seq > b->peek()->seq;
     };
-    std::vector<std::unique_ptr<Cursor>> cursors;
-    auto later = [](const Cursor* a, const Cursor* b) { return a->op.seq > b->op.seq; };
-    std::priority_queue<Cursor*, std::vector<Cursor*>, decltype(later)> heap(later);
-    auto advance = [&](Cursor* c) -> Status {
-      int rc = c->stmt.step();
-      if (rc == SQLITE_ROW) {
-        c->op = OpRecord();
-        decode_op(c->stmt, c->op);
-        if (c->op.seq < to) heap.push(c);
-        return Status::Ok();
-      }
-      if (rc != SQLITE_DONE) return sql_error(rc, "reading ops");
-      return Status::Ok();
-    };
+    std::priority_queue<BlockCursor*, std::vector<BlockCursor*>, decltype(later)> heap(later);
     for (uint32_t t : op_threads()) {
-      auto first = tidx_of_seq(t, from, /*exact=*/false);
-      if (!first) continue;
-      auto c = std::make_unique<Cursor>();
-      TDBG_RETURN_IF_ERROR(prepare(c->stmt, sql));
-      c->stmt.bind_int(1, t);
-      c->stmt.bind_int(2, *first);
-      c->stmt.bind_int(3, std::numeric_limits<int64_t>::max());
-      TDBG_RETURN_IF_ERROR(advance(c.get()));
+      auto c = std::make_unique<BlockCursor>(*this, t, with_tensors);
+      TDBG_RETURN_IF_ERROR(c->start_at_seq(from));
+      if (c->peek() && c->peek()->seq < to) heap.push(c.get());
       cursors.push_back(std::move(c));
     }
-    DetailStream details(*this);
     while (!heap.empty()) {
-      Cursor* c = heap.top();
+      BlockCursor* c = heap.top();
       heap.pop();
-      if (with_tensors) TDBG_RETURN_IF_ERROR(details.fill(c->op));
-      if (!visit(c->op)) return Status::Ok();
-      TDBG_RETURN_IF_ERROR(advance(c));
+      if (!visit(*c->peek())) return Status::Ok();
+      TDBG_RETURN_IF_ERROR(c->advance());
+      if (c->peek() && c->peek()->seq < to) heap.push(c);
     }
     return Status::Ok();
   }
@@ -466,128 +432,132 @@ class ReaderImpl final : public Reader {
                          ", this tdbg reads up to " + std::to_string(kSchemaVersion));
   }
 
-  void decode_op(const Stmt& s, OpRecord& op) const {
-    op.thread = static_cast<uint32_t>(s.col_int(0));
-    op.tidx = s.col_int(1);
-    op.seq = op.tidx + s.col_int(2);
-    op.parent = s.is_null(3) ? kNoSeq : op.seq - s.col_int(3);
-    op.depth = static_cast<uint16_t>(s.col_int(4));
-    op.name = static_cast<StringId>(s.col_int(5));
-    op.step = s.col_int(6);
-    op.module = static_cast<StringId>(s.col_int(7));
-    op.stack = static_cast<FrameId>(s.col_int(8));
-    op.user_frame = static_cast<FrameId>(s.col_int(9));
-    op.fwd = s.is_null(10) ? kNoSeq : op.seq - s.col_int(10);
-    op.region = static_cast<uint32_t>(s.col_int(11));
-    op.start_ns = s.col_int(12) + time_base_ns_;
-    op.end_ns = op.start_ns + s.col_int(13);
-    op.chain = s.col_u64(14);
-    op.rng = s.col_u64(15);
-    op.flags = static_cast<uint32_t>(s.col_int(16));
-  }
-
-  static constexpr const char* kTensorColumns =
-      "role, idx, dtype, shape, device, status, hash, producer_back, min, max, sum, abs_sum, "
-      "nan, inf, reason";
-
-  // A `tensors` row from column `c` on (in `kTensorColumns` order) of op `seq`.
-  static TensorRecord decode_tensor(const Stmt& s, int c, int64_t seq) {
-    TensorRecord t;
-    t.role = static_cast<TensorRole>(s.col_int(c + 0));
-    t.index = static_cast<uint16_t>(s.col_int(c + 1));
-    t.dtype = static_cast<hashing::DType>(s.col_int(c + 2));
-    t.shape = static_cast<StringId>(s.col_int(c + 3));
-    t.device = static_cast<StringId>(s.col_int(c + 4));
-    t.status = static_cast<TensorStatus>(s.col_int(c + 5));
-    t.hash = s.col_u64(c + 6);
-    t.producer = s.is_null(c + 7) ? kNoSeq : seq - s.col_int(c + 7);
-    if (!s.is_null(c + 12)) {
-      t.summary.valid = true;
-      t.summary.min = s.col_double(c + 8);
-      t.summary.max = s.col_double(c + 9);
-      t.summary.sum = s.col_double(c + 10);
-      t.summary.abs_sum = s.col_double(c + 11);
-      t.summary.nan_count = s.col_int(c + 12);
-      t.summary.inf_count = s.col_int(c + 13);
+  // Decodes a block that should hold `count` ops; errors name the file.
+  Status decode_block(std::string_view blob, int64_t count, bool details,
+                      std::vector<OpRecord>* ops) const {
+    Status st = DecodeOpBlock(blob, time_base_ns_, details, ops);
+    if (!st.ok()) return Status::Error(path_ + ": " + st.message());
+    if (static_cast<int64_t>(ops->size()) != count) {
+      return Status::Error(path_ + ": corrupt op block (" + std::to_string(ops->size()) +
+                           " ops where its row says " + std::to_string(count) + ")");
     }
-    t.reason = static_cast<StringId>(s.col_int(c + 14));
-    return t;
-  }
-
-  // Point queries: an op's tensors and args.
-  Status fill_details(OpRecord& op) const {
-    tensors_.reset();
-    tensors_.bind_int(1, op.seq);
-    int rc;
-    while ((rc = tensors_.step()) == SQLITE_ROW)
-      op.tensors.push_back(decode_tensor(tensors_, 0, op.seq));
-    tensors_.reset();
-    if (rc != SQLITE_DONE) return sql_error(rc, "reading tensors");
-    args_.reset();
-    args_.bind_int(1, op.seq);
-    while ((rc = args_.step()) == SQLITE_ROW) {
-      op.args.push_back(ArgRecord{static_cast<uint16_t>(args_.col_int(0)),
-                                  static_cast<StringId>(args_.col_int(1)),
-                                  static_cast<StringId>(args_.col_int(2))});
-    }
-    args_.reset();
-    if (rc != SQLITE_DONE) return sql_error(rc, "reading args");
     return Status::Ok();
   }
 
-  // Tensors and args of a scan whose ops come in increasing seq, read in one pass over each
-  // table (both are ordered by op) instead of two point queries per op: several times
-  // faster for whole-run scans.
-  class DetailStream {
-   public:
-    explicit DetailStream(const ReaderImpl& reader) : r_(reader) {}
+  // The decoded block of `thread` that starts at `first_tidx` (with tensors and args), kept
+  // while the next lookups fall in it (bisection and context views hit the same blocks).
+  const std::vector<OpRecord>* cached_block(uint32_t thread, int64_t first_tidx) const {
+    for (CachedBlock& c : cache_) {
+      if (c.valid && c.thread == thread && c.first_tidx == first_tidx) return &c.ops;
+    }
+    Stmt s;
+    if (!prepare(s, "SELECT ops, count FROM op_blocks WHERE thread = ?1 AND first_tidx = ?2")
+             .ok()) {
+      return nullptr;
+    }
+    s.bind_int(1, thread);
+    s.bind_int(2, first_tidx);
+    if (s.step() != SQLITE_ROW) return nullptr;
+    CachedBlock& slot = cache_[next_slot_++ % cache_.size()];
+    slot.valid = false;
+    if (!decode_block(s.col_blob(0), s.col_int(1), true, &slot.ops).ok()) return nullptr;
+    slot.valid = true;
+    slot.thread = thread;
+    slot.first_tidx = first_tidx;
+    return &slot.ops;
+  }
 
-    Status fill(OpRecord& op) {
-      if (!started_) {
-        started_ = true;
-        TDBG_RETURN_IF_ERROR(
-            r_.prepare(tensors_, std::string("SELECT op, ") + kTensorColumns +
-                                     " FROM tensors WHERE op >= ?1 ORDER BY op, role, idx"));
-        TDBG_RETURN_IF_ERROR(r_.prepare(
-            args_, "SELECT op, idx, name, value FROM args WHERE op >= ?1 ORDER BY op, idx"));
-        tensors_.bind_int(1, op.seq);
-        args_.bind_int(1, op.seq);
-        TDBG_RETURN_IF_ERROR(step(tensors_, tensor_row_, "reading tensors"));
-        TDBG_RETURN_IF_ERROR(step(args_, arg_row_, "reading args"));
-      }
-      while (tensor_row_ && tensors_.col_int(0) <= op.seq) {
-        if (tensors_.col_int(0) == op.seq) op.tensors.push_back(decode_tensor(tensors_, 1, op.seq));
-        TDBG_RETURN_IF_ERROR(step(tensors_, tensor_row_, "reading tensors"));
-      }
-      while (arg_row_ && args_.col_int(0) <= op.seq) {
-        if (args_.col_int(0) == op.seq) {
-          op.args.push_back(ArgRecord{static_cast<uint16_t>(args_.col_int(1)),
-                                      static_cast<StringId>(args_.col_int(2)),
-                                      static_cast<StringId>(args_.col_int(3))});
-        }
-        TDBG_RETURN_IF_ERROR(step(args_, arg_row_, "reading args"));
-      }
+  // The op (thread, tidx) inside its cached block, or nullptr.
+  const OpRecord* find_op(uint32_t thread, int64_t tidx) const {
+    block_at_.reset();
+    block_at_.bind_int(1, thread);
+    block_at_.bind_int(2, tidx);
+    int64_t first_tidx = 0;
+    const bool found = block_at_.step() == SQLITE_ROW && block_at_.col_int(1) >= tidx;
+    if (found) first_tidx = block_at_.col_int(0);
+    block_at_.reset();
+    if (!found) return nullptr;
+    const std::vector<OpRecord>* ops = cached_block(thread, first_tidx);
+    if (!ops) return nullptr;
+    auto it = std::lower_bound(ops->begin(), ops->end(), tidx,
+                               [](const OpRecord& o, int64_t v) { return o.tidx < v; });
+    return it != ops->end() && it->tidx == tidx ? &*it : nullptr;
+  }
+
+  // Streams one thread's ops in tidx order, a block at a time.
+  class BlockCursor {
+   public:
+    BlockCursor(const ReaderImpl& r, uint32_t thread, bool details)
+        : r_(r), thread_(thread), details_(details) {}
+
+    // Positions on the first op with tidx >= `tidx`.
+    Status start_at_tidx(int64_t tidx) {
+      TDBG_RETURN_IF_ERROR(open(r_.block_start("first_tidx", thread_, tidx)));
+      while (peek() && peek()->tidx < tidx) TDBG_RETURN_IF_ERROR(advance());
       return Status::Ok();
     }
+    // Positions on the first op with seq >= `seq`.
+    Status start_at_seq(int64_t seq) {
+      TDBG_RETURN_IF_ERROR(open(r_.block_start("first_seq", thread_, seq)));
+      while (peek() && peek()->seq < seq) TDBG_RETURN_IF_ERROR(advance());
+      return Status::Ok();
+    }
+    const OpRecord* peek() const { return pos_ < ops_.size() ? &ops_[pos_] : nullptr; }
+    Status advance() {
+      if (++pos_ < ops_.size()) return Status::Ok();
+      return next_block();
+    }
+    Status status() const { return status_; }
 
    private:
-    Status step(Stmt& s, bool& row, const char* doing) {
-      int rc = s.step();
-      row = rc == SQLITE_ROW;
-      if (!row && rc != SQLITE_DONE) return r_.sql_error(rc, doing);
+    Status open(int64_t first_tidx) {
+      TDBG_RETURN_IF_ERROR(r_.prepare(
+          stmt_, "SELECT ops, count FROM op_blocks WHERE thread = ?1 AND first_tidx >= ?2 "
+                 "ORDER BY first_tidx"));
+      stmt_.bind_int(1, thread_);
+      stmt_.bind_int(2, first_tidx);
+      return next_block();
+    }
+    Status next_block() {
+      ops_.clear();
+      pos_ = 0;
+      while (ops_.empty()) {
+        int rc = stmt_.step();
+        if (rc == SQLITE_DONE) return Status::Ok();
+        if (rc != SQLITE_ROW) return status_ = r_.sql_error(rc, "reading ops");
+        Status st = r_.decode_block(stmt_.col_blob(0), stmt_.col_int(1), details_, &ops_);
+        if (!st.ok()) return status_ = st;
+      }
       return Status::Ok();
     }
     const ReaderImpl& r_;
-    bool started_ = false, tensor_row_ = false, arg_row_ = false;
-    Stmt tensors_, args_;
+    uint32_t thread_;
+    bool details_;
+    Stmt stmt_;
+    std::vector<OpRecord> ops_;
+    size_t pos_ = 0;
+    Status status_;
   };
+
+  // first_tidx of the block of `thread` holding `column` (first_tidx or first_seq) = `value`,
+  // or of the first block after it: where a scan from `value` starts.
+  int64_t block_start(const char* column, uint32_t thread, int64_t value) const {
+    Stmt s;
+    const std::string sql = std::string("SELECT first_tidx FROM op_blocks WHERE thread = ?1 AND ") +
+                            column + " <= ?2 ORDER BY " + column + " DESC LIMIT 1";
+    if (!prepare(s, sql).ok()) return std::numeric_limits<int64_t>::min();
+    s.bind_int(1, thread);
+    s.bind_int(2, value);
+    return s.step() == SQLITE_ROW ? s.col_int(0) : std::numeric_limits<int64_t>::min();
+  }
 
   // Threads that have ops, by walking the primary key: O(threads · log ops).
   std::vector<uint32_t> op_threads() const {
     if (immutable_ && threads_cached_) return op_threads_;
     std::vector<uint32_t> out;
     Stmt s;
-    if (!prepare(s, "SELECT thread FROM ops WHERE thread > ?1 ORDER BY thread LIMIT 1").ok()) {
+    if (!prepare(s, "SELECT thread FROM op_blocks WHERE thread > ?1 ORDER BY thread LIMIT 1")
+             .ok()) {
       return out;
     }
     int64_t last = -1;
@@ -603,63 +573,22 @@ class ReaderImpl final : public Reader {
     return out;
   }
 
-  // First op of `thread` at or after tidx `x`: (tidx, seq), or nullopt.
-  std::optional<std::pair<int64_t, int64_t>> probe(uint32_t thread, int64_t x) const {
-    probe_.reset();
-    probe_.bind_int(1, thread);
-    probe_.bind_int(2, x);
-    std::optional<std::pair<int64_t, int64_t>> out;
-    if (probe_.step() == SQLITE_ROW)
-      out.emplace(probe_.col_int(0), probe_.col_int(0) + probe_.col_int(1));
-    probe_.reset();
-    return out;
-  }
-
-  // The tidx of `thread`'s op with seq `seq` (exact), or of its first op with seq >= `seq`.
-  // Binary search over tidx: within a thread seq grows with tidx, and tidx <= seq.
-  std::optional<int64_t> tidx_of_seq(uint32_t thread, int64_t seq, bool exact) const {
-    // Fast path: the gap seen last time on this thread (single-threaded runs: always 0).
-    auto hint = gap_hint_.find(thread);
-    if (hint != gap_hint_.end() && seq - hint->second >= 0) {
-      auto p = probe(thread, seq - hint->second);
-      if (p && p->second == seq) return p->first;
-    }
-    auto first = probe(thread, std::numeric_limits<int64_t>::min());
-    if (!first) return std::nullopt;
-    int64_t lo = first->first;           // f(lo) = first op
-    int64_t hi = std::max(lo, seq) + 1;  // tidx <= seq, so an op with seq >= `seq` ...
-    if (first->second >= seq) {
-      if (exact && first->second != seq) return std::nullopt;
-      gap_hint_[thread] = first->second - first->first;
-      return first->first;
-    }
-    // Invariant: probe(lo).seq < seq; the answer's tidx is in (lo, hi].
-    while (hi - lo > 1) {
-      int64_t mid = lo + (hi - lo) / 2;
-      auto p = probe(thread, mid);
-      if (!p || p->second >= seq) {
-        hi = mid;
-      } else {
-        lo = p->first;  // jump over holes
-        if (lo >= hi) break;
-      }
-    }
-    auto p = probe(thread, hi);
-    if (!p) return std::nullopt;
-    if (exact && p->second != seq) return std::nullopt;
-    gap_hint_[thread] = p->second - p->first;
-    return p->first;
-  }
-
   std::string path_;
   sqlite3* db_;
   int schema_version_ = 0;
   int64_t time_base_ns_ = 0;
   std::vector<std::pair<std::string, std::string>> meta_;
-  mutable Stmt op_by_key_, probe_, tensors_, args_, string_, frame_, chain_;
+  mutable Stmt block_at_, block_at_seq_, string_, frame_;
+  struct CachedBlock {
+    bool valid = false;
+    uint32_t thread = 0;
+    int64_t first_tidx = 0;
+    std::vector<OpRecord> ops;
+  };
+  mutable std::array<CachedBlock, 4> cache_;
+  mutable size_t next_slot_ = 0;
   mutable std::unordered_map<StringId, std::string> strings_;
   mutable std::unordered_map<uint32_t, int64_t> count_cache_;
-  mutable std::unordered_map<uint32_t, int64_t> gap_hint_;
   mutable std::vector<uint32_t> op_threads_;
   mutable bool threads_cached_ = false;
 };
@@ -674,7 +603,10 @@ StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
   // still be live (or was killed): read through the WAL to see every committed transaction.
   const std::string uri = sqlite_uri(path, has_wal ? "mode=ro" : "immutable=1");
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
+  // NOMUTEX: a Reader is used by one thread at a time, so SQLite's per-call locking is waste.
+  int rc = sqlite3_open_v2(uri.c_str(), &db,
+                           SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc == SQLITE_OK) rc = RegisterSqlFunctions(db);  // for the views (query())
   if (rc != SQLITE_OK) {
     std::string msg = path + ": cannot open: " + (db ? sqlite3_errmsg(db) : "out of memory");
     sqlite3_close(db);

@@ -90,9 +90,15 @@ TEST_CASE("each bad input gives a one-line error naming the file and the problem
 
   // A tdbg database from a newer tdbg.
   MakeRun(dir.file("newer.sqlite"), 10);
-  RunSql(dir.file("newer.sqlite"), "PRAGMA user_version = 2");
-  ExpectOpenError(dir.file("newer.sqlite"),
-                  "written by a newer tdbg: schema 2, this tdbg reads up to 1");
+  const std::string newer = std::to_string(kSchemaVersion + 1);
+  RunSql(dir.file("newer.sqlite"), ("PRAGMA user_version = " + newer).c_str());
+  ExpectOpenError(dir.file("newer.sqlite"), "written by a newer tdbg: schema " + newer +
+                                                ", this tdbg reads up to " +
+                                                std::to_string(kSchemaVersion));
+  // And from an older one (schema 1 stored a row per op and per tensor).
+  MakeRun(dir.file("older.sqlite"), 10);
+  RunSql(dir.file("older.sqlite"), "PRAGMA user_version = 1");
+  ExpectOpenError(dir.file("older.sqlite"), "written by an older tdbg: schema 1");
 
   // A truncated copy of a real database (cut at a page boundary and mid-page).
   MakeRun(dir.file("good.sqlite"), 20000);

@@ -12,7 +12,7 @@
 namespace tdbg::tracer {
 
 // Version of the database schema, stored as `PRAGMA user_version`. A reader rejects a newer one.
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 // Ids of interned strings (`strings` table). 0 means "none".
 using StringId = uint32_t;

@@ -1,5 +1,6 @@
-// Internal to tracer/: the SQL text of run-database schema 1, shared by the writer (creates it)
-// and the reader (checks it). docs/schema.md documents every table and column; keep both in step.
+// Internal to tracer/: the SQL text of the run-database schema (version `kSchemaVersion`,
+// tracer/records.h), shared by the writer (creates it) and the reader (checks it).
+// docs/schema.md documents every table and column; keep both in step.
 #pragma once
 
 namespace tdbg::tracer::internal {
@@ -9,55 +10,29 @@ constexpr const char* kFormatName = "tdbg-run";
 // `meta` key the writer owns: CLOCK_MONOTONIC at creation; `ops.start` is relative to it.
 constexpr const char* kTimeBaseKey = "time_base_ns";
 
-// Tables. Compactness matters (millions of ops per process), so the big tables are WITHOUT
-// ROWID (no hidden rowid, rows clustered by their key), "none" is NULL, and the values that
-// repeat or grow (seq, parent, fwd, start) are stored as small differences. The views at the
-// end give the plain values for hand-written queries.
+// Tables. Ops, with their tensors and arguments, are packed into `op_blocks` (one row per run
+// of consecutive ops of a thread, tracer/op_block.h): SQLite's cost is per row, and one row
+// per op and per tensor could not keep up with the dispatcher. `op_blocks` is a rowid table:
+// its blobs (kilobytes) then fill overflow pages whole, where a WITHOUT ROWID table (an index
+// b-tree, whose cells spill beyond a quarter page) would leave most of each overflow page empty. The views at the end unpack
+// them with the table-valued functions of tracer/sql_functions.h for hand-written queries.
 constexpr const char* kCreateTables = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE strings(id INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE frames(id INTEGER PRIMARY KEY, parent INTEGER, file INTEGER, line INTEGER NOT NULL,
                     function INTEGER);
 CREATE TABLE threads(id INTEGER PRIMARY KEY, os_tid INTEGER NOT NULL, name TEXT NOT NULL);
-CREATE TABLE ops(
+CREATE TABLE op_blocks(
+  id INTEGER PRIMARY KEY,
   thread INTEGER NOT NULL,
-  tidx INTEGER NOT NULL,
-  seq_gap INTEGER NOT NULL,
-  parent_back INTEGER,
-  depth INTEGER NOT NULL,
-  name INTEGER,
-  step INTEGER NOT NULL,
-  module INTEGER,
-  stack INTEGER,
-  user_frame INTEGER,
-  fwd_back INTEGER,
-  region INTEGER,
-  start INTEGER NOT NULL,
-  dur INTEGER NOT NULL,
-  chain INTEGER NOT NULL,
-  rng INTEGER,
-  flags INTEGER NOT NULL,
-  PRIMARY KEY(thread, tidx)) WITHOUT ROWID;
-CREATE TABLE tensors(
-  op INTEGER NOT NULL,
-  role INTEGER NOT NULL,
-  idx INTEGER NOT NULL,
-  dtype INTEGER NOT NULL,
-  shape INTEGER,
-  device INTEGER,
-  status INTEGER NOT NULL,
-  hash INTEGER,
-  producer_back INTEGER,
-  min REAL,
-  max REAL,
-  sum REAL,
-  abs_sum REAL,
-  nan INTEGER,
-  inf INTEGER,
-  reason INTEGER,
-  PRIMARY KEY(op, role, idx)) WITHOUT ROWID;
-CREATE TABLE args(op INTEGER NOT NULL, idx INTEGER NOT NULL, name INTEGER, value INTEGER,
-                  PRIMARY KEY(op, idx)) WITHOUT ROWID;
+  first_tidx INTEGER NOT NULL,
+  last_tidx INTEGER NOT NULL,
+  first_seq INTEGER NOT NULL,
+  last_seq INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  ops BLOB NOT NULL);
+CREATE UNIQUE INDEX op_blocks_by_tidx ON op_blocks(thread, first_tidx);
+CREATE INDEX op_blocks_by_seq ON op_blocks(thread, first_seq);
 CREATE TABLE regions(id INTEGER PRIMARY KEY, thread INTEGER NOT NULL, name INTEGER,
                      kind INTEGER NOT NULL, start_seq INTEGER NOT NULL, end_seq INTEGER,
                      step INTEGER NOT NULL, parent INTEGER);
@@ -71,24 +46,22 @@ CREATE TABLE enums(kind TEXT NOT NULL, value INTEGER NOT NULL, name TEXT NOT NUL
                    PRIMARY KEY(kind, value)) WITHOUT ROWID;
 
 CREATE VIEW op_view AS
-SELECT o.tidx + o.seq_gap AS seq, o.thread, o.tidx,
-       o.tidx + o.seq_gap - o.parent_back AS parent, o.depth, n.text AS name, o.step,
-       m.text AS module, o.stack, o.user_frame, o.tidx + o.seq_gap - o.fwd_back AS fwd,
-       o.region,
+SELECT o.seq, o.thread, o.tidx, o.parent, o.depth, n.text AS name, o.step, m.text AS module,
+       o.stack, o.user_frame, o.fwd, o.region,
        o.start + (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'time_base_ns') AS start_ns,
        o.start + o.dur + (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'time_base_ns')
          AS end_ns,
        o.dur AS dur_ns, printf('%016x', o.chain) AS chain,
        CASE WHEN o.rng IS NULL THEN NULL ELSE printf('%016x', o.rng) END AS rng, o.flags
-FROM ops o LEFT JOIN strings n ON n.id = o.name LEFT JOIN strings m ON m.id = o.module;
+FROM op_blocks b, tdbg_ops(b.ops) o
+LEFT JOIN strings n ON n.id = o.name LEFT JOIN strings m ON m.id = o.module;
 
 CREATE VIEW tensor_view AS
 SELECT t.op, r.name AS role, t.idx, d.name AS dtype, coalesce(sh.text, '') AS shape,
        dv.text AS device, st.name AS status,
        CASE WHEN t.hash IS NULL THEN NULL ELSE printf('%016x', t.hash) END AS hash,
-       t.op - t.producer_back AS producer, t.min, t.max, t.sum, t.abs_sum, t.nan, t.inf,
-       rs.text AS reason
-FROM tensors t
+       t.producer, t.min, t.max, t.sum, t.abs_sum, t.nan, t.inf, rs.text AS reason
+FROM op_blocks b, tdbg_tensors(b.ops) t
 LEFT JOIN enums r ON r.kind = 'role' AND r.value = t.role
 LEFT JOIN enums d ON d.kind = 'dtype' AND d.value = t.dtype
 LEFT JOIN enums st ON st.kind = 'status' AND st.value = t.status
@@ -98,7 +71,8 @@ LEFT JOIN strings rs ON rs.id = t.reason;
 
 CREATE VIEW arg_view AS
 SELECT a.op, a.idx, n.text AS name, v.text AS value
-FROM args a LEFT JOIN strings n ON n.id = a.name LEFT JOIN strings v ON v.id = a.value;
+FROM op_blocks b, tdbg_args(b.ops) a
+LEFT JOIN strings n ON n.id = a.name LEFT JOIN strings v ON v.id = a.value;
 
 CREATE VIEW frame_view AS
 SELECT f.id, f.parent, fi.text AS file, f.line, fn.text AS function

@@ -73,6 +73,10 @@ class Stmt {
   void bind_text(int i, std::string_view v) {
     sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
   }
+  // `v` must stay valid until the statement is stepped.
+  void bind_blob(int i, std::string_view v) {
+    sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  }
 
   // Steps once; SQLITE_ROW, SQLITE_DONE or an error code.
   int step() { return sqlite3_step(stmt_); }
@@ -88,6 +92,13 @@ class Stmt {
     return v;
   }
   double col_double(int col) const { return sqlite3_column_double(stmt_, col); }
+  // Valid until the next step or reset.
+  std::string_view col_blob(int col) const {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    return p ? std::string_view(static_cast<const char*>(p),
+                                static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+             : std::string_view();
+  }
   std::string col_text(int col) const {
     const unsigned char* p = sqlite3_column_text(stmt_, col);
     return p ? std::string(reinterpret_cast<const char*>(p),

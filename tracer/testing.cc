@@ -144,8 +144,9 @@ OpRecord RealisticOps::next(int64_t seq) {
     in1.hash = rng_.next();
     in1.producer = kNoSeq;
     in1.summary.valid = true;
-    in1.summary.min = -1.0 - static_cast<double>(rng_.below(1000)) / 997.0;
-    in1.summary.max = 1.0 + static_cast<double>(rng_.below(1000)) / 991.0;
+    // A float32 tensor's min and max are float32 values; its sums are accumulated in double.
+    in1.summary.min = static_cast<float>(-1.0 - static_cast<double>(rng_.below(1000)) / 997.0);
+    in1.summary.max = static_cast<float>(1.0 + static_cast<double>(rng_.below(1000)) / 991.0);
     in1.summary.sum = static_cast<double>(static_cast<int64_t>(rng_.below(200000)) - 100000) / 7.0;
     in1.summary.abs_sum = static_cast<double>(rng_.below(1000000)) / 3.0;
   } else {
@@ -164,8 +165,8 @@ OpRecord RealisticOps::next(int64_t seq) {
   out.status = TensorStatus::kHashed;
   out.hash = rng_.next();
   out.summary.valid = true;
-  out.summary.min = -static_cast<double>(rng_.below(100000)) / 1013.0;
-  out.summary.max = static_cast<double>(rng_.below(100000)) / 1009.0;
+  out.summary.min = static_cast<float>(-static_cast<double>(rng_.below(100000)) / 1013.0);
+  out.summary.max = static_cast<float>(static_cast<double>(rng_.below(100000)) / 1009.0);
   out.summary.sum = static_cast<double>(static_cast<int64_t>(rng_.below(2000000)) - 1000000) / 17.0;
   out.summary.abs_sum = static_cast<double>(rng_.below(20000000)) / 13.0;
   op.tensors.push_back(out);

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <iterator>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <string>
@@ -21,7 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include "tracer/op_block.h"
 #include "tracer/schema.h"
+#include "tracer/sql_functions.h"
 #include "tracer/sqlite_util.h"
 
 namespace tdbg::tracer {
@@ -64,6 +67,13 @@ struct FrameKeyHash {
 // vector would be reallocated (and its fresh pages faulted in) on the application's threads.
 constexpr size_t kChunkOps = 1024;
 constexpr size_t kMaxFreeChunks = 64;
+// An `op_blocks` row ends when its blob reaches kBlockBytes, so that it fits in one 16 KiB
+// page (SQLite keeps up to page size - 35 bytes of a row in its leaf page; beyond that the
+// row spills to overflow pages, which a rowid table fills whole but the leaf page does not),
+// or at kBlockOps ops: a reader decodes a whole block to reach one op, so this bounds the
+// cost of a point lookup (bisection).
+constexpr size_t kBlockBytes = 15 * 1024;
+constexpr size_t kBlockOps = 1024;
 using OpChunk = std::vector<OpRecord>;
 
 // Everything appended since the last commit.
@@ -124,11 +134,15 @@ struct State {
   std::thread thread;
 
   // Statements, used only by the background thread under `db_mu`.
-  Stmt ins_string, ins_frame, ins_meta, ins_thread, ins_op, ins_tensor, ins_arg, ins_region,
-      ins_module, ins_kernel, begin, commit, del_tensors, del_args, del_kernels, del_ops;
-  // Ring mode: committed (seq, tidx) per thread sorted by seq, to find what to delete.
-  std::unordered_map<uint32_t, std::deque<std::pair<int64_t, int64_t>>> ring;
+  Stmt ins_string, ins_frame, ins_meta, ins_thread, ins_block, ins_region, ins_module,
+      ins_kernel, begin, commit, del_kernels, del_blocks, straddling, get_block, del_block;
+  // Last tidx committed per thread: ops must come in increasing tidx per thread.
+  std::unordered_map<uint32_t, int64_t> last_tidx;
   int64_t max_seq = -1;
+  // Scratch of the background thread: one thread's ops of a batch, and the block being built.
+  std::unordered_map<uint32_t, std::vector<const OpRecord*>> by_thread;
+  std::vector<const OpRecord*> block_ops;
+  OpBlockEncoder encoder{0};
 };
 
 class WriterImpl final : public Writer {
@@ -232,18 +246,17 @@ class WriterImpl final : public Writer {
     s_->ins_frame = Stmt();
     s_->ins_meta = Stmt();
     s_->ins_thread = Stmt();
-    s_->ins_op = Stmt();
-    s_->ins_tensor = Stmt();
-    s_->ins_arg = Stmt();
+    s_->ins_block = Stmt();
     s_->ins_region = Stmt();
     s_->ins_module = Stmt();
     s_->ins_kernel = Stmt();
     s_->begin = Stmt();
     s_->commit = Stmt();
-    s_->del_tensors = Stmt();
-    s_->del_args = Stmt();
     s_->del_kernels = Stmt();
-    s_->del_ops = Stmt();
+    s_->del_blocks = Stmt();
+    s_->straddling = Stmt();
+    s_->get_block = Stmt();
+    s_->del_block = Stmt();
     // Best effort: a reader that still has the file open keeps it in WAL mode (busy), which
     // loses nothing; the next reader reads through the -wal file.
     sqlite3_exec(s_->db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr);
@@ -403,11 +416,7 @@ class WriterImpl final : public Writer {
       s.ins_thread.bind_text(3, t.name);
       step_insert(s.ins_thread, "a thread");
     }
-    int64_t op_count = 0;
-    for (const OpChunk& chunk : batch.ops) {
-      for (const OpRecord& op : chunk) write_op(op);
-      op_count += static_cast<int64_t>(chunk.size());
-    }
+    const int64_t op_count = write_ops(batch);
     for (const RegionRecord& r : batch.regions) {
       s.ins_region.bind_int(1, r.id);
       s.ins_region.bind_int(2, r.thread);
@@ -467,103 +476,115 @@ class WriterImpl final : public Writer {
     s.stats.commit_cpu_us += (thread_cpu_ns() - cpu0) / 1000;
   }
 
-  void write_op(const OpRecord& op) {
+  // Packs the batch's ops into blocks (per thread, in tidx order, at most kBlockOps each) and
+  // inserts them. Returns the number of ops written.
+  int64_t write_ops(const Batch& batch) {
     State& s = *s_;
-    Stmt& o = s.ins_op;
-    o.bind_int(1, op.thread);
-    o.bind_int(2, op.tidx);
-    o.bind_int(3, op.seq - op.tidx);
-    if (op.parent != kNoSeq) {
-      o.bind_int(4, op.seq - op.parent);
-    } else {
-      o.bind_null(4);
+    for (auto& [thread, list] : s.by_thread) list.clear();
+    for (const OpChunk& chunk : batch.ops) {
+      for (const OpRecord& op : chunk) s.by_thread[op.thread].push_back(&op);
     }
-    o.bind_int(5, op.depth);
-    o.bind_nonzero(6, op.name);
-    o.bind_int(7, op.step);
-    o.bind_nonzero(8, op.module);
-    o.bind_nonzero(9, op.stack);
-    o.bind_nonzero(10, op.user_frame);
-    if (op.fwd != kNoSeq) {
-      o.bind_int(11, op.seq - op.fwd);
-    } else {
-      o.bind_null(11);
-    }
-    o.bind_nonzero(12, op.region);
-    o.bind_int(13, op.start_ns - s.time_base_ns);
-    o.bind_int(14, op.end_ns - op.start_ns);
-    o.bind_u64(15, op.chain);
-    o.bind_nonzero(16, static_cast<int64_t>(op.rng));
-    o.bind_int(17, op.flags);
-    step_insert(o, "an op");
-    Stmt& t = s.ins_tensor;
-    for (const TensorRecord& tr : op.tensors) {
-      t.bind_int(1, op.seq);
-      t.bind_int(2, static_cast<int64_t>(tr.role));
-      t.bind_int(3, tr.index);
-      t.bind_int(4, static_cast<int64_t>(tr.dtype));
-      t.bind_nonzero(5, tr.shape);
-      t.bind_nonzero(6, tr.device);
-      t.bind_int(7, static_cast<int64_t>(tr.status));
-      t.bind_nonzero(8, static_cast<int64_t>(tr.hash));
-      if (tr.producer != kNoSeq) {
-        t.bind_int(9, op.seq - tr.producer);
-      } else {
-        t.bind_null(9);
+    int64_t written = 0;
+    for (auto& [thread, list] : s.by_thread) {
+      if (list.empty()) continue;
+      // Appends of one thread come in tidx order; ops of different threads may interleave.
+      std::stable_sort(list.begin(), list.end(),
+                       [](const OpRecord* a, const OpRecord* b) { return a->tidx < b->tidx; });
+      auto last = s.last_tidx.find(thread);
+      int64_t floor = last == s.last_tidx.end() ? std::numeric_limits<int64_t>::min() : last->second;
+      std::vector<const OpRecord*>& block_ops = s.block_ops;
+      block_ops.clear();
+      s.encoder.clear();
+      int64_t dropped = 0;
+      auto emit = [&] {
+        if (block_ops.empty()) return;
+        insert_block(thread, block_ops, s.encoder.block());
+        written += static_cast<int64_t>(block_ops.size());
+        block_ops.clear();
+        s.encoder.clear();
+      };
+      int64_t prev_seq = std::numeric_limits<int64_t>::min();
+      for (const OpRecord* op : list) {
+        // A repeated or late tidx, or a seq that does not grow with tidx, would break the
+        // blocks' ordering: such an op is lost and counted (a caller bug, not a data case).
+        if (op->tidx <= floor || op->seq <= prev_seq) {
+          ++dropped;
+          continue;
+        }
+        floor = op->tidx;
+        prev_seq = op->seq;
+        s.max_seq = std::max(s.max_seq, op->seq);
+        block_ops.push_back(op);
+        s.encoder.add(*op);
+        if (block_ops.size() == kBlockOps || s.encoder.bytes() >= kBlockBytes) emit();
       }
-      if (tr.summary.valid) {  // summaries only where they mean something
-        t.bind_double(10, tr.summary.min);
-        t.bind_double(11, tr.summary.max);
-        t.bind_double(12, tr.summary.sum);
-        t.bind_double(13, tr.summary.abs_sum);
-        t.bind_int(14, tr.summary.nan_count);
-        t.bind_int(15, tr.summary.inf_count);
-      } else {
-        for (int i = 10; i <= 15; ++i) t.bind_null(i);
+      emit();
+      s.last_tidx[thread] = floor;
+      if (dropped > 0) {
+        note_error("dropped " + std::to_string(dropped) + " op(s) of thread " +
+                   std::to_string(thread) + " appended out of tidx order");
       }
-      t.bind_nonzero(16, tr.reason);
-      step_insert(t, "a tensor");
     }
-    Stmt& a = s.ins_arg;
-    for (const ArgRecord& ar : op.args) {
-      a.bind_int(1, op.seq);
-      a.bind_int(2, ar.index);
-      a.bind_nonzero(3, ar.name);
-      a.bind_nonzero(4, ar.value);
-      step_insert(a, "an argument");
-    }
-    if (s.options.ring_ops > 0) {
-      // Kept sorted by seq; ops arrive almost in order (a parent ends after its children).
-      auto& committed = s.ring[op.thread];
-      auto it = committed.end();
-      while (it != committed.begin() && std::prev(it)->first > op.seq) --it;
-      committed.insert(it, {op.seq, op.tidx});
-      s.max_seq = std::max(s.max_seq, op.seq);
-    }
+    return written;
   }
 
-  // Ring mode: deletes the ops with seq <= max_seq - ring_ops, with their tensors, args and
-  // kernels, in the same transaction as the new ones.
+  // Inserts the row of block `encoded`, which holds `ops`.
+  void insert_block(uint32_t thread, const std::vector<const OpRecord*>& ops,
+                    std::string_view encoded) {
+    Stmt& st = s_->ins_block;
+    st.bind_int(1, thread);
+    st.bind_int(2, ops.front()->tidx);
+    st.bind_int(3, ops.back()->tidx);
+    st.bind_int(4, ops.front()->seq);
+    st.bind_int(5, ops.back()->seq);
+    st.bind_int(6, static_cast<int64_t>(ops.size()));
+    st.bind_blob(7, encoded);
+    step_insert(st, "an op block");
+  }
+
+  // Ring mode: deletes the ops with seq <= max_seq - ring_ops (whole blocks, and the old part
+  // of a block that straddles the cutoff) and their kernels, in the same transaction as the
+  // new ones.
   void trim_ring(const Batch& batch) {
     State& s = *s_;
     if (batch.ops.empty()) return;
     const int64_t cutoff = s.max_seq - s.options.ring_ops;  // delete seq <= cutoff
     if (cutoff < 0) return;
-    for (auto& [thread, committed] : s.ring) {
-      int64_t last_tidx = -1;
-      while (!committed.empty() && committed.front().first <= cutoff) {
-        last_tidx = committed.front().second;
-        committed.pop_front();
-      }
-      if (last_tidx < 0) continue;
-      // Within a thread seq and tidx grow together, so "tidx <= last deleted" is exact.
-      s.del_ops.bind_int(1, thread);
-      s.del_ops.bind_int(2, last_tidx);
-      step_insert(s.del_ops, "(ring) deleting ops");
-    }
-    for (Stmt* d : {&s.del_tensors, &s.del_args, &s.del_kernels}) {
+    for (Stmt* d : {&s.del_blocks, &s.del_kernels}) {
       d->bind_int(1, cutoff);
-      step_insert(*d, "(ring) deleting op details");
+      step_insert(*d, "(ring) deleting old ops");
+    }
+    // A block that straddles the cutoff (at most one per thread) loses its old ops.
+    std::vector<std::pair<uint32_t, int64_t>> straddling;
+    s.straddling.bind_int(1, cutoff);
+    while (s.straddling.step() == SQLITE_ROW) {
+      straddling.emplace_back(static_cast<uint32_t>(s.straddling.col_int(0)),
+                              s.straddling.col_int(1));
+    }
+    s.straddling.reset();
+    std::vector<OpRecord> ops;
+    for (auto [thread, first_tidx] : straddling) {
+      s.get_block.bind_int(1, thread);
+      s.get_block.bind_int(2, first_tidx);
+      Status st = s.get_block.step() == SQLITE_ROW
+                      ? DecodeOpBlock(s.get_block.col_blob(0), s.time_base_ns, true, &ops)
+                      : Status::Error("block vanished");
+      s.get_block.reset();
+      if (!st.ok()) {
+        note_error("(ring) cannot trim a block: " + st.message());
+        continue;
+      }
+      std::vector<const OpRecord*> keep;
+      for (const OpRecord& op : ops) {
+        if (op.seq > cutoff) keep.push_back(&op);
+      }
+      s.del_block.bind_int(1, thread);
+      s.del_block.bind_int(2, first_tidx);
+      step_insert(s.del_block, "(ring) trimming a block");
+      if (keep.empty()) continue;
+      s.encoder.clear();
+      for (const OpRecord* op : keep) s.encoder.add(*op);
+      insert_block(thread, keep, s.encoder.block());
     }
   }
 
@@ -586,11 +607,19 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
     sqlite3_close(db);
     return Status::Error(msg);
   }
+  // The views need the block-decoding functions to exist when they are created and used.
+  if (RegisterSqlFunctions(db) != SQLITE_OK) {
+    std::string msg = path + ": cannot register SQL functions: " + sqlite3_errmsg(db);
+    sqlite3_close(db);
+    ::unlink(path.c_str());
+    return Status::Error(msg);
+  }
   auto* s = new State();
   s->path = path;
   s->options = options;
   s->db = db;
   s->time_base_ns = monotonic_ns();
+  s->encoder = OpBlockEncoder(s->time_base_ns);
   auto fail = [&](Status status) -> StatusOr<std::unique_ptr<Writer>> {
     delete s;  // finalizes the statements first (members are destroyed in reverse order)
     sqlite3_close(db);
@@ -629,20 +658,19 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
       {&s->ins_frame, "INSERT INTO frames VALUES(?1,?2,?3,?4,?5)"},
       {&s->ins_meta, "INSERT OR REPLACE INTO meta VALUES(?1,?2)"},
       {&s->ins_thread, "INSERT OR REPLACE INTO threads VALUES(?1,?2,?3)"},
-      {&s->ins_op,
-       "INSERT INTO ops VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)"},
-      {&s->ins_tensor,
-       "INSERT INTO tensors VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"},
-      {&s->ins_arg, "INSERT INTO args VALUES(?1,?2,?3,?4)"},
+      {&s->ins_block,
+       "INSERT INTO op_blocks(thread, first_tidx, last_tidx, first_seq, last_seq, count, ops) "
+       "VALUES(?1,?2,?3,?4,?5,?6,?7)"},
       {&s->ins_region, "INSERT OR REPLACE INTO regions VALUES(?1,?2,?3,?4,?5,?6,?7,?8)"},
       {&s->ins_module, "INSERT OR REPLACE INTO modules VALUES(?1,?2,?3,?4,?5,?6)"},
       {&s->ins_kernel, "INSERT INTO kernels VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
       {&s->begin, "BEGIN"},
       {&s->commit, "COMMIT"},
-      {&s->del_tensors, "DELETE FROM tensors WHERE op <= ?1"},
-      {&s->del_args, "DELETE FROM args WHERE op <= ?1"},
       {&s->del_kernels, "DELETE FROM kernels WHERE op <= ?1"},
-      {&s->del_ops, "DELETE FROM ops WHERE thread = ?1 AND tidx <= ?2"},
+      {&s->del_blocks, "DELETE FROM op_blocks WHERE last_seq <= ?1"},
+      {&s->straddling, "SELECT thread, first_tidx FROM op_blocks WHERE first_seq <= ?1"},
+      {&s->get_block, "SELECT ops FROM op_blocks WHERE thread = ?1 AND first_tidx = ?2"},
+      {&s->del_block, "DELETE FROM op_blocks WHERE thread = ?1 AND first_tidx = ?2"},
   };
   for (auto& st : statements) {
     status = st.stmt->prepare(db, st.sql, path);

@@ -1,6 +1,7 @@
 // Benchmark of the run-database writer: sustained op records per second and bytes per op on
 // disk for a realistic mix, printed beside naive SQLite baselines measured in the same run.
 // Usage: writer_bench [ops=1000000] [threads=1] [dir=$TMPDIR or /tmp]
+//        writer_bench --replay RUN.sqlite   (the real mix: a recorded database written again)
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -12,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <limits>
 
 #include "tracer/reader.h"
 #include "tracer/testing.h"
@@ -70,15 +72,57 @@ std::vector<std::vector<OpRecord>> make_ops(Writer& w, int64_t n, int threads, b
   return per_thread;
 }
 
-Result run_writer(const std::string& path, int64_t n, int threads, bool details) {
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "writer_bench: %s\n", message.c_str());
+  std::exit(1);
+}
+
+// The ops of a recorded database, to be written again: the real mix of a real program. Its
+// strings and frames are interned first, in id order, so the ops' ids stay valid.
+std::vector<std::vector<OpRecord>> replay_ops(Writer& w, const std::string& source) {
+  auto opened = Reader::Open(source);
+  if (!opened.ok()) die(opened.status().message());
+  const Reader& r = **opened;
+  Status st = r.query("SELECT id, text FROM strings ORDER BY id", [&](auto& row) {
+    if (w.intern(row[1]) != static_cast<StringId>(std::stoll(row[0]))) {
+      die(source + ": strings are not numbered 1..n; cannot replay");
+    }
+    return true;
+  });
+  if (!st.ok()) die(st.message());
+  st = r.query("SELECT id, parent, file, line, function FROM frames ORDER BY id", [&](auto& row) {
+    auto num = [&](size_t i) { return row[i].empty() ? 0 : std::stoll(row[i]); };
+    if (w.intern_frame(static_cast<FrameId>(num(1)), static_cast<StringId>(num(2)),
+                       static_cast<int32_t>(num(3)), static_cast<StringId>(num(4))) !=
+        static_cast<FrameId>(num(0))) {
+      die(source + ": frames are not numbered 1..n; cannot replay");
+    }
+    return true;
+  });
+  if (!st.ok()) die(st.message());
+  std::vector<std::vector<OpRecord>> per_thread(1);
+  st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
+                  [&](const OpRecord& op) {
+                    per_thread[0].push_back(op);
+                    return true;
+                  });
+  if (!st.ok()) die(st.message());
+  return per_thread;
+}
+
+// Writes `n` ops of the synthetic realistic mix (`threads` appending threads), or with
+// `replay` the ops of that recorded database, and measures the writer.
+Result run_writer(const std::string& path, int64_t n, int threads, bool details,
+                  const std::string& replay = "") {
   remove_db(path);
   auto created = Writer::Create(path);
-  if (!created.ok()) {
-    std::fprintf(stderr, "%s\n", created.status().message().c_str());
-    std::exit(1);
-  }
+  if (!created.ok()) die(created.status().message());
   auto w = std::move(created).value();
-  auto ops = make_ops(*w, n, threads, details);
+  auto ops = replay.empty() ? make_ops(*w, n, threads, details) : replay_ops(*w, replay);
+  if (!replay.empty()) {
+    threads = 1;
+    n = static_cast<int64_t>(ops[0].size());
+  }
   if (!w->flush().ok()) std::exit(1);
   const auto t0 = Clock::now();
   std::vector<double> append_s(static_cast<size_t>(threads));
@@ -115,10 +159,11 @@ void check(int rc, sqlite3* db, const char* what) {
   }
 }
 
-// Baseline: a plain layout a first version would use (rowid tables, absolute values, an index
-// per lookup path), written with prepared statements in large transactions on the caller's
-// thread. Measures what the compact schema saves.
-Result run_plain_schema(const std::string& path, int64_t n) {
+// Baseline: a row per op, per tensor and per argument, the layout a first version would use
+// (and tdbg's own schema 1 did, more compactly): rowid tables, absolute values, an index per
+// lookup path, written with prepared statements on the caller's thread, committing every
+// `commit_every` ops (50,000: large transactions; 1: a transaction per op, no batching).
+Result run_plain_schema(const std::string& path, int64_t n, int64_t commit_every) {
   remove_db(path);
   auto scratch = Writer::Create(path + ".ids");  // only to intern ids for the generator
   auto ops = make_ops(**scratch, n, 1, true);
@@ -199,7 +244,7 @@ Result run_plain_schema(const std::string& path, int64_t n) {
       check(sqlite3_step(a_st), db, "arg");
       sqlite3_reset(a_st);
     }
-    if (++i % 50000 == 0) {
+    if (++i % commit_every == 0) {
       sqlite3_exec(db, "COMMIT; BEGIN", nullptr, nullptr, nullptr);
     }
   }
@@ -218,92 +263,6 @@ Result run_plain_schema(const std::string& path, int64_t n) {
   return r;
 }
 
-// Baseline: tdbg's own schema, but one transaction per op on the caller's thread (what a
-// writer without batching does).
-Result run_per_op_transactions(const std::string& path, int64_t n) {
-  remove_db(path);
-  {
-    auto w = Writer::Create(path);  // creates the schema
-    (void)(*w)->close();
-  }
-  auto scratch = Writer::Create(path + ".ids");
-  auto ops = make_ops(**scratch, n, 1, true);
-  (void)(*scratch)->close();
-  remove_db(path + ".ids");
-  sqlite3* db = nullptr;
-  check(sqlite3_open(path.c_str(), &db), db, "open");
-  sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
-  sqlite3_stmt *op_st, *t_st, *a_st;
-  sqlite3_prepare_v2(db, "INSERT INTO ops VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &op_st,
-                     nullptr);
-  sqlite3_prepare_v2(db, "INSERT INTO tensors VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", -1, &t_st,
-                     nullptr);
-  sqlite3_prepare_v2(db, "INSERT INTO args VALUES(?,?,?,?)", -1, &a_st, nullptr);
-  const auto t0 = Clock::now();
-  const double cpu0 = thread_cpu_s();
-  for (const OpRecord& op : ops[0]) {
-    sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
-    const int64_t v[] = {op.thread,
-                         op.tidx,
-                         op.seq - op.tidx,
-                         op.seq - op.parent,
-                         op.depth,
-                         op.name,
-                         op.step,
-                         op.module,
-                         op.stack,
-                         op.user_frame,
-                         op.seq - op.fwd,
-                         op.region,
-                         op.start_ns,
-                         op.end_ns - op.start_ns,
-                         static_cast<int64_t>(op.chain),
-                         static_cast<int64_t>(op.rng),
-                         op.flags};
-    for (int c = 0; c < 17; ++c) sqlite3_bind_int64(op_st, c + 1, v[c]);
-    check(sqlite3_step(op_st), db, "op");
-    sqlite3_reset(op_st);
-    for (const TensorRecord& t : op.tensors) {
-      const int64_t tv[] = {op.seq,
-                            static_cast<int64_t>(t.role),
-                            t.index,
-                            static_cast<int64_t>(t.dtype),
-                            t.shape,
-                            t.device,
-                            static_cast<int64_t>(t.status),
-                            static_cast<int64_t>(t.hash),
-                            op.seq - t.producer};
-      for (int c = 0; c < 9; ++c) sqlite3_bind_int64(t_st, c + 1, tv[c]);
-      sqlite3_bind_double(t_st, 10, t.summary.min);
-      sqlite3_bind_double(t_st, 11, t.summary.max);
-      sqlite3_bind_double(t_st, 12, t.summary.sum);
-      sqlite3_bind_double(t_st, 13, t.summary.abs_sum);
-      sqlite3_bind_int64(t_st, 14, t.summary.nan_count);
-      sqlite3_bind_int64(t_st, 15, t.summary.inf_count);
-      sqlite3_bind_int64(t_st, 16, t.reason);
-      check(sqlite3_step(t_st), db, "tensor");
-      sqlite3_reset(t_st);
-    }
-    for (const ArgRecord& a : op.args) {
-      const int64_t av[] = {op.seq, a.index, a.name, a.value};
-      for (int c = 0; c < 4; ++c) sqlite3_bind_int64(a_st, c + 1, av[c]);
-      check(sqlite3_step(a_st), db, "arg");
-      sqlite3_reset(a_st);
-    }
-    check(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), db, "commit");
-  }
-  const double total = seconds_since(t0);
-  const double cpu = thread_cpu_s() - cpu0;
-  sqlite3_finalize(op_st);
-  sqlite3_finalize(t_st);
-  sqlite3_finalize(a_st);
-  sqlite3_close(db);
-  Result r;
-  r.ops_per_s = static_cast<double>(n) / total;
-  r.cpu_ops_per_s = static_cast<double>(n) / cpu;
-  return r;
-}
-
 // Bytes per op of each table and index, from SQLite's dbstat (when compiled in).
 void print_table_sizes(const std::string& path, int64_t n) {
   auto reader = Reader::Open(path);
@@ -316,11 +275,38 @@ void print_table_sizes(const std::string& path, int64_t n) {
         return true;
       });
   std::printf("%s\n", st.ok() ? "" : " (dbstat not available)");
+  (void)(*reader)->query("SELECT sum(length(ops)), sum(count), count(*) FROM op_blocks",
+                         [&](const std::vector<std::string>& row) {
+                           std::printf("  encoded op blocks: %.1f bytes/op, %.0f ops/block\n",
+                                       std::stod(row[0]) / std::stod(row[1]),
+                                       std::stod(row[1]) / std::stod(row[2]));
+                           return false;
+                         });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--replay") {
+    // The real mix: a recorded database written again through the writer.
+    const char* tmp = getenv("TMPDIR");
+    const std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/tdbg_writer_replay_" +
+                             std::to_string(getpid()) + ".sqlite";
+    const Result r = run_writer(path, 0, 1, true, argv[2]);
+    auto reader = Reader::Open(path);
+    const int64_t n = reader.ok() ? (*reader)->op_count() : 0;
+    std::printf("writer_bench --replay %s: %lld ops of a real recording\n", argv[2],
+                static_cast<long long>(n));
+    print_table_sizes(path, n);
+    remove_db(path);
+    std::printf("  %.0f ops/s (wall), %.0f ops/s per core, %.1f bytes/op on disk\n",
+                r.ops_per_s, r.cpu_ops_per_s, r.bytes_per_op);
+    std::printf("ratios (>= 1 meets the goal): ops/s / 1e6 = %.2f (per core %.2f), "
+                "64 B / bytes per op = %.2f\n",
+                r.ops_per_s / kGoalOpsPerSecond, r.cpu_ops_per_s / kGoalOpsPerSecond,
+                kGoalBytesPerOp / r.bytes_per_op);
+    return 0;
+  }
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
   const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
   const char* tmp = getenv("TMPDIR");
@@ -338,9 +324,9 @@ int main(int argc, char** argv) {
   const Result bare = run_writer(path, n, threads, false);
   print_table_sizes(path, n);
   remove_db(path);
-  const Result plain = run_plain_schema(path, n);
+  const Result plain = run_plain_schema(path, n, 50000);
   remove_db(path);
-  const Result per_op = run_per_op_transactions(path, naive_n);
+  const Result per_op = run_plain_schema(path, naive_n, 1);
   remove_db(path);
 
   std::printf("\n%-48s %10s %14s %9s %12s\n", "", "ops/s", "ops/s per core", "bytes/op",
@@ -361,7 +347,7 @@ int main(int argc, char** argv) {
   row("tdbg Writer, ops with tensors and args", full, true, true);
   row("tdbg Writer, ops only", bare, true, true);
   row("baseline: plain rowid schema + indexes, batched", plain, true, false);
-  row("baseline: tdbg schema, 1 transaction per op", per_op, false, false);
+  row("baseline: plain schema, 1 transaction per op", per_op, false, false);
   std::printf(
       "\n(ops/s: wall clock, append to durable, on this machine as loaded now; ops/s per\n"
       "core: ops per CPU-second of the committing thread, what one free core sustains)\n");

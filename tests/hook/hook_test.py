@@ -28,7 +28,7 @@ class Run:
     def db(self, pid=None):
         """The database of `pid`, or of the only/first process that recorded ops."""
         for path in self.paths:
-            con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+            con = connect(path)
             meta = dict(con.execute("select key, value from meta"))
             if pid is not None and meta.get("pid") != str(pid):
                 continue
@@ -37,6 +37,15 @@ class Run:
                 continue  # a child; the caller wants the parent
             return con
         raise AssertionError("no database for pid %s in %s" % (pid, self.paths))
+
+
+def connect(path):
+    """A read-only connection with tdbg's SQL functions loaded, so the views work."""
+    con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    con.enable_load_extension(True)
+    con.load_extension(os.path.join(os.path.dirname(ARGS.lib), "libtdbg_sqlite"))
+    con.enable_load_extension(False)
+    return con
 
 
 def _meta(path):

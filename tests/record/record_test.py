@@ -244,7 +244,7 @@ def case_cpp_program():
         found = databases(run)
         check(len(found) == 1, f"want one database, got {found}")
         with sqlite3.connect(found[0]) as conn:
-            ops = conn.execute("SELECT count(*) FROM ops").fetchone()[0]
+            ops = conn.execute("SELECT sum(count) FROM op_blocks").fetchone()[0] or 0
         check(ops > 0, "the C++ program's database holds no ops")
 
 

@@ -593,9 +593,10 @@ uint32_t thread_at(const std::vector<tracer::ThreadRecord>& threads, size_t k) {
 // Falls back to `op_count` when the query is not available.
 int64_t thread_op_count(const Reader& r, uint32_t thread) {
   int64_t n = -1;
-  Status st = r.query("SELECT max(tidx) FROM ops WHERE thread = " + std::to_string(thread),
+  Status st = r.query("SELECT last_tidx FROM op_blocks WHERE thread = " + std::to_string(thread) +
+                          " ORDER BY first_tidx DESC LIMIT 1",
                       [&](const std::vector<std::string>& row) {
-                        if (!row.empty()) n = row[0].empty() ? 0 : std::stoll(row[0]) + 1;
+                        if (!row.empty() && !row[0].empty()) n = std::stoll(row[0]) + 1;
                         return false;
                       });
   if (!st.ok() || n < 0) return r.op_count(thread);

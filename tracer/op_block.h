@@ -1,0 +1,63 @@
+// The op-block codec: how consecutive ops of one thread, with their tensors and arguments, are
+// packed into one BLOB of the `op_blocks` table (docs/schema.md, "Op blocks"), and unpacked.
+// One SQLite row per block instead of one per op and tensor is what lets the writer keep up
+// with the dispatcher: SQLite costs about a microsecond per row, a block costs that once for
+// hundreds of ops. Shared by the writer, the reader and the SQL functions that decode blocks
+// for hand-written queries (tracer/sql_functions.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "tracer/records.h"
+
+namespace tdbg::tracer {
+
+// Version of the block encoding, the first byte of every block.
+constexpr uint8_t kOpBlockFormat = 1;
+
+// Builds one block an op at a time, so the writer can end a block when it reaches a size
+// (a block that fits in one database page wastes no page space). Ops belong to one thread and
+// come in increasing tidx (and so increasing seq). Lossless: the decoder returns exactly the
+// ops added, up to the order of tensors (inputs first, then outputs, each by index) and args
+// (by index). The encoder keeps pointers to the ops added: they must outlive `finish`.
+class OpBlockEncoder {
+ public:
+  explicit OpBlockEncoder(int64_t time_base_ns) : time_base_ns_(time_base_ns) { clear(); }
+  void add(const OpRecord& op);
+  size_t ops() const { return ops_; }
+  size_t bytes() const { return out_.size(); }
+  // The encoded block; valid until the next `add` or `clear`.
+  std::string_view block() const { return out_; }
+  // Starts a new, empty block.
+  void clear();
+
+ private:
+  void add_tensor(const TensorRecord& t, int64_t seq);
+  int64_t time_base_ns_;
+  std::string out_;
+  size_t ops_ = 0;
+  // State the next op is encoded against (see docs/schema.md, "Op blocks").
+  int64_t prev_tidx_ = 0, prev_seq_ = 0, prev_start_ = 0, prev_step_ = 0;
+  uint32_t prev_module_ = 0, prev_stack_ = 0, prev_region_ = 0, prev_flags_ = 0, prev_depth_ = 0;
+  hashing::DType prev_dtype_ = hashing::DType::kUnknown;
+  StringId prev_shape_ = 0, prev_device_ = 0;
+  std::unordered_map<uint64_t, uint32_t> hashes_;  // distinct hashes stored so far: ordinal
+  std::vector<TensorRecord> sorted_;
+  std::vector<ArgRecord> args_;
+};
+
+// Encodes `ops` as one block (a convenience over OpBlockEncoder).
+void EncodeOpBlock(const std::vector<const OpRecord*>& ops, int64_t time_base_ns,
+                   std::string* out);
+
+// Decodes a block into `ops` (cleared first). With `with_details` false, tensors and args are
+// parsed but not kept (faster). A malformed block (corrupt file) is an error, never a crash.
+Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_details,
+                     std::vector<OpRecord>* ops);
+
+}  // namespace tdbg::tracer
