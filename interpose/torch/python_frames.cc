@@ -33,6 +33,7 @@ struct PythonApi {
   PyObject* (*PyEval_GetFrame)() = nullptr;
   PyObject* (*PyFrame_GetCode)(PyObject*) = nullptr;
   int (*PyFrame_GetLineNumber)(PyObject*) = nullptr;
+  int (*PyFrame_GetLasti)(PyObject*) = nullptr;  // 3.11+; optional (line cache)
   PyObject* (*PyFrame_GetBack)(PyObject*) = nullptr;
   PyObject* (*PyObject_GetAttrString)(PyObject*, const char*) = nullptr;
   const char* (*PyUnicode_AsUTF8)(PyObject*) = nullptr;
@@ -70,6 +71,8 @@ const PythonApi& api() {
     resolve(&a.PyEval_GetFrame, "PyEval_GetFrame", &ok);
     resolve(&a.PyFrame_GetCode, "PyFrame_GetCode", &ok);
     resolve(&a.PyFrame_GetLineNumber, "PyFrame_GetLineNumber", &ok);
+    a.PyFrame_GetLasti =
+        reinterpret_cast<int (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyFrame_GetLasti"));
     resolve(&a.PyFrame_GetBack, "PyFrame_GetBack", &ok);
     resolve(&a.PyObject_GetAttrString, "PyObject_GetAttrString", &ok);
     resolve(&a.PyUnicode_AsUTF8, "PyUnicode_AsUTF8", &ok);
@@ -103,6 +106,9 @@ struct CodeInfo {
   uint64_t generation = 0;      // writer generation of the two ids below
   tracer::StringId file_id = 0;
   tracer::StringId function_id = 0;
+  // Line of each bytecode offset seen: PyFrame_GetLineNumber scans the code's line table
+  // from the start, which was the largest single cost of a stack capture.
+  std::unordered_map<int, int> lines;
 };
 
 struct FrameKey {
@@ -201,6 +207,19 @@ CodeInfo* code_info(PyObject* code) {
     info.classified = g_dirs_known;
   }
   return &info;
+}
+
+// The current line of `frame`, whose code is `code`: cached per bytecode offset where the
+// interpreter tells the offset (the code object is kept alive by `code_info`, so the cache
+// stays right).
+int line_number(const PythonApi& py, PyObject* frame, CodeInfo* code) {
+  if (!py.PyFrame_GetLasti) return py.PyFrame_GetLineNumber(frame);
+  const int lasti = py.PyFrame_GetLasti(frame);
+  auto it = code->lines.find(lasti);
+  if (it != code->lines.end()) return it->second;
+  const int line = py.PyFrame_GetLineNumber(frame);
+  if (lasti >= 0) code->lines.emplace(lasti, line);
+  return line;
 }
 
 tracer::FrameId intern_frame(tracer::Writer* w, tracer::FrameId parent, CodeInfo* code, int line) {
@@ -427,7 +446,7 @@ SourceLocation capture_python_stack(bool want_stack, bool install_module_hooks) 
     while (frame && n < kMaxFrames) {
       PyObject* code = py.PyFrame_GetCode(frame);
       codes[n] = code_info(code);
-      lines[n] = py.PyFrame_GetLineNumber(frame);
+      lines[n] = line_number(py, frame, codes[n]);
       py.Py_DecRef(code);
       ++n;
       PyObject* back = py.PyFrame_GetBack(frame);
