@@ -24,6 +24,24 @@ namespace {
 
 using testing::TempDir;
 
+// Whether this binary runs on AddressSanitizer's runtime. The runtime of this toolchain (GCC
+// 12's libasan) takes no lock of its own allocator around fork(): a thread that is inside
+// malloc or free when another thread forks leaves a size-class mutex of ASan's allocator
+// locked in the child, and the child's first malloc of that size class waits forever. glibc's
+// malloc takes its arena locks around fork, so real programs do not have this problem;
+// compiler-rt added the same to ASan in LLVM 18 (llvm/llvm-project#75290).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsanRuntime = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAsanRuntime = true;
+#else
+constexpr bool kAsanRuntime = false;
+#endif
+#else
+constexpr bool kAsanRuntime = false;
+#endif
+
 int64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -193,6 +211,13 @@ TEST_CASE("SIGKILL at random moments leaves a consistent database with every old
 }
 
 TEST_CASE("fork while threads append: the child records its own database, the parent's is intact") {
+  if (kAsanRuntime) {
+    // Not a property of the writer: any multithreaded program that allocates in a fork child
+    // can hang on this runtime (see `kAsanRuntime`). The normal build runs this case.
+    WARN("SKIPPED under AddressSanitizer: its allocator is not fork-safe with other threads "
+         "allocating (the child hangs in ASan's own malloc); the normal build runs this case");
+    return;
+  }
   TempDir dir;
   const std::string parent_path = dir.file("parent.sqlite");
   auto created = Writer::Create(parent_path, WriterOptions{5, 0});
