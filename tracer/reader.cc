@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <queue>
+#include <tuple>
 #include <unordered_map>
 
 #include "tracer/op_block.h"
@@ -647,12 +648,55 @@ StatusOr<Run> Run::Open(const std::string& path) {
     TDBG_ASSIGN_OR_RETURN(auto reader, Reader::Open(f));
     run.processes.push_back(std::move(reader));
   }
-  auto key = [](const std::unique_ptr<Reader>& r) {
-    return std::make_pair(std::strtoll(r->meta("start_time_ns").c_str(), nullptr, 10),
-                          std::strtoll(r->meta("pid").c_str(), nullptr, 10));
+  // A canonical order, so that the same process of two runs has the same index (the diff,
+  // the report and the trace export pair processes by index): by torch.distributed rank
+  // (meta `rank`, "R/W"; a process without one inherits its parent's, so DataLoader workers
+  // follow their rank), then by depth in the process tree, then by start time and pid.
+  // Start order alone swaps ranks that start at the same moment.
+  struct Key {
+    int64_t rank = -1, depth = 0, start = 0, pid = 0, ppid = 0;
+    bool has_rank = false;
   };
-  std::stable_sort(run.processes.begin(), run.processes.end(),
-                   [&](auto& a, auto& b) { return key(a) < key(b); });
+  std::unordered_map<int64_t, size_t> by_pid;
+  std::vector<Key> keys(run.processes.size());
+  for (size_t i = 0; i < run.processes.size(); ++i) {
+    const Reader& r = *run.processes[i];
+    Key& k = keys[i];
+    k.start = std::strtoll(r.meta("start_time_ns").c_str(), nullptr, 10);
+    k.pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
+    k.ppid = std::strtoll(r.meta("ppid").c_str(), nullptr, 10);
+    const std::string rank = r.meta("rank");
+    if (!rank.empty()) {
+      k.rank = std::strtoll(rank.c_str(), nullptr, 10);
+      k.has_rank = true;
+    }
+    by_pid[k.pid] = i;
+  }
+  for (Key& k : keys) {
+    // Walk up to the nearest ancestor recorded in this run (bounded: pids can be reused).
+    int64_t ppid = k.ppid;
+    for (size_t hops = 0; hops < keys.size(); ++hops) {
+      auto it = by_pid.find(ppid);
+      if (it == by_pid.end() || it->second >= keys.size() || ppid == k.pid) break;
+      const Key& parent = keys[it->second];
+      ++k.depth;
+      if (!k.has_rank && parent.has_rank) {
+        k.rank = parent.rank;
+        k.has_rank = true;
+      }
+      ppid = parent.ppid;
+    }
+  }
+  std::vector<size_t> order(run.processes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Key& x = keys[a];
+    const Key& y = keys[b];
+    return std::tie(x.rank, x.depth, x.start, x.pid) < std::tie(y.rank, y.depth, y.start, y.pid);
+  });
+  std::vector<std::unique_ptr<Reader>> sorted;
+  for (size_t i : order) sorted.push_back(std::move(run.processes[i]));
+  run.processes = std::move(sorted);
   return run;
 }
 

@@ -67,7 +67,9 @@ class Reader {
                        const std::function<bool(const std::vector<std::string>&)>& row) const = 0;
 };
 
-// A run: the databases of its processes, in a stable order (by process start time, then pid).
+// A run: the databases of its processes, in a canonical order that two runs of the same
+// program share: by torch.distributed rank (meta `rank`; children inherit their parent's),
+// then depth in the process tree, then start time and pid.
 struct Run {
   std::string path;
   std::vector<std::unique_ptr<Reader>> processes;

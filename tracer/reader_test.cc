@@ -36,10 +36,12 @@ std::string RandomBytes(size_t n, uint64_t seed) {
   return s;
 }
 
-void MakeRun(const std::string& path, int64_t ops, int64_t start_time = 0) {
+void MakeRun(const std::string& path, int64_t ops, int64_t start_time = 0,
+             std::vector<std::pair<std::string, std::string>> meta = {{"pid", "1"}}) {
   testing::SyntheticRun run;
   run.ops = ops;
-  run.meta = {{"start_time_ns", std::to_string(start_time)}, {"pid", "1"}};
+  run.meta = std::move(meta);
+  run.meta.emplace_back("start_time_ns", std::to_string(start_time));
   REQUIRE(testing::WriteSyntheticRun(path, run).ok());
 }
 
@@ -218,6 +220,22 @@ TEST_CASE("a finished database opens from a read-only copy without side files") 
   CHECK((*r)->op_count() == 100);
   CHECK(::stat(dir.file("run.sqlite-shm").c_str(), &st) != 0);  // nothing created beside it
   CHECK(::stat(dir.file("run.sqlite-wal").c_str(), &st) != 0);
+}
+
+TEST_CASE("runs: processes in a canonical order, by distributed rank before start time") {
+  // Two ranks that started in the opposite order of their ranks, the launcher, and a
+  // DataLoader worker of rank 0 (no rank of its own): each database's op count names it.
+  TempDir dir;
+  MakeRun(dir.file("w.sqlite"), 5, 400, {{"pid", "40"}, {"ppid", "20"}});
+  MakeRun(dir.file("r1.sqlite"), 4, 200, {{"pid", "30"}, {"ppid", "10"}, {"rank", "1/2"}});
+  MakeRun(dir.file("r0.sqlite"), 3, 300, {{"pid", "20"}, {"ppid", "10"}, {"rank", "0/2"}});
+  MakeRun(dir.file("l.sqlite"), 2, 100, {{"pid", "10"}, {"ppid", "1"}});
+  auto run = Run::Open(dir.path());
+  INFO(run.status().message());
+  REQUIRE(run.ok());
+  std::vector<int64_t> order;
+  for (auto& p : run->processes) order.push_back(p->op_count());
+  CHECK(order == std::vector<int64_t>{2, 3, 5, 4});  // launcher, rank 0, its worker, rank 1
 }
 
 }  // namespace

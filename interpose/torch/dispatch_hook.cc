@@ -629,6 +629,19 @@ bool python_loaded() {
   return loaded;
 }
 
+// Writes this process's rank in torch.distributed (meta `rank`, "RANK/WORLD_SIZE") once per
+// database, at its first collective op: `tdbg diff` pairs the processes of two runs by rank,
+// whatever order they started in. Launchers that set RANK (torchrun) are covered at start.
+std::atomic<uint64_t> g_rank_generation{~uint64_t{0}};
+void note_rank() {
+  const uint64_t gen = writer_generation();
+  if (g_rank_generation.exchange(gen) == gen) return;
+  if (!python_loaded() || !thread_has_python()) return;
+  const std::string rank = distributed_rank();
+  tracer::Writer* w = writer();
+  if (w && !rank.empty()) w->set_meta("rank", rank);
+}
+
 // ---- Callbacks ---------------------------------------------------------------------------
 
 std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, ThreadState& ts) {
@@ -715,6 +728,8 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     ctx->module = current_module_id();
   }
   ctx->top = outer ? outer->top : ctx.get();
+
+  if (info->collective) note_rank();
 
   int64_t step = g_steps.load(std::memory_order_relaxed);
   ctx->recorded = info->selected && in_step_window(step);

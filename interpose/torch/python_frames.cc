@@ -404,14 +404,43 @@ bool is_runtime_library(const char* path) {
   if (!path) return true;
   const char* base = std::strrchr(path, '/');
   base = base ? base + 1 : path;
-  static const char* const kSkip[] = {"libtorch", "libc10", "libtdbg", "libgomp", "libc.so",
-                                      "libstdc++", "libgcc_s", "libpthread"};
+  // The sanitizer runtimes too: in a sanitizer build `backtrace` itself (and allocation) is an
+  // interceptor of theirs, whose frames would otherwise be taken for the program's.
+  static const char* const kSkip[] = {"libtorch", "libc10",     "libtdbg",     "libgomp",
+                                      "libc.so",  "libstdc++",  "libgcc_s",    "libpthread",
+                                      "libasan",  "libubsan",   "libclang_rt."};
   for (const char* s : kSkip)
     if (std::strncmp(base, s, std::strlen(s)) == 0) return true;
   return false;
 }
 
 }  // namespace
+
+std::string distributed_rank() {
+  const PythonApi& py = api();
+  static const char kExpr[] =
+      "(lambda d: '%d/%d' % (d.get_rank(), d.get_world_size()) if d is not None and "
+      "d.is_available() and d.is_initialized() else '')"
+      "(__import__('sys').modules.get('torch.distributed'))";
+  constexpr int kPyEvalInput = 258;  // Py_eval_input
+  std::string out;
+  int gil = py.PyGILState_Ensure();
+  PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
+  py.PyErr_Fetch(&err_type, &err_value, &err_tb);
+  PyObject* globals = py.PyDict_New();
+  PyObject* result =
+      globals ? py.PyRun_StringFlags(kExpr, kPyEvalInput, globals, globals, nullptr) : nullptr;
+  if (result) {
+    const char* text = py.PyUnicode_AsUTF8(result);
+    if (text) out = text;
+    py.Py_DecRef(result);
+  }
+  py.PyErr_Clear();
+  if (globals) py.Py_DecRef(globals);
+  py.PyErr_Restore(err_type, err_value, err_tb);
+  py.PyGILState_Release(gil);
+  return out;
+}
 
 std::string python_version() {
   const PythonApi& py = api();

@@ -37,6 +37,11 @@ tracer::StringId module_string(uint32_t module_id);
 // The module path id the current thread runs in (set by the injected hooks).
 uint32_t current_module_id();
 
+// "RANK/WORLD_SIZE" of this process in torch.distributed's default process group when one is
+// initialized (however it was launched: torchrun, mp.spawn, by hand), else "". Takes the GIL;
+// call only when `thread_has_python()`. Never imports anything.
+std::string distributed_rank();
+
 // Forgets every cache that holds ids of the current writer (called in a fork child).
 void python_frames_after_fork_child();
 

@@ -160,6 +160,11 @@ void write_start_metadata(tracer::Writer* w) {
   w->set_meta("cpu_model", cpu_model());
   w->set_meta("cpu_count", std::to_string(std::thread::hardware_concurrency()));
   w->set_meta("env", relevant_environment_json());
+  // torchrun and torch.distributed.launch name each process's rank in its environment; other
+  // launchers (mp.spawn) are noted at the first collective op (dispatch_hook.cc).
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  if (rank && *rank && world && *world) w->set_meta("rank", std::string(rank) + "/" + world);
   w->set_meta("hash_mode", g_settings.config.hash);
   w->set_meta("recorder", "libtdbg_torch");
   write_torch_settings(w, /*at_close=*/false);

@@ -448,6 +448,62 @@ def case_metadata():
     check("script.py" in meta["cmdline"], "cmdline: %s" % meta["cmdline"])
 
 
+def case_collective():
+    # Two ranks (gloo, on loopback) all-reduce a tensor, then use it. The collective's result
+    # may still be in flight when the op returns, so it is not hashed there; the next op that
+    # reads it hashes it (after the wait), and both ranks must see the same reduced value.
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = """
+        import os, sys
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def worker(rank, world, port):
+            os.environ["MASTER_ADDR"] = "127.0.0.1"
+            os.environ["MASTER_PORT"] = str(port)
+            dist.init_process_group("gloo", rank=rank, world_size=world)
+            x = torch.arange(6, dtype=torch.float32) * (rank + 1)
+            work = dist.all_reduce(x, async_op=True)
+            work.wait()
+            y = x * 2
+            os.write(1, ("%d %s\\n" % (rank, y.tolist())).encode())  # one atomic write
+            dist.destroy_process_group()
+
+        if __name__ == "__main__":
+            mp.spawn(worker, args=(2, int(sys.argv[1])), nprocs=2)
+    """
+    plain = run_python(code, args=[str(port)], record=False)
+    r = run_python(code, args=[str(port + 1 if port < 65535 else port - 1)])
+    check(sorted(plain.stdout.splitlines()) == sorted(r.stdout.splitlines()),
+          "the ranks print the same under the hook: %r vs %r" % (plain.stdout, r.stdout))
+    reduced, ranks = [], []
+    for path in r.paths:
+        con = connect(path)
+        row = con.execute("select seq, flags from op_view where name like 'c10d::allreduce%' "
+                          "order by seq limit 1").fetchone()
+        if row is None:
+            continue  # the launcher process
+        seq, flags = row
+        check(flags & 8, "the all-reduce is flagged collective: %s" % flags)
+        before = tensors(con, seq, "input")
+        out = tensors(con, seq, "output")
+        check(out and all(t[1] == "not_hashed" and "collective" in (t[4] or "") for t in out),
+              "the in-flight result is not hashed at the collective: %s" % out)
+        mul = first_op(con, "aten::mul", seq)
+        use = tensors(con, mul[0], "input")
+        check(use[0][1] == "hashed", "the next reader hashes the reduced tensor: %s" % use)
+        check(use[0][2] != before[0][2], "the reduced value differs from the rank's own input")
+        reduced.append(use[0][2])
+        ranks.append(dict(con.execute("select key, value from meta")).get("rank"))
+    check(len(reduced) == 2, "both ranks recorded an all-reduce: %s" % r.paths)
+    check(reduced[0] == reduced[1], "both ranks hash the same reduced value: %s" % reduced)
+    check(sorted(ranks) == ["0/2", "1/2"], "each database names its rank: %s" % ranks)
+
+
 def case_cpp():
     if not ARGS.cpp or not os.path.exists(ARGS.cpp):
         print("SKIP: the C++ example was not built")
