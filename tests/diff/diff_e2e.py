@@ -13,15 +13,16 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "train.py")
+DDP_SCRIPT = os.path.join(HERE, "scripts", "ddp_train.py")
 TDBG = os.environ.get("TDBG", "tdbg")
 PYTHON = os.environ.get("TORCH_PYTHON", "/usr/bin/python3")
 WORK = os.environ.get("WORK", "/tmp/tdbg_diff_e2e")
 
 
-def marks():
-    """Line numbers of the `# MARK:<name>` comments in the training script."""
+def marks(script=SCRIPT):
+    """Line numbers of the `# MARK:<name>` comments in a training script."""
     out = {}
-    with open(SCRIPT) as f:
+    with open(script) as f:
         for n, line in enumerate(f, 1):
             m = re.search(r"# MARK:(\w+)", line)
             if m:
@@ -39,10 +40,10 @@ def check(cond, what):
         failures.append(what)
 
 
-def record(name, args):
+def record(name, args, script=SCRIPT):
     out = os.path.join(WORK, name)
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [TDBG, "record", "-o", out, "--", PYTHON, SCRIPT] + args
+    cmd = [TDBG, "record", "-o", out, "--", PYTHON, script] + args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         print(p.stdout, p.stderr)
@@ -61,9 +62,9 @@ def diff(a, b):
     return p.returncode, result
 
 
-def pair(case, args_a, args_b):
-    a, out_a = record(case + "_a", args_a)
-    b, out_b = record(case + "_b", args_b)
+def pair(case, args_a, args_b, script=SCRIPT):
+    a, out_a = record(case + "_a", args_a, script)
+    b, out_b = record(case + "_b", args_b, script)
     return a, b, out_a, out_b
 
 
@@ -201,6 +202,27 @@ def case_errors():
           f"with one line naming the file (got {p.stderr!r})")
     p = subprocess.run([TDBG, "nan", os.path.join(WORK, "missing")], stderr=subprocess.PIPE, text=True)
     check(p.returncode == 2 and p.stderr.startswith("tdbg nan: "), "tdbg nan on a missing run exits 2")
+
+
+def case_ddp():
+    # Two data-parallel ranks whose processes start in either order: identical runs must pair
+    # rank with rank, and one changed value in rank 1's NumPy data must be found in rank 1.
+    a, b, out_a, out_b = pair("ddp_same", [], [], DDP_SCRIPT)
+    check(sorted(out_a.splitlines()) == sorted(out_b.splitlines()), "the ranks print the same")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical", f"identical DDP runs (exit {rc})")
+    a, b, _, _ = pair("ddp_poke", [], ["--poke-rank", "1", "--poke-step", "2"], DDP_SCRIPT)
+    rc, r = diff(a, b)
+    check(rc == 1, f"exit status 1 (got {rc})")
+    d = r["first_divergence"]
+    check(d is not None and d["cause"] == "external_input",
+          f"cause external_input (got {d and d['cause']})")
+    line, file = line_of(d and d["a"])
+    want = marks(DDP_SCRIPT)["data"]
+    check(file == "ddp_train.py" and line == want, f"source ddp_train.py:{want} (got {file}:{line})")
+    check(d is not None and d["a"]["step"] == 2, f"at step 2 (got {d and d['a']['step']})")
+    # Processes in canonical order: the launcher, rank 0, rank 1.
+    check(d is not None and d.get("process") == 2, f"in rank 1's process (got {d and d.get('process')})")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

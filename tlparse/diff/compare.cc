@@ -613,7 +613,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   size_t processes = std::min(a.processes.size(), b.processes.size());
   int64_t threads_compared = 0;
   json notes = json::array();
-  for (size_t p = 0; p < processes && result["first_divergence"].is_null(); ++p) {
+  // Every process pair is compared; the first divergence is the earliest by (step, start
+  // time): in data-parallel training a rank whose data changed diverges first, and the other
+  // ranks only after the collective that brings them its gradients. (Start times are
+  // CLOCK_MONOTONIC: comparable between the processes of one host.)
+  std::pair<int64_t, int64_t> first_key{std::numeric_limits<int64_t>::max(),
+                                        std::numeric_limits<int64_t>::max()};
+  for (size_t p = 0; p < processes; ++p) {
     const Reader& ra = *a.processes[p];
     const Reader& rb = *b.processes[p];
     // Threads pair up by order of their first op (their tdbg ids); thread 0 is the main one.
@@ -626,6 +632,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     std::unique_ptr<Pair> best;
     Located best_at;
     int64_t best_seq = std::numeric_limits<int64_t>::max();
+    std::pair<int64_t, int64_t> best_key = first_key;
     for (size_t k = 0; k < nthreads; ++k) {
       if (k >= ta.size() || k >= tb.size()) {
         bool in_a = k < ta.size();
@@ -655,10 +662,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       if (seq < best_seq || !best) {
         best_seq = seq;
         best_at = at;
+        best_key = o ? std::make_pair(o->step, o->start_ns) : first_key;
         best = std::move(pair);
       }
     }
-    if (best) {
+    const bool earlier = result["first_divergence"].is_null() || best_key < first_key;
+    if (best && earlier) {
+      first_key = best_key;
       TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
       d["process"] = p;
       d["threads"] = {{"a", best->a.thread}, {"b", best->b.thread}};

@@ -1,0 +1,56 @@
+"""Data-parallel training on two CPU ranks (torch.distributed, gloo, on loopback) for the diff
+end-to-end tests: each rank trains the same DistributedDataParallel model on its own NumPy
+data; `--poke-rank R --poke-step S` changes one value of rank R's data at step S. Lines the
+tests expect `tdbg diff` to name carry a `# MARK:<name>` comment. Prints each rank's losses.
+"""
+import argparse
+import os
+import socket
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+
+def worker(rank, args):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(args.port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(
+        nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = np.random.RandomState(100 + rank).randn(args.steps, 4, 9).astype(np.float32)
+    if rank == args.poke_rank:
+        data[args.poke_step, 0, 0] += 1e-3
+    losses = []
+    for step in range(args.steps):
+        batch = torch.from_numpy(data[step])  # MARK:data
+        x, y = batch[:, :8], batch[:, 8:]
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append("%.9g" % loss.item())
+    os.write(1, ("rank %d losses %s\n" % (rank, " ".join(losses))).encode())  # one write
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--poke-rank", type=int, default=-1)
+    p.add_argument("--poke-step", type=int, default=0)
+    p.add_argument("--port", type=int, default=0)
+    args = p.parse_args()
+    if args.port == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            args.port = s.getsockname()[1]
+    mp.spawn(worker, args=(args,), nprocs=2)
+
+
+if __name__ == "__main__":
+    main()
