@@ -191,6 +191,24 @@ def case_nan():
     check(p.returncode == 0, "a finite run exits 0")
 
 
+def case_nan_mask():
+    # An attention mask full of -inf is Inf on purpose: not reported, and a real overflow
+    # after it still is.
+    a, _ = record("nan_mask_finite", ["--mask"])
+    p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 0, f"a masked but finite run exits 0 (got {p.returncode}: {p.stdout})")
+    b, _ = record("nan_mask_inf", ["--mask", "--inf-step", "2"])
+    p = subprocess.run([TDBG, "nan", "--json", b], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 1, f"exit status 1 (got {p.returncode})")
+    f = json.loads(p.stdout)["first_nonfinite"]
+    line, file = line_of(f)
+    check(f is not None and f["step"] == 2, "at step 2")
+    check(file == "train.py" and line == MARK["inf"], f"at train.py:{MARK['inf']} (got {file}:{line})")
+    check(f is not None and f.get("explained_before", 0) > 0,
+          "the mask's ops were seen and explained")
+    print(subprocess.run([TDBG, "nan", b], stdout=subprocess.PIPE, text=True).stdout)
+
+
 def case_errors():
     os.makedirs(WORK, exist_ok=True)
     bogus = os.path.join(WORK, "not_a_run.sqlite")

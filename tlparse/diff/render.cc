@@ -203,7 +203,14 @@ std::string format_nonfinite(const json& result) {
   std::ostringstream o;
   const json& f = result.value("first_nonfinite", json());
   if (!f.is_object()) {
-    o << "finite: no op output holds NaN or Inf in " << str(result, "run") << "\n";
+    const int64_t explained = result.value("explained", int64_t{0});
+    if (explained == 0) {
+      o << "finite: no op output holds NaN or Inf in " << str(result, "run") << "\n";
+    } else {
+      o << "finite: no NaN or Inf starts in " << str(result, "run") << "; " << explained
+        << " op(s) hold NaN/Inf that come from an Inf/NaN argument or input (such as attention"
+        << " masks)\n";
+    }
     return o.str();
   }
   const json& t = f["tensor"];
@@ -212,6 +219,11 @@ std::string format_nonfinite(const json& result) {
     << "): output " << str(t, "index") << " " << str(t, "dtype") << "[" << str(t, "shape") << "] has "
     << str(s, "nan") << " NaN, " << str(s, "inf") << " Inf\n";
   o << "  where:    " << where_text(f) << "\n";
+  const int64_t explained = f.value("explained_before", int64_t{0});
+  if (explained > 0) {
+    o << "  (after " << explained << " op(s) whose NaN/Inf came from an Inf/NaN argument or input,"
+      << " such as attention masks)\n";
+  }
   for (const json& in : f.value("inputs", json::array())) {
     o << "  input " << str(in, "index") << ":  " << str(in, "dtype") << "[" << str(in, "shape") << "] ";
     const json& fin = in.value("finite", json());

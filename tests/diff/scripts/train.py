@@ -11,16 +11,23 @@ import torch.nn as nn
 
 
 class Net(nn.Module):
-    def __init__(self, extra_op):
+    def __init__(self, extra_op, mask=False):
         super().__init__()
         self.fc1 = nn.Linear(8, 16)  # MARK:init
         self.fc2 = nn.Linear(16, 2)
         self.extra_op = extra_op
+        self.mask = mask
 
     def forward(self, x):
         h = torch.relu(self.fc1(x))  # MARK:fc1
         if self.extra_op:
             h = h * 1.0001  # MARK:extra
+        if self.mask:
+            # Causal self-attention over the batch rows, with the usual -inf mask: Inf on
+            # purpose, which `tdbg nan` must not report.
+            n = h.shape[0]
+            causal = torch.full((n, n), float("-inf")).triu(1)  # MARK:mask
+            h = torch.softmax(h @ h.t() / 4.0 + causal, dim=-1) @ h
         return self.fc2(h)
 
 
@@ -31,6 +38,7 @@ def main():
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--poke", type=float, default=None, help="change x[3, 5] of the NumPy data")
     p.add_argument("--extra-op", action="store_true")
+    p.add_argument("--mask", action="store_true", help="attention with a -inf causal mask")
     p.add_argument("--loader-seed", type=int, default=None,
                    help="feed batches from a shuffled DataLoader with this generator seed")
     p.add_argument("--inf-step", type=int, default=-1, help="the loss becomes Inf at this step")
@@ -50,7 +58,7 @@ def main():
     y_np = (x_np.sum(axis=1) > 0).astype(np.int64)
     if args.poke is not None:
         x_np[3, 5] = args.poke
-    model = Net(args.extra_op)
+    model = Net(args.extra_op, args.mask)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
 
