@@ -1,7 +1,8 @@
 // The C ABI between libtdbg_preload.so (no torch dependency; sees dlopen and the CUDA
 // driver/runtime/NVRTC calls) and libtdbg_torch.so (the dispatch hook, which owns the run
 // database). The torch hook finds `tdbg_preload_set_gpu_sink` with dlsym(RTLD_DEFAULT) and
-// registers where GPU events go; without the preload it simply is not found.
+// registers where GPU events and C++ optimizer steps go; without the preload it simply is not
+// found.
 #pragma once
 
 #include <stddef.h>
@@ -24,6 +25,19 @@ struct tdbg_gpu_sink {
 // Exported by libtdbg_preload.so. Events before a sink is set are kept (bounded) and replayed
 // to it; NULL detaches (e.g. at exit). Thread-safe.
 void tdbg_preload_set_gpu_sink(const struct tdbg_gpu_sink* sink);
+
+// Steps of libtorch's C++ optimizers (torch::optim::SGD::step, Adam, AdamW, LBFGS, Adagrad,
+// RMSprop), which open no record-function range: called on the stepping thread before and
+// after the real step; `optimizer` is a static string such as "SGD".
+struct tdbg_step_sink {
+  void (*on_step_begin)(void* ctx, const char* optimizer);
+  void (*on_step_end)(void* ctx, const char* optimizer);
+  void* ctx;
+};
+
+// Exported by libtdbg_preload.so. NULL detaches. Thread-safe; steps before a sink is set are
+// not counted (a C++ program's hook is installed before main).
+void tdbg_preload_set_step_sink(const struct tdbg_step_sink* sink);
 
 #ifdef __cplusplus
 }

@@ -252,6 +252,7 @@ struct ThreadState {
   std::vector<OpContext*> stack;
   std::vector<PendingOp> pending;  // recorded ops of the current top-level op, by tidx
   std::vector<OpenRegion> regions;
+  std::vector<uint32_t> cpp_steps;  // open C++ optimizer step regions (0: not recorded)
   uint64_t intern_generation = UINT64_MAX;
   std::unordered_map<std::string, StringId> strings;
   // Shapes seen, by a hash of their sizes: the id and text hash of "2x3x4" without building
@@ -673,14 +674,12 @@ void note_rank() {
 
 // ---- Callbacks ---------------------------------------------------------------------------
 
-std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, ThreadState& ts) {
+// Opens a region named `name` on the thread; returns its id (0 when not recording).
+uint32_t open_region(ThreadState& ts, const std::string& name) {
   tracer::Writer* w = writer();
-  if (!w) return nullptr;
+  if (!w) return 0;
   register_thread(ts, w);
-  auto ctx = std::make_unique<RegionContext>();
-  ctx->thread = &ts;
   OpenRegion region;
-  std::string name = fn.name();
   region.step = name.rfind("Optimizer.step#", 0) == 0;
   region.record.id = g_next_region.fetch_add(1);
   region.record.thread = ts.id;
@@ -690,15 +689,23 @@ std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, 
   region.record.step = g_steps.load();
   region.record.parent = ts.regions.empty() ? 0 : ts.regions.back().record.id;
   region.in_window = in_step_window(region.record.step);
-  ctx->region = region.record.id;
   ts.regions.push_back(region);
+  return region.record.id;
+}
+
+std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, ThreadState& ts) {
+  const uint32_t id = open_region(ts, fn.name());
+  if (id == 0) return nullptr;
+  auto ctx = std::make_unique<RegionContext>();
+  ctx->thread = &ts;
+  ctx->region = id;
   return ctx;
 }
 
-void end_region(RegionContext* ctx) {
-  ThreadState& ts = *ctx->thread;
+// Closes region `id` of the thread; an optimizer step region counts the step.
+void close_region(ThreadState& ts, uint32_t id) {
   for (size_t i = ts.regions.size(); i-- > 0;) {
-    if (ts.regions[i].record.id != ctx->region) continue;
+    if (ts.regions[i].record.id != id) continue;
     OpenRegion region = ts.regions[i];
     ts.regions.erase(ts.regions.begin() + i);
     region.record.end_seq = ts.last_seq >= region.record.start_seq ? ts.last_seq : kNoSeq;
@@ -708,6 +715,8 @@ void end_region(RegionContext* ctx) {
     return;
   }
 }
+
+void end_region(RegionContext* ctx) { close_region(*ctx->thread, ctx->region); }
 
 std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
                                               bool backward_range) {
@@ -910,6 +919,35 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx_base) {
   }
 }
 
+// ---- C++ optimizer steps from libtdbg_preload.so ------------------------------------------
+
+// A C++ program's torch::optim step opens a step region like Python's "Optimizer.step#SGD.step"
+// range, so its ops get step numbers, `--steps` windows work and the report shows steps.
+void on_cpp_step_begin(void*, const char* optimizer) {
+  if (!recording()) return;
+  ThreadState& ts = thread_state();
+  try {
+    ts.cpp_steps.push_back(open_region(ts, std::string("Optimizer.step#") + optimizer + ".step"));
+  } catch (...) {
+    ts.cpp_steps.push_back(0);
+  }
+}
+
+void on_cpp_step_end(void*, const char*) {
+  ThreadState& ts = thread_state();
+  if (ts.cpp_steps.empty()) return;
+  const uint32_t id = ts.cpp_steps.back();
+  ts.cpp_steps.pop_back();
+  if (id != 0) close_region(ts, id);
+}
+
+tdbg_step_sink g_step_sink{on_cpp_step_begin, on_cpp_step_end, nullptr};
+using SetStepSink = void (*)(const tdbg_step_sink*);
+
+SetStepSink find_step_sink_setter() {
+  return reinterpret_cast<SetStepSink>(dlsym(RTLD_DEFAULT, "tdbg_preload_set_step_sink"));
+}
+
 // ---- GPU events from libtdbg_preload.so ----------------------------------------------------
 
 std::atomic<uint32_t> g_next_gpu_module{1};
@@ -964,6 +1002,7 @@ SetGpuSink find_gpu_sink_setter() {
 }  // namespace
 
 void detach_gpu_sink() {
+  if (SetStepSink set = find_step_sink_setter()) set(nullptr);
   if (SetGpuSink set = find_gpu_sink_setter()) set(nullptr);
 }
 
@@ -1010,6 +1049,7 @@ void install_dispatch_hook() {
   if (settings().config.gpu) {
     if (SetGpuSink set = find_gpu_sink_setter()) set(&g_gpu_sink);
   }
+  if (SetStepSink set = find_step_sink_setter()) set(&g_step_sink);
   at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
                             .needsInputs(true)
                             .needsOutputs(true)

@@ -49,7 +49,7 @@ void session_shutdown();
 // Registers the global RecordFunction callback (dispatch_hook.cc).
 void install_dispatch_hook();
 
-// Tells libtdbg_preload.so to stop sending GPU events (at close).
+// Tells libtdbg_preload.so to stop sending GPU events and C++ optimizer steps (at close).
 void detach_gpu_sink();
 
 // The fork handlers of the hook (locks it must hold across fork()), registered by the session.

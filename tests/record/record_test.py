@@ -245,7 +245,12 @@ def case_cpp_program():
         check(len(found) == 1, f"want one database, got {found}")
         with sqlite3.connect(found[0]) as conn:
             ops = conn.execute("SELECT sum(count) FROM op_blocks").fetchone()[0] or 0
+            steps = conn.execute("SELECT count(*), max(end_seq >= start_seq) FROM regions "
+                                 "WHERE kind = 1").fetchone()
         check(ops > 0, "the C++ program's database holds no ops")
+        # torch::optim's C++ step() opens no record-function range; the preload counts it.
+        n_steps = traced.stdout.count("loss")
+        check(steps[0] == n_steps, f"{n_steps} optimizer steps recorded as step regions, got {steps}")
 
 
 def main():
