@@ -65,13 +65,8 @@ struct FrameKeyHash {
 
 // Ops are buffered in fixed-size chunks that the background thread recycles: one growing
 // vector would be reallocated (and its fresh pages faulted in) on the application's threads.
-// A recycled chunk keeps its records (and their tensor and arg buffers): the next append into
-// a slot move-assigns over it, so the old buffers are freed on the appending thread, which
-// allocated them. Freed on the background thread instead, they never returned to the
-// appender's malloc cache, and every record's allocation took malloc's slow path (7% of a
-// recorded training step).
 constexpr size_t kChunkOps = 1024;
-constexpr size_t kMaxFreeChunks = 8;
+constexpr size_t kMaxFreeChunks = 64;
 // An `op_blocks` row ends when its blob reaches kBlockBytes, so that it fits in one 16 KiB
 // page (SQLite keeps up to page size - 35 bytes of a row in its leaf page; beyond that the
 // row spills to overflow pages, which a rowid table fills whole but the leaf page does not),
@@ -79,12 +74,7 @@ constexpr size_t kMaxFreeChunks = 8;
 // cost of a point lookup (bisection).
 constexpr size_t kBlockBytes = 15 * 1024;
 constexpr size_t kBlockOps = 1024;
-struct OpChunk {
-  std::vector<OpRecord> records;  // the first `used` are this batch's; the rest old, reusable
-  size_t used = 0;
-  const OpRecord* begin() const { return records.data(); }
-  const OpRecord* end() const { return records.data() + used; }
-};
+using OpChunk = std::vector<OpRecord>;
 
 // Everything appended since the last commit.
 struct Batch {
@@ -206,21 +196,15 @@ class WriterImpl final : public Writer {
     ++s_->pending_ops;
     {
       Batch& b = s_->pending;
-      if (b.ops.empty() || b.ops.back().used == kChunkOps) {
+      if (b.ops.empty() || b.ops.back().size() == kChunkOps) {
         if (!s_->free_chunks.empty()) {
           b.ops.push_back(std::move(s_->free_chunks.back()));
           s_->free_chunks.pop_back();
         } else {
-          b.ops.emplace_back().records.reserve(kChunkOps);
+          b.ops.emplace_back().reserve(kChunkOps);
         }
       }
-      OpChunk& chunk = b.ops.back();
-      if (chunk.used < chunk.records.size()) {
-        chunk.records[chunk.used] = std::move(op);
-      } else {
-        chunk.records.push_back(std::move(op));
-      }
-      ++chunk.used;
+      b.ops.back().push_back(std::move(op));
     }
   }
   void append_region(const RegionRecord& region) override {
@@ -346,8 +330,8 @@ class WriterImpl final : public Writer {
       }
       next = std::chrono::steady_clock::now() + period;
       commit_batch(batch);
-      // Recycles a few chunks with their records (see OpChunk); the rest are freed here.
-      for (OpChunk& chunk : batch.ops) chunk.used = 0;
+      // Frees the records here, not on the application's threads, and recycles the chunks.
+      for (OpChunk& chunk : batch.ops) chunk.clear();
       {
         std::lock_guard<std::mutex> lock(s_->mu);
         s_->flush_done = generation;
