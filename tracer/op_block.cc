@@ -175,10 +175,7 @@ void OpBlockEncoder::clear() {
   out_.clear();
   out_.push_back(static_cast<char>(kOpBlockFormat));
   ops_ = 0;
-  prev_start_ = prev_step_ = 0;
-  prev_module_ = prev_stack_ = prev_region_ = prev_flags_ = prev_depth_ = 0;
-  prev_dtype_ = hashing::DType::kUnknown;
-  prev_shape_ = prev_device_ = 0;
+  prev_ = internal::PrevOp();
   hashes_.clear();
 }
 
@@ -188,26 +185,26 @@ void OpBlockEncoder::add(const OpRecord& op) {
     o.varint(op.thread);
     o.svarint(op.tidx);
     o.svarint(op.seq);
-    prev_tidx_ = op.tidx - 1;
-    prev_seq_ = op.seq - 1;
+    prev_.tidx = op.tidx - 1;
+    prev_.seq = op.seq - 1;
   }
   ++ops_;
   uint32_t mask = 0;
   if (op.parent != kNoSeq) mask |= kHasParent;
   if (op.fwd != kNoSeq) mask |= kHasFwd;
-  if (op.module != prev_module_) mask |= kNewModule;
-  if (op.stack != prev_stack_) mask |= kNewStack;
+  if (op.module != prev_.module) mask |= kNewModule;
+  if (op.stack != prev_.stack) mask |= kNewStack;
   if (op.user_frame != op.stack) mask |= kUserFrameDiffers;
-  if (op.region != prev_region_) mask |= kNewRegion;
+  if (op.region != prev_.region) mask |= kNewRegion;
   if (op.rng != 0) mask |= kHasRng;
-  if (op.step != prev_step_) mask |= kNewStep;
-  if (op.flags != prev_flags_) mask |= kNewFlags;
-  if (op.depth != prev_depth_) mask |= kNewDepth;
+  if (op.step != prev_.step) mask |= kNewStep;
+  if (op.flags != prev_.flags) mask |= kNewFlags;
+  if (op.depth != prev_.depth) mask |= kNewDepth;
   if (!op.tensors.empty()) mask |= kHasTensors;
   if (!op.args.empty()) mask |= kHasArgs;
   o.varint(mask);
-  o.varint(static_cast<uint64_t>(op.tidx - prev_tidx_ - 1));
-  o.varint(static_cast<uint64_t>(op.seq - prev_seq_ - 1));
+  o.varint(static_cast<uint64_t>(op.tidx - prev_.tidx - 1));
+  o.varint(static_cast<uint64_t>(op.seq - prev_.seq - 1));
   o.varint(op.name);
   if (mask & kHasParent) o.svarint(op.seq - op.parent);
   if (mask & kHasFwd) o.svarint(op.seq - op.fwd);
@@ -216,11 +213,11 @@ void OpBlockEncoder::add(const OpRecord& op) {
   if (mask & kUserFrameDiffers) o.varint(op.user_frame);
   if (mask & kNewRegion) o.varint(op.region);
   if (mask & kHasRng) o.u64(op.rng);
-  if (mask & kNewStep) o.svarint(op.step - prev_step_);
+  if (mask & kNewStep) o.svarint(op.step - prev_.step);
   if (mask & kNewFlags) o.varint(op.flags);
   if (mask & kNewDepth) o.varint(op.depth);
   const int64_t start = op.start_ns - time_base_ns_;
-  o.svarint(start - prev_start_);
+  o.svarint(start - prev_.start);
   o.svarint(op.end_ns - op.start_ns);
   o.u64(op.chain);
   if (mask & kHasTensors) {
@@ -237,7 +234,7 @@ void OpBlockEncoder::add(const OpRecord& op) {
       const int role = t.role == TensorRole::kOutput ? 1 : 0;
       uint32_t head = (role ? static_cast<uint32_t>(kRoleOutput) : 0u) |
                       (static_cast<uint32_t>(t.status) & 7u) << kStatusShift;
-      if (t.dtype != prev_dtype_ || t.shape != prev_shape_ || t.device != prev_device_) {
+      if (t.dtype != prev_.dtype || t.shape != prev_.shape || t.device != prev_.device) {
         head |= kNewMeta;
       }
       if (t.summary.valid) head |= kHasSummary;
@@ -258,9 +255,9 @@ void OpBlockEncoder::add(const OpRecord& op) {
         o.byte(static_cast<uint8_t>(t.dtype));
         o.varint(t.shape);
         o.varint(t.device);
-        prev_dtype_ = t.dtype;
-        prev_shape_ = t.shape;
-        prev_device_ = t.device;
+        prev_.dtype = t.dtype;
+        prev_.shape = t.shape;
+        prev_.device = t.device;
       }
       if (head & kHasProducer) o.svarint(op.seq - t.producer);
       if (mode == kRawHash) o.u64(t.hash);
@@ -293,15 +290,7 @@ void OpBlockEncoder::add(const OpRecord& op) {
       o.varint(a.value);
     }
   }
-  prev_tidx_ = op.tidx;
-  prev_seq_ = op.seq;
-  prev_start_ = start;
-  prev_step_ = op.step;
-  prev_module_ = op.module;
-  prev_stack_ = op.stack;
-  prev_region_ = op.region;
-  prev_flags_ = op.flags;
-  prev_depth_ = op.depth;
+  prev_.follow(op, start);
 }
 
 void EncodeOpBlock(const std::vector<const OpRecord*>& ops, int64_t time_base_ns,
@@ -326,31 +315,28 @@ Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_det
   }
   if (in.done()) return Status::Ok();  // an empty block
   const uint32_t thread = static_cast<uint32_t>(in.varint());
-  int64_t prev_tidx = in.svarint() - 1;
-  int64_t prev_seq = in.svarint() - 1;
-  int64_t prev_start = 0, prev_step = 0;
-  uint32_t prev_module = 0, prev_stack = 0, prev_region = 0, prev_flags = 0, prev_depth = 0;
-  hashing::DType prev_dtype = hashing::DType::kUnknown;
-  StringId prev_shape = 0, prev_device = 0;
+  internal::PrevOp prev;
+  prev.tidx = in.svarint() - 1;
+  prev.seq = in.svarint() - 1;
   std::vector<uint64_t> hashes;  // distinct hashes stored so far, by ordinal
   while (!in.done()) {
     OpRecord& op = ops->emplace_back();
     const uint32_t mask = static_cast<uint32_t>(in.varint());
     op.thread = thread;
-    op.tidx = prev_tidx + 1 + static_cast<int64_t>(in.varint());
-    op.seq = prev_seq + 1 + static_cast<int64_t>(in.varint());
+    op.tidx = prev.tidx + 1 + static_cast<int64_t>(in.varint());
+    op.seq = prev.seq + 1 + static_cast<int64_t>(in.varint());
     op.name = static_cast<StringId>(in.varint());
     op.parent = (mask & kHasParent) ? op.seq - in.svarint() : kNoSeq;
     op.fwd = (mask & kHasFwd) ? op.seq - in.svarint() : kNoSeq;
-    op.module = (mask & kNewModule) ? static_cast<StringId>(in.varint()) : prev_module;
-    op.stack = (mask & kNewStack) ? static_cast<FrameId>(in.varint()) : prev_stack;
+    op.module = (mask & kNewModule) ? static_cast<StringId>(in.varint()) : prev.module;
+    op.stack = (mask & kNewStack) ? static_cast<FrameId>(in.varint()) : prev.stack;
     op.user_frame = (mask & kUserFrameDiffers) ? static_cast<FrameId>(in.varint()) : op.stack;
-    op.region = (mask & kNewRegion) ? static_cast<uint32_t>(in.varint()) : prev_region;
+    op.region = (mask & kNewRegion) ? static_cast<uint32_t>(in.varint()) : prev.region;
     op.rng = (mask & kHasRng) ? in.u64() : 0;
-    op.step = (mask & kNewStep) ? prev_step + in.svarint() : prev_step;
-    op.flags = (mask & kNewFlags) ? static_cast<uint32_t>(in.varint()) : prev_flags;
-    op.depth = static_cast<uint16_t>((mask & kNewDepth) ? in.varint() : prev_depth);
-    const int64_t start = prev_start + in.svarint();
+    op.step = (mask & kNewStep) ? prev.step + in.svarint() : prev.step;
+    op.flags = (mask & kNewFlags) ? static_cast<uint32_t>(in.varint()) : prev.flags;
+    op.depth = static_cast<uint16_t>((mask & kNewDepth) ? in.varint() : prev.depth);
+    const int64_t start = prev.start + in.svarint();
     op.start_ns = start + time_base_ns;
     op.end_ns = op.start_ns + in.svarint();
     op.chain = in.u64();
@@ -367,13 +353,13 @@ Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_det
         t.index = static_cast<uint16_t>((head & kIndexExplicit) ? in.varint()
                                                                  : static_cast<uint64_t>(next_index[role]));
         if (head & kNewMeta) {
-          prev_dtype = static_cast<hashing::DType>(in.byte());
-          prev_shape = static_cast<StringId>(in.varint());
-          prev_device = static_cast<StringId>(in.varint());
+          prev.dtype = static_cast<hashing::DType>(in.byte());
+          prev.shape = static_cast<StringId>(in.varint());
+          prev.device = static_cast<StringId>(in.varint());
         }
-        t.dtype = prev_dtype;
-        t.shape = prev_shape;
-        t.device = prev_device;
+        t.dtype = prev.dtype;
+        t.shape = prev.shape;
+        t.device = prev.device;
         t.producer = (head & kHasProducer) ? op.seq - in.svarint() : kNoSeq;
         const uint32_t mode = (head >> kHashShift) & 3u;
         if (mode == kRawHash) {
@@ -412,15 +398,7 @@ Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_det
       }
     }
     if (!in.ok()) return corrupt("truncated op");
-    prev_tidx = op.tidx;
-    prev_seq = op.seq;
-    prev_start = start;
-    prev_step = op.step;
-    prev_module = op.module;
-    prev_stack = op.stack;
-    prev_region = op.region;
-    prev_flags = op.flags;
-    prev_depth = op.depth;
+    prev.follow(op, start);
   }
   if (!in.done()) return corrupt("trailing bytes");
   if (!with_details) {

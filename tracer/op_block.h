@@ -20,6 +20,29 @@ namespace tdbg::tracer {
 // Version of the block encoding, the first byte of every block.
 constexpr uint8_t kOpBlockFormat = 1;
 
+namespace internal {
+// What the next op of a block is encoded against (docs/schema.md, "Op blocks"): fields of the
+// previous op and of the previous tensor. Shared by the encoder and the decoder.
+struct PrevOp {
+  int64_t tidx = 0, seq = 0, start = 0, step = 0;
+  uint32_t module = 0, stack = 0, region = 0, flags = 0, depth = 0;
+  hashing::DType dtype = hashing::DType::kUnknown;
+  StringId shape = 0, device = 0;
+  // After `op`, whose start relative to the time base is `start`.
+  void follow(const OpRecord& op, int64_t relative_start) {
+    tidx = op.tidx;
+    seq = op.seq;
+    start = relative_start;
+    step = op.step;
+    module = op.module;
+    stack = op.stack;
+    region = op.region;
+    flags = op.flags;
+    depth = op.depth;
+  }
+};
+}  // namespace internal
+
 // Builds one block an op at a time, so the writer can end a block when it reaches a size
 // (a block that fits in one database page wastes no page space). Ops belong to one thread and
 // come in increasing tidx (and so increasing seq). Lossless: the decoder returns exactly the
@@ -41,11 +64,7 @@ class OpBlockEncoder {
   int64_t time_base_ns_;
   std::string out_;
   size_t ops_ = 0;
-  // State the next op is encoded against (see docs/schema.md, "Op blocks").
-  int64_t prev_tidx_ = 0, prev_seq_ = 0, prev_start_ = 0, prev_step_ = 0;
-  uint32_t prev_module_ = 0, prev_stack_ = 0, prev_region_ = 0, prev_flags_ = 0, prev_depth_ = 0;
-  hashing::DType prev_dtype_ = hashing::DType::kUnknown;
-  StringId prev_shape_ = 0, prev_device_ = 0;
+  internal::PrevOp prev_;
   std::unordered_map<uint64_t, uint32_t> hashes_;  // distinct hashes stored so far: ordinal
   std::vector<TensorRecord> sorted_;
   std::vector<ArgRecord> args_;
