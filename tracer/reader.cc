@@ -91,7 +91,7 @@ class ReaderImpl final : public Reader {
   ReaderImpl(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
   ~ReaderImpl() override {
     // Statements first: closing a connection with live statements fails.
-    for (Stmt* s : {&block_at_, &block_at_seq_, &string_, &frame_}) {
+    for (Stmt* s : {&block_at_, &block_at_seq_, &block_by_key_, &string_, &frame_}) {
       *s = Stmt();
     }
     sqlite3_close(db_);
@@ -138,12 +138,16 @@ class ReaderImpl final : public Reader {
     }
     schema_version_ = version;
     time_base_ns_ = std::strtoll(meta(internal::kTimeBaseKey).c_str(), nullptr, 10);
+    // The block of a thread that holds a tidx (or seq), if any: the last one starting at or
+    // before it. Index lookups only: the blob is read once, by `block_by_key_`.
     TDBG_RETURN_IF_ERROR(prepare(block_at_,
-                                 "SELECT first_tidx, last_tidx, ops FROM op_blocks WHERE thread = ?1 "
+                                 "SELECT first_tidx, last_tidx FROM op_blocks WHERE thread = ?1 "
                                  "AND first_tidx <= ?2 ORDER BY first_tidx DESC LIMIT 1"));
     TDBG_RETURN_IF_ERROR(prepare(block_at_seq_,
-                                 "SELECT first_tidx, last_seq, ops FROM op_blocks WHERE thread = ?1 "
+                                 "SELECT first_tidx, last_seq FROM op_blocks WHERE thread = ?1 "
                                  "AND first_seq <= ?2 ORDER BY first_seq DESC LIMIT 1"));
+    TDBG_RETURN_IF_ERROR(prepare(
+        block_by_key_, "SELECT ops, count FROM op_blocks WHERE thread = ?1 AND first_tidx = ?2"));
     TDBG_RETURN_IF_ERROR(prepare(string_, "SELECT text FROM strings WHERE id = ?1"));
     TDBG_RETURN_IF_ERROR(
         prepare(frame_, "SELECT parent, file, line, function FROM frames WHERE id = ?1"));
@@ -237,31 +241,19 @@ class ReaderImpl final : public Reader {
 
   std::optional<OpRecord> op(int64_t seq) const override {
     for (uint32_t t : op_threads()) {
-      block_at_seq_.reset();
-      block_at_seq_.bind_int(1, t);
-      block_at_seq_.bind_int(2, seq);
-      int64_t first_tidx = 0;
-      bool found = block_at_seq_.step() == SQLITE_ROW && block_at_seq_.col_int(1) >= seq;
-      if (found) first_tidx = block_at_seq_.col_int(0);
-      block_at_seq_.reset();
-      if (!found) continue;
-      const std::vector<OpRecord>* ops = cached_block(t, first_tidx);
-      if (!ops) continue;
-      auto it = std::lower_bound(ops->begin(), ops->end(), seq,
-                                 [](const OpRecord& o, int64_t v) { return o.seq < v; });
-      if (it != ops->end() && it->seq == seq) return *it;
+      if (const OpRecord* op = find_op(block_at_seq_, &OpRecord::seq, t, seq)) return *op;
     }
     return std::nullopt;
   }
 
   std::optional<OpRecord> op_at(uint32_t thread, int64_t tidx) const override {
-    const OpRecord* op = find_op(thread, tidx);
+    const OpRecord* op = find_op(block_at_, &OpRecord::tidx, thread, tidx);
     if (!op) return std::nullopt;
     return *op;
   }
 
   std::optional<uint64_t> chain_at(uint32_t thread, int64_t tidx) const override {
-    const OpRecord* op = find_op(thread, tidx);
+    const OpRecord* op = find_op(block_at_, &OpRecord::tidx, thread, tidx);
     if (!op) return std::nullopt;
     return op->chain;
   }
@@ -451,38 +443,45 @@ class ReaderImpl final : public Reader {
     for (CachedBlock& c : cache_) {
       if (c.valid && c.thread == thread && c.first_tidx == first_tidx) return &c.ops;
     }
-    Stmt s;
-    if (!prepare(s, "SELECT ops, count FROM op_blocks WHERE thread = ?1 AND first_tidx = ?2")
-             .ok()) {
-      return nullptr;
-    }
+    Stmt& s = block_by_key_;
+    s.reset();
     s.bind_int(1, thread);
     s.bind_int(2, first_tidx);
-    if (s.step() != SQLITE_ROW) return nullptr;
     CachedBlock& slot = cache_[next_slot_++ % cache_.size()];
-    slot.valid = false;
-    if (!decode_block(s.col_blob(0), s.col_int(1), true, &slot.ops).ok()) return nullptr;
-    slot.valid = true;
+    slot.valid = s.step() == SQLITE_ROW &&
+                 decode_block(s.col_blob(0), s.col_int(1), true, &slot.ops).ok();
+    s.reset();
+    if (!slot.valid) return nullptr;
     slot.thread = thread;
     slot.first_tidx = first_tidx;
     return &slot.ops;
   }
 
-  // The op (thread, tidx) inside its cached block, or nullptr.
-  const OpRecord* find_op(uint32_t thread, int64_t tidx) const {
-    block_at_.reset();
-    block_at_.bind_int(1, thread);
-    block_at_.bind_int(2, tidx);
-    int64_t first_tidx = 0;
-    const bool found = block_at_.step() == SQLITE_ROW && block_at_.col_int(1) >= tidx;
-    if (found) first_tidx = block_at_.col_int(0);
-    block_at_.reset();
-    if (!found) return nullptr;
-    const std::vector<OpRecord>* ops = cached_block(thread, first_tidx);
+  // The first_tidx of the block of `thread` that may hold key `value` (a tidx or a seq, as
+  // `lookup` is `block_at_` or `block_at_seq_`): the last block starting at or before it, and
+  // whether `value` is within its range.
+  std::optional<std::pair<int64_t, bool>> block_before(Stmt& lookup, uint32_t thread,
+                                                       int64_t value) const {
+    lookup.reset();
+    lookup.bind_int(1, thread);
+    lookup.bind_int(2, value);
+    std::optional<std::pair<int64_t, bool>> out;
+    if (lookup.step() == SQLITE_ROW) out.emplace(lookup.col_int(0), lookup.col_int(1) >= value);
+    lookup.reset();
+    return out;
+  }
+
+  // The op of `thread` whose `key` (&OpRecord::tidx or &OpRecord::seq, with the matching
+  // `lookup`) is `value`, inside its cached block; nullptr if there is none.
+  const OpRecord* find_op(Stmt& lookup, int64_t OpRecord::*key, uint32_t thread,
+                          int64_t value) const {
+    auto block = block_before(lookup, thread, value);
+    if (!block || !block->second) return nullptr;
+    const std::vector<OpRecord>* ops = cached_block(thread, block->first);
     if (!ops) return nullptr;
-    auto it = std::lower_bound(ops->begin(), ops->end(), tidx,
-                               [](const OpRecord& o, int64_t v) { return o.tidx < v; });
-    return it != ops->end() && it->tidx == tidx ? &*it : nullptr;
+    auto it = std::lower_bound(ops->begin(), ops->end(), value,
+                               [key](const OpRecord& o, int64_t v) { return o.*key < v; });
+    return it != ops->end() && (*it).*key == value ? &*it : nullptr;
   }
 
   // Streams one thread's ops in tidx order, a block at a time.
@@ -493,13 +492,13 @@ class ReaderImpl final : public Reader {
 
     // Positions on the first op with tidx >= `tidx`.
     Status start_at_tidx(int64_t tidx) {
-      TDBG_RETURN_IF_ERROR(open(r_.block_start("first_tidx", thread_, tidx)));
+      TDBG_RETURN_IF_ERROR(open(r_.block_start(r_.block_at_, thread_, tidx)));
       while (peek() && peek()->tidx < tidx) TDBG_RETURN_IF_ERROR(advance());
       return Status::Ok();
     }
     // Positions on the first op with seq >= `seq`.
     Status start_at_seq(int64_t seq) {
-      TDBG_RETURN_IF_ERROR(open(r_.block_start("first_seq", thread_, seq)));
+      TDBG_RETURN_IF_ERROR(open(r_.block_start(r_.block_at_seq_, thread_, seq)));
       while (peek() && peek()->seq < seq) TDBG_RETURN_IF_ERROR(advance());
       return Status::Ok();
     }
@@ -540,16 +539,11 @@ class ReaderImpl final : public Reader {
     Status status_;
   };
 
-  // first_tidx of the block of `thread` holding `column` (first_tidx or first_seq) = `value`,
-  // or of the first block after it: where a scan from `value` starts.
-  int64_t block_start(const char* column, uint32_t thread, int64_t value) const {
-    Stmt s;
-    const std::string sql = std::string("SELECT first_tidx FROM op_blocks WHERE thread = ?1 AND ") +
-                            column + " <= ?2 ORDER BY " + column + " DESC LIMIT 1";
-    if (!prepare(s, sql).ok()) return std::numeric_limits<int64_t>::min();
-    s.bind_int(1, thread);
-    s.bind_int(2, value);
-    return s.step() == SQLITE_ROW ? s.col_int(0) : std::numeric_limits<int64_t>::min();
+  // Where a scan of `thread` from key `value` starts: the first_tidx of the block that may
+  // hold it, or of the first block (the lowest first_tidx) when none starts before it.
+  int64_t block_start(Stmt& lookup, uint32_t thread, int64_t value) const {
+    auto block = block_before(lookup, thread, value);
+    return block ? block->first : std::numeric_limits<int64_t>::min();
   }
 
   // Threads that have ops, by walking the primary key: O(threads · log ops).
@@ -579,7 +573,7 @@ class ReaderImpl final : public Reader {
   int schema_version_ = 0;
   int64_t time_base_ns_ = 0;
   std::vector<std::pair<std::string, std::string>> meta_;
-  mutable Stmt block_at_, block_at_seq_, string_, frame_;
+  mutable Stmt block_at_, block_at_seq_, block_by_key_, string_, frame_;
   struct CachedBlock {
     bool valid = false;
     uint32_t thread = 0;
