@@ -70,7 +70,7 @@ class OpBlockEncoder {
   std::vector<ArgRecord> args_;
 };
 
-// Encodes `ops` as one block (a convenience over OpBlockEncoder).
+// Encodes `ops` as one block (a convenience over OpBlockEncoder, for tests).
 void EncodeOpBlock(const std::vector<const OpRecord*>& ops, int64_t time_base_ns,
                    std::string* out);
 

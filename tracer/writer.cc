@@ -476,8 +476,8 @@ class WriterImpl final : public Writer {
     s.stats.commit_cpu_us += (thread_cpu_ns() - cpu0) / 1000;
   }
 
-  // Packs the batch's ops into blocks (per thread, in tidx order, at most kBlockOps each) and
-  // inserts them. Returns the number of ops written.
+  // Packs the batch's ops into blocks (per thread, in tidx order, up to kBlockBytes or
+  // kBlockOps each) and inserts them. Returns the number of ops written.
   int64_t write_ops(const Batch& batch) {
     State& s = *s_;
     for (auto& [thread, list] : s.by_thread) list.clear();

@@ -109,8 +109,8 @@ StatusOr<json> first_nonfinite(const tracer::Run& run) {
   int64_t explained = 0;
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
-    Strings arg_strings(r);
-    Tracker tracker(arg_strings);
+    Strings strings(r);
+    Tracker tracker(strings);
     std::optional<OpRecord> found;
     Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
                            [&](const OpRecord& op) {
@@ -143,7 +143,6 @@ StatusOr<json> first_nonfinite(const tracer::Run& run) {
         descended = true;
       }
     }
-    Strings strings(r);
     json j = op_json(r, strings, op);
     j["process"] = p;
     j["tensor"] = tensor_json(strings, op.tensors[static_cast<size_t>(nonfinite_output(op))]);
