@@ -42,6 +42,9 @@ class Writer {
   virtual void set_meta(std::string_view key, std::string_view value) = 0;
   virtual void add_thread(const ThreadRecord& thread) = 0;
   virtual void append_op(OpRecord&& op) = 0;
+  // Appends copies of `ops[0..count)` in order, taking the lock once. The records are left as
+  // they were, for the caller to reuse: once warm, appending allocates nothing.
+  virtual void append_ops(OpRecord* ops, size_t count) = 0;
   // Regions are appended when they close (or with end_seq = kNoSeq at close of the database).
   virtual void append_region(const RegionRecord& region) = 0;
   virtual void append_module(const ModuleRecord& module) = 0;

@@ -381,6 +381,56 @@ TEST_CASE("concurrent appends keep each thread's order") {
   }
 }
 
+TEST_CASE("append_ops copies reused records exactly, whatever they held before") {
+  // A recorder reuses its records (and their vectors' capacity) from op to op; the writer's
+  // own slots are reused across commits. Ops with many tensors followed by ops with few must
+  // not keep stale tensors or args on either side.
+  TempDir dir;
+  const std::string path = dir.file("reuse.sqlite");
+  auto w = MustCreate(path, WriterOptions{1, 0});
+  const StringId name = w->intern("aten::op");
+  std::vector<OpRecord> batch(3);
+  std::vector<OpRecord> expected;
+  int64_t seq = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const size_t n = 1 + round % 3;
+    for (size_t k = 0; k < n; ++k) {
+      OpRecord& op = batch[k];
+      op.tensors.clear();
+      op.args.clear();
+      op.seq = op.tidx = seq;
+      op.name = name;
+      op.chain = static_cast<uint64_t>(seq) * 7;
+      const int tensors = static_cast<int>((seq * 5) % 9);  // 0..8, up and down
+      for (int t = 0; t < tensors; ++t) {
+        TensorRecord rec;
+        const bool input = t < tensors / 2;  // inputs first, as the reader orders them
+        rec.role = input ? TensorRole::kInput : TensorRole::kOutput;
+        rec.index = static_cast<uint16_t>(input ? t : t - tensors / 2);
+        rec.status = TensorStatus::kSkipped;
+        op.tensors.push_back(rec);
+      }
+      for (int a = 0; a < (seq % 4); ++a) op.args.push_back(ArgRecord{uint16_t(a), name, name});
+      expected.push_back(op);
+      ++seq;
+    }
+    w->append_ops(batch.data(), n);
+    // The caller's records are left as they were.
+    CHECK(batch[n - 1].seq == seq - 1);
+    CHECK(batch[n - 1].tensors.size() == static_cast<size_t>(((seq - 1) * 5) % 9));
+    if (round % 500 == 0) REQUIRE(w->flush().ok());  // commits, so chunks are recycled
+  }
+  REQUIRE(w->close().ok());
+  auto r = MustOpen(path);
+  REQUIRE(r->op_count() == seq);
+  size_t i = 0;
+  REQUIRE(r->scan_ops(0, 0, std::numeric_limits<int64_t>::max(), true, [&](const OpRecord& op) {
+             CheckSameOp(op, expected[i++]);
+             return true;
+           }).ok());
+  CHECK(i == expected.size());
+}
+
 TEST_CASE("ring mode keeps the last N ops with their details") {
   TempDir dir;
   const std::string path = dir.file("r.sqlite");
