@@ -83,13 +83,21 @@ uint64_t view_hash(uint64_t base_hash, const at::Tensor& view, const at::Tensor&
   if (offset == 0 && view.sizes() == base.sizes() && view.strides() == base.strides() &&
       view.scalar_type() == base.scalar_type())
     return base_hash;
-  std::vector<int64_t> geometry;
-  geometry.reserve(2 + 2 * view.dim());
-  geometry.push_back(static_cast<int64_t>(view.scalar_type()));
-  geometry.push_back(offset);
-  for (int64_t s : view.sizes()) geometry.push_back(s);
-  for (int64_t s : view.strides()) geometry.push_back(s);
-  uint64_t h = hashing::hash_bytes(geometry.data(), geometry.size() * sizeof(int64_t),
+  // dtype, offset, sizes, strides: on the stack for up to 30 dimensions.
+  const size_t n = 2 + 2 * static_cast<size_t>(view.dim());
+  int64_t local[62];
+  std::vector<int64_t> heap;
+  int64_t* geometry = local;
+  if (n > 62) {
+    heap.resize(n);
+    geometry = heap.data();
+  }
+  size_t k = 0;
+  geometry[k++] = static_cast<int64_t>(view.scalar_type());
+  geometry[k++] = offset;
+  for (int64_t s : view.sizes()) geometry[k++] = s;
+  for (int64_t s : view.strides()) geometry[k++] = s;
+  uint64_t h = hashing::hash_bytes(geometry, k * sizeof(int64_t),
                                    /*seed=*/0x7664626776696577ull);  // "tdbgview"
   return hashing::hash_combine(base_hash, h);
 }
@@ -105,15 +113,98 @@ std::optional<uint32_t> version_of(const at::Tensor& t) {
 }
 }  // namespace
 
+TensorTable::~TensorTable() {
+  // Static destruction at exit: the weak references are left to the process's end (torch's
+  // own statics may already be gone).
+}
+
+size_t TensorTable::index_of(const c10::TensorImpl* key) const {
+  uint64_t h = reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull;
+  return static_cast<size_t>(h >> 20) & (slots_.size() - 1);
+}
+
+TensorTable::Slot* TensorTable::lookup_locked(const c10::TensorImpl* key) {
+  if (slots_.empty()) return nullptr;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = index_of(key);; i = (i + 1) & mask) {
+    if (slots_[i].key == key) return &slots_[i];
+    if (slots_[i].key == nullptr) return nullptr;
+  }
+}
+
+void TensorTable::insert_locked(c10::TensorImpl* key, uint32_t version,
+                                const TrackedTensor& state) {
+  if ((size_ + 1) * 2 > slots_.size()) grow_locked();
+  const size_t mask = slots_.size() - 1;
+  size_t i = index_of(key);
+  while (slots_[i].key != nullptr) i = (i + 1) & mask;
+  c10::raw::weak_intrusive_ptr::incref(key);
+  slots_[i].key = key;
+  slots_[i].version = version;
+  slots_[i].state = state;
+  ++size_;
+}
+
+void TensorTable::erase_at_locked(size_t i) {
+  c10::raw::weak_intrusive_ptr::decref(slots_[i].key);
+  const size_t mask = slots_.size() - 1;
+  // Backward-shift deletion: move later entries of the probe run into the hole when their
+  // home slot does not lie (cyclically) between the hole and them.
+  size_t hole = i;
+  for (size_t j = (i + 1) & mask; slots_[j].key != nullptr; j = (j + 1) & mask) {
+    size_t home = index_of(slots_[j].key);
+    bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
+    if (movable) {
+      slots_[hole] = slots_[j];
+      hole = j;
+    }
+  }
+  slots_[hole] = Slot();
+  --size_;
+}
+
+void TensorTable::grow_locked() {
+  std::vector<Slot> old;
+  old.swap(slots_);
+  slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot());
+  const size_t mask = slots_.size() - 1;
+  for (const Slot& s : old) {
+    if (s.key == nullptr) continue;
+    size_t i = index_of(s.key);
+    while (slots_[i].key != nullptr) i = (i + 1) & mask;
+    slots_[i] = s;  // the weak reference moves with it
+  }
+  cursor_ = 0;
+}
+
+void TensorTable::sweep_locked() {
+  // Looks at kSweep entries (empty slots are skipped, up to a bound): with one insertion per
+  // call, dead entries then settle at about 1/kSweep of the table's entries.
+  const size_t mask = slots_.size() - 1;
+  size_t entries = 0;
+  for (size_t visits = 0; entries < kSweep && visits < 8 * kSweep; ++visits) {
+    cursor_ &= mask;
+    c10::TensorImpl* key = slots_[cursor_].key;
+    if (key == nullptr) {
+      ++cursor_;
+      continue;
+    }
+    ++entries;
+    if (c10::raw::weak_intrusive_ptr::use_count(key) == 0)
+      erase_at_locked(cursor_);  // the slot is looked at again: an entry may have shifted into it
+    else
+      ++cursor_;
+  }
+}
+
 std::optional<TrackedTensor> TensorTable::find(const at::Tensor& t) {
   if (!t.defined()) return std::nullopt;
   auto version = version_of(t);
   if (!version) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = entries_.find(t.unsafeGetTensorImpl());
-  if (it == entries_.end()) return std::nullopt;
-  if (it->second.version != *version) return std::nullopt;
-  return it->second.state;
+  const Slot* slot = lookup_locked(t.unsafeGetTensorImpl());
+  if (slot == nullptr || slot->version != *version) return std::nullopt;
+  return slot->state;
 }
 
 void TensorTable::remember(const at::Tensor& t, const TrackedTensor& state) {
@@ -122,42 +213,34 @@ void TensorTable::remember(const at::Tensor& t, const TrackedTensor& state) {
   if (!version) return;
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = entries_.find(impl);
-  if (it != entries_.end()) {
-    it->second.version = *version;
-    it->second.state = state;
+  if (Slot* slot = lookup_locked(impl)) {
+    slot->version = *version;
+    slot->state = state;
     return;
   }
-  entries_.emplace(impl, Entry(c10::weak_intrusive_ptr<c10::TensorImpl>(t.getIntrusivePtr()),
-                               *version, state));
-  order_.push_back(impl);
-  purge_some_locked();
+  insert_locked(impl, *version, state);
+  sweep_locked();
 }
 
 void TensorTable::forget(const at::Tensor& t) {
   if (!t.defined()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  entries_.erase(t.unsafeGetTensorImpl());
+  if (Slot* slot = lookup_locked(t.unsafeGetTensorImpl()))
+    erase_at_locked(static_cast<size_t>(slot - slots_.data()));
+}
+
+size_t TensorTable::size() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return size_;
 }
 
 void TensorTable::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
-  entries_.clear();
-  order_.clear();
-}
-
-void TensorTable::purge_some_locked() {
-  // Two checks per insertion keep the dead entries to about the number of live ones.
-  for (int i = 0; i < 2 && !order_.empty(); ++i) {
-    const c10::TensorImpl* key = order_.front();
-    order_.pop_front();
-    auto it = entries_.find(key);
-    if (it == entries_.end()) continue;  // forgotten already
-    if (it->second.weak.expired())
-      entries_.erase(it);
-    else
-      order_.push_back(key);
-  }
+  for (Slot& s : slots_)
+    if (s.key != nullptr) c10::raw::weak_intrusive_ptr::decref(s.key);
+  std::vector<Slot>().swap(slots_);
+  size_ = 0;
+  cursor_ = 0;
 }
 
 }  // namespace tdbg::torchhook

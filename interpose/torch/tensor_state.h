@@ -7,10 +7,9 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
-#include <deque>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
+#include <vector>
 
 #include "hashing/tensor_hash.h"
 #include "tracer/records.h"
@@ -41,11 +40,20 @@ struct TrackedTensor {
 
 // Tensors by TensorImpl*, valid while their version counter is unchanged. Each entry holds a
 // weak reference, so the TensorImpl's memory (and therefore its address) cannot be reused
-// while the entry exists. Expired entries are purged incrementally: each insertion looks at
-// the two oldest entries, so dead TensorImpls are released a few at a time (a bulk purge
-// frees thousands at once, and the allocator's churn then costs page faults).
+// while the entry exists.
+//
+// One flat open-addressing array (linear probing), allocated when it grows and never per
+// entry: a node per tensor cost an allocation and a free per recorded op, and small
+// long-lived nodes between the program's tensor buffers fragment the heap. Entries of dead
+// tensors are swept incrementally: each insertion looks at the next kSweep entries of a cursor
+// that walks the array, so dead entries stay at about 1/kSweep of all entries.
 class TensorTable {
  public:
+  TensorTable() = default;
+  TensorTable(const TensorTable&) = delete;
+  TensorTable& operator=(const TensorTable&) = delete;
+  ~TensorTable();
+
   // The entry of `t` if it is still the same tensor with the same contents.
   std::optional<TrackedTensor> find(const at::Tensor& t);
   // Remembers `t` with its current version. Inference tensors (no version counter) are not
@@ -53,23 +61,31 @@ class TensorTable {
   void remember(const at::Tensor& t, const TrackedTensor& state);
   void forget(const at::Tensor& t);
   void clear();
+  // Entries held, live or not yet swept (for tests).
+  size_t size();
 
   std::mutex& mutex() { return mutex_; }
   void reset_mutex_after_fork() { new (&mutex_) std::mutex(); }
 
  private:
-  struct Entry {
-    Entry(c10::weak_intrusive_ptr<c10::TensorImpl> w, uint32_t v, const TrackedTensor& s)
-        : weak(std::move(w)), version(v), state(s) {}
-    c10::weak_intrusive_ptr<c10::TensorImpl> weak;
+  struct Slot {
+    c10::TensorImpl* key = nullptr;  // holds a weak reference while set
     uint32_t version = 0;
     TrackedTensor state;
   };
-  void purge_some_locked();
+  static constexpr size_t kSweep = 3;
+
+  size_t index_of(const c10::TensorImpl* key) const;
+  Slot* lookup_locked(const c10::TensorImpl* key);
+  void insert_locked(c10::TensorImpl* key, uint32_t version, const TrackedTensor& state);
+  void erase_at_locked(size_t i);  // releases the weak reference, shifts the probe run back
+  void grow_locked();
+  void sweep_locked();
 
   std::mutex mutex_;
-  std::unordered_map<const c10::TensorImpl*, Entry> entries_;
-  std::deque<const c10::TensorImpl*> order_;  // keys of `entries_`, oldest first
+  std::vector<Slot> slots_;  // size is 0 or a power of two
+  size_t size_ = 0;
+  size_t cursor_ = 0;
 };
 
 }  // namespace tdbg::torchhook

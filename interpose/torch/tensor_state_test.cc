@@ -1,0 +1,83 @@
+// Tests of the hook's tensor table on real torch tensors: lookups by identity and version,
+// forgetting, the incremental sweep of dead tensors, and probe runs that survive deletions.
+#include "interpose/torch/tensor_state.h"
+
+#include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+namespace tdbg::torchhook {
+namespace {
+
+TrackedTensor state_with(uint64_t hash) {
+  TrackedTensor s;
+  s.hash = hash;
+  return s;
+}
+
+TEST_CASE("a remembered tensor is found until its contents change") {
+  TensorTable table;
+  at::Tensor t = at::ones({4, 4});
+  table.remember(t, state_with(42));
+  auto found = table.find(t);
+  REQUIRE(found);
+  CHECK(found->hash == 42);
+  at::Tensor other = at::ones({4, 4});
+  CHECK_FALSE(table.find(other));  // same values, another tensor
+  t.add_(1);                       // bumps the version counter
+  CHECK_FALSE(table.find(t));
+  table.remember(t, state_with(43));
+  CHECK(table.find(t)->hash == 43);
+  table.forget(t);
+  CHECK_FALSE(table.find(t));
+}
+
+TEST_CASE("entries of dead tensors are swept, live ones stay") {
+  TensorTable table;
+  std::vector<at::Tensor> live;
+  for (int i = 0; i < 2000; ++i) {
+    live.push_back(at::empty({1}));
+    table.remember(live.back(), state_with(uint64_t(i)));
+  }
+  // Many short-lived tensors, as a training step makes: the table must not keep them all.
+  for (int i = 0; i < 200000; ++i) {
+    at::Tensor temp = at::empty({1});
+    table.remember(temp, state_with(1));
+  }
+  CHECK(table.size() < 2 * 2000 + 500);  // about 1.5x the live ones
+  for (int i = 0; i < 2000; ++i) {
+    auto found = table.find(live[i]);
+    REQUIRE(found);
+    CHECK(found->hash == uint64_t(i));
+  }
+}
+
+TEST_CASE("deleting from probe runs keeps every other entry reachable") {
+  TensorTable table;
+  std::vector<at::Tensor> tensors;
+  for (int i = 0; i < 20000; ++i) {
+    tensors.push_back(at::empty({0}));
+    table.remember(tensors.back(), state_with(uint64_t(i) * 3));
+  }
+  for (int i = 0; i < 20000; i += 3) table.forget(tensors[i]);
+  // Dying tensors make the sweep delete entries (and shift probe runs) as well.
+  for (int i = 1; i < 20000; i += 7) tensors[i] = at::Tensor();
+  for (int i = 0; i < 30000; ++i) table.remember(at::empty({0}), state_with(7));
+  for (int i = 0; i < 20000; ++i) {
+    if (!tensors[i].defined()) continue;
+    auto found = table.find(tensors[i]);
+    if (i % 3 == 0) {
+      CHECK_FALSE(found);
+    } else {
+      REQUIRE(found);
+      CHECK(found->hash == uint64_t(i) * 3);
+    }
+  }
+  table.clear();
+  CHECK(table.size() == 0);
+  CHECK_FALSE(table.find(tensors[1]));
+}
+
+}  // namespace
+}  // namespace tdbg::torchhook
