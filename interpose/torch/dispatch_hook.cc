@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -208,31 +209,39 @@ std::atomic<int64_t> g_steps{0};       // optimizer steps completed
 std::atomic<uint64_t> g_fork_generation{0};
 TensorTable g_tensors;
 
-// Forward ops by (torch thread id, autograd sequence number), for linking backward ops.
+// Forward ops by (torch thread id, autograd sequence number), for linking backward ops: a
+// direct-mapped table of the last kForwardSlots sequence numbers, allocated once. Sequence
+// numbers count up per thread, so a slot is overwritten only by a node created kForwardSlots
+// nodes later (a backward that late loses its link, nothing else) or, rarely, by another
+// thread's node. (A node-based map of the last 2^20 entries grew the heap by ~4 MB per step
+// of bench/overhead/lm_steps.py: its small long-lived nodes, interleaved with the program's
+// tensor buffers, fragmented the heap.)
 struct ForwardOp {
+  uint64_t thread = 0;
+  int64_t seq_nr = -1;
   int64_t seq = kNoSeq;
   uint32_t module = 0;
 };
-struct ForwardKey {
-  uint64_t thread;
-  int64_t seq_nr;
-  bool operator==(const ForwardKey& o) const { return thread == o.thread && seq_nr == o.seq_nr; }
-};
-struct ForwardKeyHash {
-  size_t operator()(const ForwardKey& k) const { return k.thread * 0x9E3779B97F4A7C15ull ^ k.seq_nr; }
-};
-constexpr size_t kMaxForwardOps = 1 << 20;
+constexpr size_t kForwardSlots = size_t{1} << 18;
 std::mutex g_forward_mutex;
-std::unordered_map<ForwardKey, ForwardOp, ForwardKeyHash> g_forward;
-std::deque<ForwardKey> g_forward_order;
+std::vector<ForwardOp> g_forward;  // kForwardSlots entries once the first one is stored
+
+ForwardOp& forward_slot(uint64_t thread, int64_t seq_nr) {
+  if (g_forward.empty()) g_forward.resize(kForwardSlots);
+  const uint64_t spread = thread * 0x9E3779B97F4A7C15ull;  // threads start far apart
+  return g_forward[(static_cast<uint64_t>(seq_nr) + (spread >> 40)) & (kForwardSlots - 1)];
+}
 
 // ---- Per-thread state --------------------------------------------------------------------
 
 struct OpContext;
 
-struct PendingOp {
-  tracer::OpRecord record;
-  uint64_t content = 0;  // hash of everything compared about the op except the chain
+struct InputTensor {
+  at::Tensor tensor;
+  uint64_t hash = 0;
+  TensorStatus status = TensorStatus::kSkipped;
+  StringId reason = 0;
+  bool written = false;
 };
 
 struct OpenRegion {
@@ -250,7 +259,15 @@ struct ThreadState {
   uint64_t chain = 0;
   bool busy = false;  // inside the hook: ops the hook itself causes are not recorded
   std::vector<OpContext*> stack;
-  std::vector<PendingOp> pending;  // recorded ops of the current top-level op, by tidx
+  // Recorded ops of the current top-level op, by tidx: `pending[0..pending_count)`. Slots are
+  // reused with their vectors' capacity (Writer::append_ops copies them), so recording an op
+  // allocates nothing once warm.
+  std::vector<tracer::OpRecord> pending;
+  std::vector<uint64_t> pending_content;  // per pending op: hash of all it compares but the chain
+  size_t pending_count = 0;
+  // Tensor inputs of the open ops, each op's a contiguous range (ops nest, so the innermost
+  // op's inputs are last); emptied when the outermost op ends.
+  std::vector<InputTensor> inputs;
   std::vector<OpenRegion> regions;
   std::vector<uint32_t> cpp_steps;  // open C++ optimizer step regions (0: not recorded)
   uint64_t intern_generation = UINT64_MAX;
@@ -264,6 +281,16 @@ struct ThreadState {
     uint64_t text_hash = 0;
   };
   std::unordered_map<uint64_t, Shape> shapes;
+  // Non-tensor argument values seen (None, ints, doubles, bools, int lists), by a hash of the
+  // value: the id and text hash of their canonical text without building it. Same lifetime.
+  struct ArgValue {
+    uint8_t tag = 0;
+    ArgKind kind = ArgKind::kOther;
+    std::vector<int64_t> payload;
+    StringId id = 0;
+    uint64_t text_hash = 0;
+  };
+  std::unordered_map<uint64_t, ArgValue> arg_values;
   uint64_t cpu_generation = UINT64_MAX;
   StringId cpu_device = 0;
 };
@@ -294,6 +321,7 @@ void refresh_caches(ThreadState& ts) {
   if (ts.intern_generation != gen) {
     ts.strings.clear();
     ts.shapes.clear();
+    ts.arg_values.clear();
     ts.intern_generation = gen;
   }
 }
@@ -327,18 +355,31 @@ void register_thread(ThreadState& ts, tracer::Writer* w) {
 
 // ---- Per-op context ----------------------------------------------------------------------
 
-enum class ContextKind : uint8_t { kOp, kRegion };
-
-struct InputTensor {
-  at::Tensor tensor;
-  uint64_t hash = 0;
-  TensorStatus status = TensorStatus::kSkipped;
-  StringId reason = 0;
-  bool written = false;
+// Fixed-size objects recycled through a per-thread free list: torch deletes each op's context
+// when the op ends, and a malloc/free pair per op is measurable at ~18,000 ops per step.
+// A block freed on another thread joins that thread's list; blocks are never returned.
+template <typename T>
+struct Pooled {
+  static void* operator new(size_t size) {
+    if (size == sizeof(T) && free_list() != nullptr) {
+      void* p = free_list();
+      free_list() = *static_cast<void**>(p);
+      return p;
+    }
+    return ::operator new(size);
+  }
+  static void operator delete(void* p, size_t size) {
+    if (size != sizeof(T)) return ::operator delete(p);
+    *static_cast<void**>(p) = free_list();
+    free_list() = p;
+  }
+  static void*& free_list() {
+    thread_local void* head = nullptr;
+    return head;
+  }
 };
 
-struct OpContext : public at::ObserverContext {
-  ContextKind kind = ContextKind::kOp;
+struct OpContext : public at::ObserverContext, public Pooled<OpContext> {
   ThreadState* thread = nullptr;
   OpInfo* info = nullptr;
   bool recorded = false;
@@ -351,13 +392,14 @@ struct OpContext : public at::ObserverContext {
   int64_t fwd = kNoSeq;
   uint32_t module = 0;             // module path id
   SourceLocation location;
-  std::vector<InputTensor> inputs;
+  size_t inputs_begin = 0;         // this op's tensor inputs: ThreadState::inputs[begin, end)
+  size_t inputs_end = 0;
   OpContext* root = nullptr;       // the outermost recorded op around this one (maybe itself)
   OpContext* top = nullptr;        // the outermost op around this one (maybe itself)
   bool location_taken = false;     // `location` was captured (on `top` only)
-  // Storages of this (top-level) op's inputs, built when a nested op first asks.
-  std::unordered_set<const void*> input_storages;
-  bool input_storages_built = false;
+
+  const InputTensor* inputs_data() const { return thread->inputs.data() + inputs_begin; }
+  size_t input_count() const { return inputs_end - inputs_begin; }
 };
 
 const void* storage_key(const at::Tensor& t) {
@@ -366,17 +408,16 @@ const void* storage_key(const at::Tensor& t) {
 
 // True when `t` shares storage with an input of the top-level op `root`: data the caller passed
 // in, as opposed to a buffer the op allocated natively (possibly still uninitialized).
-bool is_caller_data(OpContext* root, const at::Tensor& t) {
-  if (!root->input_storages_built) {
-    for (const InputTensor& in : root->inputs)
-      if (const void* key = storage_key(in.tensor)) root->input_storages.insert(key);
-    root->input_storages_built = true;
-  }
+bool is_caller_data(const OpContext* root, const at::Tensor& t) {
   const void* key = storage_key(t);
-  return key && root->input_storages.count(key) > 0;
+  if (!key) return false;
+  const InputTensor* in = root->inputs_data();
+  for (size_t i = 0; i < root->input_count(); ++i)
+    if (storage_key(in[i].tensor) == key) return true;
+  return false;
 }
 
-struct RegionContext : public at::ObserverContext {
+struct RegionContext : public at::ObserverContext, public Pooled<RegionContext> {
   ThreadState* thread = nullptr;
   uint32_t region = 0;
 };
@@ -436,6 +477,75 @@ void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRec
   *content = hashing::hash_combine(*content, it->second.text_hash);
 }
 
+// The interned canonical text of a non-tensor argument (see arg_text) and the hash of that text.
+// Common values are looked up by their bits, so their text is built once per thread.
+void arg_value(ThreadState& ts, tracer::Writer* w, const c10::IValue& v, ArgKind kind,
+               StringId* id, uint64_t* text_hash) {
+  uint8_t tag = 0;
+  int64_t scalar = 0;
+  c10::ArrayRef<c10::IValue> list;
+  if (v.isNone()) {
+    tag = 1;
+  } else if (v.isInt()) {
+    tag = 2;
+    scalar = v.toInt();
+  } else if (v.isDouble()) {
+    tag = 3;
+    double d = v.toDouble();
+    std::memcpy(&scalar, &d, sizeof(d));
+  } else if (v.isBool()) {
+    tag = 4;
+    scalar = v.toBool();
+  } else if (v.isIntList()) {
+    tag = 5;
+    list = v.toListRef();
+  }
+  if (tag == 0) {  // anything else: built each time
+    std::string text = arg_text(v, kind);
+    *id = intern(ts, w, text);
+    *text_hash = hashing::hash_bytes(text.data(), text.size());
+    return;
+  }
+  auto mix = [](uint64_t h, uint64_t x) {
+    h = (h ^ x) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+  };
+  uint64_t key = mix(tag | (uint64_t(kind) << 8) | (uint64_t(list.size()) << 16), uint64_t(scalar));
+  for (const c10::IValue& e : list) key = mix(key, uint64_t(e.toInt()));
+  refresh_caches(ts);
+  auto it = ts.arg_values.find(key);
+  if (it != ts.arg_values.end()) {
+    const ThreadState::ArgValue& a = it->second;
+    bool same = a.tag == tag && a.kind == kind;
+    if (same && tag == 5) {
+      same = a.payload.size() == list.size();
+      for (size_t i = 0; same && i < list.size(); ++i) same = a.payload[i] == list[i].toInt();
+    } else if (same) {
+      same = a.payload.size() == 1 && a.payload[0] == scalar;
+    }
+    if (same) {
+      *id = a.id;
+      *text_hash = a.text_hash;
+      return;
+    }
+  }
+  std::string text = arg_text(v, kind);
+  ThreadState::ArgValue a;
+  a.tag = tag;
+  a.kind = kind;
+  if (tag == 5) {
+    for (const c10::IValue& e : list) a.payload.push_back(e.toInt());
+  } else {
+    a.payload.push_back(scalar);
+  }
+  a.id = intern(ts, w, text);
+  a.text_hash = hashing::hash_bytes(text.data(), text.size());
+  *id = a.id;
+  *text_hash = a.text_hash;
+  if (ts.arg_values.size() > (1u << 16)) ts.arg_values.clear();  // bounded, like `strings`
+  ts.arg_values.insert_or_assign(key, std::move(a));
+}
+
 void hash_into(const at::Tensor& t, TensorRecord* rec) {
   hashing::HashResult r = hash_host_tensor(t, static_cast<int>(settings().config.hash_threads));
   rec->status = TensorStatus::kHashed;
@@ -462,7 +572,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
                   bool written, bool overwritten, tracer::OpRecord* op, uint64_t* content) {
   TensorRecord rec;
   rec.role = tracer::TensorRole::kInput;
-  rec.index = static_cast<uint16_t>(ctx->inputs.size());
+  rec.index = static_cast<uint16_t>(ts.inputs.size() - ctx->inputs_begin);
   describe(ts, w, t, &rec, content);
   InputTensor in;
   in.tensor = t;
@@ -510,7 +620,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
   in.status = rec.status;
   in.reason = rec.reason;
   if (comparable(rec.status)) *content = hashing::hash_combine(*content, rec.hash);
-  ctx->inputs.push_back(std::move(in));
+  ts.inputs.push_back(std::move(in));
   op->tensors.push_back(rec);
 }
 
@@ -546,7 +656,9 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
       // derived from the input's; one sharing a written input is new data (in-place, out=).
       const InputTensor* base = nullptr;
       bool writes_into_input = false;
-      for (const InputTensor& in : ctx->inputs) {
+      const InputTensor* inputs = ctx->inputs_data();
+      for (size_t i = 0; i < ctx->input_count(); ++i) {
+        const InputTensor& in = inputs[i];
         if (!in.tensor.defined() || !in.tensor.has_storage() || !t.has_storage()) continue;
         if (!t.is_alias_of(in.tensor)) continue;
         if (in.written) {
@@ -626,12 +738,29 @@ uint64_t rng_hash(const OpInfo* info, c10::ArrayRef<const c10::IValue> inputs) {
 // start order (tidx), and hands the records to the writer.
 void flush_pending(ThreadState& ts) {
   tracer::Writer* w = writer();
-  for (PendingOp& p : ts.pending) {
-    ts.chain = hashing::hash_combine(ts.chain, p.content);
-    p.record.chain = ts.chain;
-    if (w) w->append_op(std::move(p.record));
+  for (size_t i = 0; i < ts.pending_count; ++i) {
+    ts.chain = hashing::hash_combine(ts.chain, ts.pending_content[i]);
+    ts.pending[i].chain = ts.chain;
   }
-  ts.pending.clear();
+  if (w) w->append_ops(ts.pending.data(), ts.pending_count);
+  ts.pending_count = 0;
+}
+
+// The next pending record, cleared, with its vectors' capacity.
+tracer::OpRecord& next_pending(ThreadState& ts) {
+  if (ts.pending_count == ts.pending.size()) {
+    ts.pending.emplace_back();
+    ts.pending_content.push_back(0);
+  }
+  tracer::OpRecord& op = ts.pending[ts.pending_count++];
+  std::vector<TensorRecord> tensors = std::move(op.tensors);
+  std::vector<tracer::ArgRecord> args = std::move(op.args);
+  tensors.clear();
+  args.clear();
+  op = tracer::OpRecord();
+  op.tensors = std::move(tensors);
+  op.args = std::move(args);
+  return op;
 }
 
 void remember_forward(const at::RecordFunction& fn, const OpContext* ctx) {
@@ -640,14 +769,11 @@ void remember_forward(const at::RecordFunction& fn, const OpContext* ctx) {
   // The autograd node numbered `seq_nr` exists once the counter moved past it; the first op to
   // end after that (the innermost one that created it) is its forward op.
   if (static_cast<int64_t>(at::sequence_number::peek()) <= seq_nr) return;
-  ForwardKey key{fn.threadId(), seq_nr};
+  const uint64_t thread = fn.threadId();
   std::lock_guard<std::mutex> lock(g_forward_mutex);
-  if (!g_forward.emplace(key, ForwardOp{ctx->seq, ctx->module}).second) return;
-  g_forward_order.push_back(key);
-  if (g_forward_order.size() > kMaxForwardOps) {
-    g_forward.erase(g_forward_order.front());
-    g_forward_order.pop_front();
-  }
+  ForwardOp& slot = forward_slot(thread, seq_nr);
+  if (slot.thread == thread && slot.seq_nr == seq_nr) return;  // the innermost op came first
+  slot = ForwardOp{thread, seq_nr, ctx->seq, ctx->module};
 }
 
 bool in_step_window(int64_t step) {
@@ -746,20 +872,22 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     // The engine's wrapper range carries the node's sequence number but may not carry the
     // forward thread: CPU backward runs on the thread that ran the forward.
     uint64_t forward_thread = fn.forwardThreadId() ? fn.forwardThreadId() : fn.threadId();
-    ForwardKey key{forward_thread, fn.seqNr()};
-    std::lock_guard<std::mutex> lock(g_forward_mutex);
-    auto it = g_forward.find(key);
-    ctx->fwd = it == g_forward.end() ? kNoSeq : it->second.seq;
-    ctx->module = it == g_forward.end() ? 0 : it->second.module;
+    {
+      std::lock_guard<std::mutex> lock(g_forward_mutex);
+      const ForwardOp& slot = forward_slot(forward_thread, fn.seqNr());
+      const bool found = slot.thread == forward_thread && slot.seq_nr == fn.seqNr();
+      ctx->fwd = found ? slot.seq : kNoSeq;
+      ctx->module = found ? slot.module : 0;
+    }
     // The node inside the engine's wrapper range names the forward op: the wrapper (still
     // pending) and what else runs in it get the same link.
     OpContext* wrapper = ts.stack.empty() ? nullptr : ts.stack.back();
     if (wrapper && wrapper->backward && wrapper->fwd == kNoSeq && ctx->fwd != kNoSeq) {
       wrapper->fwd = ctx->fwd;
       wrapper->module = ctx->module;
-      if (wrapper->recorded && wrapper->pending_index < ts.pending.size()) {
-        ts.pending[wrapper->pending_index].record.fwd = ctx->fwd;
-        ts.pending[wrapper->pending_index].record.module = module_string(ctx->module);
+      if (wrapper->recorded && wrapper->pending_index < ts.pending_count) {
+        ts.pending[wrapper->pending_index].fwd = ctx->fwd;
+        ts.pending[wrapper->pending_index].module = module_string(ctx->module);
       }
     }
   } else if (!outer) {
@@ -797,8 +925,9 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   intern_info(info, w);
   ctx->seq = g_next_seq.fetch_add(1);
   ts.last_seq = ctx->seq;
-  PendingOp pending;
-  tracer::OpRecord& op = pending.record;
+  ctx->pending_index = ts.pending_count;
+  ctx->inputs_begin = ctx->inputs_end = ts.inputs.size();
+  tracer::OpRecord& op = next_pending(ts);
   op.seq = ctx->seq;
   op.thread = ts.id;
   op.tidx = ts.tidx++;
@@ -821,10 +950,9 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   c10::ArrayRef<const c10::IValue> inputs;
   if (fn.needsInputs()) inputs = fn.inputs();
   const bool schema_args = info->has_schema && inputs.size() == info->arg_kinds.size();
-  // One allocation per op for its tensors and args instead of growing through 1, 2, 4: the
-  // vectors' growth was 4% of a recorded step.
-  op.tensors.reserve(inputs.size() + 2);
-  op.args.reserve(inputs.size());
+  // A reused slot has capacity; a new one grows once, not through 1, 2, 4.
+  if (op.tensors.capacity() < inputs.size() + 2) op.tensors.reserve(inputs.size() + 2);
+  if (op.args.capacity() < inputs.size()) op.args.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const c10::IValue& v = inputs[i];
     ArgKind kind = schema_args ? info->arg_kinds[i] : ArgKind::kOther;
@@ -840,23 +968,22 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
       continue;
     }
     if (kind == ArgKind::kGenerator && !v.isNone()) continue;  // described by `rng`
-    std::string text = arg_text(v, kind);
     tracer::ArgRecord arg;
     arg.index = static_cast<uint16_t>(i);
     arg.name = schema_args ? info->arg_name_ids[i] : 0;
-    arg.value = intern(ts, w, text);
+    uint64_t text_hash = 0;
+    arg_value(ts, w, v, kind, &arg.value, &text_hash);
     op.args.push_back(arg);
     content = hashing::hash_combine(content, i);
-    content = hashing::hash_combine(content, hashing::hash_bytes(text.data(), text.size()));
+    content = hashing::hash_combine(content, text_hash);
   }
   if (info->random) {
     op.flags |= tracer::kOpRandom;
     op.rng = rng_hash(info, inputs);
     content = hashing::hash_combine(content, op.rng);
   }
-  pending.content = content;
-  ctx->pending_index = ts.pending.size();
-  ts.pending.push_back(std::move(pending));
+  ts.pending_content[ctx->pending_index] = content;
+  ctx->inputs_end = ts.inputs.size();
   ts.stack.push_back(ctx.get());
   return ctx;
 }
@@ -864,6 +991,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
 void end_op(const at::RecordFunction& fn, OpContext* ctx) {
   ThreadState& ts = *ctx->thread;
   // Normally the innermost open op; searched so that an unexpected order cannot corrupt.
+  bool innermost = !ts.stack.empty() && ts.stack.back() == ctx;
   for (size_t i = ts.stack.size(); i-- > 0;) {
     if (ts.stack[i] == ctx) {
       ts.stack.erase(ts.stack.begin() + i);
@@ -871,21 +999,28 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
     }
   }
   tracer::Writer* w = writer();
-  if (ctx->recorded && w && ctx->pending_index < ts.pending.size()) {
-    PendingOp& pending = ts.pending[ctx->pending_index];
-    tracer::OpRecord& op = pending.record;
+  if (ctx->recorded && w && ctx->pending_index < ts.pending_count &&
+      ctx->inputs_end <= ts.inputs.size()) {
+    tracer::OpRecord& op = ts.pending[ctx->pending_index];
+    uint64_t& content = ts.pending_content[ctx->pending_index];
     op.end_ns = monotonic_ns();
     uint16_t index = 0;
     for (const c10::IValue& v : fn.outputs()) {
       for_each_tensor(v, [&](const at::Tensor& t) {
-        record_output(ts, w, ctx, t, index++, &op, &pending.content);
+        record_output(ts, w, ctx, t, index++, &op, &content);
       });
     }
     if (ctx->info->collective)
-      for (const InputTensor& in : ctx->inputs) g_tensors.forget(in.tensor);
+      for (size_t i = ctx->inputs_begin; i < ctx->inputs_end; ++i)
+        g_tensors.forget(ts.inputs[i].tensor);
     remember_forward(fn, ctx);
   }
-  ctx->inputs.clear();
+  // The innermost op's inputs are the last range (an op ending out of order leaves its own
+  // until the outermost op ends).
+  if (ts.stack.empty())
+    ts.inputs.clear();
+  else if (innermost && ctx->recorded && ctx->inputs_begin <= ts.inputs.size())
+    ts.inputs.resize(ctx->inputs_begin);
   if (ts.stack.empty()) flush_pending(ts);
 }
 
@@ -1025,8 +1160,7 @@ void hook_after_fork_child() {
   // Another thread may have held an op's intern lock at the fork: it does not exist here.
   for (auto& entry : g_infos) new (&entry.second->intern_mutex) std::mutex();
   g_tensors.clear();
-  g_forward.clear();
-  g_forward_order.clear();
+  std::fill(g_forward.begin(), g_forward.end(), ForwardOp());
   g_next_seq.store(0);
   g_next_thread.store(0);
   g_next_region.store(1);
