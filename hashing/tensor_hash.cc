@@ -28,6 +28,7 @@
 
 #include "hashing/canonical.h"
 #include "hashing/chunk_scan.h"
+#include "hashing/small_hash.h"
 
 #ifndef TDBG_PIECE_BYTES
 #define TDBG_PIECE_BYTES 65536
@@ -489,13 +490,14 @@ HashResult hash_tensor(const TensorView& view, const HashOptions& options) {
 }
 
 uint64_t hash_bytes(const void* data, size_t size, uint64_t seed) {
+  if (size <= internal::kSmallHashBytes) return internal::xxh3_small(data, size, seed);
   return XXH3_64bits_withSeed(data, size, seed);
 }
 
 uint64_t hash_combine(uint64_t state, uint64_t value) {
   uint8_t b[8];
   put_u64(b, value);
-  return XXH3_64bits_withSeed(b, 8, state);
+  return internal::xxh3_small(b, 8, state);
 }
 
 char* hash_to_hex(uint64_t hash, char out[17]) {

@@ -414,6 +414,21 @@ TEST_CASE("null strides mean contiguous, and hash_combine is ordered") {
   CHECK(hash_bytes(d.data(), 40, 0) == XXH3_64bits_withSeed(d.data(), 40, 0));
 }
 
+TEST_CASE("hash_bytes and hash_combine equal libxxhash at every length around the inline cutoff") {
+  std::vector<uint8_t> bytes(600);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (uint64_t seed : {uint64_t{0}, uint64_t{1}, ~uint64_t{0}, uint64_t{0x9E3779B97F4A7C15}}) {
+    for (size_t n = 0; n <= bytes.size(); ++n) {
+      INFO("size " << n << " seed " << seed);
+      REQUIRE(hash_bytes(bytes.data(), n, seed) == XXH3_64bits_withSeed(bytes.data(), n, seed));
+    }
+    uint8_t le[8];
+    const uint64_t value = 0x0123456789ABCDEFull;
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<uint8_t>(value >> (8 * i));
+    CHECK(hash_combine(seed, value) == XXH3_64bits_withSeed(le, 8, seed));
+  }
+}
+
 TEST_CASE("the fused AVX2 hash+scan equals libxxhash and the exact summaries") {
   using canonical::Unit;
   // The AVX-512 loop where the CPU has it, then the AVX2 one.
