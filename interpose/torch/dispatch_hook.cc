@@ -164,11 +164,16 @@ OpInfo* info_by_name(const std::string& name, bool backward) {
 // string from name(), whose address is stable and unique per overload: the per-thread cache
 // is keyed by it, so the common case is one hash lookup without locks or allocations.
 OpInfo* info_for(const at::RecordFunction& fn) {
-  thread_local auto* by_pointer_ptr = new std::unordered_map<const char*, OpInfo*>();  // never freed
-  auto& by_pointer = *by_pointer_ptr;
+  // Direct-mapped by the name's address: one probe, no node to chase. Never freed.
+  struct Slot {
+    const char* name = nullptr;
+    OpInfo* info = nullptr;
+  };
+  constexpr size_t kSlots = 1024;
+  thread_local Slot* slots = new Slot[kSlots]();
   const char* name = fn.name();
-  auto hit = by_pointer.find(name);
-  if (hit != by_pointer.end()) return hit->second;
+  Slot& slot = slots[(reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> 54];
+  if (slot.name == name) return slot.info;
   auto op = fn.operator_name();
   if (!op) return info_by_name(name, /*backward=*/false);
   std::string key = op->name + "." + op->overload_name;
@@ -185,7 +190,7 @@ OpInfo* info_for(const at::RecordFunction& fn) {
       info = build_info_locked(key, op->name, schema, false);
     }
   }
-  by_pointer.emplace(name, info);
+  slot = Slot{name, info};
   return info;
 }
 
@@ -272,25 +277,24 @@ struct ThreadState {
   std::vector<uint32_t> cpp_steps;  // open C++ optimizer step regions (0: not recorded)
   uint64_t intern_generation = UINT64_MAX;
   std::unordered_map<std::string, StringId> strings;
-  // Shapes seen, by a hash of their sizes: the id and text hash of "2x3x4" without building
-  // the text (a string and a lookup per tensor were 3% of a recorded step). Same lifetime as
-  // `strings`.
-  struct Shape {
-    std::vector<int64_t> sizes;
+  // Shapes (up to kInlineInts dimensions) and common non-tensor argument values (None, ints,
+  // doubles, bools, short int lists) seen on this thread: the id and text hash of their
+  // canonical text ("2x3x4", "0.5") without building the text. Direct-mapped arrays, so a
+  // lookup is one probe of inline data (hash maps of nodes were a cache miss per tensor and
+  // argument). A miss or a collision builds the text and refills the slot. Valid for the
+  // writer generation of `strings`.
+  static constexpr size_t kInlineInts = 8;
+  struct TextSlot {
+    uint64_t key = 0;
+    uint8_t tag = 0;   // 0: empty; shapes: 1; arguments: see arg_value
+    uint8_t kind = 0;  // ArgKind of an argument
+    uint8_t count = 0;
+    int64_t ints[kInlineInts] = {};
     StringId id = 0;
     uint64_t text_hash = 0;
   };
-  std::unordered_map<uint64_t, Shape> shapes;
-  // Non-tensor argument values seen (None, ints, doubles, bools, int lists), by a hash of the
-  // value: the id and text hash of their canonical text without building it. Same lifetime.
-  struct ArgValue {
-    uint8_t tag = 0;
-    ArgKind kind = ArgKind::kOther;
-    std::vector<int64_t> payload;
-    StringId id = 0;
-    uint64_t text_hash = 0;
-  };
-  std::unordered_map<uint64_t, ArgValue> arg_values;
+  static constexpr size_t kTextSlots = 2048;
+  std::vector<TextSlot> texts = std::vector<TextSlot>(kTextSlots);
   uint64_t cpu_generation = UINT64_MAX;
   StringId cpu_device = 0;
 };
@@ -320,8 +324,7 @@ void refresh_caches(ThreadState& ts) {
   uint64_t gen = writer_generation();
   if (ts.intern_generation != gen) {
     ts.strings.clear();
-    ts.shapes.clear();
-    ts.arg_values.clear();
+    ts.texts.assign(ThreadState::kTextSlots, ThreadState::TextSlot());
     ts.intern_generation = gen;
   }
 }
@@ -440,6 +443,41 @@ StringId device_string(ThreadState& ts, tracer::Writer* w, const c10::Device& de
   return intern(ts, w, device.str());
 }
 
+// The interned id of the text that `make_text()` builds for the value (tag, kind, ints[0..n)),
+// and the hash of that text in `*text_hash`, through the thread's direct-mapped cache.
+template <typename MakeText>
+StringId cached_text(ThreadState& ts, tracer::Writer* w, uint8_t tag, uint8_t kind,
+                     const int64_t* ints, size_t n, uint64_t* text_hash, MakeText&& make_text) {
+  uint64_t key = (uint64_t(tag) << 56) ^ (uint64_t(kind) << 48) ^ n;
+  for (size_t i = 0; i < n; ++i) {
+    key = (key ^ static_cast<uint64_t>(ints[i])) * 0x9E3779B97F4A7C15ull;
+    key ^= key >> 29;
+  }
+  refresh_caches(ts);
+  ThreadState::TextSlot* slot = nullptr;
+  if (n <= ThreadState::kInlineInts) {
+    slot = &ts.texts[(key ^ (key >> 32)) & (ThreadState::kTextSlots - 1)];
+    if (slot->tag == tag && slot->key == key && slot->kind == kind && slot->count == n &&
+        std::equal(ints, ints + n, slot->ints)) {
+      *text_hash = slot->text_hash;
+      return slot->id;
+    }
+  }
+  const std::string text = make_text();
+  const StringId id = intern(ts, w, text);
+  *text_hash = hashing::hash_bytes(text.data(), text.size());
+  if (slot) {
+    slot->key = key;
+    slot->tag = tag;
+    slot->kind = kind;
+    slot->count = static_cast<uint8_t>(n);
+    std::copy(ints, ints + n, slot->ints);
+    slot->id = id;
+    slot->text_hash = *text_hash;
+  }
+  return id;
+}
+
 // Fills dtype, shape and device of `rec` and mixes them into `content`.
 void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRecord* rec,
               uint64_t* content) {
@@ -458,47 +496,43 @@ void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRec
     return;
   }
   const c10::IntArrayRef sizes = t.sizes();
-  const uint64_t key = hashing::hash_bytes(sizes.data(), sizes.size() * sizeof(int64_t));
-  refresh_caches(ts);
-  auto it = ts.shapes.find(key);
-  if (it == ts.shapes.end() || !std::equal(sizes.begin(), sizes.end(), it->second.sizes.begin(),
-                                           it->second.sizes.end())) {
+  uint64_t text_hash = 0;
+  rec->shape = cached_text(ts, w, /*tag=*/1, 0, sizes.data(), sizes.size(), &text_hash, [&] {
     std::string shape;
     for (int64_t d : sizes) {
       if (!shape.empty()) shape += 'x';
       shape += std::to_string(d);
     }
-    if (ts.shapes.size() > (1u << 16)) ts.shapes.clear();  // bounded, like `strings`
-    ThreadState::Shape entry{std::vector<int64_t>(sizes.begin(), sizes.end()),
-                             intern(ts, w, shape), hashing::hash_bytes(shape.data(), shape.size())};
-    it = ts.shapes.insert_or_assign(key, std::move(entry)).first;
-  }
-  rec->shape = it->second.id;
-  *content = hashing::hash_combine(*content, it->second.text_hash);
+    return shape;
+  });
+  *content = hashing::hash_combine(*content, text_hash);
 }
 
 // The interned canonical text of a non-tensor argument (see arg_text) and the hash of that text.
 // Common values are looked up by their bits, so their text is built once per thread.
 void arg_value(ThreadState& ts, tracer::Writer* w, const c10::IValue& v, ArgKind kind,
                StringId* id, uint64_t* text_hash) {
-  uint8_t tag = 0;
-  int64_t scalar = 0;
-  c10::ArrayRef<c10::IValue> list;
+  uint8_t tag = 0;  // 2.. : cached kinds of value (1 is shapes)
+  int64_t ints[ThreadState::kInlineInts];
+  size_t n = 1;
   if (v.isNone()) {
-    tag = 1;
-  } else if (v.isInt()) {
     tag = 2;
-    scalar = v.toInt();
-  } else if (v.isDouble()) {
+    n = 0;
+  } else if (v.isInt()) {
     tag = 3;
-    double d = v.toDouble();
-    std::memcpy(&scalar, &d, sizeof(d));
-  } else if (v.isBool()) {
+    ints[0] = v.toInt();
+  } else if (v.isDouble()) {
     tag = 4;
-    scalar = v.toBool();
-  } else if (v.isIntList()) {
+    double d = v.toDouble();
+    std::memcpy(&ints[0], &d, sizeof(d));
+  } else if (v.isBool()) {
     tag = 5;
-    list = v.toListRef();
+    ints[0] = v.toBool();
+  } else if (v.isIntList() && v.toListRef().size() <= ThreadState::kInlineInts) {
+    tag = 6;
+    c10::ArrayRef<c10::IValue> list = v.toListRef();
+    n = list.size();
+    for (size_t i = 0; i < n; ++i) ints[i] = list[i].toInt();
   }
   if (tag == 0) {  // anything else: built each time
     std::string text = arg_text(v, kind);
@@ -506,44 +540,8 @@ void arg_value(ThreadState& ts, tracer::Writer* w, const c10::IValue& v, ArgKind
     *text_hash = hashing::hash_bytes(text.data(), text.size());
     return;
   }
-  auto mix = [](uint64_t h, uint64_t x) {
-    h = (h ^ x) * 0x9E3779B97F4A7C15ull;
-    return h ^ (h >> 29);
-  };
-  uint64_t key = mix(tag | (uint64_t(kind) << 8) | (uint64_t(list.size()) << 16), uint64_t(scalar));
-  for (const c10::IValue& e : list) key = mix(key, uint64_t(e.toInt()));
-  refresh_caches(ts);
-  auto it = ts.arg_values.find(key);
-  if (it != ts.arg_values.end()) {
-    const ThreadState::ArgValue& a = it->second;
-    bool same = a.tag == tag && a.kind == kind;
-    if (same && tag == 5) {
-      same = a.payload.size() == list.size();
-      for (size_t i = 0; same && i < list.size(); ++i) same = a.payload[i] == list[i].toInt();
-    } else if (same) {
-      same = a.payload.size() == 1 && a.payload[0] == scalar;
-    }
-    if (same) {
-      *id = a.id;
-      *text_hash = a.text_hash;
-      return;
-    }
-  }
-  std::string text = arg_text(v, kind);
-  ThreadState::ArgValue a;
-  a.tag = tag;
-  a.kind = kind;
-  if (tag == 5) {
-    for (const c10::IValue& e : list) a.payload.push_back(e.toInt());
-  } else {
-    a.payload.push_back(scalar);
-  }
-  a.id = intern(ts, w, text);
-  a.text_hash = hashing::hash_bytes(text.data(), text.size());
-  *id = a.id;
-  *text_hash = a.text_hash;
-  if (ts.arg_values.size() > (1u << 16)) ts.arg_values.clear();  // bounded, like `strings`
-  ts.arg_values.insert_or_assign(key, std::move(a));
+  *id = cached_text(ts, w, tag, static_cast<uint8_t>(kind), ints, n, text_hash,
+                    [&] { return arg_text(v, kind); });
 }
 
 void hash_into(const at::Tensor& t, TensorRecord* rec) {
