@@ -180,6 +180,11 @@ void OpBlockEncoder::clear() {
 }
 
 void OpBlockEncoder::add(const OpRecord& op) {
+  add(op, op.tensors.data(), op.tensors.size(), op.args.data(), op.args.size());
+}
+
+void OpBlockEncoder::add(const OpRecord& op, const TensorRecord* op_tensors, size_t tensor_count,
+                         const ArgRecord* op_args, size_t arg_count) {
   Out o(&out_);
   if (ops_ == 0) {
     o.varint(op.thread);
@@ -200,8 +205,8 @@ void OpBlockEncoder::add(const OpRecord& op) {
   if (op.step != prev_.step) mask |= kNewStep;
   if (op.flags != prev_.flags) mask |= kNewFlags;
   if (op.depth != prev_.depth) mask |= kNewDepth;
-  if (!op.tensors.empty()) mask |= kHasTensors;
-  if (!op.args.empty()) mask |= kHasArgs;
+  if (tensor_count > 0) mask |= kHasTensors;
+  if (arg_count > 0) mask |= kHasArgs;
   o.varint(mask);
   o.varint(static_cast<uint64_t>(op.tidx - prev_.tidx - 1));
   o.varint(static_cast<uint64_t>(op.seq - prev_.seq - 1));
@@ -222,15 +227,16 @@ void OpBlockEncoder::add(const OpRecord& op) {
   o.u64(op.chain);
   if (mask & kHasTensors) {
     // Stored by (role, index); the hook already records them so, which saves a copy.
-    const std::vector<TensorRecord>* tensors = &op.tensors;
-    if (!std::is_sorted(op.tensors.begin(), op.tensors.end(), tensor_order)) {
-      sorted_.assign(op.tensors.begin(), op.tensors.end());
+    const TensorRecord* tensors = op_tensors;
+    if (!std::is_sorted(op_tensors, op_tensors + tensor_count, tensor_order)) {
+      sorted_.assign(op_tensors, op_tensors + tensor_count);
       std::stable_sort(sorted_.begin(), sorted_.end(), tensor_order);
-      tensors = &sorted_;
+      tensors = sorted_.data();
     }
-    o.varint(tensors->size());
+    o.varint(tensor_count);
     int64_t next_index[2] = {0, 0};
-    for (const TensorRecord& t : *tensors) {
+    for (size_t i = 0; i < tensor_count; ++i) {
+      const TensorRecord& t = tensors[i];
       const int role = t.role == TensorRole::kOutput ? 1 : 0;
       uint32_t head = (role ? static_cast<uint32_t>(kRoleOutput) : 0u) |
                       (static_cast<uint32_t>(t.status) & 7u) << kStatusShift;
@@ -277,14 +283,15 @@ void OpBlockEncoder::add(const OpRecord& op) {
   }
   if (mask & kHasArgs) {
     auto by_index = [](const ArgRecord& a, const ArgRecord& b) { return a.index < b.index; };
-    const std::vector<ArgRecord>* args = &op.args;
-    if (!std::is_sorted(op.args.begin(), op.args.end(), by_index)) {
-      args_.assign(op.args.begin(), op.args.end());
+    const ArgRecord* args = op_args;
+    if (!std::is_sorted(op_args, op_args + arg_count, by_index)) {
+      args_.assign(op_args, op_args + arg_count);
       std::stable_sort(args_.begin(), args_.end(), by_index);
-      args = &args_;
+      args = args_.data();
     }
-    o.varint(args->size());
-    for (const ArgRecord& a : *args) {
+    o.varint(arg_count);
+    for (size_t i = 0; i < arg_count; ++i) {
+      const ArgRecord& a = args[i];
       o.varint(a.index);
       o.varint(a.name);
       o.varint(a.value);

@@ -52,6 +52,9 @@ class OpBlockEncoder {
  public:
   explicit OpBlockEncoder(int64_t time_base_ns) : time_base_ns_(time_base_ns) { clear(); }
   void add(const OpRecord& op);
+  // The same, with the op's tensors and args given apart (`op.tensors` and `op.args` unused).
+  void add(const OpRecord& op, const TensorRecord* tensors, size_t tensor_count,
+           const ArgRecord* args, size_t arg_count);
   size_t ops() const { return ops_; }
   size_t bytes() const { return out_.size(); }
   // The encoded block; valid until the next `add` or `clear`.

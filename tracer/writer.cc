@@ -74,28 +74,52 @@ constexpr size_t kMaxFreeChunks = 64;
 // cost of a point lookup (bisection).
 constexpr size_t kBlockBytes = 15 * 1024;
 constexpr size_t kBlockOps = 1024;
-// A chunk keeps its records after a commit (`used` drops to 0) and `take` copies an op into a
-// slot's existing vectors: once warm, appending an op neither allocates nor frees. (Moving
-// records in and freeing them later cost a malloc and a free per op on the application's
-// thread, or on the background thread malloc's locked cross-thread path: 8-12% of a
-// recorded step of bench/overhead/lm_steps.py, ~18,000 ops per step.)
+// A chunk keeps its records after a commit (`used` drops to 0). The appending thread writes
+// only sequential memory: each op's scalar fields into the next record, its tensors and args
+// onto the ends of two flat arrays (the records' own vectors stay empty; the encoder reads the
+// flat arrays through `Appended`). Once warm nothing is allocated or freed per op,
+// and no memory is freed on a thread other than the one that allocated it. (Moving records in
+// and freeing them after the commit cost a malloc and a free per op, the frees on the
+// background thread down malloc's locked cross-thread path; copying into each record's own
+// vectors cost a cache miss per vector: 5-12% of a recorded step of bench/overhead/lm_steps.py.)
+// An appended op: its record in a chunk, with its tensors and args in the chunk's flat arrays.
+struct Appended {
+  const OpRecord* op;
+  const TensorRecord* tensors;
+  uint32_t tensor_count;
+  const ArgRecord* args;
+  uint32_t arg_count;
+};
+
 struct OpChunk {
   std::vector<OpRecord> records;
   size_t used = 0;
+  std::vector<TensorRecord> tensors;  // of records[0..used), in order
+  std::vector<ArgRecord> args;
+  std::vector<uint32_t> tensor_ends;  // per record, the end of its tensors in `tensors`
+  std::vector<uint32_t> arg_ends;
+
   bool full() const { return used == kChunkOps; }
-  const OpRecord* begin() const { return records.data(); }
-  const OpRecord* end() const { return records.data() + used; }
-  // Copies `op` into the next slot; `op` is left as it was.
+  // Copies `op` into the chunk; `op` is left as it was.
   void take(OpRecord& op) {
     OpRecord& slot = used < records.size() ? records[used] : records.emplace_back();
-    std::vector<TensorRecord> tensors = std::move(op.tensors);
-    std::vector<ArgRecord> args = std::move(op.args);
+    std::vector<TensorRecord> op_tensors = std::move(op.tensors);
+    std::vector<ArgRecord> op_args = std::move(op.args);
     slot = op;  // the scalar fields; copying empty vectors keeps the slot's capacity
-    slot.tensors.assign(tensors.begin(), tensors.end());
-    slot.args.assign(args.begin(), args.end());
-    op.tensors = std::move(tensors);
-    op.args = std::move(args);
+    tensors.insert(tensors.end(), op_tensors.begin(), op_tensors.end());
+    args.insert(args.end(), op_args.begin(), op_args.end());
+    tensor_ends.push_back(static_cast<uint32_t>(tensors.size()));
+    arg_ends.push_back(static_cast<uint32_t>(args.size()));
+    op.tensors = std::move(op_tensors);
+    op.args = std::move(op_args);
     ++used;
+  }
+  void recycle() {
+    used = 0;
+    tensors.clear();
+    args.clear();
+    tensor_ends.clear();
+    arg_ends.clear();
   }
 };
 
@@ -163,7 +187,7 @@ struct State {
   std::unordered_map<uint32_t, int64_t> last_tidx;
   int64_t max_seq = -1;
   // Scratch of the background thread: one thread's ops of a batch, and the block being built.
-  std::unordered_map<uint32_t, std::vector<const OpRecord*>> by_thread;
+  std::unordered_map<uint32_t, std::vector<Appended>> by_thread;
   std::vector<const OpRecord*> block_ops;
   OpBlockEncoder encoder{0};
 };
@@ -355,7 +379,7 @@ class WriterImpl final : public Writer {
       next = std::chrono::steady_clock::now() + period;
       commit_batch(batch);
       // Recycles the chunks with their records (see `OpChunk`).
-      for (OpChunk& chunk : batch.ops) chunk.used = 0;
+      for (OpChunk& chunk : batch.ops) chunk.recycle();
       {
         std::lock_guard<std::mutex> lock(s_->mu);
         s_->flush_done = generation;
@@ -506,14 +530,23 @@ class WriterImpl final : public Writer {
     State& s = *s_;
     for (auto& [thread, list] : s.by_thread) list.clear();
     for (const OpChunk& chunk : batch.ops) {
-      for (const OpRecord& op : chunk) s.by_thread[op.thread].push_back(&op);
+      uint32_t t = 0, a = 0;
+      for (size_t i = 0; i < chunk.used; ++i) {
+        const OpRecord& op = chunk.records[i];
+        s.by_thread[op.thread].push_back(Appended{&op, chunk.tensors.data() + t,
+                                                  chunk.tensor_ends[i] - t, chunk.args.data() + a,
+                                                  chunk.arg_ends[i] - a});
+        t = chunk.tensor_ends[i];
+        a = chunk.arg_ends[i];
+      }
     }
     int64_t written = 0;
     for (auto& [thread, list] : s.by_thread) {
       if (list.empty()) continue;
       // Appends of one thread come in tidx order; ops of different threads may interleave.
-      std::stable_sort(list.begin(), list.end(),
-                       [](const OpRecord* a, const OpRecord* b) { return a->tidx < b->tidx; });
+      std::stable_sort(list.begin(), list.end(), [](const Appended& a, const Appended& b) {
+        return a.op->tidx < b.op->tidx;
+      });
       auto last = s.last_tidx.find(thread);
       int64_t floor = last == s.last_tidx.end() ? std::numeric_limits<int64_t>::min() : last->second;
       std::vector<const OpRecord*>& block_ops = s.block_ops;
@@ -528,7 +561,8 @@ class WriterImpl final : public Writer {
         s.encoder.clear();
       };
       int64_t prev_seq = std::numeric_limits<int64_t>::min();
-      for (const OpRecord* op : list) {
+      for (const Appended& appended : list) {
+        const OpRecord* op = appended.op;
         // A repeated or late tidx, or a seq that does not grow with tidx, would break the
         // blocks' ordering: such an op is lost and counted (a caller bug, not a data case).
         if (op->tidx <= floor || op->seq <= prev_seq) {
@@ -539,7 +573,8 @@ class WriterImpl final : public Writer {
         prev_seq = op->seq;
         s.max_seq = std::max(s.max_seq, op->seq);
         block_ops.push_back(op);
-        s.encoder.add(*op);
+        s.encoder.add(*op, appended.tensors, appended.tensor_count, appended.args,
+                      appended.arg_count);
         if (block_ops.size() == kBlockOps || s.encoder.bytes() >= kBlockBytes) emit();
       }
       emit();
