@@ -293,8 +293,9 @@ struct ThreadState {
     StringId id = 0;
     uint64_t text_hash = 0;
   };
-  static constexpr size_t kTextSlots = 2048;
+  static constexpr size_t kTextSlots = 1024;
   std::vector<TextSlot> texts = std::vector<TextSlot>(kTextSlots);
+  std::vector<std::pair<const char*, StringId>> literals;  // see intern_literal
   uint64_t cpu_generation = UINT64_MAX;
   StringId cpu_device = 0;
 };
@@ -325,6 +326,7 @@ void refresh_caches(ThreadState& ts) {
   if (ts.intern_generation != gen) {
     ts.strings.clear();
     ts.texts.assign(ThreadState::kTextSlots, ThreadState::TextSlot());
+    ts.literals.clear();
     ts.intern_generation = gen;
   }
 }
@@ -336,6 +338,17 @@ StringId intern(ThreadState& ts, tracer::Writer* w, const std::string& text) {
   StringId id = w->intern(text);
   if (ts.strings.size() > (1u << 16)) ts.strings.clear();  // bounded: argument texts vary
   ts.strings.emplace(text, id);
+  return id;
+}
+
+// The id of a string literal (a reason why a tensor is not hashed): cached by the literal's
+// address, so the common reasons cost no string building or hashing.
+StringId intern_literal(ThreadState& ts, tracer::Writer* w, const char* literal) {
+  refresh_caches(ts);
+  for (const auto& [text, id] : ts.literals)
+    if (text == literal) return id;
+  const StringId id = intern(ts, w, literal);
+  if (ts.literals.size() < 32) ts.literals.emplace_back(literal, id);
   return id;
 }
 
@@ -483,7 +496,7 @@ void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRec
               uint64_t* content) {
   if (!t.defined()) {
     rec->status = TensorStatus::kNotHashed;
-    rec->reason = intern(ts, w, "undefined tensor");
+    rec->reason = intern_literal(ts, w, "undefined tensor");
     return;
   }
   rec->dtype = to_dtype(t.scalar_type());
@@ -580,12 +593,12 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     HashMode mode = settings().hash;
     if (reason) {
       rec.status = TensorStatus::kNotHashed;
-      rec.reason = intern(ts, w, reason);
+      rec.reason = intern_literal(ts, w, reason);
     } else if (mode == HashMode::kNone) {
       rec.status = TensorStatus::kSkipped;
     } else if (overwritten) {
       rec.status = TensorStatus::kNotHashed;
-      rec.reason = intern(ts, w, "overwritten by the op without being read");
+      rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
     } else if (auto known = g_tensors.find(t)) {
       if (known->status == TensorStatus::kUninitialized) {
         rec.status = TensorStatus::kUninitialized;
@@ -603,7 +616,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       // natively, whose contents may be uninitialized. Never hashed, so that garbage can never
       // reach the chain; the enclosing op's outputs are hashed when it completes.
       rec.status = TensorStatus::kNotHashed;
-      rec.reason = intern(ts, w, "internal buffer of the enclosing op");
+      rec.reason = intern_literal(ts, w, "internal buffer of the enclosing op");
     } else {
       // Data no recorded op produced (NumPy, files, a DataLoader worker) or changed since.
       hash_into(t, &rec);
@@ -635,7 +648,7 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
     state.producer = ctx->seq;
     if (reason) {
       rec.status = TensorStatus::kNotHashed;
-      rec.reason = intern(ts, w, reason);
+      rec.reason = intern_literal(ts, w, reason);
       g_tensors.forget(t);
     } else if (info->uninitialized_output) {
       rec.status = TensorStatus::kUninitialized;
@@ -645,7 +658,7 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
       // The result of a collective may still be in flight: it is hashed by the first op that
       // reads it (which runs after the wait), never here.
       rec.status = TensorStatus::kNotHashed;
-      rec.reason = intern(ts, w, "collective result: hashed when next used");
+      rec.reason = intern_literal(ts, w, "collective result: hashed when next used");
       g_tensors.forget(t);
     } else if (settings().hash == HashMode::kNone) {
       rec.status = TensorStatus::kSkipped;
