@@ -3,10 +3,17 @@
 bench/overhead/lm_steps.py's transformer LM: untraced, the hook in its default mode, with
 hashing off, and with stacks and module paths off. Variants run as separate processes in
 interleaved rounds so that load from other work falls on all of them alike; each figure is the
-median over all timed steps of all rounds. The per-op cost divides the extra time per step by
-the ops the hook recorded per step.
+median over all timed steps of all rounds (and the ratio of 20th percentiles, the fast mode; see
+--stable-malloc). The per-op cost divides the extra time per step by
+the ops the hook recorded per step. Max RSS is the peak resident memory of the process: with
+--steps 10 and --steps 40 side by side it shows whether recording grows memory per step.
 
-Usage: hook_overhead.py --lib BUILD/lib/libtdbg_torch.so [--rounds 3] [--steps 10]
+glibc's malloc returns and re-faults the pages of large tensor buffers, so untraced step times
+swing between two modes on some machines (here 27 ms and 65 ms). --stable-malloc runs every
+variant with GLIBC_TUNABLES fixing malloc's trim and mmap thresholds: steadier figures, and a
+faster baseline (so a higher ratio) than what a default process sees.
+
+Usage: hook_overhead.py --lib BUILD/lib/libtdbg_torch.so [--rounds 3] [--steps 10] [--stable-malloc]
 """
 import argparse
 import glob
@@ -29,6 +36,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--stable-malloc", action="store_true")
     args = p.parse_args()
     lib = os.path.abspath(args.lib)
     work = tempfile.mkdtemp(prefix="tdbg-hook-bench-")
@@ -42,33 +50,48 @@ def main():
         ("hook, no op selected (floor)", {"TDBG_OPS": "^$"}),
     ]
     times = {name: [] for name, _ in variants}
+    rss = {name: 0 for name, _ in variants}
     ops_per_step = {}
     for r in range(args.rounds):
         for name, extra in variants:
             env = dict(os.environ, OMP_NUM_THREADS="1")
             env.pop("LD_PRELOAD", None)
+            if args.stable_malloc:
+                env["GLIBC_TUNABLES"] = ("glibc.malloc.trim_threshold=1073741824:"
+                                         "glibc.malloc.mmap_threshold=1073741824")
             out = None
             if extra is not None:
                 out = os.path.join(work, "%s-%d" % (name.replace(" ", "_").replace("/", "_"), r))
                 env.update(extra, LD_PRELOAD=lib, TDBG_OUT=out, TDBG_QUIET="1")
-            proc = subprocess.run([args.python, STEPS, "--steps", str(args.steps), "--warmup",
-                                   str(args.warmup)], env=env, capture_output=True, text=True,
-                                  check=True)
-            times[name] += json.loads(proc.stdout.strip().splitlines()[-1])["times"]
+            proc = subprocess.Popen([args.python, STEPS, "--steps", str(args.steps), "--warmup",
+                                     str(args.warmup)], env=env, stdout=subprocess.PIPE,
+                                    text=True)
+            stdout = proc.stdout.read()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if proc.returncode != 0:
+                raise SystemExit("%s failed with status %d" % (name, proc.returncode))
+            times[name] += json.loads(stdout.strip().splitlines()[-1])["times"]
+            rss[name] = max(rss[name], usage.ru_maxrss // 1024)
             if out:
                 dbs = glob.glob(os.path.join(out, "*.sqlite"))
                 con = sqlite3.connect(dbs[0])
                 n = con.execute("select sum(count) from op_blocks").fetchone()[0] or 0
                 ops_per_step[name] = n / float(args.steps + args.warmup)
+    def p20(values):
+        return statistics.quantiles(values, n=5)[0]
+
     base = statistics.median(times["untraced"])
-    print("| variant | ms/step | ratio | ops/step | extra us/op |")
-    print("|---|---|---|---|---|")
+    base_p20 = p20(times["untraced"])
+    print("| variant | ms/step | ratio | ratio at p20 | ops/step | extra us/op | max RSS MB |")
+    print("|---|---|---|---|---|---|---|")
     for name, _ in variants:
         t = statistics.median(times[name])
         ops = ops_per_step.get(name)
         extra = "" if not ops else "%.1f" % ((t - base) * 1e6 / ops)
-        print("| %s | %.1f | %.2f | %s | %s |" % (name, t * 1e3, t / base,
-                                                   "%.0f" % ops if ops else "", extra))
+        print("| %s | %.1f | %.2f | %.2f | %s | %s | %d |" % (
+            name, t * 1e3, t / base, p20(times[name]) / base_p20, "%.0f" % ops if ops else "",
+            extra, rss[name]))
 
 
 if __name__ == "__main__":

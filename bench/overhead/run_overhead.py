@@ -6,9 +6,14 @@ torch.profiler with record_shapes=True — printed as slowdown ratios against un
 
 Variants run as separate processes in interleaved rounds (A B C D E, A B C D E, ...) so that
 load from other work on the machine falls on all of them alike; each variant's figure is the
-median over all its timed steps. Every variant gets the same thread settings.
+median over all its timed steps (and, beside it, the 20th percentile: glibc's malloc returns
+and re-faults the pages of large tensor buffers, so step times of one process can swing between
+two modes, and the low percentile shows the fast mode). Every variant gets the same thread
+settings. --stable-malloc runs every variant with GLIBC_TUNABLES fixing malloc's trim and mmap
+thresholds: steadier figures and a faster baseline than a default process sees.
 
 Usage: run_overhead.py --tdbg BUILD/bin/tdbg [--rounds 3] [--steps 20] [--threads 1]
+                       [--stable-malloc]
 """
 import argparse
 import json
@@ -39,12 +44,16 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--stable-malloc", action="store_true")
     args = p.parse_args()
 
     env = dict(os.environ)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[name] = str(args.threads)
     env.pop("LD_PRELOAD", None)
+    if args.stable_malloc:
+        env["GLIBC_TUNABLES"] = ("glibc.malloc.trim_threshold=1073741824:"
+                                 "glibc.malloc.mmap_threshold=1073741824")
     work = tempfile.mkdtemp(prefix="tdbg-overhead-")
     base = [STEPS, "--steps", str(args.steps), "--warmup", str(args.warmup),
             "--threads", str(args.threads)]
@@ -78,13 +87,19 @@ def main():
             print(f"round {r + 1}/{args.rounds} {name}: "
                   f"{statistics.median(result['times']) * 1e3:.1f} ms/step", file=sys.stderr)
 
+    def p20(values):
+        return statistics.quantiles(values, n=5)[0]
+
     base_ms = statistics.median(times["untraced"]) * 1e3
+    base_p20 = p20(times["untraced"]) * 1e3
     print(f"threads {args.threads}, {args.rounds} rounds x {args.steps} steps, BLAS: "
-          f"{blas_library(args.python)}, dispatched ops per step: {extra.get('ops_first_step')}")
-    print(f"{'variant':42} {'ms/step (median)':>17} {'ratio':>7}")
+          f"{blas_library(args.python)}, dispatched ops per step: {extra.get('ops_first_step')}"
+          f"{', stable malloc' if args.stable_malloc else ''}")
+    print(f"{'variant':42} {'ms/step (median)':>17} {'ratio':>7} {'ms/step (p20)':>14} {'ratio':>7}")
     for name, _ in variants:
         ms = statistics.median(times[name]) * 1e3
-        print(f"{name:42} {ms:17.1f} {ms / base_ms:6.2f}x")
+        fast = p20(times[name]) * 1e3
+        print(f"{name:42} {ms:17.1f} {ms / base_ms:6.2f}x {fast:14.1f} {fast / base_p20:6.2f}x")
     sizes = []
     for sub in ("default", "nohash", "bare"):
         d = os.path.join(work, sub)
