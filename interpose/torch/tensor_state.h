@@ -52,6 +52,9 @@ class TensorTable {
   TensorTable() = default;
   TensorTable(const TensorTable&) = delete;
   TensorTable& operator=(const TensorTable&) = delete;
+  // Leaves the weak references held: the process-wide table is destroyed at exit, when
+  // releasing the last reference to a TensorImpl could reach torch or Python already gone.
+  // Call `clear` first to release them.
   ~TensorTable();
 
   // The entry of `t` if it is still the same tensor with the same contents.
