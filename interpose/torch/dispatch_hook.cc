@@ -163,16 +163,18 @@ OpInfo* info_by_name(const std::string& name, bool backward) {
 // The info of a FUNCTION-scope op. Schema-based RecordFunctions return the schema's own name
 // string from name(), whose address is stable and unique per overload: the per-thread cache
 // is keyed by it, so the common case is one hash lookup without locks or allocations.
-OpInfo* info_for(const at::RecordFunction& fn) {
-  // Direct-mapped by the name's address: one probe, no node to chase. Never freed.
-  struct Slot {
-    const char* name = nullptr;
-    OpInfo* info = nullptr;
-  };
-  constexpr size_t kSlots = 1024;
-  thread_local Slot* slots = new Slot[kSlots]();
+// A thread's cache of op infos by name address (see info_for).
+struct InfoSlot {
+  const char* name = nullptr;
+  OpInfo* info = nullptr;
+};
+constexpr size_t kInfoSlots = 1024;
+
+OpInfo* info_for(const at::RecordFunction& fn, std::vector<InfoSlot>& slots) {
+  // Direct-mapped by the name's address: one probe, no node to chase.
+  if (slots.empty()) slots.resize(kInfoSlots);
   const char* name = fn.name();
-  Slot& slot = slots[(reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> 54];
+  InfoSlot& slot = slots[(reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> 54];
   if (slot.name == name) return slot.info;
   auto op = fn.operator_name();
   if (!op) return info_by_name(name, /*backward=*/false);
@@ -190,7 +192,7 @@ OpInfo* info_for(const at::RecordFunction& fn) {
       info = build_info_locked(key, op->name, schema, false);
     }
   }
-  slot = Slot{name, info};
+  slot = InfoSlot{name, info};
   return info;
 }
 
@@ -294,16 +296,30 @@ struct ThreadState {
     uint64_t text_hash = 0;
   };
   static constexpr size_t kTextSlots = 1024;
-  std::vector<TextSlot> texts = std::vector<TextSlot>(kTextSlots);
+  std::vector<TextSlot> texts;  // kTextSlots once `refresh_caches` ran
+  std::vector<InfoSlot> info_slots;  // kInfoSlots once `info_for` ran
   std::vector<std::pair<const char*, StringId>> literals;  // see intern_literal
   uint64_t cpu_generation = UINT64_MAX;
   StringId cpu_device = 0;
 };
 
+void release_caches(ThreadState& ts);
+
+// At a thread's exit, frees the caches and buffers of its state (about 100 KiB), so programs
+// that start many threads do not keep them all; the state object itself stays (see below).
+struct ThreadCacheReleaser {
+  ThreadState* state;
+  ~ThreadCacheReleaser() { release_caches(*state); }
+};
+
 // Heap-allocated and never freed: exit() destroys thread_locals before atexit handlers and
-// static destructors, which may still run ops; a thread's state is a few KiB.
+// static destructors, which may still run ops (they then rebuild the released caches).
 ThreadState& thread_state() {
-  thread_local ThreadState* state_ptr = new ThreadState();
+  thread_local ThreadState* state_ptr = nullptr;
+  if (state_ptr == nullptr) {
+    state_ptr = new ThreadState();
+    thread_local ThreadCacheReleaser releaser{state_ptr};  // initialized once per thread, here
+  }
   ThreadState& state = *state_ptr;
   uint64_t fork_gen = g_fork_generation.load(std::memory_order_relaxed);
   if (state.fork_generation != fork_gen) {
@@ -328,6 +344,20 @@ void refresh_caches(ThreadState& ts) {
     ts.texts.assign(ThreadState::kTextSlots, ThreadState::TextSlot());
     ts.literals.clear();
     ts.intern_generation = gen;
+  }
+}
+
+void release_caches(ThreadState& ts) {
+  std::vector<ThreadState::TextSlot>().swap(ts.texts);
+  std::vector<InfoSlot>().swap(ts.info_slots);
+  std::unordered_map<std::string, StringId>().swap(ts.strings);
+  std::vector<std::pair<const char*, StringId>>().swap(ts.literals);
+  ts.intern_generation = UINT64_MAX;  // rebuilt on next use
+  if (ts.stack.empty()) {
+    std::vector<tracer::OpRecord>().swap(ts.pending);
+    std::vector<uint64_t>().swap(ts.pending_content);
+    ts.pending_count = 0;
+    std::vector<InputTensor>().swap(ts.inputs);
   }
 }
 
@@ -857,7 +887,7 @@ void end_region(RegionContext* ctx) { close_region(*ctx->thread, ctx->region); }
 
 std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
                                               bool backward_range) {
-  OpInfo* info = backward_range ? info_by_name(fn.name(), /*backward=*/true) : info_for(fn);
+  OpInfo* info = backward_range ? info_by_name(fn.name(), /*backward=*/true) : info_for(fn, ts.info_slots);
   if (info->ignored) return nullptr;
   backward_range = backward_range || info->backward;
   tracer::Writer* w = writer();
