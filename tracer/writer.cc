@@ -74,14 +74,6 @@ constexpr size_t kMaxFreeChunks = 64;
 // cost of a point lookup (bisection).
 constexpr size_t kBlockBytes = 15 * 1024;
 constexpr size_t kBlockOps = 1024;
-// A chunk keeps its records after a commit (`used` drops to 0). The appending thread writes
-// only sequential memory: each op's scalar fields into the next record, its tensors and args
-// onto the ends of two flat arrays (the records' own vectors stay empty; the encoder reads the
-// flat arrays through `Appended`). Once warm nothing is allocated or freed per op,
-// and no memory is freed on a thread other than the one that allocated it. (Moving records in
-// and freeing them after the commit cost a malloc and a free per op, the frees on the
-// background thread down malloc's locked cross-thread path; copying into each record's own
-// vectors cost a cache miss per vector: 5-12% of a recorded step of bench/overhead/lm_steps.py.)
 // An appended op: its record in a chunk, with its tensors and args in the chunk's flat arrays.
 struct Appended {
   const OpRecord* op;
@@ -91,6 +83,14 @@ struct Appended {
   uint32_t arg_count;
 };
 
+// A chunk keeps its records after a commit (`used` drops to 0). The appending thread writes
+// only sequential memory: each op's scalar fields into the next record, its tensors and args
+// onto the ends of two flat arrays (the records' own vectors stay empty; the encoder reads the
+// flat arrays through `Appended`). Once warm nothing is allocated or freed per op, and no
+// memory is freed on a thread other than the one that allocated it. (Moving records in and
+// freeing them after the commit cost a malloc and a free per op, the frees on the background
+// thread down malloc's locked cross-thread path; copying into each record's own vectors cost
+// a cache miss per vector: 5-12% of a recorded step of bench/overhead/lm_steps.py.)
 struct OpChunk {
   std::vector<OpRecord> records;
   size_t used = 0;
@@ -105,7 +105,7 @@ struct OpChunk {
     OpRecord& slot = used < records.size() ? records[used] : records.emplace_back();
     std::vector<TensorRecord> op_tensors = std::move(op.tensors);
     std::vector<ArgRecord> op_args = std::move(op.args);
-    slot = op;  // the scalar fields; copying empty vectors keeps the slot's capacity
+    slot = op;  // the scalar fields only: op's vectors are moved out for the copy
     tensors.insert(tensors.end(), op_tensors.begin(), op_tensors.end());
     args.insert(args.end(), op_args.begin(), op_args.end());
     tensor_ends.push_back(static_cast<uint32_t>(tensors.size()));
@@ -169,7 +169,7 @@ struct State {
   std::condition_variable space;      // appenders wait on it while `pending` is full
   Batch pending;
   int64_t pending_ops = 0;
-  std::vector<OpChunk> free_chunks;  // committed chunks (used == 0) with their records, for reuse
+  std::vector<OpChunk> free_chunks;  // committed chunks (used == 0) with their capacity
   uint64_t flush_requested = 0;      // generation asked for by `flush`
   uint64_t flush_done = 0;           // generation whose records are committed
   bool stop = false;

@@ -38,7 +38,8 @@ def main():
     args = p.parse_args()
     work = tempfile.mkdtemp(prefix="tdbg-thread-memory-")
     lo, hi = args.threads
-    print("| variant | peak RSS MB, %d threads | peak RSS MB, %d threads | KiB per thread |" % (lo, hi))
+    print("| variant | peak RSS MB, %d threads | peak RSS MB, %d threads | KiB per thread |"
+          % (lo, hi))
     print("|---|---|---|---|")
     for name, extra in (("untraced", None), ("hook", {})):
         env = dict(os.environ)

@@ -95,7 +95,8 @@ def main():
     print(f"threads {args.threads}, {args.rounds} rounds x {args.steps} steps, BLAS: "
           f"{blas_library(args.python)}, dispatched ops per step: {extra.get('ops_first_step')}"
           f"{', stable malloc' if args.stable_malloc else ''}")
-    print(f"{'variant':42} {'ms/step (median)':>17} {'ratio':>7} {'ms/step (p20)':>14} {'ratio':>7}")
+    print(f"{'variant':42} {'ms/step (median)':>17} {'ratio':>7} "
+          f"{'ms/step (p20)':>14} {'ratio':>7}")
     for name, _ in variants:
         ms = statistics.median(times[name]) * 1e3
         fast = p20(times[name]) * 1e3

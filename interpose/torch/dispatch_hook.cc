@@ -13,15 +13,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
-#include <deque>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <regex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "interpose/preload_api.h"
@@ -160,9 +158,6 @@ OpInfo* info_by_name(const std::string& name, bool backward) {
   return build_info_locked(key, name, nullptr, backward);
 }
 
-// The info of a FUNCTION-scope op. Schema-based RecordFunctions return the schema's own name
-// string from name(), whose address is stable and unique per overload: the per-thread cache
-// is keyed by it, so the common case is one hash lookup without locks or allocations.
 // A thread's cache of op infos by name address (see info_for).
 struct InfoSlot {
   const char* name = nullptr;
@@ -170,8 +165,11 @@ struct InfoSlot {
 };
 constexpr size_t kInfoSlots = 1024;
 
+// The info of a FUNCTION-scope op. Schema-based RecordFunctions return the schema's own name
+// string from name(), whose address is stable and unique per overload: the thread's cache
+// `slots` is direct-mapped by it, so the common case is one probe without locks, allocations
+// or a node to chase.
 OpInfo* info_for(const at::RecordFunction& fn, std::vector<InfoSlot>& slots) {
-  // Direct-mapped by the name's address: one probe, no node to chase.
   if (slots.empty()) slots.resize(kInfoSlots);
   const char* name = fn.name();
   InfoSlot& slot = slots[(reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> 54];
@@ -486,6 +484,13 @@ StringId device_string(ThreadState& ts, tracer::Writer* w, const c10::Device& de
   return intern(ts, w, device.str());
 }
 
+// The interned id of `text` and the hash of that text in `*text_hash`.
+StringId intern_hashed(ThreadState& ts, tracer::Writer* w, const std::string& text,
+                       uint64_t* text_hash) {
+  *text_hash = hashing::hash_bytes(text.data(), text.size());
+  return intern(ts, w, text);
+}
+
 // The interned id of the text that `make_text()` builds for the value (tag, kind, ints[0..n)),
 // and the hash of that text in `*text_hash`, through the thread's direct-mapped cache.
 template <typename MakeText>
@@ -506,9 +511,7 @@ StringId cached_text(ThreadState& ts, tracer::Writer* w, uint8_t tag, uint8_t ki
       return slot->id;
     }
   }
-  const std::string text = make_text();
-  const StringId id = intern(ts, w, text);
-  *text_hash = hashing::hash_bytes(text.data(), text.size());
+  const StringId id = intern_hashed(ts, w, make_text(), text_hash);
   if (slot) {
     slot->key = key;
     slot->tag = tag;
@@ -578,9 +581,7 @@ void arg_value(ThreadState& ts, tracer::Writer* w, const c10::IValue& v, ArgKind
     for (size_t i = 0; i < n; ++i) ints[i] = list[i].toInt();
   }
   if (tag == 0) {  // anything else: built each time
-    std::string text = arg_text(v, kind);
-    *id = intern(ts, w, text);
-    *text_hash = hashing::hash_bytes(text.data(), text.size());
+    *id = intern_hashed(ts, w, arg_text(v, kind), text_hash);
     return;
   }
   *id = cached_text(ts, w, tag, static_cast<uint8_t>(kind), ints, n, text_hash,
@@ -887,7 +888,8 @@ void end_region(RegionContext* ctx) { close_region(*ctx->thread, ctx->region); }
 
 std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
                                               bool backward_range) {
-  OpInfo* info = backward_range ? info_by_name(fn.name(), /*backward=*/true) : info_for(fn, ts.info_slots);
+  OpInfo* info = backward_range ? info_by_name(fn.name(), /*backward=*/true)
+                                 : info_for(fn, ts.info_slots);
   if (info->ignored) return nullptr;
   backward_range = backward_range || info->backward;
   tracer::Writer* w = writer();
@@ -1058,11 +1060,12 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
   }
   // The innermost op's inputs are the last range (an op ending out of order leaves its own
   // until the outermost op ends).
-  if (ts.stack.empty())
+  if (ts.stack.empty()) {
     ts.inputs.clear();
-  else if (innermost && ctx->recorded && ctx->inputs_begin <= ts.inputs.size())
+    flush_pending(ts);
+  } else if (innermost && ctx->recorded && ctx->inputs_begin <= ts.inputs.size()) {
     ts.inputs.resize(ctx->inputs_begin);
-  if (ts.stack.empty()) flush_pending(ts);
+  }
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {

@@ -84,11 +84,12 @@ uint64_t view_hash(uint64_t base_hash, const at::Tensor& view, const at::Tensor&
       view.scalar_type() == base.scalar_type())
     return base_hash;
   // dtype, offset, sizes, strides: on the stack for up to 30 dimensions.
+  constexpr size_t kLocal = 2 + 2 * 30;
   const size_t n = 2 + 2 * static_cast<size_t>(view.dim());
-  int64_t local[62];
+  int64_t local[kLocal];
   std::vector<int64_t> heap;
   int64_t* geometry = local;
-  if (n > 62) {
+  if (n > kLocal) {
     heap.resize(n);
     geometry = heap.data();
   }
