@@ -191,6 +191,45 @@ def case_nan():
     check(p.returncode == 0, "a finite run exits 0")
 
 
+def case_nan_data():
+    # NaN in the NumPy data of step 2: no op makes it, it comes in. Reported where it enters
+    # (the op that takes the batch in), not at the kernel that first computes with it (mkldnn's
+    # convolution restrides its own buffer with a nested as_strided_), and never as finite.
+    a, _ = record("nan_data", ["--conv", "--bad-data", "2:nan"])
+    p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 1, f"exit status 1 (got {p.returncode})")
+    f = json.loads(p.stdout)["first_nonfinite"]
+    check(f is not None, "a non-finite value is found")
+    if f is None:
+        return
+    line, file = line_of(f)
+    check(f["step"] == 2, f"at step 2 (got {f['step']})")
+    check(f.get("entered") == "input", f"entered through an input (got {f.get('entered')})")
+    check(file == "train.py" and line == MARK["data"], f"at train.py:{MARK['data']} (got {file}:{line})")
+    check(any(i["finite"] is False for i in f["inputs"]), "an input is reported non-finite")
+    print(subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout)
+
+
+def case_inf_conv():
+    # Inf beside -Inf in the data (Inf that comes in is not a start: masks) meets a convolution,
+    # which makes NaN out of them: the start is the convolution's kernel op, not the op nested
+    # in it that only restrides the kernel's output buffer.
+    a, _ = record("inf_conv", ["--conv", "--bad-data", "2:inf"])
+    p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 1, f"exit status 1 (got {p.returncode})")
+    f = json.loads(p.stdout)["first_nonfinite"]
+    check(f is not None, "a non-finite value is found")
+    if f is None:
+        return
+    line, file = line_of(f)
+    check(f["step"] == 2, f"at step 2 (got {f['step']})")
+    check(f.get("entered") is None, f"made by an op, not entered (got {f.get('entered')})")
+    check(file == "train.py" and line == MARK["conv"], f"at train.py:{MARK['conv']} (got {file}:{line})")
+    check("conv" in f["op"], f"a convolution op (got {f['op']})")
+    check(f["tensor"]["summary"]["nan"] > 0, "its output holds NaN")
+    print(subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout)
+
+
 def case_nan_mask():
     # An attention mask full of -inf is Inf on purpose: not reported, and a real overflow
     # after it still is.

@@ -78,6 +78,7 @@ class Recorder {
     TensorStatus status = TensorStatus::kHashed;
     double sum = 1.0;
     int64_t inf = 0, nan = 0;
+    bool summary = true;  // false: a view, recorded with its hash only
   };
 
   int64_t op(const std::string& name, const std::vector<T>& ins, const std::vector<T>& outs,
@@ -109,7 +110,7 @@ class Recorder {
       r.status = t.status;
       r.hash = t.hash;
       r.producer = t.producer;
-      r.summary.valid = true;
+      r.summary.valid = t.summary;
       r.summary.min = -1;
       r.summary.max = 1;
       r.summary.sum = t.sum;
@@ -492,4 +493,87 @@ TEST_CASE("first_nonfinite names the op, step and line, and where its inputs cam
   r = tdbg::diff::first_nonfinite(*run);
   REQUIRE(r.ok());
   CHECK((*r)["status"] == "finite");
+}
+
+// A run written op by op, for the rules of first_nonfinite on where NaN starts.
+TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' buffers never start it") {
+  using T = Recorder::T;
+  auto nonfinite = [](const std::function<void(Recorder&)>& ops) {
+    std::string path = (temp_dir() / "run.sqlite").string();
+    auto w = tdbg::tracer::Writer::Create(path);
+    REQUIRE(w.ok());
+    int64_t seq = 0;
+    Recorder r(**w, 0, &seq);
+    ops(r);
+    REQUIRE((*w)->close().ok());
+    auto run = tdbg::tracer::Run::Open(path);
+    REQUIRE(run.ok());
+    auto result = tdbg::diff::first_nonfinite(*run);
+    REQUIRE(result.ok());
+    return *result;
+  };
+
+  auto view = [](uint64_t hash, int64_t producer) {
+    T v{hash, producer, "32x8", TensorStatus::kView};
+    v.summary = false;
+    return v;
+  };
+
+  SECTION("an input holding NaN that no recorded op produced") {
+    json r = nonfinite([&](Recorder& r) {
+      T x{11};
+      x.nan = 1;  // hashed where it entered: from NumPy
+      int64_t lift = r.op("aten::lift_fresh", {x}, {view(11, kNoSeq)}, {}, 0, 0, kNoSeq, 5);
+      T y{12, lift};
+      y.nan = 4;
+      r.op("aten::relu", {view(11, lift)}, {y}, {}, 0, 0, kNoSeq, 6);
+    });
+    CHECK(r["status"] == "nonfinite");
+    CHECK(r["first_nonfinite"]["op"] == "aten::lift_fresh");
+    CHECK(r["first_nonfinite"]["entered"] == "input");
+  }
+
+  SECTION("a NaN literal argument") {
+    json r = nonfinite([&](Recorder& r) {
+      T y{12};
+      y.nan = 32;
+      r.op("aten::full", {}, {y}, {{"fill_value", "nan"}}, 0, 0, kNoSeq, 7);
+    });
+    CHECK(r["first_nonfinite"]["op"] == "aten::full");
+    CHECK(r["first_nonfinite"]["entered"] == "argument");
+  }
+
+  SECTION("Inf that comes in is not a start, NaN made from it is, by the kernel's op") {
+    json r = nonfinite([&](Recorder& r) {
+      T x{11};
+      x.inf = 2;  // Inf beside -Inf, from NumPy
+      T y{12};
+      y.nan = 1;
+      int64_t conv = r.op("aten::mkldnn_convolution", {x}, {y}, {}, 0, 0, kNoSeq, 8);
+      // The kernel restrides its own buffer: the nested op's only input is that buffer.
+      r.op("aten::as_strided_", {T{13, kNoSeq, "32x8", TensorStatus::kUninitialized}}, {y}, {}, 0, 1,
+           conv, 8);
+    });
+    CHECK(r["first_nonfinite"]["op"] == "aten::mkldnn_convolution");
+    CHECK(r["first_nonfinite"]["entered"].is_null());
+  }
+
+  SECTION("a nested op reading a kernel's buffer inherits the kernel's NaN input") {
+    json r = nonfinite([&](Recorder& r) {
+      T x{11};
+      x.nan = 1;
+      T y{12};
+      y.nan = 3;
+      // NaN entered earlier, through an op of its own.
+      int64_t to = r.op("aten::to", {x}, {view(14, kNoSeq)}, {}, 0, 0, kNoSeq, 4);
+      int64_t conv = r.op("aten::mkldnn_convolution", {view(14, to)}, {y}, {}, 0, 0, kNoSeq, 8);
+      r.op("aten::as_strided_", {T{13, kNoSeq, "32x8", TensorStatus::kUninitialized}}, {y}, {}, 0, 1,
+           conv, 8);
+      T z{15};
+      z.inf = 1;  // a real overflow later
+      r.op("aten::exp", {T{16}}, {z}, {}, 0, 0, kNoSeq, 9);
+    });
+    // The first start is where NaN entered (aten::to), not the nested op or the convolution.
+    CHECK(r["first_nonfinite"]["op"] == "aten::to");
+  }
 }

@@ -3,7 +3,9 @@
 // the innermost one that produced it.
 #include <limits>
 #include <optional>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "tlparse/diff/diff.h"
 #include "tlparse/diff/ops.h"
@@ -42,17 +44,45 @@ struct Nonfinite {
 // from a NaN literal or a NaN input. What remains is an op that made a new kind of
 // non-finite value out of finite inputs (an overflow, log(0), 0/0) or NaN out of Inf
 // (inf - inf in a fully masked row).
+//
+// NaN that no op made also starts somewhere: at the first op that read it from outside
+// recorded ops (an input holding NaN that no recorded op produced: a file, NumPy, a
+// DataLoader worker) or that wrote a NaN literal. The answer is whichever start comes first,
+// so a run whose loss is NaN never reads as finite, and a NaN from the data is not blamed on
+// a later op whose inputs are not known. (Inf that enters is not a start: masks.)
+//
+// Nested ops see their enclosing ops' non-finite inputs where their own inputs' values are not
+// recorded: a kernel may pass them to an op it runs on a buffer of its own (mkldnn's
+// convolution restrides its output buffer with as_strided_). A nested op that reads only such
+// buffers is never the start: its enclosing kernel's op is.
 class Tracker {
  public:
+  enum class Verdict { kExplained, kFresh, kEntered };
+
   explicit Tracker(Strings& strings) : strings_(strings) {}
 
-  // True when `op` has a non-finite output that its inputs and arguments do not explain.
-  // Remembers the non-finite tensors `op` passes on either way.
-  bool unexplained(const OpRecord& op) {
-    Nonfinite in;
+  // kFresh when `op` has a non-finite output that its inputs and arguments do not explain;
+  // kEntered when its NaN output comes from a NaN literal or from an input holding NaN that no
+  // recorded op produced. Remembers the non-finite tensors `op` passes on either way.
+  Verdict judge(const OpRecord& op) {
+    std::vector<Open>& open = open_[op.thread];
+    while (!open.empty() && open.back().depth >= op.depth) open.pop_back();
+    Nonfinite enclosing;
+    for (const Open& o : open) enclosing |= o.reaches;
+
+    Nonfinite in, external;
+    int inputs = 0, unknown_inputs = 0;  // unknown: values not recorded (a kernel's buffer)
     for (const TensorRecord& t : op.tensors) {
-      if (t.role == TensorRole::kInput) in |= of(t);
+      if (t.role != TensorRole::kInput) continue;
+      ++inputs;
+      Nonfinite v = of(t);
+      in |= v;
+      if (t.producer == tracer::kNoSeq && t.summary.valid && tensor_comparable(t) &&
+          seen_.find(t.hash) == seen_.end())
+        external |= v;
+      if (!tensor_comparable(t)) ++unknown_inputs;
     }
+    if (unknown_inputs > 0) in |= enclosing;
     Nonfinite literal;
     for (const tracer::ArgRecord& a : op.args) literal |= literal_of(a.value);
     Nonfinite out;
@@ -61,13 +91,24 @@ class Tracker {
       out.nan |= t.summary.nan_count > 0;
       out.inf |= t.summary.inf_count > 0;
     }
-    const bool fresh = (out.nan && !in.nan && !literal.nan) || (out.inf && !in.inf && !literal.inf);
-    if (fresh) return true;
-    if (out.nan || out.inf) ++explained_;
-    // Remember what is passed on: outputs that hold non-finite values, and outputs without
-    // summaries (views) of ops that read some.
     Nonfinite passed = in;
     passed |= literal;
+    open.push_back(Open{op.depth, passed});
+    bool fresh = (out.nan && !in.nan && !literal.nan) || (out.inf && !in.inf && !literal.inf);
+    // A nested op that reads nothing but its enclosing kernel's buffers shows what that kernel
+    // computed; the kernel's op is the one to judge.
+    if (fresh && op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = false;
+    if (fresh) return Verdict::kFresh;
+    // NaN came in here if the op passes on NaN (an output holding it, or a view of the NaN
+    // input, which has no summary) that it read from outside or got as a literal.
+    bool passes_nan = out.nan;
+    for (const TensorRecord& t : op.tensors)
+      if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan)
+        passes_nan = true;
+    const bool entered_nan = passes_nan && (external.nan || (literal.nan && !in.nan));
+    if ((out.nan || out.inf) && !entered_nan) ++explained_;
+    // Remember what is passed on: outputs that hold non-finite values, and outputs without
+    // summaries (views) of ops that read some.
     for (const TensorRecord& t : op.tensors) {
       if (t.role != TensorRole::kOutput || t.hash == 0) continue;
       Nonfinite v = of(t);
@@ -77,11 +118,15 @@ class Tracker {
         seen_[t.hash] = v;
       }
     }
-    return false;
+    return entered_nan ? Verdict::kEntered : Verdict::kExplained;
   }
   int64_t explained() const { return explained_; }
 
  private:
+  struct Open {
+    uint16_t depth;
+    Nonfinite reaches;  // what the op's inputs and arguments hold
+  };
   Nonfinite of(const TensorRecord& t) const {
     if (t.summary.valid && tensor_comparable(t)) {
       return Nonfinite{t.summary.nan_count > 0, t.summary.inf_count > 0};
@@ -100,6 +145,7 @@ class Tracker {
   Strings& strings_;
   std::unordered_map<uint64_t, Nonfinite> seen_;
   std::unordered_map<tracer::StringId, Nonfinite> literals_;
+  std::unordered_map<uint32_t, std::vector<Open>> open_;  // by thread: the enclosing ops
   int64_t explained_ = 0;
 };
 
@@ -112,9 +158,11 @@ StatusOr<json> first_nonfinite(const tracer::Run& run) {
     Strings strings(r);
     Tracker tracker(strings);
     std::optional<OpRecord> found;
+    Tracker::Verdict verdict = Tracker::Verdict::kExplained;
     Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
                            [&](const OpRecord& op) {
-                             if (!tracker.unexplained(op)) return true;
+                             verdict = tracker.judge(op);
+                             if (verdict == Tracker::Verdict::kExplained) return true;
                              found = op;
                              return false;
                            });
@@ -123,29 +171,45 @@ StatusOr<json> first_nonfinite(const tracer::Run& run) {
       explained += tracker.explained();
       continue;
     }
-    // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
-    // value: go down to the first child with a non-finite output, level by level.
+    std::string entry;  // how NaN entered at `op`, when no op made it
     OpRecord op = std::move(*found);
-    bool descended = true;
-    while (descended) {
-      descended = false;
-      std::optional<OpRecord> child;
-      uint16_t depth = op.depth;
-      st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true, [&](const OpRecord& o) {
-        if (o.depth <= depth) return false;
-        if (!tracker.unexplained(o)) return true;
-        child = o;
-        return false;
-      });
-      TDBG_RETURN_IF_ERROR(st);
-      if (child) {
-        op = std::move(*child);
-        descended = true;
+    if (verdict == Tracker::Verdict::kFresh) {
+      // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
+      // value: go down to the first child with a non-finite output, level by level.
+      bool descended = true;
+      while (descended) {
+        descended = false;
+        std::optional<OpRecord> child;
+        uint16_t depth = op.depth;
+        st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true,
+                        [&](const OpRecord& o) {
+                          if (o.depth <= depth) return false;
+                          if (tracker.judge(o) != Tracker::Verdict::kFresh) return true;
+                          child = o;
+                          return false;
+                        });
+        TDBG_RETURN_IF_ERROR(st);
+        if (child) {
+          op = std::move(*child);
+          descended = true;
+        }
       }
+    } else {
+      // The op where NaN entered is the answer as it stands: its nested ops read the same data.
+      entry = "argument";
+      for (const TensorRecord& t : op.tensors)
+        if (t.role == TensorRole::kInput && t.producer == tracer::kNoSeq && t.summary.valid &&
+            tensor_comparable(t) && t.summary.nan_count > 0)
+          entry = "input";
     }
     json j = op_json(r, strings, op);
     j["process"] = p;
-    j["tensor"] = tensor_json(strings, op.tensors[static_cast<size_t>(nonfinite_output(op))]);
+    j["entered"] = entry.empty() ? json(nullptr) : json(entry);
+    // The non-finite output; where NaN entered through a view, the view.
+    int out = nonfinite_output(op);
+    for (size_t k = 0; out < 0 && k < op.tensors.size(); ++k)
+      if (op.tensors[k].role == TensorRole::kOutput) out = static_cast<int>(k);
+    j["tensor"] = out < 0 ? json(nullptr) : tensor_json(strings, op.tensors[static_cast<size_t>(out)]);
     json inputs = json::array();
     for (const TensorRecord& t : op.tensors) {
       if (t.role != TensorRole::kInput) continue;

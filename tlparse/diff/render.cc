@@ -213,12 +213,27 @@ std::string format_nonfinite(const json& result) {
     }
     return o.str();
   }
-  const json& t = f["tensor"];
-  const json& s = t.value("summary", json());
+  const json& t = f.value("tensor", json());
+  const json s = t.is_object() ? t.value("summary", json()) : json();
   o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", step " << str(f, "step")
-    << "): output " << str(t, "index") << " " << str(t, "dtype") << "[" << str(t, "shape") << "] has "
-    << str(s, "nan") << " NaN, " << str(s, "inf") << " Inf\n";
+    << ")";
+  if (t.is_object()) {
+    o << ": output " << str(t, "index") << " " << str(t, "dtype") << "[" << str(t, "shape") << "]";
+    if (s.is_object())
+      o << " has " << str(s, "nan") << " NaN, " << str(s, "inf") << " Inf";
+    else
+      o << " (a view of its NaN input)";
+  }
+  o << "\n";
   o << "  where:    " << where_text(f) << "\n";
+  const std::string entered = f.value("entered", json()).is_string() ? str(f, "entered") : "";
+  if (entered == "input") {
+    o << "  cause:    NaN entered here: an input holds NaN that no recorded op produced (data"
+      << " from outside torch ops: a file, NumPy, a DataLoader worker); no op made NaN from"
+      << " finite values\n";
+  } else if (entered == "argument") {
+    o << "  cause:    NaN entered here: a NaN argument; no op made NaN from finite values\n";
+  }
   const int64_t explained = f.value("explained_before", int64_t{0});
   if (explained > 0) {
     o << "  (after " << explained << " op(s) whose NaN/Inf came from an Inf/NaN argument or input,"

@@ -210,12 +210,16 @@
     const items = (data.nonfinite || []).map((n, i) => {
       const r = runs[i] || { label: '?' };
       if (!n || n.status !== 'nonfinite' || !n.first_nonfinite) {
-        return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label), h('p', null, 'Every recorded value is finite.'));
+        const held = n && n.explained > 0
+          ? 'No NaN or Inf starts in this run; ' + fmt(n.explained) + ' op(s) hold NaN/Inf from an Inf/NaN argument or input (such as attention masks).'
+          : 'Every recorded value is finite.';
+        return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label), h('p', null, held));
       }
       const f = n.first_nonfinite;
       return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
         kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)], ['step', fmt(f.step)],
             ['source', h('code', null, srcText(f.source))],
+            f.entered ? ['cause', 'NaN entered here through ' + (f.entered === 'input' ? 'an input that no recorded op produced' : 'a NaN argument') + '; no op made it from finite values'] : null,
             f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']'] : null]),
         h('h3', null, 'Stack'), stackList(f.stack, f.source));
     });

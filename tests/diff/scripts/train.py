@@ -11,14 +11,17 @@ import torch.nn as nn
 
 
 class Net(nn.Module):
-    def __init__(self, extra_op, mask=False):
+    def __init__(self, extra_op, mask=False, conv=False):
         super().__init__()
-        self.fc1 = nn.Linear(8, 16)  # MARK:init
+        self.conv = nn.Conv1d(1, 2, 3, padding=1) if conv else None
+        self.fc1 = nn.Linear(16 if conv else 8, 16)  # MARK:init
         self.fc2 = nn.Linear(16, 2)
         self.extra_op = extra_op
         self.mask = mask
 
     def forward(self, x):
+        if self.conv is not None:
+            x = self.conv(x.unsqueeze(1)).flatten(1)  # MARK:conv
         h = torch.relu(self.fc1(x))  # MARK:fc1
         if self.extra_op:
             h = h * 1.0001  # MARK:extra
@@ -42,6 +45,9 @@ def main():
     p.add_argument("--loader-seed", type=int, default=None,
                    help="feed batches from a shuffled DataLoader with this generator seed")
     p.add_argument("--inf-step", type=int, default=-1, help="the loss becomes Inf at this step")
+    p.add_argument("--conv", action="store_true", help="a Conv1d before fc1")
+    p.add_argument("--bad-data", default=None, metavar="STEP:VALUE",
+                   help="the NumPy data of STEP holds VALUE (nan: one NaN; inf: Inf beside -Inf)")
     p.add_argument("--threads", type=int, default=0,
                    help="sum a large tensor with this many threads first (a parallel reduction)")
     args = p.parse_args()
@@ -58,7 +64,14 @@ def main():
     y_np = (x_np.sum(axis=1) > 0).astype(np.int64)
     if args.poke is not None:
         x_np[3, 5] = args.poke
-    model = Net(args.extra_op, args.mask)
+    if args.bad_data is not None:
+        step, value = args.bad_data.split(":")
+        row = int(step) * 16 + 1
+        if value == "nan":
+            x_np[row, 3] = np.nan
+        else:
+            x_np[row, 3], x_np[row, 4] = np.inf, -np.inf
+    model = Net(args.extra_op, args.mask, args.conv)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
 
