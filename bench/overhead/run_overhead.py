@@ -12,8 +12,13 @@ two modes, and the low percentile shows the fast mode). Every variant gets the s
 settings. --stable-malloc runs every variant with GLIBC_TUNABLES fixing malloc's trim and mmap
 thresholds: steadier figures and a faster baseline than a default process sees.
 
+The recording cost is mostly a fixed cost per dispatched op, so the ratio depends on how much
+work an op does. The default model (d 64, block 32, batch 16) has tiny ops (about 1 us of
+compute per dispatched op on one core): the worst case. --d, --block, --batch and --layers
+size the model (lm_steps.py's options) to show a model with more work per op.
+
 Usage: run_overhead.py --tdbg BUILD/bin/tdbg [--rounds 3] [--steps 20] [--threads 1]
-                       [--stable-malloc]
+                       [--stable-malloc] [--d 64] [--block 32] [--batch 16] [--layers 4]
 """
 import argparse
 import json
@@ -45,6 +50,8 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--stable-malloc", action="store_true")
+    for name in ("d", "block", "batch", "layers"):
+        p.add_argument("--" + name, type=int, help="model size, passed to lm_steps.py")
     args = p.parse_args()
 
     env = dict(os.environ)
@@ -57,6 +64,11 @@ def main():
     work = tempfile.mkdtemp(prefix="tdbg-overhead-")
     base = [STEPS, "--steps", str(args.steps), "--warmup", str(args.warmup),
             "--threads", str(args.threads)]
+    model = []
+    for name in ("d", "block", "batch", "layers"):
+        if getattr(args, name) is not None:
+            model += ["--" + name, str(getattr(args, name))]
+    base += model
 
     def tdbg(extra, name):
         run = os.path.join(work, name)
@@ -94,7 +106,8 @@ def main():
     base_p20 = p20(times["untraced"]) * 1e3
     print(f"threads {args.threads}, {args.rounds} rounds x {args.steps} steps, BLAS: "
           f"{blas_library(args.python)}, dispatched ops per step: {extra.get('ops_first_step')}"
-          f"{', stable malloc' if args.stable_malloc else ''}")
+          f"{', stable malloc' if args.stable_malloc else ''}"
+          f"{', model ' + ' '.join(model) if model else ''}")
     print(f"{'variant':42} {'ms/step (median)':>17} {'ratio':>7} "
           f"{'ms/step (p20)':>14} {'ratio':>7}")
     for name, _ in variants:
