@@ -588,6 +588,33 @@ void arg_value(ThreadState& ts, tracer::Writer* w, const c10::IValue& v, ArgKind
                     [&] { return arg_text(v, kind); });
 }
 
+// A Python number passed where the op takes a tensor (`x * 0.5`, `loss / scale`): torch wraps
+// it in a 0-dim CPU tensor of its Python type. Recorded as an argument with the number's text,
+// so a changed constant shows up as a changed argument rather than as data from outside.
+bool is_python_number(const at::Tensor& t) {
+  if (!t.defined() || !t.unsafeGetTensorImpl()->is_wrapped_number()) return false;
+  if (!t.device().is_cpu() || t.numel() != 1 || !t.has_storage() || t.data_ptr() == nullptr)
+    return false;
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Double:
+    case c10::ScalarType::Long:
+    case c10::ScalarType::Bool:
+    case c10::ScalarType::ComplexDouble: return true;
+    default: return false;
+  }
+}
+
+// The number of a tensor that `is_python_number` accepts, read without dispatching an op.
+c10::IValue python_number(const at::Tensor& t) {
+  const void* p = t.data_ptr();
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Double: return *static_cast<const double*>(p);
+    case c10::ScalarType::Long: return *static_cast<const int64_t*>(p);
+    case c10::ScalarType::Bool: return *static_cast<const bool*>(p);
+    default: return *static_cast<const c10::complex<double>*>(p);
+  }
+}
+
 void hash_into(const at::Tensor& t, TensorRecord* rec) {
   hashing::HashResult r = hash_host_tensor(t, static_cast<int>(settings().config.hash_threads));
   rec->status = TensorStatus::kHashed;
@@ -1002,7 +1029,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     bool tensor_like = kind == ArgKind::kTensorLike || v.isTensor() || v.isTensorList() ||
                        (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList() &&
                         !v.toListRef().empty() && v.toListRef()[0].isTensor());
-    if (tensor_like) {
+    if (tensor_like && !(v.isTensor() && is_python_number(v.toTensor()))) {
       bool written = schema_args && info->arg_written[i];
       bool overwritten = schema_args && info->arg_overwritten[i];
       for_each_tensor(v, [&](const at::Tensor& t) {
@@ -1015,7 +1042,10 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     arg.index = static_cast<uint16_t>(i);
     arg.name = schema_args ? info->arg_name_ids[i] : 0;
     uint64_t text_hash = 0;
-    arg_value(ts, w, v, kind, &arg.value, &text_hash);
+    if (tensor_like)  // a Python number: recorded as the number
+      arg_value(ts, w, python_number(v.toTensor()), ArgKind::kOther, &arg.value, &text_hash);
+    else
+      arg_value(ts, w, v, kind, &arg.value, &text_hash);
     op.args.push_back(arg);
     content = hashing::hash_combine(content, i);
     content = hashing::hash_combine(content, text_hash);

@@ -129,6 +129,19 @@ def case_lr():
     check(d and d["a"]["step"] == 0, "at the first optimizer step")
 
 
+def case_number():
+    # A Python number that an op takes as a tensor (`loss * scale`; torch wraps it in a 0-dim
+    # tensor): a changed constant is a changed argument, with both values, not outside data.
+    a, b, _, _ = pair("number", ["--loss-scale", "1"], ["--loss-scale", "0.5"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    expect_value(d, "arguments", "scale")
+    arg = (d or {}).get("argument") or {}
+    check(str(arg.get("value_a")) == "1" and str(arg.get("value_b")) == "0.5",
+          f"the argument holds the numbers (got {arg})")
+    check(d and d["a"]["step"] == 0, "at the first step")
+
+
 def case_loader():
     # A differently shuffled DataLoader: the sampler draws the permutation from its generator,
     # so the first difference is a random op whose generator state differs: `rng`.

@@ -46,6 +46,7 @@ def main():
                    help="feed batches from a shuffled DataLoader with this generator seed")
     p.add_argument("--inf-step", type=int, default=-1, help="the loss becomes Inf at this step")
     p.add_argument("--conv", action="store_true", help="a Conv1d before fc1")
+    p.add_argument("--loss-scale", type=float, default=None, help="a Python number times the loss")
     p.add_argument("--bad-data", default=None, metavar="STEP:VALUE",
                    help="the NumPy data of STEP holds VALUE (nan: one NaN; inf: Inf beside -Inf)")
     p.add_argument("--threads", type=int, default=0,
@@ -89,6 +90,8 @@ def main():
             yb = torch.from_numpy(y_np[step * 16:(step + 1) * 16])
         opt.zero_grad()
         loss = loss_fn(model(xb), yb)
+        if args.loss_scale is not None:
+            loss = loss * args.loss_scale  # MARK:scale
         if step == args.inf_step:
             loss = loss * 1e39  # MARK:inf
         loss.backward()
