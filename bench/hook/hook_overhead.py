@@ -13,7 +13,11 @@ swing between two modes on some machines (here 27 ms and 65 ms). --stable-malloc
 variant with GLIBC_TUNABLES fixing malloc's trim and mmap thresholds: steadier figures, and a
 faster baseline (so a higher ratio) than what a default process sees.
 
+--lib-b OTHER.so adds the default and hashing-off variants of a second build of the hook (a
+change against its parent, say), run in the same rounds.
+
 Usage: hook_overhead.py --lib BUILD/lib/libtdbg_torch.so [--rounds 3] [--steps 10] [--stable-malloc]
+                        [--lib-b OTHER/libtdbg_torch.so]
 """
 import argparse
 import glob
@@ -37,6 +41,7 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--stable-malloc", action="store_true")
+    p.add_argument("--lib-b", help="a second build of libtdbg_torch.so to compare")
     args = p.parse_args()
     lib = os.path.abspath(args.lib)
     work = tempfile.mkdtemp(prefix="tdbg-hook-bench-")
@@ -49,6 +54,10 @@ def main():
         # so this is the cost of RecordFunction with inputs and outputs, not of recording.
         ("hook, no op selected (floor)", {"TDBG_OPS": "^$"}),
     ]
+    if args.lib_b:
+        lib_b = os.path.abspath(args.lib_b)
+        variants += [("B: hook default", {"LD_PRELOAD": lib_b}),
+                     ("B: hook TDBG_HASH=none", {"TDBG_HASH": "none", "LD_PRELOAD": lib_b})]
     times = {name: [] for name, _ in variants}
     rss = {name: 0 for name, _ in variants}
     ops_per_step = {}
@@ -62,7 +71,8 @@ def main():
             out = None
             if extra is not None:
                 out = os.path.join(work, "%s-%d" % (name.replace(" ", "_").replace("/", "_"), r))
-                env.update(extra, LD_PRELOAD=lib, TDBG_OUT=out, TDBG_QUIET="1")
+                env.update(LD_PRELOAD=lib, TDBG_OUT=out, TDBG_QUIET="1")
+                env.update(extra)
             proc = subprocess.Popen([args.python, STEPS, "--steps", str(args.steps), "--warmup",
                                      str(args.warmup)], env=env, stdout=subprocess.PIPE,
                                     text=True)

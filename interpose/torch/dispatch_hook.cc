@@ -293,7 +293,8 @@ struct ThreadState {
     StringId id = 0;
     uint64_t text_hash = 0;
   };
-  static constexpr size_t kTextSlots = 1024;
+  static constexpr size_t kTextSlots = 4096;
+  static constexpr int kTextShift = 52;  // 64 - log2(kTextSlots)
   std::vector<TextSlot> texts;  // kTextSlots once `refresh_caches` ran
   std::vector<InfoSlot> info_slots;  // kInfoSlots once `info_for` ran
   std::vector<std::pair<const char*, StringId>> literals;  // see intern_literal
@@ -504,7 +505,9 @@ StringId cached_text(ThreadState& ts, tracer::Writer* w, uint8_t tag, uint8_t ki
   refresh_caches(ts);
   ThreadState::TextSlot* slot = nullptr;
   if (n <= ThreadState::kInlineInts) {
-    slot = &ts.texts[(key ^ (key >> 32)) & (ThreadState::kTextSlots - 1)];
+    // The slot from the high bits of a product: the key's low bits are zero for a value
+    // without ints (None), which put every kind of None in one slot.
+    slot = &ts.texts[((key ^ (key >> 31)) * 0x9E3779B97F4A7C15ull) >> ThreadState::kTextShift];
     if (slot->tag == tag && slot->key == key && slot->kind == kind && slot->count == n &&
         std::equal(ints, ints + n, slot->ints)) {
       *text_hash = slot->text_hash;
