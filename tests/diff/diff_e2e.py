@@ -140,6 +140,8 @@ def case_number():
     check(str(arg.get("value_a")) == "1" and str(arg.get("value_b")) == "0.5",
           f"the argument holds the numbers (got {arg})")
     check(d and d["a"]["step"] == 0, "at the first step")
+    # The op the user called, not the copy_ nested in it that converts the number.
+    check(d and d["a"]["op"] == "aten::mul", f"op is aten::mul (got {d and d['a']['op']})")
 
 
 def case_loader():

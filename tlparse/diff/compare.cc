@@ -268,6 +268,10 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
     progress.update(t, n, "comparing");
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
     if (!c.structure.empty()) return Located{Located::kStructure, t, t};
+    // An op whose inputs match and whose arguments differ is the answer as it stands: the ops
+    // nested in it only pass the argument on (`mul` with another Python number reaches
+    // `copy_` through `to`), and the user called this one.
+    if (c.differs() && c.input < 0 && c.arg >= 0) return Located{Located::kValue, t, t};
     if (c.differs()) {
       Located l = innermost(p, t, stats);
       TDBG_RETURN_IF_ERROR(p.status());
