@@ -206,43 +206,46 @@ def case_nan():
     check(p.returncode == 0, "a finite run exits 0")
 
 
-def case_nan_data():
-    # NaN in the NumPy data of step 2: no op makes it, it comes in. Reported where it enters
-    # (the op that takes the batch in), not at the kernel that first computes with it (mkldnn's
-    # convolution restrides its own buffer with a nested as_strided_), and never as finite.
-    a, _ = record("nan_data", ["--conv", "--bad-data", "2:nan"])
+def first_nonfinite(name, args):
+    """Records train.py with `args`, runs `tdbg nan` on it and checks it finds something at
+    step 2; returns the finding and its (line, file), or None."""
+    a, _ = record(name, args)
     p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 1, f"exit status 1 (got {p.returncode})")
     f = json.loads(p.stdout)["first_nonfinite"]
     check(f is not None, "a non-finite value is found")
     if f is None:
-        return
-    line, file = line_of(f)
+        return None
+    print(subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout)
     check(f["step"] == 2, f"at step 2 (got {f['step']})")
+    return f, line_of(f)
+
+
+def case_nan_data():
+    # NaN in the NumPy data of step 2: no op makes it, it comes in. Reported where it enters
+    # (the op that takes the batch in), not at the kernel that first computes with it (mkldnn's
+    # convolution restrides its own buffer with a nested as_strided_), and never as finite.
+    found = first_nonfinite("nan_data", ["--conv", "--bad-data", "2:nan"])
+    if found is None:
+        return
+    f, (line, file) = found
     check(f.get("entered") == "input", f"entered through an input (got {f.get('entered')})")
     check(file == "train.py" and line == MARK["data"], f"at train.py:{MARK['data']} (got {file}:{line})")
     check(any(i["finite"] is False for i in f["inputs"]), "an input is reported non-finite")
-    print(subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout)
 
 
 def case_inf_conv():
     # Inf beside -Inf in the data (Inf that comes in is not a start: masks) meets a convolution,
     # which makes NaN out of them: the start is the convolution's kernel op, not the op nested
     # in it that only restrides the kernel's output buffer.
-    a, _ = record("inf_conv", ["--conv", "--bad-data", "2:inf"])
-    p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
-    check(p.returncode == 1, f"exit status 1 (got {p.returncode})")
-    f = json.loads(p.stdout)["first_nonfinite"]
-    check(f is not None, "a non-finite value is found")
-    if f is None:
+    found = first_nonfinite("inf_conv", ["--conv", "--bad-data", "2:inf"])
+    if found is None:
         return
-    line, file = line_of(f)
-    check(f["step"] == 2, f"at step 2 (got {f['step']})")
+    f, (line, file) = found
     check(f.get("entered") is None, f"made by an op, not entered (got {f.get('entered')})")
     check(file == "train.py" and line == MARK["conv"], f"at train.py:{MARK['conv']} (got {file}:{line})")
     check("conv" in f["op"], f"a convolution op (got {f['op']})")
     check(f["tensor"]["summary"]["nan"] > 0, "its output holds NaN")
-    print(subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout)
 
 
 def case_nan_mask():
