@@ -652,6 +652,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
   if (t.defined() && rec.status != TensorStatus::kNotHashed) {
     const char* reason = unhashable_reason(t);
     HashMode mode = settings().hash;
+    int64_t writer = tracer::kNoSeq;  // set when a write through another alias made it stale
     if (reason) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, reason);
@@ -660,7 +661,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else if (overwritten) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
-    } else if (auto known = g_tensors.find(t)) {
+    } else if (auto known = g_tensors.find(t, &writer)) {
       if (known->status == TensorStatus::kUninitialized) {
         rec.status = TensorStatus::kUninitialized;
         rec.producer = known->producer;
@@ -679,12 +680,15 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, "internal buffer of the enclosing op");
     } else {
-      // Data no recorded op produced (NumPy, files, a DataLoader worker) or changed since.
+      // Data no recorded op produced (NumPy, files, a DataLoader worker) or changed since;
+      // changed by a recorded op through another alias (`p.data.mul_()`): that op produced it.
       hash_into(t, &rec);
+      rec.producer = writer;
       TrackedTensor state;
       state.hash = rec.hash;
       state.status = TensorStatus::kHashed;
       state.summary = rec.summary;
+      state.producer = rec.producer;
       g_tensors.remember(t, state);
     }
   }
@@ -1080,6 +1084,11 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
     tracer::OpRecord& op = ts.pending[ctx->pending_index];
     uint64_t& content = ts.pending_content[ctx->pending_index];
     op.end_ns = monotonic_ns();
+    // Written inputs first: their storage's other tensors (`p` when the op wrote `p.data`) are
+    // stale from now on, and the outputs recorded next are not.
+    if (settings().hash != HashMode::kNone)
+      for (size_t i = ctx->inputs_begin; i < ctx->inputs_end; ++i)
+        if (ts.inputs[i].written) g_tensors.note_write(ts.inputs[i].tensor, ctx->seq);
     uint16_t index = 0;
     for (const c10::IValue& v : fn.outputs()) {
       for_each_tensor(v, [&](const at::Tensor& t) {

@@ -7,6 +7,7 @@
 #include <torch/version.h>
 #endif
 
+#include <algorithm>
 #include <vector>
 
 namespace tdbg::torchhook {
@@ -104,6 +105,15 @@ uint64_t view_hash(uint64_t base_hash, const at::Tensor& view, const at::Tensor&
 }
 
 namespace {
+const void* storage_of(const at::Tensor& t) {
+  return t.has_storage() ? static_cast<const void*>(t.storage().unsafeGetStorageImpl()) : nullptr;
+}
+
+size_t write_index(const void* storage, size_t mask) {
+  return static_cast<size_t>((reinterpret_cast<uintptr_t>(storage) * 0x9E3779B97F4A7C15ull) >> 20) &
+         mask;
+}
+
 // The version counter of `t`, or nullopt for tensors that have none (inference tensors).
 std::optional<uint32_t> version_of(const at::Tensor& t) {
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
@@ -133,17 +143,15 @@ TensorTable::Slot* TensorTable::lookup_locked(const c10::TensorImpl* key) {
   }
 }
 
-void TensorTable::insert_locked(c10::TensorImpl* key, uint32_t version,
-                                const TrackedTensor& state) {
+TensorTable::Slot* TensorTable::insert_locked(c10::TensorImpl* key) {
   if ((size_ + 1) * 2 > slots_.size()) grow_locked();
   const size_t mask = slots_.size() - 1;
   size_t i = index_of(key);
   while (slots_[i].key != nullptr) i = (i + 1) & mask;
   c10::raw::weak_intrusive_ptr::incref(key);
   slots_[i].key = key;
-  slots_[i].version = version;
-  slots_[i].state = state;
   ++size_;
+  return &slots_[i];
 }
 
 void TensorTable::erase_at_locked(size_t i) {
@@ -181,6 +189,7 @@ void TensorTable::grow_locked() {
 void TensorTable::sweep_locked() {
   // Looks at kSweep entries (empty slots are skipped, up to a bound): with one insertion per
   // call, dead entries then settle at about 1/kSweep of the table's entries.
+  if (slots_.empty()) return;
   const size_t mask = slots_.size() - 1;
   size_t entries = 0;
   for (size_t visits = 0; entries < kSweep && visits < 8 * kSweep; ++visits) {
@@ -198,13 +207,62 @@ void TensorTable::sweep_locked() {
   }
 }
 
-std::optional<TrackedTensor> TensorTable::find(const at::Tensor& t) {
+const TensorTable::WriteTime* TensorTable::last_write_locked(const void* storage) const {
+  if (storage == nullptr || writes_.empty()) return nullptr;
+  const size_t mask = writes_.size() - 1;
+  for (size_t i = write_index(storage, mask);; i = (i + 1) & mask) {
+    if (writes_[i].storage == storage) return &writes_[i];
+    if (writes_[i].storage == nullptr) return nullptr;
+  }
+}
+
+void TensorTable::note_write(const at::Tensor& t, int64_t writer) {
+  if (!t.defined()) return;
+  const void* storage = storage_of(t);
+  if (storage == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if ((write_count_ + 1) * 2 > writes_.size()) {
+    if (writes_.size() >= kMaxWrites) {
+      // Forget every write time; entries remembered until now can no longer be checked.
+      std::fill(writes_.begin(), writes_.end(), WriteTime());
+      write_count_ = 0;
+      floor_ = clock_;
+    } else {
+      std::vector<WriteTime> old;
+      old.swap(writes_);
+      writes_.assign(old.empty() ? 256 : old.size() * 2, WriteTime());
+      for (const WriteTime& w : old) {
+        if (w.storage == nullptr) continue;
+        size_t i = write_index(w.storage, writes_.size() - 1);
+        while (writes_[i].storage != nullptr) i = (i + 1) & (writes_.size() - 1);
+        writes_[i] = w;
+      }
+    }
+  }
+  const size_t mask = writes_.size() - 1;
+  size_t i = write_index(storage, mask);
+  while (writes_[i].storage != nullptr && writes_[i].storage != storage) i = (i + 1) & mask;
+  if (writes_[i].storage == nullptr) {
+    writes_[i].storage = storage;
+    ++write_count_;
+  }
+  writes_[i].time = ++clock_;
+  writes_[i].writer = writer;
+}
+
+std::optional<TrackedTensor> TensorTable::find(const at::Tensor& t, int64_t* writer) {
   if (!t.defined()) return std::nullopt;
   auto version = version_of(t);
   if (!version) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
   const Slot* slot = lookup_locked(t.unsafeGetTensorImpl());
   if (slot == nullptr || slot->version != *version) return std::nullopt;
+  if (slot->time <= floor_) return std::nullopt;
+  const WriteTime* w = last_write_locked(slot->storage);
+  if (w != nullptr && w->time > slot->time) {
+    if (writer) *writer = w->writer;
+    return std::nullopt;
+  }
   return slot->state;
 }
 
@@ -213,14 +271,17 @@ void TensorTable::remember(const at::Tensor& t, const TrackedTensor& state) {
   auto version = version_of(t);
   if (!version) return;
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+  const void* storage = storage_of(t);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (Slot* slot = lookup_locked(impl)) {
-    slot->version = *version;
-    slot->state = state;
-    return;
+  Slot* slot = lookup_locked(impl);
+  if (slot == nullptr) {
+    sweep_locked();  // first: erasing shifts entries, the new one included
+    slot = insert_locked(impl);
   }
-  insert_locked(impl, *version, state);
-  sweep_locked();
+  slot->version = *version;
+  slot->state = state;
+  slot->storage = storage;
+  slot->time = ++clock_;
 }
 
 void TensorTable::forget(const at::Tensor& t) {
@@ -242,6 +303,9 @@ void TensorTable::clear() {
   std::vector<Slot>().swap(slots_);
   size_ = 0;
   cursor_ = 0;
+  std::vector<WriteTime>().swap(writes_);
+  write_count_ = 0;
+  floor_ = clock_;
 }
 
 }  // namespace tdbg::torchhook

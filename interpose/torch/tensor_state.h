@@ -38,9 +38,15 @@ struct TrackedTensor {
   hashing::Summary summary;
 };
 
-// Tensors by TensorImpl*, valid while their version counter is unchanged. Each entry holds a
-// weak reference, so the TensorImpl's memory (and therefore its address) cannot be reused
-// while the entry exists.
+// Tensors by TensorImpl*, valid while their version counter is unchanged and no recorded op
+// wrote into their storage since. Each entry holds a weak reference, so the TensorImpl's
+// memory (and therefore its address) cannot be reused while the entry exists.
+//
+// The version counter misses writes through an alias with a counter of its own: `p.data`
+// (`p.data.mul_(0.9)`, an EMA, a hand-written optimizer) shares p's storage but not its
+// counter. So the table also keeps, per storage that a recorded op wrote into, the time of the
+// last write (a counter that every write and every entry takes a value of), and an entry
+// older than its storage's last write is stale.
 //
 // One flat open-addressing array (linear probing), allocated when it grows and never per
 // entry: a node per tensor cost an allocation and a free per recorded op, and small
@@ -57,12 +63,16 @@ class TensorTable {
   // Call `clear` first to release them.
   ~TensorTable();
 
-  // The entry of `t` if it is still the same tensor with the same contents.
-  std::optional<TrackedTensor> find(const at::Tensor& t);
+  // The entry of `t` if it is still the same tensor with the same contents. When it is not
+  // because a recorded op wrote into its storage through another tensor, `*writer` (if given)
+  // is set to that op's seq.
+  std::optional<TrackedTensor> find(const at::Tensor& t, int64_t* writer = nullptr);
   // Remembers `t` with its current version. Inference tensors (no version counter) are not
   // tracked: they are hashed each time they are used.
   void remember(const at::Tensor& t, const TrackedTensor& state);
   void forget(const at::Tensor& t);
+  // Recorded op `writer` wrote into `t`'s storage: entries of every tensor over it are stale.
+  void note_write(const at::Tensor& t, int64_t writer);
   void clear();
   // Entries held, live or not yet swept (for tests).
   size_t size();
@@ -74,21 +84,38 @@ class TensorTable {
   struct Slot {
     c10::TensorImpl* key = nullptr;  // holds a weak reference while set
     uint32_t version = 0;
+    const void* storage = nullptr;   // the StorageImpl, for `note_write`
+    uint64_t time = 0;               // when remembered (see `clock_`)
     TrackedTensor state;
   };
+  // The time of the last recorded write into a storage, by StorageImpl address (flat, linear
+  // probing, never erased: a dead storage's time only makes a later storage at its address
+  // look written earlier, which invalidates nothing wrongly). Cleared when it grows past
+  // kMaxWrites; `floor_` then invalidates every entry older than the clearing.
+  struct WriteTime {
+    const void* storage = nullptr;
+    uint64_t time = 0;
+    int64_t writer = tracer::kNoSeq;
+  };
   static constexpr size_t kSweep = 3;
+  static constexpr size_t kMaxWrites = size_t(1) << 20;
 
   size_t index_of(const c10::TensorImpl* key) const;
   Slot* lookup_locked(const c10::TensorImpl* key);
-  void insert_locked(c10::TensorImpl* key, uint32_t version, const TrackedTensor& state);
+  Slot* insert_locked(c10::TensorImpl* key);  // a new entry for `key`, fields for the caller
   void erase_at_locked(size_t i);  // releases the weak reference, shifts the probe run back
   void grow_locked();
   void sweep_locked();
+  const WriteTime* last_write_locked(const void* storage) const;
 
   std::mutex mutex_;
   std::vector<Slot> slots_;  // size is 0 or a power of two
   size_t size_ = 0;
   size_t cursor_ = 0;
+  uint64_t clock_ = 0;  // ticks at every remember and every write
+  uint64_t floor_ = 0;  // entries remembered at or before it are stale
+  std::vector<WriteTime> writes_;  // size is 0 or a power of two
+  size_t write_count_ = 0;
 };
 
 }  // namespace tdbg::torchhook

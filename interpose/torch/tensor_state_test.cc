@@ -1,5 +1,6 @@
 // Tests of the hook's tensor table on real torch tensors: lookups by identity and version,
-// forgetting, the incremental sweep of dead tensors, and probe runs that survive deletions.
+// writes through aliases, forgetting, the incremental sweep of dead tensors, and probe runs
+// that survive deletions.
 #include "interpose/torch/tensor_state.h"
 
 #include <ATen/ATen.h>
@@ -32,6 +33,25 @@ TEST_CASE("a remembered tensor is found until its contents change") {
   table.forget(t);
   CHECK_FALSE(table.find(t));
   table.clear();  // the destructor leaves weak references to the process's end (see there)
+}
+
+TEST_CASE("a write through an alias with a counter of its own (p.data) makes the entry stale") {
+  TensorTable table;
+  at::Tensor p = at::ones({4});
+  at::Tensor q = at::ones({4});
+  table.remember(p, state_with(7));
+  table.remember(q, state_with(9));
+  at::Tensor d = p.variable_data();  // Python's `p.data`: p's storage, a version counter of its own
+  d.mul_(2);
+  CHECK(table.find(p));  // the version counter alone misses the write
+  table.note_write(d, /*writer=*/123);
+  int64_t writer = tracer::kNoSeq;
+  CHECK_FALSE(table.find(p, &writer));
+  CHECK(writer == 123);
+  CHECK(table.find(q)->hash == 9);  // another storage: untouched
+  table.remember(p, state_with(8));  // hashed again after the write
+  CHECK(table.find(p)->hash == 8);
+  table.clear();
 }
 
 TEST_CASE("entries of dead tensors are swept, live ones stay") {

@@ -184,6 +184,24 @@ def case_extra_op():
     check(d.get("value_after_structure") is not None, "values are compared again after it")
 
 
+def case_data_write():
+    # Run B scales a weight through `.data`, whose version counter is not the weight's: the
+    # next op reading the weight must see new values made by that op (cause structure), not
+    # the old hash with an output that differs ("nondeterministic").
+    a, b, _, _ = pair("data_write", [], ["--data-write-step", "2"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    check(d is not None and d["kind"] == "structure", "a structural divergence (B's extra op)")
+    if d is None:
+        return
+    line, file = line_of(d["b"])
+    check(file == "train.py" and line == MARK["datawrite"], f"at train.py:{MARK['datawrite']} (got {file}:{line})")
+    v = d.get("value_after_structure") or {}
+    check(v.get("cause") == "structure", f"the value after it differs because of it (got {v.get('cause')}: {v.get('detail')})")
+    line, file = line_of(v.get("a"))
+    check(file == "train.py" and line == MARK["fc1"], f"first value difference at train.py:{MARK['fc1']} (got {file}:{line})")
+
+
 def case_nan():
     a, _ = record("nan", ["--inf-step", "2"])
     p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)

@@ -47,6 +47,8 @@ def main():
     p.add_argument("--inf-step", type=int, default=-1, help="the loss becomes Inf at this step")
     p.add_argument("--conv", action="store_true", help="a Conv1d before fc1")
     p.add_argument("--loss-scale", type=float, default=None, help="a Python number times the loss")
+    p.add_argument("--data-write-step", type=int, default=-1,
+                   help="scale fc1's weight through .data (a counter of its own) at this step")
     p.add_argument("--bad-data", default=None, metavar="STEP:VALUE",
                    help="the NumPy data of STEP holds VALUE (nan: one NaN; inf: Inf beside -Inf)")
     p.add_argument("--threads", type=int, default=0,
@@ -89,6 +91,8 @@ def main():
             xb = torch.from_numpy(x_np[step * 16:(step + 1) * 16])  # MARK:data
             yb = torch.from_numpy(y_np[step * 16:(step + 1) * 16])
         opt.zero_grad()
+        if step == args.data_write_step:
+            model.fc1.weight.data.mul_(1.001)  # MARK:datawrite
         loss = loss_fn(model(xb), yb)
         if args.loss_scale is not None:
             loss = loss * args.loss_scale  # MARK:scale
