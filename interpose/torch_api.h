@@ -24,6 +24,11 @@ TDBG_TORCH_API uint32_t tdbg_torch_module_id(const char* path);
 // thread runs from now on. Called by the injected forward pre/post hooks.
 TDBG_TORCH_API void tdbg_torch_set_module(uint32_t id);
 
+// Enters (+1) or leaves (-1) the rebuilding of a tensor received from another process on this
+// thread: ops run meanwhile are not recorded. Called by the injected wrappers of
+// torch.multiprocessing.reductions' rebuild_* functions.
+TDBG_TORCH_API void tdbg_torch_ipc(int delta);
+
 // Flushes everything recorded so far and closes the run database (writing `end_time_ns`).
 // Idempotent; ops after it are not recorded. For exits that skip atexit handlers.
 TDBG_TORCH_API void tdbg_torch_shutdown(void);

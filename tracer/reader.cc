@@ -645,10 +645,11 @@ StatusOr<Run> Run::Open(const std::string& path) {
   // A canonical order, so that the same process of two runs has the same index (the diff,
   // the report and the trace export pair processes by index): by torch.distributed rank
   // (meta `rank`, "R/W"; a process without one inherits its parent's, so DataLoader workers
-  // follow their rank), then by depth in the process tree, then by start time and pid.
-  // Start order alone swaps ranks that start at the same moment.
+  // follow their rank), then by depth in the process tree, then by DataLoader worker id
+  // (meta `worker`, "ID/N"), then by start time and pid. Start order alone swaps ranks, or
+  // workers, that start at the same moment.
   struct Key {
-    int64_t rank = -1, depth = 0, start = 0, pid = 0, ppid = 0;
+    int64_t rank = -1, depth = 0, worker = -1, start = 0, pid = 0, ppid = 0;
     bool has_rank = false;
   };
   std::unordered_map<int64_t, size_t> by_pid;
@@ -664,6 +665,8 @@ StatusOr<Run> Run::Open(const std::string& path) {
       k.rank = std::strtoll(rank.c_str(), nullptr, 10);
       k.has_rank = true;
     }
+    const std::string worker = r.meta("worker");
+    if (!worker.empty()) k.worker = std::strtoll(worker.c_str(), nullptr, 10);
     by_pid[k.pid] = i;
   }
   for (Key& k : keys) {
@@ -686,7 +689,8 @@ StatusOr<Run> Run::Open(const std::string& path) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const Key& x = keys[a];
     const Key& y = keys[b];
-    return std::tie(x.rank, x.depth, x.start, x.pid) < std::tie(y.rank, y.depth, y.start, y.pid);
+    return std::tie(x.rank, x.depth, x.worker, x.start, x.pid) <
+           std::tie(y.rank, y.depth, y.worker, y.start, y.pid);
   });
   std::vector<std::unique_ptr<Reader>> sorted;
   for (size_t i : order) sorted.push_back(std::move(run.processes[i]));

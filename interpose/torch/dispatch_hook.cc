@@ -874,6 +874,20 @@ void note_rank() {
   if (w && !rank.empty()) w->set_meta("rank", rank);
 }
 
+// Writes which DataLoader worker this process is (meta `worker`, "ID/NUM_WORKERS") once per
+// database, at its first recorded op: workers start together, so `tdbg diff` pairs them by
+// id, not by start order. A worker sets its id before it runs any op.
+std::atomic<uint64_t> g_worker_generation{~uint64_t{0}};
+void note_worker() {
+  const uint64_t gen = writer_generation();
+  if (g_worker_generation.load(std::memory_order_relaxed) == gen) return;
+  if (g_worker_generation.exchange(gen) == gen) return;
+  if (!python_loaded() || !thread_has_python()) return;
+  const std::string worker = dataloader_worker();
+  tracer::Writer* w = writer();
+  if (w && !worker.empty()) w->set_meta("worker", worker);
+}
+
 // ---- Callbacks ---------------------------------------------------------------------------
 
 // Opens a region named `name` on the thread; returns its id (0 when not recording).
@@ -975,7 +989,10 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   if (info->collective) note_rank();
 
   int64_t step = g_steps.load(std::memory_order_relaxed);
-  ctx->recorded = info->selected && in_step_window(step);
+  // Ops that rebuild a tensor received from another process run whenever the data arrives
+  // (a DataLoader worker's batch): not recorded, so the op stream does not depend on arrival
+  // order; the tensor is data from outside at its first use.
+  ctx->recorded = info->selected && in_step_window(step) && !in_ipc_rebuild();
   if (!ctx->recorded) {
     ts.stack.push_back(ctx.get());
     return ctx;
@@ -999,6 +1016,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
 
   if (!ctx->root) ctx->root = ctx.get();
   register_thread(ts, w);
+  note_worker();
   intern_info(info, w);
   ctx->seq = g_next_seq.fetch_add(1);
   ts.last_seq = ctx->seq;

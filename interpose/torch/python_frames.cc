@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -300,13 +301,45 @@ def _post(module, args, output):
     except Exception:
         pass
 
-_tdbg_mm.register_module_forward_pre_hook(_pre)
-_tdbg_mm.register_module_forward_hook(_post)
+if _TDBG_MODULES:
+    _tdbg_mm.register_module_forward_pre_hook(_pre)
+    _tdbg_mm.register_module_forward_hook(_post)
+
+# Tensors received from another process (a DataLoader worker's batch, a torch.multiprocessing
+# queue) are rebuilt by torch.multiprocessing.reductions' rebuild_* functions while pickle
+# loads them, whenever the data arrives: the ops they run are not recorded (the hook asks
+# tdbg_torch_ipc_depth), and the tensors count as data from outside at their first use.
+# Pickle names these functions by module and name, so the wrappers replace them for both
+# the sending and the receiving side.
+import sys as _sys
+_mpr = _sys.modules.get('torch.multiprocessing.reductions')
+if _mpr is not None:
+    _ipc = _lib.tdbg_torch_ipc
+    _ipc.argtypes = [ctypes.c_int]
+    _ipc.restype = None
+
+    def _ipc_wrap(fn):
+        def rebuild(*args, **kwargs):
+            _ipc(1)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _ipc(-1)
+        rebuild.__module__ = fn.__module__
+        rebuild.__name__ = fn.__name__
+        rebuild.__qualname__ = fn.__qualname__
+        rebuild.__doc__ = fn.__doc__
+        rebuild.__wrapped__ = fn
+        return rebuild
+
+    for _name in list(vars(_mpr)):
+        _fn = getattr(_mpr, _name)
+        if _name.startswith('rebuild_') and callable(_fn) and not hasattr(_fn, '__wrapped__'):
+            setattr(_mpr, _name, _ipc_wrap(_fn))
 
 # multiprocessing children (DataLoader workers) leave through os._exit, which skips atexit:
 # close the child's database from the last multiprocessing finalizer instead. Only when torch
 # has already imported multiprocessing.util (it does), so nothing new is imported.
-import sys as _sys
 _mpu = _sys.modules.get('multiprocessing.util')
 if _mpu is not None:
     _shutdown = _lib.tdbg_torch_shutdown
@@ -327,9 +360,10 @@ if _mpu is not None:
     _mpu.register_after_fork(_after_fork, _arm_child)
 )PY";
 
-// Installs the module hooks when `torch.nn.modules.module` is loaded and `torch` itself has
-// finished importing. GIL held.
-void maybe_install_module_hooks() {
+// Installs the Python hooks when `torch.nn.modules.module` is loaded and `torch` itself has
+// finished importing: the module path hooks (when `with_modules`), the wrappers of
+// torch.multiprocessing's rebuild functions and the exit of multiprocessing children. GIL held.
+void maybe_install_python_hooks(bool with_modules) {
   if (g_hooks_installed.load(std::memory_order_relaxed) || g_hooks_failed) return;
   const PythonApi& py = api();
   PyObject* modules = py.PyImport_GetModuleDict();
@@ -366,7 +400,8 @@ void maybe_install_module_hooks() {
     g_hooks_failed = true;
     return;
   }
-  std::string source = "_TDBG_LIB = " + json_quote(lib) + "\n" + kModuleHooksSource;
+  std::string source = "_TDBG_LIB = " + json_quote(lib) + "\n_TDBG_MODULES = " +
+                       (with_modules ? "True" : "False") + "\n" + kModuleHooksSource;
   PyObject* globals = py.PyDict_New();
   PyObject* result = globals ? py.PyRun_StringFlags(source.c_str(), kPyFileInput, globals,
                                                     globals, nullptr)
@@ -388,6 +423,7 @@ std::vector<std::string> g_module_paths{""};
 std::unordered_map<std::string, uint32_t> g_module_ids;
 
 thread_local uint32_t t_module = 0;
+thread_local int t_ipc_depth = 0;  // rebuild_* calls of torch.multiprocessing open on the thread
 
 struct ModuleStrings {
   uint64_t generation = UINT64_MAX;
@@ -416,12 +452,11 @@ bool is_runtime_library(const char* path) {
 
 }  // namespace
 
-std::string distributed_rank() {
+namespace {
+// The text that the Python expression `expr` evaluates to (a str), or "" on any error. Takes
+// the GIL and leaves any pending exception as it was.
+std::string eval_python_text(const char* expr) {
   const PythonApi& py = api();
-  static const char kExpr[] =
-      "(lambda d: '%d/%d' % (d.get_rank(), d.get_world_size()) if d is not None and "
-      "d.is_available() and d.is_initialized() else '')"
-      "(__import__('sys').modules.get('torch.distributed'))";
   constexpr int kPyEvalInput = 258;  // Py_eval_input
   std::string out;
   int gil = py.PyGILState_Ensure();
@@ -429,7 +464,7 @@ std::string distributed_rank() {
   py.PyErr_Fetch(&err_type, &err_value, &err_tb);
   PyObject* globals = py.PyDict_New();
   PyObject* result =
-      globals ? py.PyRun_StringFlags(kExpr, kPyEvalInput, globals, globals, nullptr) : nullptr;
+      globals ? py.PyRun_StringFlags(expr, kPyEvalInput, globals, globals, nullptr) : nullptr;
   if (result) {
     const char* text = py.PyUnicode_AsUTF8(result);
     if (text) out = text;
@@ -440,6 +475,21 @@ std::string distributed_rank() {
   py.PyErr_Restore(err_type, err_value, err_tb);
   py.PyGILState_Release(gil);
   return out;
+}
+}  // namespace
+
+std::string distributed_rank() {
+  return eval_python_text(
+      "(lambda d: '%d/%d' % (d.get_rank(), d.get_world_size()) if d is not None and "
+      "d.is_available() and d.is_initialized() else '')"
+      "(__import__('sys').modules.get('torch.distributed'))");
+}
+
+std::string dataloader_worker() {
+  return eval_python_text(
+      "(lambda m: (lambda w: '%d/%d' % (w.id, w.num_workers) if w is not None else '')"
+      "(m.get_worker_info()) if m is not None else '')"
+      "(__import__('sys').modules.get('torch.utils.data._utils.worker'))");
 }
 
 std::string python_version() {
@@ -457,7 +507,7 @@ bool thread_has_python() {
   return py.PyGILState_GetThisThreadState() != nullptr;
 }
 
-SourceLocation capture_python_stack(bool want_stack, bool install_module_hooks) {
+SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
   SourceLocation loc;
   const PythonApi& py = api();
   tracer::Writer* w = writer();
@@ -465,7 +515,7 @@ SourceLocation capture_python_stack(bool want_stack, bool install_module_hooks) 
   int gil = py.PyGILState_Ensure();
   PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
   py.PyErr_Fetch(&err_type, &err_value, &err_tb);
-  if (install_module_hooks) maybe_install_module_hooks();
+  maybe_install_python_hooks(with_module_hooks);
   if (want_stack) {
     CodeInfo* codes[kMaxFrames];
     int lines[kMaxFrames];
@@ -574,6 +624,8 @@ tracer::StringId module_string(uint32_t module_id) {
 
 uint32_t current_module_id() { return t_module; }
 
+bool in_ipc_rebuild() { return t_ipc_depth > 0; }
+
 void python_frames_after_fork_child() {
   new (&g_module_mutex) std::mutex();
   new (&g_native_mutex) std::mutex();
@@ -597,3 +649,7 @@ extern "C" uint32_t tdbg_torch_module_id(const char* path) {
 }
 
 extern "C" void tdbg_torch_set_module(uint32_t id) { tdbg::torchhook::t_module = id; }
+
+extern "C" void tdbg_torch_ipc(int delta) {
+  tdbg::torchhook::t_ipc_depth = std::max(0, tdbg::torchhook::t_ipc_depth + delta);
+}

@@ -23,9 +23,10 @@ struct SourceLocation {
 };
 
 // Captures the current thread's Python stack into interned frames of the current writer,
-// taking the GIL for the duration (PyGILState_Ensure). Also injects the module hooks once
-// torch is fully imported (when `install_module_hooks`). Call only when `thread_has_python()`.
-SourceLocation capture_python_stack(bool want_stack, bool install_module_hooks);
+// taking the GIL for the duration (PyGILState_Ensure). Also injects the Python hooks once
+// torch is fully imported (the module path hooks only `with_module_hooks`).
+// Call only when `thread_has_python()`.
+SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks);
 
 // Captures the innermost call site outside libtorch/libc10/tdbg for a C++ program (no Python),
 // resolved with dladdr once per address. 0 when unavailable.
@@ -41,6 +42,14 @@ uint32_t current_module_id();
 // initialized (however it was launched: torchrun, mp.spawn, by hand), else "". Takes the GIL;
 // call only when `thread_has_python()`. Never imports anything.
 std::string distributed_rank();
+
+// "ID/NUM_WORKERS" when this process is a torch DataLoader worker, else "". Takes the GIL;
+// call only when `thread_has_python()`. Never imports anything.
+std::string dataloader_worker();
+
+// True while the thread rebuilds a tensor received from another process (inside
+// torch.multiprocessing.reductions' rebuild_* functions, which the injected hooks wrap).
+bool in_ipc_rebuild();
 
 // Forgets every cache that holds ids of the current writer (called in a fork child).
 void python_frames_after_fork_child();

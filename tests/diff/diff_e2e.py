@@ -154,6 +154,23 @@ def case_loader():
     check(d and d["a"]["random"], "the op is a random op")
 
 
+def case_workers():
+    # Two identical runs fed by two DataLoader worker processes: the workers start together
+    # and their batches arrive in either order. Workers must pair by worker id, and the ops
+    # that rebuild a received batch (run whenever it arrives) must not make a divergence.
+    a, b, out_a, out_b = pair("workers", ["--loader-seed", "1", "--workers", "2"],
+                              ["--loader-seed", "1", "--workers", "2"])
+    check(out_a == out_b, "the two runs print the same losses")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"identical, exit 0 (got {rc}: {r.get('first_divergence') and r['first_divergence'].get('cause')})")
+    check(r["processes"]["a"] == 3 and r["processes"]["b"] == 3, "the main process and two workers")
+    # A changed value in the data still shows, where the batch holding it is first used.
+    c, _ = record("workers_poke", ["--loader-seed", "1", "--workers", "2", "--poke", "7.5"])
+    rc, r = diff(a, c)
+    check(rc == 1, f"a changed data value diverges (got {rc})")
+
+
 def case_poke():
     a, b, _, _ = pair("poke", [], ["--poke", "7.5"])
     rc, r = diff(a, b)

@@ -47,6 +47,7 @@ def main():
     p.add_argument("--inf-step", type=int, default=-1, help="the loss becomes Inf at this step")
     p.add_argument("--conv", action="store_true", help="a Conv1d before fc1")
     p.add_argument("--loss-scale", type=float, default=None, help="a Python number times the loss")
+    p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     p.add_argument("--data-write-step", type=int, default=-1,
                    help="scale fc1's weight through .data (a counter of its own) at this step")
     p.add_argument("--bad-data", default=None, metavar="STEP:VALUE",
@@ -82,7 +83,8 @@ def main():
         data = torch.utils.data.TensorDataset(torch.from_numpy(x_np), torch.from_numpy(y_np))
         g = torch.Generator()
         g.manual_seed(args.loader_seed)
-        loader = torch.utils.data.DataLoader(data, batch_size=16, shuffle=True, generator=g)
+        loader = torch.utils.data.DataLoader(data, batch_size=16, shuffle=True, generator=g,
+                                             num_workers=args.workers)
         batches = iter(loader)  # MARK:loader
     for step in range(args.steps):
         if args.loader_seed is not None:
