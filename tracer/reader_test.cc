@@ -238,5 +238,17 @@ TEST_CASE("runs: processes in a canonical order, by distributed rank before star
   CHECK(order == std::vector<int64_t>{2, 3, 5, 4});  // launcher, rank 0, its worker, rank 1
 }
 
+TEST_CASE("runs: DataLoader workers in order of worker id, whatever order they started in") {
+  TempDir dir;
+  MakeRun(dir.file("m.sqlite"), 2, 100, {{"pid", "10"}, {"ppid", "1"}});
+  MakeRun(dir.file("w1.sqlite"), 4, 200, {{"pid", "11"}, {"ppid", "10"}, {"worker", "1/2"}});
+  MakeRun(dir.file("w0.sqlite"), 3, 300, {{"pid", "12"}, {"ppid", "10"}, {"worker", "0/2"}});
+  auto run = Run::Open(dir.path());
+  REQUIRE(run.ok());
+  std::vector<int64_t> order;
+  for (auto& p : run->processes) order.push_back(p->op_count());
+  CHECK(order == std::vector<int64_t>{2, 3, 4});  // the main process, worker 0, worker 1
+}
+
 }  // namespace
 }  // namespace tdbg::tracer
