@@ -1,6 +1,7 @@
-// `tdbg-report-fixture DIR [--ops N] [--diverge-at S] [--nonfinite-at S] [--hostile]
-// [--no-secrets] [--single]`: writes a synthetic pair of runs (DIR/a, DIR/b, DIR/train.py) for
-// the end-to-end and browser tests of report, view, export and bundle.
+// `tdbg-report-fixture DIR [--ops N] [--diverge-at S] [--nonfinite-at S] [--insert-at S]
+// [--inserted-ops N] [--hostile] [--no-secrets] [--single]`: writes a synthetic pair of runs
+// (DIR/a, DIR/b, DIR/train.py) for the end-to-end and browser tests of report, view, export
+// and bundle.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -11,7 +12,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s DIR [--ops N] [--diverge-at S] [--nonfinite-at S] [--hostile] [--no-secrets] [--single]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s DIR [--ops N] [--diverge-at S] [--nonfinite-at S] [--insert-at S] "
+                 "[--inserted-ops N] [--hostile] [--no-secrets] [--single]\n",
+                 argv[0]);
     return 2;
   }
   tdbg::report::fixture::FixtureOptions o;
@@ -28,6 +32,8 @@ int main(int argc, char** argv) {
     if (a == "--ops") o.ops = next();
     else if (a == "--diverge-at") o.diverge_at = next();
     else if (a == "--nonfinite-at") o.nonfinite_at = next();
+    else if (a == "--insert-at") o.insert_at = next();
+    else if (a == "--inserted-ops") o.inserted_ops = static_cast<int>(next());
     else if (a == "--hostile") o.hostile = true;
     else if (a == "--no-secrets") o.secrets = false;
     else if (a == "--single") o.with_b = false;

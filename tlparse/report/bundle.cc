@@ -68,9 +68,10 @@ class TempDir {
 };
 
 // Rewrites one process database into `dst`, keeping ops with seq in [from, to) and passing
-// every string through `redactor`.
+// every string through `redactor`. Adds the ops kept to `kept`; `last_seq` gets the last seq
+// kept (-1 for none).
 Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t from, int64_t to,
-                    Redactor& redactor, int64_t* kept) {
+                    Redactor& redactor, int64_t* kept, int64_t* last_seq) {
   TDBG_ASSIGN_OR_RETURN(auto w, tracer::Writer::Create(dst));
   std::unordered_map<tracer::StringId, tracer::StringId> strings{{0, 0}};
   auto S = [&](tracer::StringId id) -> tracer::StringId {
@@ -101,6 +102,7 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
     w->add_thread(t);
   }
   int64_t n = 0;
+  *last_seq = -1;
   Status scanned = r.scan_ops(std::nullopt, from, to, true, [&](const tracer::OpRecord& op) {
     tracer::OpRecord c = op;
     c.name = S(op.name);
@@ -116,6 +118,7 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
       a.name = S(a.name);
       a.value = S(a.value);
     }
+    *last_seq = std::max(*last_seq, op.seq);
     w->append_op(std::move(c));
     ++n;
     return true;
@@ -311,6 +314,46 @@ std::string command_line_text(const std::string& cmdline_json) {
   return out;
 }
 
+// `j[key]` as text: strings as they are, other values as JSON, `fallback` when absent or null.
+std::string text_of(const json& j, const char* key, const std::string& fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+// "op #S `name` at step N, file:line" for one side of a divergence.
+std::string op_text(const json& side) {
+  std::string s = "op #" + text_of(side, "seq", "?") + " `" + text_of(side, "op", "?") + "` at step " +
+                  text_of(side, "step", "?");
+  auto source = side.find("source");
+  if (source != side.end() && source->is_object()) {
+    s += ", " + text_of(*source, "file", "?") + ":" + text_of(*source, "line", "?");
+  }
+  return s;
+}
+
+// The README's one-line account of a first divergence. Either side may be missing: ops
+// inserted in B have no op in A, ops removed in B none in B, and a process recorded by one
+// run only has neither; the engine's `detail` sentence then says what changed.
+std::string divergence_text(const json& fd) {
+  const json& a = fd.value("a", json());
+  const json& b = fd.value("b", json());
+  std::string s;
+  if (a.is_object() && b.is_object()) {
+    s = op_text(a);
+  } else if (a.is_object()) {
+    s = "run A's " + op_text(a) + ", which run B does not have";
+  } else if (b.is_object()) {
+    s = "run B's " + op_text(b) + ", which run A does not have";
+  } else {
+    s = "a structural change";
+  }
+  s += " (cause: " + text_of(fd, "cause", "?");
+  std::string detail = text_of(fd, "detail", "");
+  if (!detail.empty()) s += " — " + detail;
+  return s + ").";
+}
+
 }  // namespace
 
 StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string& run_b,
@@ -372,33 +415,38 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       int64_t total = reader.op_count();
       result.ops_total += total;
       int64_t from = 0, to = INT64_MAX;
-      if (!options.keep_all && total > options.window_ops) {
+      const bool trim = !options.keep_all && total > options.window_ops;
+      if (trim) {
         bool has_center = (data["diff"].is_object() && !data["diff"]["first_divergence"].is_null()) ||
                           std::any_of(data["nonfinite"].begin(), data["nonfinite"].end(), [](const json& n) {
                             return n.is_object() && !n["first_nonfinite"].is_null();
                           });
-        int64_t center;
         if (has_center && rj["process"].get<size_t>() == p) {
-          center = rj["window"]["center_seq"].get<int64_t>();
+          from = std::max<int64_t>(0, rj["window"]["center_seq"].get<int64_t>() - options.window_ops / 2);
         } else {
-          // Nothing pointed at: the end of the run, where a crash or a blow-up usually is.
+          // Nothing pointed at: the end of the run (the last op included), where a crash or a
+          // blow-up usually is.
           int64_t last = 0;
           TDBG_RETURN_IF_ERROR(reader.scan_ops(std::nullopt, 0, INT64_MAX, false, [&](const tracer::OpRecord& op) {
             last = std::max(last, op.seq);
             return true;
           }));
-          center = last - options.window_ops / 2;
+          from = std::max<int64_t>(0, last + 1 - options.window_ops);
         }
-        from = std::max<int64_t>(0, center - options.window_ops / 2);
         to = from + options.window_ops;
-        trimmed.push_back({{"run", label}, {"process", base_name(reader.path())},
-                           {"ops_total", total}, {"from_seq", from}, {"to_seq", to - 1}});
       }
       std::string name = base_name(reader.path());
       if (name.size() < 7 || name.compare(name.size() - 7, 7, ".sqlite") != 0) name += ".sqlite";
       while (!used.insert(name).second) name = "p" + std::to_string(p) + "-" + name;
       std::string dst = tmp->path() + "/" + label + "/" + name;
-      TDBG_RETURN_IF_ERROR(copy_process(reader, dst, from, to, redactor, &result.ops_kept));
+      int64_t last_kept = -1;
+      TDBG_RETURN_IF_ERROR(copy_process(reader, dst, from, to, redactor, &result.ops_kept, &last_kept));
+      if (trim) {
+        // The window near the end of a run is shorter: list the ops it really kept.
+        trimmed.push_back({{"run", label}, {"process", base_name(reader.path())},
+                           {"ops_total", total}, {"from_seq", from},
+                           {"to_seq", std::max(from, std::min(to - 1, last_kept))}});
+      }
       std::string entry = root + "runs/" + label + "/" + name;
       result.entries.push_back(entry);
       TDBG_RETURN_IF_ERROR(archive.add_file(entry, dst));
@@ -480,17 +528,12 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
      << (runs.size() == 2 ? "two runs" : "one run") << ".\n\n";
   if (data["diff"].is_object()) {
     const json& fd = data["diff"]["first_divergence"];
-    if (fd.is_object() && fd["a"].is_object()) {
-      const json& s = fd["a"];
-      md << "**First divergence**: op #" << s.value("seq", json(-1)).dump() << " `"
-         << s.value("op", std::string("?")) << "` at step " << s.value("step", json(0)).dump();
-      if (s.contains("source") && s["source"].is_object()) {
-        md << ", " << s["source"].value("file", std::string("?")) << ":"
-           << s["source"].value("line", json(0)).dump();
-      }
-      md << " (cause: " << fd.value("cause", std::string("?")) << ").\n\n";
-    } else {
+    if (fd.is_object()) {
+      md << "**First divergence**: " << divergence_text(fd) << "\n\n";
+    } else if (text_of(data["diff"], "status", "") == "identical") {
       md << "**The runs are identical** on every compared op.\n\n";
+    } else {
+      md << "**The runs diverge**; see `diff.json`.\n\n";
     }
   }
   md << "## What is inside\n\n"

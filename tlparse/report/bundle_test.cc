@@ -11,6 +11,7 @@
 #include <functional>
 #include <set>
 
+#include "tlparse/diff/diff.h"
 #include "tlparse/report/bundle.h"
 #include "tlparse/report/fixture.h"
 #include "tlparse/report/test_util.h"
@@ -141,6 +142,82 @@ TEST_CASE("large databases are trimmed to a window around the divergence unless 
   auto k = tracer::Run::Open(dir.file("k/k/runs/b"));
   REQUIRE(k.ok());
   CHECK(k.value().processes[0]->op_count() == 3000);
+}
+
+// The first divergence `tdbg diff` reports between runs `a` and `b` (directories).
+nlohmann::json first_divergence(const std::string& a, const std::string& b) {
+  auto ra = tracer::Run::Open(a);
+  auto rb = tracer::Run::Open(b);
+  REQUIRE(ra.ok());
+  REQUIRE(rb.ok());
+  auto d = diff::compare_runs(ra.value(), rb.value());
+  REQUIRE(d.ok());
+  REQUIRE(d.value()["status"] == "diverged");
+  return d.value()["first_divergence"];
+}
+
+TEST_CASE("a bundle of runs where B inserts or removes ops keeps the change on both sides") {
+  // B inserts 5 `aten::clone` before A's op 6600 (`aten::normal_`), late in a long run, as in
+  // the recorded runs this was found with. The side without an op at the divergence used to
+  // keep the start of its run, so `tdbg diff` on the bundle reported a made-up divergence.
+  // (`tdbg diff` reads a trimmed database only while its bisection stays in the window: it
+  // starts at tidx 0; these sizes keep it there, as the default window does for those runs.)
+  TempDir dir;
+  fixture::FixtureOptions o;
+  o.ops = 8000;
+  o.insert_at = 6600;
+  o.secrets = false;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  BundleOptions bo;
+  bo.window_ops = 6000;
+  bo.sources = false;
+  struct Case {
+    const char* name;
+    std::string a, b;
+    const char* side_with_op;  // "a" or "b"
+    const char* readme;
+  };
+  for (const Case& c : {Case{"inserted", dir.file("a"), dir.file("b"), "b",
+                             "run B's op #6600 `aten::clone` at step 300"},
+                        Case{"removed", dir.file("b"), dir.file("a"), "a",
+                             "run A's op #6600 `aten::clone` at step 300"}}) {
+    SECTION(c.name) {
+      nlohmann::json full = first_divergence(c.a, c.b);
+      REQUIRE(full[c.side_with_op].is_object());
+      CHECK(full[c.side_with_op]["op"] == "aten::clone");
+
+      std::string out = dir.file(std::string(c.name) + ".tar.gz");
+      REQUIRE(write_bundle(c.a, c.b, out, bo).ok());
+      std::string readme;
+      REQUIRE(inspect_bundle(out, &readme).ok());
+      CHECK(readme.find(c.readme) != std::string::npos);
+      CHECK(readme.find("identical") == std::string::npos);
+
+      std::string x = dir.file(std::string("x-") + c.name);
+      REQUIRE(extract_bundle(out, x).ok());
+      std::string root = x + "/" + c.name + "/runs/";
+      // Both windows hold op 6600: the inserted op on one side, the op it precedes on the other.
+      for (const char* side : {"a", "b"}) {
+        auto run = tracer::Run::Open(root + side);
+        REQUIRE(run.ok());
+        const auto& reader = *run.value().processes[0];
+        auto op = reader.op(6600);
+        CHECK(op);
+        if (op) {
+          bool inserted_side = side == std::string(c.side_with_op);
+          CHECK(reader.string(op->name) == (inserted_side ? "aten::clone" : "aten::normal_"));
+        }
+      }
+      nlohmann::json bundled = first_divergence(root + "a", root + "b");
+      CHECK(bundled["kind"] == full["kind"]);
+      CHECK(bundled["cause"] == full["cause"]);
+      CHECK(bundled["detail"] == full["detail"]);
+      CHECK(bundled["a"].is_null() == full["a"].is_null());
+      CHECK(bundled["b"].is_null() == full["b"].is_null());
+      CHECK(bundled[c.side_with_op]["op"] == full[c.side_with_op]["op"]);
+      CHECK(bundled[c.side_with_op]["seq"] == full[c.side_with_op]["seq"]);
+    }
+  }
 }
 
 // Writes a .tar.gz holding one entry made by `fill`.

@@ -165,21 +165,63 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
   auto k_name = w->intern("ampere_sgemm_128x64_nn");
   auto k_grid = w->intern("4,1,1");
   auto k_block = w->intern("256,1,1");
+  // Interned in both runs (string ids must agree: the chain hashes mix them in), and only when
+  // used, so the ids of the other fixtures stay as they were.
+  tracer::StringId inserted_name = o.insert_at >= 0 ? w->intern("aten::clone") : 0;
 
+  // `pos` numbers the template's ops as run A records them (A's seq); run B's seqs are later
+  // by `inserted_ops` from `insert_at` on. Values follow `pos`, so B's ops after the inserted
+  // ones match A's.
+  const bool inserts = is_b && o.insert_at >= 0;
+  auto seq_of = [&](int64_t pos) {
+    return inserts && pos >= o.insert_at ? pos + o.inserted_ops : pos;
+  };
   uint64_t chain[2] = {0, 0};
   int64_t tidx[2] = {0, 0};
-  int64_t last_output[2] = {-1, -1};
+  int64_t last_output[2] = {-1, -1};      // seq
+  int64_t last_output_pos[2] = {-1, -1};  // pos
   int64_t t = 1'000'000'000;
-  for (int64_t seq = 0; seq < o.ops; ++seq) {
-    int64_t step = seq / k, i = seq % k;
+  for (int64_t pos = 0; pos < o.ops; ++pos) {
+    int64_t step = pos / k, i = pos % k;
+    if (inserts && pos == o.insert_at) {
+      for (int n = 0; n < o.inserted_ops; ++n) {
+        OpRecord extra;
+        extra.seq = pos + n;
+        extra.thread = 0;
+        extra.tidx = tidx[0]++;
+        extra.parent = tracer::kNoSeq;
+        extra.fwd = tracer::kNoSeq;
+        extra.name = inserted_name;
+        extra.step = step;
+        extra.user_frame = user_frames[19];
+        extra.stack = stacks[19];
+        extra.region = static_cast<uint32_t>(step + 1);
+        extra.start_ns = t;
+        extra.end_ns = t + 1000;
+        t = extra.end_ns + 500;
+        TensorRecord x;
+        x.role = tracer::TensorRole::kOutput;
+        x.dtype = hashing::DType::kFloat32;
+        x.shape = s_float;
+        x.device = s_cpu;
+        x.status = tracer::TensorStatus::kHashed;
+        x.hash = mix(0xc10e, static_cast<uint64_t>(n));
+        x.producer = tracer::kNoSeq;
+        extra.tensors.push_back(x);
+        chain[0] = mix(chain[0], mix(extra.name, x.hash));
+        extra.chain = chain[0];
+        w->append_op(std::move(extra));
+      }
+    }
+    const int64_t seq = seq_of(pos);
     const Kind& kind = tmpl[i];
     OpRecord op;
     op.seq = seq;
     op.thread = kind.thread;
     op.tidx = tidx[kind.thread]++;
     op.depth = static_cast<uint16_t>(kind.depth);
-    op.parent = kind.parent_offset >= 0 ? step * k + kind.parent_offset : tracer::kNoSeq;
-    op.fwd = kind.fwd_offset >= 0 ? step * k + kind.fwd_offset : tracer::kNoSeq;
+    op.parent = kind.parent_offset >= 0 ? seq_of(step * k + kind.parent_offset) : tracer::kNoSeq;
+    op.fwd = kind.fwd_offset >= 0 ? seq_of(step * k + kind.fwd_offset) : tracer::kNoSeq;
     op.name = names[i];
     op.step = step;
     op.module = kind.layer >= 0 ? modules[kind.layer] : 0;
@@ -187,17 +229,17 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     op.stack = stacks[kind.line];
     op.region = static_cast<uint32_t>(step + 1);
     op.start_ns = t;
-    op.end_ns = t + 2000 + (seq % 7) * 300;
+    op.end_ns = t + 2000 + (pos % 7) * 300;
     t = kind.depth == 0 ? op.end_ns + 500 : t + 200;
     op.flags = kind.flags;
     if (kind.flags & tracer::kOpRandom) op.rng = mix(0x5eed, step);
 
     // Values: the same in both runs until `diverge_at`; then B drifts and the drift grows.
-    double base = std::sin(static_cast<double>(seq) * 0.37) * 100.0 + 1.0;
-    bool drifted = is_b && o.diverge_at >= 0 && seq >= o.diverge_at;
-    double rel = drifted ? std::min(1e-7 * std::pow(1.05, static_cast<double>(seq - o.diverge_at)), 0.5) : 0;
+    double base = std::sin(static_cast<double>(pos) * 0.37) * 100.0 + 1.0;
+    bool drifted = is_b && o.diverge_at >= 0 && pos >= o.diverge_at;
+    double rel = drifted ? std::min(1e-7 * std::pow(1.05, static_cast<double>(pos - o.diverge_at)), 0.5) : 0;
     double sum = base * (1 + rel);
-    uint64_t out_hash = mix(0xa11ce, static_cast<uint64_t>(seq)) ^ (drifted ? mix(0xb0b, seq) : 0);
+    uint64_t out_hash = mix(0xa11ce, static_cast<uint64_t>(pos)) ^ (drifted ? mix(0xb0b, pos) : 0);
 
     TensorRecord in;
     in.role = tracer::TensorRole::kInput;
@@ -207,11 +249,14 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     in.device = s_cpu;
     in.status = tracer::TensorStatus::kKnown;
     in.producer = last_output[kind.thread];
-    bool input_drifted = is_b && o.diverge_at >= 0 && in.producer >= o.diverge_at;
-    in.hash = in.producer >= 0 ? mix(0xa11ce, static_cast<uint64_t>(in.producer)) ^ (input_drifted ? mix(0xb0b, in.producer) : 0)
-                               : 0x1badcafe;
+    const int64_t producer_pos = last_output_pos[kind.thread];
+    bool input_drifted = is_b && o.diverge_at >= 0 && producer_pos >= o.diverge_at;
+    in.hash = producer_pos >= 0 ? mix(0xa11ce, static_cast<uint64_t>(producer_pos)) ^
+                                      (input_drifted ? mix(0xb0b, producer_pos) : 0)
+                                : 0x1badcafe;
     in.summary.valid = true;
-    in.summary.sum = in.producer >= 0 ? std::sin(static_cast<double>(in.producer) * 0.37) * 100.0 + 1.0 : 3.0;
+    in.summary.sum =
+        producer_pos >= 0 ? std::sin(static_cast<double>(producer_pos) * 0.37) * 100.0 + 1.0 : 3.0;
     in.summary.abs_sum = std::fabs(in.summary.sum) * 1.5 + 1;
     in.summary.min = -1;
     in.summary.max = 1;
@@ -231,9 +276,10 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     out.summary.abs_sum = std::fabs(base) * 1.5 + 1;
     out.summary.min = -1 - rel;
     out.summary.max = 1 + rel;
-    if (seq == o.nonfinite_at) out.summary.nan_count = 3;
+    if (pos == o.nonfinite_at) out.summary.nan_count = 3;
     op.tensors.push_back(out);
     last_output[kind.thread] = seq;
+    last_output_pos[kind.thread] = pos;
 
     if (kind.flags & tracer::kOpInplace && kind.layer >= 0) {
       op.args.push_back({1, s_alpha, s_lr});
@@ -254,13 +300,13 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     }
     int64_t end_ns = op.end_ns;
     w->append_op(std::move(op));
-    if (i == k - 1 || seq == o.ops - 1) {
+    if (i == k - 1 || pos == o.ops - 1) {
       tracer::RegionRecord r;
       r.id = static_cast<uint32_t>(step + 1);
       r.thread = 0;
       r.name = w->intern("Optimizer.step#SGD.step");
       r.kind = tracer::RegionKind::kStep;
-      r.start_seq = step * k;
+      r.start_seq = seq_of(step * k);
       r.end_seq = seq;
       r.step = step;
       w->append_region(r);

@@ -18,6 +18,11 @@ struct FixtureOptions {
   bool secrets = true;          // fake credentials in the recorded environment and command line
   bool with_b = true;           // write run B as well
   int64_t nonfinite_at = -1;    // op whose output holds NaN in both runs; -1: none
+  // Run B records `inserted_ops` extra ops on the main thread just before the op that A
+  // records as seq `insert_at` (a structural change: ops inserted in B, none in A). Those ops'
+  // outputs feed nothing, so B's later ops match A's, `inserted_ops` seqs later. -1: none.
+  int64_t insert_at = -1;
+  int inserted_ops = 5;
 };
 
 // The fake secrets the fixture records (they must never reach a bundle).

@@ -97,6 +97,33 @@ int64_t seq_of(const json& side) {
   return tracer::kNoSeq;
 }
 
+// The seq where a structural first divergence meets run `side` ("a" or "b") when that side has
+// no op of its own there (ops inserted in the other run, or removed from this one): the op of
+// this side right after the split point, else the last op before it (the change is at the end
+// of the thread). The split point is the first change's range on this side, in the thread the
+// diff engine paired (`threads`), as a tidx. `tracer::kNoSeq` when the result does not say.
+int64_t change_seq(const Reader& reader, const json& fd, const char* side) {
+  const std::string range_key = std::string(side) + "_range";
+  const json& changes = fd.value("structural_changes", json::array());
+  const json& threads = fd.value("threads", json());
+  if (!changes.is_array() || changes.empty() || !changes[0].is_object() || !threads.is_object()) {
+    return tracer::kNoSeq;
+  }
+  const json& range = changes[0].value(range_key, json());
+  const json& thread = threads.value(side, json());
+  if (!range.is_array() || range.empty() || !range[0].is_number_integer() ||
+      !thread.is_number_integer()) {
+    return tracer::kNoSeq;
+  }
+  auto id = thread.get<uint32_t>();
+  int64_t split = range[0].get<int64_t>();
+  for (int64_t tidx : {split, split - 1}) {
+    if (tidx < 0) continue;
+    if (auto op = reader.op_at(id, tidx)) return op->seq;
+  }
+  return tracer::kNoSeq;
+}
+
 json meta_json(const Reader& reader) {
   json meta = json::object();
   for (const auto& [k, v] : reader.all_meta()) meta[k] = v;
@@ -407,15 +434,22 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
   data["nonfinite"] = nonfinite;
 
   // Centre of each window: the divergence on that side, else the first non-finite, else 0.
+  // A side with no op at a structural divergence (ops inserted in the other run, or removed
+  // from this one) is centred where the change meets it, so that both windows hold the
+  // change and `tdbg diff` on a bundle's trimmed databases finds the same divergence; the
+  // other side's seq is the fallback (before the first divergence the runs agree).
   json fd = diff.is_object() && diff.contains("first_divergence") ? diff["first_divergence"]
                                                                   : json(nullptr);
   auto center_for = [&](size_t side) -> std::pair<int64_t, size_t> {
     const char* key = side == 0 ? "a" : "b";
     const tracer::Run& run = side == 0 ? a : *b;
-    if (fd.is_object() && fd.contains(key)) {
-      int64_t s = seq_of(fd[key]);
+    if (fd.is_object()) {
       // The diff engine names the process on the divergence, not on each side.
-      if (s != tracer::kNoSeq) return {s, process_index(fd, run.processes.size())};
+      size_t p = process_index(fd, run.processes.size());
+      int64_t s = seq_of(fd.value(key, json()));
+      if (s == tracer::kNoSeq) s = change_seq(*run.processes[p], fd, key);
+      if (s == tracer::kNoSeq) s = seq_of(fd.value(side == 0 ? "b" : "a", json()));
+      if (s != tracer::kNoSeq) return {s, p};
     }
     if (side < nonfinite.size() && nonfinite[side].is_object() &&
         nonfinite[side].contains("first_nonfinite")) {

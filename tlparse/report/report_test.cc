@@ -91,6 +91,51 @@ TEST_CASE("the report model centres on the first divergence and measures its gro
   CHECK(late > early * 10);
 }
 
+// Whether `run`'s window in the report holds op `seq`, and its name when it does ("" if not).
+std::string window_op(const json& run, int64_t seq) {
+  for (const auto& op : run["ops"]) {
+    if (op["seq"] == seq) return op["name"].get<std::string>();
+  }
+  return "";
+}
+
+TEST_CASE("a side with no op at a structural divergence is centred where the change meets it") {
+  // B inserts 5 `aten::clone` before A's op 2200 (an `aten::normal_`, the start of step 100):
+  // the divergence has no op in A, so A's window must be centred on A's op 2200, not on 0.
+  fixture::FixtureOptions o;
+  o.ops = 3000;
+  o.insert_at = 2200;
+  auto p = make_pair(o);
+  ReportOptions ro;
+  ro.window_ops = 200;
+  SECTION("ops inserted in B") {
+    auto data_or = build_report_data(p->a, &p->b, ro);
+    REQUIRE(data_or.ok());
+    const json& d = data_or.value();
+    const json& fd = d["diff"]["first_divergence"];
+    REQUIRE(fd.is_object());
+    CHECK(fd["a"].is_null());
+    CHECK(fd["b"]["seq"] == 2200);
+    CHECK(d["runs"][0]["window"]["center_seq"] == 2200);
+    CHECK(d["runs"][1]["window"]["center_seq"] == 2200);
+    CHECK(window_op(d["runs"][0], 2200) == "aten::normal_");
+    CHECK(window_op(d["runs"][1], 2200) == "aten::clone");
+    CHECK(window_op(d["runs"][1], 2205) == "aten::normal_");
+  }
+  SECTION("ops removed in B (the same runs swapped)") {
+    auto data_or = build_report_data(p->b, &p->a, ro);
+    REQUIRE(data_or.ok());
+    const json& d = data_or.value();
+    const json& fd = d["diff"]["first_divergence"];
+    REQUIRE(fd.is_object());
+    CHECK(fd["b"].is_null());
+    CHECK(d["runs"][0]["window"]["center_seq"] == 2200);
+    CHECK(d["runs"][1]["window"]["center_seq"] == 2200);
+    CHECK(window_op(d["runs"][0], 2200) == "aten::clone");
+    CHECK(window_op(d["runs"][1], 2200) == "aten::normal_");
+  }
+}
+
 TEST_CASE("identical runs give an empty curve of differences") {
   fixture::FixtureOptions o;
   o.ops = 300;
