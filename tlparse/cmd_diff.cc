@@ -10,6 +10,23 @@
 
 namespace tdbg::cli {
 
+namespace {
+
+// Rejects a negative `--scan-limit` (a typo, not "no limit": that is `--full`). Anything else
+// is left to the conversion, which reports what is not a number.
+CLI::Validator non_negative_scan_limit() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        bool negative = !value.empty() && value[0] == '-' &&
+                        value.find_first_of("123456789") != std::string::npos;
+        if (!negative) return "";
+        return "Value " + value + " is negative; give 0 or more ops, or --full to compare to the end";
+      },
+      "NON-NEGATIVE");
+}
+
+}  // namespace
+
 void add_diff_command(CLI::App& app) {
   struct Args {
     std::string run_a, run_b;
@@ -29,7 +46,8 @@ void add_diff_command(CLI::App& app) {
       ->check(CLI::Range(0, 1000));
   cmd->add_option("--scan-limit", args->scan_limit,
                   "Ops compared after the divergence, for growth and the first value difference "
-                  "after a structural change");
+                  "after a structural change")
+      ->check(non_negative_scan_limit());
   cmd->add_flag("--full", args->full, "Compare every op after the divergence (no scan limit)");
   cmd->add_flag("--linear", args->linear,
                 "Compare op by op from the start instead of bisecting the chain hash");

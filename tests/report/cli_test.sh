@@ -23,6 +23,18 @@ set -e
 [ $rc -eq 2 ] || fail "report of a missing run exited $rc"
 [ "$(wc -l <err.txt)" -eq 1 ] || fail "error is not one line: $(cat err.txt)"
 
+# diff --scan-limit: a negative limit is a usage error naming the option (exit 2), not a full
+# scan; 0 is a limit like any other.
+set +e
+"$tdbg" diff --scan-limit -5 runs/a runs/b >/dev/null 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "diff --scan-limit -5 exited $rc"
+head -1 err.txt | grep -q -- '--scan-limit.*negative' || fail "diff --scan-limit -5: $(cat err.txt)"
+set +e
+"$tdbg" diff --scan-limit 0 runs/a runs/b >/dev/null; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "diff --scan-limit 0 exited $rc"
+
 # export: valid Chrome trace JSON with divergent ops marked.
 "$tdbg" export --chrome-trace runs/a runs/b -o trace.json || fail "export exited $?"
 python3 - <<'PY' || fail "trace.json is not the expected Chrome trace"
