@@ -636,7 +636,9 @@ StatusOr<Run> Run::Open(const std::string& path) {
     }
   }
   ::closedir(dir);
-  if (files.empty()) return Status::Error(path + ": no *.sqlite run database in this directory");
+  if (files.empty())
+    return Status::Error(path + ": no *.sqlite run database in this directory (a recorded program"
+                                " writes one per process that loads torch)");
   std::sort(files.begin(), files.end());
   for (const std::string& f : files) {
     TDBG_ASSIGN_OR_RETURN(auto reader, Reader::Open(f));
