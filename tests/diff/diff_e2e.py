@@ -333,6 +333,9 @@ def case_ddp():
     check(d is not None and d["a"]["step"] == 2, f"at step 2 (got {d and d['a']['step']})")
     # Processes in canonical order: the launcher, rank 0, rank 1.
     check(d is not None and d.get("process") == 2, f"in rank 1's process (got {d and d.get('process')})")
+    proc = (d or {}).get("process_a") or {}
+    check(proc.get("rank") == "1/2" and "rank 1/2" in proc.get("text", ""),
+          f"the process is named by its rank (got {proc})")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

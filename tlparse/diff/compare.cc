@@ -609,6 +609,28 @@ int64_t thread_op_count(const Reader& r, uint32_t thread) {
 
 }  // namespace
 
+// Which process of run `run` is number `p` (in the canonical order), for a run of several:
+// its database, pid and, where it has them, its torch.distributed rank and DataLoader worker id.
+json process_json(const tracer::Run& run, size_t p) {
+  const Reader& r = *run.processes[p];
+  std::string text = "process " + std::to_string(p) + " of " + std::to_string(run.processes.size());
+  json j = {{"index", p}, {"path", r.path()}, {"pid", r.meta("pid")}};
+  std::string what;
+  if (!r.meta("rank").empty()) {
+    j["rank"] = r.meta("rank");
+    what += "rank " + r.meta("rank");
+  }
+  if (!r.meta("worker").empty()) {
+    j["worker"] = r.meta("worker");
+    what += std::string(what.empty() ? "" : ", ") + "DataLoader worker " + r.meta("worker");
+  }
+  if (what.empty() && p == 0) what = "the first process";
+  text += " (" + (what.empty() ? std::string("pid ") + r.meta("pid") : what + ", pid " + r.meta("pid")) +
+          "): " + r.path();
+  j["text"] = text;
+  return j;
+}
+
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Progress progress(options.progress);
@@ -675,6 +697,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       first_key = best_key;
       TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
       d["process"] = p;
+      if (a.processes.size() > 1) d["process_a"] = process_json(a, p);
       d["threads"] = {{"a", best->a.thread}, {"b", best->b.thread}};
       result["status"] = "diverged";
       result["first_divergence"] = std::move(d);

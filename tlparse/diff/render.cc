@@ -161,15 +161,18 @@ std::string format_divergence(const json& result) {
   }
   const json& a = d.value("a", json());
   const json& b = d.value("b", json());
+  const json& process = d.value("process_a", json());
   if (str(d, "kind") == "value") {
     o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", step " << str(a, "step")
       << "): " << str(d, "cause") << "\n";
+    if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
     print_value(o, d);
   } else {
     const json& side = a.is_object() ? a : b;
     o << "diverged structurally";
     if (side.is_object()) o << " at step " << str(side, "step");
     o << ": " << str(d, "detail") << "\n";
+    if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
     print_side(o, "A", a);
     print_side(o, "B", b);
     const json& t = d.value("tensor", json());
@@ -195,7 +198,7 @@ std::string format_divergence(const json& result) {
   }
   print_context(o, d.value("context", json()));
   print_growth(o, d.value("growth", json()));
-  print_stack(o, "A", a.is_object() ? a : b);
+  print_stack(o, a.is_object() ? "A" : "B", a.is_object() ? a : b);
   return o.str();
 }
 
