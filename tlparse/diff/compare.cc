@@ -57,14 +57,23 @@ class Progress {
   std::chrono::steady_clock::time_point last_;
 };
 
-// One side of a thread pair.
+int64_t thread_first_tidx(const Reader& r, uint32_t thread);
+
+// One side of a thread pair: the thread's ops have tidx in [begin, count). `begin` is 0 but in
+// a database that keeps only part of a run (a bundle's window, a `--ring`).
 struct Side {
   Side(const Reader& r, uint32_t t, int64_t n)
-      : reader(&r), strings(r), thread(t), count(n), cursor(r, strings, t, n) {}
+      : reader(&r),
+        strings(r),
+        thread(t),
+        count(n),
+        begin(n > 0 ? std::min(n, thread_first_tidx(r, t)) : 0),
+        cursor(r, strings, t, n, begin) {}
   const Reader* reader;
   Strings strings;
   uint32_t thread;
   int64_t count;
+  int64_t begin;
   OpCursor cursor;
 };
 
@@ -203,8 +212,9 @@ struct Stats {
 };
 
 // First tidx < n where the chains differ (n when they agree at n - 1): O(log n) probes.
-StatusOr<int64_t> bisect_chains(Side& a, Side& b, int64_t n, Stats& stats) {
-  if (n == 0) return int64_t{0};
+// The first tidx in [lo, n) where the chains differ (n when they never do), by bisection.
+StatusOr<int64_t> bisect_chains(Side& a, Side& b, int64_t lo, int64_t n, Stats& stats) {
+  if (n <= lo) return lo;
   auto chain = [&](Side& s, int64_t t) -> StatusOr<uint64_t> {
     ++stats.probes;
     auto c = s.reader->chain_at(s.thread, t);
@@ -217,7 +227,7 @@ StatusOr<int64_t> bisect_chains(Side& a, Side& b, int64_t n, Stats& stats) {
   TDBG_ASSIGN_OR_RETURN(uint64_t last_a, chain(a, n - 1));
   TDBG_ASSIGN_OR_RETURN(uint64_t last_b, chain(b, n - 1));
   if (last_a == last_b) return n;
-  int64_t lo = 0, hi = n - 1;  // the chains differ at hi
+  int64_t hi = n - 1;  // the chains differ at hi
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
     TDBG_ASSIGN_OR_RETURN(uint64_t ca, chain(a, mid));
@@ -253,9 +263,10 @@ Located innermost(Pair& p, int64_t t, Stats& stats) {
 
 StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Progress& progress) {
   int64_t n = std::min(p.a.count, p.b.count);
-  int64_t k = 0;
+  // Ops both databases hold (a trimmed bundle may start each side at another op).
+  int64_t k = std::max(p.a.begin, p.b.begin);
   if (options.bisect) {
-    TDBG_ASSIGN_OR_RETURN(k, bisect_chains(p.a, p.b, n, stats));
+    TDBG_ASSIGN_OR_RETURN(k, bisect_chains(p.a, p.b, k, n, stats));
   }
   // The chains say where the streams stop being equal; the fields say whether that is a
   // difference the engine counts (a chain may cover fields it ignores), so confirm here.
@@ -595,6 +606,18 @@ uint32_t thread_at(const std::vector<tracer::ThreadRecord>& threads, size_t k) {
 // Ops in a thread. `Reader::op_count` may count rows (linear in the run); ops of a thread are
 // numbered 0..n-1, so the largest tidx, a primary-key lookup, gives the same in O(log n).
 // Falls back to `op_count` when the query is not available.
+// The first tidx of a thread's ops: 0 but where the database keeps only a window.
+int64_t thread_first_tidx(const Reader& r, uint32_t thread) {
+  int64_t first = 0;
+  Status st = r.query("SELECT first_tidx FROM op_blocks WHERE thread = " + std::to_string(thread) +
+                          " ORDER BY first_tidx LIMIT 1",
+                      [&](const std::vector<std::string>& row) {
+                        if (!row.empty() && !row[0].empty()) first = std::stoll(row[0]);
+                        return false;
+                      });
+  return st.ok() ? first : 0;
+}
+
 int64_t thread_op_count(const Reader& r, uint32_t thread) {
   int64_t n = -1;
   Status st = r.query("SELECT last_tidx FROM op_blocks WHERE thread = " + std::to_string(thread) +

@@ -97,8 +97,10 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
   return c;
 }
 
-OpCursor::OpCursor(const tracer::Reader& reader, Strings& strings, uint32_t thread, int64_t count)
-    : reader_(reader), strings_(strings), thread_(thread), count_(count) {}
+OpCursor::OpCursor(const tracer::Reader& reader, Strings& strings, uint32_t thread, int64_t count,
+                   int64_t begin)
+    : reader_(reader), strings_(strings), thread_(thread), count_(count), begin_(begin),
+      base_(begin) {}
 
 // Ops per `scan_ops` call: a jump (the op found by bisection) starts with a small batch, as
 // often only a few ops around it are read; sequential reading doubles it up to `kBatchOps`.
@@ -106,7 +108,7 @@ constexpr int64_t kFirstBatchOps = 16;
 constexpr int64_t kBatchOps = 2048;
 
 bool OpCursor::load(int64_t tidx) {
-  if (!status_.ok() || tidx < 0 || tidx >= count_) return false;
+  if (!status_.ok() || tidx < begin_ || tidx >= count_) return false;
   if (tidx < base_ || tidx > base_ + static_cast<int64_t>(ops_.size()) + kBatchOps) {
     // A jump: start a fresh window at `tidx`.
     ops_.clear();
@@ -136,7 +138,8 @@ bool OpCursor::load(int64_t tidx) {
     }
     if (gap || expected != to) {
       status_ = Status::Error(reader_.path() + ": ops of thread " + std::to_string(thread_) +
-                              " are not numbered 0.." + std::to_string(count_ - 1) +
+                              " are not numbered " + std::to_string(begin_) + ".." +
+                              std::to_string(count_ - 1) +
                               " (missing op " + std::to_string(expected) + ")");
       return false;
     }

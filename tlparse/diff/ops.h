@@ -59,7 +59,9 @@ OpComparison compare_ops(const tracer::OpRecord& a, Strings& sa, const tracer::O
 // in a sliding window: random access near the current position without loading the run.
 class OpCursor {
  public:
-  OpCursor(const tracer::Reader& reader, Strings& strings, uint32_t thread, int64_t count);
+  // Ops with tidx in [begin, count).
+  OpCursor(const tracer::Reader& reader, Strings& strings, uint32_t thread, int64_t count,
+           int64_t begin = 0);
   int64_t count() const { return count_; }
   // The op at `tidx`, or nullptr past the end or on a read error (see `status`). The pointer
   // stays valid until `release_before` passes it.
@@ -81,6 +83,7 @@ class OpCursor {
   Strings& strings_;
   uint32_t thread_;
   int64_t count_;
+  int64_t begin_;     // the first tidx the database holds
   int64_t base_ = 0;  // tidx of ops_.front()
   int64_t batch_ = 16;  // ops read by the next `scan_ops` call
   std::deque<tracer::OpRecord> ops_;

@@ -160,8 +160,8 @@ TEST_CASE("a bundle of runs where B inserts or removes ops keeps the change on b
   // B inserts 5 `aten::clone` before A's op 6600 (`aten::normal_`), late in a long run, as in
   // the recorded runs this was found with. The side without an op at the divergence used to
   // keep the start of its run, so `tdbg diff` on the bundle reported a made-up divergence.
-  // (`tdbg diff` reads a trimmed database only while its bisection stays in the window: it
-  // starts at tidx 0; these sizes keep it there, as the default window does for those runs.)
+  // The window is small, so the bundled databases start far from tidx 0 (tdbg diff bisected
+  // from tidx 0 and failed on such a database: "no op ... in thread 0").
   TempDir dir;
   fixture::FixtureOptions o;
   o.ops = 8000;
@@ -169,7 +169,7 @@ TEST_CASE("a bundle of runs where B inserts or removes ops keeps the change on b
   o.secrets = false;
   REQUIRE(fixture::make_runs(dir.path(), o).ok());
   BundleOptions bo;
-  bo.window_ops = 6000;
+  bo.window_ops = 400;
   bo.sources = false;
   struct Case {
     const char* name;
@@ -218,6 +218,27 @@ TEST_CASE("a bundle of runs where B inserts or removes ops keeps the change on b
       CHECK(bundled[c.side_with_op]["seq"] == full[c.side_with_op]["seq"]);
     }
   }
+}
+
+TEST_CASE("tdbg diff on a bundle trimmed around a value divergence finds it again") {
+  TempDir dir;
+  fixture::FixtureOptions o;
+  o.ops = 3000;
+  o.diverge_at = 2000;
+  o.secrets = false;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  nlohmann::json full = first_divergence(dir.file("a"), dir.file("b"));
+  BundleOptions bo;
+  bo.window_ops = 400;  // ops 1800..2200: bisection must start inside the window
+  bo.sources = false;
+  std::string out = dir.file("v.tar.gz");
+  REQUIRE(write_bundle(dir.file("a"), dir.file("b"), out, bo).ok());
+  REQUIRE(extract_bundle(out, dir.file("x")).ok());
+  nlohmann::json bundled = first_divergence(dir.file("x") + "/v/runs/a", dir.file("x") + "/v/runs/b");
+  CHECK(bundled["kind"] == full["kind"]);
+  CHECK(bundled["cause"] == full["cause"]);
+  CHECK(bundled["a"]["seq"] == full["a"]["seq"]);
+  CHECK(bundled["a"]["op"] == full["a"]["op"]);
 }
 
 // Writes a .tar.gz holding one entry made by `fill`.
