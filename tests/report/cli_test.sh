@@ -34,6 +34,13 @@ set +e
 "$tdbg" diff --scan-limit 0 runs/a runs/b >/dev/null; rc=$?
 set -e
 [ $rc -eq 1 ] || fail "diff --scan-limit 0 exited $rc"
+# A structural divergence is still named with a limit of 0 (the limit is on what follows).
+"$fixture" ins --ops 600 --insert-at 300
+set +e
+"$tdbg" diff --scan-limit 0 ins/a ins/b >out.txt; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "diff --scan-limit 0 of an insertion exited $rc"
+head -1 out.txt | grep -q 'inserted in B' || fail "diff --scan-limit 0 of an insertion: $(head -3 out.txt)"
 
 # export: valid Chrome trace JSON with divergent ops marked.
 "$tdbg" export --chrome-trace runs/a runs/b -o trace.json || fail "export exited $?"

@@ -521,7 +521,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   }
   bool first_event = true;
   while (true) {
-    if (growth.compared() >= budget) {
+    // The first change of a structural divergence is read whatever the budget: it is the
+    // answer (`--scan-limit 0` limits only what follows).
+    const bool answer_pending = first_event && where.kind == Located::kStructure;
+    if (growth.compared() >= budget && !answer_pending) {
       complete = false;
       break;
     }
