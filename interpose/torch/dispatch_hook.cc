@@ -666,7 +666,9 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
         rec.status = TensorStatus::kUninitialized;
         rec.producer = known->producer;
       } else {
-        rec.status = TensorStatus::kKnown;
+        // A known view keeps its kind: its hash comes from geometry, not values, and `tdbg
+        // diff` must not compare it with a hash of values (a `.contiguous()` copy).
+        rec.status = known->status == TensorStatus::kView ? TensorStatus::kView : TensorStatus::kKnown;
         rec.hash = known->hash;
         rec.producer = known->producer;
         rec.summary = known->summary;

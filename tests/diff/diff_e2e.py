@@ -201,6 +201,26 @@ def case_extra_op():
     check(d.get("value_after_structure") is not None, "values are compared again after it")
 
 
+def case_view_copy():
+    # The same values reach tanh as a transposed view in A and as a contiguous copy in B: the
+    # copy is a structural change (B's extra ops), and no value differs after it (a view's
+    # hash is not a hash of its values, so views are not compared). What does differ after it
+    # is the memory layout: the strides that view ops are given.
+    a, b, out_a, out_b = pair("view_copy", ["--transpose", "view"], ["--transpose", "copy"])
+    check(out_a == out_b, "precondition: the two runs print the same losses")
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    check(d is not None and d["kind"] == "structure", "a structural divergence (B's copy)")
+    if d is None:
+        return
+    line, file = line_of(d["b"])
+    check(file == "train.py" and line == MARK["transpose"], f"at train.py:{MARK['transpose']} (got {file}:{line})")
+    v = d.get("value_after_structure") or {}
+    arg = v.get("argument") or {}
+    check(not v or (v.get("cause") == "arguments" and arg.get("name") == "stride"),
+          f"no value difference after it, at most a layout (got {v.get('cause')}: {v.get('detail')} {arg})")
+
+
 def case_data_write():
     # Run B scales a weight through `.data`, whose version counter is not the weight's: the
     # next op reading the weight must see new values made by that op (cause structure), not

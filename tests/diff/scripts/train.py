@@ -11,8 +11,9 @@ import torch.nn as nn
 
 
 class Net(nn.Module):
-    def __init__(self, extra_op, mask=False, conv=False):
+    def __init__(self, extra_op, mask=False, conv=False, transpose=None):
         super().__init__()
+        self.transpose = transpose
         self.conv = nn.Conv1d(1, 2, 3, padding=1) if conv else None
         self.fc1 = nn.Linear(16 if conv else 8, 16)  # MARK:init
         self.fc2 = nn.Linear(16, 2)
@@ -23,6 +24,10 @@ class Net(nn.Module):
         if self.conv is not None:
             x = self.conv(x.unsqueeze(1)).flatten(1)  # MARK:conv
         h = torch.relu(self.fc1(x))  # MARK:fc1
+        if self.transpose is not None:
+            # The same values as a transposed view, or as a contiguous copy of it.
+            g = h.t() if self.transpose == "view" else h.t().contiguous()  # MARK:transpose
+            h = torch.tanh(g).t()
         if self.extra_op:
             h = h * 1.0001  # MARK:extra
         if self.mask:
@@ -48,6 +53,8 @@ def main():
     p.add_argument("--conv", action="store_true", help="a Conv1d before fc1")
     p.add_argument("--loss-scale", type=float, default=None, help="a Python number times the loss")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--transpose", choices=["view", "copy"], default=None,
+                   help="run tanh on fc1's output transposed, as a view or as a contiguous copy")
     p.add_argument("--data-write-step", type=int, default=-1,
                    help="scale fc1's weight through .data (a counter of its own) at this step")
     p.add_argument("--bad-data", default=None, metavar="STEP:VALUE",
@@ -75,7 +82,7 @@ def main():
             x_np[row, 3] = np.nan
         else:
             x_np[row, 3], x_np[row, 4] = np.inf, -np.inf
-    model = Net(args.extra_op, args.mask, args.conv)
+    model = Net(args.extra_op, args.mask, args.conv, args.transpose)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
 
