@@ -165,6 +165,11 @@ def case_workers():
     check(rc == 0 and r["status"] == "identical",
           f"identical, exit 0 (got {rc}: {r.get('first_divergence') and r['first_divergence'].get('cause')})")
     check(r["processes"]["a"] == 3 and r["processes"]["b"] == 3, "the main process and two workers")
+    # Against a run without workers: the text says the process counts differ.
+    c0, _ = record("workers_none", ["--loader-seed", "1"])
+    p = subprocess.run([TDBG, "diff", a, c0], stdout=subprocess.PIPE, text=True)
+    check("note:" in p.stdout and "A has 3 recorded process(es), B has 1" in p.stdout,
+          f"the different process counts are noted (got {p.stdout[-300:]!r})")
     # A changed value in the data still shows, where the batch holding it is first used.
     c, _ = record("workers_poke", ["--loader-seed", "1", "--workers", "2", "--poke", "7.5"])
     rc, r = diff(a, c)

@@ -741,6 +741,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   }
   progress.finish();
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  if (a.processes.size() != b.processes.size()) {
+    notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +
+                    std::to_string(b.processes.size()) + ": the first " +
+                    std::to_string(processes) + " are compared pairwise, in canonical order");
+  }
   result["run_a"] = a.path;
   result["run_b"] = b.path;
   result["processes"] = {{"a", a.processes.size()}, {"b", b.processes.size()}};

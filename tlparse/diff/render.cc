@@ -149,6 +149,11 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   }
 }
 
+void print_notes(std::ostringstream& o, const json& result) {
+  for (const json& n : result.value("notes", json::array()))
+    if (n.is_string()) o << "  note:     " << n.get<std::string>() << "\n";
+}
+
 }  // namespace
 
 std::string format_divergence(const json& result) {
@@ -157,6 +162,7 @@ std::string format_divergence(const json& result) {
   if (!d.is_object()) {
     o << "identical: " << str(result, "run_a") << " and " << str(result, "run_b") << " ("
       << str(result, "threads_compared") << " thread(s) compared)\n";
+    print_notes(o, result);
     return o.str();
   }
   const json& a = d.value("a", json());
@@ -199,6 +205,8 @@ std::string format_divergence(const json& result) {
   print_context(o, d.value("context", json()));
   print_growth(o, d.value("growth", json()));
   print_stack(o, a.is_object() ? "A" : "B", a.is_object() ? a : b);
+  if (!result.value("notes", json::array()).empty()) o << "\n";
+  print_notes(o, result);
   return o.str();
 }
 
