@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <string>
 #include <unordered_map>
@@ -447,10 +448,6 @@ struct OpContext : public at::ObserverContext, public Pooled<OpContext> {
   size_t input_count() const { return inputs_end - inputs_begin; }
 };
 
-const void* storage_key(const at::Tensor& t) {
-  return t.has_storage() ? static_cast<const void*>(t.storage().unsafeGetStorageImpl()) : nullptr;
-}
-
 // True when `t` shares storage with an input of the top-level op `root`: data the caller passed
 // in, as opposed to a buffer the op allocated natively (possibly still uninitialized).
 bool is_caller_data(const OpContext* root, const at::Tensor& t) {
@@ -594,27 +591,19 @@ void arg_value(ThreadState& ts, tracer::Writer* w, const c10::IValue& v, ArgKind
 // A Python number passed where the op takes a tensor (`x * 0.5`, `loss / scale`): torch wraps
 // it in a 0-dim CPU tensor of its Python type. Recorded as an argument with the number's text,
 // so a changed constant shows up as a changed argument rather than as data from outside.
-bool is_python_number(const at::Tensor& t) {
-  if (!t.defined() || !t.unsafeGetTensorImpl()->is_wrapped_number()) return false;
+// The number, read without dispatching an op, or nullopt when `t` is no such tensor.
+std::optional<c10::IValue> python_number(const at::Tensor& t) {
+  if (!t.defined() || !t.unsafeGetTensorImpl()->is_wrapped_number()) return std::nullopt;
   if (!t.device().is_cpu() || t.numel() != 1 || !t.has_storage() || t.data_ptr() == nullptr)
-    return false;
-  switch (t.scalar_type()) {
-    case c10::ScalarType::Double:
-    case c10::ScalarType::Long:
-    case c10::ScalarType::Bool:
-    case c10::ScalarType::ComplexDouble: return true;
-    default: return false;
-  }
-}
-
-// The number of a tensor that `is_python_number` accepts, read without dispatching an op.
-c10::IValue python_number(const at::Tensor& t) {
+    return std::nullopt;
   const void* p = t.data_ptr();
   switch (t.scalar_type()) {
-    case c10::ScalarType::Double: return *static_cast<const double*>(p);
-    case c10::ScalarType::Long: return *static_cast<const int64_t*>(p);
-    case c10::ScalarType::Bool: return *static_cast<const bool*>(p);
-    default: return *static_cast<const c10::complex<double>*>(p);
+    case c10::ScalarType::Double: return c10::IValue(*static_cast<const double*>(p));
+    case c10::ScalarType::Long: return c10::IValue(*static_cast<const int64_t*>(p));
+    case c10::ScalarType::Bool: return c10::IValue(*static_cast<const bool*>(p));
+    case c10::ScalarType::ComplexDouble:
+      return c10::IValue(*static_cast<const c10::complex<double>*>(p));
+    default: return std::nullopt;
   }
 }
 
@@ -1056,7 +1045,9 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     bool tensor_like = kind == ArgKind::kTensorLike || v.isTensor() || v.isTensorList() ||
                        (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList() &&
                         !v.toListRef().empty() && v.toListRef()[0].isTensor());
-    if (tensor_like && !(v.isTensor() && is_python_number(v.toTensor()))) {
+    const std::optional<c10::IValue> number =
+        tensor_like && v.isTensor() ? python_number(v.toTensor()) : std::nullopt;
+    if (tensor_like && !number) {
       bool written = schema_args && info->arg_written[i];
       bool overwritten = schema_args && info->arg_overwritten[i];
       for_each_tensor(v, [&](const at::Tensor& t) {
@@ -1069,8 +1060,8 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     arg.index = static_cast<uint16_t>(i);
     arg.name = schema_args ? info->arg_name_ids[i] : 0;
     uint64_t text_hash = 0;
-    if (tensor_like)  // a Python number: recorded as the number
-      arg_value(ts, w, python_number(v.toTensor()), ArgKind::kOther, &arg.value, &text_hash);
+    if (number)  // recorded as the number
+      arg_value(ts, w, *number, ArgKind::kOther, &arg.value, &text_hash);
     else
       arg_value(ts, w, v, kind, &arg.value, &text_hash);
     op.args.push_back(arg);

@@ -104,13 +104,15 @@ uint64_t view_hash(uint64_t base_hash, const at::Tensor& view, const at::Tensor&
   return hashing::hash_combine(base_hash, h);
 }
 
-namespace {
-const void* storage_of(const at::Tensor& t) {
+const void* storage_key(const at::Tensor& t) {
   return t.has_storage() ? static_cast<const void*>(t.storage().unsafeGetStorageImpl()) : nullptr;
 }
 
-size_t write_index(const void* storage, size_t mask) {
-  return static_cast<size_t>((reinterpret_cast<uintptr_t>(storage) * 0x9E3779B97F4A7C15ull) >> 20) &
+namespace {
+// The home slot of a pointer key in a table of `mask + 1` slots (a power of two): both tables
+// of TensorTable probe linearly from it.
+size_t home_slot(const void* key, size_t mask) {
+  return static_cast<size_t>((reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> 20) &
          mask;
 }
 
@@ -130,8 +132,7 @@ TensorTable::~TensorTable() {
 }
 
 size_t TensorTable::index_of(const c10::TensorImpl* key) const {
-  uint64_t h = reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull;
-  return static_cast<size_t>(h >> 20) & (slots_.size() - 1);
+  return home_slot(key, slots_.size() - 1);
 }
 
 TensorTable::Slot* TensorTable::lookup_locked(const c10::TensorImpl* key) {
@@ -210,37 +211,40 @@ void TensorTable::sweep_locked() {
 const TensorTable::WriteTime* TensorTable::last_write_locked(const void* storage) const {
   if (storage == nullptr || writes_.empty()) return nullptr;
   const size_t mask = writes_.size() - 1;
-  for (size_t i = write_index(storage, mask);; i = (i + 1) & mask) {
+  for (size_t i = home_slot(storage, mask);; i = (i + 1) & mask) {
     if (writes_[i].storage == storage) return &writes_[i];
     if (writes_[i].storage == nullptr) return nullptr;
   }
 }
 
+void TensorTable::grow_writes_locked() {
+  if (writes_.size() >= kMaxWrites) {
+    // Forget every write time; entries remembered until now can no longer be checked.
+    std::fill(writes_.begin(), writes_.end(), WriteTime());
+    write_count_ = 0;
+    floor_ = clock_;
+    return;
+  }
+  std::vector<WriteTime> old;
+  old.swap(writes_);
+  writes_.assign(old.empty() ? 256 : old.size() * 2, WriteTime());
+  const size_t mask = writes_.size() - 1;
+  for (const WriteTime& w : old) {
+    if (w.storage == nullptr) continue;
+    size_t i = home_slot(w.storage, mask);
+    while (writes_[i].storage != nullptr) i = (i + 1) & mask;
+    writes_[i] = w;
+  }
+}
+
 void TensorTable::note_write(const at::Tensor& t, int64_t writer) {
   if (!t.defined()) return;
-  const void* storage = storage_of(t);
+  const void* storage = storage_key(t);
   if (storage == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if ((write_count_ + 1) * 2 > writes_.size()) {
-    if (writes_.size() >= kMaxWrites) {
-      // Forget every write time; entries remembered until now can no longer be checked.
-      std::fill(writes_.begin(), writes_.end(), WriteTime());
-      write_count_ = 0;
-      floor_ = clock_;
-    } else {
-      std::vector<WriteTime> old;
-      old.swap(writes_);
-      writes_.assign(old.empty() ? 256 : old.size() * 2, WriteTime());
-      for (const WriteTime& w : old) {
-        if (w.storage == nullptr) continue;
-        size_t i = write_index(w.storage, writes_.size() - 1);
-        while (writes_[i].storage != nullptr) i = (i + 1) & (writes_.size() - 1);
-        writes_[i] = w;
-      }
-    }
-  }
+  if ((write_count_ + 1) * 2 > writes_.size()) grow_writes_locked();
   const size_t mask = writes_.size() - 1;
-  size_t i = write_index(storage, mask);
+  size_t i = home_slot(storage, mask);
   while (writes_[i].storage != nullptr && writes_[i].storage != storage) i = (i + 1) & mask;
   if (writes_[i].storage == nullptr) {
     writes_[i].storage = storage;
@@ -271,7 +275,7 @@ void TensorTable::remember(const at::Tensor& t, const TrackedTensor& state) {
   auto version = version_of(t);
   if (!version) return;
   c10::TensorImpl* impl = t.unsafeGetTensorImpl();
-  const void* storage = storage_of(t);
+  const void* storage = storage_key(t);
   std::lock_guard<std::mutex> lock(mutex_);
   Slot* slot = lookup_locked(impl);
   if (slot == nullptr) {

@@ -22,6 +22,9 @@ hashing::DType to_dtype(c10::ScalarType type);
 // "cuda hashing unavailable", ...), or nullptr when it can.
 const char* unhashable_reason(const at::Tensor& t);
 
+// The StorageImpl under `t` (shared by all its views and aliases), or nullptr.
+const void* storage_key(const at::Tensor& t);
+
 // tdbg-hash v1 of a hashable host tensor (see `unhashable_reason`).
 hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads);
 
@@ -106,6 +109,7 @@ class TensorTable {
   void erase_at_locked(size_t i);  // releases the weak reference, shifts the probe run back
   void grow_locked();
   void sweep_locked();
+  void grow_writes_locked();  // or, at kMaxWrites, forget every write time
   const WriteTime* last_write_locked(const void* storage) const;
 
   std::mutex mutex_;
