@@ -63,7 +63,8 @@ class Tracker {
 
   // kFresh when `op` has a non-finite output that its inputs and arguments do not explain;
   // kEntered when its NaN output comes from a NaN literal or from an input holding NaN that no
-  // recorded op produced. Remembers the non-finite tensors `op` passes on either way.
+  // recorded op produced (then `entry()` says which). Remembers the non-finite tensors `op`
+  // passes on either way.
   Verdict judge(const OpRecord& op) {
     std::vector<Open>& open = open_[op.thread];
     while (!open.empty() && open.back().depth >= op.depth) open.pop_back();
@@ -118,9 +119,13 @@ class Tracker {
         seen_[t.hash] = v;
       }
     }
-    return entered_nan ? Verdict::kEntered : Verdict::kExplained;
+    if (!entered_nan) return Verdict::kExplained;
+    entry_ = external.nan ? "input" : "argument";
+    return Verdict::kEntered;
   }
   int64_t explained() const { return explained_; }
+  // How NaN entered at the last op judged kEntered: "input" or "argument".
+  const std::string& entry() const { return entry_; }
 
  private:
   struct Open {
@@ -147,6 +152,7 @@ class Tracker {
   std::unordered_map<tracer::StringId, Nonfinite> literals_;
   std::unordered_map<uint32_t, std::vector<Open>> open_;  // by thread: the enclosing ops
   int64_t explained_ = 0;
+  std::string entry_;
 };
 
 }  // namespace
@@ -196,11 +202,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run) {
       }
     } else {
       // The op where NaN entered is the answer as it stands: its nested ops read the same data.
-      entry = "argument";
-      for (const TensorRecord& t : op.tensors)
-        if (t.role == TensorRole::kInput && t.producer == tracer::kNoSeq && t.summary.valid &&
-            tensor_comparable(t) && t.summary.nan_count > 0)
-          entry = "input";
+      entry = tracker.entry();
     }
     json j = op_json(r, strings, op);
     j["process"] = p;
