@@ -57,18 +57,21 @@ class Progress {
   std::chrono::steady_clock::time_point last_;
 };
 
-int64_t thread_first_tidx(const Reader& r, uint32_t thread);
+// The tidx range [begin, end) of a thread's ops (see `thread_tidx_range`).
+struct TidxRange {
+  int64_t begin = 0, end = 0;
+};
 
 // One side of a thread pair: the thread's ops have tidx in [begin, count). `begin` is 0 but in
 // a database that keeps only part of a run (a bundle's window, a `--ring`).
 struct Side {
-  Side(const Reader& r, uint32_t t, int64_t n)
+  Side(const Reader& r, uint32_t t, TidxRange range)
       : reader(&r),
         strings(r),
         thread(t),
-        count(n),
-        begin(n > 0 ? std::min(n, thread_first_tidx(r, t)) : 0),
-        cursor(r, strings, t, n, begin) {}
+        count(range.end),
+        begin(range.begin),
+        cursor(r, strings, t, range.end, range.begin) {}
   const Reader* reader;
   Strings strings;
   uint32_t thread;
@@ -78,7 +81,7 @@ struct Side {
 };
 
 struct Pair {
-  Pair(const Reader& ra, uint32_t ta, int64_t na, const Reader& rb, uint32_t tb, int64_t nb)
+  Pair(const Reader& ra, uint32_t ta, TidxRange na, const Reader& rb, uint32_t tb, TidxRange nb)
       : a(ra, ta, na), b(rb, tb, nb) {}
   Side a, b;
   Status status() const {
@@ -606,56 +609,48 @@ uint32_t thread_at(const std::vector<tracer::ThreadRecord>& threads, size_t k) {
   return threads[k].id;
 }
 
-// Ops in a thread. `Reader::op_count` may count rows (linear in the run); ops of a thread are
-// numbered 0..n-1, so the largest tidx, a primary-key lookup, gives the same in O(log n).
-// Falls back to `op_count` when the query is not available.
-// The first tidx of a thread's ops: 0 but where the database keeps only a window.
-int64_t thread_first_tidx(const Reader& r, uint32_t thread) {
-  int64_t first = 0;
-  Status st = r.query("SELECT first_tidx FROM op_blocks WHERE thread = " + std::to_string(thread) +
-                          " ORDER BY first_tidx LIMIT 1",
-                      [&](const std::vector<std::string>& row) {
-                        if (!row.empty() && !row[0].empty()) first = std::stoll(row[0]);
-                        return false;
-                      });
-  return st.ok() ? first : 0;
+// The tidx range of a thread's ops: [0, n) for a whole run, a window of it in a bundle or a
+// `--ring` database. From the first and the last op block (primary-key lookups, O(log n):
+// `Reader::op_count` may count rows, linear in the run); [0, op_count) when the query is not
+// available.
+TidxRange thread_tidx_range(const Reader& r, uint32_t thread) {
+  auto edge = [&](const char* column, const char* order, int64_t add) -> std::optional<int64_t> {
+    std::optional<int64_t> value;
+    Status st = r.query(std::string("SELECT ") + column + " FROM op_blocks WHERE thread = " +
+                            std::to_string(thread) + " ORDER BY first_tidx " + order + " LIMIT 1",
+                        [&](const std::vector<std::string>& row) {
+                          if (!row.empty() && !row[0].empty()) value = std::stoll(row[0]) + add;
+                          return false;
+                        });
+    return st.ok() ? value : std::nullopt;
+  };
+  std::optional<int64_t> end = edge("last_tidx", "DESC", 1);
+  if (!end) return TidxRange{0, r.op_count(thread)};
+  return TidxRange{std::min(*end, edge("first_tidx", "ASC", 0).value_or(0)), *end};
 }
-
-int64_t thread_op_count(const Reader& r, uint32_t thread) {
-  int64_t n = -1;
-  Status st = r.query("SELECT last_tidx FROM op_blocks WHERE thread = " + std::to_string(thread) +
-                          " ORDER BY first_tidx DESC LIMIT 1",
-                      [&](const std::vector<std::string>& row) {
-                        if (!row.empty() && !row[0].empty()) n = std::stoll(row[0]) + 1;
-                        return false;
-                      });
-  if (!st.ok() || n < 0) return r.op_count(thread);
-  return n;
-}
-
-}  // namespace
 
 // Which process of run `run` is number `p` (in the canonical order), for a run of several:
 // its database, pid and, where it has them, its torch.distributed rank and DataLoader worker id.
 json process_json(const tracer::Run& run, size_t p) {
   const Reader& r = *run.processes[p];
-  std::string text = "process " + std::to_string(p) + " of " + std::to_string(run.processes.size());
-  json j = {{"index", p}, {"path", r.path()}, {"pid", r.meta("pid")}};
+  const std::string pid = r.meta("pid"), rank = r.meta("rank"), worker = r.meta("worker");
+  json j = {{"index", p}, {"path", r.path()}, {"pid", pid}};
   std::string what;
-  if (!r.meta("rank").empty()) {
-    j["rank"] = r.meta("rank");
-    what += "rank " + r.meta("rank");
+  if (!rank.empty()) {
+    j["rank"] = rank;
+    what += "rank " + rank;
   }
-  if (!r.meta("worker").empty()) {
-    j["worker"] = r.meta("worker");
-    what += std::string(what.empty() ? "" : ", ") + "DataLoader worker " + r.meta("worker");
+  if (!worker.empty()) {
+    j["worker"] = worker;
+    what += std::string(what.empty() ? "" : ", ") + "DataLoader worker " + worker;
   }
   if (what.empty() && p == 0) what = "the first process";
-  text += " (" + (what.empty() ? std::string("pid ") + r.meta("pid") : what + ", pid " + r.meta("pid")) +
-          "): " + r.path();
-  j["text"] = text;
+  j["text"] = "process " + std::to_string(p) + " of " + std::to_string(run.processes.size()) +
+              " (" + (what.empty() ? "" : what + ", ") + "pid " + pid + "): " + r.path();
   return j;
 }
+
+}  // namespace
 
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
   auto started = std::chrono::steady_clock::now();
@@ -690,21 +685,22 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         bool in_a = k < ta.size();
         const Reader& r = in_a ? ra : rb;
         uint32_t id = in_a ? thread_at(ta, k) : thread_at(tb, k);
-        if (thread_op_count(r, id) == 0) continue;
+        const TidxRange range = thread_tidx_range(r, id);
+        if (range.end == 0) continue;
         notes.push_back("process " + std::to_string(p) + ": thread " + std::to_string(id) +
                         " exists only in " + (in_a ? "A" : "B"));
         if (best) continue;
         // A whole thread of ops on one side only: compare it against an empty thread.
-        int64_t count = thread_op_count(r, id);
-        auto pair = std::make_unique<Pair>(ra, id, in_a ? count : 0, rb, id, in_a ? 0 : count);
+        auto pair = std::make_unique<Pair>(ra, id, in_a ? range : TidxRange{}, rb, id,
+                                           in_a ? TidxRange{} : range);
         best = std::move(pair);
         best_at = Located{Located::kStructure, 0, 0};
         continue;
       }
       ++threads_compared;
       uint32_t ida = thread_at(ta, k), idb = thread_at(tb, k);
-      auto pair = std::make_unique<Pair>(ra, ida, thread_op_count(ra, ida), rb, idb,
-                                         thread_op_count(rb, idb));
+      auto pair = std::make_unique<Pair>(ra, ida, thread_tidx_range(ra, ida), rb, idb,
+                                         thread_tidx_range(rb, idb));
       TDBG_ASSIGN_OR_RETURN(Located at, locate(*pair, options, stats, progress));
       if (at.kind == Located::kNone) continue;
       // The earliest divergence in the process (by A's start order, B's where A has no op).
