@@ -250,9 +250,10 @@ std::string library_path() {
 }
 
 // The Python run once torch is fully imported: global forward pre/post hooks that keep a
-// per-thread stack of module paths and tell the hook the current one. It only reads modules
-// (named_modules) and never changes an input or output.
-const char* kModuleHooksSource = R"PY(
+// per-thread stack of module paths and tell the hook the current one (when _TDBG_MODULES; they
+// only read modules, named_modules, and never change an input or output), the wrappers of
+// torch.multiprocessing's rebuild functions, and the close of multiprocessing children.
+const char* kPythonHooksSource = R"PY(
 import ctypes, threading, weakref
 import torch.nn.modules.module as _tdbg_mm
 _lib = ctypes.PyDLL(_TDBG_LIB)
@@ -307,8 +308,8 @@ if _TDBG_MODULES:
 
 # Tensors received from another process (a DataLoader worker's batch, a torch.multiprocessing
 # queue) are rebuilt by torch.multiprocessing.reductions' rebuild_* functions while pickle
-# loads them, whenever the data arrives: the ops they run are not recorded (the hook asks
-# tdbg_torch_ipc_depth), and the tensors count as data from outside at their first use.
+# loads them, whenever the data arrives: the ops they run are not recorded (tdbg_torch_ipc
+# counts the calls open on the thread), and the tensors are data from outside at their first use.
 # Pickle names these functions by module and name, so the wrappers replace them for both
 # the sending and the receiving side.
 import sys as _sys
@@ -401,7 +402,7 @@ void maybe_install_python_hooks(bool with_modules) {
     return;
   }
   std::string source = "_TDBG_LIB = " + json_quote(lib) + "\n_TDBG_MODULES = " +
-                       (with_modules ? "True" : "False") + "\n" + kModuleHooksSource;
+                       (with_modules ? "True" : "False") + "\n" + kPythonHooksSource;
   PyObject* globals = py.PyDict_New();
   PyObject* result = globals ? py.PyRun_StringFlags(source.c_str(), kPyFileInput, globals,
                                                     globals, nullptr)
