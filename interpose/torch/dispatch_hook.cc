@@ -541,13 +541,32 @@ void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRec
     *content = hashing::hash_combine(*content, hashing::hash_bytes(kNested.data(), kNested.size()));
     return;
   }
+  // The shape, and for a tensor that is not contiguous its strides ("16x16 strides 1x16"): a
+  // kernel may take another path, with other rounding, for another layout of the same values.
   const c10::IntArrayRef sizes = t.sizes();
+  const bool strided = t.layout() == c10::kStrided && !t.is_contiguous();
+  int64_t dims[2 * ThreadState::kInlineInts];
+  size_t n = sizes.size();
+  const int64_t* key = sizes.data();
+  if (strided && sizes.size() <= ThreadState::kInlineInts / 2) {
+    std::copy(sizes.begin(), sizes.end(), dims);
+    std::copy(t.strides().begin(), t.strides().end(), dims + sizes.size());
+    key = dims;
+    n = 2 * sizes.size();
+  }
   uint64_t text_hash = 0;
-  rec->shape = cached_text(ts, w, /*tag=*/1, 0, sizes.data(), sizes.size(), &text_hash, [&] {
+  rec->shape = cached_text(ts, w, /*tag=*/strided ? 7 : 1, 0, key, n, &text_hash, [&] {
+    auto join = [](c10::IntArrayRef ints, std::string* out) {
+      for (size_t i = 0; i < ints.size(); ++i) {
+        if (i) *out += 'x';
+        *out += std::to_string(ints[i]);
+      }
+    };
     std::string shape;
-    for (int64_t d : sizes) {
-      if (!shape.empty()) shape += 'x';
-      shape += std::to_string(d);
+    join(sizes, &shape);
+    if (strided) {
+      shape += " strides ";
+      join(t.strides(), &shape);
     }
     return shape;
   });
@@ -558,7 +577,7 @@ void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRec
 // Common values are looked up by their bits, so their text is built once per thread.
 void arg_value(ThreadState& ts, tracer::Writer* w, const c10::IValue& v, ArgKind kind,
                StringId* id, uint64_t* text_hash) {
-  uint8_t tag = 0;  // 2.. : cached kinds of value (1 is shapes)
+  uint8_t tag = 0;  // 2..6: cached kinds of value (1 and 7 are shapes)
   int64_t ints[ThreadState::kInlineInts];
   size_t n = 1;
   if (v.isNone()) {

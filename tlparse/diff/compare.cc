@@ -282,10 +282,11 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
     progress.update(t, n, "comparing");
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
     if (!c.structure.empty()) return Located{Located::kStructure, t, t};
-    // An op whose inputs match and whose arguments differ is the answer as it stands: the ops
-    // nested in it only pass the argument on (`mul` with another Python number reaches
-    // `copy_` through `to`), and the user called this one.
-    if (c.differs() && c.input < 0 && c.arg >= 0) return Located{Located::kValue, t, t};
+    // An op whose inputs match and whose arguments (or inputs' memory layouts) differ is the
+    // answer as it stands: the ops nested in it only pass the argument on (`mul` with another
+    // Python number reaches `copy_` through `to`), and the user called this one.
+    if (c.differs() && c.input < 0 && (c.arg >= 0 || c.layout >= 0))
+      return Located{Located::kValue, t, t};
     if (c.differs()) {
       Located l = innermost(p, t, stats);
       TDBG_RETURN_IF_ERROR(p.status());
@@ -318,6 +319,14 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
     *detail = "input " + std::to_string(t.index) + " differs although its producer, op " +
               std::to_string(t.producer) + ", matched (changed outside recorded ops, or by another thread)";
     return "external_input";
+  }
+  if (c.layout >= 0) {
+    const TensorRecord& t = a.tensors[static_cast<size_t>(c.layout)];
+    *detail = std::string(t.role == TensorRole::kInput ? "input " : "output ") +
+              std::to_string(t.index) +
+              " has the same shape and another memory layout (strides): a kernel may take "
+              "another path, with other rounding";
+    return "layout";
   }
   if (c.arg >= 0) {
     *detail = "a non-tensor argument differs; tensor inputs are identical";
@@ -423,6 +432,7 @@ json tensor_pair_json(Pair& p, const OpRecord& a, const OpRecord& b, int index) 
             {"index", ta.index},
             {"dtype", hashing::dtype_name(ta.dtype)},
             {"shape", p.a.strings.text(ta.shape)},
+            {"shape_b", p.b.strings.text(tb.shape)},
             {"hash_a", hex64(ta.hash)},
             {"hash_b", hex64(tb.hash)},
             {"status_a", tracer::tensor_status_name(ta.status)},
@@ -451,7 +461,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   out["detail"] = detail;
   out["a"] = op_json(*p.a.reader, p.a.strings, a);
   out["b"] = op_json(*p.b.reader, p.b.strings, b);
-  int tensor = c.input >= 0 ? c.input : c.output;
+  int tensor = c.input >= 0 ? c.input : c.layout >= 0 ? c.layout : c.output;
   out["tensor"] = tensor >= 0 ? tensor_pair_json(p, a, b, tensor) : json(nullptr);
   if (c.arg >= 0) {
     const auto& aa = a.args[static_cast<size_t>(c.arg)];

@@ -56,6 +56,7 @@ struct Variation {
   int remove_step = -1;             // the gelu op is missing (structure)
   int replace_step = -1;            // relu instead of gelu (structure)
   int batch_change_step = -1;       // the batch has another shape (structure)
+  int layout_change_step = -1;      // gelu's input is laid out otherwise, its output differs
   int inf_step = -1;                // the loss becomes Inf
   int nan_in_child_step = -1;       // addmm (inside linear) produces NaN
   int uninitialized_noise = 0;      // aten::empty outputs with random contents, never compared
@@ -199,8 +200,10 @@ class Trainer {
       out = scaled;
     }
     if (s != v_.remove_step) {
-      T act{mix(out.hash, 4), kNoSeq, shape};
-      act.producer = r_.op(s == v_.replace_step ? "aten::relu" : "aten::gelu", {out}, {act}, {}, 0, 0,
+      T in = out;
+      if (s == v_.layout_change_step) in.shape = shape + " strides 1x32";
+      T act{mix(out.hash, s == v_.layout_change_step ? 55 : 4), kNoSeq, shape};
+      act.producer = r_.op(s == v_.replace_step ? "aten::relu" : "aten::gelu", {in}, {act}, {}, 0, 0,
                            kNoSeq, 22);
       out = act;
     }
@@ -339,6 +342,20 @@ TEST_CASE("a changed learning rate is an arguments divergence naming the argumen
   CHECK(d["argument"]["name"] == "alpha");
   CHECK(d["argument"]["value_a"] == "-0.05");
   CHECK(d["argument"]["value_b"] == "-0.1");
+}
+
+TEST_CASE("another memory layout of the same values is a layout divergence, not a structural one") {
+  Variation va, vb;
+  va.layout_change_step = 17;
+  json r = compare(write_run(va), write_run(vb));
+  json d = first(r);
+  CHECK(d["kind"] == "value");
+  CHECK(d["cause"] == "layout");
+  CHECK(d["a"]["op"] == "aten::gelu");
+  CHECK(d["a"]["step"] == 17);
+  CHECK(d["tensor"]["role"] == "input");
+  CHECK(d["tensor"]["shape"] == "32x8 strides 1x32");
+  CHECK(d["tensor"]["shape_b"] == "32x8");
 }
 
 TEST_CASE("changed data from outside torch is an external_input divergence") {

@@ -20,11 +20,16 @@ const Strings::Entry& Strings::get(tracer::StringId id) {
   Entry e;
   if (id != 0) e.text = reader_.string(id);
   e.hash = std::hash<std::string>{}(e.text) * 0x9E3779B97F4A7C15ull + 1;
+  const size_t strides = e.text.find(" strides ");
+  e.shape_hash = strides == std::string::npos
+                     ? e.hash
+                     : std::hash<std::string>{}(e.text.substr(0, strides)) * 0x9E3779B97F4A7C15ull + 1;
   return entries_.emplace(id, std::move(e)).first->second;
 }
 
 const std::string& Strings::text(tracer::StringId id) { return get(id).text; }
 uint64_t Strings::hash(tracer::StringId id) { return get(id).hash; }
+uint64_t Strings::shape_hash(tracer::StringId id) { return get(id).shape_hash; }
 
 bool tensor_comparable(const TensorRecord& t) {
   return t.status == TensorStatus::kHashed || t.status == TensorStatus::kKnown ||
@@ -42,7 +47,7 @@ uint64_t op_signature(const OpRecord& op, Strings& strings) {
   uint64_t h = mix(0x7464626764696666ull, strings.hash(op.name));
   for (const TensorRecord& t : op.tensors) {
     h = mix(h, (static_cast<uint64_t>(t.role) << 8) | static_cast<uint64_t>(t.dtype));
-    h = mix(h, strings.hash(t.shape));
+    h = mix(h, strings.shape_hash(t.shape));
   }
   h = mix(h, op.args.size());
   return h == 0 ? 1 : h;
@@ -67,12 +72,14 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     const TensorRecord& ta = a.tensors[i];
     const TensorRecord& tb = b.tensors[i];
-    if (ta.role != tb.role || ta.dtype != tb.dtype || sa.text(ta.shape) != sb.text(tb.shape)) {
+    if (ta.role != tb.role || ta.dtype != tb.dtype ||
+        sa.shape_hash(ta.shape) != sb.shape_hash(tb.shape)) {
       c.structure = std::string(ta.role == TensorRole::kInput ? "input " : "output ") +
                     std::to_string(ta.index) + " differs: " + describe_tensor_kind(sa, ta) +
                     " vs " + describe_tensor_kind(sb, tb);
       return c;
     }
+    if (c.layout < 0 && sa.text(ta.shape) != sb.text(tb.shape)) c.layout = static_cast<int>(i);
   }
   if (a.args.size() != b.args.size()) {
     c.structure = "different argument count: " + std::to_string(a.args.size()) + " vs " +

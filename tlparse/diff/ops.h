@@ -23,11 +23,14 @@ class Strings {
   explicit Strings(const tracer::Reader& reader) : reader_(reader) {}
   const std::string& text(tracer::StringId id);
   uint64_t hash(tracer::StringId id);
+  // For a tensor's shape text ("16x16" or "16x16 strides 1x16"): the hash of the sizes alone.
+  uint64_t shape_hash(tracer::StringId id);
 
  private:
   struct Entry {
     std::string text;
     uint64_t hash = 0;
+    uint64_t shape_hash = 0;  // of the text before " strides "
   };
   const Entry& get(tracer::StringId id);
   const tracer::Reader& reader_;
@@ -40,7 +43,8 @@ bool tensor_comparable(const tracer::TensorRecord& t);
 
 // The structural identity of an op: its name and, for every tensor, role, dtype and shape,
 // and the number of non-tensor arguments. Equal signatures mean "the same op at this place";
-// values (hashes, argument values, generator state) are compared separately.
+// values (hashes, argument values, generator state) and memory layouts (strides) are compared
+// separately.
 uint64_t op_signature(const tracer::OpRecord& op, Strings& strings);
 
 // How two ops at aligned positions differ. Indices point into each op's `tensors`/`args`.
@@ -50,7 +54,10 @@ struct OpComparison {
   int output = -1;        // first differing comparable output tensor
   int arg = -1;           // first differing non-tensor argument
   bool rng = false;       // random op whose generator state differs
-  bool differs() const { return !structure.empty() || input >= 0 || output >= 0 || arg >= 0 || rng; }
+  int layout = -1;        // first tensor with the same shape and other strides
+  bool differs() const {
+    return !structure.empty() || input >= 0 || output >= 0 || arg >= 0 || rng || layout >= 0;
+  }
 };
 OpComparison compare_ops(const tracer::OpRecord& a, Strings& sa, const tracer::OpRecord& b,
                          Strings& sb);

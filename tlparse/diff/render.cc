@@ -65,6 +65,8 @@ void print_value(std::ostringstream& o, const json& d) {
   if (t.is_object()) {
     o << "  tensor:   " << str(t, "role") << " " << str(t, "index") << " " << str(t, "dtype") << "["
       << str(t, "shape") << "]  A " << str(t, "hash_a") << "  B " << str(t, "hash_b") << "\n";
+    if (t.contains("shape_b") && str(t, "shape_b") != str(t, "shape"))
+      o << "  layout:   A [" << str(t, "shape") << "]  B [" << str(t, "shape_b") << "]\n";
   }
   const json& arg = d.value("argument", json());
   if (arg.is_object()) {
