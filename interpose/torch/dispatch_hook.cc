@@ -3,10 +3,12 @@
 // arguments, generator state, chain hash) into the run database. Installed by the library's
 // constructor; nothing it does changes what the program computes.
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <ATen/SequenceNumber.h>
 #include <ATen/core/Generator.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -57,6 +59,10 @@ struct OpInfo {
   std::vector<bool> arg_overwritten;   // written without being read: contents not recorded
   bool backward = false;               // a BACKWARD_FUNCTION range or the engine's wrapper
 
+  // What runs inside this op, learned from its first calls (see `Internals`).
+  std::atomic<uint8_t> internals{0};
+  std::atomic<uint32_t> plain_calls{0};
+
   // Interned ids of `name` and `arg_names` for the writer generation `interned_generation`.
   std::mutex intern_mutex;
   std::atomic<uint64_t> interned_generation{UINT64_MAX};
@@ -88,6 +94,19 @@ bool overwrites_self(const std::string& name) {
   return false;
 }
 
+// Kernels that draw from their device's default generator without a Generator argument, and
+// without dispatching a random op that would show it (`note_internal` finds those).
+bool draws_without_generator_arg(const std::string& name) {
+  static const char* const kOps[] = {"aten::native_dropout",
+                                     "aten::_scaled_dot_product_flash_attention",
+                                     "aten::_scaled_dot_product_efficient_attention",
+                                     "aten::_flash_attention_forward",
+                                     "aten::_efficient_attention_forward"};
+  for (const char* op : kOps)
+    if (name == op) return true;
+  return false;
+}
+
 // Ops whose output may hold memory nobody wrote (growing a tensor).
 bool resizes(const std::string& name) {
   return name == "aten::resize_" || name == "aten::resize_as_";
@@ -107,6 +126,29 @@ bool is_collective(const std::string& name) {
     if (name.find(w) != std::string::npos) return true;
   return false;
 }
+
+// ---- Ops that kernels run inside themselves ----------------------------------------------
+//
+// A backend kernel may dispatch ops of its own below autograd (CPU bmm selects each batch's
+// matrices, native_dropout fills its mask with bernoulli_, a structured kernel resizes its
+// output). They are the kernel's implementation, not ops of the program: autograd and a
+// TorchDispatchMode never see them, and recording them multiplies the ops of a step (about 7x
+// on a small transformer). Unless TDBG_INTERNAL_OPS is set they are not recorded: the op around
+// them is, with its inputs and outputs. An internal op is one that starts with autograd's
+// dispatch keys excluded inside an op that started with them included (under inference_mode
+// everything starts excluded, and every op is recorded).
+//
+// Skipping them still costs torch's RecordFunction per internal op (boxing its arguments), so
+// once an op's first calls have shown that everything it nests is internal and none draws
+// random numbers, RecordFunction is switched off on the thread for the op's later calls. An op
+// whose internals draw random numbers (native_dropout) keeps them visible, so that the state of
+// the generator they draw from is recorded on the op.
+enum Internals : uint8_t {
+  kInternalsUnknown = 0,  // still learning
+  kInternalsPlain,        // nests internal ops only, none random: RecordFunction off inside
+  kInternalsOther,        // nests recorded ops, random internals, or nothing internal
+};
+constexpr uint32_t kLearningCalls = 3;
 
 std::mutex g_info_mutex;
 std::unordered_map<std::string, std::unique_ptr<OpInfo>> g_infos;  // by "name.overload" or name
@@ -137,7 +179,7 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
       if (kind == ArgKind::kGenerator && info->generator_arg < 0) info->generator_arg = int(i);
       if (args[i].name() == "device" && info->device_arg < 0) info->device_arg = int(i);
     }
-    info->random = info->generator_arg >= 0;
+    info->random = info->generator_arg >= 0 || draws_without_generator_arg(name);
   }
   if (g_op_filter) {
     try {
@@ -443,6 +485,11 @@ struct OpContext : public at::ObserverContext, public Pooled<OpContext> {
   OpContext* root = nullptr;       // the outermost recorded op around this one (maybe itself)
   OpContext* top = nullptr;        // the outermost op around this one (maybe itself)
   bool location_taken = false;     // `location` was captured (on `top` only)
+  bool below_autograd = false;     // started with autograd's dispatch keys excluded
+  bool record_function_off = false;  // this op switched RecordFunction off for its internals
+  bool saw_internal = false;       // ran an internal op (learning, see `Internals`)
+  bool saw_random_internal = false;
+  bool saw_nested = false;         // ran a nested op that is not internal
 
   const InputTensor* inputs_data() const { return thread->inputs.data() + inputs_begin; }
   size_t input_count() const { return inputs_end - inputs_begin; }
@@ -944,6 +991,37 @@ void close_region(ThreadState& ts, uint32_t id) {
 
 void end_region(RegionContext* ctx) { close_region(*ctx->thread, ctx->region); }
 
+// An internal op of `outer` (not recorded): noted for learning, and if it draws random numbers
+// the state of its generator is recorded on `outer` (its first such draw).
+void note_internal(const at::RecordFunction& fn, ThreadState& ts, OpContext* outer,
+                   const OpInfo* info) {
+  outer->saw_internal = true;
+  if (!info->random) return;
+  outer->saw_random_internal = true;
+  if (!outer->recorded || outer->pending_index >= ts.pending_count) return;
+  tracer::OpRecord& op = ts.pending[outer->pending_index];
+  if (op.flags & tracer::kOpRandom) return;
+  c10::ArrayRef<const c10::IValue> inputs;
+  if (fn.needsInputs()) inputs = fn.inputs();
+  op.flags |= tracer::kOpRandom;
+  op.rng = rng_hash(info, inputs);
+  uint64_t& content = ts.pending_content[outer->pending_index];
+  content = hashing::hash_combine(content, op.rng);
+}
+
+// Updates what `ctx`'s op is known to nest, at the end of one of its first calls.
+void learn_internals(const OpContext* ctx) {
+  OpInfo* info = ctx->info;
+  if (ctx->below_autograd || info->internals.load(std::memory_order_relaxed) != kInternalsUnknown)
+    return;
+  if (ctx->saw_nested || ctx->saw_random_internal) {
+    info->internals.store(kInternalsOther, std::memory_order_relaxed);
+  } else if (ctx->saw_internal) {
+    if (info->plain_calls.fetch_add(1, std::memory_order_relaxed) + 1 >= kLearningCalls)
+      info->internals.store(kInternalsPlain, std::memory_order_relaxed);
+  }
+}
+
 std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
                                               bool backward_range) {
   OpInfo* info = backward_range ? info_by_name(fn.name(), /*backward=*/true)
@@ -953,10 +1031,29 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   tracer::Writer* w = writer();
   if (!w) return nullptr;
 
+  OpContext* outer = ts.stack.empty() ? nullptr : ts.stack.back();
+  const bool below_autograd = !backward_range && c10::impl::tls_local_dispatch_key_set()
+                                                     .excluded_.has_any(c10::autograd_dispatch_keyset);
+  if (below_autograd && !settings().config.internal_ops) {
+    // Inside the kernel of `outer`, or of an op on another thread that runs part of its work
+    // on this intra-op worker.
+    if (outer && !outer->below_autograd) {
+      note_internal(fn, ts, outer, info);
+      return nullptr;
+    }
+    if (!outer && at::in_parallel_region()) return nullptr;
+  }
+  if (outer) outer->saw_nested = true;
+
   auto ctx = std::make_unique<OpContext>();
   ctx->thread = &ts;
   ctx->info = info;
-  const OpContext* outer = ts.stack.empty() ? nullptr : ts.stack.back();
+  ctx->below_autograd = below_autograd;
+  if (!below_autograd && info->internals.load(std::memory_order_relaxed) == kInternalsPlain &&
+      !settings().config.internal_ops) {
+    at::enableRecordFunction(false);
+    ctx->record_function_off = true;
+  }
   // The outermost recorded enclosing op: nested ops judge untracked inputs against its inputs.
   ctx->root = outer ? outer->root : nullptr;
   if (outer) {
@@ -1100,6 +1197,8 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
 
 void end_op(const at::RecordFunction& fn, OpContext* ctx) {
   ThreadState& ts = *ctx->thread;
+  if (ctx->record_function_off) at::enableRecordFunction(true);
+  learn_internals(ctx);
   // Normally the innermost open op; searched so that an unexpected order cannot corrupt.
   bool innermost = !ts.stack.empty() && ts.stack.back() == ctx;
   for (size_t i = ts.stack.size(); i-- > 0;) {

@@ -166,6 +166,7 @@ void write_start_metadata(tracer::Writer* w) {
   const char* world = std::getenv("WORLD_SIZE");
   if (rank && *rank && world && *world) w->set_meta("rank", std::string(rank) + "/" + world);
   w->set_meta("hash_mode", g_settings.config.hash);
+  w->set_meta("internal_ops", g_settings.config.internal_ops ? "1" : "0");
   w->set_meta("recorder", "libtdbg_torch");
   write_torch_settings(w, /*at_close=*/false);
 }

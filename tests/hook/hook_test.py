@@ -308,6 +308,56 @@ def case_random():
           "successive draws see advancing states")
 
 
+def case_internal_ops():
+    # Ops a kernel runs inside itself, below autograd (CPU bmm's per-batch select views when
+    # the matrices are not tiny, CPU native_dropout's bernoulli_) are not recorded by default;
+    # TDBG_INTERNAL_OPS=1 records them. The hook stops watching inside an op once its first
+    # calls showed only such ops: later calls, and the ops after them, are still recorded, as
+    # are ops nested at autograd's level (linear's addmm) and dropout's generator state.
+    code = """
+        import torch
+        torch.manual_seed(0)
+        a, b = torch.ones(4, 8, 8), torch.ones(4, 8, 8)
+        for _ in range(6):
+            c = torch.bmm(a, b)
+        w = torch.ones(5, 8)
+        for _ in range(6):
+            y = torch.nn.functional.linear(torch.ones(3, 8), w)
+            d, mask = torch.native_dropout(torch.ones(64), 0.5, True)
+        z = c.sum()
+    """
+    default = run_python(code).db()
+    full = run_python(code, env={"TDBG_INTERNAL_OPS": "1"}).db()
+
+    def children(con, name):
+        return [one(con, "select count(*) from op_view where parent = ?", seq)[0]
+                for (seq,) in con.execute("select seq from op_view where name = ? order by seq",
+                                          (name,))]
+
+    check(children(default, "aten::bmm") == [0] * 6,
+          "six bmm, nothing recorded inside: %s" % children(default, "aten::bmm"))
+    inside = children(full, "aten::bmm")
+    check(len(inside) == 6 and all(n >= 8 for n in inside),
+          "TDBG_INTERNAL_OPS=1 records bmm's views: %s" % inside)
+    check(one(full, "select count(*) from op_view where name = 'aten::select'")[0] > 0,
+          "the views are aten::select")
+    linears = children(default, "aten::linear")
+    check(len(linears) == 6 and all(n >= 1 for n in linears),
+          "every linear keeps its nested ops: %s" % linears)
+    check(one(default, "select count(*) from op_view where name = 'aten::sum'")[0] == 1,
+          "the op after them is recorded")
+    drops = default.execute("select flags & 2, rng from op_view where name = 'aten::native_dropout' "
+                            "order by seq").fetchall()
+    check(len(drops) == 6 and all(f and rng for f, rng in drops),
+          "native_dropout carries its generator state: %s" % drops)
+    check(len(set(rng for _, rng in drops)) == 6, "each draw sees an advanced state")
+    check(one(default, "select count(*) from op_view where name = 'aten::bernoulli_'")[0] == 0,
+          "the bernoulli_ inside it is not recorded")
+    meta = [dict(con.execute("select key, value from meta")).get("internal_ops")
+            for con in (default, full)]
+    check(meta == ["0", "1"], "meta internal_ops: %s" % meta)
+
+
 def case_learning_rate():
     code = """
         import sys, torch
