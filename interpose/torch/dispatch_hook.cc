@@ -757,6 +757,14 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
   op->tensors.push_back(rec);
 }
 
+// The table's entry of `t` when an op nested in `ctx`'s op hashed its current contents.
+std::optional<TrackedTensor> output_of_nested_op(const OpContext* ctx, const at::Tensor& t) {
+  auto known = g_tensors.find(t);
+  if (!known || known->status != TensorStatus::kHashed || known->producer <= ctx->seq)
+    return std::nullopt;
+  return known;
+}
+
 void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::Tensor& t,
                    uint16_t index, tracer::OpRecord* op, uint64_t* content) {
   TensorRecord rec;
@@ -814,6 +822,15 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
         rec.reason = base->reason;
         op->tensors.push_back(rec);
         return;
+      } else if (auto nested = output_of_nested_op(ctx, t)) {
+        // A composite op returning what an op nested in it made (linear returns addmm's
+        // output): that op hashed these contents already.
+        rec.status = TensorStatus::kHashed;
+        rec.hash = nested->hash;
+        rec.summary = nested->summary;
+        state.status = TensorStatus::kHashed;
+        state.hash = rec.hash;
+        state.summary = rec.summary;
       } else {
         hash_into(t, &rec);
         state.status = TensorStatus::kHashed;
