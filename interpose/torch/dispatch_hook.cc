@@ -1039,6 +1039,19 @@ void learn_internals(const OpContext* ctx) {
   }
 }
 
+// Pushes `ctx` on the thread's stack of open ops and, for an op known to nest only internal
+// ops, switches RecordFunction off until `end_op`. Last in `start_op`: nothing may throw
+// after it, or RecordFunction would stay off with no op to switch it on again.
+std::unique_ptr<at::ObserverContext> open_op(ThreadState& ts, std::unique_ptr<OpContext> ctx) {
+  ts.stack.push_back(ctx.get());
+  if (!ctx->below_autograd && !settings().config.internal_ops &&
+      ctx->info->internals.load(std::memory_order_relaxed) == kInternalsPlain) {
+    at::enableRecordFunction(false);
+    ctx->record_function_off = true;
+  }
+  return ctx;
+}
+
 std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
                                               bool backward_range) {
   OpInfo* info = backward_range ? info_by_name(fn.name(), /*backward=*/true)
@@ -1066,11 +1079,6 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   ctx->thread = &ts;
   ctx->info = info;
   ctx->below_autograd = below_autograd;
-  if (!below_autograd && info->internals.load(std::memory_order_relaxed) == kInternalsPlain &&
-      !settings().config.internal_ops) {
-    at::enableRecordFunction(false);
-    ctx->record_function_off = true;
-  }
   // The outermost recorded enclosing op: nested ops judge untracked inputs against its inputs.
   ctx->root = outer ? outer->root : nullptr;
   if (outer) {
@@ -1117,10 +1125,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   // (a DataLoader worker's batch): not recorded, so the op stream does not depend on arrival
   // order; the tensor is data from outside at its first use.
   ctx->recorded = info->selected && in_step_window(step) && !in_ipc_rebuild();
-  if (!ctx->recorded) {
-    ts.stack.push_back(ctx.get());
-    return ctx;
-  }
+  if (!ctx->recorded) return open_op(ts, std::move(ctx));
 
   // The source location is the same for a top-level op and everything nested in it: taken
   // once per top-level op, at its first recorded op (so filtered-out ops cost nothing).
@@ -1208,8 +1213,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   }
   ts.pending_content[ctx->pending_index] = content;
   ctx->inputs_end = ts.inputs.size();
-  ts.stack.push_back(ctx.get());
-  return ctx;
+  return open_op(ts, std::move(ctx));
 }
 
 void end_op(const at::RecordFunction& fn, OpContext* ctx) {
