@@ -229,6 +229,24 @@ def case_view_copy():
           f"A's input is strided, B's contiguous (got {t.get('shape')} / {t.get('shape_b')})")
 
 
+def case_thread_move():
+    # Run B runs the same training loop in a Python thread: the main thread's ops stop where
+    # A's go on, and the diff says that the same ops continue on B's other thread.
+    a, b, out_a, out_b = pair("thread_move", [], ["--in-thread"])
+    check(out_a == out_b, "precondition: the two runs print the same losses")
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    check(d is not None and d["kind"] == "structure", "a structural divergence")
+    if d is None:
+        return
+    m = d.get("thread_move") or {}
+    check(m.get("side") == "A" and m.get("to_thread", 0) >= 1 and m.get("ops_matched", 0) > 0,
+          f"A's ops go on in another thread of B (got {m})")
+    check("moved to another thread" in d.get("detail", ""), f"the detail says so: {d.get('detail')}")
+    rc, r = diff(a, a)
+    check(r["first_divergence"] is None, "a run against itself is identical")
+
+
 def case_data_write():
     # Run B scales a weight through `.data`, whose version counter is not the weight's: the
     # next op reading the weight must see new values made by that op (cause structure), not

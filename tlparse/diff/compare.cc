@@ -660,6 +660,49 @@ json process_json(const tracer::Run& run, size_t p) {
   return j;
 }
 
+// Ops compared to recognise work that moved to another thread.
+constexpr int64_t kMovedOps = 32;
+
+// When the ops of `side` from tidx `from` to its end begin like thread `other` of `reader`
+// (their first kMovedOps ops, or all there are, have equal signatures), the number compared:
+// the same work runs on another thread there (a training loop moved into a thread).
+std::optional<int64_t> moved_ops(Side& side, int64_t from, const Reader& reader, uint32_t other) {
+  const TidxRange range = thread_tidx_range(reader, other);
+  const int64_t n = std::min({kMovedOps, side.count - from, range.end - range.begin});
+  if (n <= 0) return std::nullopt;
+  Strings strings(reader);
+  OpCursor cursor(reader, strings, other, range.end, range.begin);
+  for (int64_t k = 0; k < n; ++k) {
+    const uint64_t mine = side.cursor.signature_at(from + k);
+    if (mine == 0 || mine != cursor.signature_at(range.begin + k)) return std::nullopt;
+  }
+  return n;
+}
+
+// For a divergence where one side's thread ends and the other's goes on: the thread that
+// exists only on the first side's counterpart and carries on the same ops, as JSON, or null.
+json thread_move(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
+                 const std::vector<uint32_t>& only_a, const std::vector<uint32_t>& only_b) {
+  if (at.kind != Located::kStructure) return nullptr;
+  const bool a_goes_on = at.j >= p.b.count && at.i < p.a.count;
+  const bool b_goes_on = at.i >= p.a.count && at.j < p.b.count;
+  if (!a_goes_on && !b_goes_on) return nullptr;
+  Side& side = a_goes_on ? p.a : p.b;
+  const int64_t from = a_goes_on ? at.i : at.j;
+  for (uint32_t other : a_goes_on ? only_b : only_a) {
+    if (auto n = moved_ops(side, from, a_goes_on ? rb : ra, other)) {
+      const char* there = a_goes_on ? "B" : "A";
+      return {{"side", a_goes_on ? "A" : "B"}, {"thread", side.thread}, {"from_tidx", from},
+              {"to_thread", other}, {"ops_matched", *n},
+              {"text", std::string("the same ops run on thread ") + std::to_string(other) +
+                           " in " + there + " (the first " + std::to_string(*n) +
+                           " match): the work moved to another thread; its values there are not "
+                           "compared"}};
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
@@ -690,6 +733,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     Located best_at;
     int64_t best_seq = std::numeric_limits<int64_t>::max();
     std::pair<int64_t, int64_t> best_key = first_key;
+    std::vector<uint32_t> only_a, only_b;  // threads without a counterpart
     for (size_t k = 0; k < nthreads; ++k) {
       if (k >= ta.size() || k >= tb.size()) {
         bool in_a = k < ta.size();
@@ -697,6 +741,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         uint32_t id = in_a ? thread_at(ta, k) : thread_at(tb, k);
         const TidxRange range = thread_tidx_range(r, id);
         if (range.end == 0) continue;
+        (in_a ? only_a : only_b).push_back(id);
         notes.push_back("process " + std::to_string(p) + ": thread " + std::to_string(id) +
                         " exists only in " + (in_a ? "A" : "B"));
         if (best) continue;
@@ -727,7 +772,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const bool earlier = result["first_divergence"].is_null() || best_key < first_key;
     if (best && earlier) {
       first_key = best_key;
+      json moved = thread_move(*best, best_at, ra, rb, only_a, only_b);
       TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
+      if (!moved.is_null()) {
+        d["detail"] = d.value("detail", std::string()) + "; " + moved["text"].get<std::string>();
+        const bool a_goes_on = moved["side"] == "A";
+        notes.push_back("process " + std::to_string(p) + ": thread " +
+                        std::to_string(moved["thread"].get<uint32_t>()) + " of " +
+                        (a_goes_on ? "B" : "A") + " stops at tidx " +
+                        std::to_string(moved["from_tidx"].get<int64_t>()) + " where " +
+                        (a_goes_on ? "A" : "B") + "'s goes on; " + moved["text"].get<std::string>());
+      }
+      d["thread_move"] = std::move(moved);
       d["process"] = p;
       if (a.processes.size() > 1) d["process_a"] = process_json(a, p);
       d["threads"] = {{"a", best->a.thread}, {"b", best->b.thread}};

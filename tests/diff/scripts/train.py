@@ -59,6 +59,8 @@ def main():
                    help="scale fc1's weight through .data (a counter of its own) at this step")
     p.add_argument("--bad-data", default=None, metavar="STEP:VALUE",
                    help="the NumPy data of STEP holds VALUE (nan: one NaN; inf: Inf beside -Inf)")
+    p.add_argument("--in-thread", action="store_true",
+                   help="run the training loop in a Python thread instead of the main one")
     p.add_argument("--threads", type=int, default=0,
                    help="sum a large tensor with this many threads first (a parallel reduction)")
     args = p.parse_args()
@@ -93,6 +95,18 @@ def main():
         loader = torch.utils.data.DataLoader(data, batch_size=16, shuffle=True, generator=g,
                                              num_workers=args.workers)
         batches = iter(loader)  # MARK:loader
+    if args.in_thread:
+        import threading
+        worker = threading.Thread(target=train, args=(args, model, opt, loss_fn, x_np, y_np,
+                                                       batches if args.loader_seed is not None else None))
+        worker.start()
+        worker.join()
+    else:
+        train(args, model, opt, loss_fn, x_np, y_np,
+              batches if args.loader_seed is not None else None)
+
+
+def train(args, model, opt, loss_fn, x_np, y_np, batches):
     for step in range(args.steps):
         if args.loader_seed is not None:
             xb, yb = next(batches)  # MARK:batch
