@@ -231,7 +231,8 @@ def case_view_copy():
 
 def case_thread_move():
     # Run B runs the same training loop in a Python thread: the main thread's ops stop where
-    # A's go on, and the diff says that the same ops continue on B's other thread.
+    # A's go on, and the diff says that the same ops continue on B's other thread, and
+    # compares them there (identical here; a changed learning rate in the second pair).
     a, b, out_a, out_b = pair("thread_move", [], ["--in-thread"])
     check(out_a == out_b, "precondition: the two runs print the same losses")
     rc, r = diff(a, b)
@@ -240,11 +241,17 @@ def case_thread_move():
     if d is None:
         return
     m = d.get("thread_move") or {}
-    check(m.get("side") == "A" and m.get("to_thread", 0) >= 1 and m.get("ops_matched", 0) > 0,
-          f"A's ops go on in another thread of B (got {m})")
+    check(m.get("side") == "A" and m.get("to_thread", 0) >= 1 and m.get("ops_compared", 0) > 100,
+          f"A's ops go on in another thread of B, compared there (got {m})")
+    check(m.get("first_difference", 0) is None, f"and they match (got {m.get('first_difference')})")
     check("moved to another thread" in d.get("detail", ""), f"the detail says so: {d.get('detail')}")
-    rc, r = diff(a, a)
-    check(r["first_divergence"] is None, "a run against itself is identical")
+    c, _ = record("thread_move_lr", ["--in-thread", "--lr", "0.1"])
+    rc, r = diff(a, c)
+    m = (r["first_divergence"] or {}).get("thread_move") or {}
+    first = m.get("first_difference") or {}
+    check(first.get("cause") == "arguments" and (first.get("a") or {}).get("op", "").startswith("aten::add"),
+          f"the moved ops first differ in the update's argument (got {first.get('cause')} at "
+          f"{(first.get('a') or {}).get('op')})")
 
 
 def case_data_write():

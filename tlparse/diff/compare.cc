@@ -679,26 +679,73 @@ std::optional<int64_t> moved_ops(Side& side, int64_t from, const Reader& reader,
   return n;
 }
 
+// Compares the moved ops with the ops of thread `other` of `reader` pair by pair, in order, up
+// to `limit` pairs (negative: all): the first pair that differs, with its cause, or null.
+// `side_is_a`: `side` belongs to run A. A plain walk: no chains (their prefixes differ), no
+// descent into nested ops.
+json compare_moved(Side& side, bool side_is_a, int64_t from, const Reader& reader,
+                   uint32_t other, int64_t limit, int64_t* compared) {
+  const TidxRange range = thread_tidx_range(reader, other);
+  Strings strings(reader);
+  OpCursor cursor(reader, strings, other, range.end, range.begin);
+  int64_t n = std::min(side.count - from, range.end - range.begin);
+  if (limit >= 0) n = std::min(n, limit);
+  for (int64_t k = 0; k < n; ++k) {
+    const OpRecord* mine = side.cursor.at(from + k);
+    const OpRecord* theirs = cursor.at(range.begin + k);
+    if (!mine || !theirs) break;
+    *compared = k + 1;
+    const OpRecord& a = side_is_a ? *mine : *theirs;
+    const OpRecord& b = side_is_a ? *theirs : *mine;
+    Strings& sa = side_is_a ? side.strings : strings;
+    Strings& sb = side_is_a ? strings : side.strings;
+    OpComparison c = compare_ops(a, sa, b, sb);
+    if (c.differs()) {
+      std::string detail;
+      const char* cause = cause_of(c, a, /*after_structure=*/false, &detail);
+      return {{"cause", cause}, {"detail", detail},
+              {"a", op_json(side_is_a ? *side.reader : reader, sa, a)},
+              {"b", op_json(side_is_a ? reader : *side.reader, sb, b)}};
+    }
+    side.cursor.release_before(from + k - 16);
+    cursor.release_before(range.begin + k - 16);
+  }
+  return nullptr;
+}
+
 // For a divergence where one side's thread ends and the other's goes on: the thread that
-// exists only on the first side's counterpart and carries on the same ops, as JSON, or null.
+// exists only on the other side and carries on the same ops, as JSON (with the first
+// difference between the moved ops, compared pair by pair), or null.
 json thread_move(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
-                 const std::vector<uint32_t>& only_a, const std::vector<uint32_t>& only_b) {
+                 const std::vector<uint32_t>& only_a, const std::vector<uint32_t>& only_b,
+                 int64_t limit) {
   if (at.kind != Located::kStructure) return nullptr;
   const bool a_goes_on = at.j >= p.b.count && at.i < p.a.count;
   const bool b_goes_on = at.i >= p.a.count && at.j < p.b.count;
   if (!a_goes_on && !b_goes_on) return nullptr;
   Side& side = a_goes_on ? p.a : p.b;
   const int64_t from = a_goes_on ? at.i : at.j;
+  const Reader& there_reader = a_goes_on ? rb : ra;
   for (uint32_t other : a_goes_on ? only_b : only_a) {
-    if (auto n = moved_ops(side, from, a_goes_on ? rb : ra, other)) {
-      const char* there = a_goes_on ? "B" : "A";
-      return {{"side", a_goes_on ? "A" : "B"}, {"thread", side.thread}, {"from_tidx", from},
-              {"to_thread", other}, {"ops_matched", *n},
-              {"text", std::string("the same ops run on thread ") + std::to_string(other) +
-                           " in " + there + " (the first " + std::to_string(*n) +
-                           " match): the work moved to another thread; its values there are not "
-                           "compared"}};
-    }
+    if (!moved_ops(side, from, there_reader, other)) continue;
+    int64_t compared = 0;
+    json first = compare_moved(side, a_goes_on, from, there_reader, other, limit, &compared);
+    const char* there = a_goes_on ? "B" : "A";
+    std::string text = std::string("the same ops run on thread ") + std::to_string(other) +
+                       " in " + there + ": the work moved to another thread; ";
+    if (compared == 0)
+      text += "their values are not compared (--scan-limit 0)";
+    else if (first.is_null())
+      text += "the " + std::to_string(compared) + " ops compared there match";
+    else
+      text += "compared there op by op, they first differ at " +
+              first["a"].value("op", std::string()) + " (seq A " +
+              std::to_string(first["a"].value("seq", int64_t(-1))) + ", B " +
+              std::to_string(first["b"].value("seq", int64_t(-1))) + "): " +
+              first["cause"].get<std::string>() + ", " + first["detail"].get<std::string>();
+    return {{"side", a_goes_on ? "A" : "B"}, {"thread", side.thread}, {"from_tidx", from},
+            {"to_thread", other}, {"ops_compared", compared}, {"first_difference", first},
+            {"text", text}};
   }
   return nullptr;
 }
@@ -772,7 +819,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const bool earlier = result["first_divergence"].is_null() || best_key < first_key;
     if (best && earlier) {
       first_key = best_key;
-      json moved = thread_move(*best, best_at, ra, rb, only_a, only_b);
+      json moved = thread_move(*best, best_at, ra, rb, only_a, only_b, options.scan_limit);
       TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
       if (!moved.is_null()) {
         d["detail"] = d.value("detail", std::string()) + "; " + moved["text"].get<std::string>();
