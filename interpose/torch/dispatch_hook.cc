@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -81,30 +82,28 @@ bool returns_uninitialized(const std::string& name) {
   return base.rfind("empty", 0) == 0 || base.rfind("new_empty", 0) == 0;
 }
 
+// True when `name` is one of `ops`.
+bool one_of(const std::string& name, std::initializer_list<const char*> ops) {
+  for (const char* op : ops)
+    if (name == op) return true;
+  return false;
+}
+
 // In-place ops that replace every element of `self` without reading it (its previous contents
 // may be garbage, e.g. a buffer from a native at::empty): `self` is not hashed at op start.
 bool overwrites_self(const std::string& name) {
-  static const char* const kOps[] = {"aten::copy_",     "aten::fill_",      "aten::zero_",
-                                     "aten::uniform_",  "aten::normal_",    "aten::random_",
-                                     "aten::bernoulli_", "aten::exponential_", "aten::geometric_",
-                                     "aten::cauchy_",   "aten::log_normal_", "aten::resize_",
-                                     "aten::resize_as_", "aten::set_"};
-  for (const char* op : kOps)
-    if (name == op) return true;
-  return false;
+  return one_of(name, {"aten::copy_", "aten::fill_", "aten::zero_", "aten::uniform_",
+                       "aten::normal_", "aten::random_", "aten::bernoulli_", "aten::exponential_",
+                       "aten::geometric_", "aten::cauchy_", "aten::log_normal_", "aten::resize_",
+                       "aten::resize_as_", "aten::set_"});
 }
 
 // Kernels that draw from their device's default generator without a Generator argument, and
 // without dispatching a random op that would show it (`note_internal` finds those).
 bool draws_without_generator_arg(const std::string& name) {
-  static const char* const kOps[] = {"aten::native_dropout",
-                                     "aten::_scaled_dot_product_flash_attention",
-                                     "aten::_scaled_dot_product_efficient_attention",
-                                     "aten::_flash_attention_forward",
-                                     "aten::_efficient_attention_forward"};
-  for (const char* op : kOps)
-    if (name == op) return true;
-  return false;
+  return one_of(name, {"aten::native_dropout", "aten::_scaled_dot_product_flash_attention",
+                       "aten::_scaled_dot_product_efficient_attention",
+                       "aten::_flash_attention_forward", "aten::_efficient_attention_forward"});
 }
 
 // Ops whose output may hold memory nobody wrote (growing a tensor).
@@ -822,17 +821,16 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
         rec.reason = base->reason;
         op->tensors.push_back(rec);
         return;
-      } else if (auto nested = output_of_nested_op(ctx, t)) {
-        // A composite op returning what an op nested in it made (linear returns addmm's
-        // output): that op hashed these contents already.
-        rec.status = TensorStatus::kHashed;
-        rec.hash = nested->hash;
-        rec.summary = nested->summary;
-        state.status = TensorStatus::kHashed;
-        state.hash = rec.hash;
-        state.summary = rec.summary;
       } else {
-        hash_into(t, &rec);
+        if (auto nested = output_of_nested_op(ctx, t)) {
+          // A composite op returning what an op nested in it made (linear returns addmm's
+          // output): that op hashed these contents already.
+          rec.status = TensorStatus::kHashed;
+          rec.hash = nested->hash;
+          rec.summary = nested->summary;
+        } else {
+          hash_into(t, &rec);
+        }
         state.status = TensorStatus::kHashed;
         state.hash = rec.hash;
         state.summary = rec.summary;
@@ -880,6 +878,15 @@ uint64_t rng_hash(const OpInfo* info, c10::ArrayRef<const c10::IValue> inputs) {
   } catch (...) {
     return 0;
   }
+}
+
+// Flags `op` random and records the state of the generator the op `info` with `inputs` draws
+// from, into the op and its `content` hash.
+void mark_random(const OpInfo* info, c10::ArrayRef<const c10::IValue> inputs,
+                 tracer::OpRecord* op, uint64_t* content) {
+  op->flags |= tracer::kOpRandom;
+  op->rng = rng_hash(info, inputs);
+  *content = hashing::hash_combine(*content, op->rng);
 }
 
 // ---- Flushing ----------------------------------------------------------------------------
@@ -1020,10 +1027,7 @@ void note_internal(const at::RecordFunction& fn, ThreadState& ts, OpContext* out
   if (op.flags & tracer::kOpRandom) return;
   c10::ArrayRef<const c10::IValue> inputs;
   if (fn.needsInputs()) inputs = fn.inputs();
-  op.flags |= tracer::kOpRandom;
-  op.rng = rng_hash(info, inputs);
-  uint64_t& content = ts.pending_content[outer->pending_index];
-  content = hashing::hash_combine(content, op.rng);
+  mark_random(info, inputs, &op, &ts.pending_content[outer->pending_index]);
 }
 
 // Updates what `ctx`'s op is known to nest, at the end of one of its first calls.
@@ -1206,11 +1210,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     content = hashing::hash_combine(content, i);
     content = hashing::hash_combine(content, text_hash);
   }
-  if (info->random) {
-    op.flags |= tracer::kOpRandom;
-    op.rng = rng_hash(info, inputs);
-    content = hashing::hash_combine(content, op.rng);
-  }
+  if (info->random) mark_random(info, inputs, &op, &content);
   ts.pending_content[ctx->pending_index] = content;
   ctx->inputs_end = ts.inputs.size();
   return open_op(ts, std::move(ctx));
