@@ -663,52 +663,46 @@ json process_json(const tracer::Run& run, size_t p) {
 // Ops compared to recognise work that moved to another thread.
 constexpr int64_t kMovedOps = 32;
 
-// When the ops of `side` from tidx `from` to its end begin like thread `other` of `reader`
-// (their first kMovedOps ops, or all there are, have equal signatures), the number compared:
-// the same work runs on another thread there (a training loop moved into a thread).
-std::optional<int64_t> moved_ops(Side& side, int64_t from, const Reader& reader, uint32_t other) {
-  const TidxRange range = thread_tidx_range(reader, other);
-  const int64_t n = std::min({kMovedOps, side.count - from, range.end - range.begin});
-  if (n <= 0) return std::nullopt;
-  Strings strings(reader);
-  OpCursor cursor(reader, strings, other, range.end, range.begin);
+// When the ops of `side` from tidx `from` to its end begin like the ops of `there` (their first
+// kMovedOps ops, or all there are, have equal signatures): the same work runs on another
+// thread there (a training loop moved into a thread).
+bool moved_ops(Side& side, int64_t from, Side& there) {
+  const int64_t n = std::min({kMovedOps, side.count - from, there.count - there.begin});
+  if (n <= 0) return false;
   for (int64_t k = 0; k < n; ++k) {
     const uint64_t mine = side.cursor.signature_at(from + k);
-    if (mine == 0 || mine != cursor.signature_at(range.begin + k)) return std::nullopt;
+    if (mine == 0 || mine != there.cursor.signature_at(there.begin + k)) return false;
   }
-  return n;
+  return true;
 }
 
-// Compares the moved ops with the ops of thread `other` of `reader` pair by pair, in order, up
-// to `limit` pairs (negative: all): the first pair that differs, with its cause, or null.
-// `side_is_a`: `side` belongs to run A. A plain walk: no chains (their prefixes differ), no
-// descent into nested ops.
-json compare_moved(Side& side, bool side_is_a, int64_t from, const Reader& reader,
-                   uint32_t other, int64_t limit, int64_t* compared) {
-  const TidxRange range = thread_tidx_range(reader, other);
-  Strings strings(reader);
-  OpCursor cursor(reader, strings, other, range.end, range.begin);
-  int64_t n = std::min(side.count - from, range.end - range.begin);
+// Compares the moved ops with the ops of `there` pair by pair, in order, up to `limit` pairs
+// (negative: all): the first pair that differs, with its cause, or null. `side_is_a`: `side`
+// belongs to run A. A plain walk: no chains (their prefixes differ), no descent into nested
+// ops.
+json compare_moved(Side& side, bool side_is_a, int64_t from, Side& there, int64_t limit,
+                   int64_t* compared) {
+  int64_t n = std::min(side.count - from, there.count - there.begin);
   if (limit >= 0) n = std::min(n, limit);
+  Side& sa = side_is_a ? side : there;
+  Side& sb = side_is_a ? there : side;
   for (int64_t k = 0; k < n; ++k) {
     const OpRecord* mine = side.cursor.at(from + k);
-    const OpRecord* theirs = cursor.at(range.begin + k);
+    const OpRecord* theirs = there.cursor.at(there.begin + k);
     if (!mine || !theirs) break;
     *compared = k + 1;
     const OpRecord& a = side_is_a ? *mine : *theirs;
     const OpRecord& b = side_is_a ? *theirs : *mine;
-    Strings& sa = side_is_a ? side.strings : strings;
-    Strings& sb = side_is_a ? strings : side.strings;
-    OpComparison c = compare_ops(a, sa, b, sb);
+    OpComparison c = compare_ops(a, sa.strings, b, sb.strings);
     if (c.differs()) {
       std::string detail;
       const char* cause = cause_of(c, a, /*after_structure=*/false, &detail);
       return {{"cause", cause}, {"detail", detail},
-              {"a", op_json(side_is_a ? *side.reader : reader, sa, a)},
-              {"b", op_json(side_is_a ? reader : *side.reader, sb, b)}};
+              {"a", op_json(*sa.reader, sa.strings, a)},
+              {"b", op_json(*sb.reader, sb.strings, b)}};
     }
     side.cursor.release_before(from + k - 16);
-    cursor.release_before(range.begin + k - 16);
+    there.cursor.release_before(there.begin + k - 16);
   }
   return nullptr;
 }
@@ -727,9 +721,10 @@ json thread_move(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
   const int64_t from = a_goes_on ? at.i : at.j;
   const Reader& there_reader = a_goes_on ? rb : ra;
   for (uint32_t other : a_goes_on ? only_b : only_a) {
-    if (!moved_ops(side, from, there_reader, other)) continue;
+    Side there_side(there_reader, other, thread_tidx_range(there_reader, other));
+    if (!moved_ops(side, from, there_side)) continue;
     int64_t compared = 0;
-    json first = compare_moved(side, a_goes_on, from, there_reader, other, limit, &compared);
+    json first = compare_moved(side, a_goes_on, from, there_side, limit, &compared);
     const char* there = a_goes_on ? "B" : "A";
     std::string text = std::string("the same ops run on thread ") + std::to_string(other) +
                        " in " + there + ": the work moved to another thread; ";
