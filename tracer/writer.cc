@@ -11,7 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <iterator>
 #include <limits>
 #include <mutex>
@@ -26,6 +25,7 @@
 #include "tracer/schema.h"
 #include "tracer/sql_functions.h"
 #include "tracer/sqlite_util.h"
+#include "tracer/string_pool.h"
 
 namespace tdbg::tracer {
 namespace {
@@ -154,10 +154,9 @@ struct State {
   sqlite3* db = nullptr;
   int64_t time_base_ns = 0;
 
-  // Interning. Keys are views into `string_store`, which never moves its elements.
+  // Interning. The texts of `new_strings` are views into `strings`, which never moves them.
   std::mutex intern_mu;
-  std::deque<std::string> string_store;
-  std::unordered_map<std::string_view, StringId> strings;
+  StringPool strings;
   std::vector<std::pair<StringId, std::string_view>> new_strings;  // not yet written
   std::unordered_map<FrameKey, FrameId, FrameKeyHash> frames;
   std::vector<FrameRecord> new_frames;
@@ -204,12 +203,10 @@ class WriterImpl final : public Writer {
   StringId intern(std::string_view text) override {
     if (text.empty() || abandoned_.load(std::memory_order_relaxed)) return 0;
     std::lock_guard<std::mutex> lock(s_->intern_mu);
-    auto it = s_->strings.find(text);
-    if (it != s_->strings.end()) return it->second;
-    const std::string& stored = s_->string_store.emplace_back(text);
-    StringId id = static_cast<StringId>(s_->string_store.size());
-    s_->strings.emplace(std::string_view(stored), id);
-    s_->new_strings.emplace_back(id, std::string_view(stored));
+    std::string_view stored;
+    bool added = false;
+    const StringId id = s_->strings.intern(text, &stored, &added);
+    if (added) s_->new_strings.emplace_back(id, stored);
     return id;
   }
 

@@ -318,13 +318,12 @@ struct ThreadState {
   std::vector<OpenRegion> regions;
   std::vector<uint32_t> cpp_steps;  // open C++ optimizer step regions (0: not recorded)
   uint64_t intern_generation = UINT64_MAX;
-  std::unordered_map<std::string, StringId> strings;
   // Shapes (up to kInlineInts dimensions) and common non-tensor argument values (None, ints,
   // doubles, bools, short int lists) seen on this thread: the id and text hash of their
   // canonical text ("2x3x4", "0.5") without building the text. Direct-mapped arrays, so a
   // lookup is one probe of inline data (hash maps of nodes were a cache miss per tensor and
   // argument). A miss or a collision builds the text and refills the slot. Valid for the
-  // writer generation of `strings`.
+  // writer generation `intern_generation`.
   static constexpr size_t kInlineInts = 8;
   struct TextSlot {
     uint64_t key = 0;
@@ -381,7 +380,6 @@ struct BusyGuard {
 void refresh_caches(ThreadState& ts) {
   uint64_t gen = writer_generation();
   if (ts.intern_generation != gen) {
-    ts.strings.clear();
     ts.texts.assign(ThreadState::kTextSlots, ThreadState::TextSlot());
     ts.literals.clear();
     ts.intern_generation = gen;
@@ -391,7 +389,6 @@ void refresh_caches(ThreadState& ts) {
 void release_caches(ThreadState& ts) {
   std::vector<ThreadState::TextSlot>().swap(ts.texts);
   std::vector<InfoSlot>().swap(ts.info_slots);
-  std::unordered_map<std::string, StringId>().swap(ts.strings);
   std::vector<std::pair<const char*, StringId>>().swap(ts.literals);
   ts.intern_generation = UINT64_MAX;  // rebuilt on next use
   if (ts.stack.empty()) {
@@ -402,23 +399,13 @@ void release_caches(ThreadState& ts) {
   }
 }
 
-StringId intern(ThreadState& ts, tracer::Writer* w, const std::string& text) {
-  refresh_caches(ts);
-  auto it = ts.strings.find(text);
-  if (it != ts.strings.end()) return it->second;
-  StringId id = w->intern(text);
-  if (ts.strings.size() > (1u << 16)) ts.strings.clear();  // bounded: argument texts vary
-  ts.strings.emplace(text, id);
-  return id;
-}
-
 // The id of a string literal (a reason why a tensor is not hashed): cached by the literal's
 // address, so the common reasons cost no string building or hashing.
 StringId intern_literal(ThreadState& ts, tracer::Writer* w, const char* literal) {
   refresh_caches(ts);
   for (const auto& [text, id] : ts.literals)
     if (text == literal) return id;
-  const StringId id = intern(ts, w, literal);
+  const StringId id = w->intern(literal);
   if (ts.literals.size() < 32) ts.literals.emplace_back(literal, id);
   return id;
 }
@@ -520,19 +507,19 @@ bool comparable(TensorStatus s) {
 StringId device_string(ThreadState& ts, tracer::Writer* w, const c10::Device& device) {
   if (device.is_cpu()) {
     if (ts.cpu_generation != writer_generation()) {
-      ts.cpu_device = intern(ts, w, "cpu");
+      ts.cpu_device = w->intern("cpu");
       ts.cpu_generation = writer_generation();
     }
     return ts.cpu_device;
   }
-  return intern(ts, w, device.str());
+  return w->intern(device.str());
 }
 
 // The interned id of `text` and the hash of that text in `*text_hash`.
 StringId intern_hashed(ThreadState& ts, tracer::Writer* w, const std::string& text,
                        uint64_t* text_hash) {
   *text_hash = hashing::hash_bytes(text.data(), text.size());
-  return intern(ts, w, text);
+  return w->intern(text);
 }
 
 // The interned id of the text that `make_text()` builds for the value (tag, kind, ints[0..n)),
@@ -583,7 +570,7 @@ void describe(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRec
   *content = hashing::hash_combine(*content, static_cast<uint64_t>(rec->dtype));
   if (t.is_nested()) {
     static const std::string kNested = "nested";
-    rec->shape = intern(ts, w, kNested);
+    rec->shape = w->intern(kNested);
     *content = hashing::hash_combine(*content, hashing::hash_bytes(kNested.data(), kNested.size()));
     return;
   }
@@ -980,7 +967,7 @@ uint32_t open_region(ThreadState& ts, const std::string& name) {
   region.step = name.rfind("Optimizer.step#", 0) == 0;
   region.record.id = g_next_region.fetch_add(1);
   region.record.thread = ts.id;
-  region.record.name = intern(ts, w, name);
+  region.record.name = w->intern(name);
   region.record.kind = region.step ? tracer::RegionKind::kStep : tracer::RegionKind::kUser;
   region.record.start_seq = g_next_seq.load();
   region.record.step = g_steps.load();
@@ -1351,9 +1338,9 @@ void on_gpu_kernel(void*, const char* name, uint32_t gx, uint32_t gy, uint32_t g
       const OpContext* top = ts.stack.back();
       k.op = top->recorded ? top->seq : top->record_parent;
     }
-    k.name = intern(ts, w, name ? name : "");
-    k.grid = intern(ts, w, std::to_string(gx) + "," + std::to_string(gy) + "," + std::to_string(gz));
-    k.block = intern(ts, w, std::to_string(bx) + "," + std::to_string(by) + "," + std::to_string(bz));
+    k.name = w->intern(name ? name : "");
+    k.grid = w->intern(std::to_string(gx) + "," + std::to_string(gy) + "," + std::to_string(gz));
+    k.block = w->intern(std::to_string(bx) + "," + std::to_string(by) + "," + std::to_string(bz));
     k.shared_mem = shared_mem;
     k.stream = stream;
     k.start_ns = monotonic_ns();
