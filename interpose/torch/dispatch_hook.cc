@@ -207,17 +207,40 @@ struct InfoSlot {
 };
 constexpr size_t kInfoSlots = 1024;
 
+// A thread's cache of op infos by name text, for ranges named by a string that lives only as
+// long as the range (the autograd engine's "AddmmBackward0", about a third of a training
+// step's ops): direct-mapped by the text's hash, checked against the info's own name.
+struct NamedInfoSlot {
+  uint64_t hash = 0;
+  bool backward = false;
+  OpInfo* info = nullptr;
+};
+
+OpInfo* info_by_name_cached(const char* name, bool backward, std::vector<NamedInfoSlot>& slots) {
+  if (slots.empty()) slots.resize(kInfoSlots);
+  const size_t size = std::strlen(name);
+  const uint64_t hash = hashing::hash_bytes(name, size);
+  NamedInfoSlot& slot = slots[(hash * 0x9E3779B97F4A7C15ull) >> 54];
+  if (slot.info && slot.hash == hash && slot.backward == backward &&
+      slot.info->name.size() == size && std::memcmp(slot.info->name.data(), name, size) == 0)
+    return slot.info;
+  OpInfo* info = info_by_name(name, backward);
+  slot = NamedInfoSlot{hash, backward, info};
+  return info;
+}
+
 // The info of a FUNCTION-scope op. Schema-based RecordFunctions return the schema's own name
 // string from name(), whose address is stable and unique per overload: the thread's cache
 // `slots` is direct-mapped by it, so the common case is one probe without locks, allocations
 // or a node to chase.
-OpInfo* info_for(const at::RecordFunction& fn, std::vector<InfoSlot>& slots) {
+OpInfo* info_for(const at::RecordFunction& fn, std::vector<InfoSlot>& slots,
+                 std::vector<NamedInfoSlot>& named_slots) {
   if (slots.empty()) slots.resize(kInfoSlots);
   const char* name = fn.name();
   InfoSlot& slot = slots[(reinterpret_cast<uintptr_t>(name) * 0x9E3779B97F4A7C15ull) >> 54];
   if (slot.name == name) return slot.info;
   auto op = fn.operator_name();
-  if (!op) return info_by_name(name, /*backward=*/false);
+  if (!op) return info_by_name_cached(name, /*backward=*/false, named_slots);
   std::string key = op->name + "." + op->overload_name;
   OpInfo* info = nullptr;
   {
@@ -338,6 +361,7 @@ struct ThreadState {
   static constexpr int kTextShift = 52;  // 64 - log2(kTextSlots)
   std::vector<TextSlot> texts;  // kTextSlots once `refresh_caches` ran
   std::vector<InfoSlot> info_slots;  // kInfoSlots once `info_for` ran
+  std::vector<NamedInfoSlot> named_info_slots;  // kInfoSlots once `info_by_name_cached` ran
   std::vector<std::pair<const char*, StringId>> literals;  // see intern_literal
   uint64_t cpu_generation = UINT64_MAX;
   StringId cpu_device = 0;
@@ -389,6 +413,7 @@ void refresh_caches(ThreadState& ts) {
 void release_caches(ThreadState& ts) {
   std::vector<ThreadState::TextSlot>().swap(ts.texts);
   std::vector<InfoSlot>().swap(ts.info_slots);
+  std::vector<NamedInfoSlot>().swap(ts.named_info_slots);
   std::vector<std::pair<const char*, StringId>>().swap(ts.literals);
   ts.intern_generation = UINT64_MAX;  // rebuilt on next use
   if (ts.stack.empty()) {
@@ -1045,8 +1070,9 @@ std::unique_ptr<at::ObserverContext> open_op(ThreadState& ts, std::unique_ptr<Op
 
 std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
                                               bool backward_range) {
-  OpInfo* info = backward_range ? info_by_name(fn.name(), /*backward=*/true)
-                                 : info_for(fn, ts.info_slots);
+  OpInfo* info = backward_range ? info_by_name_cached(fn.name(), /*backward=*/true,
+                                                     ts.named_info_slots)
+                                 : info_for(fn, ts.info_slots, ts.named_info_slots);
   if (info->ignored) return nullptr;
   backward_range = backward_range || info->backward;
   tracer::Writer* w = writer();

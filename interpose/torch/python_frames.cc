@@ -223,6 +223,20 @@ int line_number(const PythonApi& py, PyObject* frame, CodeInfo* code) {
   return line;
 }
 
+// The last Python stack captured on a thread, outermost frame first: each frame's code (kept
+// alive by `code_info`), bytecode offset, frame id, and the innermost user frame at or above it.
+// Consecutive ops mostly share all or most of their stack, so a capture looks up only the
+// frames below the part it shares with the last one.
+struct StackMemo {
+  uint64_t generation = ~uint64_t{0};  // writer generation of the ids; other: empty
+  int n = 0;
+  PyObject* codes[kMaxFrames];
+  int lastis[kMaxFrames];
+  tracer::FrameId ids[kMaxFrames];
+  tracer::FrameId user_frames[kMaxFrames];
+};
+thread_local StackMemo t_stack_memo;
+
 tracer::FrameId intern_frame(tracer::Writer* w, tracer::FrameId parent, CodeInfo* code, int line) {
   uint64_t gen = writer_generation();
   if (g_frames_generation != gen) {
@@ -518,27 +532,49 @@ SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
   py.PyErr_Fetch(&err_type, &err_value, &err_tb);
   maybe_install_python_hooks(with_module_hooks);
   if (want_stack) {
-    CodeInfo* codes[kMaxFrames];
-    int lines[kMaxFrames];
+    PyObject* raw_codes[kMaxFrames];
+    PyObject* frames[kMaxFrames];  // each with a reference, dropped below
+    int lastis[kMaxFrames];
     int n = 0;
     PyObject* frame = py.PyEval_GetFrame();  // borrowed
     if (frame) py.Py_IncRef(frame);
     while (frame && n < kMaxFrames) {
       PyObject* code = py.PyFrame_GetCode(frame);
-      codes[n] = code_info(code);
-      lines[n] = line_number(py, frame, codes[n]);
-      py.Py_DecRef(code);
-      ++n;
-      PyObject* back = py.PyFrame_GetBack(frame);
-      py.Py_DecRef(frame);
-      frame = back;
+      raw_codes[n] = code;
+      lastis[n] = py.PyFrame_GetLasti ? py.PyFrame_GetLasti(frame) : -1;
+      py.Py_DecRef(code);  // a running frame keeps its code alive
+      frames[n++] = frame;
+      frame = py.PyFrame_GetBack(frame);
     }
     if (frame) py.Py_DecRef(frame);
-    tracer::FrameId parent = 0;
-    for (int i = n - 1; i >= 0; --i) {
-      parent = intern_frame(w, parent, codes[i], lines[i]);
-      if (codes[i]->user) loc.user_frame = parent;
+    // Outer frames the last stack of this thread shares (same code at the same offset, counted
+    // from the outermost) have the same ids: only the frames below them are looked up.
+    StackMemo& memo = t_stack_memo;
+    const uint64_t gen = writer_generation();
+    int shared = 0;
+    if (memo.generation == gen) {
+      while (shared < n && shared < memo.n && lastis[n - 1 - shared] >= 0 &&
+             raw_codes[n - 1 - shared] == memo.codes[shared] &&
+             lastis[n - 1 - shared] == memo.lastis[shared])
+        ++shared;
     }
+    tracer::FrameId parent = shared ? memo.ids[shared - 1] : 0;
+    loc.user_frame = shared ? memo.user_frames[shared - 1] : 0;
+    bool memo_valid = g_dirs_known;
+    for (int k = shared; k < n; ++k) {
+      const int i = n - 1 - k;
+      CodeInfo* code = code_info(raw_codes[i]);
+      parent = intern_frame(w, parent, code, line_number(py, frames[i], code));
+      if (code->user) loc.user_frame = parent;
+      memo.codes[k] = raw_codes[i];
+      memo.lastis[k] = lastis[i];
+      memo.ids[k] = parent;
+      memo.user_frames[k] = loc.user_frame;
+      memo_valid = memo_valid && code->classified;
+    }
+    memo.n = n;
+    memo.generation = memo_valid ? gen : ~uint64_t{0};
+    for (int i = 0; i < n; ++i) py.Py_DecRef(frames[i]);
     loc.stack = parent;
   }
   py.PyErr_Restore(err_type, err_value, err_tb);
