@@ -261,6 +261,10 @@ std::optional<TrackedTensor> TensorTable::find(const at::Tensor& t, int64_t* wri
   std::lock_guard<std::mutex> lock(mutex_);
   const Slot* slot = lookup_locked(t.unsafeGetTensorImpl());
   if (slot == nullptr || slot->version != *version) return std::nullopt;
+  if (slot->storage != storage_key(t) || slot->numel != t.numel() ||
+      slot->storage_offset != t.storage_offset() ||
+      slot->dtype != static_cast<int8_t>(t.scalar_type()))
+    return std::nullopt;  // replaced through `.data =`
   if (slot->time <= floor_) return std::nullopt;
   const WriteTime* w = last_write_locked(slot->storage);
   if (w != nullptr && w->time > slot->time) {
@@ -285,6 +289,9 @@ void TensorTable::remember(const at::Tensor& t, const TrackedTensor& state) {
   slot->version = *version;
   slot->state = state;
   slot->storage = storage;
+  slot->numel = t.numel();
+  slot->storage_offset = t.storage_offset();
+  slot->dtype = static_cast<int8_t>(t.scalar_type());
   slot->time = ++clock_;
 }
 

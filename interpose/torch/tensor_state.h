@@ -45,6 +45,9 @@ struct TrackedTensor {
 // wrote into their storage since. Each entry holds a weak reference, so the TensorImpl's
 // memory (and therefore its address) cannot be reused while the entry exists.
 //
+// An entry also records the tensor's storage, dtype, element count and offset: assigning
+// `p.data = other` swaps them under the same TensorImpl and version counter.
+//
 // The version counter misses writes through an alias with a counter of its own: `p.data`
 // (`p.data.mul_(0.9)`, an EMA, a hand-written optimizer) shares p's storage but not its
 // counter. So the table also keeps, per storage that a recorded op wrote into, the time of the
@@ -88,6 +91,11 @@ class TensorTable {
     c10::TensorImpl* key = nullptr;  // holds a weak reference while set
     uint32_t version = 0;
     const void* storage = nullptr;   // the StorageImpl, for `note_write`
+    // What `p.data = other` (set_data) replaces in the same TensorImpl without touching its
+    // version counter: `Module.to(torch.float64)` converts every parameter that way.
+    int64_t numel = 0;
+    int64_t storage_offset = 0;
+    int8_t dtype = 0;
     uint64_t time = 0;               // when remembered (see `clock_`)
     TrackedTensor state;
   };

@@ -194,6 +194,35 @@ def case_view():
     check(hashed_views == 0, "views are never rehashed")
 
 
+def case_set_data():
+    # `Module.to(torch.float64)` assigns `p.data = p.to(torch.float64)`: the same TensorImpl and
+    # version counter, a new storage and dtype. The next use must hash the new values, not
+    # reuse the float32 entry (which made identical runs differ by heap addresses).
+    r = run_python("""
+        import torch
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(4, 1)
+        y = lin(torch.ones(2, 4))
+        lin.to(torch.float64)
+        z = lin(torch.ones(2, 4, dtype=torch.float64))
+    """)
+    con = r.db()
+    first = first_op(con, "aten::linear")
+    second = first_op(con, "aten::linear", first[0])
+    converted = {}
+    for (seq,) in con.execute("select seq from op_view where name = 'aten::_to_copy' and "
+                              "seq > ? and seq < ?", (first[0], second[0])):
+        out = tensors(con, seq, "output")[0]
+        converted[out[5]] = out[2]
+    check(set(converted) == {"1x4", "1"}, "weight and bias converted: %s" % converted)
+    before = tensors(con, first[0], "input")
+    after = tensors(con, second[0], "input")
+    for i, shape in ((1, "1x4"), (2, "1")):
+        check(after[i][2] == converted[shape],
+              "input %d of the second linear has the float64 hash %s: %s" % (i, converted[shape], after[i]))
+        check(after[i][2] != before[i][2], "float32 and float64 hashes differ: %s" % (after[i],))
+
+
 def case_steps():
     r = run_python("""
         import torch
