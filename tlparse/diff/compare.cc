@@ -337,6 +337,17 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
     return "rng";
   }
   *detail = "identical inputs, arguments and generator state, different output";
+  // An input whose hash was carried from its producer (not read again) matches by what torch's
+  // ops did to it: a write from outside them (through `.numpy()`, a data pointer) is not seen.
+  for (const TensorRecord& t : a.tensors) {
+    if (t.role != TensorRole::kInput || t.producer == tracer::kNoSeq) continue;
+    if (t.status != tracer::TensorStatus::kKnown && t.status != tracer::TensorStatus::kView)
+      continue;
+    *detail += "; or input " + std::to_string(t.index) + " was changed outside torch's ops (through "
+               ".numpy() or a data pointer): its hash is op " + std::to_string(t.producer) +
+               "'s, not read again";
+    break;
+  }
   return "nondeterministic";
 }
 

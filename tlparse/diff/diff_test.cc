@@ -50,6 +50,7 @@ struct Variation {
   int lr_change_step = -1;          // learning rate differs from this step (arguments)
   int data_change_step = -1;        // one input batch differs (external_input)
   int nondeterministic_step = -1;   // addmm's output differs, inputs equal (nondeterministic)
+  bool inputs_known = false;        // linear's inputs carry their producer's hash (status known)
   int other_algorithm_step = -1;    // addmm runs extra nested ops and its output differs
   int insert_step = -1;             // an extra op after linear (structure)
   bool insert_changes_values = true;
@@ -166,6 +167,7 @@ class Trainer {
     x.shape = shape;
     int64_t to = r_.op("aten::to", {T{data, kNoSeq, shape}}, {x}, {{"dtype", "float32"}}, 0, 0, kNoSeq, 10);
     x.producer = to;
+    if (v_.inputs_known) x.status = TensorStatus::kKnown;
     for (int k = 0; k < v_.uninitialized_noise; ++k) {
       T e{static_cast<uint64_t>(std::rand()) * 7919u + 1, kNoSeq, "4", TensorStatus::kUninitialized};
       r_.op("aten::empty", {}, {e}, {{"size", "[4]"}}, 0, 0, kNoSeq, 11);
@@ -305,6 +307,21 @@ TEST_CASE("a nondeterministic op is found by bisection, innermost, inside its pa
   std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("aten::addmm") != std::string::npos);
   CHECK(text.find("train.py:20") != std::string::npos);
+  // Inputs hashed at this op: nothing else explains the difference.
+  CHECK(d["detail"].get<std::string>().find(".numpy()") == std::string::npos);
+}
+
+TEST_CASE("a nondeterministic verdict over an input with a carried hash names the other explanation") {
+  // A write through `.numpy()` changes a tensor without an op: its next use carries the old
+  // hash, and the op's output differs from identical-looking inputs.
+  Variation va, vb;
+  va.inputs_known = vb.inputs_known = true;
+  vb.nondeterministic_step = 37;
+  json d = first(compare(write_run(va), write_run(vb)));
+  CHECK(d["cause"] == "nondeterministic");
+  const std::string detail = d["detail"];
+  CHECK(detail.find("changed outside torch's ops") != std::string::npos);
+  CHECK(detail.find("input 0") != std::string::npos);
 }
 
 TEST_CASE("an op that ran other nested ops (another algorithm) is a value divergence at that op") {
