@@ -12,16 +12,22 @@ void add_nan_command(CLI::App& app) {
   struct Args {
     std::string run;
     bool json = false;
+    diff::NonfiniteOptions options;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
       "nan", "First op whose output holds NaN or Inf (exit 0 finite, 1 non-finite, 2 error)");
   cmd->add_option("RUN", args->run, "A run directory or one .sqlite database")->required();
   cmd->add_flag("--json", args->json, "Print one JSON object (docs/cli.md) instead of text");
+  cmd->add_flag("--nan-only", args->options.nan_only,
+                "Look for NaN only: an Inf the program makes and masks on purpose is passed over");
+  cmd->add_option("--from-step", args->options.from_step,
+                  "Start at this optimizer step (earlier non-finite values are still followed)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args] {
     auto run = tracer::Run::Open(args->run);
     if (!run.ok()) return fail("nan", run.status().message());
-    auto result = diff::first_nonfinite(*run);
+    auto result = diff::first_nonfinite(*run, args->options);
     if (!result.ok()) return fail("nan", result.status().message());
     if (args->json) {
       std::printf("%s\n", result->dump(2).c_str());

@@ -32,8 +32,18 @@ struct DiffOptions {
 StatusOr<nlohmann::json> compare_runs(const tracer::Run& a, const tracer::Run& b,
                                       const DiffOptions& options = {});
 
+// Which non-finite values `first_nonfinite` looks for.
+struct NonfiniteOptions {
+  // NaN only: an Inf that the program makes and masks on purpose (`deg.pow(-0.5)` over zero
+  // degrees, then `masked_fill(isinf, 0)`) is then not an answer; NaN made out of Inf still is.
+  bool nan_only = false;
+  // Starts at ops of this optimizer step or later (what earlier ops pass on is still tracked).
+  int64_t from_step = 0;
+};
+
 // {"status": "finite"|"nonfinite", "first_nonfinite": null | {...}} as documented.
-StatusOr<nlohmann::json> first_nonfinite(const tracer::Run& run);
+StatusOr<nlohmann::json> first_nonfinite(const tracer::Run& run,
+                                         const NonfiniteOptions& options = {});
 
 // Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print
 // them: the answer ("where, and why") in the first lines, then the details.

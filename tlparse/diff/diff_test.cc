@@ -532,7 +532,8 @@ TEST_CASE("first_nonfinite names the op, step and line, and where its inputs cam
 // A run written op by op, for the rules of first_nonfinite on where NaN starts.
 TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' buffers never start it") {
   using T = Recorder::T;
-  auto nonfinite = [](const std::function<void(Recorder&)>& ops) {
+  auto nonfinite = [](const std::function<void(Recorder&)>& ops,
+                      tdbg::diff::NonfiniteOptions options = {}) {
     std::string path = (temp_dir() / "run.sqlite").string();
     auto w = tdbg::tracer::Writer::Create(path);
     REQUIRE(w.ok());
@@ -542,7 +543,7 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     REQUIRE((*w)->close().ok());
     auto run = tdbg::tracer::Run::Open(path);
     REQUIRE(run.ok());
-    auto result = tdbg::diff::first_nonfinite(*run);
+    auto result = tdbg::diff::first_nonfinite(*run, options);
     REQUIRE(result.ok());
     return *result;
   };
@@ -609,5 +610,48 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     });
     // The first start is where NaN entered (aten::to), not the nested op or the convolution.
     CHECK(r["first_nonfinite"]["op"] == "aten::to");
+  }
+
+  SECTION("an Inf masked on purpose: --nan-only and --from-step look past it") {
+    // Each step: `deg.pow(-0.5)` makes Inf of zero degrees, `masked_fill` removes it; at
+    // step 2 a division makes NaN of finite values.
+    auto ops = [&](Recorder& r) {
+      for (int step = 0; step < 3; ++step) {
+        r.step = step;
+        T inv{uint64_t(100 + step)};
+        inv.inf = 2;
+        int64_t pow = r.op("aten::pow", {T{uint64_t(200 + step)}}, {inv}, {{"exponent", "-0.5"}},
+                           0, 0, kNoSeq, 25);
+        T clean{uint64_t(300 + step)};
+        inv.producer = pow;
+        r.op("aten::masked_fill", {inv, T{uint64_t(400 + step)}}, {clean}, {{"value", "0"}}, 0, 0,
+             kNoSeq, 26);
+        if (step == 2) {
+          T q{500};
+          q.nan = 5;
+          r.op("aten::div", {T{501}, T{502}}, {q}, {}, 0, 0, kNoSeq, 30);
+        }
+      }
+    };
+    json all = nonfinite(ops);
+    CHECK(all["first_nonfinite"]["op"] == "aten::pow");
+    CHECK(all["first_nonfinite"]["step"] == 0);
+    CHECK(tdbg::diff::format_nonfinite(all).find("--nan-only") != std::string::npos);
+    tdbg::diff::NonfiniteOptions nan_only;
+    nan_only.nan_only = true;
+    json n = nonfinite(ops, nan_only);
+    CHECK(n["first_nonfinite"]["op"] == "aten::div");
+    CHECK(n["first_nonfinite"]["step"] == 2);
+    tdbg::diff::NonfiniteOptions later;
+    later.from_step = 2;
+    json l = nonfinite(ops, later);
+    CHECK(l["first_nonfinite"]["op"] == "aten::pow");
+    CHECK(l["first_nonfinite"]["step"] == 2);
+    CHECK(l["first_nonfinite"]["skipped_before"] == 2);
+    later.nan_only = true;
+    later.from_step = 3;
+    json none = nonfinite(ops, later);
+    CHECK(none["status"] == "finite");
+    CHECK(tdbg::diff::format_nonfinite(none).find("from step 3") != std::string::npos);
   }
 }

@@ -59,7 +59,8 @@ class Tracker {
  public:
   enum class Verdict { kExplained, kFresh, kEntered };
 
-  explicit Tracker(Strings& strings) : strings_(strings) {}
+  Tracker(Strings& strings, const NonfiniteOptions& options)
+      : strings_(strings), options_(options) {}
 
   // kFresh when `op` has a non-finite output that its inputs and arguments do not explain;
   // kEntered when its NaN output comes from a NaN literal or from an input holding NaN that no
@@ -95,10 +96,16 @@ class Tracker {
     Nonfinite passed = in;
     passed |= literal;
     open.push_back(Open{op.depth, passed});
-    bool fresh = (out.nan && !in.nan && !literal.nan) || (out.inf && !in.inf && !literal.inf);
+    bool fresh = (out.nan && !in.nan && !literal.nan) ||
+                 (!options_.nan_only && out.inf && !in.inf && !literal.inf);
     // A nested op that reads nothing but its enclosing kernel's buffers shows what that kernel
     // computed; the kernel's op is the one to judge.
     if (fresh && op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = false;
+    // Before the first step asked for, a start is tracked like an explained op.
+    if (op.step < options_.from_step) {
+      if (fresh) ++skipped_;
+      fresh = false;
+    }
     if (fresh) return Verdict::kFresh;
     // NaN came in here if the op passes on NaN (an output holding it, or a view of the NaN
     // input, which has no summary) that it read from outside or got as a literal.
@@ -106,7 +113,8 @@ class Tracker {
     for (const TensorRecord& t : op.tensors)
       if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan)
         passes_nan = true;
-    const bool entered_nan = passes_nan && (external.nan || (literal.nan && !in.nan));
+    const bool entered_nan = passes_nan && (external.nan || (literal.nan && !in.nan)) &&
+                             op.step >= options_.from_step;
     if ((out.nan || out.inf) && !entered_nan) ++explained_;
     // Remember what is passed on: outputs that hold non-finite values, and outputs without
     // summaries (views) of ops that read some.
@@ -124,6 +132,8 @@ class Tracker {
     return Verdict::kEntered;
   }
   int64_t explained() const { return explained_; }
+  // Ops before `from_step` that would have been answers.
+  int64_t skipped() const { return skipped_; }
   // How NaN entered at the last op judged kEntered: "input" or "argument".
   const std::string& entry() const { return entry_; }
 
@@ -148,6 +158,8 @@ class Tracker {
     return v;
   }
   Strings& strings_;
+  const NonfiniteOptions& options_;
+  int64_t skipped_ = 0;
   std::unordered_map<uint64_t, Nonfinite> seen_;
   std::unordered_map<tracer::StringId, Nonfinite> literals_;
   std::unordered_map<uint32_t, std::vector<Open>> open_;  // by thread: the enclosing ops
@@ -155,14 +167,18 @@ class Tracker {
   std::string entry_;
 };
 
+json options_json(const NonfiniteOptions& options) {
+  return json{{"nan_only", options.nan_only}, {"from_step", options.from_step}};
+}
+
 }  // namespace
 
-StatusOr<json> first_nonfinite(const tracer::Run& run) {
-  int64_t explained = 0;
+StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& options) {
+  int64_t explained = 0, skipped = 0;
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     Strings strings(r);
-    Tracker tracker(strings);
+    Tracker tracker(strings, options);
     std::optional<OpRecord> found;
     Tracker::Verdict verdict = Tracker::Verdict::kExplained;
     Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
@@ -175,6 +191,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run) {
     TDBG_RETURN_IF_ERROR(st);
     if (!found) {
       explained += tracker.explained();
+      skipped += tracker.skipped();
       continue;
     }
     std::string entry;  // how NaN entered at `op`, when no op made it
@@ -235,12 +252,16 @@ StatusOr<json> first_nonfinite(const tracer::Run& run) {
     }
     j["inputs"] = std::move(inputs);
     j["explained_before"] = tracker.explained();
-    return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path}};
+    j["skipped_before"] = tracker.skipped();
+    return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path},
+                {"options", options_json(options)}};
   }
   return json{{"status", "finite"},
               {"first_nonfinite", nullptr},
               {"explained", explained},
-              {"run", run.path}};
+              {"skipped", skipped},
+              {"run", run.path},
+              {"options", options_json(options)}};
 }
 
 }  // namespace tdbg::diff

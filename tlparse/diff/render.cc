@@ -215,14 +215,23 @@ std::string format_divergence(const json& result) {
 std::string format_nonfinite(const json& result) {
   std::ostringstream o;
   const json& f = result.value("first_nonfinite", json());
+  const json options = result.value("options", json::object());
+  const bool nan_only = options.value("nan_only", false);
+  const int64_t from_step = options.value("from_step", int64_t{0});
+  const char* what = nan_only ? "NaN" : "NaN or Inf";
   if (!f.is_object()) {
     const int64_t explained = result.value("explained", int64_t{0});
-    if (explained == 0) {
-      o << "finite: no op output holds NaN or Inf in " << str(result, "run") << "\n";
+    const int64_t skipped = result.value("skipped", int64_t{0});
+    if (explained == 0 && skipped == 0) {
+      o << "finite: no op output holds " << what << " in " << str(result, "run") << "\n";
     } else {
-      o << "finite: no NaN or Inf starts in " << str(result, "run") << "; " << explained
-        << " op(s) hold NaN/Inf that come from an Inf/NaN argument or input (such as attention"
-        << " masks)\n";
+      o << "finite: no " << what << " starts in " << str(result, "run");
+      if (from_step > 0) o << " from step " << from_step;
+      if (explained > 0)
+        o << "; " << explained << " op(s) hold NaN/Inf that come from an Inf/NaN argument or input"
+          << " (such as attention masks)";
+      if (skipped > 0) o << "; " << skipped << " start(s) before step " << from_step << " skipped";
+      o << "\n";
     }
     return o.str();
   }
@@ -251,6 +260,14 @@ std::string format_nonfinite(const json& result) {
   if (explained > 0) {
     o << "  (after " << explained << " op(s) whose NaN/Inf came from an Inf/NaN argument or input,"
       << " such as attention masks)\n";
+  }
+  const int64_t skipped = f.value("skipped_before", int64_t{0});
+  if (skipped > 0) o << "  (" << skipped << " start(s) before step " << from_step << " skipped)\n";
+  // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
+  // `masked_fill(isinf, 0)`. Say how to look past it.
+  if (!nan_only && s.is_object() && s.value("nan", int64_t{0}) == 0 && entered.empty()) {
+    o << "  hint:     if the program masks this Inf on purpose, `tdbg nan --nan-only` looks for NaN"
+      << " only; `--from-step N` starts at step N\n";
   }
   for (const json& in : f.value("inputs", json::array())) {
     o << "  input " << str(in, "index") << ":  " << str(in, "dtype") << "[" << str(in, "shape") << "] ";
