@@ -320,6 +320,24 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
               std::to_string(t.producer) + ", matched (changed outside recorded ops, or by another thread)";
     return "external_input";
   }
+  // After a structural change, an input made another way in each run comes from the changed
+  // ops. Views are not compared by value, so say how it differs. One exception stays `layout`:
+  // a view in one run and new data laid out otherwise in the other (a `.contiguous()` copy
+  // inserted), where the values are likely the same and the layout is what changed.
+  if (after_structure && c.provenance >= 0 && c.layout < 0) {
+    *detail = "input " + std::to_string(a.tensors[static_cast<size_t>(c.provenance)].index) +
+              " comes from ops changed by the structural change (a view in one run, new data in "
+              "the other; not compared by value)";
+    return "structure";
+  }
+  if (after_structure && c.provenance < 0 && c.layout >= 0 &&
+      a.tensors[static_cast<size_t>(c.layout)].role == TensorRole::kInput &&
+      a.tensors[static_cast<size_t>(c.layout)].status == tracer::TensorStatus::kView) {
+    *detail = "input " + std::to_string(a.tensors[static_cast<size_t>(c.layout)].index) +
+              " comes from ops changed by the structural change (a view laid out otherwise in "
+              "each run; not compared by value)";
+    return "structure";
+  }
   if (c.layout >= 0) {
     const TensorRecord& t = a.tensors[static_cast<size_t>(c.layout)];
     *detail = std::string(t.role == TensorRole::kInput ? "input " : "output ") +
@@ -337,6 +355,12 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
     return "rng";
   }
   *detail = "identical inputs, arguments and generator state, different output";
+  if (c.provenance >= 0) {
+    *detail += "; input " + std::to_string(a.tensors[static_cast<size_t>(c.provenance)].index) +
+               " was made another way in each run (a view of an earlier tensor in one, new data "
+               "in the other), so its values were not compared";
+    return "nondeterministic";
+  }
   // An input whose hash was carried from its producer (not read again) matches by what torch's
   // ops did to it: a write from outside them (through `.numpy()`, a data pointer) is not seen.
   for (const TensorRecord& t : a.tensors) {

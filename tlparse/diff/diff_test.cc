@@ -420,6 +420,42 @@ TEST_CASE("after a harmless inserted op, the next real value divergence is repor
   CHECK(d["value_after_structure"]["a"]["step"] == 30);
 }
 
+TEST_CASE("after a structural change, an input made another way is named, not blamed on the op") {
+  // A takes a view of x where B computes new data: the next shared op (tanh) reads a view in
+  // A and hashed data in B. Views are not compared by value, so the op's differing output
+  // must not read as a nondeterministic op.
+  using T = Recorder::T;
+  auto write = [](bool b_side) {
+    fs::path dir = temp_dir();
+    std::string path = (dir / "run.sqlite").string();
+    auto w = tdbg::tracer::Writer::Create(path);
+    REQUIRE(w.ok());
+    int64_t seq = 0;
+    Recorder r(**w, 0, &seq);
+    T x{11};
+    x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
+    T in{21, kNoSeq, "32x8", TensorStatus::kView};
+    if (b_side) {
+      in = T{22};
+      in.producer = r.op("aten::mul", {x}, {in}, {{"other", "2"}}, 0, 0, kNoSeq, 6);
+    } else {
+      in.summary = false;
+      in.producer = r.op("aten::view", {x}, {in}, {{"size", "[32, 8]"}}, 0, 0, kNoSeq, 6);
+    }
+    T out{b_side ? 32u : 31u};
+    r.op("aten::tanh", {in}, {out}, {}, 0, 0, kNoSeq, 7);
+    REQUIRE((*w)->close().ok());
+    return path;
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::tanh");
+  CHECK(d["value_after_structure"]["cause"] == "structure");
+  CHECK(d["value_after_structure"]["detail"].get<std::string>().find("a view in one run") !=
+        std::string::npos);
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;

@@ -94,7 +94,12 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
     // values: the same values as a `.contiguous()` copy, or as a view of a base laid out
     // otherwise, hash differently. Views are not compared: every view chain starts at a tensor
     // hashed by its values, and a difference in values shows there first.
-    if (ta.status == TensorStatus::kView || tb.status == TensorStatus::kView) continue;
+    if (ta.status == TensorStatus::kView || tb.status == TensorStatus::kView) {
+      if ((ta.status == TensorStatus::kView) != (tb.status == TensorStatus::kView) &&
+          ta.role == TensorRole::kInput && c.provenance < 0)
+        c.provenance = static_cast<int>(i);
+      continue;
+    }
     int& slot = ta.role == TensorRole::kInput ? c.input : c.output;
     if (slot < 0) slot = static_cast<int>(i);
   }

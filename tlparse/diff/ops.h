@@ -55,6 +55,9 @@ struct OpComparison {
   int arg = -1;           // first differing non-tensor argument
   bool rng = false;       // random op whose generator state differs
   int layout = -1;        // first tensor with the same shape and other strides
+  // First input that is a view in one run and hashed data in the other: made another way.
+  // Views are not compared by hash, so this alone does not make the ops differ.
+  int provenance = -1;
   bool differs() const {
     return !structure.empty() || input >= 0 || output >= 0 || arg >= 0 || rng || layout >= 0;
   }
