@@ -456,6 +456,30 @@ TEST_CASE("after a structural change, an input made another way is named, not bl
         std::string::npos);
 }
 
+TEST_CASE("an op reached from another line in each run shows both lines") {
+  using T = Recorder::T;
+  auto write = [](int line, const char* index) {
+    fs::path dir = temp_dir();
+    std::string path = (dir / "run.sqlite").string();
+    auto w = tdbg::tracer::Writer::Create(path);
+    REQUIRE(w.ok());
+    int64_t seq = 0;
+    Recorder r(**w, 0, &seq);
+    T x{11};
+    x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
+    r.op("aten::select", {x}, {T{20, kNoSeq, "32x8", TensorStatus::kView}},
+         {{"dim", "0"}, {"index", index}}, 0, 0, kNoSeq, line);
+    REQUIRE((*w)->close().ok());
+    return path;
+  };
+  json r = compare(write(30, "1"), write(32, "0"));
+  CHECK(first(r)["cause"] == "arguments");
+  std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("A train.py:30") != std::string::npos);
+  CHECK(text.find("B train.py:32") != std::string::npos);
+  CHECK(text.find("another code path") != std::string::npos);
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;

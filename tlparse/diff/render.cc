@@ -59,8 +59,17 @@ void print_side(std::ostringstream& o, const char* label, const json& side) {
 void print_value(std::ostringstream& o, const json& d) {
   const json& a = d["a"];
   const json& b = d["b"];
-  o << "  where:    " << where_text(a) << "\n";
-  o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail") << "\n";
+  // The two runs reached the op from different lines (another code path): show both.
+  if (b.is_object() && source_text(b) != source_text(a)) {
+    o << "  where:    A " << where_text(a) << "\n";
+    o << "            B " << where_text(b) << "\n";
+  } else {
+    o << "  where:    " << where_text(a) << "\n";
+  }
+  o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail");
+  if (b.is_object() && source_text(b) != source_text(a))
+    o << " (reached from another line in each run: another code path?)";
+  o << "\n";
   const json& t = d.value("tensor", json());
   if (t.is_object()) {
     o << "  tensor:   " << str(t, "role") << " " << str(t, "index") << " " << str(t, "dtype") << "["
