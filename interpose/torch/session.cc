@@ -166,6 +166,10 @@ void write_start_metadata(tracer::Writer* w) {
   const char* world = std::getenv("WORLD_SIZE");
   if (rank && *rank && world && *world) w->set_meta("rank", std::string(rank) + "/" + world);
   w->set_meta("hash_mode", g_settings.config.hash);
+  // What the recording selected: `tdbg diff` warns when two runs selected differently.
+  w->set_meta("steps", g_settings.config.steps);
+  w->set_meta("ops", g_settings.config.ops);
+  w->set_meta("ring", std::to_string(g_settings.config.ring));
   w->set_meta("internal_ops", g_settings.config.internal_ops ? "1" : "0");
   w->set_meta("recorder", "libtdbg_torch");
   write_torch_settings(w, /*at_close=*/false);

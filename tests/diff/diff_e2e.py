@@ -40,10 +40,10 @@ def check(cond, what):
         failures.append(what)
 
 
-def record(name, args, script=SCRIPT):
+def record(name, args, script=SCRIPT, options=()):
     out = os.path.join(WORK, name)
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [TDBG, "record", "-o", out, "--", PYTHON, script] + args
+    cmd = [TDBG, "record", *options, "-o", out, "--", PYTHON, script] + args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         print(p.stdout, p.stderr)
@@ -365,6 +365,37 @@ def case_errors():
           f"with one line naming the file (got {p.stderr!r})")
     p = subprocess.run([TDBG, "nan", os.path.join(WORK, "missing")], stderr=subprocess.PIPE, text=True)
     check(p.returncode == 2 and p.stderr.startswith("tdbg nan: "), "tdbg nan on a missing run exits 2")
+
+
+def case_selection():
+    # Runs that recorded different parts, or no values, must say so instead of reading as an
+    # ordinary answer.
+    a, _ = record("sel_nohash_a", [], options=["--hash", "none"])
+    b, _ = record("sel_nohash_b", ["--poke", "7.5"], options=["--hash", "none"])
+    rc, r = diff(a, b)
+    check(rc == 0 and r["values_compared"] is False,
+          f"--hash none: identical in what was recorded, values not compared (got {rc}, {r.get('values_compared')})")
+    check(any("--hash none" in w for w in r["warnings"]), f"with a warning (got {r['warnings']})")
+    text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
+    check(text.startswith("identical in ops, shapes and arguments (tensor values not recorded)"),
+          f"the headline says what was compared (got {text.splitlines()[:1]})")
+
+    a, _ = record("sel_steps_a", [], options=["--steps", "1:4"])
+    b, _ = record("sel_steps_b", [], options=["--steps", "2:4"])
+    rc, r = diff(a, b)
+    check(any("different --steps (A 1:4, B 2:4)" in w for w in r["warnings"]),
+          f"different step windows are named (got {r['warnings']})")
+
+    # Rings that kept other ends of the runs: nothing in common to compare.
+    a, _ = record("sel_ring_a", ["--steps", "2"], options=["--ring", "20"])
+    b, _ = record("sel_ring_b", ["--steps", "6"], options=["--ring", "20"])
+    p = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and "no op in common" in p.stderr and p.stderr.count("\n") == 1,
+          f"disjoint rings: one-line error, exit 2 (got {p.returncode}, {p.stderr!r})")
+    p = subprocess.run([TDBG, "nan", "--json", b], stdout=subprocess.PIPE, text=True)
+    notes = json.loads(p.stdout).get("notes", [])
+    check(any("a ring kept the last ones" in n for n in notes),
+          f"tdbg nan says the ring dropped earlier ops (got {notes})")
 
 
 def case_ddp():

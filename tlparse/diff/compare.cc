@@ -347,7 +347,15 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
     return "layout";
   }
   if (c.arg >= 0) {
-    *detail = "a non-tensor argument differs; tensor inputs are identical";
+    bool inputs_compared = false, has_inputs = false;
+    for (const TensorRecord& t : a.tensors) {
+      if (t.role != TensorRole::kInput) continue;
+      has_inputs = true;
+      inputs_compared = inputs_compared || tensor_comparable(t);
+    }
+    *detail = !has_inputs || inputs_compared
+                  ? "a non-tensor argument differs; tensor inputs are identical"
+                  : "a non-tensor argument differs; tensor inputs were not hashed";
     return "arguments";
   }
   if (c.rng) {
@@ -782,6 +790,34 @@ json thread_move(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
 
 }  // namespace
 
+// Notes on how the two recordings selected what they hold (meta `hash_mode`, `steps`, `ops`,
+// `ring` of the first process of each): a comparison of runs recorded otherwise can only be
+// read with them in mind.
+void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& warnings,
+                             bool* values_compared) {
+  *values_compared = true;
+  if (a.processes.empty() || b.processes.empty()) return;
+  const Reader& ra = *a.processes[0];
+  const Reader& rb = *b.processes[0];
+  const std::string hash_a = ra.meta("hash_mode"), hash_b = rb.meta("hash_mode");
+  if (hash_a == "none" || hash_b == "none") {
+    *values_compared = false;
+    warnings.push_back(std::string("tensor values were not recorded in ") +
+                    (hash_a == "none" && hash_b == "none" ? "either run"
+                     : hash_a == "none"                   ? "A"
+                                                          : "B") +
+                    " (--hash none): only ops, shapes, arguments and generator states were compared");
+  }
+  for (const char* key : {"steps", "ops"}) {
+    const std::string va = ra.meta(key), vb = rb.meta(key);
+    if (va == vb) continue;
+    warnings.push_back(std::string("the runs were recorded with different --") + key + " (A " +
+                    (va.empty() ? "all" : va) + ", B " + (vb.empty() ? "all" : vb) +
+                    "): ops are paired from the start of what each holds, so differences may only "
+                    "reflect the selection");
+  }
+}
+
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Progress progress(options.progress);
@@ -790,6 +826,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   size_t processes = std::min(a.processes.size(), b.processes.size());
   int64_t threads_compared = 0;
   json notes = json::array();
+  json warnings = json::array();
+  bool values_compared = true;
+  note_recording_settings(a, b, warnings, &values_compared);
+  int64_t pairs_with_ops = 0, pairs_disjoint = 0;
+  std::string disjoint_text;
   // Every process pair is compared; the first divergence is the earliest by (step, start
   // time): in data-parallel training a rank whose data changed diverges first, and the other
   // ranks only after the collective that brings them its gradients. (Start times are
@@ -831,8 +872,28 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       }
       ++threads_compared;
       uint32_t ida = thread_at(ta, k), idb = thread_at(tb, k);
-      auto pair = std::make_unique<Pair>(ra, ida, thread_tidx_range(ra, ida), rb, idb,
-                                         thread_tidx_range(rb, idb));
+      const TidxRange range_a = thread_tidx_range(ra, ida), range_b = thread_tidx_range(rb, idb);
+      // A ring keeps the last ops of a run and a trimmed bundle a window: each side may start
+      // later. Ops are compared where both hold them; none in common leaves nothing to say.
+      if (range_a.end > range_a.begin || range_b.end > range_b.begin) ++pairs_with_ops;
+      if (range_a.end > range_a.begin && range_b.end > range_b.begin &&
+          (range_a.begin >= range_b.end || range_b.begin >= range_a.end)) {
+        ++pairs_disjoint;
+        disjoint_text = "process " + std::to_string(p) + ", thread " + std::to_string(k) +
+                        ": A holds ops " + std::to_string(range_a.begin) + ".." +
+                        std::to_string(range_a.end - 1) + " of the thread and B " +
+                        std::to_string(range_b.begin) + ".." + std::to_string(range_b.end - 1);
+        notes.push_back(disjoint_text + ": no op in common (rings that kept other parts of the "
+                                        "runs), not compared");
+        continue;
+      }
+      if (range_a.begin != range_b.begin)
+        notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) +
+                        ": A holds ops from " + std::to_string(range_a.begin) + " of the thread, B from " +
+                        std::to_string(range_b.begin) + " (a ring or a trimmed bundle dropped the "
+                        "earlier ones): compared from " +
+                        std::to_string(std::max(range_a.begin, range_b.begin)));
+      auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
       TDBG_ASSIGN_OR_RETURN(Located at, locate(*pair, options, stats, progress));
       if (at.kind == Located::kNone) continue;
       // The earliest divergence in the process (by A's start order, B's where A has no op).
@@ -879,6 +940,15 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         {"process", processes}, {"a", nullptr}, {"b", nullptr}, {"tensor", nullptr}};
   }
   progress.finish();
+  if (pairs_disjoint > 0 && pairs_disjoint == pairs_with_ops && result["first_divergence"].is_null())
+    return Status::Error("no op in common to compare (" + disjoint_text +
+                         "): record both runs with the same --ring/--steps, or a ring large "
+                         "enough to reach back to where they differ");
+  if (pairs_with_ops == 0 && result["first_divergence"].is_null())
+    notes.push_back("neither run holds any op (an --ops pattern that matched nothing, or a "
+                    "program that ran no torch op)");
+  result["values_compared"] = values_compared;
+  result["warnings"] = warnings;
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (a.processes.size() != b.processes.size()) {
     notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +

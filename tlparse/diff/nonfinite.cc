@@ -167,6 +167,22 @@ class Tracker {
   std::string entry_;
 };
 
+// A note when `r` does not hold its threads' first ops (a ring kept the last ones, or a trimmed
+// bundle a window): a start may lie in what was dropped.
+std::optional<std::string> dropped_note(const tracer::Reader& r) {
+  std::optional<std::string> note;
+  Status st = r.query("SELECT min(first_tidx), min(first_seq) FROM op_blocks",
+                      [&](const std::vector<std::string>& row) {
+                        if (row.size() == 2 && !row[0].empty() && std::stoll(row[0]) > 0)
+                          note = r.path() + " holds ops from seq " + row[1] +
+                                 " on (a ring kept the last ones): NaN or Inf may have started in "
+                                 "the ops it dropped";
+                        return false;
+                      });
+  if (!st.ok()) return std::nullopt;
+  return note;
+}
+
 json options_json(const NonfiniteOptions& options) {
   return json{{"nan_only", options.nan_only}, {"from_step", options.from_step}};
 }
@@ -175,8 +191,10 @@ json options_json(const NonfiniteOptions& options) {
 
 StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& options) {
   int64_t explained = 0, skipped = 0;
+  json notes = json::array();
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
+    if (auto note = dropped_note(r)) notes.push_back(*note);
     Strings strings(r);
     Tracker tracker(strings, options);
     std::optional<OpRecord> found;
@@ -254,14 +272,15 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     j["explained_before"] = tracker.explained();
     j["skipped_before"] = tracker.skipped();
     return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path},
-                {"options", options_json(options)}};
+                {"options", options_json(options)}, {"notes", notes}};
   }
   return json{{"status", "finite"},
               {"first_nonfinite", nullptr},
               {"explained", explained},
               {"skipped", skipped},
               {"run", run.path},
-              {"options", options_json(options)}};
+              {"options", options_json(options)},
+              {"notes", notes}};
 }
 
 }  // namespace tdbg::diff

@@ -160,6 +160,13 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   }
 }
 
+// Warnings about how the runs were recorded (different --steps or --ops, no hashes): right
+// under the headline, since they change how the answer reads.
+void print_warnings(std::ostringstream& o, const json& result) {
+  for (const json& w : result.value("warnings", json::array()))
+    if (w.is_string()) o << "  warning:  " << w.get<std::string>() << "\n";
+}
+
 void print_notes(std::ostringstream& o, const json& result) {
   for (const json& n : result.value("notes", json::array()))
     if (n.is_string()) o << "  note:     " << n.get<std::string>() << "\n";
@@ -171,8 +178,12 @@ std::string format_divergence(const json& result) {
   std::ostringstream o;
   const json& d = result.value("first_divergence", json());
   if (!d.is_object()) {
-    o << "identical: " << str(result, "run_a") << " and " << str(result, "run_b") << " ("
+    o << (result.value("values_compared", true) ? "identical: "
+                                                 : "identical in ops, shapes and arguments (tensor "
+                                                   "values not recorded): ")
+      << str(result, "run_a") << " and " << str(result, "run_b") << " ("
       << str(result, "threads_compared") << " thread(s) compared)\n";
+    print_warnings(o, result);
     print_notes(o, result);
     return o.str();
   }
@@ -182,6 +193,7 @@ std::string format_divergence(const json& result) {
   if (str(d, "kind") == "value") {
     o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", step " << str(a, "step")
       << "): " << str(d, "cause") << "\n";
+    print_warnings(o, result);
     if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
     print_value(o, d);
   } else {
@@ -189,6 +201,7 @@ std::string format_divergence(const json& result) {
     o << "diverged structurally";
     if (side.is_object()) o << " at step " << str(side, "step");
     o << ": " << str(d, "detail") << "\n";
+    print_warnings(o, result);
     if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
     print_side(o, "A", a);
     print_side(o, "B", b);
@@ -221,7 +234,19 @@ std::string format_divergence(const json& result) {
   return o.str();
 }
 
+std::string format_nonfinite_body(const json& result);
+
 std::string format_nonfinite(const json& result) {
+  // Notes (ops a ring dropped) right under the headline: they change how the answer reads.
+  std::string text = format_nonfinite_body(result);
+  std::string notes;
+  for (const json& n : result.value("notes", json::array()))
+    if (n.is_string()) notes += "  note:     " + n.get<std::string>() + "\n";
+  const size_t line_end = text.find('\n');
+  return line_end == std::string::npos ? text + notes : text.insert(line_end + 1, notes);
+}
+
+std::string format_nonfinite_body(const json& result) {
   std::ostringstream o;
   const json& f = result.value("first_nonfinite", json());
   const json options = result.value("options", json::object());
