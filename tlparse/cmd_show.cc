@@ -108,9 +108,15 @@ void add_show_command(CLI::App& app) {
     } else if (args->op) {
       from = *args->op;
     }
+    bool first = true;
     Status st = r.scan_ops(thread, from, to, true, [&](const tracer::OpRecord& op) {
       if (args->op && op.seq < *args->op) return true;
       if (args->step && op.step != *args->step) return op.step < *args->step;  // steps only grow
+      // The op asked for is not in the database (a ring dropped it, or --ops skipped it).
+      if (first && args->op && op.seq != *args->op && !args->plain)
+        std::printf("(op %" PRId64 " is not in this database; the next one held is %" PRId64 ")\n",
+                    *args->op, op.seq);
+      first = false;
       print_op(r, strings, op, args->plain);
       return ++shown < limit;
     });

@@ -396,6 +396,9 @@ def case_selection():
     notes = json.loads(p.stdout).get("notes", [])
     check(any("a ring kept the last ones" in n for n in notes),
           f"tdbg nan says the ring dropped earlier ops (got {notes})")
+    p = subprocess.run([TDBG, "show", b, "--op", "0", "--limit", "1"], stdout=subprocess.PIPE, text=True)
+    check("(op 0 is not in this database" in p.stdout,
+          f"tdbg show --op of a dropped op says so (got {p.stdout!r})")
 
 
 def case_ddp():
