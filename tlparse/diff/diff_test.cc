@@ -420,32 +420,39 @@ TEST_CASE("after a harmless inserted op, the next real value divergence is repor
   CHECK(d["value_after_structure"]["a"]["step"] == 30);
 }
 
+// A one-thread run written op by op by `ops`; returns its database path.
+std::string write_ops(const std::function<void(Recorder&)>& ops) {
+  fs::path dir = temp_dir();
+  std::string path = (dir / "run.sqlite").string();
+  auto w = tdbg::tracer::Writer::Create(path);
+  REQUIRE(w.ok());
+  int64_t seq = 0;
+  Recorder r(**w, 0, &seq);
+  ops(r);
+  REQUIRE((*w)->close().ok());
+  return path;
+}
+
 TEST_CASE("after a structural change, an input made another way is named, not blamed on the op") {
   // A takes a view of x where B computes new data: the next shared op (tanh) reads a view in
   // A and hashed data in B. Views are not compared by value, so the op's differing output
   // must not read as a nondeterministic op.
   using T = Recorder::T;
   auto write = [](bool b_side) {
-    fs::path dir = temp_dir();
-    std::string path = (dir / "run.sqlite").string();
-    auto w = tdbg::tracer::Writer::Create(path);
-    REQUIRE(w.ok());
-    int64_t seq = 0;
-    Recorder r(**w, 0, &seq);
-    T x{11};
-    x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
-    T in{21, kNoSeq, "32x8", TensorStatus::kView};
-    if (b_side) {
-      in = T{22};
-      in.producer = r.op("aten::mul", {x}, {in}, {{"other", "2"}}, 0, 0, kNoSeq, 6);
-    } else {
-      in.summary = false;
-      in.producer = r.op("aten::view", {x}, {in}, {{"size", "[32, 8]"}}, 0, 0, kNoSeq, 6);
-    }
-    T out{b_side ? 32u : 31u};
-    r.op("aten::tanh", {in}, {out}, {}, 0, 0, kNoSeq, 7);
-    REQUIRE((*w)->close().ok());
-    return path;
+    return write_ops([&](Recorder& r) {
+      T x{11};
+      x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
+      T in{21, kNoSeq, "32x8", TensorStatus::kView};
+      if (b_side) {
+        in = T{22};
+        in.producer = r.op("aten::mul", {x}, {in}, {{"other", "2"}}, 0, 0, kNoSeq, 6);
+      } else {
+        in.summary = false;
+        in.producer = r.op("aten::view", {x}, {in}, {{"size", "[32, 8]"}}, 0, 0, kNoSeq, 6);
+      }
+      T out{b_side ? 32u : 31u};
+      r.op("aten::tanh", {in}, {out}, {}, 0, 0, kNoSeq, 7);
+    });
   };
   json d = first(compare(write(false), write(true)));
   CHECK(d["kind"] == "structure");
@@ -459,18 +466,12 @@ TEST_CASE("after a structural change, an input made another way is named, not bl
 TEST_CASE("an op reached from another line in each run shows both lines") {
   using T = Recorder::T;
   auto write = [](int line, const char* index) {
-    fs::path dir = temp_dir();
-    std::string path = (dir / "run.sqlite").string();
-    auto w = tdbg::tracer::Writer::Create(path);
-    REQUIRE(w.ok());
-    int64_t seq = 0;
-    Recorder r(**w, 0, &seq);
-    T x{11};
-    x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
-    r.op("aten::select", {x}, {T{20, kNoSeq, "32x8", TensorStatus::kView}},
-         {{"dim", "0"}, {"index", index}}, 0, 0, kNoSeq, line);
-    REQUIRE((*w)->close().ok());
-    return path;
+    return write_ops([&](Recorder& r) {
+      T x{11};
+      x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
+      r.op("aten::select", {x}, {T{20, kNoSeq, "32x8", TensorStatus::kView}},
+           {{"dim", "0"}, {"index", index}}, 0, 0, kNoSeq, line);
+    });
   };
   json r = compare(write(30, "1"), write(32, "0"));
   CHECK(first(r)["cause"] == "arguments");
@@ -594,14 +595,7 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
   using T = Recorder::T;
   auto nonfinite = [](const std::function<void(Recorder&)>& ops,
                       tdbg::diff::NonfiniteOptions options = {}) {
-    std::string path = (temp_dir() / "run.sqlite").string();
-    auto w = tdbg::tracer::Writer::Create(path);
-    REQUIRE(w.ok());
-    int64_t seq = 0;
-    Recorder r(**w, 0, &seq);
-    ops(r);
-    REQUIRE((*w)->close().ok());
-    auto run = tdbg::tracer::Run::Open(path);
+    auto run = tdbg::tracer::Run::Open(write_ops(ops));
     REQUIRE(run.ok());
     auto result = tdbg::diff::first_nonfinite(*run, options);
     REQUIRE(result.ok());
