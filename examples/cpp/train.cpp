@@ -1,12 +1,15 @@
 // A libtorch C++ training program (no Python): a two-layer regression net trained with SGD.
 // The example for recording a C++ process with tdbg: `tdbg record -o RUN -- build/bin/train_cpp`.
-// Usage: train_cpp [--seed N] [--steps N] [--lr X]; prints the loss of every step.
+// Usage: train_cpp [--seed N] [--steps N] [--lr X] [--threads N] [--in-thread 1]; prints the
+// loss of every step. --threads sets torch's intra-op thread count on the main thread;
+// --in-thread 1 trains on a std::thread while the main thread waits.
 #include <torch/torch.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -19,17 +22,7 @@ struct Net : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int64_t seed = 0, steps = 10;
-  double lr = 0.05;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--seed")) seed = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--lr")) lr = std::atof(argv[i + 1]);
-    else { std::fprintf(stderr, "usage: %s [--seed N] [--steps N] [--lr X]\n", argv[0]); return 2; }
-  }
+void train(int64_t seed, int64_t steps, double lr) {
   torch::manual_seed(seed);
   auto net = std::make_shared<Net>();
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
@@ -43,6 +36,32 @@ int main(int argc, char** argv) {
     loss.backward();
     opt.step();
     std::printf("step %lld loss %.9g\n", static_cast<long long>(step), loss.item<double>());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t seed = 0, steps = 10, threads = 0, in_thread = 0;
+  double lr = 0.05;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--seed")) seed = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--lr")) lr = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--in-thread")) in_thread = std::atoll(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "usage: %s [--seed N] [--steps N] [--lr X] [--threads N] [--in-thread 1]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+  if (in_thread) {
+    std::thread worker([&] { train(seed, steps, lr); });
+    worker.join();
+  } else {
+    train(seed, steps, lr);
   }
   return 0;
 }

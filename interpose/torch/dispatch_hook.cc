@@ -276,6 +276,7 @@ std::atomic<int64_t> g_next_seq{0};
 std::atomic<uint32_t> g_next_thread{0};
 std::atomic<uint32_t> g_next_region{1};
 std::atomic<int64_t> g_steps{0};       // optimizer steps completed
+std::atomic<bool> g_thread_counts_noted{false};
 std::atomic<uint64_t> g_fork_generation{0};
 TensorTable g_tensors;
 
@@ -1020,7 +1021,10 @@ void close_region(ThreadState& ts, uint32_t id) {
     region.record.end_seq = ts.last_seq >= region.record.start_seq ? ts.last_seq : kNoSeq;
     tracer::Writer* w = writer();
     if (w && region.in_window) w->append_region(region.record);
-    if (region.step) g_steps.fetch_add(1);
+    if (region.step) {
+      g_steps.fetch_add(1);
+      note_thread_counts();  // a script may change them after import; the last step's count
+    }
     return;
   }
 }
@@ -1268,6 +1272,9 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
   if (ts.stack.empty()) {
     ts.inputs.clear();
     flush_pending(ts);
+    // Thread counts for the run's metadata, read once early from a thread running ops (and
+    // again at each step end), never at exit.
+    if (!g_thread_counts_noted.exchange(true, std::memory_order_relaxed)) note_thread_counts();
   } else if (innermost && ctx->recorded && ctx->inputs_begin <= ts.inputs.size()) {
     ts.inputs.resize(ctx->inputs_begin);
   }

@@ -108,6 +108,9 @@ std::string relevant_environment_json() {
   return out + "}";
 }
 
+std::atomic<int> g_num_threads{-1};
+std::atomic<int> g_num_interop_threads{-1};
+
 // Settings torch reads at run time: taken at open and again at close, because a script
 // usually sets seeds, thread counts and determinism after `import torch`.
 void write_torch_settings(tracer::Writer* w, bool at_close) {
@@ -119,11 +122,12 @@ void write_torch_settings(tracer::Writer* w, bool at_close) {
     w->set_meta("cudnn_deterministic", ctx.deterministicCuDNN() ? "1" : "0");
     w->set_meta("cudnn_benchmark", ctx.benchmarkCuDNN() ? "1" : "0");
     w->set_meta("seed", std::to_string(at::detail::getDefaultCPUGenerator().current_seed()));
-    if (at_close) {
-      // Asking for thread counts initializes torch's thread pools, which a script may still
-      // configure after import: only done at close, never at load.
-      w->set_meta("num_threads", std::to_string(at::get_num_threads()));
-      w->set_meta("num_interop_threads", std::to_string(at::get_num_interop_threads()));
+    // Thread counts as last read while ops ran (see `note_thread_counts`): asking torch at
+    // load would initialize thread pools the script may still configure, and at exit can
+    // deadlock.
+    if (at_close && g_num_threads.load() > 0) {
+      w->set_meta("num_threads", std::to_string(g_num_threads.load()));
+      w->set_meta("num_interop_threads", std::to_string(g_num_interop_threads.load()));
     }
   } catch (...) {
   }
@@ -341,6 +345,14 @@ bool session_start() {
   std::atexit([] { session_shutdown(); });
   pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
   return true;
+}
+
+void note_thread_counts() {
+  try {
+    g_num_threads.store(at::get_num_threads());
+    g_num_interop_threads.store(at::get_num_interop_threads());
+  } catch (...) {
+  }
 }
 
 void session_shutdown() {

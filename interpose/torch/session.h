@@ -46,6 +46,13 @@ bool session_start();
 // Flushes and closes the database, writing the end metadata. Idempotent, never throws.
 void session_shutdown();
 
+// Reads torch's intra-op and inter-op thread counts into the values written at close (meta
+// `num_threads`, `num_interop_threads`). Only from a thread that is running ops: asking
+// initializes torch's thread settings on the calling thread, and at exit that can deadlock
+// in torch's thread pool (a program that set the count on its main thread and trained on
+// another never exited).
+void note_thread_counts();
+
 // Registers the global RecordFunction callback (dispatch_hook.cc).
 void install_dispatch_hook();
 

@@ -62,7 +62,7 @@ def run_python(code, env=None, args=(), record=True, name="script.py"):
     return run_command([ARGS.python, script] + list(args), env=env, record=record, cwd=work)
 
 
-def run_command(cmd, env=None, record=True, cwd=None):
+def run_command(cmd, env=None, record=True, cwd=None, timeout=600):
     work = cwd or tempfile.mkdtemp(prefix="tdbg_hook_")
     out_dir = os.path.join(work, "run")
     full_env = dict(os.environ)
@@ -78,7 +78,7 @@ def run_command(cmd, env=None, record=True, cwd=None):
         full_env["TDBG_QUIET"] = "1"
     full_env.update(env or {})
     proc = subprocess.run(cmd, env=full_env, cwd=work, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=600)
+                          stderr=subprocess.PIPE, timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError("%s exited with %d:\n%s" % (cmd, proc.returncode,
                                                          proc.stderr.decode()[-3000:]))
@@ -597,6 +597,23 @@ def case_cpp():
                          "limit 5").fetchall()
     check(frames and all(os.path.basename(ARGS.cpp) in f[0] for f in frames),
           "C++ ops carry their call site in the program: %s" % frames)
+
+
+def case_cpp_thread():
+    # The thread count set on the main thread, training on a std::thread: the hook once asked
+    # torch for the thread counts at exit, which deadlocked in torch's thread pool.
+    if not ARGS.cpp or not os.path.exists(ARGS.cpp):
+        print("SKIP: the C++ example was not built")
+        return
+    try:
+        r = run_command([ARGS.cpp, "--threads", "2", "--in-thread", "1"], timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the C++ program training on a std::thread did not exit in 120 s")
+    check(r.stdout.count("loss") == 10, "its output is complete: %r" % r.stdout[-200:])
+    con = r.db()
+    check(one(con, "select count(*) from op_view")[0] > 100, "its ops are recorded")
+    threads = one(con, "select value from meta where key = 'num_threads'")
+    check(threads == ("2",), "meta num_threads is the count the program set: %s" % (threads,))
 
 
 CASES = {name[5:]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
