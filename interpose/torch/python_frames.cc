@@ -611,8 +611,12 @@ SourceLocation capture_native_call_site() {
                                         (uintptr_t(parent) << 48));
     auto it = g_native_frames.find(key);
     if (it == g_native_frames.end()) {
+      // A return address points after its call: one byte back is inside the call itself, so
+      // the function and `addr2line` name the calling line (and a call that ends a function
+      // is not taken for the next one).
+      void* call = static_cast<char*>(kept[i]) - 1;
       Dl_info info;
-      dladdr(kept[i], &info);
+      dladdr(call, &info);
       std::string function = "?";
       if (info.dli_sname) {
         int status = 0;
@@ -624,7 +628,7 @@ SourceLocation capture_native_call_site() {
       // address itself under ASLR); `addr2line -e <file> <offset>` turns it into a line.
       char offset[32];
       std::snprintf(offset, sizeof(offset), " +0x%zx",
-                    static_cast<size_t>(static_cast<char*>(kept[i]) -
+                    static_cast<size_t>(static_cast<char*>(call) -
                                         static_cast<char*>(info.dli_fbase)));
       tracer::FrameId id =
           w->intern_frame(parent, w->intern(info.dli_fname ? info.dli_fname : "?"), 0,

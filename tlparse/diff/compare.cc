@@ -376,8 +376,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
     if (t.status != tracer::TensorStatus::kKnown && t.status != tracer::TensorStatus::kView)
       continue;
     *detail += "; or input " + std::to_string(t.index) + " was changed outside torch's ops (through "
-               ".numpy() or a data pointer): its hash is op " + std::to_string(t.producer) +
-               "'s, not read again";
+               "a data pointer, or .numpy() in Python): its hash is op " +
+               std::to_string(t.producer) + "'s, not read again";
     break;
   }
   return "nondeterministic";

@@ -289,6 +289,9 @@ std::string format_nonfinite_body(const json& result) {
       << " finite values\n";
   } else if (entered == "argument") {
     o << "  cause:    NaN entered here: a NaN argument; no op made NaN from finite values\n";
+  } else if (s.is_object()) {
+    o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
+      << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf)\n";
   }
   const int64_t explained = f.value("explained_before", int64_t{0});
   if (explained > 0) {
