@@ -1274,7 +1274,9 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
     flush_pending(ts);
     // Thread counts for the run's metadata, read once early from a thread running ops (and
     // again at each step end), never at exit.
-    if (!g_thread_counts_noted.exchange(true, std::memory_order_relaxed)) note_thread_counts();
+    if (!g_thread_counts_noted.load(std::memory_order_relaxed) &&
+        !g_thread_counts_noted.exchange(true, std::memory_order_relaxed))
+      note_thread_counts();
   } else if (innermost && ctx->recorded && ctx->inputs_begin <= ts.inputs.size()) {
     ts.inputs.resize(ctx->inputs_begin);
   }
