@@ -301,12 +301,13 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
 
 const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_structure,
                      std::string* detail) {
+  auto tensor_at = [&](int i) -> const TensorRecord& { return a.tensors[static_cast<size_t>(i)]; };
   if (!c.structure.empty()) {
     *detail = c.structure;
     return "structure";
   }
   if (c.input >= 0) {
-    const TensorRecord& t = a.tensors[static_cast<size_t>(c.input)];
+    const TensorRecord& t = tensor_at(c.input);
     if (t.producer == tracer::kNoSeq) {
       *detail = "input " + std::to_string(t.index) +
                 " differs and no recorded op produced it (data from outside torch ops)";
@@ -325,21 +326,21 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
   // a view in one run and new data laid out otherwise in the other (a `.contiguous()` copy
   // inserted), where the values are likely the same and the layout is what changed.
   if (after_structure && c.provenance >= 0 && c.layout < 0) {
-    *detail = "input " + std::to_string(a.tensors[static_cast<size_t>(c.provenance)].index) +
+    *detail = "input " + std::to_string(tensor_at(c.provenance).index) +
               " comes from ops changed by the structural change (a view in one run, new data in "
               "the other; not compared by value)";
     return "structure";
   }
   if (after_structure && c.provenance < 0 && c.layout >= 0 &&
-      a.tensors[static_cast<size_t>(c.layout)].role == TensorRole::kInput &&
-      a.tensors[static_cast<size_t>(c.layout)].status == tracer::TensorStatus::kView) {
-    *detail = "input " + std::to_string(a.tensors[static_cast<size_t>(c.layout)].index) +
+      tensor_at(c.layout).role == TensorRole::kInput &&
+      tensor_at(c.layout).status == tracer::TensorStatus::kView) {
+    *detail = "input " + std::to_string(tensor_at(c.layout).index) +
               " comes from ops changed by the structural change (a view laid out otherwise in "
               "each run; not compared by value)";
     return "structure";
   }
   if (c.layout >= 0) {
-    const TensorRecord& t = a.tensors[static_cast<size_t>(c.layout)];
+    const TensorRecord& t = tensor_at(c.layout);
     *detail = std::string(t.role == TensorRole::kInput ? "input " : "output ") +
               std::to_string(t.index) +
               " has the same shape and another memory layout (strides): a kernel may take "
@@ -364,7 +365,7 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
   }
   *detail = "identical inputs, arguments and generator state, different output";
   if (c.provenance >= 0) {
-    *detail += "; input " + std::to_string(a.tensors[static_cast<size_t>(c.provenance)].index) +
+    *detail += "; input " + std::to_string(tensor_at(c.provenance).index) +
                " was made another way in each run (a view of an earlier tensor in one, new data "
                "in the other), so its values were not compared";
     return "nondeterministic";
@@ -788,11 +789,9 @@ json thread_move(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
   return nullptr;
 }
 
-}  // namespace
-
-// Notes on how the two recordings selected what they hold (meta `hash_mode`, `steps`, `ops`,
-// `ring` of the first process of each): a comparison of runs recorded otherwise can only be
-// read with them in mind.
+// Warnings on how the two recordings selected what they hold (meta `hash_mode`, `steps` and
+// `ops` of the first process of each): a comparison of runs recorded otherwise can only be
+// read with them in mind. `*values_compared` is false when either run has no tensor hashes.
 void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& warnings,
                              bool* values_compared) {
   *values_compared = true;
@@ -817,6 +816,8 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
                     "reflect the selection");
   }
 }
+
+}  // namespace
 
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
   auto started = std::chrono::steady_clock::now();

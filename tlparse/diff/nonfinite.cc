@@ -102,7 +102,8 @@ class Tracker {
     // computed; the kernel's op is the one to judge.
     if (fresh && op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = false;
     // Before the first step asked for, a start is tracked like an explained op.
-    if (op.step < options_.from_step) {
+    const bool before_window = op.step < options_.from_step;
+    if (before_window) {
       if (fresh) ++skipped_;
       fresh = false;
     }
@@ -113,8 +114,8 @@ class Tracker {
     for (const TensorRecord& t : op.tensors)
       if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan)
         passes_nan = true;
-    const bool entered_nan = passes_nan && (external.nan || (literal.nan && !in.nan)) &&
-                             op.step >= options_.from_step;
+    const bool entered_nan =
+        passes_nan && (external.nan || (literal.nan && !in.nan)) && !before_window;
     if ((out.nan || out.inf) && !entered_nan) ++explained_;
     // Remember what is passed on: outputs that hold non-finite values, and outputs without
     // summaries (views) of ops that read some.

@@ -60,15 +60,15 @@ void print_value(std::ostringstream& o, const json& d) {
   const json& a = d["a"];
   const json& b = d["b"];
   // The two runs reached the op from different lines (another code path): show both.
-  if (b.is_object() && source_text(b) != source_text(a)) {
+  const bool other_lines = b.is_object() && source_text(b) != source_text(a);
+  if (other_lines) {
     o << "  where:    A " << where_text(a) << "\n";
     o << "            B " << where_text(b) << "\n";
   } else {
     o << "  where:    " << where_text(a) << "\n";
   }
   o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail");
-  if (b.is_object() && source_text(b) != source_text(a))
-    o << " (reached from another line in each run: another code path?)";
+  if (other_lines) o << " (reached from another line in each run: another code path?)";
   o << "\n";
   const json& t = d.value("tensor", json());
   if (t.is_object()) {
@@ -234,19 +234,7 @@ std::string format_divergence(const json& result) {
   return o.str();
 }
 
-std::string format_nonfinite_body(const json& result);
-
 std::string format_nonfinite(const json& result) {
-  // Notes (ops a ring dropped) right under the headline: they change how the answer reads.
-  std::string text = format_nonfinite_body(result);
-  std::string notes;
-  for (const json& n : result.value("notes", json::array()))
-    if (n.is_string()) notes += "  note:     " + n.get<std::string>() + "\n";
-  const size_t line_end = text.find('\n');
-  return line_end == std::string::npos ? text + notes : text.insert(line_end + 1, notes);
-}
-
-std::string format_nonfinite_body(const json& result) {
   std::ostringstream o;
   const json& f = result.value("first_nonfinite", json());
   const json options = result.value("options", json::object());
@@ -267,6 +255,7 @@ std::string format_nonfinite_body(const json& result) {
       if (skipped > 0) o << "; " << skipped << " start(s) before step " << from_step << " skipped";
       o << "\n";
     }
+    print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
     return o.str();
   }
   const json& t = f.value("tensor", json());
@@ -281,6 +270,7 @@ std::string format_nonfinite_body(const json& result) {
       o << " (a view of its NaN input)";
   }
   o << "\n";
+  print_notes(o, result);
   o << "  where:    " << where_text(f) << "\n";
   const std::string entered = f.value("entered", json()).is_string() ? str(f, "entered") : "";
   if (entered == "input") {
