@@ -685,11 +685,27 @@ std::optional<c10::IValue> python_number(const at::Tensor& t) {
   }
 }
 
-void hash_into(const at::Tensor& t, TensorRecord* rec) {
-  hashing::HashResult r = hash_host_tensor(t, static_cast<int>(settings().config.hash_threads));
+// Hashes `t` (hashable, see `unhashable_reason`) into `rec`. A tensor in accelerator memory
+// is hashed from a host copy; when the copy fails (a device error), `rec` says so and the
+// function returns false, leaving the error to surface in the program's own next use.
+bool hash_into(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRecord* rec) {
+  const int threads = static_cast<int>(settings().config.hash_threads);
+  hashing::HashResult r;
+  if (t.is_cpu()) {
+    r = hash_host_tensor(t, threads);
+  } else {
+    try {
+      r = hash_host_copy(t, threads);
+    } catch (...) {
+      rec->status = TensorStatus::kNotHashed;
+      rec->reason = intern_literal(ts, w, "copy to the host failed");
+      return false;
+    }
+  }
   rec->status = TensorStatus::kHashed;
   rec->hash = r.hash;
   rec->summary = r.summary;
+  return true;
 }
 
 template <typename F>
@@ -751,14 +767,15 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else {
       // Data no recorded op produced (NumPy, files, a DataLoader worker) or changed since;
       // changed by a recorded op through another alias (`p.data.mul_()`): that op produced it.
-      hash_into(t, &rec);
-      rec.producer = writer;
-      TrackedTensor state;
-      state.hash = rec.hash;
-      state.status = TensorStatus::kHashed;
-      state.summary = rec.summary;
-      state.producer = rec.producer;
-      g_tensors.remember(t, state);
+      if (hash_into(ts, w, t, &rec)) {
+        rec.producer = writer;
+        TrackedTensor state;
+        state.hash = rec.hash;
+        state.status = TensorStatus::kHashed;
+        state.summary = rec.summary;
+        state.producer = rec.producer;
+        g_tensors.remember(t, state);
+      }
     }
   }
   in.hash = rec.hash;
@@ -841,8 +858,10 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
           rec.status = TensorStatus::kHashed;
           rec.hash = nested->hash;
           rec.summary = nested->summary;
-        } else {
-          hash_into(t, &rec);
+        } else if (!hash_into(ts, w, t, &rec)) {
+          g_tensors.forget(t);
+          op->tensors.push_back(rec);
+          return;
         }
         state.status = TensorStatus::kHashed;
         state.hash = rec.hash;

@@ -2,7 +2,9 @@
 // table of produced tensors keyed by TensorImpl* and version counter.
 #include "interpose/torch/tensor_state.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #if __has_include(<torch/version.h>)
 #include <torch/version.h>
 #endif
@@ -56,8 +58,7 @@ const char* unhashable_reason(const at::Tensor& t) {
   }
   if (t.is_quantized()) return "quantized";
   if (t.is_meta()) return "meta tensor";
-  if (t.device().is_cuda()) return "cuda hashing unavailable";
-  if (!t.device().is_cpu()) return "device not hashed on the host";
+  if (!t.device().is_cpu() && !copied_to_host(t)) return "device not hashed";
   if (to_dtype(t.scalar_type()) == hashing::DType::kUnknown) return "dtype not hashed";
   if (t.is_conj()) return "lazy conjugate view";
   if (t.is_neg()) return "lazy negative view";
@@ -77,6 +78,25 @@ hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads) {
   options.threads = threads < 1 ? 1 : threads;
   options.summaries = true;
   return hashing::hash_tensor(view, options);
+}
+
+bool copied_to_host(const at::Tensor& t) {
+  // Devices whose tensors hold their values in device memory that a copy can read. Not lazy
+  // devices (XLA, lazy tensors): copying one would run the program's pending graph.
+  return t.is_cuda() || t.is_xpu() || t.is_mps();
+}
+
+hashing::HashResult hash_host_copy(const at::Tensor& t, int threads) {
+  // The copy must be invisible to the program: no autograd node, no version bump on `t`, and
+  // never seen by a Python dispatch mode the program has active.
+  at::AutoDispatchBelowADInplaceOrView below_autograd;
+  c10::impl::ExcludeDispatchKeyGuard no_python(c10::DispatchKeySet(
+      {c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot,
+       c10::DispatchKey::PythonDispatcher}));
+  // A synchronous copy: ordered after the work queued on the tensor's stream, so it reads the
+  // values the op wrote (and, for a collective, what the wait made visible).
+  at::Tensor host = t.to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  return hash_host_tensor(host, threads);
 }
 
 uint64_t view_hash(uint64_t base_hash, const at::Tensor& view, const at::Tensor& base) {

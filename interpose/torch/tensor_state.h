@@ -18,8 +18,8 @@ namespace tdbg::torchhook {
 
 hashing::DType to_dtype(c10::ScalarType type);
 
-// Why `t` cannot be hashed on the host ("sparse layout", "quantized", "meta tensor",
-// "cuda hashing unavailable", ...), or nullptr when it can.
+// Why `t` cannot be hashed ("sparse layout", "quantized", "meta tensor", ...), or nullptr
+// when it can: on the host directly, or from a host copy (`copied_to_host`).
 const char* unhashable_reason(const at::Tensor& t);
 
 // The StorageImpl under `t` (shared by all its views and aliases), or nullptr.
@@ -27,6 +27,15 @@ const void* storage_key(const at::Tensor& t);
 
 // tdbg-hash v1 of a hashable host tensor (see `unhashable_reason`).
 hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads);
+
+// Whether `t` lives in accelerator memory (CUDA, XPU, MPS) and is hashed from a host copy.
+bool copied_to_host(const at::Tensor& t);
+
+// tdbg-hash v1 of a hashable tensor in any device's memory, from a synchronous copy to the
+// host made below autograd and any Python dispatch mode. The same value as the host hash of
+// the same values (the hash does not depend on the device or the layout). Throws what the
+// copy throws (a device error).
+hashing::HashResult hash_host_copy(const at::Tensor& t, int threads);
 
 // The hash of a view of a tensor whose hash is `base_hash`: derived from the base's hash and
 // the view's geometry (sizes, strides, offset relative to the base), never from the data.

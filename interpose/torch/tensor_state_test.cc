@@ -1,9 +1,10 @@
 // Tests of the hook's tensor table on real torch tensors: lookups by identity and version,
 // writes through aliases, forgetting, the incremental sweep of dead tensors, and probe runs
-// that survive deletions.
+// that survive deletions; hashing through a host copy, the path of accelerator tensors.
 #include "interpose/torch/tensor_state.h"
 
 #include <ATen/ATen.h>
+#include <limits>
 
 #include <catch2/catch.hpp>
 #include <vector>
@@ -99,6 +100,38 @@ TEST_CASE("deleting from probe runs keeps every other entry reachable") {
   table.clear();
   CHECK(table.size() == 0);
   CHECK_FALSE(table.find(tensors[1]));
+}
+
+// The copy path runs here on CPU tensors (this machine has no GPU): `hash_host_copy` always
+// copies, so its copy, guards and hashing are what a CUDA tensor goes through, less the
+// device-to-host transfer itself.
+TEST_CASE("a tensor hashed from a host copy gets its host hash and is left untouched") {
+  at::Tensor base = at::arange(24, at::kFloat).reshape({4, 6});
+  base.index_put_({0, 0}, std::numeric_limits<float>::quiet_NaN());
+  at::Tensor t = base.t();  // not contiguous: the copy is laid out otherwise
+  hashing::HashResult direct = hash_host_tensor(t, 1);
+  hashing::HashResult copied = hash_host_copy(t, 1);
+  REQUIRE(direct.hashed);
+  REQUIRE(copied.hashed);
+  CHECK(copied.hash == direct.hash);
+  CHECK(copied.summary.nan_count == 1);
+  CHECK(copied.summary.max == direct.summary.max);
+  CHECK(copied.summary.sum == direct.summary.sum);
+
+  at::Tensor leaf = at::randn({3, 5}).requires_grad_(true);
+  at::Tensor made = leaf * 2;  // has a grad_fn
+  const auto version = made._version();
+  CHECK(hash_host_copy(made, 1).hash == hash_host_tensor(made, 1).hash);
+  CHECK(made._version() == version);
+  CHECK(made.grad_fn() != nullptr);
+  made.sum().backward();  // the graph still works: the copy added nothing to it
+  CHECK(leaf.grad().defined());
+}
+
+TEST_CASE("tensors on the host are never copied; lazy and meta devices are not hashed") {
+  CHECK_FALSE(copied_to_host(at::ones({2})));
+  CHECK(unhashable_reason(at::ones({2})) == nullptr);
+  CHECK(std::string(unhashable_reason(at::empty({2}, at::device(at::kMeta)))) == "meta tensor");
 }
 
 }  // namespace
