@@ -314,15 +314,41 @@ CUresult no_cuda(const char* what) {
   return CUDA_ERROR_NOT_FOUND;
 }
 
+// Streams capturing a CUDA graph now: begun and not yet ended (see tdbg_preload_gpu_capturing).
+std::atomic<int> g_captures{0};
+
+CUresult count_capture_begin(CUresult result) {
+  if (result == CUDA_SUCCESS) g_captures.fetch_add(1, std::memory_order_acq_rel);
+  return result;
+}
+
+// An end call leaves capture mode also when it reports the capture broken; a call on a stream
+// that was not capturing (or from the wrong thread) changes nothing.
+CUresult count_capture_end(CUresult result) {
+  if (result == CUDA_SUCCESS || result == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+      result == CUDA_ERROR_STREAM_CAPTURE_UNJOINED) {
+    int n = g_captures.load(std::memory_order_acquire);
+    while (n > 0 && !g_captures.compare_exchange_weak(n, n - 1, std::memory_order_acq_rel)) {
+    }
+  }
+  return result;
+}
+
 // The wrapper for what cuGetProcAddress returned for `symbol`, or `function` itself when it
 // is not hooked or not the function the wrapper already forwards to.
 void* wrap_proc(const char* symbol, void* function, int cuda_version, cuuint64_t flags) {
   if (!gpu_enabled() || symbol == nullptr || function == nullptr) return function;
   HookId id = hook_by_name(symbol);
   if (id == kHook_cuGetProcAddress && cuda_version >= 12000) id = kHook_cuGetProcAddress_v2;
+  // Versioned names: since CUDA 10.1, "cuStreamBeginCapture" is the entry with a mode.
+  if (id == kHook_cuStreamBeginCapture && cuda_version >= 10010) id = kHook_cuStreamBeginCapture_v2;
   if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
     if (id == kHook_cuLaunchKernel) id = kHook_cuLaunchKernel_ptsz;
     if (id == kHook_cuLaunchKernelEx) id = kHook_cuLaunchKernelEx_ptsz;
+    if (id == kHook_cuStreamBeginCapture) id = kHook_cuStreamBeginCapture_ptsz;
+    if (id == kHook_cuStreamBeginCapture_v2) id = kHook_cuStreamBeginCapture_v2_ptsz;
+    if (id == kHook_cuStreamBeginCaptureToGraph) id = kHook_cuStreamBeginCaptureToGraph_ptsz;
+    if (id == kHook_cuStreamEndCapture) id = kHook_cuStreamEndCapture_ptsz;
   }
   if (id == kHookCount || id <= kHook__Exit) return function;
   return remember_real(id, function) ? wrapper_of(id) : function;
@@ -557,7 +583,43 @@ nvrtcResult on_nvrtcGetCUBIN(nvrtcProgram program, char* cubin) {
   return result;
 }
 
+// ---- Graph capture ----------------------------------------------------------------------------
+#define TDBG_CAPTURE_BEGIN(name, params, args)                          \
+  CUresult on_##name params {                                          \
+    auto real = real_##name();                                         \
+    if (real == nullptr) return no_cuda(#name);                        \
+    return count_capture_begin(real args);                             \
+  }
+#define TDBG_CAPTURE_END(name)                                         \
+  CUresult on_##name(CUstream stream, CUgraph* graph) {                \
+    auto real = real_##name();                                         \
+    if (real == nullptr) return no_cuda(#name);                        \
+    return count_capture_end(real(stream, graph));                     \
+  }
+TDBG_CAPTURE_BEGIN(cuStreamBeginCapture, (CUstream s, CUstreamCaptureMode m), (s, m))
+TDBG_CAPTURE_BEGIN(cuStreamBeginCapture_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+TDBG_CAPTURE_BEGIN(cuStreamBeginCapture_v2, (CUstream s, CUstreamCaptureMode m), (s, m))
+TDBG_CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz, (CUstream s, CUstreamCaptureMode m), (s, m))
+TDBG_CAPTURE_BEGIN(cuStreamBeginCaptureToGraph,
+                   (CUstream s, CUgraph g, const CUgraphNode* d, const CUgraphEdgeData* e,
+                    size_t n, CUstreamCaptureMode m),
+                   (s, g, d, e, n, m))
+TDBG_CAPTURE_BEGIN(cuStreamBeginCaptureToGraph_ptsz,
+                   (CUstream s, CUgraph g, const CUgraphNode* d, const CUgraphEdgeData* e,
+                    size_t n, CUstreamCaptureMode m),
+                   (s, g, d, e, n, m))
+TDBG_CAPTURE_END(cuStreamEndCapture)
+TDBG_CAPTURE_END(cuStreamEndCapture_ptsz)
+#undef TDBG_CAPTURE_BEGIN
+#undef TDBG_CAPTURE_END
+
 }  // namespace tdbg::preload
+
+extern "C" __attribute__((visibility("default"))) int tdbg_preload_gpu_capturing(void) {
+  using namespace tdbg::preload;
+  if (!gpu_enabled()) return -1;
+  return g_captures.load(std::memory_order_acquire) > 0 ? 1 : 0;
+}
 
 // ---- The sink ABI (interpose/preload_api.h) ---------------------------------------------------
 extern "C" __attribute__((visibility("default"))) void tdbg_preload_set_gpu_sink(

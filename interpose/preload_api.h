@@ -26,6 +26,13 @@ struct tdbg_gpu_sink {
 // to it; NULL detaches (e.g. at exit). Thread-safe.
 void tdbg_preload_set_gpu_sink(const struct tdbg_gpu_sink* sink);
 
+// Exported by libtdbg_preload.so when it was built with CUDA's headers: 1 while any stream of
+// the process captures a CUDA graph (begun and not yet ended, through the driver, which the
+// CUDA runtime also goes through), 0 otherwise, and -1 when GPU interception is off
+// (TDBG_GPU=0), so that captures cannot be seen. While a capture runs, nothing may
+// synchronize with the GPU: the torch hook does not copy GPU tensors to the host then.
+int tdbg_preload_gpu_capturing(void);
+
 // Steps of libtorch's C++ optimizers (torch::optim::SGD::step, Adam, AdamW, LBFGS, Adagrad,
 // RMSprop), which open no record-function range: called on the stepping thread before and
 // after the real step; `optimizer` is a static string such as "SGD".

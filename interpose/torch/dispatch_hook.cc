@@ -685,15 +685,36 @@ std::optional<c10::IValue> python_number(const at::Tensor& t) {
   }
 }
 
+// Why a CUDA tensor cannot be copied to the host now, or nullptr when it can. Only the preload
+// sees CUDA graph captures (in the driver), and a synchronizing copy inside one would break
+// the program's capture: without that knowledge nothing is copied.
+const char* cuda_copy_refusal() {
+  using Capturing = int (*)();
+  static const Capturing capturing =
+      reinterpret_cast<Capturing>(dlsym(RTLD_DEFAULT, "tdbg_preload_gpu_capturing"));
+  if (capturing == nullptr) return "not hashed: this tdbg was built without CUDA";
+  switch (capturing()) {
+    case 0: return nullptr;
+    case 1: return "CUDA graph capture in progress";
+    default: return "not hashed with GPU interception off (--no-gpu)";
+  }
+}
+
 // Hashes `t` (hashable, see `unhashable_reason`) into `rec`. A tensor in accelerator memory
-// is hashed from a host copy; when the copy fails (a device error), `rec` says so and the
-// function returns false, leaving the error to surface in the program's own next use.
+// is hashed from a host copy; when it cannot be copied now or the copy fails (a device error),
+// `rec` says why and the function returns false, leaving any error to the program's own next
+// use.
 bool hash_into(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRecord* rec) {
   const int threads = static_cast<int>(settings().config.hash_threads);
   hashing::HashResult r;
   if (t.is_cpu()) {
     r = hash_host_tensor(t, threads);
   } else {
+    if (const char* refusal = t.is_cuda() ? cuda_copy_refusal() : nullptr) {
+      rec->status = TensorStatus::kNotHashed;
+      rec->reason = intern_literal(ts, w, refusal);
+      return false;
+    }
     try {
       r = hash_host_copy(t, threads);
     } catch (...) {

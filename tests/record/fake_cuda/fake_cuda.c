@@ -1,6 +1,6 @@
 /* A stand-in CUDA driver for machines without a GPU: the few entry points the preload's GPU
    hooks sit on, with the real ABI, so the interception plumbing (dlsym on a driver handle,
-   cuGetProcAddress, kernel names, the sink and its buffer) is exercised on a CPU. It counts
+   cuGetProcAddress, kernel names, the sink and its buffer, graph capture) is exercised on a CPU. It counts
    the calls that reach it, so the test can tell that every call was forwarded. */
 #include <stddef.h>
 #include <string.h>
@@ -41,9 +41,27 @@ CUresult cuFuncGetName(const char** name, void* f) {
   return 0;
 }
 
+/* Graph capture of one stream: ending a capture that never began fails, as on a real driver. */
+static int g_capturing;
+
+CUresult cuStreamBeginCapture_v2(void* stream, int mode) {
+  (void)stream, (void)mode;
+  if (g_capturing) return 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED */
+  g_capturing = 1;
+  return 0;
+}
+
+CUresult cuStreamEndCapture(void* stream, void** graph) {
+  (void)stream;
+  if (!g_capturing) return 401; /* CUDA_ERROR_ILLEGAL_STATE */
+  g_capturing = 0;
+  *graph = &g_kernel;
+  return 0;
+}
+
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags,
                              int* status) {
-  (void)version, (void)flags;
+  (void)flags;
   if (status) *status = 0;
   if (strcmp(symbol, "cuLaunchKernel") == 0)
     *pfn = (void*)&cuLaunchKernel;
@@ -51,6 +69,10 @@ CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsign
     *pfn = (void*)&cuModuleLoadData;
   else if (strcmp(symbol, "cuModuleGetFunction") == 0)
     *pfn = (void*)&cuModuleGetFunction;
+  else if (strcmp(symbol, "cuStreamBeginCapture") == 0 && version >= 10010)
+    *pfn = (void*)&cuStreamBeginCapture_v2;
+  else if (strcmp(symbol, "cuStreamEndCapture") == 0)
+    *pfn = (void*)&cuStreamEndCapture;
   else
     return 500; /* CUDA_ERROR_NOT_FOUND */
   return 0;

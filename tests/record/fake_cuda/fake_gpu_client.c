@@ -67,6 +67,27 @@ int main(int argc, char** argv) {
   set_sink(NULL);
   CHECK(launch(module, 4, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == 0, "launch after detach");
 
+  /* Graph capture: the preload must see it begin and end (a failed end changes nothing), so
+     that the torch hook never synchronizes with the GPU inside a capture. */
+  typedef int (*BeginCapture)(void*, int);
+  typedef int (*EndCapture)(void*, void**);
+  int (*capturing)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "tdbg_preload_gpu_capturing");
+  BeginCapture begin_capture = NULL;
+  EndCapture end_capture = NULL;
+  void* graph = NULL;
+  CHECK(capturing != NULL, "tdbg_preload_gpu_capturing is not exported");
+  CHECK(get_proc("cuStreamBeginCapture", (void**)&begin_capture, 12000, 0, NULL) == 0, "get begin");
+  CHECK(get_proc("cuStreamEndCapture", (void**)&end_capture, 12000, 0, NULL) == 0, "get end");
+  CHECK(capturing() == (expect_none ? -1 : 0), "capturing before any capture");
+  CHECK(begin_capture(NULL, 0) == 0, "begin capture");
+  CHECK(capturing() == (expect_none ? -1 : 1), "a begun capture was not seen");
+  CHECK(end_capture(NULL, &graph) == 0 && graph != NULL, "end capture");
+  CHECK(capturing() == (expect_none ? -1 : 0), "an ended capture was still counted");
+  CHECK(end_capture(NULL, &graph) != 0, "ending twice must fail");
+  CHECK(capturing() == (expect_none ? -1 : 0), "a failed end changed the count");
+  CHECK(begin_capture(NULL, 0) == 0 && capturing() == (expect_none ? -1 : 1), "capture again");
+  CHECK(end_capture(NULL, &graph) == 0, "end capture again");
+
   int* launches = (int*)dlsym(driver, "fake_cuda_launches");
   int* loads = (int*)dlsym(driver, "fake_cuda_loads");
   CHECK(launches && *launches == 3 && loads && *loads == 1, "calls did not reach the driver");
