@@ -58,6 +58,7 @@ struct OpInfo {
   bool collective = false;
   bool writes = false;
   std::vector<bool> arg_overwritten;   // written without being read: contents not recorded
+  std::vector<bool> arg_view_only;     // may alias the output without being written (views)
   bool backward = false;               // a BACKWARD_FUNCTION range or the engine's wrapper
 
   // What runs inside this op, learned from its first calls (see `Internals`).
@@ -174,6 +175,10 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
       info->arg_written.push_back(written);
       // out= arguments are never read; `self` of a pure overwrite is not either.
       info->arg_overwritten.push_back(written && (args[i].is_out() || (i == 0 && overwrites_self(name))));
+      // `lift_fresh` returns (a view of) a tensor that a constructor just filled from Python
+      // data: the first point where those contents can be read, at the constructor's line.
+      info->arg_view_only.push_back(args[i].alias_info() && !written &&
+                                    !one_of(name, {"aten::lift_fresh", "aten::lift"}));
       info->writes = info->writes || written;
       if (kind == ArgKind::kGenerator && info->generator_arg < 0) info->generator_arg = int(i);
       if (args[i].name() == "device" && info->device_arg < 0) info->device_arg = int(i);
@@ -744,8 +749,12 @@ void for_each_tensor(const c10::IValue& v, F&& f) {
   }
 }
 
+// Records input `t` of the op of `ctx`: `written` when the op writes it, `overwritten` when it
+// writes it without reading it, `view_only` when the op may return a view of it without
+// reading it (`to`, `detach`, `lift_fresh`).
 void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::Tensor& t,
-                  bool written, bool overwritten, tracer::OpRecord* op, uint64_t* content) {
+                  bool written, bool overwritten, bool view_only, tracer::OpRecord* op,
+                  uint64_t* content) {
   TensorRecord rec;
   rec.role = tracer::TensorRole::kInput;
   rec.index = static_cast<uint16_t>(ts.inputs.size() - ctx->inputs_begin);
@@ -765,7 +774,24 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else if (overwritten) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
-    } else if (auto known = g_tensors.find(t, &writer)) {
+    } else if (auto known = g_tensors.find(t, &writer);
+               known && known->status == TensorStatus::kUninitialized && mode == HashMode::kAll &&
+               !view_only && (!ctx->root || ctx->root == ctx)) {
+      // Memory from the `empty` family that the program reads at the top level: filled outside
+      // torch's ops since (`torch.tensor([...])` and `as_tensor` copy Python data into an
+      // `aten::empty`, a C++ program writes through `data_ptr`), or genuinely garbage, which is
+      // a difference worth seeing too. Hashed as data from outside: no recorded op made these
+      // contents.
+      if (hash_into(ts, w, t, &rec)) {
+        rec.producer = tracer::kNoSeq;
+        TrackedTensor state;
+        state.hash = rec.hash;
+        state.status = TensorStatus::kHashed;
+        state.summary = rec.summary;
+        state.producer = rec.producer;
+        g_tensors.remember(t, state);
+      }
+    } else if (known) {
       if (known->status == TensorStatus::kUninitialized) {
         rec.status = TensorStatus::kUninitialized;
         rec.producer = known->producer;
@@ -1249,8 +1275,9 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     if (tensor_like && !number) {
       bool written = schema_args && info->arg_written[i];
       bool overwritten = schema_args && info->arg_overwritten[i];
+      bool view_only = schema_args && info->arg_view_only[i];
       for_each_tensor(v, [&](const at::Tensor& t) {
-        record_input(ts, w, ctx.get(), t, written, overwritten, &op, &content);
+        record_input(ts, w, ctx.get(), t, written, overwritten, view_only, &op, &content);
       });
       continue;
     }

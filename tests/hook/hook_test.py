@@ -156,18 +156,29 @@ def case_uninitialized():
     r = run_python("""
         import torch
         e = torch.empty(5)
-        f = e + 1          # reads memory nobody wrote
+        v = e.view(5)      # a view of it: still uninitialized, nothing read
         e.fill_(2.0)
         g = e * 1          # now it is defined
+        u = torch.empty(3)
+        u.numpy()[:] = 7.0 # filled outside torch's ops, as torch.tensor([...]) does
+        h = u + 1          # read at the top level: hashed as data from outside
+        k = torch.full((3,), 7.0)
     """)
     con = r.db()
     empty = first_op(con, "aten::empty")
     check(tensors(con, empty[0], "output")[0][1] == "uninitialized", "aten::empty output")
-    add = first_op(con, "aten::add", empty[0])
-    check(tensors(con, add[0], "input")[0][1] == "uninitialized", "an unwritten input")
-    mul = first_op(con, "aten::mul", add[0])
+    view = first_op(con, "aten::view", empty[0])
+    check(tensors(con, view[0], "input")[0][1] == "uninitialized", "a view's unread input")
+    check(tensors(con, view[0], "output")[0][1] == "uninitialized", "a view of it")
+    mul = first_op(con, "aten::mul", view[0])
     status = tensors(con, mul[0], "input")[0][1]
     check(status in ("known", "hashed"), "after fill_ the input is data: %s" % status)
+    add = first_op(con, "aten::add", mul[0])
+    read = tensors(con, add[0], "input")[0]
+    check(read[1] == "hashed", "memory filled outside torch and read at the top level is hashed: %s"
+          % (read,))
+    full = tensors(con, first_op(con, "aten::full", add[0])[0], "output")[0]
+    check(read[2] == full[2], "with the values it holds: %s vs %s" % (read, full))
 
 
 def case_view():

@@ -299,8 +299,8 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
   return Located{};
 }
 
-const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_structure,
-                     std::string* detail) {
+const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
+                     bool after_structure, std::string* detail) {
   auto tensor_at = [&](int i) -> const TensorRecord& { return a.tensors[static_cast<size_t>(i)]; };
   if (!c.structure.empty()) {
     *detail = c.structure;
@@ -310,15 +310,42 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
     const TensorRecord& t = tensor_at(c.input);
     if (t.producer == tracer::kNoSeq) {
       *detail = "input " + std::to_string(t.index) +
-                " differs and no recorded op produced it (data from outside torch ops)";
+                " differs and no recorded op produced it (data from outside torch ops: Python "
+                "data, NumPy, a file, a DataLoader worker)";
       return "external_input";
     }
     if (after_structure) {
       *detail = "input " + std::to_string(t.index) + " comes from ops changed by the structural change";
       return "structure";
     }
-    *detail = "input " + std::to_string(t.index) + " differs although its producer, op " +
-              std::to_string(t.producer) + ", matched (changed outside recorded ops, or by another thread)";
+    // The same producer in both runs sits at the same distance before the op (the streams
+    // are equal up to here). Another distance: the program passed another tensor (operands
+    // swapped, another variable), a change of its code or data flow.
+    const TensorRecord* tb = static_cast<size_t>(c.input) < b.tensors.size()
+                                 ? &b.tensors[static_cast<size_t>(c.input)]
+                                 : nullptr;
+    if (tb && tb->producer != tracer::kNoSeq && a.seq - t.producer != b.seq - tb->producer) {
+      *detail = "input " + std::to_string(t.index) + " comes from another op in each run (A: op " +
+                std::to_string(t.producer) + ", B: op " + std::to_string(tb->producer) +
+                "): the code passes another tensor here (operands swapped, another variable)";
+      return "structure";
+    }
+    // A hash carried from the same producer (not read again) that differs, while that op's
+    // outputs matched: another of its outputs (`a, b = x.chunk(2)`, then `b + a`).
+    const bool carried = t.status == tracer::TensorStatus::kKnown ||
+                         t.status == tracer::TensorStatus::kView;
+    if (tb && carried && tb->status == t.status) {
+      *detail = "input " + std::to_string(t.index) + " is another of op " +
+                std::to_string(t.producer) +
+                "'s outputs (or views) in each run: the code passes another tensor here "
+                "(operands swapped, another variable)";
+      return "structure";
+    }
+    *detail = "input " + std::to_string(t.index) + " differs although op " +
+              std::to_string(t.producer) +
+              ", which made it, matched: its contents were filled or changed outside torch's "
+              "ops (a tensor built from Python data, a write through .numpy() or a data "
+              "pointer), or by another thread";
     return "external_input";
   }
   // After a structural change, an input made another way in each run comes from the changed
@@ -362,6 +389,13 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, bool after_struct
   if (c.rng) {
     *detail = "random op whose generator state differs (a different seed)";
     return "rng";
+  }
+  if (c.view >= 0 && !after_structure) {
+    *detail = "input " + std::to_string(tensor_at(c.view).index) +
+              " is a view of other memory in each run (another slice or offset, or a view of "
+              "another tensor): the code passes another tensor here (operands swapped, another "
+              "index)";
+    return "structure";
   }
   *detail = "identical inputs, arguments and generator state, different output";
   if (c.provenance >= 0) {
@@ -501,7 +535,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
                     bool after_structure, json& out) {
   std::string detail;
   out["kind"] = "value";
-  out["cause"] = cause_of(c, a, after_structure, &detail);
+  out["cause"] = cause_of(c, a, b, after_structure, &detail);
   out["detail"] = detail;
   out["a"] = op_json(*p.a.reader, p.a.strings, a);
   out["b"] = op_json(*p.b.reader, p.b.strings, b);
@@ -740,7 +774,7 @@ json compare_moved(Side& side, bool side_is_a, int64_t from, Side& there, int64_
     OpComparison c = compare_ops(a, sa.strings, b, sb.strings);
     if (c.differs()) {
       std::string detail;
-      const char* cause = cause_of(c, a, /*after_structure=*/false, &detail);
+      const char* cause = cause_of(c, a, b, /*after_structure=*/false, &detail);
       return {{"cause", cause}, {"detail", detail},
               {"a", op_json(*sa.reader, sa.strings, a)},
               {"b", op_json(*sb.reader, sb.strings, b)}};

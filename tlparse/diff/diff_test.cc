@@ -481,6 +481,36 @@ TEST_CASE("an op reached from another line in each run shows both lines") {
   CHECK(text.find("another code path") != std::string::npos);
 }
 
+TEST_CASE("operands swapped: an input from another op, or another of an op's outputs or views") {
+  // A computes h - g, B computes g - h: sub's input 0 comes from another op in each run. Then
+  // a chunk's two views passed the other way round: the same producer, other views.
+  using T = Recorder::T;
+  auto write = [](bool swap_ops, bool swap_views) {
+    return write_ops([&](Recorder& r) {
+      T h{11}, g{12};
+      h.producer = r.op("aten::tanh", {T{10}}, {h}, {}, 0, 0, kNoSeq, 5);
+      g.producer = r.op("aten::sigmoid", {T{10}}, {g}, {}, 0, 0, kNoSeq, 6);
+      T y{swap_ops ? 14u : 13u};
+      r.op("aten::sub", {swap_ops ? g : h, swap_ops ? h : g}, {y}, {}, 0, 0, kNoSeq, 7);
+      T first{21, kNoSeq, "32x4", TensorStatus::kView}, second{22, kNoSeq, "32x4", TensorStatus::kView};
+      first.summary = second.summary = false;
+      int64_t chunk = r.op("aten::chunk", {T{13}}, {first, second}, {}, 0, 0, kNoSeq, 8);
+      first.producer = second.producer = chunk;
+      r.op("aten::add", {swap_views ? second : first}, {T{swap_views ? 32u : 31u, kNoSeq, "32x4"}},
+           {{"other", "2"}}, 0, 0, kNoSeq, 9);
+    });
+  };
+  json ops = first(compare(write(false, false), write(true, false)));
+  CHECK(ops["cause"] == "structure");
+  CHECK(ops["a"]["op"] == "aten::sub");
+  CHECK(ops["detail"].get<std::string>().find("comes from another op in each run (A: op 0, B: op 1)") !=
+        std::string::npos);
+  json views = first(compare(write(false, false), write(false, true)));
+  CHECK(views["cause"] == "structure");
+  CHECK(views["a"]["op"] == "aten::add");
+  CHECK(views["detail"].get<std::string>().find("a view of other memory") != std::string::npos);
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;

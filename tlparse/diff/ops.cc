@@ -98,6 +98,9 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
       if ((ta.status == TensorStatus::kView) != (tb.status == TensorStatus::kView) &&
           ta.role == TensorRole::kInput && c.provenance < 0)
         c.provenance = static_cast<int>(i);
+      if (ta.status == TensorStatus::kView && tb.status == TensorStatus::kView &&
+          ta.role == TensorRole::kInput && c.view < 0)
+        c.view = static_cast<int>(i);
       continue;
     }
     int& slot = ta.role == TensorRole::kInput ? c.input : c.output;

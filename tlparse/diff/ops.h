@@ -58,6 +58,9 @@ struct OpComparison {
   // First input that is a view in one run and hashed data in the other: made another way.
   // Views are not compared by hash, so this alone does not make the ops differ.
   int provenance = -1;
+  // First input that is a view in both runs with another view hash: a view of other memory
+  // (another slice or offset, or a view of another tensor). Not a difference by itself either.
+  int view = -1;
   bool differs() const {
     return !structure.empty() || input >= 0 || output >= 0 || arg >= 0 || rng || layout >= 0;
   }
