@@ -10,6 +10,7 @@
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -334,6 +335,7 @@ struct ThreadState {
   int64_t last_seq = kNoSeq;
   uint64_t chain = 0;
   bool busy = false;  // inside the hook: ops the hook itself causes are not recorded
+  int8_t collective_worker = -1;  // see on_collective_worker_thread; -1 not yet known
   std::vector<OpContext*> stack;
   // Recorded ops of the current top-level op, by tidx: `pending[0..pending_count)`. Slots are
   // reused with their vectors' capacity (Writer::append_ops copies them), so recording an op
@@ -1329,9 +1331,13 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
         record_output(ts, w, ctx, t, index++, &op, &content);
       });
     }
+    // A collective writes its tensors (in place, maybe later): forgotten, and their storage
+    // stamped as written, so that an alias (`broadcast(p.data)` then `p`) is hashed again too.
     if (ctx->info->collective)
-      for (size_t i = ctx->inputs_begin; i < ctx->inputs_end; ++i)
+      for (size_t i = ctx->inputs_begin; i < ctx->inputs_end; ++i) {
+        g_tensors.note_write(ts.inputs[i].tensor, ctx->seq);
         g_tensors.forget(ts.inputs[i].tensor);
+      }
     remember_forward(fn, ctx);
   }
   // The innermost op's inputs are the last range (an op ending out of order leaves its own
@@ -1349,11 +1355,33 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
   }
 }
 
+// Whether the calling thread is one that a process group runs its collectives' work on
+// (ProcessGroupGloo::runLoop, and the MPI and UCC groups' loops). Which of those threads runs
+// which work item changes from run to run, so their ops (all_gather's copies out of its flat
+// buffer) would pair up differently between two identical runs. They are the collective's
+// implementation, like the ops a kernel dispatches for itself: not recorded. The collective's
+// results are hashed where the program reads them. Found once per thread, from the symbols of
+// its call stack (exported by libtorch).
+bool on_collective_worker_thread() {
+  void* frames[128];
+  const int n = backtrace(frames, 128);
+  for (int i = n - 1; i >= 0; --i) {  // the thread's entry is outermost
+    Dl_info info;
+    if (dladdr(frames[i], &info) && info.dli_sname != nullptr &&
+        strstr(info.dli_sname, "ProcessGroup") != nullptr &&
+        strstr(info.dli_sname, "runLoop") != nullptr)
+      return true;
+  }
+  return false;
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!recording()) return nullptr;
   ThreadState& ts = thread_state();
   if (ts.busy) return nullptr;
   BusyGuard busy(ts);
+  if (ts.collective_worker < 0) ts.collective_worker = on_collective_worker_thread() ? 1 : 0;
+  if (ts.collective_worker == 1) return nullptr;
   try {
     switch (fn.scope()) {
       case at::RecordScope::USER_SCOPE: return start_region(fn, ts);

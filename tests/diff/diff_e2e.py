@@ -425,6 +425,22 @@ def case_ddp():
           f"the process is named by its rank (got {proc})")
 
 
+def case_gather():
+    # Gloo runs all_gather's copies on its worker threads, which take the work items in
+    # another order each run: those ops are the collective's own, not the program's, and two
+    # identical runs must diff identical (they read as diverged when the workers' ops were
+    # recorded and paired by thread).
+    script = os.path.join(HERE, "scripts", "gather_train.py")
+    a, b, out_a, out_b = pair("gather", [], [], script)
+    check(sorted(out_a.splitlines()) == sorted(out_b.splitlines()), "the ranks print the same")
+    for i in range(2):
+        rc, r = diff(a, b)
+        check(rc == 0 and r["status"] == "identical", f"identical gathering runs (exit {rc})")
+        if rc != 0:
+            break
+        b, _ = record("gather_b", [], script)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":

@@ -287,6 +287,10 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
     // Python number reaches `copy_` through `to`), and the user called this one.
     if (c.differs() && c.input < 0 && (c.arg >= 0 || c.layout >= 0))
       return Located{Located::kValue, t, t};
+    // Likewise an input read and hashed at this op (data from outside, or written since by a
+    // collective or through an alias): the data enters here; nested ops only carry its hash.
+    if (c.input >= 0 && a->tensors[static_cast<size_t>(c.input)].status == tracer::TensorStatus::kHashed)
+      return Located{Located::kValue, t, t};
     if (c.differs()) {
       Located l = innermost(p, t, stats);
       TDBG_RETURN_IF_ERROR(p.status());
