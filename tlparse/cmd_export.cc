@@ -26,10 +26,12 @@ void add_export_command(CLI::App& app) {
   cmd->callback([args] {
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("export", a.status().message());
+    note_skipped("export", a->skipped);
     std::optional<tracer::Run> b;
     if (!args->run_b.empty()) {
       auto opened = tracer::Run::Open(args->run_b);
       if (!opened.ok()) return fail("export", opened.status().message());
+      note_skipped("export", opened->skipped);
       b = std::move(opened.value());
     }
     bool to_stdout = args->out == "-";

@@ -26,10 +26,12 @@ void add_report_command(CLI::App& app) {
   cmd->callback([args] {
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("report", a.status().message());
+    note_skipped("report", a->skipped);
     std::optional<tracer::Run> b;
     if (!args->run_b.empty()) {
       auto opened = tracer::Run::Open(args->run_b);
       if (!opened.ok()) return fail("report", opened.status().message());
+      note_skipped("report", opened->skipped);
       b = std::move(opened.value());
     }
     report::ReportOptions options;

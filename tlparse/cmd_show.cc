@@ -83,6 +83,7 @@ void add_show_command(CLI::App& app) {
   cmd->callback([args] {
     auto run = tracer::Run::Open(args->run);
     if (!run.ok()) return fail("show", run.status().message());
+    note_skipped("show", run->skipped);
     if (args->process >= run->processes.size()) {
       return fail("show", args->run + ": no process " + std::to_string(args->process) + " (the run has " +
                               std::to_string(run->processes.size()) + ")");

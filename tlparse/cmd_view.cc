@@ -25,10 +25,12 @@ void add_view_command(CLI::App& app) {
   cmd->callback([args] {
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("view", a.status().message());
+    note_skipped("view", a->skipped);
     std::optional<tracer::Run> b;
     if (!args->run_b.empty()) {
       auto opened = tracer::Run::Open(args->run_b);
       if (!opened.ok()) return fail("view", opened.status().message());
+      note_skipped("view", opened->skipped);
       b = std::move(opened.value());
     }
     report::ViewOptions options;

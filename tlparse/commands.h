@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -19,6 +20,10 @@ std::string executable_dir();
 
 // Prints "tdbg <command>: <message>" on stderr and sets `exit_code` to 2.
 void fail(const std::string& command, const std::string& message);
+
+// Prints "tdbg <command>: note: <line>" on stderr for each database that `run` left out
+// (tracer::Run::skipped): the command goes on with the others.
+void note_skipped(const std::string& command, const std::vector<std::string>& skipped);
 
 void add_record_command(CLI::App& app);   // interpose/: record a program
 void add_diff_command(CLI::App& app);     // first divergence between two runs

@@ -26,6 +26,11 @@ void fail(const std::string& command, const std::string& message) {
   exit_code = 2;
 }
 
+void note_skipped(const std::string& command, const std::vector<std::string>& skipped) {
+  for (const std::string& line : skipped)
+    std::fprintf(stderr, "tdbg %s: note: %s\n", command.c_str(), line.c_str());
+}
+
 }  // namespace tdbg::cli
 
 int main(int argc, char** argv) {

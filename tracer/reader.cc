@@ -114,8 +114,8 @@ class ReaderImpl final : public Reader {
         if (wal_missing_) {
           // A killed writer's data is still in its -wal file: say so rather than "not tdbg".
           return Status::Error(path_ + ": incomplete: the writer did not close it and its " +
-                               "-wal file (which holds the data) is missing; copy " + path_ +
-                               "-wal with it");
+                               "-wal file (which holds the data) is missing or empty; copy " +
+                               path_ + "-wal with it");
         }
         return Status::Error(path_ + ": SQLite database but not a tdbg run (no meta table)");
       }
@@ -615,6 +615,26 @@ StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
   return std::unique_ptr<Reader>(std::move(reader));
 }
 
+// Whether nothing was ever committed to the database at `path`: an empty file, or a file of
+// at most its first page (no table yet) whose -wal is missing or empty. What a process leaves
+// when it is killed between creating its database and the first commit (a few ms).
+bool nothing_committed(const std::string& path) {
+  struct stat st;
+  if (!file_exists(path, &st)) return false;
+  if (st.st_size == 0) return true;
+  struct stat wal;
+  if (file_exists(path + "-wal", &wal) && wal.st_size > 0) return false;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  unsigned char header[100] = {};
+  const size_t n = std::fread(header, 1, sizeof header, f);
+  std::fclose(f);
+  if (n < sizeof header || std::memcmp(header, "SQLite format 3", 16) != 0) return false;
+  uint32_t page_size = (uint32_t{header[16]} << 8) | header[17];
+  if (page_size == 1) page_size = 65536;
+  return be32(header + 28) <= 1 && st.st_size <= static_cast<int64_t>(page_size);
+}
+
 StatusOr<Run> Run::Open(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Status::Error(path + ": no such file or directory");
@@ -641,9 +661,18 @@ StatusOr<Run> Run::Open(const std::string& path) {
                                 " writes one per process that loads torch)");
   std::sort(files.begin(), files.end());
   for (const std::string& f : files) {
-    TDBG_ASSIGN_OR_RETURN(auto reader, Reader::Open(f));
-    run.processes.push_back(std::move(reader));
+    auto reader = Reader::Open(f);
+    if (!reader.ok() && files.size() > 1 && nothing_committed(f)) {
+      run.skipped.push_back(f + ": left out, nothing was committed to it (its process was "
+                                "killed while creating it)");
+      continue;
+    }
+    if (!reader.ok()) return reader.status();
+    run.processes.push_back(std::move(*reader));
   }
+  if (run.processes.empty())
+    return Status::Error(path + ": no database in this directory holds anything (" +
+                         std::to_string(run.skipped.size()) + " with nothing committed)");
   // A canonical order, so that the same process of two runs has the same index (the diff,
   // the report and the trace export pair processes by index): by torch.distributed rank
   // (meta `rank`, "R/W"; a process without one inherits its parent's, so DataLoader workers

@@ -73,9 +73,13 @@ class Reader {
 struct Run {
   std::string path;
   std::vector<std::unique_ptr<Reader>> processes;
+  // One line per database of the directory that was left out because nothing was ever
+  // committed to it (a process killed while its database was being created).
+  std::vector<std::string> skipped;
 
   // Opens a run directory (every `*.sqlite` in it) or a single database file. An empty
-  // directory or a directory with no database is an error.
+  // directory or a directory with no database is an error, as is a database that cannot be
+  // read, except one with nothing committed in a directory that holds others (`skipped`).
   static StatusOr<Run> Open(const std::string& path);
 };
 

@@ -210,6 +210,33 @@ TEST_CASE("runs: a directory of databases in start order, or one file") {
   CHECK(bad.status().message().rfind(dir.file("c.sqlite") + ": ", 0) == 0);
 }
 
+TEST_CASE("runs: a database with nothing committed is left out with a note, not fatal") {
+  // A process killed between creating its database and the first commit leaves an empty
+  // file, or the first page alone with an empty -wal: the run's other databases still open.
+  TempDir dir;
+  MakeRun(dir.file("a.sqlite"), 10, /*start_time=*/100);
+  WriteBytes(dir.file("b.sqlite"), "");
+  RunSql(dir.file("c.sqlite"), "PRAGMA journal_mode=WAL");
+  WriteBytes(dir.file("c.sqlite-wal"), "");
+  auto run = Run::Open(dir.path());
+  INFO(run.status().message());
+  REQUIRE(run.ok());
+  REQUIRE(run->processes.size() == 1);
+  CHECK(run->processes[0]->op_count() == 10);
+  REQUIRE(run->skipped.size() == 2);
+  CHECK(run->skipped[0].rfind(dir.file("b.sqlite") + ": left out, nothing was committed", 0) == 0);
+  CHECK(run->skipped[1].rfind(dir.file("c.sqlite") + ": left out", 0) == 0);
+  // Named alone, such a file is still an error; so is a directory of nothing else.
+  CHECK_FALSE(Run::Open(dir.file("b.sqlite")).ok());
+  TempDir only;
+  WriteBytes(only.file("x.sqlite"), "");
+  WriteBytes(only.file("y.sqlite"), "");
+  auto none = Run::Open(only.path());
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().message().find("no database in this directory holds anything") !=
+        std::string::npos);
+}
+
 TEST_CASE("a finished database opens from a read-only copy without side files") {
   TempDir dir;
   MakeRun(dir.file("run.sqlite"), 100);
