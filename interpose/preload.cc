@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,6 +330,40 @@ namespace {
 
 void on__exit(int status) { exit_now(real__exit(), status); }
 void on__Exit(int status) { exit_now(real__Exit(), status); }
+
+namespace {
+// Whether `sig`, sent to this process now, ends it: its default action terminates (every
+// signal but the ignored and stopping ones), it is left at that action and not blocked.
+bool kills_this_process(int sig) {
+  switch (sig) {
+    case 0: case SIGCHLD: case SIGCONT: case SIGSTOP: case SIGTSTP: case SIGTTIN: case SIGTTOU:
+    case SIGURG: case SIGWINCH:
+      return false;
+    case SIGKILL:
+      return true;
+    default:
+      break;
+  }
+  struct sigaction action;
+  if (sigaction(sig, nullptr, &action) != 0 || (action.sa_flags & SA_SIGINFO) != 0 ||
+      action.sa_handler != SIG_DFL)
+    return false;
+  sigset_t blocked;
+  return pthread_sigmask(SIG_BLOCK, nullptr, &blocked) == 0 && sigismember(&blocked, sig) == 0;
+}
+}  // namespace
+
+int on_kill(pid_t pid, int sig) {
+  auto real = real_kill();
+  if (real == nullptr) return static_cast<int>(syscall(SYS_kill, pid, sig));
+  const pid_t self = static_cast<pid_t>(syscall(SYS_getpid));
+  if (pid == self && kills_this_process(sig)) {
+    if (auto shutdown = g_torch_shutdown.load()) {
+      if (self == g_recording_pid.load()) shutdown();
+    }
+  }
+  return real(pid, sig);
+}
 
 }  // namespace tdbg::preload
 

@@ -179,6 +179,27 @@ def case_import_torch():
         check(len(databases(run)) == 1, f"want one database, got {databases(run)}")
 
 
+def case_keyboard_interrupt():
+    # Python ends an uncaught KeyboardInterrupt by killing itself with SIGINT after finalizing,
+    # past C's atexit: the database must still be closed, with the values written at close.
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+        return SKIP
+    run = fresh("keyboard_interrupt")
+    code = "import torch; torch.manual_seed(0); torch.ones(3).add(1); raise KeyboardInterrupt"
+    traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+    check(traced.returncode == 128 + signal.SIGINT,
+          f"exit status {traced.returncode}, want {128 + signal.SIGINT}")
+    dbs = databases(run)
+    check(len(dbs) == 1, f"want one database, got {dbs}")
+    con = sqlite3.connect("file:%s?mode=ro" % dbs[0], uri=True)
+    meta = dict(con.execute("select key, value from meta"))
+    check("end_time_ns" in meta, "the database was closed (meta end_time_ns)")
+    check(meta.get("seed") == "0", f"the seed the program set, read at close (got {meta.get('seed')})")
+    check(con.execute("pragma journal_mode").fetchone()[0] != "wal",
+          "the writer left WAL mode at close")
+
+
 def case_torch_children():
     if not have_torch():
         print("SKIP: no torch for " + TORCH_PYTHON)
