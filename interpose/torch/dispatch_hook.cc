@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <cstring>
 #include <initializer_list>
@@ -61,6 +62,10 @@ struct OpInfo {
   std::vector<bool> arg_overwritten;   // written without being read: contents not recorded
   std::vector<bool> arg_view_only;     // may alias the output without being written (views)
   bool backward = false;               // a BACKWARD_FUNCTION range or the engine's wrapper
+  // A range in which the program's Python code may run during backward: the engine's wrapper
+  // (tensor hooks), AccumulateGrad (a leaf's hooks), a custom Function's node (its name has no
+  // version digit, unlike the generated C++ nodes: "MulBackward0").
+  bool python_inside = false;
 
   // What runs inside this op, learned from its first calls (see `Internals`).
   std::atomic<uint8_t> internals{0};
@@ -164,6 +169,9 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
   info->ignored = name.rfind("profiler::", 0) == 0;
   info->uninitialized_output = returns_uninitialized(name) || resizes(name);
   if (name.rfind(kEngineRange, 0) == 0) info->backward = true;
+  info->python_inside = !schema && !name.empty() &&
+                        (name.rfind(kEngineRange, 0) == 0 ||
+                         !std::isdigit(static_cast<unsigned char>(name.back())));
   info->collective = is_collective(name);
   if (schema) {
     info->has_schema = true;
@@ -336,6 +344,9 @@ struct ThreadState {
   uint64_t chain = 0;
   bool busy = false;  // inside the hook: ops the hook itself causes are not recorded
   int8_t collective_worker = -1;  // see on_collective_worker_thread; -1 not yet known
+  // The code of the last innermost Python frame found outside the program in a backward pass
+  // (torch's `backward`, waiting for the engine): nodes run under it keep their forward line.
+  const void* backward_plain_code = nullptr;
   std::vector<OpContext*> stack;
   // Recorded ops of the current top-level op, by tidx: `pending[0..pending_count)`. Slots are
   // reused with their vectors' capacity (Writer::append_ops copies them), so recording an op
@@ -503,7 +514,10 @@ struct OpContext : public at::ObserverContext, public Pooled<OpContext> {
   size_t inputs_end = 0;
   OpContext* root = nullptr;       // the outermost recorded op around this one (maybe itself)
   OpContext* top = nullptr;        // the outermost op around this one (maybe itself)
-  bool location_taken = false;     // `location` was captured (on `top` only)
+  bool location_taken = false;     // `location` was captured (on a scope's first op only)
+  // The op whose location this op shares: the top-level op, or the outermost op under a range
+  // that runs Python code of its own (see `starts_location_scope`).
+  OpContext* scope = nullptr;
   bool below_autograd = false;     // started with autograd's dispatch keys excluded
   bool record_function_off = false;  // this op switched RecordFunction off for its internals
   bool saw_internal = false;       // ran an internal op (learning, see `Internals`)
@@ -1140,6 +1154,12 @@ std::unique_ptr<at::ObserverContext> open_op(ThreadState& ts, std::unique_ptr<Op
   return ctx;
 }
 
+// Whether ops nested directly in `outer` start a location scope of their own: `outer` is no
+// dispatcher op but a range around Python code (a custom autograd Function's forward, as
+// reentrant checkpointing is; in backward, a node or the engine's wrapper, inside which hooks
+// run), so its ops may come from other lines than its own.
+bool starts_location_scope(const OpContext* outer) { return !outer->info->has_schema; }
+
 std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
                                               bool backward_range) {
   OpInfo* info = backward_range ? info_by_name_cached(fn.name(), /*backward=*/true,
@@ -1206,6 +1226,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     ctx->module = current_module_id();
   }
   ctx->top = outer ? outer->top : ctx.get();
+  ctx->scope = !outer || starts_location_scope(outer) ? ctx.get() : outer->scope;
 
   if (info->collective) note_rank();
 
@@ -1216,21 +1237,39 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   ctx->recorded = info->selected && in_step_window(step) && !in_ipc_rebuild();
   if (!ctx->recorded) return open_op(ts, std::move(ctx));
 
-  // The source location is the same for a top-level op and everything nested in it: taken
-  // once per top-level op, at its first recorded op (so filtered-out ops cost nothing).
-  if (!ctx->backward && !ctx->top->location_taken) {
-    OpContext* top = ctx->top;
-    top->location_taken = true;
+  // The source location is the same for all the ops of a scope (a top-level op and what is
+  // nested in it, down to a range that runs Python code of its own): taken once per scope, at
+  // its first recorded op (so filtered-out ops cost nothing).
+  OpContext* scope = ctx->scope;
+  if (!ctx->backward && !scope->location_taken) {
+    scope->location_taken = true;
     const bool stacks = settings().config.stacks;
     if (python_loaded()) {
       if (thread_has_python())
-        top->location = capture_python_stack(stacks, settings().config.modules);
-      if (top == ctx.get()) ctx->module = current_module_id();  // hooks may be new
+        scope->location = capture_python_stack(stacks, settings().config.modules);
+      if (scope == ctx.get()) ctx->module = current_module_id();  // hooks may be new
     } else if (stacks) {
-      top->location = capture_native_call_site();
+      scope->location = capture_native_call_site();
     }
   }
-  if (!ctx->backward) ctx->location = ctx->top->location;
+  if (!ctx->backward) ctx->location = scope->location;
+  // Backward ops keep their forward op's line (below, the `fwd` link), except where the
+  // program's Python code runs in the backward pass: a tensor or module hook, a custom
+  // Function's `backward`, checkpointing's recomputation. There the innermost Python frame is
+  // the program's, not torch's `backward` waiting for the engine; only the code of the
+  // innermost frame is read for each node, and a stack is captured when it is new.
+  if (ctx->backward && scope == ctx.get() && outer && info->has_schema &&
+      outer->info->python_inside && python_loaded() && settings().config.stacks &&
+      thread_has_python()) {
+    const void* code = python_innermost_code();
+    if (code != nullptr && code != ts.backward_plain_code) {
+      SourceLocation here = capture_python_stack(true, settings().config.modules);
+      if (here.stack != 0 && here.stack == here.user_frame)
+        ctx->location = here;
+      else
+        ts.backward_plain_code = code;  // torch's or the standard library's: the usual case
+    }
+  }
 
   if (!ctx->root) ctx->root = ctx.get();
   register_thread(ts, w);

@@ -522,6 +522,19 @@ bool thread_has_python() {
   return py.PyGILState_GetThisThreadState() != nullptr;
 }
 
+const void* python_innermost_code() {
+  const PythonApi& py = api();
+  int gil = py.PyGILState_Ensure();
+  const void* result = nullptr;
+  if (PyObject* frame = py.PyEval_GetFrame()) {  // borrowed
+    PyObject* code = py.PyFrame_GetCode(frame);
+    result = code;
+    py.Py_DecRef(code);  // a running frame keeps its code alive
+  }
+  py.PyGILState_Release(gil);
+  return result;
+}
+
 SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
   SourceLocation loc;
   const PythonApi& py = api();

@@ -17,6 +17,10 @@ std::string python_version();
 // finalizing, and this thread has a Python thread state. Cheap after the first call.
 bool thread_has_python();
 
+// The code object of this thread's innermost Python frame (an identity, not to be used), or
+// nullptr; takes the GIL for the read. Call only when `thread_has_python()`.
+const void* python_innermost_code();
+
 struct SourceLocation {
   tracer::FrameId stack = 0;       // innermost frame
   tracer::FrameId user_frame = 0;  // innermost frame outside torch and the standard library

@@ -328,6 +328,63 @@ def case_source_line():
           "user frame skips torch's frames: %s" % (user,))
 
 
+def case_python_in_ranges():
+    # Ops run by Python code inside a range rather than by the line that entered it: a custom
+    # autograd Function's forward (reentrant checkpointing is one) and, in backward, its
+    # `backward` and a tensor hook. Each gets the line of that code; a C++ backward node's
+    # ops keep their forward op's line (no stack of their own).
+    r = run_python("""
+        import torch
+
+        class Swish(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * torch.sigmoid(x)  # LINE_FWD
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                s = torch.sigmoid(x)  # LINE_BWD
+                return g * (s + x * s * (1 - s))
+
+        w = torch.randn(4, requires_grad=True)
+        w.register_hook(lambda g: g * 3.0)  # LINE_HOOK
+        y = Swish.apply(w * 2)  # LINE_CALL
+        (y * y).sum().backward()
+    """, name="ranges.py")
+    con = r.db()
+    script = os.path.join(os.path.dirname(r.dir), "ranges.py")
+    with open(script) as f:
+        text = f.read().splitlines()
+    line = {tag: [i + 1 for i, t in enumerate(text) if tag in t][0]
+            for tag in ("LINE_FWD", "LINE_BWD", "LINE_HOOK", "LINE_CALL")}
+
+    def where(op):
+        if op[5] is None:
+            return None
+        return one(con, "select file, line from frame_view where id = ?", op[5])
+
+    fwd = first_op(con, "aten::sigmoid")
+    check(where(fwd) == (script, line["LINE_FWD"]),
+          "a custom Function's forward op has its own line: %s, want %d" % (where(fwd), line["LINE_FWD"]))
+    bwd = first_op(con, "aten::sigmoid", fwd[0])
+    check(bwd[8] & 1, "the second sigmoid runs in backward")
+    check(where(bwd) == (script, line["LINE_BWD"]),
+          "a custom backward's op has its line: %s, want %d" % (where(bwd), line["LINE_BWD"]))
+    hook = one(con, "select o.seq, o.stack from op_view o join arg_view a on a.op = o.seq "
+               "where o.name = 'aten::mul' and a.value = '3'")
+    hook_where = one(con, "select file, line from frame_view where id = ?", hook[1])
+    check(hook_where == (script, line["LINE_HOOK"]),
+          "a tensor hook's op has the hook's line: %s, want %d" % (hook_where, line["LINE_HOOK"]))
+    plain = con.execute("select o.stack from op_view o where o.flags & 1 and o.name = 'aten::mul' "
+                        "and o.seq not in (select op from arg_view where value = '3') "
+                        "and o.parent in (select seq from op_view where name = 'MulBackward0')"
+                        ).fetchall()
+    check(plain and all(s[0] is None or s[0] == 0 for s in plain),
+          "a C++ node's ops keep no stack of their own: %s" % plain)
+
+
 def case_random():
     code = """
         import sys, torch
