@@ -110,6 +110,10 @@ def case_threads():
     expect_value(d, "nondeterministic", "reduce")
     check(d and d["a"]["op"] == "aten::sum", f"op is aten::sum (got {d and d['a']['op']})")
     check(d and d["tensor"] and d["tensor"]["role"] == "output", "an output differs")
+    check({"key": "num_threads", "a": "1", "b": "2"} in r.get("settings", []),
+          f"the differing thread count is listed (got {r.get('settings')})")
+    check(d and "settings that change how kernels compute: num_threads (A 1, B 2)" in d["detail"],
+          f"and named in the verdict (got {d and d['detail']})")
     # The other way round: the run with more threads has extra nested ops inside the sum;
     # they must not turn the answer into a structural one.
     rc, r = diff(b, a)

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "tlparse/diff/align.h"
@@ -855,6 +856,39 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
   }
 }
 
+// The settings that can change a run's numbers and differ between the runs (their first
+// processes): thread counts, determinism switches, library versions, the machine, the seed torch
+// reported, and the environment variables recorded (tdbg's own left out). Each is
+// {"key", "a", "b"}; a different thread count or determinism setting often is the answer.
+json settings_that_differ(const tracer::Run& a, const tracer::Run& b) {
+  json out = json::array();
+  if (a.processes.empty() || b.processes.empty()) return out;
+  const Reader& ra = *a.processes[0];
+  const Reader& rb = *b.processes[0];
+  for (const char* key : {"num_threads", "num_interop_threads", "deterministic_algorithms",
+                          "deterministic_algorithms_warn_only", "cudnn_deterministic",
+                          "cudnn_benchmark", "seed", "torch_version", "python_version",
+                          "cuda_runtime_version", "cuda_driver_version", "cpu_model", "cpu_count",
+                          "host"}) {
+    const std::string va = ra.meta(key), vb = rb.meta(key);
+    if (va != vb) out.push_back({{"key", key}, {"a", va}, {"b", vb}});
+  }
+  const json env_a = json::parse(ra.meta("env"), nullptr, /*allow_exceptions=*/false);
+  const json env_b = json::parse(rb.meta("env"), nullptr, /*allow_exceptions=*/false);
+  if (env_a.is_object() && env_b.is_object()) {
+    std::set<std::string> names;
+    for (const auto& [k, v] : env_a.items()) names.insert(k);
+    for (const auto& [k, v] : env_b.items()) names.insert(k);
+    for (const std::string& k : names) {
+      if (k == "LD_PRELOAD" || k.rfind("TDBG_", 0) == 0) continue;
+      const std::string va = env_a.contains(k) && env_a[k].is_string() ? env_a[k].get<std::string>() : "";
+      const std::string vb = env_b.contains(k) && env_b[k].is_string() ? env_b[k].get<std::string>() : "";
+      if (va != vb) out.push_back({{"key", "$" + k}, {"a", va}, {"b", vb}});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
@@ -988,6 +1022,32 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                     "program that ran no torch op)");
   result["values_compared"] = values_compared;
   result["warnings"] = warnings;
+  result["settings"] = settings_that_differ(a, b);
+  // A "nondeterministic" op between runs that used other thread counts, determinism switches
+  // or library versions is most likely explained by them: say so in its detail.
+  json& first = result["first_divergence"];
+  if (first.is_object() && first.value("cause", "") == "nondeterministic") {
+    std::string named;
+    for (const json& st : result["settings"]) {
+      const std::string key = st.value("key", "");
+      if (key.rfind("num_", 0) != 0 && key.find("determinis") == std::string::npos &&
+          key.find("version") == std::string::npos && key != "cudnn_benchmark" &&
+          key != "cpu_model" && key.rfind("$OMP_", 0) != 0 && key.rfind("$MKL_", 0) != 0 &&
+          key.rfind("$OPENBLAS_", 0) != 0 && key.rfind("$CUBLAS_", 0) != 0)
+        continue;
+      named += (named.empty() ? "" : ", ") + key + " (A " + st.value("a", "") + ", B " +
+               st.value("b", "") + ")";
+    }
+    if (!named.empty()) {
+      // Right after "different output", ahead of the less likely explanations.
+      std::string detail = first.value("detail", "");
+      const std::string why = "; the runs differ in settings that change how kernels compute: " + named;
+      const std::string anchor = "different output";
+      const size_t at = detail.find(anchor);
+      detail.insert(at == std::string::npos ? detail.size() : at + anchor.size(), why);
+      first["detail"] = detail;
+    }
+  }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (a.processes.size() != b.processes.size()) {
     notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +

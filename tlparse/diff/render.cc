@@ -165,6 +165,22 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
 void print_warnings(std::ostringstream& o, const json& result) {
   for (const json& w : result.value("warnings", json::array()))
     if (w.is_string()) o << "  warning:  " << w.get<std::string>() << "\n";
+  // Settings that differ between the runs, on one line: often the cause itself.
+  const json& settings = result.value("settings", json::array());
+  if (!settings.is_array() || settings.empty()) return;
+  o << "  settings: differ:";
+  size_t shown = 0;
+  for (const json& s : settings) {
+    if (!s.is_object()) continue;
+    if (shown == 6) {
+      o << " (" << settings.size() - shown << " more in --json)";
+      break;
+    }
+    auto value = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
+    o << (shown++ ? ";" : "") << " " << str(s, "key") << " A " << value(str(s, "a")) << ", B "
+      << value(str(s, "b"));
+  }
+  o << "\n";
 }
 
 void print_notes(std::ostringstream& o, const json& result) {
