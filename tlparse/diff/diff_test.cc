@@ -738,4 +738,30 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(none["status"] == "finite");
     CHECK(tdbg::diff::format_nonfinite(none).find("from step 3") != std::string::npos);
   }
+
+  SECTION("--from-step after NaN came in: an op reading unrecorded values carries it") {
+    // NaN enters with the data at step 1 and spreads; at step 2 a backward op reads a saved
+    // tensor (unrecorded values) and its output holds NaN: carried, not a new start.
+    auto ops = [&](Recorder& r) {
+      r.step = 1;
+      T x{11};
+      x.nan = 1;
+      T y{12};
+      y.nan = 8;
+      y.producer = r.op("aten::mul", {x, T{13}}, {y}, {}, 0, 0, kNoSeq, 7);
+      r.step = 2;
+      T saved{14, kNoSeq, "32x8", TensorStatus::kNotHashed};
+      T g{15};
+      g.nan = 8;
+      r.op("aten::_log_softmax_backward_data", {T{16}, saved}, {g}, {}, 0, 1, kNoSeq, 9);
+    };
+    tdbg::diff::NonfiniteOptions later;
+    later.from_step = 2;
+    json r = nonfinite(ops, later);
+    CHECK(r["status"] == "finite");
+    CHECK(r["skipped"] == 1);  // the entry at step 1
+    json all = nonfinite(ops);
+    CHECK(all["first_nonfinite"]["op"] == "aten::mul");
+    CHECK(all["first_nonfinite"]["entered"] == "input");
+  }
 }

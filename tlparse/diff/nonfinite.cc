@@ -96,8 +96,13 @@ class Tracker {
     Nonfinite passed = in;
     passed |= literal;
     open.push_back(Open{op.depth, passed});
-    bool fresh = (out.nan && !in.nan && !literal.nan) ||
-                 (!options_.nan_only && out.inf && !in.inf && !literal.inf);
+    // An input whose values were not recorded (autograd's saved tensors, a kernel's buffer)
+    // may hold what the run already carries: once NaN (or Inf) was passed on anywhere, say
+    // before --from-step, it explains the same kind in an output that reads one.
+    const bool may_carry = unknown_inputs > 0;
+    bool fresh = (out.nan && !in.nan && !literal.nan && !(may_carry && carried_.nan)) ||
+                 (!options_.nan_only && out.inf && !in.inf && !literal.inf &&
+                  !(may_carry && carried_.inf));
     // A nested op that reads nothing but its enclosing kernel's buffers shows what that kernel
     // computed; the kernel's op is the one to judge.
     if (fresh && op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = false;
@@ -114,8 +119,9 @@ class Tracker {
     for (const TensorRecord& t : op.tensors)
       if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan)
         passes_nan = true;
-    const bool entered_nan =
-        passes_nan && (external.nan || (literal.nan && !in.nan)) && !before_window;
+    const bool enters_nan = passes_nan && (external.nan || (literal.nan && !in.nan));
+    if (enters_nan && before_window) ++skipped_;  // NaN entering is a start too
+    const bool entered_nan = enters_nan && !before_window;
     if ((out.nan || out.inf) && !entered_nan) ++explained_;
     // Remember what is passed on: outputs that hold non-finite values, and outputs without
     // summaries (views) of ops that read some.
@@ -126,6 +132,7 @@ class Tracker {
       if (v.nan || v.inf) {
         if (seen_.size() > (1u << 20)) seen_.clear();  // bounded
         seen_[t.hash] = v;
+        carried_ |= v;
       }
     }
     if (!entered_nan) return Verdict::kExplained;
@@ -143,6 +150,7 @@ class Tracker {
     uint16_t depth;
     Nonfinite reaches;  // what the op's inputs and arguments hold
   };
+  Nonfinite carried_;  // kinds of non-finite value some op has passed on so far
   Nonfinite of(const TensorRecord& t) const {
     if (t.summary.valid && tensor_comparable(t)) {
       return Nonfinite{t.summary.nan_count > 0, t.summary.inf_count > 0};
