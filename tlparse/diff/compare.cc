@@ -857,19 +857,26 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
 }
 
 // The settings that can change a run's numbers and differ between the runs (their first
-// processes): thread counts, determinism switches, library versions, the machine, the seed torch
-// reported, and the environment variables recorded (tdbg's own left out). Each is
+// processes): thread counts, determinism switches and the seed torch reported (when both were
+// closed), library versions, the machine, and the environment variables recorded (tdbg's own
+// left out). Each is
 // {"key", "a", "b"}; a different thread count or determinism setting often is the answer.
 json settings_that_differ(const tracer::Run& a, const tracer::Run& b) {
   json out = json::array();
   if (a.processes.empty() || b.processes.empty()) return out;
   const Reader& ra = *a.processes[0];
   const Reader& rb = *b.processes[0];
+  // Settings the program may still change are final only when the database was closed: a
+  // killed process holds the values read when torch loaded.
+  const bool both_closed = !ra.meta("end_time_ns").empty() && !rb.meta("end_time_ns").empty();
   for (const char* key : {"num_threads", "num_interop_threads", "deterministic_algorithms",
                           "deterministic_algorithms_warn_only", "cudnn_deterministic",
-                          "cudnn_benchmark", "seed", "torch_version", "python_version",
-                          "cuda_runtime_version", "cuda_driver_version", "cpu_model", "cpu_count",
-                          "host"}) {
+                          "cudnn_benchmark", "seed"}) {
+    const std::string va = ra.meta(key), vb = rb.meta(key);
+    if (both_closed && va != vb) out.push_back({{"key", key}, {"a", va}, {"b", vb}});
+  }
+  for (const char* key : {"torch_version", "python_version", "cuda_runtime_version",
+                          "cuda_driver_version", "cpu_model", "cpu_count", "host"}) {
     const std::string va = ra.meta(key), vb = rb.meta(key);
     if (va != vb) out.push_back({{"key", key}, {"a", va}, {"b", vb}});
   }
@@ -996,7 +1003,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       }
       d["thread_move"] = std::move(moved);
       d["process"] = p;
-      if (a.processes.size() > 1) d["process_a"] = process_json(a, p);
+      if (a.processes.size() > 1) {
+        d["process_a"] = process_json(a, p);
+        d["process_b"] = process_json(b, p);
+      }
       d["threads"] = {{"a", best->a.thread}, {"b", best->b.thread}};
       result["status"] = "diverged";
       result["first_divergence"] = std::move(d);
@@ -1023,6 +1033,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   result["values_compared"] = values_compared;
   result["warnings"] = warnings;
   result["settings"] = settings_that_differ(a, b);
+  // A process that never closed its database (killed, crashed) lost its last ops: an ending
+  // there is where it was stopped, not where the program went another way.
+  for (const auto* side : {&a, &b}) {
+    for (size_t p = 0; p < side->processes.size(); ++p) {
+      const Reader& r = *side->processes[p];
+      if (!r.meta("end_time_ns").empty()) continue;
+      notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
+                      " (pid " + r.meta("pid") + ") did not close its database (killed or "
+                      "crashed): it ends where it was stopped, its last ops (up to --flush-ms) "
+                      "may be missing");
+    }
+  }
   // A "nondeterministic" op between runs that used other thread counts, determinism switches
   // or library versions is most likely explained by them: say so in its detail.
   json& first = result["first_divergence"];

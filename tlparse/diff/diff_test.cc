@@ -511,6 +511,40 @@ TEST_CASE("operands swapped: an input from another op, or another of an op's out
   CHECK(views["detail"].get<std::string>().find("a view of other memory") != std::string::npos);
 }
 
+TEST_CASE("settings that differ are listed; a database never closed gets a note instead") {
+  using T = Recorder::T;
+  auto write = [](const std::string& threads, bool closed) {
+    fs::path dir = temp_dir();
+    std::string path = (dir / "run.sqlite").string();
+    auto w = tdbg::tracer::Writer::Create(path);
+    REQUIRE(w.ok());
+    int64_t seq = 0;
+    Recorder r(**w, 0, &seq);
+    r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
+    (*w)->set_meta("pid", "42");
+    (*w)->set_meta("num_threads", threads);
+    (*w)->set_meta("torch_version", "1.13.0");
+    (*w)->set_meta("env", threads == "1" ? R"({"OMP_NUM_THREADS": "1"})" : "{}");
+    if (closed) (*w)->set_meta("end_time_ns", "1");
+    REQUIRE((*w)->close().ok());
+    return path;
+  };
+  json r = compare(write("1", true), write("2", true));
+  CHECK(r["status"] == "identical");
+  CHECK(r["settings"] == json::parse(R"([{"key": "num_threads", "a": "1", "b": "2"},
+                                         {"key": "$OMP_NUM_THREADS", "a": "1", "b": ""}])"));
+  std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("settings: differ: num_threads A 1, B 2; $OMP_NUM_THREADS A 1, B (unset)") !=
+        std::string::npos);
+  CHECK(r["notes"].empty());
+
+  json killed = compare(write("1", true), write("2", false));
+  // A killed process holds the thread count read at load: not compared.
+  CHECK(killed["settings"] == json::parse(R"([{"key": "$OMP_NUM_THREADS", "a": "1", "b": ""}])"));
+  REQUIRE(killed["notes"].size() == 1);
+  CHECK(killed["notes"][0].get<std::string>().rfind("B's process 0 (pid 42) did not close", 0) == 0);
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;
