@@ -54,10 +54,8 @@ void add_diff_command(CLI::App& app) {
   cmd->callback([args] {
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("diff", a.status().message());
-    note_skipped("diff", a->skipped);
     auto b = tracer::Run::Open(args->run_b);
     if (!b.ok()) return fail("diff", b.status().message());
-    note_skipped("diff", b->skipped);
     diff::DiffOptions options;
     options.context_ops = args->context;
     options.progress = isatty(STDERR_FILENO) != 0;

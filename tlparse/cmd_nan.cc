@@ -27,7 +27,6 @@ void add_nan_command(CLI::App& app) {
   cmd->callback([args] {
     auto run = tracer::Run::Open(args->run);
     if (!run.ok()) return fail("nan", run.status().message());
-    note_skipped("nan", run->skipped);
     auto result = diff::first_nonfinite(*run, args->options);
     if (!result.ok()) return fail("nan", result.status().message());
     if (args->json) {

@@ -792,12 +792,14 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
     } else if (auto known = g_tensors.find(t, &writer);
                known && known->status == TensorStatus::kUninitialized && mode == HashMode::kAll &&
-               !view_only && (!ctx->root || ctx->root == ctx)) {
+               !view_only && !written && !ctx->info->collective &&
+               (!ctx->root || ctx->root == ctx)) {
       // Memory from the `empty` family that the program reads at the top level: filled outside
       // torch's ops since (`torch.tensor([...])` and `as_tensor` copy Python data into an
       // `aten::empty`, a C++ program writes through `data_ptr`), or genuinely garbage, which is
       // a difference worth seeing too. Hashed as data from outside: no recorded op made these
-      // contents.
+      // contents. Not an op that writes into it (`index_put_`, `scatter_` into an `empty`
+      // buffer, a collective receiving into one): that is how such buffers are filled.
       if (hash_into(ts, w, t, &rec)) {
         rec.producer = tracer::kNoSeq;
         TrackedTensor state;

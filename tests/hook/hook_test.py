@@ -163,6 +163,8 @@ def case_uninitialized():
         u.numpy()[:] = 7.0 # filled outside torch's ops, as torch.tensor([...]) does
         h = u + 1          # read at the top level: hashed as data from outside
         k = torch.full((3,), 7.0)
+        b = torch.empty(3)
+        b.index_put_((torch.tensor([0, 1, 2]),), torch.ones(3))  # filled by an op that writes it
     """)
     con = r.db()
     empty = first_op(con, "aten::empty")
@@ -179,6 +181,10 @@ def case_uninitialized():
           % (read,))
     full = tensors(con, first_op(con, "aten::full", add[0])[0], "output")[0]
     check(read[2] == full[2], "with the values it holds: %s vs %s" % (read, full))
+    put = first_op(con, "aten::index_put_", add[0])
+    written = tensors(con, put[0], "input")[0]
+    check(written[1] == "uninitialized",
+          "an op writing into an empty buffer does not hash its garbage: %s" % (written,))
 
 
 def case_view():

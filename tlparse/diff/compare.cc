@@ -332,7 +332,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     if (tb && tb->producer != tracer::kNoSeq && a.seq - t.producer != b.seq - tb->producer) {
       *detail = "input " + std::to_string(t.index) + " comes from another op in each run (A: op " +
                 std::to_string(t.producer) + ", B: op " + std::to_string(tb->producer) +
-                "): the code passes another tensor here (operands swapped, another variable)";
+                "): the code passes another tensor here (operands swapped, another variable, or an "
+                "order chosen at run time such as a shuffle)";
       return "structure";
     }
     // A hash carried from the same producer (not read again) that differs, while that op's
@@ -343,7 +344,7 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
       *detail = "input " + std::to_string(t.index) + " is another of op " +
                 std::to_string(t.producer) +
                 "'s outputs (or views) in each run: the code passes another tensor here "
-                "(operands swapped, another variable)";
+                "(operands swapped, another variable, or an order chosen at run time)";
       return "structure";
     }
     *detail = "input " + std::to_string(t.index) + " differs although op " +
@@ -401,6 +402,21 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
               "another tensor): the code passes another tensor here (operands swapped, another "
               "index)";
     return "structure";
+  }
+  // A view in one run, new data in the other, with the streams equal up to here: made by
+  // other ops, so the code passes another tensor.
+  if (c.provenance >= 0 && !after_structure) {
+    const TensorRecord& t = tensor_at(c.provenance);
+    const size_t i = static_cast<size_t>(c.provenance);
+    if (i < b.tensors.size() && t.producer != tracer::kNoSeq &&
+        b.tensors[i].producer != tracer::kNoSeq &&
+        a.seq - t.producer != b.seq - b.tensors[i].producer) {
+      *detail = "input " + std::to_string(t.index) + " comes from another op in each run (A: op " +
+                std::to_string(t.producer) + ", B: op " + std::to_string(b.tensors[i].producer) +
+                "; a view in one, new data in the other): the code passes another tensor here "
+                "(another variable, or an order chosen at run time)";
+      return "structure";
+    }
   }
   *detail = "identical inputs, arguments and generator state, different output";
   if (c.provenance >= 0) {
@@ -1033,6 +1049,15 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   result["values_compared"] = values_compared;
   result["warnings"] = warnings;
   result["settings"] = settings_that_differ(a, b);
+  // Identical runs: a seed the program never set (torch draws one per run) did not matter.
+  if (result["first_divergence"].is_null()) {
+    json kept = json::array();
+    for (const json& st : result["settings"])
+      if (st.value("key", "") != "seed") kept.push_back(st);
+    result["settings"] = kept;
+  }
+  for (const auto* run : {&a, &b})
+    for (const std::string& line : run->skipped) notes.push_back(line);
   // A process that never closed its database (killed, crashed) lost its last ops: an ending
   // there is where it was stopped, not where the program went another way.
   for (const auto* side : {&a, &b}) {

@@ -505,6 +505,24 @@ TEST_CASE("operands swapped: an input from another op, or another of an op's out
   CHECK(ops["a"]["op"] == "aten::sub");
   CHECK(ops["detail"].get<std::string>().find("comes from another op in each run (A: op 0, B: op 1)") !=
         std::string::npos);
+  // Another variable: a view of x in A, new data in B, each made by another op.
+  auto write_var = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      T x{11}, y{12};
+      x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
+      y.producer = r.op("aten::tanh", {T{10}}, {y}, {}, 0, 0, kNoSeq, 6);
+      T v{21, kNoSeq, "32x8", TensorStatus::kView};
+      v.summary = false;
+      v.producer = r.op("aten::view", {x}, {v}, {{"size", "[32, 8]"}}, 0, 0, kNoSeq, 7);
+      r.op("aten::mul", {b_side ? y : v}, {T{b_side ? 32u : 31u}}, {{"other", "2"}}, 0, 0,
+           kNoSeq, 8);
+    });
+  };
+  json var = first(compare(write_var(false), write_var(true)));
+  CHECK(var["cause"] == "structure");
+  CHECK(var["a"]["op"] == "aten::mul");
+  CHECK(var["detail"].get<std::string>().find("a view in one, new data in the other") !=
+        std::string::npos);
   json views = first(compare(write(false, false), write(false, true)));
   CHECK(views["cause"] == "structure");
   CHECK(views["a"]["op"] == "aten::add");
@@ -524,6 +542,7 @@ TEST_CASE("settings that differ are listed; a database never closed gets a note 
     (*w)->set_meta("pid", "42");
     (*w)->set_meta("num_threads", threads);
     (*w)->set_meta("torch_version", "1.13.0");
+    (*w)->set_meta("seed", threads);  // a seed the program never set: drawn per run
     (*w)->set_meta("env", threads == "1" ? R"({"OMP_NUM_THREADS": "1"})" : "{}");
     if (closed) (*w)->set_meta("end_time_ns", "1");
     REQUIRE((*w)->close().ok());
@@ -536,7 +555,7 @@ TEST_CASE("settings that differ are listed; a database never closed gets a note 
   std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("settings: differ: num_threads A 1, B 2; $OMP_NUM_THREADS A 1, B (unset)") !=
         std::string::npos);
-  CHECK(r["notes"].empty());
+  CHECK(r["notes"].empty());  // nor the seed: the runs are identical, it did not matter
 
   json killed = compare(write("1", true), write("2", false));
   // A killed process holds the thread count read at load: not compared.

@@ -201,6 +201,7 @@ json options_json(const NonfiniteOptions& options) {
 StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& options) {
   int64_t explained = 0, skipped = 0;
   json notes = json::array();
+  for (const std::string& line : run.skipped) notes.push_back(line);
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     if (auto note = dropped_note(r)) notes.push_back(*note);

@@ -291,7 +291,7 @@ std::string format_nonfinite(const json& result) {
   const std::string entered = f.value("entered", json()).is_string() ? str(f, "entered") : "";
   if (entered == "input") {
     o << "  cause:    NaN entered here: an input holds NaN that no recorded op produced (data"
-      << " from outside torch ops: a file, NumPy, a DataLoader worker); no op made NaN from"
+      << " from outside torch ops: Python data, a file, NumPy, a DataLoader worker); no op made NaN from"
       << " finite values\n";
   } else if (entered == "argument") {
     o << "  cause:    NaN entered here: a NaN argument; no op made NaN from finite values\n";
