@@ -765,6 +765,20 @@ void for_each_tensor(const c10::IValue& v, F&& f) {
   }
 }
 
+// Hashes input `t` as read now (data from outside recorded ops, or changed since), made by
+// `producer` (kNoSeq: no recorded op), and remembers it so later readers carry the hash.
+void hash_input_read_now(ThreadState& ts, tracer::Writer* w, const at::Tensor& t,
+                         int64_t producer, TensorRecord* rec) {
+  if (!hash_into(ts, w, t, rec)) return;
+  rec->producer = producer;
+  TrackedTensor state;
+  state.hash = rec->hash;
+  state.status = TensorStatus::kHashed;
+  state.summary = rec->summary;
+  state.producer = producer;
+  g_tensors.remember(t, state);
+}
+
 // Records input `t` of the op of `ctx`: `written` when the op writes it, `overwritten` when it
 // writes it without reading it, `view_only` when the op may return a view of it without
 // reading it (`to`, `detach`, `lift_fresh`).
@@ -800,15 +814,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       // a difference worth seeing too. Hashed as data from outside: no recorded op made these
       // contents. Not an op that writes into it (`index_put_`, `scatter_` into an `empty`
       // buffer, a collective receiving into one): that is how such buffers are filled.
-      if (hash_into(ts, w, t, &rec)) {
-        rec.producer = tracer::kNoSeq;
-        TrackedTensor state;
-        state.hash = rec.hash;
-        state.status = TensorStatus::kHashed;
-        state.summary = rec.summary;
-        state.producer = rec.producer;
-        g_tensors.remember(t, state);
-      }
+      hash_input_read_now(ts, w, t, tracer::kNoSeq, &rec);
     } else if (known) {
       if (known->status == TensorStatus::kUninitialized) {
         rec.status = TensorStatus::kUninitialized;
@@ -832,15 +838,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else {
       // Data no recorded op produced (NumPy, files, a DataLoader worker) or changed since;
       // changed by a recorded op through another alias (`p.data.mul_()`): that op produced it.
-      if (hash_into(ts, w, t, &rec)) {
-        rec.producer = writer;
-        TrackedTensor state;
-        state.hash = rec.hash;
-        state.status = TensorStatus::kHashed;
-        state.summary = rec.summary;
-        state.producer = rec.producer;
-        g_tensors.remember(t, state);
-      }
+      hash_input_read_now(ts, w, t, writer, &rec);
     }
   }
   in.hash = rec.hash;
