@@ -34,8 +34,10 @@ std::string where_text(const json& side) {
   if (!module.empty()) s += " · module " + module;
   const json& enclosing = side.value("enclosing", json::array());
   if (!enclosing.empty()) {
-    s += " · inside";
-    for (auto it = enclosing.rbegin(); it != enclosing.rend(); ++it) s += " " + str(*it, "op");
+    // Innermost first, each inside the next: "inside aten::linear < MyFunction".
+    s += " · inside ";
+    for (auto it = enclosing.rbegin(); it != enclosing.rend(); ++it)
+      s += (it == enclosing.rbegin() ? "" : " < ") + str(*it, "op");
   }
   return s;
 }
