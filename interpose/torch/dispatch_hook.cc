@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <cstring>
 #include <initializer_list>
 #include <memory>
@@ -513,7 +513,6 @@ struct OpContext : public at::ObserverContext, public Pooled<OpContext> {
   size_t inputs_begin = 0;         // this op's tensor inputs: ThreadState::inputs[begin, end)
   size_t inputs_end = 0;
   OpContext* root = nullptr;       // the outermost recorded op around this one (maybe itself)
-  OpContext* top = nullptr;        // the outermost op around this one (maybe itself)
   bool location_taken = false;     // `location` was captured (on a scope's first op only)
   // The op whose location this op shares: the top-level op, or the outermost op under a range
   // that runs Python code of its own (see `starts_location_scope`).
@@ -1225,7 +1224,6 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   } else if (!outer) {
     ctx->module = current_module_id();
   }
-  ctx->top = outer ? outer->top : ctx.get();
   ctx->scope = !outer || starts_location_scope(outer) ? ctx.get() : outer->scope;
 
   if (info->collective) note_rank();
@@ -1360,23 +1358,21 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
     uint64_t& content = ts.pending_content[ctx->pending_index];
     op.end_ns = monotonic_ns();
     // Written inputs first: their storage's other tensors (`p` when the op wrote `p.data`) are
-    // stale from now on, and the outputs recorded next are not.
+    // stale from now on, and the outputs recorded next are not. A collective writes all its
+    // tensors (in place, maybe later), so an alias (`broadcast(p.data)`, then `p`) is too.
     if (settings().hash != HashMode::kNone)
       for (size_t i = ctx->inputs_begin; i < ctx->inputs_end; ++i)
-        if (ts.inputs[i].written) g_tensors.note_write(ts.inputs[i].tensor, ctx->seq);
+        if (ts.inputs[i].written || ctx->info->collective)
+          g_tensors.note_write(ts.inputs[i].tensor, ctx->seq);
     uint16_t index = 0;
     for (const c10::IValue& v : fn.outputs()) {
       for_each_tensor(v, [&](const at::Tensor& t) {
         record_output(ts, w, ctx, t, index++, &op, &content);
       });
     }
-    // A collective writes its tensors (in place, maybe later): forgotten, and their storage
-    // stamped as written, so that an alias (`broadcast(p.data)` then `p`) is hashed again too.
     if (ctx->info->collective)
-      for (size_t i = ctx->inputs_begin; i < ctx->inputs_end; ++i) {
-        g_tensors.note_write(ts.inputs[i].tensor, ctx->seq);
+      for (size_t i = ctx->inputs_begin; i < ctx->inputs_end; ++i)
         g_tensors.forget(ts.inputs[i].tensor);
-      }
     remember_forward(fn, ctx);
   }
   // The innermost op's inputs are the last range (an op ending out of order leaves its own

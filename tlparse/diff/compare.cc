@@ -307,6 +307,23 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
 const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
                      bool after_structure, std::string* detail) {
   auto tensor_at = [&](int i) -> const TensorRecord& { return a.tensors[static_cast<size_t>(i)]; };
+  // B's tensor `i` when A's and B's were made by other ops: the same producer sits at the same
+  // distance before the op (the streams are equal up to here). Another distance: the program
+  // passed another tensor (operands swapped, another variable). Else nullptr.
+  auto made_by_other_op = [&](int i) -> const TensorRecord* {
+    const size_t k = static_cast<size_t>(i);
+    if (k >= b.tensors.size()) return nullptr;
+    const TensorRecord& ta = a.tensors[k];
+    const TensorRecord& tb = b.tensors[k];
+    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq ||
+        a.seq - ta.producer == b.seq - tb.producer)
+      return nullptr;
+    return &tb;
+  };
+  auto other_op_text = [&](const TensorRecord& ta, const TensorRecord& tb) {
+    return "input " + std::to_string(ta.index) + " comes from another op in each run (A: op " +
+           std::to_string(ta.producer) + ", B: op " + std::to_string(tb.producer);
+  };
   if (!c.structure.empty()) {
     *detail = c.structure;
     return "structure";
@@ -323,19 +340,15 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
       *detail = "input " + std::to_string(t.index) + " comes from ops changed by the structural change";
       return "structure";
     }
-    // The same producer in both runs sits at the same distance before the op (the streams
-    // are equal up to here). Another distance: the program passed another tensor (operands
-    // swapped, another variable), a change of its code or data flow.
-    const TensorRecord* tb = static_cast<size_t>(c.input) < b.tensors.size()
-                                 ? &b.tensors[static_cast<size_t>(c.input)]
-                                 : nullptr;
-    if (tb && tb->producer != tracer::kNoSeq && a.seq - t.producer != b.seq - tb->producer) {
-      *detail = "input " + std::to_string(t.index) + " comes from another op in each run (A: op " +
-                std::to_string(t.producer) + ", B: op " + std::to_string(tb->producer) +
+    if (const TensorRecord* other = made_by_other_op(c.input)) {
+      *detail = other_op_text(t, *other) +
                 "): the code passes another tensor here (operands swapped, another variable, or an "
                 "order chosen at run time such as a shuffle)";
       return "structure";
     }
+    const TensorRecord* tb = static_cast<size_t>(c.input) < b.tensors.size()
+                                 ? &b.tensors[static_cast<size_t>(c.input)]
+                                 : nullptr;
     // A hash carried from the same producer (not read again) that differs, while that op's
     // outputs matched: another of its outputs (`a, b = x.chunk(2)`, then `b + a`).
     const bool carried = t.status == tracer::TensorStatus::kKnown ||
@@ -406,13 +419,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   // A view in one run, new data in the other, with the streams equal up to here: made by
   // other ops, so the code passes another tensor.
   if (c.provenance >= 0 && !after_structure) {
-    const TensorRecord& t = tensor_at(c.provenance);
-    const size_t i = static_cast<size_t>(c.provenance);
-    if (i < b.tensors.size() && t.producer != tracer::kNoSeq &&
-        b.tensors[i].producer != tracer::kNoSeq &&
-        a.seq - t.producer != b.seq - b.tensors[i].producer) {
-      *detail = "input " + std::to_string(t.index) + " comes from another op in each run (A: op " +
-                std::to_string(t.producer) + ", B: op " + std::to_string(b.tensors[i].producer) +
+    if (const TensorRecord* other = made_by_other_op(c.provenance)) {
+      *detail = other_op_text(tensor_at(c.provenance), *other) +
                 "; a view in one, new data in the other): the code passes another tensor here "
                 "(another variable, or an order chosen at run time)";
       return "structure";

@@ -420,8 +420,10 @@ TEST_CASE("after a harmless inserted op, the next real value divergence is repor
   CHECK(d["value_after_structure"]["a"]["step"] == 30);
 }
 
-// A one-thread run written op by op by `ops`; returns its database path.
-std::string write_ops(const std::function<void(Recorder&)>& ops) {
+// A one-thread run written op by op by `ops`, then given the metadata `meta` writes; returns
+// its database path.
+std::string write_ops(const std::function<void(Recorder&)>& ops,
+                      const std::function<void(tdbg::tracer::Writer&)>& meta = {}) {
   fs::path dir = temp_dir();
   std::string path = (dir / "run.sqlite").string();
   auto w = tdbg::tracer::Writer::Create(path);
@@ -429,6 +431,7 @@ std::string write_ops(const std::function<void(Recorder&)>& ops) {
   int64_t seq = 0;
   Recorder r(**w, 0, &seq);
   ops(r);
+  if (meta) meta(**w);
   REQUIRE((*w)->close().ok());
   return path;
 }
@@ -532,21 +535,15 @@ TEST_CASE("operands swapped: an input from another op, or another of an op's out
 TEST_CASE("settings that differ are listed; a database never closed gets a note instead") {
   using T = Recorder::T;
   auto write = [](const std::string& threads, bool closed) {
-    fs::path dir = temp_dir();
-    std::string path = (dir / "run.sqlite").string();
-    auto w = tdbg::tracer::Writer::Create(path);
-    REQUIRE(w.ok());
-    int64_t seq = 0;
-    Recorder r(**w, 0, &seq);
-    r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
-    (*w)->set_meta("pid", "42");
-    (*w)->set_meta("num_threads", threads);
-    (*w)->set_meta("torch_version", "1.13.0");
-    (*w)->set_meta("seed", threads);  // a seed the program never set: drawn per run
-    (*w)->set_meta("env", threads == "1" ? R"({"OMP_NUM_THREADS": "1"})" : "{}");
-    if (closed) (*w)->set_meta("end_time_ns", "1");
-    REQUIRE((*w)->close().ok());
-    return path;
+    return write_ops([](Recorder& r) { r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5); },
+                     [&](tdbg::tracer::Writer& w) {
+                       w.set_meta("pid", "42");
+                       w.set_meta("num_threads", threads);
+                       w.set_meta("torch_version", "1.13.0");
+                       w.set_meta("seed", threads);  // a seed the program never set: drawn per run
+                       w.set_meta("env", threads == "1" ? R"({"OMP_NUM_THREADS": "1"})" : "{}");
+                       if (closed) w.set_meta("end_time_ns", "1");
+                     });
   };
   json r = compare(write("1", true), write("2", true));
   CHECK(r["status"] == "identical");
