@@ -795,6 +795,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     const char* reason = unhashable_reason(t);
     HashMode mode = settings().hash;
     int64_t writer = tracer::kNoSeq;  // set when a write through another alias made it stale
+    bool written_since = false;       // set when it was written in place since it was known
     if (reason) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, reason);
@@ -803,7 +804,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else if (overwritten) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
-    } else if (auto known = g_tensors.find(t, &writer);
+    } else if (auto known = g_tensors.find(t, &writer, &written_since);
                known && known->status == TensorStatus::kUninitialized && mode == HashMode::kAll &&
                !view_only && !written && !ctx->info->collective &&
                (!ctx->root || ctx->root == ctx)) {
@@ -828,6 +829,13 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       }
     } else if (mode == HashMode::kOutputs) {
       rec.status = TensorStatus::kSkipped;
+    } else if (view_only && written_since) {
+      // A view taken of memory written in place since (`o[3:] = x` into an `empty` buffer):
+      // the rest of it may never have been written, so the whole is not hashed here; the
+      // first op that reads the view hashes what the view covers. The writing op hashed what
+      // it wrote.
+      rec.status = TensorStatus::kNotHashed;
+      rec.reason = intern_literal(ts, w, "written in place since; hashed where read");
     } else if (ctx->root && ctx->root != ctx && !is_caller_data(ctx->root, t)) {
       // A tensor no recorded op produced, met inside another op: a buffer that op allocated
       // natively, whose contents may be uninitialized. Never hashed, so that garbage can never
@@ -908,9 +916,11 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
         state.status = TensorStatus::kView;
         state.hash = rec.hash;
       } else if (!writes_into_input && base && base->status == TensorStatus::kNotHashed) {
-        // A view of something not hashed (an internal buffer): not hashed either.
+        // A view of something not hashed (an internal buffer, memory written through another
+        // alias): not hashed either, and unknown to later readers.
         rec.status = TensorStatus::kNotHashed;
         rec.reason = base->reason;
+        g_tensors.forget(t);
         op->tensors.push_back(rec);
         return;
       } else {

@@ -274,21 +274,26 @@ void TensorTable::note_write(const at::Tensor& t, int64_t writer) {
   writes_[i].writer = writer;
 }
 
-std::optional<TrackedTensor> TensorTable::find(const at::Tensor& t, int64_t* writer) {
+std::optional<TrackedTensor> TensorTable::find(const at::Tensor& t, int64_t* writer,
+                                               bool* written) {
   if (!t.defined()) return std::nullopt;
   auto version = version_of(t);
   if (!version) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
   const Slot* slot = lookup_locked(t.unsafeGetTensorImpl());
-  if (slot == nullptr || slot->version != *version) return std::nullopt;
+  if (slot == nullptr) return std::nullopt;
   if (slot->storage != storage_key(t) || slot->numel != t.numel() ||
       slot->storage_offset != t.storage_offset() ||
       slot->dtype != static_cast<int8_t>(t.scalar_type()))
     return std::nullopt;  // replaced through `.data =`
   if (slot->time <= floor_) return std::nullopt;
   const WriteTime* w = last_write_locked(slot->storage);
-  if (w != nullptr && w->time > slot->time) {
-    if (writer) *writer = w->writer;
+  const bool by_other = w != nullptr && w->time > slot->time;
+  if (slot->version != *version || by_other) {
+    // Written in place since: through itself or a view sharing its version counter, or only
+    // through another tensor over its storage (whose op is then known).
+    if (by_other && slot->version == *version && writer) *writer = w->writer;
+    if (written) *written = true;
     return std::nullopt;
   }
   return slot->state;

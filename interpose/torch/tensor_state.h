@@ -80,8 +80,10 @@ class TensorTable {
 
   // The entry of `t` if it is still the same tensor with the same contents. When it is not
   // because a recorded op wrote into its storage through another tensor, `*writer` (if given)
-  // is set to that op's seq.
-  std::optional<TrackedTensor> find(const at::Tensor& t, int64_t* writer = nullptr);
+  // is set to that op's seq. `*written` (if given) is set when its contents changed in place
+  // since it was remembered, by whatever tensor over its storage.
+  std::optional<TrackedTensor> find(const at::Tensor& t, int64_t* writer = nullptr,
+                                    bool* written = nullptr);
   // Remembers `t` with its current version. Inference tensors (no version counter) are not
   // tracked: they are hashed each time they are used.
   void remember(const at::Tensor& t, const TrackedTensor& state);

@@ -165,6 +165,10 @@ def case_uninitialized():
         k = torch.full((3,), 7.0)
         b = torch.empty(3)
         b.index_put_((torch.tensor([0, 1, 2]),), torch.ones(3))  # filled by an op that writes it
+        o = torch.empty(6)
+        o[3:] = torch.full((3,), 5.0)  # only the tail is written, through a view
+        tail = o[3:]                   # a view of the written part
+        s = tail.sum()                 # reads only what was written
     """)
     con = r.db()
     empty = first_op(con, "aten::empty")
@@ -185,6 +189,14 @@ def case_uninitialized():
     written = tensors(con, put[0], "input")[0]
     check(written[1] == "uninitialized",
           "an op writing into an empty buffer does not hash its garbage: %s" % (written,))
+    five = tensors(con, first_op(con, "aten::full", put[0])[0], "output")[0]
+    sliced = first_op(con, "aten::slice", first_op(con, "aten::copy_", put[0])[0])
+    base = tensors(con, sliced[0], "input")[0]
+    check(base[1] != "hashed", "a view of a partly written buffer does not hash the unwritten "
+          "rest: %s" % (base,))
+    summed = tensors(con, first_op(con, "aten::sum", sliced[0])[0], "input")[0]
+    check(summed[1] == "hashed" and summed[2] == five[2],
+          "its reader hashes what the view covers, the written values: %s vs %s" % (summed, five))
 
 
 def case_view():
