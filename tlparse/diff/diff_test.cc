@@ -702,6 +702,35 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(r["first_nonfinite"]["entered"] == "input");
   }
 
+  SECTION("an input that views a finite tensor reads as finite; one viewing NaN as unknown") {
+    json r = nonfinite([&](Recorder& r) {
+      T finite{11};  // summary valid, no NaN
+      int64_t mul = r.op("aten::mul", {T{10}}, {finite}, {}, 0, 0, kNoSeq, 5);
+      T known{11, mul};
+      known.summary = false;  // carried by hash only: its summary is the producer's
+      int64_t t1 = r.op("aten::t", {known}, {view(21, kNoSeq)}, {}, 0, 0, kNoSeq, 6);
+      int64_t t2 = r.op("aten::unsqueeze", {view(21, t1)}, {view(22, kNoSeq)}, {}, 0, 0, kNoSeq, 7);
+      T y{12};
+      y.nan = 1;
+      r.op("aten::log", {view(22, t2)}, {y}, {}, 0, 0, kNoSeq, 8);
+    });
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::log");
+    CHECK(r["first_nonfinite"]["inputs"][0]["finite"] == true);
+
+    json u = nonfinite([&](Recorder& r) {
+      T x{11};
+      x.inf = 1;  // Inf that came in is no start
+      int64_t mul = r.op("aten::mul", {T{10}}, {x}, {{"other", "inf"}}, 0, 0, kNoSeq, 5);
+      x.producer = mul;
+      int64_t t1 = r.op("aten::t", {x}, {view(21, kNoSeq)}, {}, 0, 0, kNoSeq, 6);
+      T y{12};
+      y.nan = 1;
+      r.op("aten::sub", {view(21, t1), view(21, t1)}, {y}, {}, 0, 0, kNoSeq, 8);
+    });
+    REQUIRE(u["first_nonfinite"]["op"] == "aten::sub");
+    CHECK(u["first_nonfinite"]["inputs"][0]["finite"].is_null());
+  }
+
   SECTION("a NaN literal argument") {
     json r = nonfinite([&](Recorder& r) {
       T y{12};

@@ -28,6 +28,41 @@ int nonfinite_output(const OpRecord& op) {
   return -1;
 }
 
+// Whether input `t` holds only finite values, as far as the recording tells, or nullopt. A
+// known tensor may carry only its hash: its summary is then its producer's output's. A view
+// carries no summary: when the tensor it views was all finite, so is the view (followed
+// through a few views of views).
+std::optional<bool> recorded_finiteness(const tracer::Reader& r, const TensorRecord& t) {
+  auto finite = [](const hashing::Summary& s) { return s.nan_count == 0 && s.inf_count == 0; };
+  TensorRecord cur = t;
+  bool through_view = false;  // then only "all finite" carries over to the view
+  for (int hops = 0; hops < 8 && tensor_comparable(cur); ++hops) {
+    if (cur.summary.valid) {
+      if (through_view && !finite(cur.summary)) return std::nullopt;
+      return finite(cur.summary);
+    }
+    std::optional<OpRecord> prod;
+    if (cur.producer == tracer::kNoSeq || !(prod = r.op(cur.producer))) return std::nullopt;
+    const TensorRecord* out = nullptr;
+    for (const TensorRecord& o : prod->tensors)
+      if (o.role == TensorRole::kOutput && o.hash == cur.hash) out = &o;
+    if (out == nullptr) return std::nullopt;
+    if (out->summary.valid) {
+      if (through_view && !finite(out->summary)) return std::nullopt;
+      return finite(out->summary);
+    }
+    if (out->status != tracer::TensorStatus::kView) return std::nullopt;
+    through_view = true;
+    // The viewed tensor: the view op's first comparable input.
+    const TensorRecord* base = nullptr;
+    for (const TensorRecord& in : prod->tensors)
+      if (!base && in.role == TensorRole::kInput && tensor_comparable(in)) base = &in;
+    if (base == nullptr) return std::nullopt;
+    cur = *base;
+  }
+  return std::nullopt;
+}
+
 // Which kinds of non-finite value a tensor or an op's arguments hold.
 struct Nonfinite {
   bool nan = false, inf = false;
@@ -261,21 +296,11 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     for (const TensorRecord& t : op.tensors) {
       if (t.role != TensorRole::kInput) continue;
       json in = tensor_json(strings, t);
-      hashing::Summary summary = t.summary;
       if (t.producer != tracer::kNoSeq) {
-        if (auto prod = r.op(t.producer)) {
-          in["producer"] = op_brief_json(r, strings, *prod);
-          // A known tensor may carry only its hash: its summary is the producer's output's.
-          for (const TensorRecord& out : prod->tensors) {
-            if (!summary.valid && out.role == TensorRole::kOutput && out.hash == t.hash) {
-              summary = out.summary;
-            }
-          }
-        }
+        if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
       }
-      in["finite"] = summary.valid && tensor_comparable(t)
-                         ? json(summary.nan_count == 0 && summary.inf_count == 0)
-                         : json(nullptr);
+      const std::optional<bool> finite = recorded_finiteness(r, t);
+      in["finite"] = finite ? json(*finite) : json(nullptr);
       inputs.push_back(std::move(in));
     }
     j["inputs"] = std::move(inputs);
