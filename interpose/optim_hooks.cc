@@ -19,10 +19,10 @@ std::atomic<const tdbg_step_sink*> g_sink{nullptr};
 // closure may), so that begin and end always pair.
 class StepScope {
  public:
-  explicit StepScope(const char* optimizer)
+  StepScope(const char* optimizer, const void* self)
       : optimizer_(optimizer), sink_(g_sink.load(std::memory_order_acquire)) {
     if (sink_ != nullptr && sink_->on_step_begin != nullptr) {
-      sink_->on_step_begin(sink_->ctx, optimizer_);
+      sink_->on_step_begin(sink_->ctx, optimizer_, self);
     }
   }
   ~StepScope() {
@@ -43,7 +43,7 @@ void* step(Fn real, const char* optimizer, void* ret, void* self, void* closure)
     say_once(&said, "the real torch::optim::%s::step is missing; aborting", optimizer);
     __builtin_trap();
   }
-  StepScope scope(optimizer);
+  StepScope scope(optimizer, self);
   return real(ret, self, closure);
 }
 

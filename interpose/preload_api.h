@@ -35,9 +35,10 @@ int tdbg_preload_gpu_capturing(void);
 
 // Steps of libtorch's C++ optimizers (torch::optim::SGD::step, Adam, AdamW, LBFGS, Adagrad,
 // RMSprop), which open no record-function range: called on the stepping thread before and
-// after the real step; `optimizer` is a static string such as "SGD".
+// after the real step; `optimizer` is a static string such as "SGD", `self` the optimizer
+// object (its identity tells several optimizers apart).
 struct tdbg_step_sink {
-  void (*on_step_begin)(void* ctx, const char* optimizer);
+  void (*on_step_begin)(void* ctx, const char* optimizer, const void* self);
   void (*on_step_end)(void* ctx, const char* optimizer);
   void* ctx;
 };

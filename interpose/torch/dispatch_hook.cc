@@ -31,6 +31,7 @@
 #include "interpose/preload_api.h"
 #include "interpose/torch/arg_text.h"
 #include "interpose/torch/python_frames.h"
+#include "interpose/torch/step_counter.h"
 #include "interpose/torch/session.h"
 #include "interpose/torch/tensor_state.h"
 
@@ -289,7 +290,9 @@ void intern_info(OpInfo* info, tracer::Writer* w) {
 std::atomic<int64_t> g_next_seq{0};
 std::atomic<uint32_t> g_next_thread{0};
 std::atomic<uint32_t> g_next_region{1};
-std::atomic<int64_t> g_steps{0};       // optimizer steps completed
+std::atomic<int64_t> g_steps{0};       // training steps completed (g_step_counter's)
+std::mutex g_step_mutex;               // guards g_step_counter
+StepCounter g_step_counter;
 std::atomic<bool> g_thread_counts_noted{false};
 std::atomic<uint64_t> g_fork_generation{0};
 TensorTable g_tensors;
@@ -332,6 +335,7 @@ struct InputTensor {
 struct OpenRegion {
   tracer::RegionRecord record;
   bool step = false;
+  uintptr_t optimizer = 0;  // of a step region: the optimizer's identity
   bool in_window = true;
 };
 
@@ -1075,13 +1079,15 @@ void note_worker() {
 
 // ---- Callbacks ---------------------------------------------------------------------------
 
-// Opens a region named `name` on the thread; returns its id (0 when not recording).
-uint32_t open_region(ThreadState& ts, const std::string& name) {
+// Opens a region named `name` on the thread; returns its id (0 when not recording). A step
+// region's `optimizer` is the identity of the optimizer stepping (0: unknown).
+uint32_t open_region(ThreadState& ts, const std::string& name, uintptr_t optimizer = 0) {
   tracer::Writer* w = writer();
   if (!w) return 0;
   register_thread(ts, w);
   OpenRegion region;
   region.step = name.rfind("Optimizer.step#", 0) == 0;
+  region.optimizer = optimizer;
   region.record.id = g_next_region.fetch_add(1);
   region.record.thread = ts.id;
   region.record.name = w->intern(name);
@@ -1095,7 +1101,9 @@ uint32_t open_region(ThreadState& ts, const std::string& name) {
 }
 
 std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, ThreadState& ts) {
-  const uint32_t id = open_region(ts, fn.name());
+  const bool step = std::strncmp(fn.name(), "Optimizer.step#", 15) == 0;
+  const uint32_t id = open_region(
+      ts, fn.name(), step && thread_has_python() ? python_optimizer_identity() : 0);
   if (id == 0) return nullptr;
   auto ctx = std::make_unique<RegionContext>();
   ctx->thread = &ts;
@@ -1113,7 +1121,10 @@ void close_region(ThreadState& ts, uint32_t id) {
     tracer::Writer* w = writer();
     if (w && region.in_window) w->append_region(region.record);
     if (region.step) {
-      g_steps.fetch_add(1);
+      {
+        std::lock_guard<std::mutex> lock(g_step_mutex);
+        g_steps.store(g_step_counter.on_step(region.optimizer));
+      }
       note_thread_counts();  // a script may change them after import; the last step's count
     }
     return;
@@ -1456,11 +1467,12 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx_base) {
 
 // A C++ program's torch::optim step opens a step region like Python's "Optimizer.step#SGD.step"
 // range, so its ops get step numbers, `--steps` windows work and the report shows steps.
-void on_cpp_step_begin(void*, const char* optimizer) {
+void on_cpp_step_begin(void*, const char* optimizer, const void* self) {
   if (!recording()) return;
   ThreadState& ts = thread_state();
   try {
-    ts.cpp_steps.push_back(open_region(ts, std::string("Optimizer.step#") + optimizer + ".step"));
+    ts.cpp_steps.push_back(open_region(ts, std::string("Optimizer.step#") + optimizer + ".step",
+                                       reinterpret_cast<uintptr_t>(self)));
   } catch (...) {
     ts.cpp_steps.push_back(0);
   }
@@ -1563,6 +1575,8 @@ void hook_after_fork_child() {
   g_next_thread.store(0);
   g_next_region.store(1);
   g_steps.store(0);
+  new (&g_step_mutex) std::mutex();
+  g_step_counter.reset();
   g_fork_generation.fetch_add(1);
   python_frames_after_fork_child();
 }

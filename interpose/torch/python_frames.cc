@@ -49,6 +49,10 @@ struct PythonApi {
   PyObject* (*PyRun_StringFlags)(const char*, int, PyObject*, PyObject*, void*) = nullptr;
   int (*PyObject_IsTrue)(PyObject*) = nullptr;
   const char* (*Py_GetVersion)() = nullptr;
+  // Optional (not part of `complete`): the optimizer identity only.
+  PyObject* (*PyMapping_GetItemString)(PyObject*, const char*) = nullptr;
+  PyObject* (*PyTuple_GetItem)(PyObject*, long) = nullptr;  // Py_ssize_t
+  long (*PyTuple_Size)(PyObject*) = nullptr;
   bool complete = false;
 };
 
@@ -88,6 +92,11 @@ const PythonApi& api() {
     resolve(&a.PyRun_StringFlags, "PyRun_StringFlags", &ok);
     resolve(&a.PyObject_IsTrue, "PyObject_IsTrue", &ok);
     resolve(&a.Py_GetVersion, "Py_GetVersion", &ok);
+    a.PyMapping_GetItemString = reinterpret_cast<PyObject* (*)(PyObject*, const char*)>(
+        dlsym(RTLD_DEFAULT, "PyMapping_GetItemString"));
+    a.PyTuple_GetItem =
+        reinterpret_cast<PyObject* (*)(PyObject*, long)>(dlsym(RTLD_DEFAULT, "PyTuple_GetItem"));
+    a.PyTuple_Size = reinterpret_cast<long (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyTuple_Size"));
     a.complete = ok;
     return a;
   }();
@@ -533,6 +542,44 @@ const void* python_innermost_code() {
   }
   py.PyGILState_Release(gil);
   return result;
+}
+
+uintptr_t python_optimizer_identity() {
+  const PythonApi& py = api();
+  if (!py.PyMapping_GetItemString || !py.PyTuple_GetItem || !py.PyTuple_Size) return 0;
+  int gil = py.PyGILState_Ensure();
+  PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
+  py.PyErr_Fetch(&err_type, &err_value, &err_tb);
+  uintptr_t id = 0;
+  PyObject* frame = py.PyEval_GetFrame();  // borrowed
+  if (frame) py.Py_IncRef(frame);
+  // torch's profiling wrapper of `step` (`def wrapper(*args, **kwargs)` in torch/optim/
+  // optimizer.py, 1.x and 2.x) is a few frames out: record_function.__enter__ is innermost.
+  for (int depth = 0; frame != nullptr && depth < 6 && id == 0; ++depth) {
+    PyObject* code = py.PyFrame_GetCode(frame);
+    PyObject* name = code ? py.PyObject_GetAttrString(code, "co_name") : nullptr;
+    const char* text = name ? py.PyUnicode_AsUTF8(name) : nullptr;
+    if (text && std::strcmp(text, "wrapper") == 0) {
+      if (PyObject* locals = py.PyObject_GetAttrString(frame, "f_locals")) {
+        if (PyObject* args = py.PyMapping_GetItemString(locals, "args")) {
+          if (py.PyTuple_Size(args) > 0)
+            id = reinterpret_cast<uintptr_t>(py.PyTuple_GetItem(args, 0));
+          py.Py_DecRef(args);
+        }
+        py.Py_DecRef(locals);
+      }
+    }
+    if (name) py.Py_DecRef(name);
+    if (code) py.Py_DecRef(code);
+    PyObject* back = py.PyFrame_GetBack(frame);  // new reference or nullptr
+    py.Py_DecRef(frame);
+    frame = back;
+  }
+  if (frame) py.Py_DecRef(frame);
+  py.PyErr_Clear();
+  py.PyErr_Restore(err_type, err_value, err_tb);
+  py.PyGILState_Release(gil);
+  return id;
 }
 
 SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {

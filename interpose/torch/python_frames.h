@@ -21,6 +21,11 @@ bool thread_has_python();
 // nullptr; takes the GIL for the read. Call only when `thread_has_python()`.
 const void* python_innermost_code();
 
+// The identity of the optimizer whose `step` opened the record-function range starting now
+// (the Python object torch's profiling wrapper got as `args[0]`), or 0 when not found. Takes
+// the GIL. Call only when `thread_has_python()`.
+uintptr_t python_optimizer_identity();
+
 struct SourceLocation {
   tracer::FrameId stack = 0;       // innermost frame
   tracer::FrameId user_frame = 0;  // innermost frame outside torch and the standard library

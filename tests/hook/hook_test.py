@@ -278,6 +278,29 @@ def case_steps():
                     "where s.text like 'Optimizer.zero_grad#%' and r.kind = 0")[0]
     check(zero_grad == 3, "zero_grad ranges are user regions")
 
+    # Two optimizers stepped every iteration (a GAN): an iteration is one step, not two; then
+    # the first optimizer alone again (the second replaced): each of its steps counts.
+    r = run_python("""
+        import torch
+        torch.manual_seed(0)
+        d, g = torch.nn.Linear(4, 1), torch.nn.Linear(2, 4)
+        od = torch.optim.Adam(d.parameters(), lr=1e-3)
+        og = torch.optim.SGD(g.parameters(), lr=1e-2)
+        for it in range(4):
+            od.zero_grad(); d(g(torch.randn(3, 2)).detach()).mean().backward(); od.step()
+            torch.full((1,), float(it)).sin()   # marks the generator's part of iteration `it`
+            og.zero_grad(); (-d(g(torch.randn(3, 2)))).mean().backward(); og.step()
+        for it in range(2):
+            od.step()
+        torch.ones(1).cosh()
+    """)
+    con = r.db()
+    marks = con.execute("select step from op_view where name = 'aten::sin' order by seq").fetchall()
+    # Only the first iteration's generator part cannot know yet that a second optimizer comes.
+    check([m for (m,) in marks] == [1, 1, 2, 3], "two optimizers: one step per iteration: %s" % marks)
+    exp = first_op(con, "aten::cosh")
+    check(exp[3] == 6, "the remaining optimizer counts each of its steps after: %s" % (exp,))
+
 
 def case_modules():
     r = run_python("""
