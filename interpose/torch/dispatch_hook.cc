@@ -542,6 +542,17 @@ bool is_caller_data(const OpContext* root, const at::Tensor& t) {
   return false;
 }
 
+// True when `t` lives in host memory that torch's CPU allocator did not make: a NumPy array's
+// (`torch.from_numpy`), a Python buffer's (`frombuffer`), shared memory (DataLoader batches,
+// `share_memory_()`), DLPack. Such memory can change with no op seeing it (`buf[:] = batch`
+// into the array under a tensor made once), so its hash is never carried: each read hashes it.
+bool foreign_memory(const at::Tensor& t) {
+  static const c10::DeleterFnPtr torch_deleter = c10::GetAllocator(c10::DeviceType::CPU)->raw_deleter();
+  if (!t.is_cpu() || !t.has_storage()) return false;
+  const at::DataPtr& data = t.unsafeGetTensorImpl()->unsafe_storage().data_ptr();
+  return data.get() != nullptr && torch_deleter != nullptr && data.get_deleter() != torch_deleter;
+}
+
 struct RegionContext : public at::ObserverContext, public Pooled<RegionContext> {
   ThreadState* thread = nullptr;
   uint32_t region = 0;
@@ -808,7 +819,8 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else if (overwritten) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
-    } else if (auto known = g_tensors.find(t, &writer, &written_since);
+    } else if (auto known = foreign_memory(t) ? std::nullopt
+                                              : g_tensors.find(t, &writer, &written_since);
                known && known->status == TensorStatus::kUninitialized && mode == HashMode::kAll &&
                !view_only && !written && !ctx->info->collective &&
                (!ctx->root || ctx->root == ctx)) {

@@ -276,6 +276,28 @@ def case_data_write():
     check(file == "train.py" and line == MARK["fc1"], f"first value difference at train.py:{MARK['fc1']} (got {file}:{line})")
 
 
+def case_numpy_buffer():
+    # One NumPy array refilled in place each step under a tensor made once by from_numpy: the
+    # tensor's TensorImpl and version never change, so a carried hash would read the changed
+    # batch of step 3 as a nondeterministic kernel. Memory torch did not allocate is hashed at
+    # every read.
+    script = os.path.join(HERE, "scripts", "numpy_buffer.py")
+    a, b, out_a, out_b = pair("numpy_buffer", [], ["--poke-step", "3"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    check(rc == 1 and d is not None, "a divergence is reported")
+    if d is None:
+        return
+    check(d["cause"] == "external_input", f"cause external_input (got {d['cause']}: {d.get('detail')})")
+    line, file = line_of(d["a"])
+    read = marks(script)["read"]
+    check(file == "numpy_buffer.py" and line == read, f"at numpy_buffer.py:{read} (got {file}:{line})")
+    check(d["a"]["step"] == 3, f"in step 3 (got {d['a']['step']})")
+    a2, _ = record("numpy_buffer_a2", [], script)
+    rc, r = diff(a, a2)
+    check(rc == 0, f"identical runs are identical (exit {rc}: {r.get('first_divergence')})")
+
+
 def case_nan():
     a, _ = record("nan", ["--inf-step", "2"])
     p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
