@@ -668,18 +668,27 @@ StatusOr<Run> Run::Open(const std::string& path) {
       continue;
     }
     if (!reader.ok()) return reader.status();
+    if (files.size() > 1 && (*reader)->meta("pid").empty() && (*reader)->op_count() == 0) {
+      // Created, then killed before its first flush: nothing of the process but the schema.
+      // Kept, it would pair as a root process with another run's main process.
+      run.skipped.push_back(f + ": left out, it holds no op and no process metadata (its "
+                                "process was killed within its first flush interval)");
+      continue;
+    }
     run.processes.push_back(std::move(*reader));
   }
   if (run.processes.empty())
     return Status::Error(path + ": no database in this directory holds anything (" +
                          std::to_string(run.skipped.size()) + " with nothing committed)");
   // A canonical order, so that the same process of two runs has the same index (the diff,
-  // the report and the trace export pair processes by index): by torch.distributed rank
+  // the report and the trace export pair processes by index): processes whose metadata was
+  // never committed last, then by torch.distributed rank
   // (meta `rank`, "R/W"; a process without one inherits its parent's, so DataLoader workers
   // follow their rank), then by depth in the process tree, then by DataLoader worker id
   // (meta `worker`, "ID/N"), then by start time and pid. Start order alone swaps ranks, or
   // workers, that start at the same moment.
   struct Key {
+    bool unknown = false;  // no process metadata committed: after every known process
     int64_t rank = -1, depth = 0, worker = -1, start = 0, pid = 0, ppid = 0;
     bool has_rank = false;
   };
@@ -688,6 +697,7 @@ StatusOr<Run> Run::Open(const std::string& path) {
   for (size_t i = 0; i < run.processes.size(); ++i) {
     const Reader& r = *run.processes[i];
     Key& k = keys[i];
+    k.unknown = r.meta("start_time_ns").empty();
     k.start = std::strtoll(r.meta("start_time_ns").c_str(), nullptr, 10);
     k.pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
     k.ppid = std::strtoll(r.meta("ppid").c_str(), nullptr, 10);
@@ -720,8 +730,8 @@ StatusOr<Run> Run::Open(const std::string& path) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const Key& x = keys[a];
     const Key& y = keys[b];
-    return std::tie(x.rank, x.depth, x.worker, x.start, x.pid) <
-           std::tie(y.rank, y.depth, y.worker, y.start, y.pid);
+    return std::tie(x.unknown, x.rank, x.depth, x.worker, x.start, x.pid) <
+           std::tie(y.unknown, y.rank, y.depth, y.worker, y.start, y.pid);
   });
   std::vector<std::unique_ptr<Reader>> sorted;
   for (size_t i : order) sorted.push_back(std::move(run.processes[i]));

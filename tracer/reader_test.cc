@@ -226,6 +226,24 @@ TEST_CASE("runs: a database with nothing committed is left out with a note, not 
   REQUIRE(run->skipped.size() == 2);
   CHECK(run->skipped[0].rfind(dir.file("b.sqlite") + ": left out, nothing was committed", 0) == 0);
   CHECK(run->skipped[1].rfind(dir.file("c.sqlite") + ": left out", 0) == 0);
+  // Created by the writer, then killed before its first flush: the schema alone.
+  {
+    auto w = Writer::Create(dir.file("d.sqlite"), WriterOptions{});
+    REQUIRE(w.ok());
+    REQUIRE((*w)->close().ok());
+  }
+  // Ops committed but no start metadata (not written by tdbg, or lost): kept, ordered last.
+  testing::SyntheticRun bare;
+  bare.ops = 5;
+  REQUIRE(testing::WriteSyntheticRun(dir.file("0.sqlite"), bare).ok());
+  auto more = Run::Open(dir.path());
+  INFO(more.status().message());
+  REQUIRE(more.ok());
+  REQUIRE(more->processes.size() == 2);
+  CHECK(more->processes[0]->op_count() == 10);
+  CHECK(more->processes[1]->op_count() == 5);
+  REQUIRE(more->skipped.size() == 3);
+  CHECK(more->skipped[2].rfind(dir.file("d.sqlite") + ": left out, it holds no op", 0) == 0);
   // Named alone, such a file is still an error; so is a directory of nothing else.
   CHECK_FALSE(Run::Open(dir.file("b.sqlite")).ok());
   TempDir only;

@@ -298,6 +298,43 @@ def case_numpy_buffer():
     check(rc == 0, f"identical runs are identical (exit {rc}: {r.get('first_divergence')})")
 
 
+KILLED_CHILD = r'''
+import os, signal, sys, torch
+print("main", torch.ones(3).sum().item(), flush=True)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    torch.zeros(2).add(1).sum()
+    os.write(w, b"x")
+    if sys.argv[1] == "kill":
+        signal.pause()
+    sys.exit(0)
+os.read(r, 1)
+if sys.argv[1] == "kill":
+    os.kill(pid, signal.SIGTERM)
+os.waitpid(pid, 0)
+print("after", torch.ones(2).sum().item())
+'''
+
+
+def case_killed_child():
+    # A forked child killed before its first flush (--flush-ms far away) leaves a database with
+    # the schema alone. It must not pair with the other run's main process (a false
+    # divergence), and the child that did write in the other run is no divergence either.
+    script = os.path.join(WORK, "killed_child.py")
+    os.makedirs(WORK, exist_ok=True)
+    with open(script, "w") as f:
+        f.write(KILLED_CHILD)
+    a, out_a = record("killed_child_a", ["kill"], script, ["--flush-ms", "600000"])
+    b, out_b = record("killed_child_b", ["exit"], script, ["--flush-ms", "600000"])
+    check(out_a == out_b, "the two runs print the same")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"identical (exit {rc}: {r.get('first_divergence')})")
+    notes = " ".join(r.get("notes", []))
+    check("left out" in notes and "exists only in B" in notes, f"notes say why: {notes}")
+
+
 def case_nan():
     a, _ = record("nan", ["--inf-step", "2"])
     p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)

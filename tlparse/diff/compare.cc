@@ -1039,12 +1039,23 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   if (result["first_divergence"].is_null() && a.processes.size() != b.processes.size()) {
     bool in_a = a.processes.size() > b.processes.size();
     const Reader& extra = in_a ? *a.processes[processes] : *b.processes[processes];
-    result["status"] = "diverged";
-    result["first_divergence"] = {
-        {"kind", "structure"}, {"cause", "structure"},
-        {"detail", std::string("a recorded process exists only in ") + (in_a ? "A" : "B") + ": " +
-                       extra.path()},
-        {"process", processes}, {"a", nullptr}, {"b", nullptr}, {"tensor", nullptr}};
+    const tracer::Run& fewer = in_a ? b : a;
+    const tracer::Run& more = in_a ? a : b;
+    if (fewer.processes.size() + fewer.skipped.size() >= more.processes.size()) {
+      // The other run left out databases its processes never got to write (killed within their
+      // first flush interval): the extra process may well be their counterpart.
+      notes.push_back(std::string("a recorded process exists only in ") + (in_a ? "A" : "B") +
+                      " (" + extra.path() + "); " + (in_a ? "B" : "A") +
+                      " left out a database with nothing recorded, probably its counterpart: "
+                      "not compared");
+    } else {
+      result["status"] = "diverged";
+      result["first_divergence"] = {
+          {"kind", "structure"}, {"cause", "structure"},
+          {"detail", std::string("a recorded process exists only in ") + (in_a ? "A" : "B") + ": " +
+                         extra.path()},
+          {"process", processes}, {"a", nullptr}, {"b", nullptr}, {"tensor", nullptr}};
+    }
   }
   progress.finish();
   if (pairs_disjoint > 0 && pairs_disjoint == pairs_with_ops && result["first_divergence"].is_null())
