@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -264,6 +265,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
     return;
   }
   std::fflush(nullptr);
+  const pid_t recorder = getpid();
   pid_t child = fork();
   if (child < 0) {
     fail("record", std::string("fork: ") + std::strerror(errno));
@@ -271,6 +273,11 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   }
   if (child == 0) {
     close(exec_pipe[0]);
+    // SIGKILL to `tdbg record` (a scheduler, `timeout -s KILL`) must end the program as it
+    // would without tdbg, not leave it running under init; signals that can be caught are
+    // forwarded instead. Survives the exec; checked after, in case the recorder is gone.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != recorder) _exit(137);
     execvp(argv[0], argv.data());
     int err = errno;
     ssize_t written = write(exec_pipe[1], &err, sizeof(err));

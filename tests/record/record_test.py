@@ -80,6 +80,30 @@ def case_forward_sigterm():
     check(rc == 42, f"exit status {rc}, want the program's 42")
 
 
+def case_sigkill():
+    # SIGKILL cannot be forwarded: the program must end with `tdbg record`, as it would have
+    # ended without tdbg, not run on under init.
+    run = fresh("sigkill")
+    script = "echo $$; echo ready; while :; do sleep 0.05; done"
+    proc = subprocess.Popen([TDBG, "record", "-o", run, "--", "/bin/sh", "-c", script],
+                            stdout=subprocess.PIPE)
+    pid = int(proc.stdout.readline())
+    check(proc.stdout.readline() == b"ready\n", "program did not start")
+    proc.kill()
+    proc.wait(timeout=30)
+    gone = False
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            gone = True
+            break
+        time.sleep(0.05)
+    if not gone:
+        os.kill(pid, signal.SIGKILL)
+    check(gone, "the program ended when tdbg record was killed")
+
+
 def case_streams():
     run = fresh("streams")
     payload = os.urandom(1 << 20)
