@@ -335,6 +335,39 @@ def case_killed_child():
     check("left out" in notes and "exists only in B" in notes, f"notes say why: {notes}")
 
 
+THREAD_ORDER = r'''
+import sys, threading, torch
+torch.ones(1).neg()  # the main thread's op
+go_first = threading.Event()
+done = threading.Event()
+def job(k, wait):
+    if wait:
+        done.wait()
+    torch.full((4,), float(k)).mul(k + 1).sum()
+    if not wait:
+        done.set()
+# Created in the same order in both runs; which runs its first op first is the argument.
+t1 = threading.Thread(target=job, args=(1, sys.argv[1] == "second"))
+t2 = threading.Thread(target=job, args=(2, sys.argv[1] != "second"))
+t1.start(); t2.start(); t1.join(); t2.join()
+print("done")
+'''
+
+
+def case_thread_order():
+    # Two threads created in the same order whose first ops come in the opposite order: the
+    # same thread must be compared with itself (pairing by first op made this a divergence).
+    script = os.path.join(WORK, "thread_order.py")
+    os.makedirs(WORK, exist_ok=True)
+    with open(script, "w") as f:
+        f.write(THREAD_ORDER)
+    a, _ = record("thread_order_a", ["first"], script)
+    b, _ = record("thread_order_b", ["second"], script)
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"identical (exit {rc}: {(r.get('first_divergence') or {}).get('detail')})")
+
+
 def case_nan():
     a, _ = record("nan", ["--inf-step", "2"])
     p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)

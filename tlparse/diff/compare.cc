@@ -944,12 +944,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   for (size_t p = 0; p < processes; ++p) {
     const Reader& ra = *a.processes[p];
     const Reader& rb = *b.processes[p];
-    // Threads pair up by order of their first op (their tdbg ids); thread 0 is the main one.
+    // Threads pair up in the order they were created (by OS thread id: Linux hands them out
+    // in increasing order, the main thread's is the pid), not by which ran its first op first
+    // (their tdbg ids), which races between threads started together.
     auto ta = ra.threads();
     auto tb = rb.threads();
-    auto by_id = [](const tracer::ThreadRecord& x, const tracer::ThreadRecord& y) { return x.id < y.id; };
-    std::sort(ta.begin(), ta.end(), by_id);
-    std::sort(tb.begin(), tb.end(), by_id);
+    auto by_creation = [](const tracer::ThreadRecord& x, const tracer::ThreadRecord& y) {
+      return std::tie(x.os_tid, x.id) < std::tie(y.os_tid, y.id);
+    };
+    std::sort(ta.begin(), ta.end(), by_creation);
+    std::sort(tb.begin(), tb.end(), by_creation);
     size_t nthreads = std::max(ta.size(), tb.size());
     std::unique_ptr<Pair> best;
     Located best_at;
