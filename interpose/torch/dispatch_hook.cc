@@ -845,13 +845,14 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       }
     } else if (mode == HashMode::kOutputs) {
       rec.status = TensorStatus::kSkipped;
-    } else if (view_only && written_since) {
-      // A view taken of memory written in place since (`o[3:] = x` into an `empty` buffer):
-      // the rest of it may never have been written, so the whole is not hashed here; the
-      // first op that reads the view hashes what the view covers. The writing op hashed what
-      // it wrote.
+    } else if (view_only) {
+      // A view taken of memory whose contents are not known (written in place since: `o[3:] =
+      // x` into an `empty` buffer, or a view of such a view: `buf[:, :t]`): the rest of it
+      // may never have been written, so the whole is not hashed here; the first op that reads
+      // the view hashes what the view covers. An op that wrote into it hashed what it wrote.
       rec.status = TensorStatus::kNotHashed;
-      rec.reason = intern_literal(ts, w, "written in place since; hashed where read");
+      rec.reason = intern_literal(ts, w, written_since ? "written in place since; hashed where read"
+                                                       : "not known yet; hashed where read");
     } else if (ctx->root && ctx->root != ctx && !is_caller_data(ctx->root, t)) {
       // A tensor no recorded op produced, met inside another op: a buffer that op allocated
       // natively, whose contents may be uninitialized. Never hashed, so that garbage can never

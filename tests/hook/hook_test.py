@@ -169,6 +169,10 @@ def case_uninitialized():
         o[3:] = torch.full((3,), 5.0)  # only the tail is written, through a view
         tail = o[3:]                   # a view of the written part
         s = tail.sum()                 # reads only what was written
+        kv = torch.empty(2, 4)
+        kv[:, 0] = torch.full((2,), 3.0)  # column 0 written (a cache filled step by step)
+        seen = kv[:, :1]                  # a view of a view of the written part
+        seen.cos()
     """)
     con = r.db()
     empty = first_op(con, "aten::empty")
@@ -197,6 +201,12 @@ def case_uninitialized():
     summed = tensors(con, first_op(con, "aten::sum", sliced[0])[0], "input")[0]
     check(summed[1] == "hashed" and summed[2] == five[2],
           "its reader hashes what the view covers, the written values: %s vs %s" % (summed, five))
+    cos = first_op(con, "aten::cos", sliced[0])
+    for seq, in con.execute("select seq from op_view where name = 'aten::slice' and seq > ? and "
+                            "seq < ? order by seq desc limit 2", (sliced[0], cos[0])):
+        viewed = tensors(con, seq, "input")[0]
+        check(viewed[1] != "hashed", "a view of a view never hashes the buffer: %s" % (viewed,))
+    check(tensors(con, cos[0], "input")[0][1] == "hashed", "its reader hashes what it reads")
 
 
 def case_view():
