@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <string>
 
 #include "interpose/config.h"
 #include "interpose/preload_api.h"
@@ -363,6 +364,68 @@ int on_kill(pid_t pid, int sig) {
     }
   }
   return real(pid, sig);
+}
+
+namespace {
+// Closes this process's recording before an exec that will replace it. Only in the recording
+// process itself: a vfork child (subprocess) shares its memory and may do nothing but exec.
+// Only when the target can be run: a PATH search tries names that cannot, and a program goes
+// on when no exec succeeds.
+template <typename WillReplace>
+void close_before_exec(WillReplace will_replace) {
+  auto shutdown = g_torch_shutdown.load();
+  if (shutdown == nullptr) return;
+  if (static_cast<pid_t>(syscall(SYS_getpid)) != g_recording_pid.load()) return;
+  if (will_replace()) shutdown();
+}
+
+bool runnable(const char* path) { return path != nullptr && access(path, X_OK) == 0; }
+
+// `file` as execvp finds it: a name with a slash as is, else the first runnable entry of PATH.
+bool runnable_on_path(const char* file) {
+  if (file == nullptr || *file == '\0') return false;
+  if (strchr(file, '/') != nullptr) return runnable(file);
+  const char* path = getenv("PATH");
+  std::string dirs = path ? path : "/bin:/usr/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    if (runnable(((dir.empty() ? std::string(".") : dir) + "/" + file).c_str())) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+template <typename Real, typename... Args>
+int exec_with(Real real, Args... args) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return real(args...);
+}
+}  // namespace
+
+int on_execve(const char* path, char* const* argv, char* const* envp) {
+  close_before_exec([&] { return runnable(path); });
+  return exec_with(real_execve(), path, argv, envp);
+}
+int on_execv(const char* path, char* const* argv) {
+  close_before_exec([&] { return runnable(path); });
+  return exec_with(real_execv(), path, argv);
+}
+int on_execvp(const char* file, char* const* argv) {
+  close_before_exec([&] { return runnable_on_path(file); });
+  return exec_with(real_execvp(), file, argv);
+}
+int on_execvpe(const char* file, char* const* argv, char* const* envp) {
+  close_before_exec([&] { return runnable_on_path(file); });
+  return exec_with(real_execvpe(), file, argv, envp);
+}
+int on_fexecve(int fd, char* const* argv, char* const* envp) {
+  close_before_exec([&] { return fd >= 0; });
+  return exec_with(real_fexecve(), fd, argv, envp);
 }
 
 }  // namespace tdbg::preload

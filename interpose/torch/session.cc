@@ -238,7 +238,12 @@ bool open_database_locked() {
                  std::strerror(errno));
     return false;
   }
-  std::string path = out + "/" + host_name() + "-" + std::to_string(getpid()) + ".sqlite";
+  // A program that execs keeps its pid: the new image writes <host>-<pid>-2.sqlite, and so on.
+  const std::string stem = out + "/" + host_name() + "-" + std::to_string(getpid());
+  std::string path = stem + ".sqlite";
+  struct stat existing;
+  for (int k = 2; k < 1000 && ::stat(path.c_str(), &existing) == 0; ++k)
+    path = stem + "-" + std::to_string(k) + ".sqlite";
   tracer::WriterOptions options;
   options.flush_interval_ms = static_cast<int>(g_settings.config.flush_ms);
   options.ring_ops = g_settings.config.ring;

@@ -224,6 +224,33 @@ def case_keyboard_interrupt():
           "the writer left WAL mode at close")
 
 
+def case_exec():
+    # A torch program that execs another (os.execv keeps the pid): the first image's database
+    # is closed before the exec, the new image records into one of its own, and neither the
+    # streams nor the exit status change.
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+        return SKIP
+    run = fresh("exec")
+    code = ("import os, torch; print('before', torch.ones(2).sum().item(), flush=True); "
+            "os.execv(%r, [%r, '-c', \"import torch, sys; print('after', "
+            "torch.arange(5.).sum().item()); sys.exit(4)\"])" % (TORCH_PYTHON, TORCH_PYTHON))
+    plain = subprocess.run([TORCH_PYTHON, "-c", code], capture_output=True)
+    traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True)
+    check(traced.returncode == plain.returncode == 4, f"exit status {traced.returncode}, want 4")
+    check(traced.stdout == plain.stdout, f"stdout {traced.stdout!r} != {plain.stdout!r}")
+    check(traced.stderr == plain.stderr, f"stderr {traced.stderr!r} != {plain.stderr!r}")
+    dbs = databases(run)
+    check(len(dbs) == 2, f"one database per image, got {dbs}")
+    ops = {}
+    for db in dbs:
+        con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+        meta = dict(con.execute("select key, value from meta"))
+        check("end_time_ns" in meta, f"{db} was closed")
+        ops[os.path.basename(db)] = con.execute("select count(*) from op_blocks").fetchone()[0]
+    check(all(n > 0 for n in ops.values()), f"both images recorded ops: {ops}")
+
+
 def case_torch_children():
     if not have_torch():
         print("SKIP: no torch for " + TORCH_PYTHON)
