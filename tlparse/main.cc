@@ -48,8 +48,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, like every other error of tdbg, naming the subcommand given.
+    std::string command = "tdbg";
+    for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
+    std::string what = e.what();
+    while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
+    for (char& c : what)
+      if (c == '\n') c = ' ';
+    std::fprintf(stderr, "%s: %s (see %s --help)\n", command.c_str(), what.c_str(),
+                 command.c_str());
+    return 2;
   }
   return tdbg::cli::exit_code;
 }
