@@ -223,10 +223,21 @@ bool search_caller_paths(const char* file, void* caller, char* out, size_t size)
   return found;
 }
 
+// How the process ends (tdbg_preload_exit_status): 0 unknown, 1 an exit code, 2 a signal.
+std::atomic<int> g_ending_kind{0};
+std::atomic<int> g_ending_value{0};
+
+void note_ending(int kind, int value) {
+  g_ending_value.store(value, std::memory_order_relaxed);
+  g_ending_kind.store(kind, std::memory_order_release);
+}
+
 int tdbg_main(int argc, char** argv, char** envp) {
   g_main_started.store(true, std::memory_order_release);
   check_for_torch();
-  return g_host_main(argc, argv, envp);
+  const int status = g_host_main(argc, argv, envp);
+  note_ending(1, status & 0xff);  // __libc_start_main then calls exit() from inside libc
+  return status;
 }
 
 __attribute__((constructor)) void preload_init() {
@@ -321,7 +332,10 @@ namespace {
 [[noreturn]] void exit_now(void (*real)(int), int status) {
   // Flush the recording of this very process (never from a vfork child sharing its memory).
   if (auto shutdown = g_torch_shutdown.load()) {
-    if (static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load()) shutdown();
+    if (static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load()) {
+      note_ending(1, status & 0xff);
+      shutdown();
+    }
   }
   if (real != nullptr) real(status);
   syscall(SYS_exit_group, status);
@@ -330,6 +344,14 @@ namespace {
 }  // namespace
 
 void on__exit(int status) { exit_now(real__exit(), status); }
+
+void on_exit(int status) {
+  if (static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load())
+    note_ending(1, status & 0xff);
+  if (auto real = real_exit()) real(status);
+  syscall(SYS_exit_group, status);
+  __builtin_unreachable();
+}
 void on__Exit(int status) { exit_now(real__Exit(), status); }
 
 namespace {
@@ -360,7 +382,10 @@ int on_kill(pid_t pid, int sig) {
   const pid_t self = static_cast<pid_t>(syscall(SYS_getpid));
   if (pid == self && kills_this_process(sig)) {
     if (auto shutdown = g_torch_shutdown.load()) {
-      if (self == g_recording_pid.load()) shutdown();
+      if (self == g_recording_pid.load()) {
+        note_ending(2, sig);
+        shutdown();
+      }
     }
   }
   return real(pid, sig);
@@ -429,6 +454,15 @@ int on_fexecve(int fd, char* const* argv, char* const* envp) {
 }
 
 }  // namespace tdbg::preload
+
+extern "C" __attribute__((visibility("default"))) int tdbg_preload_exit_status(int* status,
+                                                                            int* signal) {
+  using namespace tdbg::preload;
+  const int kind = g_ending_kind.load(std::memory_order_acquire);
+  if (kind == 1 && status != nullptr) *status = g_ending_value.load(std::memory_order_relaxed);
+  if (kind == 2 && signal != nullptr) *signal = g_ending_value.load(std::memory_order_relaxed);
+  return kind != 0 ? 1 : 0;
+}
 
 #ifndef TDBG_PRELOAD_GPU
 // Built without the CUDA toolkit: there are no GPU events, but the torch hook may still

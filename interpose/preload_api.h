@@ -33,6 +33,11 @@ void tdbg_preload_set_gpu_sink(const struct tdbg_gpu_sink* sink);
 // synchronize with the GPU: the torch hook does not copy GPU tensors to the host then.
 int tdbg_preload_gpu_capturing(void);
 
+// Exported by libtdbg_preload.so: how this process is ending, when it is (it exits with a
+// status, returns from main, or kills itself with a signal): sets `*status` (an exit code) or
+// `*signal` and returns 1; 0 while not known.
+int tdbg_preload_exit_status(int* status, int* signal);
+
 // Steps of libtorch's C++ optimizers (torch::optim::SGD::step, Adam, AdamW, LBFGS, Adagrad,
 // RMSprop), which open no record-function range: called on the stepping thread before and
 // after the real step; `optimizer` is a static string such as "SGD", `self` the optimizer

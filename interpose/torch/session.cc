@@ -371,6 +371,15 @@ void session_shutdown() {
   } catch (...) {
   }
   write_torch_settings(w, /*at_close=*/true);
+  // How the process ends, when the preload saw it (exit, return from main, a signal it sent
+  // itself): "3", "signal 2".
+  using ExitStatus = int (*)(int*, int*);
+  if (auto ending = reinterpret_cast<ExitStatus>(dlsym(RTLD_DEFAULT, "tdbg_preload_exit_status"))) {
+    int status = -1, signal = -1;
+    if (ending(&status, &signal) == 1)
+      w->set_meta("exit_status", signal >= 0 ? "signal " + std::to_string(signal)
+                                             : std::to_string(status));
+  }
   w->set_meta("end_time_ns", std::to_string(wall_ns()));
   close_bounded(w);
   // `w` is not deleted: a thread still inside an op may hold the pointer.

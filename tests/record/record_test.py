@@ -57,6 +57,21 @@ def case_exit_status():
     check(result.returncode == 3, f"exit status {result.returncode}, want 3")
     check(databases(run) == [], f"a process without torch wrote {databases(run)}")
     check(os.path.exists(os.path.join(run, "tdbg-run.json")), "no tdbg-run.json in the run")
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        return
+    # A torch process's database notes how it ended (meta exit_status, docs/schema.md).
+    for code, want in (("sys.exit(3)", "3"), ("os._exit(5)", "5"), ("pass", "0"),
+                       ("raise SystemExit('bye')", "1")):
+        run = fresh("exit_status_torch")
+        result = record(run, [TORCH_PYTHON, "-c", "import os, sys, torch; torch.ones(1).neg(); " + code],
+                        capture_output=True)
+        dbs = databases(run)
+        check(len(dbs) == 1, f"{code}: one database, got {dbs}")
+        if dbs:
+            con = sqlite3.connect("file:%s?mode=ro" % dbs[0], uri=True)
+            got = dict(con.execute("select key, value from meta")).get("exit_status")
+            check(got == want and result.returncode == int(want),
+                  f"{code}: exit_status {got!r} (exit {result.returncode}), want {want}")
 
 
 def case_signal():
@@ -220,6 +235,7 @@ def case_keyboard_interrupt():
     meta = dict(con.execute("select key, value from meta"))
     check("end_time_ns" in meta, "the database was closed (meta end_time_ns)")
     check(meta.get("seed") == "0", f"the seed the program set, read at close (got {meta.get('seed')})")
+    check(meta.get("exit_status") == "signal 2", f"exit_status {meta.get('exit_status')!r}")
     check(con.execute("pragma journal_mode").fetchone()[0] != "wal",
           "the writer left WAL mode at close")
 
