@@ -426,7 +426,26 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
       return "structure";
     }
   }
-  *detail = "identical inputs, arguments and generator state, different output";
+  // An input whose values were not recorded (a sparse tensor, an internal buffer) may carry
+  // the difference in: after a structural change it comes from the changed ops.
+  const TensorRecord* unhashed = nullptr;
+  for (size_t k = 0; k < a.tensors.size() && unhashed == nullptr; ++k) {
+    const TensorRecord& t = a.tensors[k];
+    if (t.role != TensorRole::kInput) continue;
+    if (!tensor_comparable(t) || (k < b.tensors.size() && !tensor_comparable(b.tensors[k])))
+      unhashed = &t;
+  }
+  if (unhashed != nullptr && after_structure) {
+    *detail = "input " + std::to_string(unhashed->index) +
+              " was not hashed (its values are not recorded) and comes after the structural "
+              "change: it carries the change in";
+    return "structure";
+  }
+  *detail = unhashed == nullptr
+                ? "identical inputs, arguments and generator state, different output"
+                : "identical arguments, generator state and hashed inputs, different output; input " +
+                      std::to_string(unhashed->index) +
+                      " was not hashed (its values are not recorded) and may differ";
   if (c.provenance >= 0) {
     *detail += "; input " + std::to_string(tensor_at(c.provenance).index) +
                " was made another way in each run (a view of an earlier tensor in one, new data "
@@ -435,14 +454,19 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   }
   // An input whose hash was carried from its producer (not read again) matches by what torch's
   // ops did to it: a write from outside them (through `.numpy()`, a data pointer) is not seen.
+  // The one carried longest (the oldest producer) is the likeliest to be stale.
+  const TensorRecord* carried = nullptr;
   for (const TensorRecord& t : a.tensors) {
     if (t.role != TensorRole::kInput || t.producer == tracer::kNoSeq) continue;
     if (t.status != tracer::TensorStatus::kKnown && t.status != tracer::TensorStatus::kView)
       continue;
-    *detail += "; or input " + std::to_string(t.index) + " was changed outside torch's ops (through "
-               "a data pointer, or .numpy() in Python): its hash is op " +
-               std::to_string(t.producer) + "'s, not read again";
-    break;
+    if (carried == nullptr || t.producer < carried->producer) carried = &t;
+  }
+  if (carried != nullptr) {
+    *detail += "; or input " + std::to_string(carried->index) +
+               " was changed outside torch's ops (through a data pointer, or .numpy() in "
+               "Python): its hash is op " + std::to_string(carried->producer) +
+               "'s, not read again";
   }
   return "nondeterministic";
 }

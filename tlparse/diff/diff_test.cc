@@ -532,6 +532,61 @@ TEST_CASE("operands swapped: an input from another op, or another of an op's out
   CHECK(views["detail"].get<std::string>().find("a view of other memory") != std::string::npos);
 }
 
+TEST_CASE("an input whose values are not recorded: named, and after a structural change the cause") {
+  // A sparse gradient (not hashed) made by an op inserted in B, then read by `_values`.
+  using T = Recorder::T;
+  auto write = [](bool inserted) {
+    return write_ops([&](Recorder& r) {
+      T grad{11, kNoSeq, "32x8", TensorStatus::kNotHashed};
+      grad.summary = false;
+      grad.producer = r.op("aten::embedding_dense_backward", {T{10}}, {grad}, {}, 0, 0, kNoSeq, 5);
+      if (inserted) {
+        grad.producer = r.op("aten::mul", {grad}, {grad}, {{"other", "1.0001"}}, 0, 0, kNoSeq, 6);
+      }
+      r.op("aten::_values", {grad}, {T{inserted ? 32u : 31u}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::_values");
+  CHECK(d["value_after_structure"]["cause"] == "structure");
+  CHECK(d["value_after_structure"]["detail"].get<std::string>().find("was not hashed") !=
+        std::string::npos);
+  // Without a structural change before it: still nondeterministic, but never "identical inputs".
+  auto same_ops = [](uint64_t out) {
+    return write_ops([&](Recorder& r) {
+      T grad{11, kNoSeq, "32x8", TensorStatus::kNotHashed};
+      grad.summary = false;
+      grad.producer = r.op("aten::embedding_dense_backward", {T{10}}, {grad}, {}, 0, 0, kNoSeq, 5);
+      r.op("aten::_values", {grad}, {T{out}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json n = first(compare(same_ops(31), same_ops(32)));
+  CHECK(n["cause"] == "nondeterministic");
+  CHECK(n["detail"].get<std::string>().find("input 0 was not hashed") != std::string::npos);
+  CHECK(n["detail"].get<std::string>().find("identical inputs") == std::string::npos);
+}
+
+TEST_CASE("the carried input named as possibly changed outside torch is the one carried longest") {
+  // A NumPy buffer wrapped once (hashed at op 0) and a bias the optimizer updated just before.
+  using T = Recorder::T;
+  auto write = [](uint64_t out) {
+    return write_ops([&](Recorder& r) {
+      T data{11, kNoSeq, "32x8", TensorStatus::kKnown};
+      data.producer = r.op("aten::lift_fresh", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 3);
+      r.op("aten::relu", {T{40}}, {T{41}}, {}, 0, 0, kNoSeq, 4);
+      T bias{12, kNoSeq, "32", TensorStatus::kKnown};
+      bias.producer = r.op("aten::add_", {T{42}}, {T{12, kNoSeq, "32"}}, {}, 0, 0, kNoSeq, 5);
+      r.op("aten::addmm", {bias, data}, {T{out}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json d = first(compare(write(31), write(32)));
+  CHECK(d["cause"] == "nondeterministic");
+  CHECK(d["detail"].get<std::string>().find("or input 1 was changed outside torch's ops") !=
+        std::string::npos);
+}
+
 TEST_CASE("settings that differ are listed; a database never closed gets a note instead") {
   using T = Recorder::T;
   auto write = [](const std::string& threads, bool closed) {
