@@ -814,6 +814,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     if (reason) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, reason);
+      if (auto known = g_tensors.find(t)) rec.producer = known->producer;  // who made it
     } else if (mode == HashMode::kNone) {
       rec.status = TensorStatus::kSkipped;
     } else if (overwritten) {
@@ -893,9 +894,11 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
     TrackedTensor state;
     state.producer = ctx->seq;
     if (reason) {
+      // Not hashable (sparse, quantized, ...): remembered only for who made it.
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, reason);
-      g_tensors.forget(t);
+      state.status = TensorStatus::kNotHashed;
+      g_tensors.remember(t, state);
     } else if (info->uninitialized_output) {
       rec.status = TensorStatus::kUninitialized;
       state.status = TensorStatus::kUninitialized;

@@ -209,6 +209,24 @@ def case_uninitialized():
     check(tensors(con, cos[0], "input")[0][1] == "hashed", "its reader hashes what it reads")
 
 
+def case_unhashable():
+    # A sparse tensor is not hashed, but its reader still names the op that made it (so that
+    # `tdbg nan` and `tdbg diff` can point there).
+    r = run_python("""
+        import torch
+        s = torch.sparse_coo_tensor(torch.tensor([[0, 1]]), torch.tensor([0., 1.]), (3,))
+        d = (s / 0.0).to_dense()
+    """)
+    con = r.db()
+    div = first_op(con, "aten::div")
+    out = tensors(con, div[0], "output")[0]
+    check(out[1] == "not_hashed", "a sparse output is not hashed: %s" % (out,))
+    dense = first_op(con, "aten::to_dense", div[0])
+    read = tensors(con, dense[0], "input")[0]
+    check(read[1] == "not_hashed" and read[3] == div[0],
+          "its reader names the op that made it: %s (div is seq %d)" % (read, div[0]))
+
+
 def case_view():
     r = run_python("""
         import torch

@@ -786,6 +786,23 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(u["first_nonfinite"]["inputs"][0]["finite"].is_null());
   }
 
+  SECTION("an input whose values are not recorded may have brought it in: said so") {
+    json r = nonfinite([&](Recorder& r) {
+      T sparse{11, kNoSeq, "3", TensorStatus::kNotHashed};
+      sparse.summary = false;
+      sparse.producer = r.op("aten::div", {T{10, kNoSeq, "3", TensorStatus::kNotHashed}}, {sparse},
+                             {{"other", "0"}}, 0, 0, kNoSeq, 2);
+      T y{12};
+      y.nan = 1;
+      r.op("aten::to_dense", {sparse}, {y}, {}, 0, 0, kNoSeq, 3);
+    });
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::to_dense");
+    const std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("brought in by input 0, whose values were not recorded (made by aten::div") !=
+          std::string::npos);
+    CHECK(text.find("made here from inputs without NaN") == std::string::npos);
+  }
+
   SECTION("a NaN literal argument") {
     json r = nonfinite([&](Recorder& r) {
       T y{12};

@@ -298,8 +298,26 @@ std::string format_nonfinite(const json& result) {
   } else if (entered == "argument") {
     o << "  cause:    NaN entered here: a NaN argument; no op made NaN from finite values\n";
   } else if (s.is_object()) {
-    o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
-      << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf)\n";
+    // An input whose values were not recorded (a sparse tensor) may have brought it in.
+    json unknown;
+    for (const json& in : f.value("inputs", json::array()))
+      if (unknown.is_null() && !in.value("finite", json()).is_boolean()) unknown = in;
+    if (!unknown.is_null()) {
+      o << "  cause:    made here, or brought in by input " << str(unknown, "index")
+        << ", whose values were not recorded";
+      const json prod = unknown.value("producer", json());
+      if (prod.is_object()) {
+        o << " (made by " << str(prod, "op") << ", seq " << str(prod, "seq");
+        std::string src = str(prod, "source");
+        if (!src.empty()) o << ", at " << src;
+        o << ")";
+      }
+      o << "; the other inputs and the arguments hold no " << (s.value("nan", int64_t{0}) > 0 ? "NaN" : "NaN or Inf")
+        << "\n";
+    } else {
+      o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
+        << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf)\n";
+    }
   }
   const int64_t explained = f.value("explained_before", int64_t{0});
   if (explained > 0) {
