@@ -21,9 +21,21 @@ std::string environment_name(const char* flag) {
   return name;
 }
 
+bool g_report = true;
+
 void report_malformed(const std::string& variable, const char* value, const char* expected) {
+  if (!g_report) return;
   std::fprintf(stderr, "tdbg: %s=%s is not %s; using the default\n", variable.c_str(), value,
                expected);
+}
+
+// Puts back the default of an integer option below its least value, reported like a typo.
+void at_least(const char* flag, int64_t least, int64_t fallback, int64_t* value) {
+  if (*value >= least) return;
+  const std::string text = std::to_string(*value);
+  report_malformed(environment_name(flag), text.c_str(),
+                   least == 0 ? "0 or more" : ("at least " + std::to_string(least)).c_str());
+  *value = fallback;
 }
 
 void parse_value(const std::string& variable, const char* value, std::string* out) {
@@ -60,7 +72,8 @@ void parse_value(const std::string& variable, const char* value, bool* out) {
 
 }  // namespace
 
-Config config_from_environment() {
+Config config_from_environment(bool report) {
+  g_report = report;
   Config config;
 #define FLAG(type, name, def, doc)                         \
   {                                                        \
@@ -70,6 +83,10 @@ Config config_from_environment() {
   }
 #include "interpose/flags.inc"
 #undef FLAG
+  const Config defaults;
+  at_least("ring", 0, defaults.ring, &config.ring);
+  at_least("hash_threads", 1, defaults.hash_threads, &config.hash_threads);
+  at_least("flush_ms", 0, defaults.flush_ms, &config.flush_ms);
   return config;
 }
 

@@ -21,7 +21,9 @@ struct Config {
 };
 
 // Reads every `TDBG_<NAME>` variable (upper-cased flag name); unset ones keep the default.
-// A malformed value keeps the default and is reported once on stderr.
-Config config_from_environment();
+// A malformed or out-of-range value (a negative ring or flush interval, hash threads below 1)
+// keeps the default and, when `report`, is reported on stderr: one reader per process
+// reports, so that a typo is said once.
+Config config_from_environment(bool report = true);
 
 }  // namespace tdbg::interpose

@@ -121,7 +121,7 @@ void after_fork_in_child() {
 }
 
 void load_torch_hook() {
-  interpose::Config config = interpose::config_from_environment();
+  interpose::Config config = interpose::config_from_environment(/*report=*/false);
   if (config.out.empty()) {
     if (!config.quiet)
       say_once(&g_said_no_out,
@@ -153,6 +153,11 @@ void load_torch_hook() {
   }
   if (dlsym_fn real_dlsym = real_dlsym_now()) {
     auto shutdown = reinterpret_cast<void (*)()>(real_dlsym(handle, "tdbg_torch_shutdown"));
+    if (shutdown == nullptr) {
+      say_once(&g_said_torch_lib, "%s is not tdbg's torch hook (no tdbg_torch_shutdown); not "
+               "recording this process", path);
+      return;
+    }
     g_recording_pid.store(getpid());
     g_torch_shutdown.store(shutdown);
   }

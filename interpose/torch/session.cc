@@ -197,7 +197,9 @@ bool parse_steps(const std::string& text, int64_t* begin, int64_t* end) {
 }
 
 void read_settings() {
-  g_settings.config = interpose::config_from_environment();
+  // The preload, when it loaded this hook, said what was wrong with the environment already.
+  const bool preloaded = dlsym(RTLD_DEFAULT, "tdbg_preload_set_step_sink") != nullptr;
+  g_settings.config = interpose::config_from_environment(/*report=*/!preloaded);
   const std::string& h = g_settings.config.hash;
   if (h == "all" || h.empty()) {
     g_settings.hash = HashMode::kAll;

@@ -190,6 +190,24 @@ def case_bad_options():
         check(result.stderr.count("\n") == 1 and flags[0] in result.stderr,
               f"{flags}: want a one-line error naming the flag, got {result.stderr!r}")
         check(not os.path.exists(os.path.join(run, "tdbg-run.json")), f"{flags}: ran anyway")
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        return
+    # The environment route (LD_PRELOAD by hand): each bad value is said once per process, in
+    # one line, and the default is used; the program runs as before.
+    run = fresh("bad_env")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TDBG_")}
+    # After a sanitizer runtime the test environment preloads (ASan build), if any.
+    preload = " ".join(x for x in (os.environ.get("LD_PRELOAD"), PRELOAD) if x)
+    env.update(LD_PRELOAD=preload, TDBG_OUT=run, TDBG_RING="abc", TDBG_FLUSH_MS="-1",
+               TDBG_HASH_THREADS="0")
+    result = subprocess.run([TORCH_PYTHON, "-c", "import torch; print(torch.ones(2).sum().item())"],
+                            capture_output=True, text=True, env=env)
+    check(result.returncode == 0 and result.stdout == "2.0\n", f"the program ran: {result}")
+    lines = result.stderr.splitlines()
+    check(len(lines) == 3 and all(v in result.stderr for v in
+                                  ("TDBG_RING=abc", "TDBG_FLUSH_MS=-1", "TDBG_HASH_THREADS=0")),
+          f"one line per bad variable: {lines}")
+    check(len(databases(run)) == 1, "recorded with the defaults")
 
 
 def case_dl_semantics():
