@@ -23,7 +23,7 @@ void add_nan_command(CLI::App& app) {
                 "Look for NaN only: an Inf the program makes and masks on purpose is passed over");
   cmd->add_option("--from-step", args->options.from_step,
                   "Start at this optimizer step (earlier non-finite values are still followed)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->callback([args] {
     auto run = tracer::Run::Open(args->run);
     if (!run.ok()) return fail("nan", run.status().message());

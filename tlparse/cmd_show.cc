@@ -74,11 +74,14 @@ void add_show_command(CLI::App& app) {
   auto args = std::make_shared<ShowArgs>();
   auto* cmd = app.add_subcommand("show", "List a run's ops with their tensors, for looking around by hand");
   cmd->add_option("RUN", args->run, "A run directory or one .sqlite database")->required();
-  cmd->add_option("--op", args->op, "Start at the op with this seq number");
-  cmd->add_option("--step", args->step, "Only ops of this optimizer step");
-  cmd->add_option("--thread", args->thread, "Only ops of this thread (tdbg thread id)");
-  cmd->add_option("--limit", args->limit, "Ops listed at most (0: all)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--process", args->process, "Which recorded process of a run directory (0: first)");
+  cmd->add_option("--op", args->op, "Start at the op with this seq number")
+      ->check(at_least(0));
+  cmd->add_option("--step", args->step, "Only ops of this optimizer step")->check(at_least(0));
+  cmd->add_option("--thread", args->thread, "Only ops of this thread (tdbg thread id)")
+      ->check(at_least(0));
+  cmd->add_option("--limit", args->limit, "Ops listed at most (0: all)")->check(at_least(0));
+  cmd->add_option("--process", args->process, "Which recorded process of a run directory (0: first)")
+      ->check(at_least(0));
   cmd->add_flag("--plain", args->plain, "One line per op without seq numbers, for text diff tools");
   cmd->callback([args] {
     auto run = tracer::Run::Open(args->run);

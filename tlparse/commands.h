@@ -4,6 +4,8 @@
 // and prints errors as one line on stderr: "tdbg <command>: <file>: <problem>".
 #pragma once
 
+#include <cerrno>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,21 @@ void fail(const std::string& command, const std::string& message);
 // Prints "tdbg <command>: note: <line>" on stderr for each database that `run` left out
 // (tracer::Run::skipped): the command goes on with the others.
 void note_skipped(const std::string& command, const std::vector<std::string>& skipped);
+
+// A whole number no smaller than `least`: a short message for a wrong value (CLI11's own range
+// checks print the bounds of the type, hundreds of digits for a double).
+inline CLI::Validator at_least(long long least) {
+  return CLI::Validator(
+      [least](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        long long value = std::strtoll(text.c_str(), &end, 10);
+        if (end == text.c_str() || *end != '\0' || errno != 0) return "want a whole number";
+        if (value < least) return "must be " + std::to_string(least) + " or more";
+        return "";
+      },
+      ">=" + std::to_string(least));
+}
 
 void add_record_command(CLI::App& app);   // interpose/: record a program
 void add_diff_command(CLI::App& app);     // first divergence between two runs

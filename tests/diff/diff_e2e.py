@@ -461,6 +461,13 @@ def case_errors():
           f"with one line naming the file (got {p.stderr!r})")
     p = subprocess.run([TDBG, "nan", os.path.join(WORK, "missing")], stderr=subprocess.PIPE, text=True)
     check(p.returncode == 2 and p.stderr.startswith("tdbg nan: "), "tdbg nan on a missing run exits 2")
+    # Wrong option values: one short line naming the subcommand and the option.
+    for argv in (["show", "--limit", "-1"], ["show", "--process", "-1"], ["nan", "--from-step", "x"],
+                 ["diff", "--context", "abc", bogus]):
+        p = subprocess.run([TDBG] + argv + [bogus], stderr=subprocess.PIPE, text=True)
+        check(p.returncode == 2 and p.stderr.startswith("tdbg %s: %s" % (argv[0], argv[1]))
+              and p.stderr.count("\n") == 1 and len(p.stderr) < 200,
+              f"{argv}: one short line (got {p.stderr!r})")
 
 
 def case_selection():
