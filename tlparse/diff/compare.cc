@@ -663,6 +663,22 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     out["cause"] = "structure";
     out["value_after_structure"] = nullptr;
   }
+  // Op names removed minus inserted over every hunk, up to a budget of ops read: all zero
+  // means the same ops ran in another order (parameter groups built from a set).
+  std::unordered_map<std::string, int64_t> moved;
+  int64_t moved_budget = 4096, moved_ops = 0;
+  bool moved_known = true;
+  auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
+    for (int64_t t = begin; moved_known && t < end; ++t) {
+      auto o = side.reader->op_at(side.thread, t);
+      if (!o || --moved_budget < 0) {
+        moved_known = false;
+        return;
+      }
+      moved[side.strings.text(o->name)] += sign;
+      ++moved_ops;
+    }
+  };
   bool first_event = true;
   while (true) {
     // The first change of a structural divergence is read whatever the budget: it is the
@@ -681,6 +697,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         step = o->step;
       }
       growth.add_hunk(e.hunk, step);
+      count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
+      count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
       if (first_event && where.kind == Located::kStructure) {
         const Hunk& h = e.hunk;
@@ -738,6 +756,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     out["a"] = nullptr;
     out["b"] = nullptr;
     out["tensor"] = nullptr;
+  }
+  if (where.kind == Located::kStructure && complete && moved_known && moved_ops > 0 &&
+      std::all_of(moved.begin(), moved.end(), [](const auto& kv) { return kv.second == 0; })) {
+    out["detail"] = out.value("detail", std::string()) +
+                    "; the same ops ran in another order (" + std::to_string(moved_ops / 2) +
+                    " op(s) moved: an order chosen at run time, such as iterating a set or a "
+                    "dict built in another order)";
+    out["reordered"] = true;
   }
   out["structural_changes"] = std::move(hunks);
   out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},

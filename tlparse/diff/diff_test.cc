@@ -587,6 +587,38 @@ TEST_CASE("the carried input named as possibly changed outside torch is the one 
         std::string::npos);
 }
 
+TEST_CASE("the same ops in another order are named as such, not only as inserts and removals") {
+  using T = Recorder::T;
+  auto write = [](bool swapped) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      auto first = [&] { r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 5);
+                         r.op("aten::tanh", {T{14}}, {T{15}}, {}, 0, 0, kNoSeq, 6); };
+      auto second = [&] { r.op("aten::exp", {T{16}}, {T{17}}, {}, 0, 0, kNoSeq, 7);
+                          r.op("aten::sin", {T{18}}, {T{19}}, {}, 0, 0, kNoSeq, 8); };
+      if (swapped) { second(); first(); } else { first(); second(); }
+      r.op("aten::cos", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 9);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d.value("reordered", false));
+  CHECK(d["detail"].get<std::string>().find("the same ops ran in another order") != std::string::npos);
+  // An inserted op is no reorder.
+  auto inserted = write_ops([&](Recorder& r) {
+    r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+    r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 5);
+    r.op("aten::tanh", {T{14}}, {T{15}}, {}, 0, 0, kNoSeq, 6);
+    r.op("aten::abs", {T{14}}, {T{30}}, {}, 0, 0, kNoSeq, 6);
+    r.op("aten::exp", {T{16}}, {T{17}}, {}, 0, 0, kNoSeq, 7);
+    r.op("aten::sin", {T{18}}, {T{19}}, {}, 0, 0, kNoSeq, 8);
+    r.op("aten::cos", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 9);
+  });
+  json i = first(compare(write(false), inserted));
+  CHECK(i["kind"] == "structure");
+  CHECK_FALSE(i.value("reordered", false));
+}
+
 TEST_CASE("settings that differ are listed; a database never closed gets a note instead") {
   using T = Recorder::T;
   auto write = [](const std::string& threads, bool closed) {
