@@ -619,6 +619,18 @@ TEST_CASE("the same ops in another order are named as such, not only as inserts 
   CHECK_FALSE(i.value("reordered", false));
 }
 
+TEST_CASE("a divergence inside a DataLoader worker names the worker, not its step 0") {
+  Variation va, vb;
+  vb.nondeterministic_step = 5;
+  json r = compare(write_run(va), write_run(vb));
+  REQUIRE(r["first_divergence"].is_object());
+  r["first_divergence"]["process_a"] = {{"index", 1}, {"path", "a/w.sqlite"}, {"pid", "7"},
+                                        {"worker", "1/2"}, {"text", "process 1 of 3"}};
+  const std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("in DataLoader worker 1/2)") != std::string::npos);
+  CHECK(text.find(", step ") == std::string::npos);
+}
+
 TEST_CASE("settings that differ are listed; a database never closed gets a note instead") {
   using T = Recorder::T;
   auto write = [](const std::string& threads, bool closed) {

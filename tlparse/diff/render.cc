@@ -208,8 +208,13 @@ std::string format_divergence(const json& result) {
   const json& a = d.value("a", json());
   const json& b = d.value("b", json());
   const json& process = d.value("process_a", json());
+  // A DataLoader worker runs no optimizer: its ops' step (0) says nothing; name the worker.
+  const std::string worker = process.is_object() ? str(process, "worker") : "";
+  auto where_in_run = [&](const json& side) {
+    return worker.empty() ? "step " + str(side, "step") : "in DataLoader worker " + worker;
+  };
   if (str(d, "kind") == "value") {
-    o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", step " << str(a, "step")
+    o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", " << where_in_run(a)
       << "): " << str(d, "cause") << "\n";
     print_warnings(o, result);
     if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
@@ -217,7 +222,7 @@ std::string format_divergence(const json& result) {
   } else {
     const json& side = a.is_object() ? a : b;
     o << "diverged structurally";
-    if (side.is_object()) o << " at step " << str(side, "step");
+    if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << "\n";
     print_warnings(o, result);
     if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
