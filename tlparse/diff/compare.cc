@@ -406,7 +406,10 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     return "arguments";
   }
   if (c.rng) {
-    *detail = "random op whose generator state differs (a different seed)";
+    *detail = after_structure
+                  ? "random op whose generator state differs (random numbers drawn by the changed "
+                    "ops before it, or a different seed)"
+                  : "random op whose generator state differs (a different seed)";
     return "rng";
   }
   if (c.view >= 0 && !after_structure) {
@@ -679,6 +682,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       ++moved_ops;
     }
   };
+  int value_after_depth = -1;  // depth of the value difference after a structural change
   bool first_event = true;
   while (true) {
     // The first change of a structural divergence is read whatever the budget: it is the
@@ -744,9 +748,23 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       growth.add_pair(*e.a, *e.b, e.cmp);
       if (where.kind == Located::kStructure && !found_value_after && e.cmp.differs()) {
         found_value_after = true;
+        value_after_depth = e.a->depth;
         json v;
         describe_value(p, *e.a, *e.b, e.cmp, true, v);
         out["value_after_structure"] = std::move(v);
+      } else if (found_value_after && value_after_depth >= 0) {
+        // An op whose output differs for no reason of its own ("nondeterministic": dropout)
+        // may hold the reason in a nested op (its bernoulli_ drew from another generator
+        // state): descend to the first nested pair that differs, as bisection does.
+        if (e.a->depth <= value_after_depth) {
+          value_after_depth = -1;
+        } else if (e.cmp.differs() &&
+                   out["value_after_structure"].value("cause", "") == "nondeterministic") {
+          json v;
+          describe_value(p, *e.a, *e.b, e.cmp, true, v);
+          out["value_after_structure"] = std::move(v);
+          value_after_depth = e.a->depth;
+        }
       }
     }
     first_event = false;

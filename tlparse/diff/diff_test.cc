@@ -416,7 +416,8 @@ TEST_CASE("after a harmless inserted op, the next real value divergence is repor
   CHECK(d["kind"] == "structure");
   REQUIRE(d["value_after_structure"].is_object());
   CHECK(d["value_after_structure"]["cause"] == "nondeterministic");
-  CHECK(d["value_after_structure"]["a"]["op"] == "aten::linear");
+  // The innermost op that differs, as bisection finds it without a structural change.
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::addmm");
   CHECK(d["value_after_structure"]["a"]["step"] == 30);
 }
 
@@ -629,6 +630,29 @@ TEST_CASE("a divergence inside a DataLoader worker names the worker, not its ste
   const std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("in DataLoader worker 1/2)") != std::string::npos);
   CHECK(text.find(", step ") == std::string::npos);
+}
+
+TEST_CASE("after a structural change, the value difference descends into the op holding its reason") {
+  // B draws a randperm first (a logging helper); the next dropout's bernoulli_ then draws from
+  // another generator state: the difference is rng at bernoulli_, not a nondeterministic dropout.
+  using T = Recorder::T;
+  auto write = [](bool extra_draw) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      if (extra_draw) r.op("aten::randperm", {}, {T{12, kNoSeq, "8"}}, {{"n", "8"}}, 0x77, 0, kNoSeq, 5);
+      int64_t drop = r.op("aten::dropout", {T{11}}, {T{extra_draw ? 22u : 21u}}, {{"p", "0.5"}}, 0,
+                          0, kNoSeq, 6);
+      r.op("aten::bernoulli_", {T{13}}, {T{extra_draw ? 24u : 23u}}, {{"p", "0.5"}},
+           extra_draw ? 0x99 : 0x88, 1, drop, 6);
+      r.op("aten::mul", {T{11}, T{extra_draw ? 24u : 23u}}, {T{extra_draw ? 22u : 21u}}, {}, 0, 1,
+           drop, 6);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::bernoulli_");
+  CHECK(d["value_after_structure"]["cause"] == "rng");
 }
 
 TEST_CASE("settings that differ are listed; a database never closed gets a note instead") {
