@@ -1,61 +1,71 @@
-// StepCounter: rounds of optimizer steps (see step_counter.h).
+// StepCounter: training iterations from optimizer steps (see step_counter.h).
 #include "interpose/torch/step_counter.h"
 
 #include <algorithm>
 
 namespace tdbg::torchhook {
+namespace {
+constexpr int64_t kOutOfUse = 16;  // steps of others without one of its own, at least
+}  // namespace
 
-StepCounter::Member* StepCounter::find(uintptr_t id) {
-  for (Member& m : members_)
-    if (m.id == id) return &m;
-  return nullptr;
-}
-
-void StepCounter::drop_unstepped_except(uintptr_t id) {
-  members_.erase(std::remove_if(members_.begin(), members_.end(),
-                                [&](const Member& m) { return m.id != id && !m.stepped; }),
-                 members_.end());
-}
-
-void StepCounter::finish_round_if_complete() {
-  last_completed_ = false;
-  for (const Member& m : members_)
-    if (!m.stepped) return;
-  ++steps_;
-  for (Member& m : members_) m.stepped = false;
-  last_completed_ = true;
+void StepCounter::update_steps() {
+  if (members_.empty()) return;
+  int64_t least = members_.front().count;
+  for (const Member& m : members_) least = std::min(least, m.count);
+  steps_ = std::max(steps_, least);
 }
 
 int64_t StepCounter::on_step(uintptr_t id) {
-  const bool again = has_last_ && last_ == id;
-  last_ = id;
-  has_last_ = true;
-  Member* self = find(id);
-  if (self == nullptr) {
-    members_.push_back({id});
-    if (last_completed_) {
-      // Another optimizer of the round that just completed (the first iteration's).
-      members_.back().absorbed = true;
-      return steps_;
+  const int64_t before = steps_;
+  Member* self = nullptr;
+  for (Member& m : members_) {
+    if (m.id == id) {
+      self = &m;
+    } else {
+      ++m.since_last;
     }
+  }
+  if (self == nullptr) {
+    Member joined;
+    joined.id = id;
+    if (!members_.empty() && moved_) {
+      // Part of the iteration just counted: after this step it lines up with the count.
+      joined.count = steps_;
+      joined.absorbed = true;
+      members_.push_back(joined);
+      return steps_;  // `moved_` stays: a third optimizer of that iteration may follow
+    }
+    joined.count = steps_;  // stepping in the iteration in progress, like the others
+    members_.push_back(joined);
     self = &members_.back();
-  } else if (again) {
-    // Twice in a row: every other optimizer is out of use.
-    members_.erase(std::remove_if(members_.begin(), members_.end(),
-                                  [&](const Member& m) { return m.id != id; }),
-                   members_.end());
-    self = &members_.front();
-    if (self->absorbed) ++steps_;  // its first step was a round of its own after all
+  } else {
+    self->gap_max = std::max(self->gap_max, self->since_last);
+    self->since_last = 0;
   }
-  self->absorbed = false;
-  if (self->stepped) {
-    // Steps again before the round completed: the round ends, without those that did not step.
-    drop_unstepped_except(id);
-    finish_round_if_complete();
-    self = find(id);
+  ++self->count;
+  const uintptr_t stepping = id;
+  // A member that stepped after the newcomers joined shows they were its companions.
+  for (Member& m : members_)
+    if (m.id != stepping && m.absorbed && m.since_last > 0) m.absorbed = false;
+  // Optimizers out of use no longer hold the count back.
+  bool dropped = false;
+  members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                [&](const Member& m) {
+                                  const bool out = m.id != stepping &&
+                                                   m.since_last > std::max(kOutOfUse, 4 * m.gap_max + 1);
+                                  dropped = dropped || out;
+                                  return out;
+                                }),
+                 members_.end());
+  if (dropped) {
+    for (Member& m : members_) {
+      if (!m.absorbed) continue;
+      ++m.count;  // its first step began an iteration of its own (it replaced the dropped one)
+      m.absorbed = false;
+    }
   }
-  self->stepped = true;
-  finish_round_if_complete();
+  update_steps();
+  moved_ = steps_ != before;
   return steps_;
 }
 

@@ -1,7 +1,8 @@
 // Training steps counted from optimizer steps. With one optimizer each of its steps is a
-// training step. With several stepped in the same iteration (a GAN's discriminator and
-// generator, actor and critic, SparseAdam beside Adam) the iteration is one step: a step is a
-// round in which every optimizer in use has stepped once. Internal to interpose/torch/.
+// training step. With several (a GAN's discriminator and generator, a WGAN critic stepping
+// n times per generator step, actor and critic, SparseAdam beside Adam, a wrapper optimizer
+// around an inner one) a training step is an iteration of the loop: the count follows the
+// optimizer in use that has stepped least. Internal to interpose/torch/.
 #pragma once
 
 #include <cstdint>
@@ -13,17 +14,16 @@ namespace tdbg::torchhook {
 // Python object, the C++ `this`); 0 is an identity like any other.
 class StepCounter {
  public:
-  // Optimizer `id` finished a step; returns the number of training steps completed.
+  // Optimizer `id` finished a step; returns the number of training steps completed: the least
+  // step count among the optimizers in use, never going down.
   //
-  // - An optimizer stepping for the first time right after a round completed belongs to that
-  //   round (the second optimizer of the first iteration); otherwise it joins the round in
-  //   progress.
-  // - One that steps twice in a row, no other stepping in between, shows the others are no
-  //   longer in use (replaced, a warm-up optimizer): they are dropped. If its first step was
-  //   counted into the round before, that step is counted as a round of its own after all.
-  // - One that steps again before every optimizer of the round has stepped ends the round,
-  //   and the optimizers that did not step are dropped.
-  // The count never goes down.
+  // - An optimizer stepping for the first time right after the count moved belongs to the
+  //   iteration just counted (the second optimizer of the first iteration); otherwise it
+  //   joins the iteration in progress.
+  // - One that has not stepped while the others stepped many times (16, or 4 times its
+  //   longest gap so far) is out of use: replaced by a new optimizer, a warm-up one. It no
+  //   longer holds the count back, which then catches up. If the newcomer's first step had
+  //   been counted into the iteration before, it counts as an iteration of its own after all.
   int64_t on_step(uintptr_t id);
 
   int64_t steps() const { return steps_; }
@@ -31,19 +31,17 @@ class StepCounter {
 
  private:
   struct Member {
-    uintptr_t id;
-    bool stepped = false;   // in the round in progress
-    bool absorbed = false;  // its first step was counted into the round before
+    uintptr_t id = 0;
+    int64_t count = 0;       // its steps, offset so that it lines up with the others
+    int64_t since_last = 0;  // steps of other optimizers since its last step
+    int64_t gap_max = 0;     // the most steps of others between two of its steps so far
+    bool absorbed = false;   // its first step was counted into the iteration before
   };
-  Member* find(uintptr_t id);
-  void drop_unstepped_except(uintptr_t id);
-  void finish_round_if_complete();
+  void update_steps();
 
   std::vector<Member> members_;
   int64_t steps_ = 0;
-  uintptr_t last_ = 0;
-  bool has_last_ = false;
-  bool last_completed_ = false;  // the last step completed a round, or joined it since
+  bool moved_ = false;  // the last step moved the count, or joined the iteration just counted
 };
 
 }  // namespace tdbg::torchhook

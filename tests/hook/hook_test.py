@@ -307,7 +307,7 @@ def case_steps():
     check(zero_grad == 3, "zero_grad ranges are user regions")
 
     # Two optimizers stepped every iteration (a GAN): an iteration is one step, not two; then
-    # the first optimizer alone again (the second replaced): each of its steps counts.
+    # the first optimizer alone (the second out of use).
     r = run_python("""
         import torch
         torch.manual_seed(0)
@@ -318,7 +318,7 @@ def case_steps():
             od.zero_grad(); d(g(torch.randn(3, 2)).detach()).mean().backward(); od.step()
             torch.full((1,), float(it)).sin()   # marks the generator's part of iteration `it`
             og.zero_grad(); (-d(g(torch.randn(3, 2)))).mean().backward(); og.step()
-        for it in range(2):
+        for it in range(20):
             od.step()
         torch.ones(1).cosh()
     """)
@@ -327,7 +327,9 @@ def case_steps():
     # Only the first iteration's generator part cannot know yet that a second optimizer comes.
     check([m for (m,) in marks] == [1, 1, 2, 3], "two optimizers: one step per iteration: %s" % marks)
     exp = first_op(con, "aten::cosh")
-    check(exp[3] == 6, "the remaining optimizer counts each of its steps after: %s" % (exp,))
+    # Once the generator's optimizer is out of use (16 steps of the other without it), the
+    # count catches up: each of the 20 steps counted.
+    check(exp[3] == 24, "the remaining optimizer counts each of its steps after: %s" % (exp,))
 
 
 def case_modules():
