@@ -455,22 +455,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
                "in the other), so its values were not compared";
     return "nondeterministic";
   }
-  // An input whose hash was carried from its producer (not read again) matches by what torch's
-  // ops did to it: a write from outside them (through `.numpy()`, a data pointer) is not seen.
-  // The one carried longest (the oldest producer) is the likeliest to be stale.
-  const TensorRecord* carried = nullptr;
-  for (const TensorRecord& t : a.tensors) {
-    if (t.role != TensorRole::kInput || t.producer == tracer::kNoSeq) continue;
-    if (t.status != tracer::TensorStatus::kKnown && t.status != tracer::TensorStatus::kView)
-      continue;
-    if (carried == nullptr || t.producer < carried->producer) carried = &t;
-  }
-  if (carried != nullptr) {
-    *detail += "; or input " + std::to_string(carried->index) +
-               " was changed outside torch's ops (through a data pointer, or .numpy() in "
-               "Python): its hash is op " + std::to_string(carried->producer) +
-               "'s, not read again";
-  }
+  // The other explanation, an input changed outside torch's ops since its hash was carried, is
+  // weighed by `compare_runs` against the runs' settings (see `carried_input`).
   return "nondeterministic";
 }
 
@@ -587,12 +573,35 @@ json tensor_pair_json(Pair& p, const OpRecord& a, const OpRecord& b, int index) 
 }
 
 // The differing parts of an aligned op pair: cause, tensor, argument, generator state.
+// An input whose hash was carried from its producer (not read again) matches by what torch's
+// ops did to it: a write from outside them (through `.numpy()`, a data pointer) is not seen.
+// The one carried longest (the oldest producer) is the likeliest to be stale; nullptr if none.
+const TensorRecord* carried_longest(const OpRecord& a) {
+  const TensorRecord* carried = nullptr;
+  for (const TensorRecord& t : a.tensors) {
+    if (t.role != TensorRole::kInput || t.producer == tracer::kNoSeq) continue;
+    if (t.status != tracer::TensorStatus::kKnown && t.status != tracer::TensorStatus::kView)
+      continue;
+    if (carried == nullptr || t.producer < carried->producer) carried = &t;
+  }
+  return carried;
+}
+
 void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpComparison& c,
                     bool after_structure, json& out) {
   std::string detail;
   out["kind"] = "value";
   out["cause"] = cause_of(c, a, b, after_structure, &detail);
   out["detail"] = detail;
+  if (out["cause"] == "nondeterministic") {
+    // For `explain_nondeterministic`, which removes these: the input that may have changed
+    // unseen, and whether the op ran on the CPU, whose kernels repeat exactly.
+    if (const TensorRecord* carried = carried_longest(a))
+      out["carried_input"] = {{"index", carried->index}, {"producer", carried->producer}};
+    bool cpu = true;
+    for (const TensorRecord& t : a.tensors) cpu = cpu && p.a.strings.text(t.device) == "cpu";
+    out["on_cpu"] = cpu;
+  }
   out["a"] = op_json(*p.a.reader, p.a.strings, a);
   out["b"] = op_json(*p.b.reader, p.b.strings, b);
   int tensor = c.input >= 0 ? c.input : c.layout >= 0 ? c.layout : c.output;
@@ -609,6 +618,47 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     out["rng"] = {{"a", hex64(a.rng)}, {"b", hex64(b.rng)}};
   } else {
     out["rng"] = nullptr;
+  }
+}
+
+// Weighs the explanations of a "nondeterministic" value difference `d` (identical recorded
+// inputs, arguments and generator state, different output):
+// - runs that differ in settings that change how kernels compute (`kernel_settings`): those;
+// - else, on the CPU, whose kernels repeat exactly with the same settings, an input whose
+//   hash was carried (not read again) most likely changed outside torch's ops: the cause is
+//   `external_input`;
+// - else (an accelerator) a nondeterministic kernel, or that input.
+void explain_nondeterministic(json& d, const std::string& kernel_settings) {
+  const json carried = d.value("carried_input", json());
+  const bool on_cpu = d.value("on_cpu", false);
+  d.erase("carried_input");
+  d.erase("on_cpu");
+  if (d.value("cause", "") != "nondeterministic") return;
+  std::string detail = d.value("detail", "");
+  if (!kernel_settings.empty()) {
+    // Right after "different output", ahead of what follows.
+    const std::string why = "; the runs differ in settings that change how kernels compute: " +
+                            kernel_settings;
+    const std::string anchor = "different output";
+    const size_t at = detail.find(anchor);
+    detail.insert(at == std::string::npos ? detail.size() : at + anchor.size(), why);
+    d["detail"] = detail;
+    return;
+  }
+  if (!carried.is_object()) return;
+  const std::string input = "input " + carried["index"].dump();
+  const std::string producer = "op " + carried["producer"].dump();
+  if (on_cpu) {
+    d["cause"] = "external_input";
+    const std::string same = "identical inputs";
+    if (detail.rfind(same, 0) == 0) detail.replace(0, same.size(), "identical recorded inputs");
+    d["detail"] = detail + "; a CPU kernel repeats exactly with the same settings, so " + input +
+                  " most likely changed outside torch's ops after " + producer +
+                  " made it (a write through .numpy() or a data pointer): its hash was carried "
+                  "from there, not read again";
+  } else {
+    d["detail"] = detail + "; or " + input + " was changed outside torch's ops (through a data "
+                  "pointer, or .numpy() in Python): its hash is " + producer + "'s, not read again";
   }
 }
 
@@ -1161,30 +1211,23 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                       "may be missing");
     }
   }
-  // A "nondeterministic" op between runs that used other thread counts, determinism switches
-  // or library versions is most likely explained by them: say so in its detail.
+  // Settings that change how kernels compute, where the runs differ in them.
+  std::string kernel_settings;
+  for (const json& st : result["settings"]) {
+    const std::string key = st.value("key", "");
+    if (key.rfind("num_", 0) != 0 && key.find("determinis") == std::string::npos &&
+        key.find("version") == std::string::npos && key != "cudnn_benchmark" &&
+        key != "cpu_model" && key.rfind("$OMP_", 0) != 0 && key.rfind("$MKL_", 0) != 0 &&
+        key.rfind("$OPENBLAS_", 0) != 0 && key.rfind("$CUBLAS_", 0) != 0)
+      continue;
+    kernel_settings += (kernel_settings.empty() ? "" : ", ") + key + " (A " + st.value("a", "") +
+                       ", B " + st.value("b", "") + ")";
+  }
   json& first = result["first_divergence"];
-  if (first.is_object() && first.value("cause", "") == "nondeterministic") {
-    std::string named;
-    for (const json& st : result["settings"]) {
-      const std::string key = st.value("key", "");
-      if (key.rfind("num_", 0) != 0 && key.find("determinis") == std::string::npos &&
-          key.find("version") == std::string::npos && key != "cudnn_benchmark" &&
-          key != "cpu_model" && key.rfind("$OMP_", 0) != 0 && key.rfind("$MKL_", 0) != 0 &&
-          key.rfind("$OPENBLAS_", 0) != 0 && key.rfind("$CUBLAS_", 0) != 0)
-        continue;
-      named += (named.empty() ? "" : ", ") + key + " (A " + st.value("a", "") + ", B " +
-               st.value("b", "") + ")";
-    }
-    if (!named.empty()) {
-      // Right after "different output", ahead of the less likely explanations.
-      std::string detail = first.value("detail", "");
-      const std::string why = "; the runs differ in settings that change how kernels compute: " + named;
-      const std::string anchor = "different output";
-      const size_t at = detail.find(anchor);
-      detail.insert(at == std::string::npos ? detail.size() : at + anchor.size(), why);
-      first["detail"] = detail;
-    }
+  if (first.is_object()) {
+    explain_nondeterministic(first, kernel_settings);
+    if (first.contains("value_after_structure") && first["value_after_structure"].is_object())
+      explain_nondeterministic(first["value_after_structure"], kernel_settings);
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (a.processes.size() != b.processes.size()) {
