@@ -820,8 +820,9 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else if (overwritten) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
-    } else if (auto known = foreign_memory(t) ? std::nullopt
-                                              : g_tensors.find(t, &writer, &written_since);
+    } else if (auto known = foreign_memory(t)
+                                ? (g_tensors.find(t, &writer, &written_since), std::nullopt)
+                                : g_tensors.find(t, &writer, &written_since);
                known && known->status == TensorStatus::kUninitialized && mode == HashMode::kAll &&
                !view_only && !written && !ctx->info->collective &&
                (!ctx->root || ctx->root == ctx)) {

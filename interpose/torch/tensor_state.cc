@@ -290,9 +290,10 @@ std::optional<TrackedTensor> TensorTable::find(const at::Tensor& t, int64_t* wri
   const WriteTime* w = last_write_locked(slot->storage);
   const bool by_other = w != nullptr && w->time > slot->time;
   if (slot->version != *version || by_other) {
-    // Written in place since: through itself or a view sharing its version counter, or only
-    // through another tensor over its storage (whose op is then known).
-    if (by_other && slot->version == *version && writer) *writer = w->writer;
+    // Written in place since: through itself or a view sharing its version counter, or
+    // through another tensor over its storage. A recorded op that wrote the storage since is
+    // named (the version counter alone does not tell which op bumped it).
+    if (by_other && writer) *writer = w->writer;
     if (written) *written = true;
     return std::nullopt;
   }

@@ -79,7 +79,7 @@ class TensorTable {
   ~TensorTable();
 
   // The entry of `t` if it is still the same tensor with the same contents. When it is not
-  // because a recorded op wrote into its storage through another tensor, `*writer` (if given)
+  // and a recorded op wrote into its storage since the entry was made, `*writer` (if given)
   // is set to that op's seq. `*written` (if given) is set when its contents changed in place
   // since it was remembered, by whatever tensor over its storage.
   std::optional<TrackedTensor> find(const at::Tensor& t, int64_t* writer = nullptr,

@@ -227,6 +227,32 @@ def case_unhashable():
           "its reader names the op that made it: %s (div is seq %d)" % (read, div[0]))
 
 
+def case_foreign_memory():
+    # Memory torch did not allocate (a NumPy array's) can change with no op seeing it: every
+    # read hashes it again; a recorded op that wrote it since is named as its producer.
+    r = run_python("""
+        import numpy as np, torch
+        arr = np.zeros(4, dtype=np.float32)
+        x = torch.from_numpy(arr)
+        x.sum()
+        arr[2] = 7.0       # through NumPy: no op sees it
+        x.cos()
+        x[1] = 5.0         # a recorded op writes it
+        x.mul(2)
+    """)
+    con = r.db()
+    total = first_op(con, "aten::sum")
+    cos = first_op(con, "aten::cos", total[0])
+    a, b = tensors(con, total[0], "input")[0], tensors(con, cos[0], "input")[0]
+    check(a[1] == "hashed" and b[1] == "hashed" and a[2] != b[2],
+          "each read hashes what the array holds now: %s, %s" % (a, b))
+    fill = first_op(con, "aten::copy_", cos[0])
+    mul = first_op(con, "aten::mul", cos[0])
+    m = tensors(con, mul[0], "input")[0]
+    check(m[1] == "hashed" and m[3] == fill[0],
+          "read after a recorded write names the writer: %s (copy_ is seq %d)" % (m, fill[0]))
+
+
 def case_view():
     r = run_python("""
         import torch

@@ -330,6 +330,15 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   }
   if (c.input >= 0) {
     const TensorRecord& t = tensor_at(c.input);
+    const size_t k = static_cast<size_t>(c.input);
+    const bool b_made = k < b.tensors.size() && b.tensors[k].producer != tracer::kNoSeq;
+    if (t.producer == tracer::kNoSeq && b_made && after_structure) {
+      // Data from outside in A, written by an op of the change in B (`xb[5, 7] = 3.0`).
+      *detail = "input " + std::to_string(t.index) + " was written by op " +
+                std::to_string(b.tensors[k].producer) +
+                " in B, one of the ops of the structural change";
+      return "structure";
+    }
     if (t.producer == tracer::kNoSeq) {
       *detail = "input " + std::to_string(t.index) +
                 " differs and no recorded op produced it (data from outside torch ops: Python "

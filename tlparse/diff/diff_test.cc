@@ -679,6 +679,26 @@ TEST_CASE("after a structural change, the value difference descends into the op 
   CHECK(d["value_after_structure"]["cause"] == "rng");
 }
 
+TEST_CASE("after a structural change, data from outside written by an inserted op is structure") {
+  // B writes one value of a NumPy batch (`xb[5, 7] = 3.0`, an inserted copy_) before the
+  // layer reads it: in A the batch came from outside, in B that op made it.
+  using T = Recorder::T;
+  auto write = [](bool poke) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::lift_fresh", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 3);
+      T batch{poke ? 13u : 12u};
+      if (poke) batch.producer = r.op("aten::copy_", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 4);
+      r.op("aten::linear", {batch}, {T{poke ? 15u : 14u}}, {}, 0, 0, kNoSeq, 5);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["cause"] == "structure");
+  CHECK(d["value_after_structure"]["detail"].get<std::string>().find("was written by op 1 in B") !=
+        std::string::npos);
+}
+
 TEST_CASE("settings that differ are listed; a database never closed gets a note instead") {
   using T = Recorder::T;
   auto write = [](const std::string& threads, bool closed) {
