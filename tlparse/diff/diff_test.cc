@@ -913,6 +913,18 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(text.find("brought in by input 0, whose values were not recorded (made by aten::div") !=
           std::string::npos);
     CHECK(text.find("made here from inputs without NaN") == std::string::npos);
+
+    // An empty tensor cannot hold NaN, recorded or not: never named as where it came from.
+    json e = nonfinite([&](Recorder& r) {
+      T empty{11, kNoSeq, "0", TensorStatus::kNotHashed};
+      empty.summary = false;
+      T y{12, kNoSeq, ""};
+      y.nan = 1;
+      r.op("aten::mean", {empty}, {y}, {}, 0, 0, kNoSeq, 3);
+    });
+    REQUIRE(e["first_nonfinite"]["op"] == "aten::mean");
+    CHECK(e["first_nonfinite"]["inputs"][0]["finite"] == true);
+    CHECK(tdbg::diff::format_nonfinite(e).find("brought in") == std::string::npos);
   }
 
   SECTION("a NaN literal argument") {

@@ -32,7 +32,27 @@ int nonfinite_output(const OpRecord& op) {
 // known tensor may carry only its hash: its summary is then its producer's output's. A view
 // carries no summary: when the tensor it views was all finite, so is the view (followed
 // through a few views of views).
-std::optional<bool> recorded_finiteness(const tracer::Reader& r, const TensorRecord& t) {
+// True when `t` cannot hold NaN or Inf at all: no elements, or an integer or bool dtype.
+bool cannot_be_nonfinite(Strings& strings, const TensorRecord& t) {
+  const std::string dtype = hashing::dtype_name(t.dtype);
+  if (dtype.find("float") == std::string::npos && dtype.find("half") == std::string::npos &&
+      dtype.find("complex") == std::string::npos && dtype != "unknown")
+    return true;
+  const std::string& shape = strings.text(t.shape);
+  const std::string sizes = shape.substr(0, shape.find(' '));
+  size_t start = 0;
+  while (start <= sizes.size() && !sizes.empty()) {
+    size_t end = sizes.find('x', start);
+    if (end == std::string::npos) end = sizes.size();
+    if (sizes.compare(start, end - start, "0") == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::optional<bool> recorded_finiteness(const tracer::Reader& r, Strings& strings,
+                                        const TensorRecord& t) {
+  if (cannot_be_nonfinite(strings, t)) return true;
   auto finite = [](const hashing::Summary& s) { return s.nan_count == 0 && s.inf_count == 0; };
   TensorRecord cur = t;
   bool through_view = false;  // then only "all finite" carries over to the view
@@ -299,7 +319,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
       if (t.producer != tracer::kNoSeq) {
         if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
       }
-      const std::optional<bool> finite = recorded_finiteness(r, t);
+      const std::optional<bool> finite = recorded_finiteness(r, strings, t);
       in["finite"] = finite ? json(*finite) : json(nullptr);
       inputs.push_back(std::move(in));
     }

@@ -305,10 +305,16 @@ std::string format_nonfinite(const json& result) {
   } else if (s.is_object()) {
     // An input whose values were not recorded (a sparse tensor) may have brought it in.
     json unknown;
-    for (const json& in : f.value("inputs", json::array()))
-      if (unknown.is_null() && !in.value("finite", json()).is_boolean()) unknown = in;
+    std::string indices;
+    int unknowns = 0;
+    for (const json& in : f.value("inputs", json::array())) {
+      if (in.value("finite", json()).is_boolean()) continue;
+      if (unknown.is_null()) unknown = in;
+      indices += (indices.empty() ? "" : ", ") + str(in, "index");
+      ++unknowns;
+    }
     if (!unknown.is_null()) {
-      o << "  cause:    made here, or brought in by input " << str(unknown, "index")
+      o << "  cause:    made here, or brought in by input" << (unknowns > 1 ? "s " : " ") << indices
         << ", whose values were not recorded";
       const json prod = unknown.value("producer", json());
       if (prod.is_object()) {
