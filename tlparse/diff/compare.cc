@@ -351,8 +351,9 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     }
     if (const TensorRecord* other = made_by_other_op(c.input)) {
       *detail = other_op_text(t, *other) +
-                "): the code passes another tensor here (operands swapped, another variable, or an "
-                "order chosen at run time such as a shuffle)";
+                "): the code passes another tensor here (operands swapped, another variable, "
+                "tensors created in another order, or an order chosen at run time such as a "
+                "shuffle)";
       return "structure";
     }
     const TensorRecord* tb = static_cast<size_t>(c.input) < b.tensors.size()
@@ -601,6 +602,26 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   std::string detail;
   out["kind"] = "value";
   out["cause"] = cause_of(c, a, b, after_structure, &detail);
+  // An input made by another op in each run: say which ops, where (op numbers alone send the
+  // user to `tdbg show`): parameters created in another order, operands swapped.
+  const int made = c.input >= 0 ? c.input : c.provenance;
+  if (made >= 0 && detail.find("comes from another op in each run") != std::string::npos) {
+    const size_t k = static_cast<size_t>(made);
+    auto brief = [](Side& side, int64_t seq) -> std::string {
+      auto op = side.reader->op(seq);
+      if (!op) return "";
+      json j = op_brief_json(*side.reader, side.strings, *op);
+      std::string text = j.value("op", std::string());
+      const std::string src = j.value("source", std::string());
+      return src.empty() ? text : text + " at " + src;
+    };
+    if (k < a.tensors.size() && k < b.tensors.size()) {
+      const std::string in_a = brief(p.a, a.tensors[k].producer);
+      const std::string in_b = brief(p.b, b.tensors[k].producer);
+      if (!in_a.empty() && !in_b.empty())
+        detail += "; A's is " + in_a + ", B's is " + in_b;
+    }
+  }
   out["detail"] = detail;
   if (out["cause"] == "nondeterministic") {
     // For `explain_nondeterministic`, which removes these: the input that may have changed

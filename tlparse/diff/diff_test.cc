@@ -512,6 +512,9 @@ TEST_CASE("operands swapped: an input from another op, or another of an op's out
   CHECK(ops["a"]["op"] == "aten::sub");
   CHECK(ops["detail"].get<std::string>().find("comes from another op in each run (A: op 0, B: op 1)") !=
         std::string::npos);
+  // Which ops, and where, without a trip to `tdbg show`.
+  CHECK(ops["detail"].get<std::string>().find("A's is aten::tanh at train.py:5, B's is "
+                                              "aten::sigmoid at train.py:6") != std::string::npos);
   // Another variable: a view of x in A, new data in B, each made by another op.
   auto write_var = [](bool b_side) {
     return write_ops([&](Recorder& r) {
