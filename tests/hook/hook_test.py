@@ -246,11 +246,11 @@ def case_foreign_memory():
     a, b = tensors(con, total[0], "input")[0], tensors(con, cos[0], "input")[0]
     check(a[1] == "hashed" and b[1] == "hashed" and a[2] != b[2],
           "each read hashes what the array holds now: %s, %s" % (a, b))
-    fill = first_op(con, "aten::copy_", cos[0])
+    writer = first_op(con, "aten::copy_", cos[0])
     mul = first_op(con, "aten::mul", cos[0])
     m = tensors(con, mul[0], "input")[0]
-    check(m[1] == "hashed" and m[3] == fill[0],
-          "read after a recorded write names the writer: %s (copy_ is seq %d)" % (m, fill[0]))
+    check(m[1] == "hashed" and m[3] == writer[0],
+          "read after a recorded write names the writer: %s (copy_ is seq %d)" % (m, writer[0]))
 
 
 def case_view():
