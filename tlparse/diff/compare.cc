@@ -651,14 +651,25 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   }
 }
 
+// CPU kernels that may add up in a racing order when several threads run them (accumulating
+// index and scatter ops): the only ones that differ between runs with the same settings.
+bool racy_on_cpu(const std::string& op) {
+  for (const char* name : {"index_put", "index_add", "index_reduce", "scatter", "put_",
+                           "embedding", "bincount", "histc", "segment_reduce", "_unsafe"})
+    if (op.find(name) != std::string::npos) return true;
+  return false;
+}
+
 // Weighs the explanations of a "nondeterministic" value difference `d` (identical recorded
 // inputs, arguments and generator state, different output):
 // - runs that differ in settings that change how kernels compute (`kernel_settings`): those;
-// - else, on the CPU, whose kernels repeat exactly with the same settings, an input whose
-//   hash was carried (not read again) most likely changed outside torch's ops: the cause is
-//   `external_input`;
-// - else (an accelerator) a nondeterministic kernel, or that input.
-void explain_nondeterministic(json& d, const std::string& kernel_settings) {
+// - on the CPU, with one thread or an op that does not accumulate across threads, a kernel
+//   repeats exactly, so an input whose hash was carried (not read again) most likely changed
+//   outside torch's ops: the cause is `external_input`;
+// - a CPU op that accumulates on `threads` threads: its racing order;
+// - else (an accelerator) a nondeterministic kernel, or that carried input.
+void explain_nondeterministic(json& d, const std::string& kernel_settings,
+                              const std::string& threads) {
   const json carried = d.value("carried_input", json());
   const bool on_cpu = d.value("on_cpu", false);
   d.erase("carried_input");
@@ -675,13 +686,22 @@ void explain_nondeterministic(json& d, const std::string& kernel_settings) {
     d["detail"] = detail;
     return;
   }
+  const std::string op = d.value("a", json()).is_object() ? d["a"].value("op", std::string()) : "";
+  const bool racy = on_cpu && threads != "1" && racy_on_cpu(op);
+  if (racy) {
+    d["detail"] = detail + "; this CPU kernel accumulates in the order its " +
+                  (threads.empty() ? std::string("several") : threads) +
+                  " threads race in (torch.set_num_threads(1) or "
+                  "torch.use_deterministic_algorithms(True) makes it repeat)";
+    return;
+  }
   if (!carried.is_object()) return;
   const std::string input = "input " + carried["index"].dump();
   const std::string producer = "op " + carried["producer"].dump();
   if (on_cpu) {
-    d["cause"] = "external_input";
     const std::string same = "identical inputs";
     if (detail.rfind(same, 0) == 0) detail.replace(0, same.size(), "identical recorded inputs");
+    d["cause"] = "external_input";
     d["detail"] = detail + "; a CPU kernel repeats exactly with the same settings, so " + input +
                   " most likely changed outside torch's ops after " + producer +
                   " made it (a write through .numpy() or a data pointer): its hash was carried "
@@ -1255,9 +1275,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   }
   json& first = result["first_divergence"];
   if (first.is_object()) {
-    explain_nondeterministic(first, kernel_settings);
+    // The thread count both runs' process used, when they agree and it is known.
+    std::string threads;
+    const size_t p = first.value("process", size_t{0});
+    if (p < a.processes.size() && p < b.processes.size()) {
+      const std::string ta = a.processes[p]->meta("num_threads");
+      if (ta == b.processes[p]->meta("num_threads")) threads = ta;
+    }
+    explain_nondeterministic(first, kernel_settings, threads);
     if (first.contains("value_after_structure") && first["value_after_structure"].is_object())
-      explain_nondeterministic(first["value_after_structure"], kernel_settings);
+      explain_nondeterministic(first["value_after_structure"], kernel_settings, threads);
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (a.processes.size() != b.processes.size()) {

@@ -613,6 +613,15 @@ TEST_CASE("runs with other thread counts: a differing output is the kernels', no
   const std::string detail = d["detail"];
   CHECK(detail.find("num_threads (A 1, B 2)") != std::string::npos);
   CHECK(detail.find("changed outside torch's ops") == std::string::npos);
+  // The same 2 threads in both runs: an accumulating CPU kernel races; no carried-input story.
+  json same = first(compare(write(31, "2"), write(32, "2")));
+  CHECK(same["cause"] == "nondeterministic");
+  CHECK(same["detail"].get<std::string>().find("accumulates in the order its 2 threads race in") !=
+        std::string::npos);
+  CHECK(same["detail"].get<std::string>().find("changed outside torch's ops") == std::string::npos);
+  // With one thread it repeats exactly: the carried input is the explanation.
+  json one = first(compare(write(31, "1"), write(32, "1")));
+  CHECK(one["cause"] == "external_input");
 }
 
 TEST_CASE("the same ops in another order are named as such, not only as inserts and removals") {
