@@ -35,7 +35,8 @@ inline CLI::Validator at_least(long long least) {
         errno = 0;
         char* end = nullptr;
         long long value = std::strtoll(text.c_str(), &end, 10);
-        if (end == text.c_str() || *end != '\0' || errno != 0) return "want a whole number";
+        if (end == text.c_str() || *end != '\0') return "want a whole number";
+        if (errno == ERANGE) return "too large";
         if (value < least) return "must be " + std::to_string(least) + " or more";
         return "";
       },

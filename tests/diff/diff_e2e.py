@@ -463,6 +463,7 @@ def case_errors():
     check(p.returncode == 2 and p.stderr.startswith("tdbg nan: "), "tdbg nan on a missing run exits 2")
     # Wrong option values: one short line naming the subcommand and the option.
     for argv in (["show", "--limit", "-1"], ["show", "--process", "-1"], ["nan", "--from-step", "x"],
+                 ["show", "--step", "99999999999999999999"],
                  ["diff", "--context", "abc", bogus]):
         p = subprocess.run([TDBG] + argv + [bogus], stderr=subprocess.PIPE, text=True)
         check(p.returncode == 2 and p.stderr.startswith("tdbg %s: %s" % (argv[0], argv[1]))
