@@ -553,6 +553,14 @@ bool foreign_memory(const at::Tensor& t) {
   return data.get() != nullptr && torch_deleter != nullptr && data.get_deleter() != torch_deleter;
 }
 
+// The table's entry of input `t` (TensorTable::find, with its `writer` and `written`), or
+// nullopt for foreign memory, whose hash is never carried.
+std::optional<TrackedTensor> find_input(const at::Tensor& t, int64_t* writer, bool* written) {
+  auto known = g_tensors.find(t, writer, written);
+  if (foreign_memory(t)) return std::nullopt;
+  return known;
+}
+
 struct RegionContext : public at::ObserverContext, public Pooled<RegionContext> {
   ThreadState* thread = nullptr;
   uint32_t region = 0;
@@ -820,9 +828,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else if (overwritten) {
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
-    } else if (auto known = foreign_memory(t)
-                                ? (g_tensors.find(t, &writer, &written_since), std::nullopt)
-                                : g_tensors.find(t, &writer, &written_since);
+    } else if (auto known = find_input(t, &writer, &written_since);
                known && known->status == TensorStatus::kUninitialized && mode == HashMode::kAll &&
                !view_only && !written && !ctx->info->collective &&
                (!ctx->root || ctx->root == ctx)) {
