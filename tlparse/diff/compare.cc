@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -304,8 +305,12 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
   return Located{};
 }
 
+// `producer_text(in_b, seq)`, when given, describes a producing op of A's or B's run ("aten::
+// uniform_ at train.py:11", or "" when unknown), so that inputs made by another op in each run
+// name those ops, not only their numbers.
 const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
-                     bool after_structure, std::string* detail) {
+                     bool after_structure, std::string* detail,
+                     const std::function<std::string(bool, int64_t)>& producer_text = {}) {
   auto tensor_at = [&](int i) -> const TensorRecord& { return a.tensors[static_cast<size_t>(i)]; };
   // B's tensor `i` when A's and B's were made by other ops: the same producer sits at the same
   // distance before the op (the streams are equal up to here). Another distance: the program
@@ -323,6 +328,13 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   auto other_op_text = [&](const TensorRecord& ta, const TensorRecord& tb) {
     return "input " + std::to_string(ta.index) + " comes from another op in each run (A: op " +
            std::to_string(ta.producer) + ", B: op " + std::to_string(tb.producer);
+  };
+  // "; A's is aten::uniform_ at c.py:11, B's is ..." when both ops can be described, else "".
+  auto which_ops = [&](const TensorRecord& ta, const TensorRecord& tb) -> std::string {
+    if (!producer_text) return "";
+    const std::string in_a = producer_text(false, ta.producer);
+    const std::string in_b = producer_text(true, tb.producer);
+    return in_a.empty() || in_b.empty() ? "" : "; A's is " + in_a + ", B's is " + in_b;
   };
   if (!c.structure.empty()) {
     *detail = c.structure;
@@ -353,7 +365,7 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
       *detail = other_op_text(t, *other) +
                 "): the code passes another tensor here (operands swapped, another variable, "
                 "tensors created in another order, or an order chosen at run time such as a "
-                "shuffle)";
+                "shuffle)" + which_ops(t, *other);
       return "structure";
     }
     const TensorRecord* tb = static_cast<size_t>(c.input) < b.tensors.size()
@@ -435,7 +447,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     if (const TensorRecord* other = made_by_other_op(c.provenance)) {
       *detail = other_op_text(tensor_at(c.provenance), *other) +
                 "; a view in one, new data in the other): the code passes another tensor here "
-                "(another variable, or an order chosen at run time)";
+                "(another variable, or an order chosen at run time)" +
+                which_ops(tensor_at(c.provenance), *other);
       return "structure";
     }
   }
@@ -601,27 +614,17 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
                     bool after_structure, json& out) {
   std::string detail;
   out["kind"] = "value";
-  out["cause"] = cause_of(c, a, b, after_structure, &detail);
-  // An input made by another op in each run: say which ops, where (op numbers alone send the
-  // user to `tdbg show`): parameters created in another order, operands swapped.
-  const int made = c.input >= 0 ? c.input : c.provenance;
-  if (made >= 0 && detail.find("comes from another op in each run") != std::string::npos) {
-    const size_t k = static_cast<size_t>(made);
-    auto brief = [](Side& side, int64_t seq) -> std::string {
-      auto op = side.reader->op(seq);
-      if (!op) return "";
-      json j = op_brief_json(*side.reader, side.strings, *op);
-      std::string text = j.value("op", std::string());
-      const std::string src = j.value("source", std::string());
-      return src.empty() ? text : text + " at " + src;
-    };
-    if (k < a.tensors.size() && k < b.tensors.size()) {
-      const std::string in_a = brief(p.a, a.tensors[k].producer);
-      const std::string in_b = brief(p.b, b.tensors[k].producer);
-      if (!in_a.empty() && !in_b.empty())
-        detail += "; A's is " + in_a + ", B's is " + in_b;
-    }
-  }
+  // Ops named with their lines: op numbers alone would send the user to `tdbg show`.
+  auto producer_text = [&p](bool in_b, int64_t seq) -> std::string {
+    Side& side = in_b ? p.b : p.a;
+    auto op = side.reader->op(seq);
+    if (!op) return "";
+    json j = op_brief_json(*side.reader, side.strings, *op);
+    std::string text = j.value("op", std::string());
+    const std::string src = j.value("source", std::string());
+    return src.empty() ? text : text + " at " + src;
+  };
+  out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text);
   out["detail"] = detail;
   if (out["cause"] == "nondeterministic") {
     // For `explain_nondeterministic`, which removes these: the input that may have changed
