@@ -237,6 +237,21 @@ void note_ending(int kind, int value) {
   g_ending_kind.store(kind, std::memory_order_release);
 }
 
+// True in the process that loaded the hook; never in a vfork child, which shares its memory
+// and may do nothing but exec or exit.
+bool recording_here() {
+  return static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load();
+}
+
+// Closes this process's recording, first noting how the process ends (`kind` as in
+// note_ending; 0 notes nothing). Nothing in a process that does not record.
+void close_recording(int kind, int value) {
+  auto shutdown = g_torch_shutdown.load();
+  if (shutdown == nullptr || !recording_here()) return;
+  if (kind != 0) note_ending(kind, value);
+  shutdown();
+}
+
 int tdbg_main(int argc, char** argv, char** envp) {
   g_main_started.store(true, std::memory_order_release);
   check_for_torch();
@@ -335,13 +350,7 @@ int on___libc_start_main(tdbg_main_fn main, int argc, char** argv, void (*init)(
 
 namespace {
 [[noreturn]] void exit_now(void (*real)(int), int status) {
-  // Flush the recording of this very process (never from a vfork child sharing its memory).
-  if (auto shutdown = g_torch_shutdown.load()) {
-    if (static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load()) {
-      note_ending(1, status & 0xff);
-      shutdown();
-    }
-  }
+  close_recording(1, status & 0xff);  // atexit handlers, where it would close, are skipped
   if (real != nullptr) real(status);
   syscall(SYS_exit_group, status);
   __builtin_unreachable();
@@ -349,15 +358,14 @@ namespace {
 }  // namespace
 
 void on__exit(int status) { exit_now(real__exit(), status); }
+void on__Exit(int status) { exit_now(real__Exit(), status); }
 
 void on_exit(int status) {
-  if (static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load())
-    note_ending(1, status & 0xff);
+  if (recording_here()) note_ending(1, status & 0xff);  // the database closes at atexit
   if (auto real = real_exit()) real(status);
   syscall(SYS_exit_group, status);
   __builtin_unreachable();
 }
-void on__Exit(int status) { exit_now(real__Exit(), status); }
 
 namespace {
 // Whether `sig`, sent to this process now, ends it: its default action terminates (every
@@ -385,14 +393,7 @@ int on_kill(pid_t pid, int sig) {
   auto real = real_kill();
   if (real == nullptr) return static_cast<int>(syscall(SYS_kill, pid, sig));
   const pid_t self = static_cast<pid_t>(syscall(SYS_getpid));
-  if (pid == self && kills_this_process(sig)) {
-    if (auto shutdown = g_torch_shutdown.load()) {
-      if (self == g_recording_pid.load()) {
-        note_ending(2, sig);
-        shutdown();
-      }
-    }
-  }
+  if (pid == self && kills_this_process(sig)) close_recording(2, sig);
   return real(pid, sig);
 }
 
@@ -403,10 +404,9 @@ namespace {
 // on when no exec succeeds.
 template <typename WillReplace>
 void close_before_exec(WillReplace will_replace) {
-  auto shutdown = g_torch_shutdown.load();
-  if (shutdown == nullptr) return;
-  if (static_cast<pid_t>(syscall(SYS_getpid)) != g_recording_pid.load()) return;
-  if (will_replace()) shutdown();
+  // `will_replace` allocates: only asked in the recording process.
+  if (g_torch_shutdown.load() != nullptr && recording_here() && will_replace())
+    close_recording(0, 0);
 }
 
 bool runnable(const char* path) { return path != nullptr && access(path, X_OK) == 0; }
