@@ -1102,6 +1102,10 @@ void note_worker() {
 
 // ---- Callbacks ---------------------------------------------------------------------------
 
+// Whether a range named `name` is an optimizer step: torch's "Optimizer.step#SGD.step", or the
+// one opened for a C++ optimizer (on_cpp_step_begin).
+bool is_step_range(const char* name) { return std::strncmp(name, "Optimizer.step#", 15) == 0; }
+
 // Opens a region named `name` on the thread; returns its id (0 when not recording). A step
 // region's `optimizer` is the identity of the optimizer stepping (0: unknown).
 uint32_t open_region(ThreadState& ts, const std::string& name, uintptr_t optimizer = 0) {
@@ -1109,7 +1113,7 @@ uint32_t open_region(ThreadState& ts, const std::string& name, uintptr_t optimiz
   if (!w) return 0;
   register_thread(ts, w);
   OpenRegion region;
-  region.step = name.rfind("Optimizer.step#", 0) == 0;
+  region.step = is_step_range(name.c_str());
   region.optimizer = optimizer;
   region.record.id = g_next_region.fetch_add(1);
   region.record.thread = ts.id;
@@ -1124,7 +1128,7 @@ uint32_t open_region(ThreadState& ts, const std::string& name, uintptr_t optimiz
 }
 
 std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, ThreadState& ts) {
-  const bool step = std::strncmp(fn.name(), "Optimizer.step#", 15) == 0;
+  const bool step = is_step_range(fn.name());
   const uint32_t id = open_region(
       ts, fn.name(), step && thread_has_python() ? python_optimizer_identity() : 0);
   if (id == 0) return nullptr;

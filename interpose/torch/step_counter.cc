@@ -28,14 +28,14 @@ int64_t StepCounter::on_step(uintptr_t id) {
   if (self == nullptr) {
     Member joined;
     joined.id = id;
+    joined.count = steps_;
     if (!members_.empty() && moved_) {
       // Part of the iteration just counted: after this step it lines up with the count.
-      joined.count = steps_;
       joined.absorbed = true;
       members_.push_back(joined);
       return steps_;  // `moved_` stays: a third optimizer of that iteration may follow
     }
-    joined.count = steps_;  // stepping in the iteration in progress, like the others
+    // Stepping in the iteration in progress: one ahead of the count, like those that stepped.
     members_.push_back(joined);
     self = &members_.back();
   } else {
@@ -43,15 +43,14 @@ int64_t StepCounter::on_step(uintptr_t id) {
     self->since_last = 0;
   }
   ++self->count;
-  const uintptr_t stepping = id;
   // A member that stepped after the newcomers joined shows they were its companions.
   for (Member& m : members_)
-    if (m.id != stepping && m.absorbed && m.since_last > 0) m.absorbed = false;
+    if (m.id != id && m.absorbed && m.since_last > 0) m.absorbed = false;
   // Optimizers out of use no longer hold the count back.
   bool dropped = false;
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](const Member& m) {
-                                  const bool out = m.id != stepping &&
+                                  const bool out = m.id != id &&
                                                    m.since_last > std::max(kOutOfUse, 4 * m.gap_max + 1);
                                   dropped = dropped || out;
                                   return out;
