@@ -28,10 +28,6 @@ int nonfinite_output(const OpRecord& op) {
   return -1;
 }
 
-// Whether input `t` holds only finite values, as far as the recording tells, or nullopt. A
-// known tensor may carry only its hash: its summary is then its producer's output's. A view
-// carries no summary: when the tensor it views was all finite, so is the view (followed
-// through a few views of views).
 // True when `t` cannot hold NaN or Inf at all: no elements, or an integer or bool dtype.
 bool cannot_be_nonfinite(Strings& strings, const TensorRecord& t) {
   const std::string dtype = hashing::dtype_name(t.dtype);
@@ -50,27 +46,29 @@ bool cannot_be_nonfinite(Strings& strings, const TensorRecord& t) {
   return false;
 }
 
+// Whether input `t` holds only finite values, as far as the recording tells, or nullopt. A
+// known tensor may carry only its hash: its summary is then its producer's output's. A view
+// carries no summary: when the tensor it views was all finite, so is the view (followed
+// through a few views of views).
 std::optional<bool> recorded_finiteness(const tracer::Reader& r, Strings& strings,
                                         const TensorRecord& t) {
   if (cannot_be_nonfinite(strings, t)) return true;
-  auto finite = [](const hashing::Summary& s) { return s.nan_count == 0 && s.inf_count == 0; };
-  TensorRecord cur = t;
   bool through_view = false;  // then only "all finite" carries over to the view
+  auto answer = [&](const hashing::Summary& s) -> std::optional<bool> {
+    const bool finite = s.nan_count == 0 && s.inf_count == 0;
+    if (through_view && !finite) return std::nullopt;
+    return finite;
+  };
+  TensorRecord cur = t;
   for (int hops = 0; hops < 8 && tensor_comparable(cur); ++hops) {
-    if (cur.summary.valid) {
-      if (through_view && !finite(cur.summary)) return std::nullopt;
-      return finite(cur.summary);
-    }
+    if (cur.summary.valid) return answer(cur.summary);
     std::optional<OpRecord> prod;
     if (cur.producer == tracer::kNoSeq || !(prod = r.op(cur.producer))) return std::nullopt;
     const TensorRecord* out = nullptr;
     for (const TensorRecord& o : prod->tensors)
       if (o.role == TensorRole::kOutput && o.hash == cur.hash) out = &o;
     if (out == nullptr) return std::nullopt;
-    if (out->summary.valid) {
-      if (through_view && !finite(out->summary)) return std::nullopt;
-      return finite(out->summary);
-    }
+    if (out->summary.valid) return answer(out->summary);
     if (out->status != tracer::TensorStatus::kView) return std::nullopt;
     through_view = true;
     // The viewed tensor: the view op's first comparable input.
