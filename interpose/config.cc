@@ -21,72 +21,72 @@ std::string environment_name(const char* flag) {
   return name;
 }
 
-bool g_report = true;
-
 void report_malformed(const std::string& variable, const char* value, const char* expected) {
-  if (!g_report) return;
   std::fprintf(stderr, "tdbg: %s=%s is not %s; using the default\n", variable.c_str(), value,
                expected);
 }
 
-// Puts back the default of an integer option below its least value, reported like a typo.
-void at_least(const char* flag, int64_t least, int64_t fallback, int64_t* value) {
+// Puts back the default of an integer option below its least value, reported (if `report`)
+// like a typo.
+void at_least(const char* flag, int64_t least, int64_t fallback, int64_t* value, bool report) {
   if (*value >= least) return;
   const std::string text = std::to_string(*value);
-  report_malformed(environment_name(flag), text.c_str(),
-                   least == 0 ? "0 or more" : ("at least " + std::to_string(least)).c_str());
+  if (report)
+    report_malformed(environment_name(flag), text.c_str(),
+                     least == 0 ? "0 or more" : ("at least " + std::to_string(least)).c_str());
   *value = fallback;
 }
 
-void parse_value(const std::string& variable, const char* value, std::string* out) {
-  (void)variable;
+// Each parses `value` into `out` and returns nullptr, or leaves `out` and returns what was
+// expected.
+const char* parse_value(const char* value, std::string* out) {
   *out = value;
+  return nullptr;
 }
 
-void parse_value(const std::string& variable, const char* value, int64_t* out) {
+const char* parse_value(const char* value, int64_t* out) {
   errno = 0;
   char* end = nullptr;
   long long parsed = std::strtoll(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0') {
-    report_malformed(variable, value, "an integer");
-    return;
-  }
+  if (errno != 0 || end == value || *end != '\0') return "an integer";
   *out = static_cast<int64_t>(parsed);
+  return nullptr;
 }
 
-void parse_value(const std::string& variable, const char* value, bool* out) {
+const char* parse_value(const char* value, bool* out) {
   static const char* const kTrue[] = {"1", "true", "yes", "on"};
   static const char* const kFalse[] = {"0", "false", "no", "off"};
   for (const char* t : kTrue)
     if (strcasecmp(value, t) == 0) {
       *out = true;
-      return;
+      return nullptr;
     }
   for (const char* f : kFalse)
     if (strcasecmp(value, f) == 0) {
       *out = false;
-      return;
+      return nullptr;
     }
-  report_malformed(variable, value, "a boolean (1/0, true/false, yes/no, on/off)");
+  return "a boolean (1/0, true/false, yes/no, on/off)";
 }
 
 }  // namespace
 
 Config config_from_environment(bool report) {
-  g_report = report;
   Config config;
-#define FLAG(type, name, def, doc)                         \
-  {                                                        \
-    std::string variable = environment_name(#name);        \
-    if (const char* value = std::getenv(variable.c_str())) \
-      parse_value(variable, value, &config.name);          \
+#define FLAG(type, name, def, doc)                                               \
+  {                                                                              \
+    std::string variable = environment_name(#name);                              \
+    if (const char* value = std::getenv(variable.c_str())) {                     \
+      const char* expected = parse_value(value, &config.name);                   \
+      if (expected != nullptr && report) report_malformed(variable, value, expected); \
+    }                                                                            \
   }
 #include "interpose/flags.inc"
 #undef FLAG
   const Config defaults;
-  at_least("ring", 0, defaults.ring, &config.ring);
-  at_least("hash_threads", 1, defaults.hash_threads, &config.hash_threads);
-  at_least("flush_ms", 0, defaults.flush_ms, &config.flush_ms);
+  at_least("ring", 0, defaults.ring, &config.ring, report);
+  at_least("hash_threads", 1, defaults.hash_threads, &config.hash_threads, report);
+  at_least("flush_ms", 0, defaults.flush_ms, &config.flush_ms, report);
   return config;
 }
 
