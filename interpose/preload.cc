@@ -118,6 +118,7 @@ bool own_directory(char* out, size_t size) {
 
 void after_fork_in_child() {
   if (g_torch_shutdown.load() != nullptr) g_recording_pid.store(getpid());
+  forget_watcher_after_fork();
 }
 
 void load_torch_hook() {
@@ -243,14 +244,6 @@ bool recording_here() {
   return static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load();
 }
 
-// Closes this process's recording, first noting how the process ends (`kind` as in
-// note_ending; 0 notes nothing). Nothing in a process that does not record.
-void close_recording(int kind, int value) {
-  auto shutdown = g_torch_shutdown.load();
-  if (shutdown == nullptr || !recording_here()) return;
-  if (kind != 0) note_ending(kind, value);
-  shutdown();
-}
 
 int tdbg_main(int argc, char** argv, char** envp) {
   g_main_started.store(true, std::memory_order_release);
@@ -273,6 +266,13 @@ __attribute__((constructor)) void preload_init() {
 }
 
 }  // namespace
+
+void close_recording(int kind, int value) {
+  auto shutdown = g_torch_shutdown.load();
+  if (shutdown == nullptr || !recording_here()) return;
+  if (kind != 0) note_ending(kind, value);
+  shutdown();
+}
 
 void say_once(int* flag, const char* format, ...) {
   if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED) != 0) return;
@@ -369,7 +369,8 @@ void on_exit(int status) {
 
 namespace {
 // Whether `sig`, sent to this process now, ends it: its default action terminates (every
-// signal but the ignored and stopping ones), it is left at that action and not blocked.
+// signal but the ignored and stopping ones), it is left at that action (or at tdbg's handler,
+// which ends the process the same way) and not blocked.
 bool kills_this_process(int sig) {
   switch (sig) {
     case 0: case SIGCHLD: case SIGCONT: case SIGSTOP: case SIGTSTP: case SIGTTIN: case SIGTTOU:
@@ -381,9 +382,9 @@ bool kills_this_process(int sig) {
       break;
   }
   struct sigaction action;
-  if (sigaction(sig, nullptr, &action) != 0 || (action.sa_flags & SA_SIGINFO) != 0 ||
-      action.sa_handler != SIG_DFL)
-    return false;
+  if (sigaction(sig, nullptr, &action) != 0) return false;
+  const bool by_default = (action.sa_flags & SA_SIGINFO) == 0 && action.sa_handler == SIG_DFL;
+  if (!by_default && !ending_handler_installed(sig)) return false;
   sigset_t blocked;
   return pthread_sigmask(SIG_BLOCK, nullptr, &blocked) == 0 && sigismember(&blocked, sig) == 0;
 }

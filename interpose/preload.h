@@ -56,6 +56,20 @@ HookId hook_by_name(const char* name);
 // Prints "tdbg: <message>" on stderr once per `flag` (async-signal-safe, no allocation).
 void say_once(int* flag, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
+// Closes this process's recording (flushes and closes the torch hook's database), first
+// noting how the process ends: `kind` 1 an exit code, 2 a signal (`value`), 0 notes nothing.
+// Nothing in a process that does not record.
+void close_recording(int kind, int value);
+
+// ending_signals.cc: starts the watcher that closes the recording before a terminating signal
+// ends the process, and installs its handlers where signals are left at their default action.
+// Once per process; called by the torch hook when it opens a database.
+void watch_ending_signals();
+// In a fork child: the parent's watcher thread is gone, its pipes are the parent's.
+void forget_watcher_after_fork();
+// Whether tdbg's handler is what `sig` does now.
+bool ending_handler_installed(int sig);
+
 // Whether GPU events are wanted (TDBG_GPU), read once at load.
 bool gpu_enabled();
 

@@ -38,6 +38,12 @@ int tdbg_preload_gpu_capturing(void);
 // `*signal` and returns 1; 0 while not known.
 int tdbg_preload_exit_status(int* status, int* signal);
 
+// Exported by libtdbg_preload.so; called by the torch hook when it opens this process's
+// database. Where a terminating signal (SIGTERM, SIGHUP, a segfault, ...) is left at its
+// default action, the recording is closed before the signal ends the process, which then
+// ends as it would have (interpose/ending_signals.cc). Once per process; thread-safe.
+void tdbg_preload_watch_signals(void);
+
 // Steps of libtorch's C++ optimizers (torch::optim::SGD::step, Adam, AdamW, LBFGS, Adagrad,
 // RMSprop), which open no record-function range: called on the stepping thread before and
 // after the real step; `optimizer` is a static string such as "SGD", `self` the optimizer

@@ -258,6 +258,10 @@ bool open_database_locked() {
   write_start_metadata(w);
   g_generation.fetch_add(1);
   g_writer.store(w, std::memory_order_release);
+  // Under the preload: a SIGTERM or a crash closes the database before it ends the process.
+  using WatchSignals = void (*)();
+  if (auto watch = reinterpret_cast<WatchSignals>(dlsym(RTLD_DEFAULT, "tdbg_preload_watch_signals")))
+    watch();
   return true;
 }
 

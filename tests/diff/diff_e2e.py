@@ -311,14 +311,14 @@ if pid == 0:
     sys.exit(0)
 os.read(r, 1)
 if sys.argv[1] == "kill":
-    os.kill(pid, signal.SIGTERM)
+    os.kill(pid, signal.SIGKILL)  # as the OOM killer would: no chance to close the database
 os.waitpid(pid, 0)
 print("after", torch.ones(2).sum().item())
 '''
 
 
 def case_killed_child():
-    # A forked child killed before its first flush (--flush-ms far away) leaves a database with
+    # A forked child SIGKILLed before its first flush (--flush-ms far away) leaves a database with
     # the schema alone. It must not pair with the other run's main process (a false
     # divergence), and the child that did write in the other run is no divergence either.
     script = os.path.join(WORK, "killed_child.py")

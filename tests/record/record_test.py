@@ -258,6 +258,147 @@ def case_keyboard_interrupt():
           "the writer left WAL mode at close")
 
 
+def add_ops(run):
+    """How many aten::add ops the run's databases hold (tdbg show, one line per op)."""
+    out = subprocess.run([TDBG, "show", run, "--plain", "--limit", "0"], capture_output=True,
+                         text=True)
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("aten::add "))
+
+
+def meta_of(db):
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    return dict(con.execute("select key, value from meta"))
+
+
+# Runs 1000 recorded adds, says its pid, runs `then` (which may end it), says "ready" and waits
+# to be ended from outside. The writer commits only every 60 s (--flush-ms): whatever the database holds at
+# the end was committed because the process was ending.
+SIGNAL_SCRIPT = (
+    "import os, sys, time, torch\n"
+    "x = torch.zeros(4)\n"
+    "for _ in range(1000):\n"
+    "    x = x.add(1)\n"
+    "print(os.getpid(), flush=True)\n"
+    "{then}\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(120)\n")
+
+
+def recorded_until_signal(name, sig, then="pass"):
+    """Records SIGNAL_SCRIPT, sends `sig` to the Python process once it is ready (unless `then`
+    ends it), and returns (exit status of tdbg record, stdout, the run's one database)."""
+    run = fresh(name)
+    proc = subprocess.Popen([TDBG, "record", "--flush-ms", "60000", "-o", run, "--", TORCH_PYTHON,
+                             "-c", SIGNAL_SCRIPT.format(then=then)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    first = proc.stdout.readline()
+    check(first.strip().isdigit(), f"the program did not start: {first!r}")
+    if sig is not None:
+        line = ""
+        while line != "ready\n":
+            line = proc.stdout.readline()
+            check(line != "", f"{name}: the program did not get ready")
+            first += line
+        os.kill(int(first.split()[0]), sig)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        fail(f"{name}: the program did not end after signal {sig}")
+    out = proc.stdout.read()
+    dbs = databases(run)
+    check(len(dbs) == 1, f"{name}: want one database, got {dbs}")
+    return proc.returncode, first + out, run, dbs[0]
+
+
+def case_ending_signals():
+    # A process ended by a signal from outside (a scheduler's SIGTERM, a SIGHUP) or by a fault
+    # of its own keeps every op it recorded: the database is closed before the signal's default
+    # action ends it, and it ends with that same signal.
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+        return SKIP
+    cases = [("term", signal.SIGTERM, "pass"), ("hup", signal.SIGHUP, "pass"),
+             ("usr1", signal.SIGUSR1, "pass"),
+             ("segv", None, "import ctypes; ctypes.string_at(0)"),
+             ("abort", None, "os.abort()"),
+             ("self_term", None, "os.kill(os.getpid(), 15)")]
+    for name, sig, then in cases:
+        rc, _, run, db = recorded_until_signal("ending_" + name, sig, then)
+        want = sig or {"segv": signal.SIGSEGV, "abort": signal.SIGABRT,
+                       "self_term": signal.SIGTERM}[name]
+        check(rc == 128 + want, f"{name}: exit status {rc}, want {128 + want}")
+        meta = meta_of(db)
+        check(meta.get("exit_status") == f"signal {int(want)}",
+              f"{name}: exit_status {meta.get('exit_status')!r}, want 'signal {int(want)}'")
+        check("end_time_ns" in meta, f"{name}: the database was not closed")
+        n = add_ops(run)
+        check(n == 1000, f"{name}: {n} of the 1000 recorded adds are in the database")
+
+
+def case_signal_handlers_kept():
+    # tdbg's handlers change nothing the program can see: its own handler runs, a forked child
+    # that records nothing ends by the signal at once, and Python reports the default action.
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+        return SKIP
+    own = ("import signal; print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, flush=True); "
+           "signal.signal(signal.SIGTERM, lambda *a: (print('handled', flush=True), sys.exit(7)))")
+    rc, out, _, db = recorded_until_signal("handlers_own", signal.SIGTERM, own)
+    check(rc == 7 and out.split("\n")[1:] == ["True", "ready", "handled", ""],
+          f"the program's own SIGTERM handler: exit {rc}, printed {out!r}")
+    check(meta_of(db).get("exit_status") == "7", "the program's exit status 7 was noted")
+    # A fork child that runs no op is not recorded: SIGTERM ends it at once, as without tdbg,
+    # and the parent records on.
+    child = ("pid = os.fork()\n"
+             "if pid == 0:\n"
+             "    time.sleep(120)\n"
+             "t0 = time.time(); os.kill(pid, 15); _, status = os.waitpid(pid, 0)\n"
+             "print(os.WIFSIGNALED(status) and os.WTERMSIG(status), time.time() - t0 < 5)\n"
+             "x.add(1); sys.exit(0)")
+    rc, out, run, db = recorded_until_signal("handlers_fork", None, child)
+    check(rc == 0 and out.split("\n")[1:] == ["15 True", ""],
+          f"a forked child that records nothing: exit {rc}, printed {out!r}")
+    check(add_ops(run) == 1001, "the parent recorded on after its child ended")
+    check(meta_of(db).get("exit_status") == "0", "the parent's exit status")
+
+
+def case_terminated_worker():
+    # multiprocessing's terminate() (Pool.__exit__, a timed-out DataLoader worker) sends
+    # SIGTERM: the worker's database keeps what it recorded, and its exit code is unchanged.
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+        return SKIP
+    run = fresh("terminated_worker")
+    code = (
+        "import multiprocessing as mp, time, torch\n"
+        "def work(ready):\n"
+        "    x = torch.zeros(4)\n"
+        "    for _ in range(500):\n"
+        "        x = x.add(1)\n"
+        "    ready.set()\n"
+        "    time.sleep(120)\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('fork')\n"
+        "    ready = ctx.Event()\n"
+        "    p = ctx.Process(target=work, args=(ready,))\n"
+        "    p.start(); ready.wait(60); p.terminate(); p.join()\n"
+        "    print(p.exitcode)\n")
+    plain = subprocess.run([TORCH_PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+    traced = record(run, [TORCH_PYTHON, "-c", code],
+                    capture_output=True, text=True, timeout=120,
+                    env=dict(os.environ, TDBG_FLUSH_MS="60000"))
+    check(traced.returncode == 0 and traced.stdout == plain.stdout == "-15\n",
+          f"worker exit code {traced.stdout!r} under tdbg, {plain.stdout!r} without "
+          f"({traced.stderr[-300:]!r})")
+    workers = [db for db in databases(run) if "pid" in meta_of(db) and
+               meta_of(db).get("exit_status") == "signal 15"]
+    check(len(workers) == 1, f"the terminated worker's database, closed with 'signal 15': "
+          f"{[meta_of(db).get('exit_status') for db in databases(run)]}")
+    n = add_ops(workers[0])
+    check(n == 500, f"{n} of the worker's 500 adds are in its database")
+
+
 def case_exec():
     # A torch program that execs another (os.execv keeps the pid): the first image's database
     # is closed before the exec, the new image records into one of its own, and neither the

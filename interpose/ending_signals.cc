@@ -1,0 +1,200 @@
+// Signals that end a recording process: a SIGTERM from a job scheduler, `timeout` or
+// multiprocessing.Pool.terminate(), a SIGHUP, a segfault in an extension. Without this, their
+// default action ends the process at once and the ops recorded since the writer's last commit
+// (--flush-ms, or all of them in a short-lived Pool worker) are lost.
+//
+// Where a signal is left at its default action, tdbg installs a handler that only wakes a
+// watcher thread (the handler itself does nothing that is not async-signal-safe, and never
+// touches a lock). The watcher closes the recording (every op recorded so far is committed,
+// the end metadata written, `exit_status` "signal N"), puts the default action back and sends
+// the signal again, so the process ends exactly as it would have without tdbg: same signal,
+// same exit status, a core dump where the default makes one.
+//
+// - Requests to end (SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1/2, SIGALRM, SIGXCPU,
+//   SIGVTALRM): the handler returns at once, the interrupted thread goes on (releasing any
+//   lock it holds) until the watcher has closed the database, a few milliseconds.
+// - Faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS): the faulting thread
+//   cannot go on; it waits in the handler, at most kFaultWaitMs, for the watcher to close,
+//   then ends with the fault's default action. If it held a lock the close needs, the close
+//   times out and the process ends as before, later by that bound.
+//
+// A program that installs its own handler replaces tdbg's (Python's `signal.signal`, which
+// also reports a signal's handler from what it saw at start-up, before tdbg). A process that
+// inherits the handlers through fork() but records nothing ends at once with the default
+// action. exec() resets them.
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "interpose/preload.h"
+
+namespace tdbg::preload {
+namespace {
+
+constexpr int kRequestSignals[] = {SIGTERM, SIGHUP,  SIGINT,  SIGQUIT,  SIGUSR1,
+                                   SIGUSR2, SIGALRM, SIGXCPU, SIGVTALRM};
+constexpr int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS};
+// How long a faulting thread waits for the close (which bounds itself at 10 s).
+constexpr int kFaultWaitMs = 12000;
+
+// The process whose watcher reads `g_wake`; 0 before one runs and in a fork child, where the
+// watcher thread does not exist.
+std::atomic<pid_t> g_watch_pid{0};
+int g_wake[2] = {-1, -1};  // handler -> watcher: one byte, the signal number
+int g_done[2] = {-1, -1};  // watcher -> a faulting thread waiting in its handler
+// Signals whose handler tdbg installed (bit per signal number), so `kill` of the process by
+// itself can close first as it does for a default action.
+std::atomic<unsigned long long> g_installed{0};
+
+pid_t this_pid() { return static_cast<pid_t>(syscall(SYS_getpid)); }
+
+bool is_fault(int sig) {
+  for (int s : kFaultSignals)
+    if (s == sig) return true;
+  return false;
+}
+
+// Puts the default action back and unblocks `sig` on this thread (async-signal-safe).
+void restore_default(int sig) {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  g_installed.fetch_and(~(1ULL << sig));
+}
+
+// Ends the process with `sig` as its default action would: sent to this thread, unblocked.
+void end_with(int sig) {
+  restore_default(sig);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  pthread_sigmask(SIG_UNBLOCK, &only, nullptr);
+  syscall(SYS_tgkill, this_pid(), static_cast<pid_t>(syscall(SYS_gettid)), sig);
+}
+
+void on_ending_signal(int sig, siginfo_t* info, void*) {
+  const int saved = errno;
+  const bool watched = this_pid() == g_watch_pid.load() && g_wake[1] >= 0;
+  if (watched) {
+    const unsigned char byte = static_cast<unsigned char>(sig);
+    ssize_t n = write(g_wake[1], &byte, 1);
+    (void)n;
+    if (!is_fault(sig)) {
+      errno = saved;
+      return;  // the watcher closes, then ends the process with `sig`
+    }
+    struct pollfd done = {g_done[0], POLLIN, 0};
+    while (poll(&done, 1, kFaultWaitMs) < 0 && errno == EINTR) {
+    }
+  }
+  // A fault the kernel raised for an instruction: returning runs it again, now with the
+  // default action. Anything else (kill, abort, a process without a watcher) is sent again.
+  if (is_fault(sig) && info != nullptr && info->si_code > 0 && sig != SIGABRT) {
+    restore_default(sig);
+  } else {
+    end_with(sig);
+  }
+  errno = saved;
+}
+
+void* watch(void*) {
+  for (;;) {
+    unsigned char byte = 0;
+    ssize_t n = read(g_wake[0], &byte, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1) return nullptr;
+    const int sig = byte;
+    close_recording(2, sig);
+    if (is_fault(sig)) {
+      // The faulting thread ends the process itself, with the fault's own details.
+      const unsigned char done = 1;
+      ssize_t w = write(g_done[1], &done, 1);
+      (void)w;
+      continue;
+    }
+    end_with(sig);
+  }
+}
+
+void close_pair(int* fds) {
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i] >= 0) close(fds[i]);
+    fds[i] = -1;
+  }
+}
+
+void install(int sig) {
+  struct sigaction current;
+  if (sigaction(sig, nullptr, &current) != 0) return;
+  const bool ours = (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == on_ending_signal;
+  if (!ours && ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL)) return;
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_sigaction = on_ending_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  if (sigaction(sig, &action, nullptr) == 0) g_installed.fetch_or(1ULL << sig);
+}
+
+}  // namespace
+
+void watch_ending_signals() {
+  const pid_t pid = this_pid();
+  if (g_watch_pid.load() == pid) return;
+  // In a fork child the pipes are the parent's: its handler must not wake the parent.
+  close_pair(g_wake);
+  close_pair(g_done);
+  if (pipe2(g_wake, O_CLOEXEC) != 0 || pipe2(g_done, O_CLOEXEC) != 0) {
+    close_pair(g_wake);
+    close_pair(g_done);
+    return;
+  }
+  // The watcher takes no signal itself: blocked while it is created, inherited by it.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t thread;
+  const bool started = pthread_create(&thread, &attr, watch, nullptr) == 0;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  if (!started) {
+    close_pair(g_wake);
+    close_pair(g_done);
+    return;
+  }
+  g_watch_pid.store(pid);
+  for (int sig : kRequestSignals) install(sig);
+  for (int sig : kFaultSignals) install(sig);
+}
+
+void forget_watcher_after_fork() {
+  g_watch_pid.store(0);
+  close_pair(g_wake);
+  close_pair(g_done);
+}
+
+bool ending_handler_installed(int sig) {
+  if (sig <= 0 || sig >= 64 || (g_installed.load() & (1ULL << sig)) == 0) return false;
+  struct sigaction current;
+  return sigaction(sig, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) != 0 &&
+         current.sa_sigaction == on_ending_signal;
+}
+
+}  // namespace tdbg::preload
+
+extern "C" __attribute__((visibility("default"))) void tdbg_preload_watch_signals(void) {
+  tdbg::preload::watch_ending_signals();
+}
