@@ -113,6 +113,9 @@ struct CodeInfo {
   std::string function;
   bool user = false;
   bool classified = false;      // torch's directory was known when `user` was decided
+  // multiprocessing's BaseProcess._bootstrap: in a forked child (a DataLoader or Pool worker)
+  // the frames outside it are the parent's, which the child copied but does not run.
+  bool process_start = false;
   uint64_t generation = 0;      // writer generation of the two ids below
   tracer::StringId file_id = 0;
   tracer::StringId function_id = 0;
@@ -207,6 +210,12 @@ CodeInfo* code_info(PyObject* code) {
     info.file = attr_text(code, "co_filename");
     info.function = attr_text(code, "co_qualname");
     if (info.function.empty()) info.function = attr_text(code, "co_name");
+    const std::string kProcessFile = "multiprocessing/process.py";
+    info.process_start =
+        info.file.size() >= kProcessFile.size() &&
+        info.file.compare(info.file.size() - kProcessFile.size(), kProcessFile.size(),
+                          kProcessFile) == 0 &&
+        (info.function == "BaseProcess._bootstrap" || info.function == "_bootstrap");
     api().Py_IncRef(code);  // keeps the address from being reused while cached
     it = g_codes.emplace(code, std::move(info)).first;
   }
@@ -626,6 +635,9 @@ SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
       CodeInfo* code = code_info(raw_codes[i]);
       parent = intern_frame(w, parent, code, line_number(py, frames[i], code));
       if (code->user) loc.user_frame = parent;
+      // The user's line of a worker's op is in the worker's own code, not the parent's line
+      // that started it; with none (collate, say), the innermost frame stands for it.
+      if (code->process_start) loc.user_frame = 0;
       memo.codes[k] = raw_codes[i];
       memo.lastis[k] = lastis[i];
       memo.ids[k] = parent;

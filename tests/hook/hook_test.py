@@ -616,6 +616,15 @@ def case_dataloader_fork():
     for m in children:
         c = r.db(pid=m["pid"])
         check(one(c, "select count(*) from op_view")[0] > 0, "worker %s recorded" % m["pid"])
+        # A worker's ops are placed in the worker's own code: __getitem__'s slicing in the
+        # script, collate's stack in torch, never the parent's loop line the fork copied.
+        wheres = {(os.path.basename(f), fn) for f, fn in c.execute(
+            "select f.file, f.function from op_view o join frame_view f "
+            "on f.id = (case when o.user_frame then o.user_frame else o.stack end)")}
+        check(("train_lm.py", "TokenWindows.__getitem__") in wheres and
+              ("collate.py", "collate_tensor_fn") in wheres and
+              all(fn in ("TokenWindows.__getitem__",) or f != "train_lm.py" for f, fn in wheres),
+              "worker %s places its ops at %s" % (m["pid"], sorted(wheres)))
 
 
 def _losses(args):
