@@ -335,6 +335,48 @@ def case_killed_child():
     check("left out" in notes and "exists only in B" in notes, f"notes say why: {notes}")
 
 
+POOL_TASKS = r'''
+import multiprocessing as mp, sys, time, torch
+SLOW, CHANGED = int(sys.argv[1]), int(sys.argv[2])   # the task that sleeps, the task changed
+def work(i):
+    if i == SLOW:
+        time.sleep(0.5)   # meanwhile the other worker takes every other task
+    x = torch.full((8,), float(i) + (0.5 if i == CHANGED else 0.0))
+    for _ in range(5):
+        x = x.mul(1.5).tanh()
+    return round(float(x.sum()), 3)
+if __name__ == "__main__":
+    torch.ones(2).add(1)
+    with mp.get_context("fork").Pool(2) as p:
+        print(sorted(p.map(work, range(6), chunksize=1))[:2])
+'''
+
+
+def case_pool_tasks():
+    # A multiprocessing Pool hands tasks to whichever worker asks first: worker k of A and of
+    # B hold different tasks in identical runs. Compared as one set, they are identical; a
+    # changed task is found as that task, whichever worker ran it in each run.
+    script = os.path.join(WORK, "pool_tasks.py")
+    os.makedirs(WORK, exist_ok=True)
+    with open(script, "w") as f:
+        f.write(POOL_TASKS)
+    a, out_a = record("pool_tasks_a", ["0", "-1"], script)
+    b, out_b = record("pool_tasks_b", ["1", "-1"], script)
+    c, _ = record("pool_tasks_c", ["1", "3"], script)
+    check(out_a == out_b, "the two runs print the same")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"identical (exit {rc}: {(r.get('first_divergence') or {}).get('detail')})")
+    check(any("took their tasks in another order" in n for n in r.get("notes", [])),
+          f"a note says the workers took their tasks in another order: {r.get('notes')}")
+    rc, r = diff(a, c)
+    d = r.get("first_divergence") or {}
+    arg = d.get("argument") or {}
+    check(rc == 1 and d.get("cause") == "arguments" and (d.get("a") or {}).get("op") == "aten::full"
+          and arg.get("value_a") == "3" and arg.get("value_b") == "3.5",
+          f"the changed task's full(3 vs 3.5): {d.get('cause')} {(d.get('a') or {}).get('op')} {arg}")
+
+
 THREAD_ORDER = r'''
 import sys, threading, torch
 torch.ones(1).neg()  # the main thread's op

@@ -917,6 +917,128 @@ TidxRange thread_tidx_range(const Reader& r, uint32_t thread) {
   return TidxRange{std::min(*end, edge("first_tidx", "ASC", 0).value_or(0)), *end};
 }
 
+// Worker pools. The processes of a multiprocessing Pool (or a ProcessPoolExecutor) take their
+// tasks from a shared queue: which worker runs which task changes from run to run, so worker k
+// of A and worker k of B may hold different tasks in identical runs. Sibling processes (the
+// same recorded parent, neither a DataLoader worker id nor a rank, which fix the work) form a
+// group; where a pair of them differs, the group is compared as a whole: the same ops with the
+// same values, in whichever worker and order, is no divergence.
+
+// The index of process `p`'s recorded parent in `run`, for a process a pool could have
+// started; -1 otherwise.
+int pool_parent(const tracer::Run& run, size_t p) {
+  const Reader& r = *run.processes[p];
+  if (!r.meta("worker").empty() || !r.meta("rank").empty()) return -1;
+  const std::string ppid = r.meta("ppid");
+  if (ppid.empty()) return -1;
+  for (size_t q = 0; q < run.processes.size(); ++q)
+    if (q != p && run.processes[q]->meta("pid") == ppid) return static_cast<int>(q);
+  return -1;
+}
+
+// For each process index below `processes`: its parent's index when it has that parent in both
+// runs and a sibling there; -1 otherwise.
+std::vector<int> pool_groups(const tracer::Run& a, const tracer::Run& b, size_t processes) {
+  std::vector<int> group(processes, -1);
+  std::map<int, int> members;
+  for (size_t p = 0; p < processes; ++p) {
+    const int parent = pool_parent(a, p);
+    if (parent >= 0 && parent == pool_parent(b, p)) {
+      group[p] = parent;
+      ++members[parent];
+    }
+  }
+  for (int& g : group)
+    if (g >= 0 && members[g] < 2) g = -1;
+  return group;
+}
+
+// Calls `fn(op, strings)` for every op `r` holds, thread by thread; stops when it returns false.
+template <typename Fn>
+void for_each_op(const Reader& r, Fn fn) {
+  Strings strings(r);
+  for (const tracer::ThreadRecord& t : r.threads()) {
+    const TidxRange range = thread_tidx_range(r, t.id);
+    OpCursor cursor(r, strings, t.id, range.end, range.begin);
+    for (int64_t i = range.begin; i < range.end; ++i) {
+      const OpRecord* op = cursor.at(i);
+      if (!op) break;  // a read error: the diff of the pair reports it
+      if (!fn(*op, strings)) return;
+      cursor.release_before(i);
+    }
+  }
+}
+
+// Where one op of a pool's workers is.
+struct PoolOp {
+  size_t process = 0;
+  uint32_t thread = 0;
+  int64_t tidx = -1;  // -1: none
+  int64_t start_ns = 0;
+  uint64_t signature = 0;
+};
+
+struct PoolVerdict {
+  int same = -1;     // 1 the same ops with the same values, 0 not, -1 too many ops to tell
+  size_t ops = 0;    // ops of the group in A
+  std::string text;  // which processes, for the note
+  // Where they differ (same == 0): the earliest op of A's workers that B's do not run with the
+  // same values, and the earliest such op of B's with the same signature (else the earliest).
+  PoolOp a, b;
+};
+
+// Compares the workers of parent `g` (every process of each run whose recorded parent is
+// process `g`) as one set of ops.
+PoolVerdict compare_pool(const tracer::Run& a, const tracer::Run& b, int g) {
+  constexpr size_t kMaxOps = size_t{1} << 24;  // 16M op keys, 128 MiB a side
+  PoolVerdict v;
+  std::vector<uint64_t> keys[2];
+  std::string pids[2];
+  bool within = true;
+  for (int side = 0; side < 2; ++side) {
+    const tracer::Run& run = side == 0 ? a : b;
+    for (size_t q = 0; q < run.processes.size(); ++q) {
+      if (pool_parent(run, q) != g) continue;
+      pids[side] += (pids[side].empty() ? "" : ", ") + run.processes[q]->meta("pid");
+      for_each_op(*run.processes[q], [&](const OpRecord& op, Strings& strings) {
+        within = within && keys[side].size() < kMaxOps;
+        if (within) keys[side].push_back(op_content(op, strings));
+        return within;
+      });
+    }
+    std::sort(keys[side].begin(), keys[side].end());
+  }
+  v.ops = keys[0].size();
+  v.same = !within ? -1 : keys[0] == keys[1] ? 1 : 0;
+  v.text = "the processes started by process " + std::to_string(g) + " (pids A: " + pids[0] +
+           "; B: " + pids[1] + ")";
+  if (v.same != 0) return v;
+  // Ops one side runs (with these values) more often than the other: surplus > 0 in A.
+  std::unordered_map<uint64_t, int64_t> surplus;
+  for (uint64_t k : keys[0]) ++surplus[k];
+  for (uint64_t k : keys[1]) --surplus[k];
+  for (int side = 0; side < 2; ++side) {
+    const tracer::Run& run = side == 0 ? a : b;
+    PoolOp& best = side == 0 ? v.a : v.b;
+    PoolOp any;  // B's earliest surplus op whatever its signature
+    for (size_t q = 0; q < run.processes.size(); ++q) {
+      if (pool_parent(run, q) != g) continue;
+      for_each_op(*run.processes[q], [&](const OpRecord& op, Strings& strings) {
+        const int64_t more = surplus[op_content(op, strings)];
+        if (side == 0 ? more <= 0 : more >= 0) return true;
+        const PoolOp here{q, op.thread, op.tidx, op.start_ns, op_signature(op, strings)};
+        if (side == 1 && (any.tidx < 0 || here.start_ns < any.start_ns)) any = here;
+        if ((side == 0 || here.signature == v.a.signature) &&
+            (best.tidx < 0 || here.start_ns < best.start_ns))
+          best = here;
+        return true;
+      });
+    }
+    if (side == 1 && best.tidx < 0) best = any;
+  }
+  return v;
+}
+
 // Which process of run `run` is number `p` (in the canonical order), for a run of several:
 // its database, pid and, where it has them, its torch.distributed rank and DataLoader worker id.
 json process_json(const tracer::Run& run, size_t p) {
@@ -1112,6 +1234,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // CLOCK_MONOTONIC: comparable between the processes of one host.)
   std::pair<int64_t, int64_t> first_key{std::numeric_limits<int64_t>::max(),
                                         std::numeric_limits<int64_t>::max()};
+  const std::vector<int> pool = pool_groups(a, b, processes);
+  std::map<int, PoolVerdict> pool_verdicts;
   for (size_t p = 0; p < processes; ++p) {
     const Reader& ra = *a.processes[p];
     const Reader& rb = *b.processes[p];
@@ -1186,10 +1310,57 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         best = std::move(pair);
       }
     }
+    // The processes whose ops are described: p in both runs, but where a pool's workers differ.
+    size_t index_a = p, index_b = p;
+    if (best && pool[p] >= 0) {
+      auto found = pool_verdicts.find(pool[p]);
+      const bool first_of_group = found == pool_verdicts.end();
+      if (first_of_group) {
+        found = pool_verdicts.emplace(pool[p], compare_pool(a, b, pool[p])).first;
+        const PoolVerdict& v = found->second;
+        const std::string tasks =
+            " may take their tasks in any order (a multiprocessing Pool or the like): ";
+        if (v.same == 1)
+          notes.push_back(v.text + " took their tasks in another order in A than in B (a "
+                          "multiprocessing Pool or the like); compared as one set, they ran the "
+                          "same " + std::to_string(v.ops) + " ops with the same values");
+        else if (v.same == 0)
+          notes.push_back(v.text + tasks + "compared as one set, their ops differ; the first "
+                          "op of A's that B's did not run with the same values is compared with "
+                          "B's first such op of the same kind, in whichever worker each ran");
+        else
+          notes.push_back(v.text + tasks + "they hold too many ops to compare as one set and "
+                          "are compared in start order, process by process");
+      }
+      const PoolVerdict& v = found->second;
+      if (v.same == 1) {
+        best.reset();
+      } else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0) {
+        if (!first_of_group) {
+          best.reset();  // the group's divergence is described once, below
+        } else {
+          index_a = v.a.process;
+          index_b = v.b.process;
+          const Reader& xa = *a.processes[index_a];
+          const Reader& xb = *b.processes[index_b];
+          best = std::make_unique<Pair>(
+              xa, v.a.thread, TidxRange{v.a.tidx, thread_tidx_range(xa, v.a.thread).end}, xb,
+              v.b.thread, TidxRange{v.b.tidx, thread_tidx_range(xb, v.b.thread).end});
+          best_at = Located{v.a.signature == v.b.signature ? Located::kValue : Located::kStructure,
+                            v.a.tidx, v.b.tidx};
+          const OpRecord* o = best->a.cursor.at(v.a.tidx);
+          best_key = o ? std::make_pair(o->step, o->start_ns) : first_key;
+          only_a.clear();
+          only_b.clear();
+        }
+      }
+    }
     const bool earlier = result["first_divergence"].is_null() || best_key < first_key;
     if (best && earlier) {
       first_key = best_key;
-      json moved = thread_move(*best, best_at, ra, rb, only_a, only_b, options.scan_limit);
+      const Reader& da = *a.processes[index_a];
+      const Reader& db = *b.processes[index_b];
+      json moved = thread_move(*best, best_at, da, db, only_a, only_b, options.scan_limit);
       TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
       if (!moved.is_null()) {
         d["detail"] = d.value("detail", std::string()) + "; " + moved["text"].get<std::string>();
@@ -1201,10 +1372,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         (a_goes_on ? "A" : "B") + "'s goes on; " + moved["text"].get<std::string>());
       }
       d["thread_move"] = std::move(moved);
-      d["process"] = p;
+      d["process"] = index_a;
       if (a.processes.size() > 1) {
-        d["process_a"] = process_json(a, p);
-        d["process_b"] = process_json(b, p);
+        d["process_a"] = process_json(a, index_a);
+        d["process_b"] = process_json(b, index_b);
       }
       d["threads"] = {{"a", best->a.thread}, {"b", best->b.thread}};
       result["status"] = "diverged";

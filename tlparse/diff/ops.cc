@@ -53,6 +53,18 @@ uint64_t op_signature(const OpRecord& op, Strings& strings) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t op_content(const OpRecord& op, Strings& strings) {
+  uint64_t h = op_signature(op, strings);
+  for (size_t i = 0; i < op.tensors.size(); ++i) {
+    const TensorRecord& t = op.tensors[i];
+    if (!tensor_comparable(t) || t.status == TensorStatus::kView) continue;
+    h = mix(mix(h, i), t.hash);
+  }
+  for (const auto& arg : op.args) h = mix(h, strings.hash(arg.value));
+  if (op.flags & tracer::kOpRandom) h = mix(h, op.rng);
+  return h;
+}
+
 static std::string describe_tensor_kind(Strings& s, const TensorRecord& t) {
   std::string shape = s.text(t.shape);
   return std::string(hashing::dtype_name(t.dtype)) + "[" + shape + "]";

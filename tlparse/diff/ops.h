@@ -47,6 +47,11 @@ bool tensor_comparable(const tracer::TensorRecord& t);
 // separately.
 uint64_t op_signature(const tracer::OpRecord& op, Strings& strings);
 
+// What an op did, wherever it ran: its signature, the hashes of its comparable tensors that are
+// not views (as `compare_ops` compares them), its argument texts and its generator state. For
+// comparing sets of ops whose order is not the program's (work handed to a pool of workers).
+uint64_t op_content(const tracer::OpRecord& op, Strings& strings);
+
 // How two ops at aligned positions differ. Indices point into each op's `tensors`/`args`.
 struct OpComparison {
   std::string structure;  // non-empty: why the two are different ops (name, dtype, shape...)

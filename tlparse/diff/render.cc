@@ -213,11 +213,20 @@ std::string format_divergence(const json& result) {
   auto where_in_run = [&](const json& side) {
     return worker.empty() ? "step " + str(side, "step") : "in DataLoader worker " + worker;
   };
+  // B's process, where it is another one (a pool's workers compared as one set).
+  const json& process_b = d.value("process_b", json());
+  auto print_process = [&] {
+    if (!process.is_object()) return;
+    o << "  process:  " << (process_b.is_object() && str(process_b, "index") != str(process, "index")
+                                ? "A " + str(process, "text") + "\n            B " + str(process_b, "text")
+                                : str(process, "text"))
+      << "\n";
+  };
   if (str(d, "kind") == "value") {
     o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", " << where_in_run(a)
       << "): " << str(d, "cause") << "\n";
     print_warnings(o, result);
-    if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
+    print_process();
     print_value(o, d);
   } else {
     const json& side = a.is_object() ? a : b;
@@ -225,7 +234,7 @@ std::string format_divergence(const json& result) {
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << "\n";
     print_warnings(o, result);
-    if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
+    print_process();
     print_side(o, "A", a);
     print_side(o, "B", b);
     const json& t = d.value("tensor", json());
