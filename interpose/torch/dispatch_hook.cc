@@ -58,6 +58,9 @@ struct OpInfo {
   bool selected = true;                // matches TDBG_OPS
   bool random = false;
   bool uninitialized_output = false;
+  // `set_` onto a Storage: the output's contents come from memory no op may have written
+  // (`torch.load`'s storages, the fresh storage of a tensor's deepcopy).
+  bool storage_source = false;
   bool collective = false;
   bool writes = false;
   std::vector<bool> arg_overwritten;   // written without being read: contents not recorded
@@ -192,6 +195,7 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
       info->writes = info->writes || written;
       if (kind == ArgKind::kGenerator && info->generator_arg < 0) info->generator_arg = int(i);
       if (args[i].name() == "device" && info->device_arg < 0) info->device_arg = int(i);
+      if (args[i].type()->kind() == c10::TypeKind::StorageType) info->storage_source = true;
     }
     info->random = info->generator_arg >= 0 || draws_without_generator_arg(name);
   }
@@ -918,6 +922,16 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
       g_tensors.forget(t);
     } else if (settings().hash == HashMode::kNone) {
       rec.status = TensorStatus::kSkipped;
+    } else if (info->storage_source) {
+      // A tensor made onto a Storage: `torch.load` fills its storages from the file, but a
+      // deepcopy sets a fresh, unwritten one and copies into it next. Not hashed here; the
+      // first op that reads it hashes it as data from outside, and an op that overwrites it
+      // (the deepcopy's `copy_`) never reads the garbage.
+      rec.status = TensorStatus::kNotHashed;
+      rec.reason = intern_literal(ts, w, "set onto a storage no op made; hashed where read");
+      g_tensors.forget(t);
+      op->tensors.push_back(rec);
+      return;
     } else {
       // An output sharing storage with an input the op does not write is a view: its hash is
       // derived from the input's; one sharing a written input is new data (in-place, out=).

@@ -377,6 +377,57 @@ def case_pool_tasks():
           f"the changed task's full(3 vs 3.5): {d.get('cause')} {(d.get('a') or {}).get('op')} {arg}")
 
 
+CHECKPOINT = r'''
+import copy, sys, torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1))
+opt = torch.optim.Adam(m.parameters(), lr=0.01)
+if sys.argv[1] == "save":
+    torch.save(m.state_dict(), sys.argv[2])
+    sys.exit(0)
+m.load_state_dict(torch.load(sys.argv[2]))       # resume from a checkpoint file
+for step in range(3):
+    loss = m(torch.ones(5, 4) * step).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+best = copy.deepcopy(m.state_dict())             # the early-stopping snapshot
+opt.load_state_dict(copy.deepcopy(opt.state_dict()))   # deep-copies Adam's state tensors
+m.load_state_dict(best)
+print(round(m(torch.ones(5, 4)).sum().item(), 4))
+'''
+
+
+def case_checkpoint():
+    # A deepcopy sets a fresh, unwritten storage under a tensor and copies into it: its garbage
+    # must never be compared (identical runs diffed as diverged at `set_`). A checkpoint file
+    # that differs is data from outside, read where the program loads it.
+    script = os.path.join(WORK, "checkpoint.py")
+    os.makedirs(WORK, exist_ok=True)
+    with open(script, "w") as f:
+        f.write(CHECKPOINT)
+    files = []
+    for seed in ("0", "1"):
+        path = os.path.join(WORK, "checkpoint_%s.pt" % seed)
+        subprocess.run([PYTHON, "-c", CHECKPOINT.replace("torch.manual_seed(0)",
+                                                         "torch.manual_seed(%s)" % seed),
+                        "save", path], check=True)
+        files.append(path)
+    a, out_a = record("checkpoint_a", ["load", files[0]], script)
+    b, out_b = record("checkpoint_b", ["load", files[0]], script)
+    c, _ = record("checkpoint_c", ["load", files[1]], script)
+    check(out_a == out_b, "the two runs print the same")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"identical (exit {rc}: {(r.get('first_divergence') or {}).get('detail')})")
+    rc, r = diff(a, c)
+    d = r.get("first_divergence") or {}
+    where = ((d.get("a") or {}).get("source") or {})
+    check(rc == 1 and d.get("cause") == "external_input" and where.get("line") == 9,
+          f"another checkpoint is data from outside at the load (line 9): {d.get('cause')} "
+          f"{(d.get('a') or {}).get('op')} {where}")
+    check(any(st.get("key") == "cmdline" for st in r.get("settings", [])),
+          f"the differing command line is named: {r.get('settings')}")
+
+
 THREAD_ORDER = r'''
 import sys, threading, torch
 torch.ones(1).neg()  # the main thread's op

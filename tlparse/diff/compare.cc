@@ -1192,8 +1192,11 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b) {
     const std::string va = ra.meta(key), vb = rb.meta(key);
     if (both_closed && va != vb) out.push_back({{"key", key}, {"a", va}, {"b", vb}});
   }
-  for (const char* key : {"torch_version", "python_version", "cuda_runtime_version",
-                          "cuda_driver_version", "cpu_model", "cpu_count", "host"}) {
+  // The program's command line and directory first: another argument or input file is the
+  // likeliest reason two runs of "the same" program differ.
+  for (const char* key : {"cmdline", "cwd", "torch_version", "python_version",
+                          "cuda_runtime_version", "cuda_driver_version", "cpu_model", "cpu_count",
+                          "host"}) {
     const std::string va = ra.meta(key), vb = rb.meta(key);
     if (va != vb) out.push_back({{"key", key}, {"a", va}, {"b", vb}});
   }
