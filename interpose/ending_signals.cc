@@ -53,6 +53,8 @@ int g_done[2] = {-1, -1};  // watcher -> a faulting thread waiting in its handle
 // itself can close first as it does for a default action.
 std::atomic<unsigned long long> g_installed{0};
 
+int g_said_no_watcher = 0;
+
 pid_t this_pid() { return static_cast<pid_t>(syscall(SYS_getpid)); }
 
 bool is_fault(int sig) {
@@ -165,7 +167,8 @@ void watch_ending_signals() {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
+  // The default stack: a fixed small one fails (EINVAL) where the program's static TLS is
+  // large (a libtorch C++ program), and the close runs torch and SQLite code on it.
   pthread_t thread;
   const bool started = pthread_create(&thread, &attr, watch, nullptr) == 0;
   pthread_attr_destroy(&attr);
@@ -173,6 +176,8 @@ void watch_ending_signals() {
   if (!started) {
     close_pair(g_wake);
     close_pair(g_done);
+    say_once(&g_said_no_watcher, "cannot start the signal watcher; a signal that ends this "
+             "process loses the ops of its last --flush-ms");
     return;
   }
   g_watch_pid.store(pid);

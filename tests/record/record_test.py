@@ -336,6 +336,30 @@ def case_ending_signals():
         check(n == 1000, f"{name}: {n} of the 1000 recorded adds are in the database")
 
 
+    # A libtorch C++ program too (its static TLS is large: the watcher needs a normal stack).
+    program = os.environ.get("CPP_PROGRAM")
+    if program and os.path.exists(program):
+        run = fresh("ending_cpp")
+        proc = subprocess.Popen([TDBG, "record", "--flush-ms", "60000", "-o", run, "--", program,
+                                 "--steps", "100000000"], stdout=subprocess.DEVNULL)
+        for _ in range(600):
+            if databases(run):
+                break
+            time.sleep(0.05)
+        time.sleep(2)  # training steps, none committed yet
+        proc.send_signal(signal.SIGTERM)  # forwarded to the program
+        rc = proc.wait(timeout=60)
+        check(rc == 128 + signal.SIGTERM, f"C++ program: exit status {rc}, want 143")
+        dbs = databases(run)
+        check(len(dbs) == 1, f"C++ program: want one database, got {dbs}")
+        meta = meta_of(dbs[0])
+        check(meta.get("exit_status") == "signal 15",
+              f"C++ program: exit_status {meta.get('exit_status')!r}, want 'signal 15'")
+        con = sqlite3.connect("file:%s?mode=ro" % dbs[0], uri=True)
+        ops = con.execute("select sum(count) from op_blocks").fetchone()[0] or 0
+        check(ops > 0, "C++ program: the ops it ran before the signal were kept")
+
+
 def case_signal_handlers_kept():
     # tdbg's handlers change nothing the program can see: its own handler runs, a forked child
     # that records nothing ends by the signal at once, and Python reports the default action.
