@@ -5,8 +5,9 @@
 //
 // Where a signal is left at its default action, tdbg installs a handler that only wakes a
 // watcher thread (the handler itself does nothing that is not async-signal-safe, and never
-// touches a lock). The watcher closes the recording (every op recorded so far is committed,
-// the end metadata written, `exit_status` "signal N"), puts the default action back and sends
+// touches a lock). The watcher ends the recording (every op recorded so far is committed with
+// the end metadata, `exit_status` "signal N"; the database stays in WAL mode, as after a kill,
+// to spare the program the close's checkpoint), puts the default action back and sends
 // the signal again, so the process ends exactly as it would have without tdbg: same signal,
 // same exit status, a core dump where the default makes one.
 //
@@ -115,7 +116,7 @@ void* watch(void*) {
     if (n < 0 && errno == EINTR) continue;
     if (n != 1) return nullptr;
     const int sig = byte;
-    close_recording(2, sig);
+    finish_recording(sig);
     if (is_fault(sig)) {
       // The faulting thread ends the process itself, with the fault's own details.
       const unsigned char done = 1;

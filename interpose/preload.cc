@@ -61,6 +61,8 @@ bool g_quiet = false;
 
 // Set when libtdbg_torch.so is loaded: flushes its database on exits that skip atexit.
 std::atomic<void (*)()> g_torch_shutdown{nullptr};
+// Its commit without the close (`tdbg_torch_finish`), for a process a signal is ending.
+std::atomic<void (*)()> g_torch_finish{nullptr};
 // The process that loaded the hook; a vfork child shares its memory and must not flush.
 std::atomic<pid_t> g_recording_pid{0};
 
@@ -159,6 +161,7 @@ void load_torch_hook() {
                "recording this process", path);
       return;
     }
+    g_torch_finish.store(reinterpret_cast<void (*)()>(real_dlsym(handle, "tdbg_torch_finish")));
     g_recording_pid.store(getpid());
     g_torch_shutdown.store(shutdown);
   }
@@ -272,6 +275,14 @@ void close_recording(int kind, int value) {
   if (shutdown == nullptr || !recording_here()) return;
   if (kind != 0) note_ending(kind, value);
   shutdown();
+}
+
+void finish_recording(int signal) {
+  auto finish = g_torch_finish.load();
+  if (finish == nullptr) return close_recording(2, signal);
+  if (g_torch_shutdown.load() == nullptr || !recording_here()) return;
+  note_ending(2, signal);
+  finish();
 }
 
 void say_once(int* flag, const char* format, ...) {

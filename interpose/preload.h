@@ -60,6 +60,9 @@ void say_once(int* flag, const char* format, ...) __attribute__((format(printf, 
 // noting how the process ends: `kind` 1 an exit code, 2 a signal (`value`), 0 notes nothing.
 // Nothing in a process that does not record.
 void close_recording(int kind, int value);
+// For a process that signal `signal` is about to end: commits what was recorded and the end
+// metadata without closing the database (no WAL checkpoint to wait for).
+void finish_recording(int signal);
 
 // ending_signals.cc: starts the watcher that closes the recording before a terminating signal
 // ends the process, and installs its handlers where signals are left at their default action.

@@ -33,6 +33,11 @@ TDBG_TORCH_API void tdbg_torch_ipc(int delta);
 // Idempotent; ops after it are not recorded. For exits that skip atexit handlers.
 TDBG_TORCH_API void tdbg_torch_shutdown(void);
 
+// Like `tdbg_torch_shutdown` for a process a signal is about to end: commits everything
+// recorded and the end metadata without the close's WAL checkpoint (a database left in WAL
+// mode, as after a kill, with nothing lost). Idempotent; ops after it are not recorded.
+TDBG_TORCH_API void tdbg_torch_finish(void);
+
 // 1 while this process records into a database, else 0.
 TDBG_TORCH_API int tdbg_torch_recording(void);
 

@@ -265,9 +265,10 @@ bool open_database_locked() {
   return true;
 }
 
-// Closes `w` on a helper thread and waits a bounded time, so that a wedged writer can never
-// hang the program's exit; the WAL keeps what was committed either way.
-void close_bounded(tracer::Writer* w) {
+// Runs `what(w)` (the writer's close, or a flush) on a helper thread and waits a bounded
+// time, so that a wedged writer can never hang the program's exit; the WAL keeps what was
+// committed either way.
+void run_bounded(tracer::Writer* w, Status (*what)(tracer::Writer*), const char* doing) {
   struct Shared {
     std::mutex m;
     std::condition_variable cv;
@@ -275,20 +276,21 @@ void close_bounded(tracer::Writer* w) {
   };
   auto shared = std::make_shared<Shared>();
   try {
-    std::thread([w, shared] {
-      Status s = w->close();
-      if (!s.ok()) std::fprintf(stderr, "tdbg: closing the run database: %s\n", s.message().c_str());
+    std::thread([w, what, doing, shared] {
+      Status s = what(w);
+      if (!s.ok()) std::fprintf(stderr, "tdbg: %s the run database: %s\n", doing, s.message().c_str());
       std::lock_guard<std::mutex> lock(shared->m);
       shared->done = true;
       shared->cv.notify_all();
     }).detach();
   } catch (...) {
-    (void)w->close();
+    (void)what(w);
     return;
   }
   std::unique_lock<std::mutex> lock(shared->m);
   if (!shared->cv.wait_for(lock, std::chrono::seconds(10), [&] { return shared->done; }))
-    std::fprintf(stderr, "tdbg: the run database did not close within 10 s; leaving it as is\n");
+    std::fprintf(stderr, "tdbg: %s the run database did not finish within 10 s; leaving it as is\n",
+                 doing);
 }
 
 // Lock order across fork: the hook's tables, then the session, then the writer (which waits
@@ -366,7 +368,9 @@ void note_thread_counts() {
   }
 }
 
-void session_shutdown() {
+namespace {
+// Ends the recording: the metadata known at the end, then `finish` (close or flush).
+void end_recording(bool close) {
   std::lock_guard<std::mutex> lock(g_open_mutex);
   if (g_closed.exchange(true)) return;
   g_open_in_child.store(false);
@@ -378,7 +382,7 @@ void session_shutdown() {
   }
   write_torch_settings(w, /*at_close=*/true);
   // How the process ends, when the preload saw it (exit, return from main, a signal it sent
-  // itself): "3", "signal 2".
+  // itself or caught): "3", "signal 2".
   using ExitStatus = int (*)(int*, int*);
   if (auto ending = reinterpret_cast<ExitStatus>(dlsym(RTLD_DEFAULT, "tdbg_preload_exit_status"))) {
     int status = -1, signal = -1;
@@ -387,9 +391,17 @@ void session_shutdown() {
                                              : std::to_string(status));
   }
   w->set_meta("end_time_ns", std::to_string(wall_ns()));
-  close_bounded(w);
+  if (close)
+    run_bounded(w, [](tracer::Writer* x) { return x->close(); }, "closing");
+  else
+    run_bounded(w, [](tracer::Writer* x) { return x->flush(); }, "committing");
   // `w` is not deleted: a thread still inside an op may hold the pointer.
 }
+}  // namespace
+
+void session_shutdown() { end_recording(/*close=*/true); }
+
+void session_finish() { end_recording(/*close=*/false); }
 
 int64_t monotonic_ns() {
   timespec ts;
@@ -412,6 +424,13 @@ void say(const std::string& message) {
 extern "C" void tdbg_torch_shutdown(void) {
   try {
     tdbg::torchhook::session_shutdown();
+  } catch (...) {
+  }
+}
+
+extern "C" void tdbg_torch_finish(void) {
+  try {
+    tdbg::torchhook::session_finish();
   } catch (...) {
   }
 }

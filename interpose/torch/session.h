@@ -45,6 +45,10 @@ bool session_start();
 
 // Flushes and closes the database, writing the end metadata. Idempotent, never throws.
 void session_shutdown();
+// Like `session_shutdown` for a process about to be ended by a signal: commits everything and
+// the end metadata, but leaves the database open in WAL mode (no checkpoint: SQLite folds the
+// WAL in at the next open), so that the program is held up milliseconds, not a checkpoint.
+void session_finish();
 
 // Reads torch's intra-op and inter-op thread counts into the values written at close (meta
 // `num_threads`, `num_interop_threads`). Only from a thread that is running ops: asking
