@@ -1431,6 +1431,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   for (const auto* side : {&a, &b}) {
     for (size_t p = 0; p < side->processes.size(); ++p) {
       const Reader& r = *side->processes[p];
+      const std::string ending = r.meta("exit_status");
+      if (ending.rfind("signal ", 0) == 0) {
+        const std::string sig = ending.substr(7);
+        // SIGINT (2) is also how Python ends an uncaught KeyboardInterrupt.
+        notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
+                        " (pid " + r.meta("pid") + ") was ended by signal " + sig +
+                        (sig == "2" ? " (Ctrl-C or KeyboardInterrupt)" : sig == "15" ? " (SIGTERM)" : "") +
+                        ": it stops where the signal came, and ops the other run has after that "
+                        "point are no divergence of the program");
+      }
       if (!r.meta("end_time_ns").empty()) continue;
       notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
                       " (pid " + r.meta("pid") + ") did not close its database (killed or "

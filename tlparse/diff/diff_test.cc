@@ -740,6 +740,25 @@ TEST_CASE("settings that differ are listed; a database never closed gets a note 
   CHECK(killed["notes"][0].get<std::string>().rfind("B's process 0 (pid 42) did not close", 0) == 0);
 }
 
+TEST_CASE("a run ended by a signal says so, and the command lines that differ are named") {
+  using T = Recorder::T;
+  auto write = [](const std::string& arg, const std::string& ending) {
+    return write_ops([](Recorder& r) { r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5); },
+                     [&](tdbg::tracer::Writer& w) {
+                       w.set_meta("pid", "42");
+                       w.set_meta("cmdline", R"(["python3", "train.py", ")" + arg + R"("])");
+                       w.set_meta("exit_status", ending);
+                       w.set_meta("end_time_ns", "1");
+                     });
+  };
+  json r = compare(write("a.pt", "0"), write("b.pt", "signal 15"));
+  CHECK(r["settings"] == json::parse(R"([{"key": "cmdline", "a": "[\"python3\", \"train.py\", \"a.pt\"]",
+                                         "b": "[\"python3\", \"train.py\", \"b.pt\"]"}])"));
+  REQUIRE(r["notes"].size() == 1);
+  CHECK(r["notes"][0].get<std::string>().rfind(
+            "B's process 0 (pid 42) was ended by signal 15 (SIGTERM)", 0) == 0);
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;
