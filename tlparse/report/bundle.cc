@@ -6,6 +6,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <ftw.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -30,6 +31,28 @@
 
 namespace tdbg::report {
 namespace {
+
+// File names are the file system's bytes, UTF-8 in practice. libarchive converts names through
+// the thread's locale, and the C locale (a program that never calls setlocale, as tdbg) cannot
+// convert "ñ": the bundle was refused. Archive work runs under C.UTF-8 on this thread.
+class Utf8Locale {
+ public:
+  Utf8Locale() : locale_(newlocale(LC_CTYPE_MASK, "C.UTF-8", static_cast<locale_t>(0))) {
+    if (locale_ != static_cast<locale_t>(0)) previous_ = uselocale(locale_);
+  }
+  ~Utf8Locale() {
+    if (locale_ == static_cast<locale_t>(0)) return;
+    uselocale(previous_);
+    freelocale(locale_);
+  }
+  Utf8Locale(const Utf8Locale&) = delete;
+  Utf8Locale& operator=(const Utf8Locale&) = delete;
+
+ private:
+  locale_t locale_;
+  locale_t previous_ = static_cast<locale_t>(0);
+};
+
 
 using nlohmann::json;
 
@@ -358,6 +381,7 @@ std::string divergence_text(const json& fd) {
 
 StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string& run_b,
                                     const std::string& out, const BundleOptions& options_in) {
+  Utf8Locale utf8;
   BundleOptions options = options_in;
   if (options.home.empty() && std::getenv("HOME")) options.home = std::getenv("HOME");
   if (options.user.empty()) {
@@ -396,6 +420,14 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
 
   std::string out_tmp = out + ".partial";
   ArchiveWriter archive;
+  // Whatever fails from here leaves no partial file behind.
+  struct RemovePartial {
+    const std::string& path;
+    bool done = false;
+    ~RemovePartial() {
+      if (!done) std::remove(path.c_str());
+    }
+  } remove_partial{out_tmp};
   TDBG_RETURN_IF_ERROR(archive.open(out_tmp));
   auto add = [&](const std::string& name, const std::string& text) -> Status {
     result.entries.push_back(root + name);
@@ -576,18 +608,23 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   TDBG_RETURN_IF_ERROR(add("README.md", md.str()));
 
   Status closed = archive.close(out_tmp);
-  if (!closed.ok() || std::rename(out_tmp.c_str(), out.c_str()) != 0) {
-    std::remove(out_tmp.c_str());
+  if (!closed.ok() || std::rename(out_tmp.c_str(), out.c_str()) != 0)
     return closed.ok() ? Status::Error(out + ": " + errno_text()) : closed;
-  }
+  remove_partial.done = true;
   return result;
 }
 
 namespace {
 
+// An entry's name as written (UTF-8), whatever the locale; the locale's form otherwise.
+const char* entry_name(archive_entry* e) {
+  const char* utf8 = archive_entry_pathname_utf8(e);
+  return utf8 != nullptr ? utf8 : archive_entry_pathname(e);
+}
+
 // Checks one entry's name and type; a bundle holds only plain files and folders under one root.
 Status check_entry(const std::string& bundle, archive_entry* e) {
-  const char* raw = archive_entry_pathname(e);
+  const char* raw = entry_name(e);
   std::string name = raw ? raw : "";
   auto bad = [&](const std::string& why) {
     return Status::Error(bundle + ": unsafe entry '" + name + "' (" + why + ")");
@@ -609,6 +646,7 @@ Status check_entry(const std::string& bundle, archive_entry* e) {
 // Reads every entry; `visit` gets each checked entry and may read its data.
 Status read_archive(const std::string& path,
                     const std::function<Status(struct archive*, archive_entry*)>& visit) {
+  Utf8Locale utf8;
   std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_filter_gzip(a.get());
   archive_read_support_format_tar(a.get());
@@ -652,7 +690,8 @@ StatusOr<std::vector<BundleEntry>> inspect_bundle(const std::string& path, std::
   std::vector<BundleEntry> entries;
   TDBG_RETURN_IF_ERROR(read_archive(path, [&](struct archive* a, archive_entry* e) -> Status {
     BundleEntry be;
-    be.path = archive_entry_pathname(e);
+    const char* raw = entry_name(e);
+    be.path = raw ? raw : "";
     be.directory = archive_entry_filetype(e) == AE_IFDIR;
     be.size = archive_entry_size(e);
     std::string name = be.path;
@@ -680,7 +719,8 @@ Status extract_bundle(const std::string& path, const std::string& dir) {
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Error(dir + ": not a folder");
   return read_archive(path, [&](struct archive* a, archive_entry* e) -> Status {
-    std::string name = archive_entry_pathname(e);
+    const char* raw = entry_name(e);
+    std::string name = raw ? raw : "";
     std::string target = dir;
     std::istringstream parts(name);
     std::vector<std::string> comps;

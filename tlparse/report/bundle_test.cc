@@ -88,6 +88,27 @@ TEST_CASE("a bundle round-trips: inspect, extract, open the databases") {
   CHECK_FALSE(extract_bundle(out, x).ok());
 }
 
+TEST_CASE("names outside ASCII bundle, inspect and extract in the C locale") {
+  TempDir dir;
+  const std::string runs = dir.file("da\xc3\xb1o");  // "daño": the sources' path holds it
+  REQUIRE(mkdir(runs.c_str(), 0755) == 0);
+  fixture::FixtureOptions o;
+  o.ops = 50;
+  o.diverge_at = 30;
+  REQUIRE(fixture::make_runs(runs, o).ok());
+  const std::string out = dir.file("b\xc3\xbcg.tar.gz");  // "büg.tar.gz"
+  REQUIRE(write_bundle(runs + "/a", runs + "/b", out, BundleOptions{}).ok());
+  CHECK_FALSE(exists(out + ".partial"));
+  auto entries = inspect_bundle(out, nullptr);
+  REQUIRE(entries.ok());
+  std::set<std::string> names;
+  for (const auto& e : entries.value()) names.insert(e.path);
+  CHECK(names.count("b\xc3\xbcg/sources" + runs + "/train.py") == 1);
+  REQUIRE(extract_bundle(out, dir.file("x")).ok());
+  CHECK(testing::read_file(dir.file("x") + "/b\xc3\xbcg/sources" + runs + "/train.py") ==
+        testing::read_file(runs + "/train.py"));
+}
+
 TEST_CASE("no secret reaches any byte of the bundle, the databases included") {
   TempDir dir;
   fixture::FixtureOptions o;
