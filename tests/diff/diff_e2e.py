@@ -428,6 +428,44 @@ def case_checkpoint():
           f"the differing command line is named: {r.get('settings')}")
 
 
+THREAD_POOL = r'''
+import sys, time, torch
+from concurrent.futures import ThreadPoolExecutor
+SLOW, CHANGED = int(sys.argv[1]), int(sys.argv[2])   # the task that sleeps, the task changed
+def work(i):
+    if i == SLOW:
+        time.sleep(0.4)   # meanwhile the other thread takes every other task
+    x = torch.full((8,), float(i) + (0.5 if i == CHANGED else 0.0))
+    for _ in range(5):
+        x = x.mul(1.5).tanh()
+    return round(float(x.sum()), 3)
+torch.ones(2).add(1)
+with ThreadPoolExecutor(2) as ex:
+    print(sorted(ex.map(work, range(6)))[:2])
+'''
+
+
+def case_thread_pool():
+    # A ThreadPoolExecutor hands tasks to whichever thread is free: thread k of A and of B hold
+    # different tasks in identical runs. Compared as one set they are identical; a changed task
+    # is still a divergence.
+    script = os.path.join(WORK, "thread_pool.py")
+    os.makedirs(WORK, exist_ok=True)
+    with open(script, "w") as f:
+        f.write(THREAD_POOL)
+    a, out_a = record("thread_pool_a", ["0", "-1"], script)
+    b, out_b = record("thread_pool_b", ["1", "-1"], script)
+    c, _ = record("thread_pool_c", ["1", "3"], script)
+    check(out_a == out_b, "the two runs print the same")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"identical (exit {rc}: {(r.get('first_divergence') or {}).get('detail')})")
+    check(any("took their tasks in another order" in n for n in r.get("notes", [])),
+          f"a note says the threads took their tasks in another order: {r.get('notes')}")
+    rc, r = diff(a, c)
+    check(rc == 1 and r["status"] == "diverged", f"a changed task diverges (exit {rc})")
+
+
 THREAD_ORDER = r'''
 import sys, threading, torch
 torch.ones(1).neg()  # the main thread's op

@@ -1039,6 +1039,39 @@ PoolVerdict compare_pool(const tracer::Run& a, const tracer::Run& b, int g) {
   return v;
 }
 
+// The same for the threads of one process that a thread pool may run tasks on: every thread
+// but the main one (whose OS thread id is the pid). 1 when those of A and of B ran the same ops
+// with the same values, whichever thread ran which; 0 when not; -1 too many ops to tell or
+// fewer than two such threads on a side. `ops` is set to A's count.
+int same_thread_set(const Reader& ra, const Reader& rb, size_t* ops) {
+  constexpr size_t kMaxOps = size_t{1} << 24;
+  std::vector<uint64_t> keys[2];
+  for (int side = 0; side < 2; ++side) {
+    const Reader& r = side == 0 ? ra : rb;
+    const int64_t pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
+    int threads = 0;
+    bool within = true;
+    Strings strings(r);
+    for (const tracer::ThreadRecord& t : r.threads()) {
+      if (t.os_tid == pid) continue;
+      ++threads;
+      const TidxRange range = thread_tidx_range(r, t.id);
+      OpCursor cursor(r, strings, t.id, range.end, range.begin);
+      for (int64_t i = range.begin; i < range.end && within; ++i) {
+        const OpRecord* op = cursor.at(i);
+        if (!op) break;
+        within = keys[side].size() < kMaxOps;
+        if (within) keys[side].push_back(op_content(*op, strings));
+        cursor.release_before(i);
+      }
+    }
+    if (threads < 2 || !within) return -1;
+    std::sort(keys[side].begin(), keys[side].end());
+  }
+  *ops = keys[0].size();
+  return keys[0] == keys[1] ? 1 : 0;
+}
+
 // Which process of run `run` is number `p` (in the canonical order), for a run of several:
 // its database, pid and, where it has them, its torch.distributed rank and DataLoader worker id.
 json process_json(const tracer::Run& run, size_t p) {
@@ -1311,6 +1344,29 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         best_at = at;
         best_key = o ? std::make_pair(o->step, o->start_ns) : first_key;
         best = std::move(pair);
+      }
+    }
+    // A divergence in a thread other than the main one, where several run: a thread pool
+    // (ThreadPoolExecutor) hands tasks to whichever thread is free, so thread k of A and of B
+    // may hold different tasks. The same ops with the same values over those threads is no
+    // divergence; otherwise the pairwise one stands, with a note.
+    if (best) {
+      const int64_t pid_a = std::strtoll(ra.meta("pid").c_str(), nullptr, 10);
+      bool main_thread = false;
+      for (const auto& t : ta)
+        if (t.id == best->a.thread && t.os_tid == pid_a) main_thread = true;
+      size_t ops = 0;
+      const int same = main_thread ? -1 : same_thread_set(ra, rb, &ops);
+      if (same == 1) {
+        notes.push_back("process " + std::to_string(p) + ": its threads other than the main one "
+                        "took their tasks in another order in A than in B (a thread pool or the "
+                        "like); compared as one set, they ran the same " + std::to_string(ops) +
+                        " ops with the same values");
+        best.reset();
+      } else if (same == 0) {
+        notes.push_back("process " + std::to_string(p) + ": if its threads other than the main "
+                        "one take tasks in any order (a thread pool), the threads compared here "
+                        "may hold different tasks; as one set their ops differ too");
       }
     }
     // The processes whose ops are described: p in both runs, but where a pool's workers differ.
