@@ -1204,6 +1204,11 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
                     "): ops are paired from the start of what each holds, so differences may only "
                     "reflect the selection");
   }
+  const std::string internal_a = ra.meta("internal_ops"), internal_b = rb.meta("internal_ops");
+  if ((internal_a == "1") != (internal_b == "1"))
+    warnings.push_back(std::string("only ") + (internal_a == "1" ? "A" : "B") +
+                       " was recorded with --internal-ops (the ops kernels run inside "
+                       "themselves): its extra nested ops are no divergence of the program");
 }
 
 // The settings that can change a run's numbers and differ between the runs (their first

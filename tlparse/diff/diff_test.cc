@@ -740,7 +740,7 @@ TEST_CASE("settings that differ are listed; a database never closed gets a note 
   CHECK(killed["notes"][0].get<std::string>().rfind("B's process 0 (pid 42) did not close", 0) == 0);
 }
 
-TEST_CASE("a run ended by a signal says so, and the command lines that differ are named") {
+TEST_CASE("a run ended by a signal, differing command lines and --internal-ops are named") {
   using T = Recorder::T;
   auto write = [](const std::string& arg, const std::string& ending) {
     return write_ops([](Recorder& r) { r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5); },
@@ -749,9 +749,12 @@ TEST_CASE("a run ended by a signal says so, and the command lines that differ ar
                        w.set_meta("cmdline", R"(["python3", "train.py", ")" + arg + R"("])");
                        w.set_meta("exit_status", ending);
                        w.set_meta("end_time_ns", "1");
+                       w.set_meta("internal_ops", arg == "a.pt" ? "0" : "1");
                      });
   };
   json r = compare(write("a.pt", "0"), write("b.pt", "signal 15"));
+  REQUIRE(r["warnings"].size() == 1);
+  CHECK(r["warnings"][0].get<std::string>().rfind("only B was recorded with --internal-ops", 0) == 0);
   CHECK(r["settings"] == json::parse(R"([{"key": "cmdline", "a": "[\"python3\", \"train.py\", \"a.pt\"]",
                                          "b": "[\"python3\", \"train.py\", \"b.pt\"]"}])"));
   REQUIRE(r["notes"].size() == 1);
