@@ -334,6 +334,7 @@ struct InputTensor {
   TensorStatus status = TensorStatus::kSkipped;
   StringId reason = 0;
   bool written = false;
+  int64_t writer = tracer::kNoSeq;  // not hashed: the recorded op that last wrote into it
 };
 
 struct OpenRegion {
@@ -561,6 +562,13 @@ bool foreign_memory(const at::Tensor& t) {
 // nullopt for foreign memory, whose hash is never carried.
 std::optional<TrackedTensor> find_input(const at::Tensor& t, int64_t* writer, bool* written) {
   auto known = g_tensors.find(t, writer, written);
+  if (known && known->pending) {
+    // A view taken of memory written in place since it was known: not known, but the op that
+    // wrote into it is.
+    if (writer && *writer == tracer::kNoSeq) *writer = known->producer;
+    if (written) *written = true;
+    return std::nullopt;
+  }
   if (foreign_memory(t)) return std::nullopt;
   return known;
 }
@@ -865,6 +873,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, written_since ? "written in place since; hashed where read"
                                                        : "not known yet; hashed where read");
+      in.writer = writer;
     } else if (ctx->root && ctx->root != ctx && !is_caller_data(ctx->root, t)) {
       // A tensor no recorded op produced, met inside another op: a buffer that op allocated
       // natively, whose contents may be uninitialized. Never hashed, so that garbage can never
@@ -958,10 +967,20 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
         state.hash = rec.hash;
       } else if (!writes_into_input && base && base->status == TensorStatus::kNotHashed) {
         // A view of something not hashed (an internal buffer, memory written through another
-        // alias): not hashed either, and unknown to later readers.
+        // alias): not hashed either. Unknown to later readers, but where a recorded op wrote
+        // into the base, remembered as written by it: the reader that hashes it names that op
+        // (a KV cache filled by an op another run does not run).
         rec.status = TensorStatus::kNotHashed;
         rec.reason = base->reason;
-        g_tensors.forget(t);
+        if (base->writer != tracer::kNoSeq) {
+          TrackedTensor pending;
+          pending.status = TensorStatus::kNotHashed;
+          pending.pending = true;
+          pending.producer = base->writer;
+          g_tensors.remember(t, pending);
+        } else {
+          g_tensors.forget(t);
+        }
         op->tensors.push_back(rec);
         return;
       } else {

@@ -48,6 +48,10 @@ struct TrackedTensor {
   tracer::TensorStatus status = tracer::TensorStatus::kHashed;  // kHashed, kView or kUninitialized
   int64_t producer = tracer::kNoSeq;
   hashing::Summary summary;
+  // A view whose contents were not hashed when it was taken (its base was written in place
+  // since, in part maybe): hashed by the first op that reads it, which names `producer`, the
+  // recorded op that last wrote into the base, as where its contents came from.
+  bool pending = false;
 };
 
 // Tensors by TensorImpl*, valid while their version counter is unchanged and no recorded op

@@ -466,6 +466,40 @@ def case_thread_pool():
     check(rc == 1 and r["status"] == "diverged", f"a changed task diverges (exit {rc})")
 
 
+KV_INSERT = r'''
+import sys, torch
+torch.manual_seed(0)
+proj = torch.nn.Linear(8, 8)
+with torch.no_grad():
+    cache = torch.empty(2, 5, 8)          # filled one position at a time
+    x = torch.randn(2, 8)
+    for t in range(5):
+        cache[:, t] = proj(x)
+        if sys.argv[1] == "scale" and t == 3:
+            cache[:, t] *= 1.001          # B only: an op A never runs writes into the cache
+        x = (cache[:, :t + 1] * x[:, None, :]).sum(1).tanh()   # reads it through a slice
+print(round(float(x.sum()), 4))
+'''
+
+
+def case_kv_insert():
+    # An op that only B runs writes into a half-filled `empty` cache, which the program then
+    # reads through a slice: the value difference that follows is the inserted op's doing
+    # (structure), never "data from outside".
+    script = os.path.join(WORK, "kv_insert.py")
+    os.makedirs(WORK, exist_ok=True)
+    with open(script, "w") as f:
+        f.write(KV_INSERT)
+    a, _ = record("kv_insert_a", ["plain"], script)
+    b, _ = record("kv_insert_b", ["scale"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    after = d.get("value_after_structure") or {}
+    check(rc == 1 and d.get("kind") == "structure" and after.get("cause") == "structure",
+          f"the value difference after the inserted write is structure: {d.get('kind')}, "
+          f"{after.get('cause')} ({after.get('detail')})")
+
+
 THREAD_ORDER = r'''
 import sys, threading, torch
 torch.ones(1).neg()  # the main thread's op

@@ -201,12 +201,20 @@ def case_uninitialized():
     summed = tensors(con, first_op(con, "aten::sum", sliced[0])[0], "input")[0]
     check(summed[1] == "hashed" and summed[2] == five[2],
           "its reader hashes what the view covers, the written values: %s vs %s" % (summed, five))
+    wrote = first_op(con, "aten::copy_", put[0])
+    check(summed[3] == wrote[0], "and names the op that wrote them (copy_ at seq %d): %s"
+          % (wrote[0], summed))
     cos = first_op(con, "aten::cos", sliced[0])
     for seq, in con.execute("select seq from op_view where name = 'aten::slice' and seq > ? and "
                             "seq < ? order by seq desc limit 2", (sliced[0], cos[0])):
         viewed = tensors(con, seq, "input")[0]
         check(viewed[1] != "hashed", "a view of a view never hashes the buffer: %s" % (viewed,))
-    check(tensors(con, cos[0], "input")[0][1] == "hashed", "its reader hashes what it reads")
+    read_kv = tensors(con, cos[0], "input")[0]
+    wrote_kv = con.execute("select max(seq) from op_view where name = 'aten::copy_' and seq < ?",
+                           (cos[0],)).fetchone()[0]
+    check(read_kv[1] == "hashed" and read_kv[3] == wrote_kv,
+          "its reader hashes what it reads, made by the copy_ into the column (seq %s): %s"
+          % (wrote_kv, read_kv))
 
 
 def case_unhashable():
