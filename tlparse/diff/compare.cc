@@ -769,8 +769,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     out["cause"] = "structure";
     out["value_after_structure"] = nullptr;
   }
-  // Op names removed minus inserted over every hunk, up to a budget of ops read: all zero
-  // means the same ops ran in another order (parameter groups built from a set).
+  // Ops (name and tensor kinds) removed minus inserted over every hunk, up to a budget of ops
+  // read: all zero means the same ops ran in another order (parameter groups built from a set).
   std::unordered_map<std::string, int64_t> moved;
   int64_t moved_budget = 4096, moved_ops = 0;
   bool moved_known = true;
@@ -781,7 +781,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         moved_known = false;
         return;
       }
-      moved[side.strings.text(o->name)] += sign;
+      // By name and tensor kinds: an op replaced by the same op on other shapes (`topk` with
+      // another k) is a change, not a move.
+      std::string key = side.strings.text(o->name);
+      for (const TensorRecord& t : o->tensors)
+        key += "|" + std::to_string(static_cast<int>(t.dtype)) + ":" + side.strings.text(t.shape);
+      moved[key] += sign;
       ++moved_ops;
     }
   };
@@ -820,6 +825,17 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           OpComparison c = compare_ops(*oa, p.a.strings, *ob, p.b.strings);
           detail = std::to_string(removed) + " op(s) of A replaced by " + std::to_string(inserted) +
                    " op(s) in B; first: " + c.structure;
+          // The same op on other shapes: an argument that differs is often why (`topk`'s k).
+          if (p.a.strings.text(oa->name) == p.b.strings.text(ob->name) &&
+              oa->args.size() == ob->args.size()) {
+            for (size_t k = 0; k < oa->args.size(); ++k) {
+              const std::string va = p.a.strings.text(oa->args[k].value);
+              const std::string vb = p.b.strings.text(ob->args[k].value);
+              if (va == vb) continue;
+              detail += "; argument " + p.a.strings.text(oa->args[k].name) + " A " + va + ", B " + vb;
+              break;
+            }
+          }
           // Same op, different dtype or shape: name the tensor.
           if (p.a.strings.text(oa->name) == p.b.strings.text(ob->name) &&
               oa->tensors.size() == ob->tensors.size()) {

@@ -656,6 +656,23 @@ TEST_CASE("the same ops in another order are named as such, not only as inserts 
   CHECK_FALSE(i.value("reordered", false));
 }
 
+TEST_CASE("the same op on other shapes is a replacement, with the argument that differs") {
+  using T = Recorder::T;
+  auto write = [](const std::string& k, const std::string& shape) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      T out{12};
+      out.shape = shape;
+      r.op("aten::topk", {T{11}}, {out}, {{"k", k}}, 0, 0, kNoSeq, 5);
+      r.op("aten::cos", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 9);
+    });
+  };
+  json d = first(compare(write("43", "43"), write("58", "58")));
+  CHECK(d["kind"] == "structure");
+  CHECK_FALSE(d.value("reordered", false));  // it was counted as a move by name alone
+  CHECK(d["detail"].get<std::string>().find("argument k A 43, B 58") != std::string::npos);
+}
+
 TEST_CASE("a divergence inside a DataLoader worker names the worker, not its step 0") {
   Variation va, vb;
   vb.nondeterministic_step = 5;
