@@ -1549,6 +1549,17 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     explain_nondeterministic(first, kernel_settings, threads);
     if (first.contains("value_after_structure") && first["value_after_structure"].is_object())
       explain_nondeterministic(first["value_after_structure"], kernel_settings, threads);
+    // Recorded with a --steps window: "no recorded op produced it" may only mean an op before
+    // the window made it.
+    const std::string window = a.processes.empty() ? "" : a.processes[0]->meta("steps");
+    if (!window.empty()) {
+      json* after = first.contains("value_after_structure") ? &first["value_after_structure"] : nullptr;
+      for (json* d : {&first, after}) {
+        if (d == nullptr || !d->is_object() || d->value("cause", "") != "external_input") continue;
+        (*d)["detail"] = d->value("detail", std::string()) + "; or an op before the recorded "
+                         "--steps window " + window + " made it (ops outside it are not recorded)";
+      }
+    }
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (a.processes.size() != b.processes.size()) {

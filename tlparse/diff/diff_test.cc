@@ -779,6 +779,18 @@ TEST_CASE("a run ended by a signal, differing command lines and --internal-ops a
             "B's process 0 (pid 42) was ended by signal 15 (SIGTERM)", 0) == 0);
 }
 
+TEST_CASE("data from outside a --steps window may come from before it") {
+  using T = Recorder::T;
+  auto write = [](uint64_t input) {
+    return write_ops([&](Recorder& r) { r.op("aten::relu", {T{input}}, {T{input + 100}}, {}, 0, 0, kNoSeq, 5); },
+                     [](tdbg::tracer::Writer& w) { w.set_meta("steps", "1:100"); });
+  };
+  json d = first(compare(write(10), write(11)));
+  CHECK(d["cause"] == "external_input");
+  CHECK(d["detail"].get<std::string>().find("or an op before the recorded --steps window 1:100") !=
+        std::string::npos);
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;
