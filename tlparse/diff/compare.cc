@@ -431,7 +431,9 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     *detail = after_structure
                   ? "random op whose generator state differs (random numbers drawn by the changed "
                     "ops before it, or a different seed)"
-                  : "random op whose generator state differs (a different seed)";
+                  : "random op whose generator state differs (a different seed, a generator "
+                    "state set or restored differently, or random numbers drawn where no "
+                    "recorded op shows it)";
     return "rng";
   }
   if (c.view >= 0 && !after_structure) {
