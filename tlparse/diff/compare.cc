@@ -1349,6 +1349,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                                         "runs), not compared");
         continue;
       }
+      if (range_a.begin == range_b.begin && range_a.begin > 0)
+        notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) +
+                        ": both runs hold ops from " + std::to_string(range_a.begin) +
+                        " of the thread only (a ring or a trimmed bundle dropped the earlier "
+                        "ones): what came before was not compared");
       if (range_a.begin != range_b.begin)
         notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) +
                         ": A holds ops from " + std::to_string(range_a.begin) + " of the thread, B from " +

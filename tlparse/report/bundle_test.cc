@@ -175,6 +175,16 @@ TEST_CASE("large databases are trimmed to a window around the divergence unless 
   CHECK(bundled["cause"] == full["cause"]);
   CHECK(bundled["a"]["seq"] == full["a"]["seq"]);
   CHECK(bundled["a"]["op"] == full["a"]["op"]);
+  // A trimmed run against itself: identical, with a note that the start was not compared.
+  {
+    auto ta = tracer::Run::Open(dir.file("t/t/runs/a"));
+    REQUIRE(ta.ok());
+    auto same = diff::compare_runs(ta.value(), ta.value());
+    REQUIRE(same.ok());
+    CHECK(same.value()["status"] == "identical");
+    INFO(same.value()["notes"].dump());
+    CHECK(same.value()["notes"].dump().find("both runs hold ops from ") != std::string::npos);
+  }
 
   bo.keep_all = true;
   REQUIRE(write_bundle(dir.file("a"), dir.file("b"), dir.file("k.tar.gz"), bo).ok());
