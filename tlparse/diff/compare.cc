@@ -266,6 +266,36 @@ Located innermost(Pair& p, int64_t t, Stats& stats) {
   return {Located::kValue, cur, cur};
 }
 
+// `innermost` for two ops at other positions in their threads (A's `i`, B's `j`) with the same
+// signature: their nested ops are compared at the same offsets.
+Located innermost_pair(Pair& p, int64_t i, int64_t j, Stats& stats) {
+  const OpRecord* top = p.a.cursor.at(i);
+  const OpRecord* top_b = p.b.cursor.at(j);
+  if (!top || !top_b) return {Located::kValue, i, j};
+  // As `locate`: an op whose arguments differ over the same inputs, or that reads data from
+  // outside, is the answer as it stands.
+  const OpComparison c = compare_ops(*top, p.a.strings, *top_b, p.b.strings);
+  if (c.differs() && c.input < 0 && (c.arg >= 0 || c.layout >= 0)) return {Located::kValue, i, j};
+  if (c.input >= 0 &&
+      top->tensors[static_cast<size_t>(c.input)].status == tracer::TensorStatus::kHashed)
+    return {Located::kValue, i, j};
+  int64_t cur = 0;
+  uint16_t depth = top->depth;
+  for (int64_t s = 1; i + s < p.a.count && j + s < p.b.count; ++s) {
+    const OpRecord* a = p.a.cursor.at(i + s);
+    const OpRecord* b = p.b.cursor.at(j + s);
+    if (!a || !b || a->depth <= depth || b->depth != a->depth) break;
+    ++stats.ops_compared;
+    OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
+    if (!c.structure.empty()) break;
+    if (c.differs()) {
+      cur = s;
+      depth = a->depth;
+    }
+  }
+  return {Located::kValue, i + cur, j + cur};
+}
+
 StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Progress& progress) {
   int64_t n = std::min(p.a.count, p.b.count);
   // Ops both databases hold (a trimmed bundle may start each side at another op).
@@ -936,58 +966,102 @@ TidxRange thread_tidx_range(const Reader& r, uint32_t thread) {
 }
 
 // Worker pools. The processes of a multiprocessing Pool (or a ProcessPoolExecutor) take their
-// tasks from a shared queue: which worker runs which task changes from run to run, so worker k
-// of A and worker k of B may hold different tasks in identical runs. Sibling processes (the
-// same recorded parent, neither a DataLoader worker id nor a rank, which fix the work) form a
-// group; where a pair of them differs, the group is compared as a whole: the same ops with the
-// same values, in whichever worker and order, is no divergence.
+// tasks from a shared queue, and so do the threads of a ThreadPoolExecutor: which worker runs
+// which task changes from run to run, so worker k of A and worker k of B may hold different
+// tasks in identical runs. Sibling processes (the same parent, neither a DataLoader worker id
+// nor a rank, which fix the work) form a group, and so do the threads of a process other than
+// its main one; where a pair of them differs, the group is compared as a whole: the same ops
+// with the same values, in whichever worker and order, is no divergence.
 
-// The index of process `p`'s recorded parent in `run`, for a process a pool could have
-// started; -1 otherwise.
-int pool_parent(const tracer::Run& run, size_t p) {
+// One stream of ops work may be handed to: a thread of a process.
+struct Unit {
+  size_t process = 0;
+  uint32_t thread = 0;
+};
+
+// The parent pid of process `p`, for a process a pool could have started; "" otherwise.
+std::string pool_key(const tracer::Run& run, size_t p) {
   const Reader& r = *run.processes[p];
-  if (!r.meta("worker").empty() || !r.meta("rank").empty()) return -1;
-  const std::string ppid = r.meta("ppid");
-  if (ppid.empty()) return -1;
-  for (size_t q = 0; q < run.processes.size(); ++q)
-    if (q != p && run.processes[q]->meta("pid") == ppid) return static_cast<int>(q);
-  return -1;
+  if (!r.meta("worker").empty() || !r.meta("rank").empty()) return "";
+  return r.meta("ppid");
 }
 
-// For each process index below `processes`: its parent's index when it has that parent in both
-// runs and a sibling there; -1 otherwise.
+// For each process index below `processes`: its group's id (the group's first index), where two
+// or more processes are siblings in A or in B, transitively (two pools started by two processes
+// that record nothing themselves pair up either way); -1 otherwise.
 std::vector<int> pool_groups(const tracer::Run& a, const tracer::Run& b, size_t processes) {
-  std::vector<int> group(processes, -1);
-  std::map<int, int> members;
-  for (size_t p = 0; p < processes; ++p) {
-    const int parent = pool_parent(a, p);
-    if (parent >= 0 && parent == pool_parent(b, p)) {
-      group[p] = parent;
-      ++members[parent];
+  std::vector<int> parent(processes);
+  for (size_t p = 0; p < processes; ++p) parent[p] = static_cast<int>(p);
+  std::function<int(int)> root = [&](int x) { return parent[x] == x ? x : parent[x] = root(parent[x]); };
+  std::vector<bool> eligible(processes);
+  for (size_t p = 0; p < processes; ++p)
+    eligible[p] = !pool_key(a, p).empty() && !pool_key(b, p).empty();
+  for (const tracer::Run* run : {&a, &b}) {
+    std::map<std::string, int> first;
+    for (size_t p = 0; p < processes; ++p) {
+      if (!eligible[p]) continue;
+      auto [it, fresh] = first.emplace(pool_key(*run, p), static_cast<int>(p));
+      if (!fresh) {
+        const int x = root(it->second), y = root(static_cast<int>(p));
+        parent[std::max(x, y)] = std::min(x, y);
+      }
     }
   }
-  for (int& g : group)
-    if (g >= 0 && members[g] < 2) g = -1;
+  std::vector<int> group(processes, -1);
+  std::map<int, int> members;
+  for (size_t p = 0; p < processes; ++p)
+    if (eligible[p]) ++members[root(static_cast<int>(p))];
+  for (size_t p = 0; p < processes; ++p)
+    if (eligible[p] && members[root(static_cast<int>(p))] >= 2) group[p] = root(static_cast<int>(p));
   return group;
 }
 
-// Calls `fn(op, strings)` for every op `r` holds, thread by thread; stops when it returns false.
+// Every thread of the processes of `run` in group `g` of `groups`, and of its processes past
+// the other run's count that are siblings of one of them (a pool with more workers).
+std::vector<Unit> pool_units(const tracer::Run& run, const std::vector<int>& groups, int g,
+                             std::string* pids) {
+  std::vector<Unit> units;
+  std::set<std::string> keys;
+  auto add = [&](size_t q) {
+    *pids += (pids->empty() ? "" : ", ") + run.processes[q]->meta("pid");
+    for (const tracer::ThreadRecord& t : run.processes[q]->threads()) units.push_back({q, t.id});
+  };
+  for (size_t q = 0; q < groups.size(); ++q) {
+    if (groups[q] != g) continue;
+    keys.insert(pool_key(run, q));
+    add(q);
+  }
+  for (size_t q = groups.size(); q < run.processes.size(); ++q)
+    if (keys.count(pool_key(run, q))) add(q);
+  return units;
+}
+
+// The threads of process `p` other than its main one (whose OS thread id is the pid).
+std::vector<Unit> thread_units(const tracer::Run& run, size_t p) {
+  std::vector<Unit> units;
+  const Reader& r = *run.processes[p];
+  const int64_t pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
+  for (const tracer::ThreadRecord& t : r.threads())
+    if (t.os_tid != pid) units.push_back({p, t.id});
+  return units;
+}
+
+// Calls `fn(op, strings)` for every op of `unit`; stops when it returns false.
 template <typename Fn>
-void for_each_op(const Reader& r, Fn fn) {
+void for_each_op(const tracer::Run& run, const Unit& unit, Fn fn) {
+  const Reader& r = *run.processes[unit.process];
   Strings strings(r);
-  for (const tracer::ThreadRecord& t : r.threads()) {
-    const TidxRange range = thread_tidx_range(r, t.id);
-    OpCursor cursor(r, strings, t.id, range.end, range.begin);
-    for (int64_t i = range.begin; i < range.end; ++i) {
-      const OpRecord* op = cursor.at(i);
-      if (!op) break;  // a read error: the diff of the pair reports it
-      if (!fn(*op, strings)) return;
-      cursor.release_before(i);
-    }
+  const TidxRange range = thread_tidx_range(r, unit.thread);
+  OpCursor cursor(r, strings, unit.thread, range.end, range.begin);
+  for (int64_t i = range.begin; i < range.end; ++i) {
+    const OpRecord* op = cursor.at(i);
+    if (!op) break;  // a read error: the diff of the pair reports it
+    if (!fn(*op, strings)) return;
+    cursor.release_before(i);
   }
 }
 
-// Where one op of a pool's workers is.
+// Where one op of a group is.
 struct PoolOp {
   size_t process = 0;
   uint32_t thread = 0;
@@ -999,26 +1073,22 @@ struct PoolOp {
 struct PoolVerdict {
   int same = -1;     // 1 the same ops with the same values, 0 not, -1 too many ops to tell
   size_t ops = 0;    // ops of the group in A
-  std::string text;  // which processes, for the note
-  // Where they differ (same == 0): the earliest op of A's workers that B's do not run with the
-  // same values, and the earliest such op of B's with the same signature (else the earliest).
-  PoolOp a, b;
+  // Where they differ (same == 0): the earliest op of A's units that B's do not run with the
+  // same values; the earliest such op of B's with the same signature (`b`), else the earliest
+  // (`b`), and the earliest whatever its signature (`b_any`: an op only B runs before `b`).
+  PoolOp a, b, b_any;
 };
 
-// Compares the workers of parent `g` (every process of each run whose recorded parent is
-// process `g`) as one set of ops.
-PoolVerdict compare_pool(const tracer::Run& a, const tracer::Run& b, int g) {
+// Compares the ops of units `ua` of run `a` and `ub` of run `b` as two multisets of contents.
+PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, const tracer::Run& b,
+                         const std::vector<Unit>& ub) {
   constexpr size_t kMaxOps = size_t{1} << 24;  // 16M op keys, 128 MiB a side
   PoolVerdict v;
   std::vector<uint64_t> keys[2];
-  std::string pids[2];
   bool within = true;
   for (int side = 0; side < 2; ++side) {
-    const tracer::Run& run = side == 0 ? a : b;
-    for (size_t q = 0; q < run.processes.size(); ++q) {
-      if (pool_parent(run, q) != g) continue;
-      pids[side] += (pids[side].empty() ? "" : ", ") + run.processes[q]->meta("pid");
-      for_each_op(*run.processes[q], [&](const OpRecord& op, Strings& strings) {
+    for (const Unit& u : side == 0 ? ua : ub) {
+      for_each_op(side == 0 ? a : b, u, [&](const OpRecord& op, Strings& strings) {
         within = within && keys[side].size() < kMaxOps;
         if (within) keys[side].push_back(op_content(op, strings));
         return within;
@@ -1028,66 +1098,39 @@ PoolVerdict compare_pool(const tracer::Run& a, const tracer::Run& b, int g) {
   }
   v.ops = keys[0].size();
   v.same = !within ? -1 : keys[0] == keys[1] ? 1 : 0;
-  v.text = "the processes started by process " + std::to_string(g) + " (pids A: " + pids[0] +
-           "; B: " + pids[1] + ")";
   if (v.same != 0) return v;
   // Ops one side runs (with these values) more often than the other: surplus > 0 in A.
   std::unordered_map<uint64_t, int64_t> surplus;
   for (uint64_t k : keys[0]) ++surplus[k];
   for (uint64_t k : keys[1]) --surplus[k];
   for (int side = 0; side < 2; ++side) {
-    const tracer::Run& run = side == 0 ? a : b;
-    PoolOp& best = side == 0 ? v.a : v.b;
-    PoolOp any;  // B's earliest surplus op whatever its signature
-    for (size_t q = 0; q < run.processes.size(); ++q) {
-      if (pool_parent(run, q) != g) continue;
-      for_each_op(*run.processes[q], [&](const OpRecord& op, Strings& strings) {
+    for (const Unit& u : side == 0 ? ua : ub) {
+      for_each_op(side == 0 ? a : b, u, [&](const OpRecord& op, Strings& strings) {
         const int64_t more = surplus[op_content(op, strings)];
         if (side == 0 ? more <= 0 : more >= 0) return true;
-        const PoolOp here{q, op.thread, op.tidx, op.start_ns, op_signature(op, strings)};
-        if (side == 1 && (any.tidx < 0 || here.start_ns < any.start_ns)) any = here;
-        if ((side == 0 || here.signature == v.a.signature) &&
-            (best.tidx < 0 || here.start_ns < best.start_ns))
-          best = here;
+        const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings)};
+        auto earlier = [&](const PoolOp& x) { return x.tidx < 0 || here.start_ns < x.start_ns; };
+        if (side == 0) {
+          if (earlier(v.a)) v.a = here;
+        } else {
+          if (earlier(v.b_any)) v.b_any = here;
+        }
         return true;
       });
     }
-    if (side == 1 && best.tidx < 0) best = any;
   }
+  // B's counterpart of A's op: the earliest of B's surplus ops of the same kind.
+  for (const Unit& u : ub) {
+    for_each_op(b, u, [&](const OpRecord& op, Strings& strings) {
+      if (surplus[op_content(op, strings)] >= 0) return true;
+      const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings)};
+      if (here.signature == v.a.signature && (v.b.tidx < 0 || here.start_ns < v.b.start_ns))
+        v.b = here;
+      return true;
+    });
+  }
+  if (v.b.tidx < 0) v.b = v.b_any;
   return v;
-}
-
-// The same for the threads of one process that a thread pool may run tasks on: every thread
-// but the main one (whose OS thread id is the pid). 1 when those of A and of B ran the same ops
-// with the same values, whichever thread ran which; 0 when not; -1 too many ops to tell or
-// fewer than two such threads on a side. `ops` is set to A's count.
-int same_thread_set(const Reader& ra, const Reader& rb, size_t* ops) {
-  constexpr size_t kMaxOps = size_t{1} << 24;
-  std::vector<uint64_t> keys[2];
-  for (int side = 0; side < 2; ++side) {
-    const Reader& r = side == 0 ? ra : rb;
-    const int64_t pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
-    int threads = 0;
-    bool within = true;
-    Strings strings(r);
-    for (const tracer::ThreadRecord& t : r.threads()) {
-      if (t.os_tid == pid) continue;
-      ++threads;
-      const TidxRange range = thread_tidx_range(r, t.id);
-      OpCursor cursor(r, strings, t.id, range.end, range.begin);
-      for (int64_t i = range.begin; i < range.end && within; ++i) {
-        const OpRecord* op = cursor.at(i);
-        if (!op) break;
-        within = keys[side].size() < kMaxOps;
-        if (within) keys[side].push_back(op_content(*op, strings));
-        cursor.release_before(i);
-      }
-    }
-    if (threads < 2 || !within) return -1;
-    std::sort(keys[side].begin(), keys[side].end());
-  }
-  *ops = keys[0].size();
-  return keys[0] == keys[1] ? 1 : 0;
 }
 
 // Which process of run `run` is number `p` (in the canonical order), for a run of several:
@@ -1374,71 +1417,86 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         best = std::move(pair);
       }
     }
-    // A divergence in a thread other than the main one, where several run: a thread pool
-    // (ThreadPoolExecutor) hands tasks to whichever thread is free, so thread k of A and of B
-    // may hold different tasks. The same ops with the same values over those threads is no
-    // divergence; otherwise the pairwise one stands, with a note.
-    if (best) {
+    // The processes whose ops are described: p in both runs, but where a group of workers is
+    // compared as one set (below), the processes of the ops that differ.
+    size_t index_a = p, index_b = p;
+    auto describe_set_divergence = [&](const PoolVerdict& v) {
+      index_a = v.a.process;
+      index_b = v.b.process;
+      const Reader& xa = *a.processes[index_a];
+      const Reader& xb = *b.processes[index_b];
+      // Ops only B runs just before B's counterpart, in its thread: start there, so that the
+      // alignment names them as inserted.
+      int64_t jb = v.b.tidx;
+      bool structure = v.a.signature != v.b.signature;
+      if (v.b_any.tidx >= 0 && v.b_any.process == v.b.process && v.b_any.thread == v.b.thread &&
+          v.b_any.tidx < v.b.tidx) {
+        jb = v.b_any.tidx;
+        structure = true;
+      }
+      best = std::make_unique<Pair>(
+          xa, v.a.thread, TidxRange{v.a.tidx, thread_tidx_range(xa, v.a.thread).end}, xb,
+          v.b.thread, TidxRange{jb, thread_tidx_range(xb, v.b.thread).end});
+      best_at = structure ? Located{Located::kStructure, v.a.tidx, jb}
+                          : innermost_pair(*best, v.a.tidx, jb, stats);
+      const OpRecord* o = best->a.cursor.at(v.a.tidx);
+      best_key = o ? std::make_pair(o->step, o->start_ns) : first_key;
+      only_a.clear();
+      only_b.clear();
+    };
+    const std::string tasks = " may take their tasks in any order: ";
+    const std::string as_set = "compared as one set, their ops differ; the first op of A's that "
+                               "B's did not run with the same values is compared with B's first "
+                               "such op of the same kind, wherever each ran";
+    bool handled = false;
+    if (best && pool[p] >= 0) {
+      // The workers of a process pool.
+      handled = true;
+      auto found = pool_verdicts.find(pool[p]);
+      const bool first_of_group = found == pool_verdicts.end();
+      if (first_of_group) {
+        std::string pids_a, pids_b;
+        auto units_a = pool_units(a, pool, pool[p], &pids_a);
+        auto units_b = pool_units(b, pool, pool[p], &pids_b);
+        found = pool_verdicts.emplace(pool[p], compare_sets(a, units_a, b, units_b)).first;
+        const PoolVerdict& v = found->second;
+        const std::string who = "the processes started by one parent (a multiprocessing Pool or "
+                                "the like; pids A: " + pids_a + "; B: " + pids_b + ")";
+        if (v.same == 1)
+          notes.push_back(who + " took their tasks in another order in A than in B; compared "
+                          "as one set, they ran the same " + std::to_string(v.ops) +
+                          " ops with the same values");
+        else if (v.same == 0)
+          notes.push_back(who + tasks + as_set);
+        else
+          notes.push_back(who + tasks + "they hold too many ops to compare as one set and are "
+                          "compared in start order, process by process");
+      }
+      const PoolVerdict& v = found->second;
+      if (v.same == 1 || (v.same == 0 && !first_of_group && v.a.tidx >= 0 && v.b.tidx >= 0))
+        best.reset();  // no divergence, or the group's, described once
+      else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0)
+        describe_set_divergence(v);
+    }
+    if (best && !handled) {
+      // The threads of a thread pool (ThreadPoolExecutor): every thread but the main one.
       const int64_t pid_a = std::strtoll(ra.meta("pid").c_str(), nullptr, 10);
       bool main_thread = false;
       for (const auto& t : ta)
         if (t.id == best->a.thread && t.os_tid == pid_a) main_thread = true;
-      size_t ops = 0;
-      const int same = main_thread ? -1 : same_thread_set(ra, rb, &ops);
-      if (same == 1) {
-        notes.push_back("process " + std::to_string(p) + ": its threads other than the main one "
-                        "took their tasks in another order in A than in B (a thread pool or the "
-                        "like); compared as one set, they ran the same " + std::to_string(ops) +
-                        " ops with the same values");
-        best.reset();
-      } else if (same == 0) {
-        notes.push_back("process " + std::to_string(p) + ": if its threads other than the main "
-                        "one take tasks in any order (a thread pool), the threads compared here "
-                        "may hold different tasks; as one set their ops differ too");
-      }
-    }
-    // The processes whose ops are described: p in both runs, but where a pool's workers differ.
-    size_t index_a = p, index_b = p;
-    if (best && pool[p] >= 0) {
-      auto found = pool_verdicts.find(pool[p]);
-      const bool first_of_group = found == pool_verdicts.end();
-      if (first_of_group) {
-        found = pool_verdicts.emplace(pool[p], compare_pool(a, b, pool[p])).first;
-        const PoolVerdict& v = found->second;
-        const std::string tasks =
-            " may take their tasks in any order (a multiprocessing Pool or the like): ";
-        if (v.same == 1)
-          notes.push_back(v.text + " took their tasks in another order in A than in B (a "
-                          "multiprocessing Pool or the like); compared as one set, they ran the "
-                          "same " + std::to_string(v.ops) + " ops with the same values");
-        else if (v.same == 0)
-          notes.push_back(v.text + tasks + "compared as one set, their ops differ; the first "
-                          "op of A's that B's did not run with the same values is compared with "
-                          "B's first such op of the same kind, in whichever worker each ran");
-        else
-          notes.push_back(v.text + tasks + "they hold too many ops to compare as one set and "
-                          "are compared in start order, process by process");
-      }
-      const PoolVerdict& v = found->second;
-      if (v.same == 1) {
-        best.reset();
-      } else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0) {
-        if (!first_of_group) {
-          best.reset();  // the group's divergence is described once, below
-        } else {
-          index_a = v.a.process;
-          index_b = v.b.process;
-          const Reader& xa = *a.processes[index_a];
-          const Reader& xb = *b.processes[index_b];
-          best = std::make_unique<Pair>(
-              xa, v.a.thread, TidxRange{v.a.tidx, thread_tidx_range(xa, v.a.thread).end}, xb,
-              v.b.thread, TidxRange{v.b.tidx, thread_tidx_range(xb, v.b.thread).end});
-          best_at = Located{v.a.signature == v.b.signature ? Located::kValue : Located::kStructure,
-                            v.a.tidx, v.b.tidx};
-          const OpRecord* o = best->a.cursor.at(v.a.tidx);
-          best_key = o ? std::make_pair(o->step, o->start_ns) : first_key;
-          only_a.clear();
-          only_b.clear();
+      auto units_a = thread_units(a, p), units_b = thread_units(b, p);
+      if (!main_thread && units_a.size() >= 2 && units_b.size() >= 2) {
+        const PoolVerdict v = compare_sets(a, units_a, b, units_b);
+        const std::string who = "process " + std::to_string(p) + ": its threads other than the "
+                                "main one (a thread pool or the like)";
+        if (v.same == 1) {
+          notes.push_back(who + " took their tasks in another order in A than in B; compared "
+                          "as one set, they ran the same " + std::to_string(v.ops) +
+                          " ops with the same values");
+          best.reset();
+        } else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0) {
+          notes.push_back(who + tasks + as_set);
+          describe_set_divergence(v);
         }
       }
     }
@@ -1474,7 +1532,26 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const Reader& extra = in_a ? *a.processes[processes] : *b.processes[processes];
     const tracer::Run& fewer = in_a ? b : a;
     const tracer::Run& more = in_a ? a : b;
-    if (fewer.processes.size() + fewer.skipped.size() >= more.processes.size()) {
+    // A pool with more workers in one run: the extra one is no divergence when the group,
+    // compared as one set, ran the same ops.
+    int same_pool = -1;
+    const std::string extra_key = pool_key(more, processes);
+    const std::vector<int> groups = pool_groups(a, b, processes);
+    for (size_t g = 0; g < processes && same_pool < 0 && !extra_key.empty(); ++g) {
+      if (groups[g] < 0 || pool_key(more, g) != extra_key) continue;
+      std::string pids_a, pids_b;
+      auto units_a = pool_units(a, groups, groups[g], &pids_a);
+      auto units_b = pool_units(b, groups, groups[g], &pids_b);
+      same_pool = compare_sets(a, units_a, b, units_b).same;
+      if (same_pool == 1)
+        notes.push_back("the processes started by one parent (a multiprocessing Pool or the "
+                        "like; pids A: " + pids_a + "; B: " + pids_b + ") are more in " +
+                        (in_a ? "A" : "B") + "; compared as one set, they ran the same ops "
+                        "with the same values");
+    }
+    if (same_pool == 1) {
+      // identical: noted above
+    } else if (fewer.processes.size() + fewer.skipped.size() >= more.processes.size()) {
       // The other run left out databases its processes never got to write (killed within their
       // first flush interval): the extra process may well be their counterpart.
       notes.push_back(std::string("a recorded process exists only in ") + (in_a ? "A" : "B") +
