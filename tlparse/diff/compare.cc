@@ -242,16 +242,18 @@ StatusOr<int64_t> bisect_chains(Side& a, Side& b, int64_t lo, int64_t n, Stats& 
   return lo;
 }
 
-// From a differing op at `t`, the innermost op under it that differs: each level's first
-// differing child, until an op has no differing child. Ops before `t` are known equal.
-Located innermost(Pair& p, int64_t t, Stats& stats) {
-  int64_t cur = t;
-  uint16_t depth = p.a.cursor.at(t)->depth;
-  int64_t n = std::min(p.a.count, p.b.count);
-  for (int64_t s = t + 1; s < n; ++s) {
-    const OpRecord* a = p.a.cursor.at(s);
-    const OpRecord* b = p.b.cursor.at(s);
-    if (!a || !b || a->depth <= depth) break;
+// From differing ops at A's `i` and B's `j` (the same op), the innermost op under them that
+// differs: each level's first differing child, until an op has no differing child. Their nested
+// ops are compared at the same offsets.
+Located descend(Pair& p, int64_t i, int64_t j, Stats& stats) {
+  const OpRecord* top = p.a.cursor.at(i);
+  if (!top) return {Located::kValue, i, j};
+  int64_t cur = 0;
+  uint16_t depth = top->depth;
+  for (int64_t s = 1; i + s < p.a.count && j + s < p.b.count; ++s) {
+    const OpRecord* a = p.a.cursor.at(i + s);
+    const OpRecord* b = p.b.cursor.at(j + s);
+    if (!a || !b || a->depth <= depth || b->depth != a->depth) break;
     ++stats.ops_compared;
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
     // Nested ops that differ in structure under an op whose values differ: the op ran another
@@ -263,37 +265,25 @@ Located innermost(Pair& p, int64_t t, Stats& stats) {
       depth = a->depth;
     }
   }
-  return {Located::kValue, cur, cur};
+  return {Located::kValue, i + cur, j + cur};
 }
 
-// `innermost` for two ops at other positions in their threads (A's `i`, B's `j`) with the same
-// signature: their nested ops are compared at the same offsets.
+// The same at one position in both threads; ops before `t` are known equal.
+Located innermost(Pair& p, int64_t t, Stats& stats) { return descend(p, t, t, stats); }
+
+// `descend` for the ops of a set comparison (A's `i`, B's `j`, the same signature), but, as
+// `locate` does, an op whose arguments differ over the same inputs, or that reads data from
+// outside, is the answer as it stands.
 Located innermost_pair(Pair& p, int64_t i, int64_t j, Stats& stats) {
   const OpRecord* top = p.a.cursor.at(i);
   const OpRecord* top_b = p.b.cursor.at(j);
   if (!top || !top_b) return {Located::kValue, i, j};
-  // As `locate`: an op whose arguments differ over the same inputs, or that reads data from
-  // outside, is the answer as it stands.
   const OpComparison c = compare_ops(*top, p.a.strings, *top_b, p.b.strings);
   if (c.differs() && c.input < 0 && (c.arg >= 0 || c.layout >= 0)) return {Located::kValue, i, j};
   if (c.input >= 0 &&
       top->tensors[static_cast<size_t>(c.input)].status == tracer::TensorStatus::kHashed)
     return {Located::kValue, i, j};
-  int64_t cur = 0;
-  uint16_t depth = top->depth;
-  for (int64_t s = 1; i + s < p.a.count && j + s < p.b.count; ++s) {
-    const OpRecord* a = p.a.cursor.at(i + s);
-    const OpRecord* b = p.b.cursor.at(j + s);
-    if (!a || !b || a->depth <= depth || b->depth != a->depth) break;
-    ++stats.ops_compared;
-    OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
-    if (!c.structure.empty()) break;
-    if (c.differs()) {
-      cur = s;
-      depth = a->depth;
-    }
-  }
-  return {Located::kValue, i + cur, j + cur};
+  return descend(p, i, j, stats);
 }
 
 StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Progress& progress) {
@@ -1068,6 +1058,12 @@ struct PoolOp {
   int64_t tidx = -1;  // -1: none
   int64_t start_ns = 0;
   uint64_t signature = 0;
+  int64_t seq = 0;
+  // Started before `other`: by seq within a process (its start order), else by clock.
+  bool before(const PoolOp& other) const {
+    if (other.tidx < 0) return true;
+    return process == other.process ? seq < other.seq : start_ns < other.start_ns;
+  }
 };
 
 struct PoolVerdict {
@@ -1108,12 +1104,11 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
       for_each_op(side == 0 ? a : b, u, [&](const OpRecord& op, Strings& strings) {
         const int64_t more = surplus[op_content(op, strings)];
         if (side == 0 ? more <= 0 : more >= 0) return true;
-        const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings)};
-        auto earlier = [&](const PoolOp& x) { return x.tidx < 0 || here.start_ns < x.start_ns; };
+        const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
         if (side == 0) {
-          if (earlier(v.a)) v.a = here;
+          if (here.before(v.a)) v.a = here;
         } else {
-          if (earlier(v.b_any)) v.b_any = here;
+          if (here.before(v.b_any)) v.b_any = here;
         }
         return true;
       });
@@ -1123,9 +1118,8 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   for (const Unit& u : ub) {
     for_each_op(b, u, [&](const OpRecord& op, Strings& strings) {
       if (surplus[op_content(op, strings)] >= 0) return true;
-      const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings)};
-      if (here.signature == v.a.signature && (v.b.tidx < 0 || here.start_ns < v.b.start_ns))
-        v.b = here;
+      const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
+      if (here.signature == v.a.signature && here.before(v.b)) v.b = here;
       return true;
     });
   }
