@@ -125,6 +125,10 @@ void add_show_command(CLI::App& app) {
       return ++shown < limit;
     });
     if (!st.ok()) return fail("show", st.message());
+    // Nothing at or after the op asked for: say so, not a bare header.
+    if (shown == 0 && args->op && !args->step)
+      return fail("show", args->run + ": no op " + std::to_string(*args->op) +
+                              " or later in this process");
     if (!args->plain && shown == limit) std::printf("... (--limit %" PRId64 "; --limit 0 lists all)\n", limit);
   });
 }

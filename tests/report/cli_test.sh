@@ -23,6 +23,18 @@ set -e
 [ $rc -eq 2 ] || fail "report of a missing run exited $rc"
 [ "$(wc -l <err.txt)" -eq 1 ] || fail "error is not one line: $(cat err.txt)"
 
+# show --op past the last op, and bundle --inspect of a missing file: say which, exit 2.
+set +e
+"$tdbg" show runs/a --op 99999999 >/dev/null 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "show --op past the end exited $rc"
+grep -q 'no op 99999999 or later' err.txt || fail "show --op past the end: $(cat err.txt)"
+set +e
+"$tdbg" bundle --inspect no-such.tar.gz 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "bundle --inspect of a missing file exited $rc"
+grep -q 'No such file' err.txt || fail "bundle --inspect of a missing file: $(cat err.txt)"
+
 # diff --scan-limit: a negative limit is a usage error naming the option (exit 2), not a full
 # scan; 0 is a limit like any other.
 set +e

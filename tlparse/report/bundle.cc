@@ -650,6 +650,8 @@ Status read_archive(const std::string& path,
   std::unique_ptr<struct archive, int (*)(struct archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_filter_gzip(a.get());
   archive_read_support_format_tar(a.get());
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return Status::Error(path + ": " + errno_text());
   if (archive_read_open_filename(a.get(), path.c_str(), 1 << 16) != ARCHIVE_OK) {
     const char* msg = archive_error_string(a.get());
     return Status::Error(path + ": not a tdbg bundle (" + (msg ? msg : "unreadable") + ")");
