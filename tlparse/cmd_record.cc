@@ -356,8 +356,12 @@ void add_record_command(CLI::App& app) {
                                      "<dir>/<host>-<pid>.sqlite (default: ./tdbg-run-<time>)");
 #define FLAG_ADD_STRING(name, doc) \
   cmd->add_option("--" + option_name(#name), options->config.name, doc)->capture_default_str();
-#define FLAG_ADD_INT(name, doc) \
-  cmd->add_option("--" + option_name(#name), options->config.name, doc)->capture_default_str();
+// A number past int64 is refused ("too large"), not clamped; ranges are checked with the
+// configuration (config.h).
+#define FLAG_ADD_INT(name, doc)                                                   \
+  cmd->add_option("--" + option_name(#name), options->config.name, doc)          \
+      ->check(whole_number())                                                    \
+      ->capture_default_str();
 #define FLAG_ADD_BOOL(name, doc)                                                                  \
   cmd->add_flag("--" + option_name(#name) + ",!--no-" + option_name(#name), options->config.name, \
                 std::string(doc) + (options->config.name ? " [on]" : " [off]"));

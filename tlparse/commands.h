@@ -43,6 +43,21 @@ inline CLI::Validator at_least(long long least) {
       ">=" + std::to_string(least));
 }
 
+// A whole number that fits in 64 bits (the range is checked elsewhere): CLI11 alone clamps
+// "99999999999999999999" to the largest value.
+inline CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        (void)std::strtoll(text.c_str(), &end, 10);
+        if (end == text.c_str() || *end != '\0') return "want a whole number";
+        if (errno == ERANGE) return "too large";
+        return "";
+      },
+      "");
+}
+
 void add_record_command(CLI::App& app);   // interpose/: record a program
 void add_diff_command(CLI::App& app);     // first divergence between two runs
 void add_nan_command(CLI::App& app);      // first non-finite value in a run
