@@ -19,6 +19,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -166,9 +167,14 @@ void forward_signal(int sig, siginfo_t* info, void*) {
 
 // Checks the values that have a fixed form, so that a typo fails here with one line instead of
 // silently recording something else in every process.
-Status validate(const Config& config) {
+Status validate(const Config& config, const std::set<std::string>& on_command_line) {
+  // Where the value came from, as the user wrote it: "--steps 10:5" or "TDBG_STEPS=10:5".
+  auto given = [&](const char* flag, const std::string& value) {
+    if (on_command_line.count(flag)) return "--" + option_name(flag) + " " + value;
+    return environment_name(flag) + "=" + value;
+  };
   if (config.hash != "all" && config.hash != "outputs" && config.hash != "none")
-    return Status::Error("--hash " + config.hash + ": want all, outputs or none");
+    return Status::Error(given("hash", config.hash) + ": want all, outputs or none");
   if (!config.steps.empty()) {
     size_t colon = config.steps.find(':');
     auto is_number = [](const std::string& text) {
@@ -179,25 +185,28 @@ Status validate(const Config& config) {
     if (colon == std::string::npos || (!from.empty() && !is_number(from)) ||
         (!to.empty() && !is_number(to)) ||
         (!from.empty() && !to.empty() && std::stoll(from) >= std::stoll(to)))
-      return Status::Error("--steps " + config.steps +
+      return Status::Error(given("steps", config.steps) +
                            ": want A:B with A < B (either may be empty)");
   }
   if (!config.ops.empty()) {
     try {
       std::regex check(config.ops, std::regex::ECMAScript);
     } catch (const std::regex_error&) {
-      return Status::Error("--ops " + config.ops + ": not a valid regular expression");
+      return Status::Error(given("ops", config.ops) + ": not a valid regular expression");
     }
   }
-  if (config.ring < 0) return Status::Error("--ring must be 0 or more");
-  if (config.hash_threads < 1) return Status::Error("--hash-threads must be 1 or more");
-  if (config.flush_ms < 0) return Status::Error("--flush-ms must be 0 or more");
+  if (config.ring < 0) return Status::Error(given("ring", std::to_string(config.ring)) + ": must be 0 or more");
+  if (config.hash_threads < 1)
+    return Status::Error(given("hash_threads", std::to_string(config.hash_threads)) + ": must be 1 or more");
+  if (config.flush_ms < 0)
+    return Status::Error(given("flush_ms", std::to_string(config.flush_ms)) + ": must be 0 or more");
   return Status::Ok();
 }
 
 struct Options {
   Config config;
   bool force = false;
+  std::set<std::string> on_command_line;  // flags.inc names given as options, not by TDBG_*
 };
 
 void run_record(const Options& options, std::vector<std::string> command, bool out_given) {
@@ -207,7 +216,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
     return;
   }
 
-  if (Status valid = validate(options.config); !valid.ok()) {
+  if (Status valid = validate(options.config, options.on_command_line); !valid.ok()) {
     fail("record", valid.message());
     return;
   }
@@ -396,6 +405,12 @@ void add_record_command(CLI::App& app) {
       }
       command.push_back(word);
     }
+#define FLAG(type, name, def, doc)                                                  \
+  if (cmd->get_option_no_throw("--" + option_name(#name)) &&                      \
+      cmd->get_option_no_throw("--" + option_name(#name))->count() > 0)            \
+    options->on_command_line.insert(#name);
+#include "interpose/flags.inc"
+#undef FLAG
     run_record(*options, command, out_option->count() > 0);
   });
 }

@@ -191,6 +191,13 @@ def case_bad_options():
         check(result.stderr.count("\n") == 1 and flags[0] in result.stderr,
               f"{flags}: want a one-line error naming the flag, got {result.stderr!r}")
         check(not os.path.exists(os.path.join(run, "tdbg-run.json")), f"{flags}: ran anyway")
+    # A bad value from the environment is named as the variable the user set.
+    for name, value in (("TDBG_STEPS", "10:5"), ("TDBG_HASH", "some"), ("TDBG_OPS", "(")):
+        run = fresh("bad")
+        result = subprocess.run([TDBG, "record", "-o", run, "--", "/bin/true"],
+                                capture_output=True, text=True, env=dict(os.environ, **{name: value}))
+        check(result.returncode == 2 and f"{name}={value}" in result.stderr,
+              f"{name}={value}: status {result.returncode}, error {result.stderr!r}")
     if not have_torch() or not HAVE_TORCH_HOOK:
         return
     # The environment route (LD_PRELOAD by hand): each bad value is said once per process, in
