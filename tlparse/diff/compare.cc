@@ -1073,6 +1073,8 @@ struct PoolVerdict {
   // same values; the earliest such op of B's with the same signature (`b`), else the earliest
   // (`b`), and the earliest whatever its signature (`b_any`: an op only B runs before `b`).
   PoolOp a, b, b_any;
+  // Op contents A runs more often than B (> 0) or less (< 0), where same == 0.
+  std::unordered_map<uint64_t, int64_t> surplus;
 };
 
 // Compares the ops of units `ua` of run `a` and `ub` of run `b` as two multisets of contents.
@@ -1082,6 +1084,12 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   PoolVerdict v;
   std::vector<uint64_t> keys[2];
   bool within = true;
+  // A ring or a trimmed bundle holds part of each thread: sets of parts cannot be compared.
+  for (int side = 0; side < 2; ++side)
+    for (const Unit& u : side == 0 ? ua : ub) {
+      const Reader& r = *(side == 0 ? a : b).processes[u.process];
+      if (thread_tidx_range(r, u.thread).begin > 0) return v;
+    }
   for (int side = 0; side < 2; ++side) {
     for (const Unit& u : side == 0 ? ua : ub) {
       for_each_op(side == 0 ? a : b, u, [&](const OpRecord& op, Strings& strings) {
@@ -1096,7 +1104,7 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   v.same = !within ? -1 : keys[0] == keys[1] ? 1 : 0;
   if (v.same != 0) return v;
   // Ops one side runs (with these values) more often than the other: surplus > 0 in A.
-  std::unordered_map<uint64_t, int64_t> surplus;
+  std::unordered_map<uint64_t, int64_t>& surplus = v.surplus;
   for (uint64_t k : keys[0]) ++surplus[k];
   for (uint64_t k : keys[1]) --surplus[k];
   for (int side = 0; side < 2; ++side) {
@@ -1438,6 +1446,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       only_a.clear();
       only_b.clear();
     };
+    // Whether the pair's own divergence is one of the set's differences (an op of A's that B's
+    // units do not run with these values, or the reverse): then the pair says it best, and
+    // the set is not needed. Otherwise it is an artifact of work that moved.
+    auto pair_differs_in_set = [&](const PoolVerdict& v) {
+      auto in_surplus = [&](Side& side, int64_t t, int sign) {
+        const OpRecord* o = side.cursor.at(t);
+        if (!o) return false;
+        auto it = v.surplus.find(op_content(*o, side.strings));
+        return it != v.surplus.end() && it->second * sign > 0;
+      };
+      return in_surplus(best->a, best_at.i, +1) || in_surplus(best->b, best_at.j, -1);
+    };
     const std::string tasks = " may take their tasks in any order: ";
     const std::string as_set = "compared as one set, their ops differ; the first op of A's that "
                                "B's did not run with the same values is compared with B's first "
@@ -1469,7 +1489,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const PoolVerdict& v = found->second;
       if (v.same == 1 || (v.same == 0 && !first_of_group && v.a.tidx >= 0 && v.b.tidx >= 0))
         best.reset();  // no divergence, or the group's, described once
-      else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0)
+      else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0 && !pair_differs_in_set(v))
         describe_set_divergence(v);
     }
     if (best && !handled) {
@@ -1488,7 +1508,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                           "as one set, they ran the same " + std::to_string(v.ops) +
                           " ops with the same values");
           best.reset();
-        } else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0) {
+        } else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0 && !pair_differs_in_set(v)) {
           notes.push_back(who + tasks + as_set);
           describe_set_divergence(v);
         }
