@@ -50,10 +50,6 @@ constexpr int kFaultWaitMs = 12000;
 std::atomic<pid_t> g_watch_pid{0};
 int g_wake[2] = {-1, -1};  // handler -> watcher: one byte, the signal number
 int g_done[2] = {-1, -1};  // watcher -> a faulting thread waiting in its handler
-// Signals whose handler tdbg installed (bit per signal number), so `kill` of the process by
-// itself can close first as it does for a default action.
-std::atomic<unsigned long long> g_installed{0};
-
 int g_said_no_watcher = 0;
 
 pid_t this_pid() { return static_cast<pid_t>(syscall(SYS_getpid)); }
@@ -64,14 +60,13 @@ bool is_fault(int sig) {
   return false;
 }
 
-// Puts the default action back and unblocks `sig` on this thread (async-signal-safe).
+// Puts the default action back (async-signal-safe).
 void restore_default(int sig) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof(dfl));
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, nullptr);
-  g_installed.fetch_and(~(1ULL << sig));
 }
 
 // Ends the process with `sig` as its default action would: sent to this thread, unblocked.
@@ -135,17 +130,21 @@ void close_pair(int* fds) {
   }
 }
 
+bool is_ours(const struct sigaction& action) {
+  return (action.sa_flags & SA_SIGINFO) != 0 && action.sa_sigaction == on_ending_signal;
+}
+
 void install(int sig) {
   struct sigaction current;
   if (sigaction(sig, nullptr, &current) != 0) return;
-  const bool ours = (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == on_ending_signal;
-  if (!ours && ((current.sa_flags & SA_SIGINFO) != 0 || current.sa_handler != SIG_DFL)) return;
+  const bool by_default = (current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL;
+  if (!by_default && !is_ours(current)) return;
   struct sigaction action;
   memset(&action, 0, sizeof(action));
   action.sa_sigaction = on_ending_signal;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_SIGINFO | SA_RESTART;
-  if (sigaction(sig, &action, nullptr) == 0) g_installed.fetch_or(1ULL << sig);
+  sigaction(sig, &action, nullptr);
 }
 
 }  // namespace
@@ -193,10 +192,8 @@ void forget_watcher_after_fork() {
 }
 
 bool ending_handler_installed(int sig) {
-  if (sig <= 0 || sig >= 64 || (g_installed.load() & (1ULL << sig)) == 0) return false;
   struct sigaction current;
-  return sigaction(sig, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) != 0 &&
-         current.sa_sigaction == on_ending_signal;
+  return sigaction(sig, nullptr, &current) == 0 && is_ours(current);
 }
 
 }  // namespace tdbg::preload

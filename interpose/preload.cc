@@ -247,6 +247,14 @@ bool recording_here() {
   return static_cast<pid_t>(syscall(SYS_getpid)) == g_recording_pid.load();
 }
 
+// Ends this process's recording with `end` (the hook's shutdown or finish), first noting how
+// the process ends (`kind` as in note_ending; 0 notes nothing). Nothing in a process that does
+// not record.
+void end_recording(void (*end)(), int kind, int value) {
+  if (end == nullptr || g_torch_shutdown.load() == nullptr || !recording_here()) return;
+  if (kind != 0) note_ending(kind, value);
+  end();
+}
 
 int tdbg_main(int argc, char** argv, char** envp) {
   g_main_started.store(true, std::memory_order_release);
@@ -270,19 +278,11 @@ __attribute__((constructor)) void preload_init() {
 
 }  // namespace
 
-void close_recording(int kind, int value) {
-  auto shutdown = g_torch_shutdown.load();
-  if (shutdown == nullptr || !recording_here()) return;
-  if (kind != 0) note_ending(kind, value);
-  shutdown();
-}
+void close_recording(int kind, int value) { end_recording(g_torch_shutdown.load(), kind, value); }
 
 void finish_recording(int signal) {
   auto finish = g_torch_finish.load();
-  if (finish == nullptr) return close_recording(2, signal);
-  if (g_torch_shutdown.load() == nullptr || !recording_here()) return;
-  note_ending(2, signal);
-  finish();
+  end_recording(finish != nullptr ? finish : g_torch_shutdown.load(), 2, signal);
 }
 
 void say_once(int* flag, const char* format, ...) {
