@@ -405,9 +405,9 @@ void add_record_command(CLI::App& app) {
       }
       command.push_back(word);
     }
-#define FLAG(type, name, def, doc)                                                  \
-  if (cmd->get_option_no_throw("--" + option_name(#name)) &&                      \
-      cmd->get_option_no_throw("--" + option_name(#name))->count() > 0)            \
+#define FLAG(type, name, def, doc)                                               \
+  if (const CLI::Option* given = cmd->get_option_no_throw("--" + option_name(#name)); \
+      given != nullptr && given->count() > 0)                                     \
     options->on_command_line.insert(#name);
 #include "interpose/flags.inc"
 #undef FLAG

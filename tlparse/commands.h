@@ -27,18 +27,25 @@ void fail(const std::string& command, const std::string& message);
 // (tracer::Run::skipped): the command goes on with the others.
 void note_skipped(const std::string& command, const std::vector<std::string>& skipped);
 
+// Why `text` is not a whole number that fits in 64 bits ("" when it is; its value in `*value`).
+inline std::string whole_number_error(const std::string& text, long long* value) {
+  errno = 0;
+  char* end = nullptr;
+  *value = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0') return "want a whole number";
+  if (errno == ERANGE) return "too large";
+  return "";
+}
+
 // A whole number no smaller than `least`: a short message for a wrong value (CLI11's own range
 // checks print the bounds of the type, hundreds of digits for a double).
 inline CLI::Validator at_least(long long least) {
   return CLI::Validator(
       [least](std::string& text) -> std::string {
-        errno = 0;
-        char* end = nullptr;
-        long long value = std::strtoll(text.c_str(), &end, 10);
-        if (end == text.c_str() || *end != '\0') return "want a whole number";
-        if (errno == ERANGE) return "too large";
-        if (value < least) return "must be " + std::to_string(least) + " or more";
-        return "";
+        long long value = 0;
+        std::string error = whole_number_error(text, &value);
+        if (error.empty() && value < least) error = "must be " + std::to_string(least) + " or more";
+        return error;
       },
       ">=" + std::to_string(least));
 }
@@ -48,12 +55,8 @@ inline CLI::Validator at_least(long long least) {
 inline CLI::Validator whole_number() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
-        errno = 0;
-        char* end = nullptr;
-        (void)std::strtoll(text.c_str(), &end, 10);
-        if (end == text.c_str() || *end != '\0') return "want a whole number";
-        if (errno == ERANGE) return "too large";
-        return "";
+        long long value = 0;
+        return whole_number_error(text, &value);
       },
       "");
 }

@@ -1115,21 +1115,14 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
         const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
         if (side == 0) {
           if (here.before(v.a)) v.a = here;
-        } else {
-          if (here.before(v.b_any)) v.b_any = here;
+          return true;
         }
+        // B's side, after A's: `a` is known, so its counterpart is found in the same pass.
+        if (here.before(v.b_any)) v.b_any = here;
+        if (here.signature == v.a.signature && here.before(v.b)) v.b = here;
         return true;
       });
     }
-  }
-  // B's counterpart of A's op: the earliest of B's surplus ops of the same kind.
-  for (const Unit& u : ub) {
-    for_each_op(b, u, [&](const OpRecord& op, Strings& strings) {
-      if (surplus[op_content(op, strings)] >= 0) return true;
-      const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
-      if (here.signature == v.a.signature && here.before(v.b)) v.b = here;
-      return true;
-    });
   }
   if (v.b.tidx < 0) v.b = v.b_any;
   return v;
@@ -1458,6 +1451,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       };
       return in_surplus(best->a, best_at.i, +1) || in_surplus(best->b, best_at.j, -1);
     };
+    auto same_set = [](size_t ops) {
+      return " took their tasks in another order in A than in B; compared as one set, they ran "
+             "the same " + std::to_string(ops) + " ops with the same values";
+    };
     const std::string tasks = " may take their tasks in any order: ";
     const std::string as_set = "compared as one set, their ops differ; the first op of A's that "
                                "B's did not run with the same values is compared with B's first "
@@ -1477,9 +1474,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         const std::string who = "the processes started by one parent (a multiprocessing Pool or "
                                 "the like; pids A: " + pids_a + "; B: " + pids_b + ")";
         if (v.same == 1)
-          notes.push_back(who + " took their tasks in another order in A than in B; compared "
-                          "as one set, they ran the same " + std::to_string(v.ops) +
-                          " ops with the same values");
+          notes.push_back(who + same_set(v.ops));
         else if (v.same == 0)
           notes.push_back(who + tasks + as_set);
         else
@@ -1494,19 +1489,15 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     if (best && !handled) {
       // The threads of a thread pool (ThreadPoolExecutor): every thread but the main one.
-      const int64_t pid_a = std::strtoll(ra.meta("pid").c_str(), nullptr, 10);
-      bool main_thread = false;
-      for (const auto& t : ta)
-        if (t.id == best->a.thread && t.os_tid == pid_a) main_thread = true;
       auto units_a = thread_units(a, p), units_b = thread_units(b, p);
-      if (!main_thread && units_a.size() >= 2 && units_b.size() >= 2) {
+      const bool in_units = std::any_of(units_a.begin(), units_a.end(),
+                                        [&](const Unit& u) { return u.thread == best->a.thread; });
+      if (in_units && units_a.size() >= 2 && units_b.size() >= 2) {
         const PoolVerdict v = compare_sets(a, units_a, b, units_b);
         const std::string who = "process " + std::to_string(p) + ": its threads other than the "
                                 "main one (a thread pool or the like)";
         if (v.same == 1) {
-          notes.push_back(who + " took their tasks in another order in A than in B; compared "
-                          "as one set, they ran the same " + std::to_string(v.ops) +
-                          " ops with the same values");
+          notes.push_back(who + same_set(v.ops));
           best.reset();
         } else if (v.same == 0 && v.a.tidx >= 0 && v.b.tidx >= 0 && !pair_differs_in_set(v)) {
           notes.push_back(who + tasks + as_set);
@@ -1550,12 +1541,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // compared as one set, ran the same ops.
     int same_pool = -1;
     const std::string extra_key = pool_key(more, processes);
-    const std::vector<int> groups = pool_groups(a, b, processes);
     for (size_t g = 0; g < processes && same_pool < 0 && !extra_key.empty(); ++g) {
-      if (groups[g] < 0 || pool_key(more, g) != extra_key) continue;
+      if (pool[g] < 0 || pool_key(more, g) != extra_key) continue;
       std::string pids_a, pids_b;
-      auto units_a = pool_units(a, groups, groups[g], &pids_a);
-      auto units_b = pool_units(b, groups, groups[g], &pids_b);
+      auto units_a = pool_units(a, pool, pool[g], &pids_a);
+      auto units_b = pool_units(b, pool, pool[g], &pids_b);
       same_pool = compare_sets(a, units_a, b, units_b).same;
       if (same_pool == 1)
         notes.push_back("the processes started by one parent (a multiprocessing Pool or the "

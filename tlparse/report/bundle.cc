@@ -6,8 +6,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
-#include <locale.h>
 #include <ftw.h>
+#include <locale.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -52,7 +52,6 @@ class Utf8Locale {
   locale_t locale_;
   locale_t previous_ = static_cast<locale_t>(0);
 };
-
 
 using nlohmann::json;
 
@@ -616,16 +615,17 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
 
 namespace {
 
-// An entry's name as written (UTF-8), whatever the locale; the locale's form otherwise.
-const char* entry_name(archive_entry* e) {
-  const char* utf8 = archive_entry_pathname_utf8(e);
-  return utf8 != nullptr ? utf8 : archive_entry_pathname(e);
+// An entry's name as written (UTF-8), whatever the locale; the locale's form otherwise; ""
+// for an entry without one.
+std::string entry_name(archive_entry* e) {
+  const char* raw = archive_entry_pathname_utf8(e);
+  if (raw == nullptr) raw = archive_entry_pathname(e);
+  return raw != nullptr ? raw : "";
 }
 
 // Checks one entry's name and type; a bundle holds only plain files and folders under one root.
 Status check_entry(const std::string& bundle, archive_entry* e) {
-  const char* raw = entry_name(e);
-  std::string name = raw ? raw : "";
+  const std::string name = entry_name(e);
   auto bad = [&](const std::string& why) {
     return Status::Error(bundle + ": unsafe entry '" + name + "' (" + why + ")");
   };
@@ -692,8 +692,7 @@ StatusOr<std::vector<BundleEntry>> inspect_bundle(const std::string& path, std::
   std::vector<BundleEntry> entries;
   TDBG_RETURN_IF_ERROR(read_archive(path, [&](struct archive* a, archive_entry* e) -> Status {
     BundleEntry be;
-    const char* raw = entry_name(e);
-    be.path = raw ? raw : "";
+    be.path = entry_name(e);
     be.directory = archive_entry_filetype(e) == AE_IFDIR;
     be.size = archive_entry_size(e);
     std::string name = be.path;
@@ -721,8 +720,7 @@ Status extract_bundle(const std::string& path, const std::string& dir) {
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Error(dir + ": not a folder");
   return read_archive(path, [&](struct archive* a, archive_entry* e) -> Status {
-    const char* raw = entry_name(e);
-    std::string name = raw ? raw : "";
+    std::string name = entry_name(e);
     std::string target = dir;
     std::istringstream parts(name);
     std::vector<std::string> comps;
