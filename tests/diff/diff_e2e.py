@@ -51,6 +51,14 @@ def record(name, args, script=SCRIPT, options=()):
     return out, p.stdout
 
 
+def write_script(name, text):
+    """Writes a case's program into WORK (made by main) and returns its path."""
+    path = os.path.join(WORK, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def diff(a, b):
     p = subprocess.run([TDBG, "diff", "--json", a, b], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
@@ -321,10 +329,7 @@ def case_killed_child():
     # A forked child SIGKILLed before its first flush (--flush-ms far away) leaves a database with
     # the schema alone. It must not pair with the other run's main process (a false
     # divergence), and the child that did write in the other run is no divergence either.
-    script = os.path.join(WORK, "killed_child.py")
-    os.makedirs(WORK, exist_ok=True)
-    with open(script, "w") as f:
-        f.write(KILLED_CHILD)
+    script = write_script("killed_child.py", KILLED_CHILD)
     a, out_a = record("killed_child_a", ["kill"], script, ["--flush-ms", "600000"])
     b, out_b = record("killed_child_b", ["exit"], script, ["--flush-ms", "600000"])
     check(out_a == out_b, "the two runs print the same")
@@ -335,41 +340,48 @@ def case_killed_child():
     check("left out" in notes and "exists only in B" in notes, f"notes say why: {notes}")
 
 
+# A task pool of two workers (`POOL` makes it) mapping `work` over six tasks. argv: the task that
+# sleeps, so that the other worker takes every other task (which worker runs which task differs
+# between runs), and the task whose value is changed (-1: none).
 POOL_TASKS = r'''
 import multiprocessing as mp, sys, time, torch
-SLOW, CHANGED = int(sys.argv[1]), int(sys.argv[2])   # the task that sleeps, the task changed
+from concurrent.futures import ThreadPoolExecutor
+SLOW, CHANGED = int(sys.argv[1]), int(sys.argv[2])
 def work(i):
     if i == SLOW:
-        time.sleep(0.5)   # meanwhile the other worker takes every other task
+        time.sleep(SLEEP)
     x = torch.full((8,), float(i) + (0.5 if i == CHANGED else 0.0))
     for _ in range(5):
         x = x.mul(1.5).tanh()
     return round(float(x.sum()), 3)
 if __name__ == "__main__":
     torch.ones(2).add(1)
-    with mp.get_context("fork").Pool(2) as p:
-        print(sorted(p.map(work, range(6), chunksize=1))[:2])
+    with POOL as p:
+        print(sorted(p.map(work, range(6)))[:2])
 '''
 
 
-def case_pool_tasks():
-    # A multiprocessing Pool hands tasks to whichever worker asks first: worker k of A and of
-    # B hold different tasks in identical runs. Compared as one set, they are identical; a
-    # changed task is found as that task, whichever worker ran it in each run.
-    script = os.path.join(WORK, "pool_tasks.py")
-    os.makedirs(WORK, exist_ok=True)
-    with open(script, "w") as f:
-        f.write(POOL_TASKS)
-    a, out_a = record("pool_tasks_a", ["0", "-1"], script)
-    b, out_b = record("pool_tasks_b", ["1", "-1"], script)
-    c, _ = record("pool_tasks_c", ["1", "3"], script)
+def pool_runs(name, pool, sleep):
+    """Records the pool script (A and B: other tasks in each worker, C: task 3 changed), checks
+    that A and B are identical with a note saying why, and returns (exit, result) of A vs C."""
+    script = write_script(name + ".py", POOL_TASKS.replace("POOL", pool).replace("SLEEP", sleep))
+    a, out_a = record(name + "_a", ["0", "-1"], script)
+    b, out_b = record(name + "_b", ["1", "-1"], script)
+    c, _ = record(name + "_c", ["1", "3"], script)
     check(out_a == out_b, "the two runs print the same")
     rc, r = diff(a, b)
     check(rc == 0 and r["status"] == "identical",
           f"identical (exit {rc}: {(r.get('first_divergence') or {}).get('detail')})")
     check(any("took their tasks in another order" in n for n in r.get("notes", [])),
           f"a note says the workers took their tasks in another order: {r.get('notes')}")
-    rc, r = diff(a, c)
+    return diff(a, c)
+
+
+def case_pool_tasks():
+    # A multiprocessing Pool hands tasks to whichever worker asks first: worker k of A and of
+    # B hold different tasks in identical runs. Compared as one set, they are identical; a
+    # changed task is found as that task, whichever worker ran it in each run.
+    rc, r = pool_runs("pool_tasks", 'mp.get_context("fork").Pool(2)', "0.5")
     d = r.get("first_divergence") or {}
     arg = d.get("argument") or {}
     check(rc == 1 and d.get("cause") == "arguments" and (d.get("a") or {}).get("op") == "aten::full"
@@ -400,10 +412,7 @@ def case_checkpoint():
     # A deepcopy sets a fresh, unwritten storage under a tensor and copies into it: its garbage
     # must never be compared (identical runs diffed as diverged at `set_`). A checkpoint file
     # that differs is data from outside, read where the program loads it.
-    script = os.path.join(WORK, "checkpoint.py")
-    os.makedirs(WORK, exist_ok=True)
-    with open(script, "w") as f:
-        f.write(CHECKPOINT)
+    script = write_script("checkpoint.py", CHECKPOINT)
     files = []
     for seed in ("0", "1"):
         path = os.path.join(WORK, "checkpoint_%s.pt" % seed)
@@ -428,41 +437,11 @@ def case_checkpoint():
           f"the differing command line is named: {r.get('settings')}")
 
 
-THREAD_POOL = r'''
-import sys, time, torch
-from concurrent.futures import ThreadPoolExecutor
-SLOW, CHANGED = int(sys.argv[1]), int(sys.argv[2])   # the task that sleeps, the task changed
-def work(i):
-    if i == SLOW:
-        time.sleep(0.4)   # meanwhile the other thread takes every other task
-    x = torch.full((8,), float(i) + (0.5 if i == CHANGED else 0.0))
-    for _ in range(5):
-        x = x.mul(1.5).tanh()
-    return round(float(x.sum()), 3)
-torch.ones(2).add(1)
-with ThreadPoolExecutor(2) as ex:
-    print(sorted(ex.map(work, range(6)))[:2])
-'''
-
-
 def case_thread_pool():
     # A ThreadPoolExecutor hands tasks to whichever thread is free: thread k of A and of B hold
     # different tasks in identical runs. Compared as one set they are identical; a changed task
     # is still a divergence.
-    script = os.path.join(WORK, "thread_pool.py")
-    os.makedirs(WORK, exist_ok=True)
-    with open(script, "w") as f:
-        f.write(THREAD_POOL)
-    a, out_a = record("thread_pool_a", ["0", "-1"], script)
-    b, out_b = record("thread_pool_b", ["1", "-1"], script)
-    c, _ = record("thread_pool_c", ["1", "3"], script)
-    check(out_a == out_b, "the two runs print the same")
-    rc, r = diff(a, b)
-    check(rc == 0 and r["status"] == "identical",
-          f"identical (exit {rc}: {(r.get('first_divergence') or {}).get('detail')})")
-    check(any("took their tasks in another order" in n for n in r.get("notes", [])),
-          f"a note says the threads took their tasks in another order: {r.get('notes')}")
-    rc, r = diff(a, c)
+    rc, r = pool_runs("thread_pool", "ThreadPoolExecutor(2)", "0.4")
     check(rc == 1 and r["status"] == "diverged", f"a changed task diverges (exit {rc})")
 
 
@@ -486,10 +465,7 @@ def case_kv_insert():
     # An op that only B runs writes into a half-filled `empty` cache, which the program then
     # reads through a slice: the value difference that follows is the inserted op's doing
     # (structure), never "data from outside".
-    script = os.path.join(WORK, "kv_insert.py")
-    os.makedirs(WORK, exist_ok=True)
-    with open(script, "w") as f:
-        f.write(KV_INSERT)
+    script = write_script("kv_insert.py", KV_INSERT)
     a, _ = record("kv_insert_a", ["plain"], script)
     b, _ = record("kv_insert_b", ["scale"], script)
     rc, r = diff(a, b)
@@ -522,10 +498,7 @@ print("done")
 def case_thread_order():
     # Two threads created in the same order whose first ops come in the opposite order: the
     # same thread must be compared with itself (pairing by first op made this a divergence).
-    script = os.path.join(WORK, "thread_order.py")
-    os.makedirs(WORK, exist_ok=True)
-    with open(script, "w") as f:
-        f.write(THREAD_ORDER)
+    script = write_script("thread_order.py", THREAD_ORDER)
     a, _ = record("thread_order_a", ["first"], script)
     b, _ = record("thread_order_b", ["second"], script)
     rc, r = diff(a, b)
