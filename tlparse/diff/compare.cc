@@ -882,6 +882,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         } else if (oa) {
           detail = std::to_string(removed) + " op(s) of A removed in B, first " + p.a.strings.text(oa->name);
         }
+        // One side's thread ends here while the other's goes on: where that run stopped
+        // (`explain_ending` says why, from how its process ended).
+        if (oa && !ob && h.b_end == p.b.count) out["ended"] = "B";
+        if (ob && !oa && h.a_end == p.a.count) out["ended"] = "A";
         out["detail"] = detail;
       }
     } else {
@@ -1147,6 +1151,64 @@ json process_json(const tracer::Run& run, size_t p) {
   j["text"] = "process " + std::to_string(p) + " of " + std::to_string(run.processes.size()) +
               " (" + (what.empty() ? "" : what + ", ") + "pid " + pid + "): " + r.path();
   return j;
+}
+
+// How a recorded process ended, when not by a normal exit: "" for exit status 0 (or a run
+// recorded before the status was kept, which closed its database).
+std::string abnormal_ending(const Reader& r) {
+  const std::string ending = r.meta("exit_status");
+  if (ending.rfind("signal ", 0) == 0) {
+    const std::string sig = ending.substr(7);
+    return "was ended by signal " + sig +
+           (sig == "2" ? " (Ctrl-C or KeyboardInterrupt)" : sig == "15" ? " (SIGTERM)" : "");
+  }
+  if (r.meta("end_time_ns").empty())
+    return "did not close its database (killed with SIGKILL or by the out-of-memory killer, or "
+           "crashed; its last ops, up to --flush-ms, may be missing)";
+  if (!ending.empty() && ending != "0")
+    return "exited with status " + ending + (ending == "1" ? " (an uncaught Python exception exits with 1)" : "");
+  return "";
+}
+
+// A structural divergence that is one run's thread ending while the other's goes on, where
+// that run's process ended abnormally (a signal, a crash, an error exit) with this thread's op
+// as its last: the run stopped there, which is no change of the program. The cause becomes
+// `ended`. `matched` ops of the thread came before it and agree with the other run's.
+void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) {
+  const std::string side = d.value("ended", "");
+  if (side.empty()) return;
+  d.erase("ended");
+  const std::string how = abnormal_ending(r);
+  if (how.empty()) {
+    d["detail"] = d.value("detail", std::string()) + "; " + side + "'s thread ends here";
+    return;
+  }
+  // The thread's last op is its process's last one (a thread that finished long before the
+  // process was stopped ended for reasons of the program).
+  auto last_seq = [&](const std::string& where) {
+    std::string v;
+    (void)r.query("SELECT max(last_seq) FROM op_blocks" + where, [&](const std::vector<std::string>& row) {
+      if (!row.empty()) v = row[0];
+      return false;
+    });
+    return v;
+  };
+  const std::string thread_last = last_seq(" WHERE thread = " + std::to_string(thread));
+  if (thread_last.empty() || thread_last != last_seq("")) return;
+  const std::string other = side == "A" ? "B" : "A";
+  const json& change = d.value("structural_changes", json::array());
+  std::string rest;
+  if (change.is_array() && !change.empty()) {
+    const json& h = change[0];
+    const json& range = h[side == "A" ? "b_range" : "a_range"];
+    const json& ops = h[side == "A" ? "inserted" : "removed"];
+    if (range.is_array() && range.size() == 2 && ops.is_array() && !ops.empty())
+      rest = "; " + other + " runs " + std::to_string(range[1].get<int64_t>() - range[0].get<int64_t>()) +
+             " more op(s) from here, first " + ops[0].value("op", "");
+  }
+  d["cause"] = "ended";
+  d["detail"] = side + "'s process " + how + " after " + std::to_string(matched) +
+                " op(s) of this thread, all as in " + other + rest;
 }
 
 // Ops compared to recognise work that moved to another thread.
@@ -1521,6 +1583,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         std::to_string(moved["from_tidx"].get<int64_t>()) + " where " +
                         (a_goes_on ? "A" : "B") + "'s goes on; " + moved["text"].get<std::string>());
       }
+      if (moved.is_null()) {
+        const bool b_ended = d.value("ended", "") == "B";
+        explain_ending(d, b_ended ? db : da, b_ended ? best->b.thread : best->a.thread,
+                       b_ended ? best_at.j - best->b.begin : best_at.i - best->a.begin);
+      }
+      d.erase("ended");
       d["thread_move"] = std::move(moved);
       d["process"] = index_a;
       if (a.processes.size() > 1) {

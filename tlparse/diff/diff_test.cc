@@ -779,6 +779,43 @@ TEST_CASE("a run ended by a signal, differing command lines and --internal-ops a
             "B's process 0 (pid 42) was ended by signal 15 (SIGTERM)", 0) == 0);
 }
 
+TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it did not change") {
+  using T = Recorder::T;
+  // Two ops, and a third one where `ops` is 3; `ending` is the exit status, "" for a database
+  // never closed.
+  auto write = [](int ops, const std::string& ending) {
+    return write_ops(
+        [&](Recorder& r) {
+          for (int k = 0; k < ops; ++k)
+            r.op(k == 2 ? "aten::mul" : "aten::relu", {T{10u + k}}, {T{11u + k}}, {}, 0, 0, kNoSeq, 5);
+        },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("pid", "42");
+          if (ending.empty()) return;
+          w.set_meta("exit_status", ending);
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  const std::string full = write(3, "0");
+  json d = first(compare(full, write(2, "signal 15")));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"] == "B's process was ended by signal 15 (SIGTERM) after 2 op(s) of this thread, "
+                       "all as in A; A runs 1 more op(s) from here, first aten::mul");
+  CHECK(d.find("ended") == d.end());
+  CHECK(tdbg::diff::format_divergence(compare(full, write(2, "signal 15"))).rfind("ended early at step", 0) == 0);
+  d = first(compare(write(2, ""), full));
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"].get<std::string>().rfind("A's process did not close its database", 0) == 0);
+  d = first(compare(full, write(2, "1")));
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"].get<std::string>().rfind("B's process exited with status 1", 0) == 0);
+  // A normal exit with fewer ops is the program going another way.
+  d = first(compare(full, write(2, "0")));
+  CHECK(d["cause"] == "structure");
+  CHECK(d["detail"] == "1 op(s) of A removed in B, first aten::mul; B's thread ends here");
+}
+
 TEST_CASE("data from outside a --steps window may come from before it") {
   using T = Recorder::T;
   auto write = [](uint64_t input) {

@@ -230,7 +230,8 @@ std::string format_divergence(const json& result) {
     print_value(o, d);
   } else {
     const json& side = a.is_object() ? a : b;
-    o << "diverged structurally";
+    // One run stopped early (a signal, a crash): say so first, it is the answer.
+    o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << "\n";
     print_warnings(o, result);
