@@ -86,6 +86,10 @@ struct Pair {
   Pair(const Reader& ra, uint32_t ta, TidxRange na, const Reader& rb, uint32_t tb, TidxRange nb)
       : a(ra, ta, na), b(rb, tb, nb) {}
   Side a, b;
+  // Ops that took the same inputs in another order with equal outputs (`OpComparison::
+  // permuted`), met while locating: how many, and A's first (-1: none).
+  int64_t permuted = 0;
+  int64_t first_permuted = -1;
   Status status() const {
     if (!a.cursor.status().ok()) return a.cursor.status();
     return b.cursor.status();
@@ -304,6 +308,7 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
     progress.update(t, n, "comparing");
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
     if (!c.structure.empty()) return Located{Located::kStructure, t, t};
+    if (c.permuted && p.permuted++ == 0) p.first_permuted = t;
     // An op whose inputs match and whose arguments (or inputs' memory layouts) differ is the
     // answer as it stands: the ops nested in it only pass the argument on (`mul` with another
     // Python number reaches `copy_` through `to`), and the user called this one.
@@ -1462,6 +1467,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         std::to_string(std::max(range_a.begin, range_b.begin)));
       auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
       TDBG_ASSIGN_OR_RETURN(Located at, locate(*pair, options, stats, progress));
+      if (pair->permuted > 0) {
+        std::string first_op;
+        if (auto o = ra.op_at(ida, pair->first_permuted)) {
+          const json brief = op_brief_json(ra, pair->a.strings, *o);
+          first_op = ", first " + brief.value("op", "") +
+                     (brief.value("source", "").empty() ? "" : " at " + brief.value("source", ""));
+        }
+        notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) + ": " +
+                        std::to_string(pair->permuted) + " op(s) take the same inputs in another "
+                        "order and make the same outputs (operands swapped, as in x + f(x) "
+                        "against f(x) + x)" + first_op + ": not a divergence");
+      }
       if (at.kind == Located::kNone) continue;
       // The earliest divergence in the process (by A's start order, B's where A has no op).
       const OpRecord* o = pair->a.cursor.at(at.i);

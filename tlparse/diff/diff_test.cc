@@ -779,6 +779,34 @@ TEST_CASE("a run ended by a signal, differing command lines and --internal-ops a
             "B's process 0 (pid 42) was ended by signal 15 (SIGTERM)", 0) == 0);
 }
 
+TEST_CASE("operands swapped with the same outputs are no divergence; with other outputs they are") {
+  using T = Recorder::T;
+  // add(x, y) in A; in B add(y, x) with output `out`, then a relu that both runs share.
+  auto write = [](bool swap, uint64_t out) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::relu", {T{1}}, {T{10}}, {}, 0, 0, kNoSeq, 5);
+      r.op("aten::relu", {T{2}}, {T{20}}, {}, 0, 0, kNoSeq, 6);
+      if (swap)
+        r.op("aten::add", {T{20, 1}, T{10, 0}}, {T{out}}, {{"alpha", "1"}}, 0, 0, kNoSeq, 7);
+      else
+        r.op("aten::add", {T{10, 0}, T{20, 1}}, {T{out}}, {{"alpha", "1"}}, 0, 0, kNoSeq, 7);
+      r.op("aten::relu", {T{out, 2}}, {T{out + 1}}, {}, 0, 0, kNoSeq, 8);
+    });
+  };
+  const std::string a = write(false, 30);
+  json r = compare(a, write(true, 30));
+  CHECK(r["status"] == "identical");
+  // (The other notes say the fixture's databases were never closed.)
+  REQUIRE(r["notes"].size() >= 1);
+  CHECK(r["notes"][0].get<std::string>().rfind(
+            "process 0, thread 0: 1 op(s) take the same inputs in another order and make the "
+            "same outputs", 0) == 0);
+  // Another output (a non-commutative op: sub, cat) is a divergence at that op.
+  json d = first(compare(a, write(true, 31)));
+  CHECK(d["a"]["op"] == "aten::add");
+  CHECK(d["cause"] != "ended");
+}
+
 TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it did not change") {
   using T = Recorder::T;
   // Two ops, and a third one where `ops` is 3; `ending` is the exit status, "" for a database

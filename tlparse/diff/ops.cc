@@ -2,6 +2,7 @@
 // signatures, op comparison and JSON descriptions of ops, frames and tensors.
 #include "tlparse/diff/ops.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -70,6 +71,35 @@ static std::string describe_tensor_kind(Strings& s, const TensorRecord& t) {
   return std::string(hashing::dtype_name(t.dtype)) + "[" + shape + "]";
 }
 
+// Whether B's comparable inputs are A's in another order (each by status, dtype, shape with
+// strides and hash) and the ops' outputs include one equal hashed value: operands swapped in a
+// commutative op, which changes nothing downstream.
+static bool inputs_permuted(const OpRecord& a, Strings& sa, const OpRecord& b, Strings& sb) {
+  auto key = [](const TensorRecord& t, Strings& s) {
+    return mix(mix(mix(static_cast<uint64_t>(t.status), static_cast<uint64_t>(t.dtype)),
+                   s.hash(t.shape)), t.hash);
+  };
+  std::vector<uint64_t> ka, kb;
+  bool equal_output = false;
+  for (size_t i = 0; i < a.tensors.size(); ++i) {
+    const TensorRecord& ta = a.tensors[i];
+    const TensorRecord& tb = b.tensors[i];
+    if (ta.role == TensorRole::kOutput) {
+      equal_output = equal_output || (ta.status == TensorStatus::kHashed &&
+                                      tb.status == TensorStatus::kHashed && ta.hash == tb.hash);
+      continue;
+    }
+    if (tensor_comparable(ta) != tensor_comparable(tb)) return false;
+    if (!tensor_comparable(ta)) continue;
+    ka.push_back(key(ta, sa));
+    kb.push_back(key(tb, sb));
+  }
+  if (!equal_output) return false;
+  std::sort(ka.begin(), ka.end());
+  std::sort(kb.begin(), kb.end());
+  return ka == kb;
+}
+
 OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Strings& sb) {
   OpComparison c;
   if (sa.text(a.name) != sb.text(b.name)) {
@@ -126,6 +156,11 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
     }
   }
   c.rng = ((a.flags | b.flags) & tracer::kOpRandom) && a.rng != b.rng;
+  if (c.input >= 0 && c.output < 0 && c.arg < 0 && !c.rng && inputs_permuted(a, sa, b, sb)) {
+    c.permuted = true;
+    c.input = -1;
+    c.layout = -1;
+  }
   return c;
 }
 

@@ -66,6 +66,9 @@ struct OpComparison {
   // First input that is a view in both runs with another view hash: a view of other memory
   // (another slice or offset, or a view of another tensor). Not a difference by itself either.
   int view = -1;
+  // The inputs are the same tensors in another order (`x + f(x)` against `f(x) + x`) and every
+  // comparable output is equal: not a difference (`input` and `layout` are cleared).
+  bool permuted = false;
   bool differs() const {
     return !structure.empty() || input >= 0 || output >= 0 || arg >= 0 || rng || layout >= 0;
   }
