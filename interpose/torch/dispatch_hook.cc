@@ -294,7 +294,12 @@ void intern_info(OpInfo* info, tracer::Writer* w) {
 std::atomic<int64_t> g_next_seq{0};
 std::atomic<uint32_t> g_next_thread{0};
 std::atomic<uint32_t> g_next_region{1};
-std::atomic<int64_t> g_steps{0};       // training steps completed (g_step_counter's)
+// Training steps completed, counted from the optimizer steps of the process's main thread:
+// the count of every thread that does not step an optimizer itself (helper threads, the
+// autograd engine's device threads). A thread that steps optimizers of its own counts them
+// itself (`ThreadState::steps`): two threads each training a model would otherwise move one
+// count in an order the scheduler picks, and the same op would get another step in each run.
+std::atomic<int64_t> g_steps{0};
 std::mutex g_step_mutex;               // guards g_step_counter
 StepCounter g_step_counter;
 std::atomic<bool> g_thread_counts_noted{false};
@@ -368,6 +373,11 @@ struct ThreadState {
   std::vector<InputTensor> inputs;
   std::vector<OpenRegion> regions;
   std::vector<uint32_t> cpp_steps;  // open C++ optimizer step regions (0: not recorded)
+  // Steps of a thread other than the main one that stepped an optimizer (see g_steps).
+  bool own_steps = false;
+  StepCounter step_counter;
+  int64_t steps = 0;
+  int8_t main_thread = -1;  // this thread is the process's main one (tid == pid); -1 unknown
   uint64_t intern_generation = UINT64_MAX;
   // Shapes (up to kInlineInts dimensions) and common non-tensor argument values (None, ints,
   // doubles, bools, short int lists) seen on this thread: the id and text hash of their
@@ -427,6 +437,17 @@ struct BusyGuard {
   ~BusyGuard() { state.busy = false; }
   ThreadState& state;
 };
+
+// Training steps completed, as the thread's ops count them (see g_steps).
+int64_t current_step(const ThreadState& ts) {
+  return ts.own_steps ? ts.steps : g_steps.load(std::memory_order_relaxed);
+}
+
+bool is_main_thread(ThreadState& ts) {
+  if (ts.main_thread < 0)
+    ts.main_thread = static_cast<pid_t>(syscall(SYS_gettid)) == getpid() ? 1 : 0;
+  return ts.main_thread == 1;
+}
 
 // Forgets the thread's cached ids when the writer changed (a fork child's new database).
 void refresh_caches(ThreadState& ts) {
@@ -1153,7 +1174,7 @@ uint32_t open_region(ThreadState& ts, const std::string& name, uintptr_t optimiz
   region.record.name = w->intern(name);
   region.record.kind = region.step ? tracer::RegionKind::kStep : tracer::RegionKind::kUser;
   region.record.start_seq = g_next_seq.load();
-  region.record.step = g_steps.load();
+  region.record.step = current_step(ts);
   region.record.parent = ts.regions.empty() ? 0 : ts.regions.back().record.id;
   region.in_window = in_step_window(region.record.step);
   ts.regions.push_back(region);
@@ -1181,9 +1202,12 @@ void close_region(ThreadState& ts, uint32_t id) {
     tracer::Writer* w = writer();
     if (w && region.in_window) w->append_region(region.record);
     if (region.step) {
-      {
+      if (is_main_thread(ts)) {
         std::lock_guard<std::mutex> lock(g_step_mutex);
         g_steps.store(g_step_counter.on_step(region.optimizer));
+      } else {
+        ts.steps = ts.step_counter.on_step(region.optimizer);
+        ts.own_steps = true;
       }
       note_thread_counts();  // a script may change them after import; the last step's count
     }
@@ -1309,7 +1333,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
 
   if (info->collective) note_rank();
 
-  int64_t step = g_steps.load(std::memory_order_relaxed);
+  int64_t step = current_step(ts);
   // Ops that rebuild a tensor received from another process run whenever the data arrives
   // (a DataLoader worker's batch): not recorded, so the op stream does not depend on arrival
   // order; the tensor is data from outside at its first use.

@@ -365,6 +365,30 @@ def case_steps():
     # count catches up: each of the 20 steps counted.
     check(exp[3] == 24, "the remaining optimizer counts each of its steps after: %s" % (exp,))
 
+    # Two threads, each training a model of its own at its own pace: each counts its own
+    # iterations (one count for both would move in an order the scheduler picks).
+    r = run_python("""
+        import threading, time, torch
+        def train(width, pause):
+            torch.manual_seed(width)
+            m = torch.nn.Linear(width, 1)
+            opt = torch.optim.SGD(m.parameters(), lr=0.1)
+            for it in range(5):
+                opt.zero_grad(); m(torch.ones(2, width)).sum().backward(); opt.step()
+                time.sleep(pause)
+        threads = [threading.Thread(target=train, args=(w, p)) for w, p in ((3, 0.0), (5, 0.05))]
+        for t in threads: t.start()
+        for t in threads: t.join()
+    """)
+    con = r.db()
+    for width in (3, 5):
+        steps = [s for (s,) in con.execute(
+            "select o.step from op_view o join tensor_view t on t.op = o.seq and t.role = 'input' "
+            "and t.idx = 0 where o.name = 'aten::linear' and t.shape = ? order by o.seq",
+            ("2x%d" % width,))]
+        check(steps == [0, 1, 2, 3, 4], "thread training width %d counts its own steps: %s"
+              % (width, steps))
+
 
 def case_modules():
     r = run_python("""
