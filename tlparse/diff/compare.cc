@@ -113,8 +113,11 @@ void read_ahead_both(Pair& p, int64_t i, int64_t j) {
 }
 
 // Bounds of the structural alignment: the window after a split point grows from
-// `kFirstWindow` ops until the first hunk is followed by `kResyncOps` matching ops.
-constexpr int64_t kFirstWindow = 64;
+// `kFirstWindow` ops until the first hunk is followed by `kResyncOps` matching ops. The first
+// window holds several training micro-steps: in a window barely longer than the change, the
+// shortest script of the window is not the run's (a skipped backward of 55 ops, in a window of
+// 64, aligned as the next micro-batch's forward inserted, then a chain of shifts).
+constexpr int64_t kFirstWindow = 1024;
 constexpr int64_t kMaxWindow = 1 << 16;
 constexpr int kMaxEdits = 2048;
 constexpr int64_t kResyncOps = 32;

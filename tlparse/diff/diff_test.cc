@@ -779,6 +779,36 @@ TEST_CASE("a run ended by a signal, differing command lines and --internal-ops a
             "B's process 0 (pid 42) was ended by signal 15 (SIGTERM)", 0) == 0);
 }
 
+TEST_CASE("a backward skipped in gradient accumulation is one removal, not a chain of shifts") {
+  using T = Recorder::T;
+  // Steps of 4 micro-batches, each a forward (13 ops) and a backward (55 ops), then the
+  // optimizer (40 ops). B skips the backward of micro-batch 2 in step 1. Every op of a kind
+  // has the same signature and values, so only the window of the alignment decides.
+  auto write = [](bool skip) {
+    return write_ops([&](Recorder& r) {
+      auto block = [&](const char* kind, int n) {
+        for (int k = 0; k < n; ++k)
+          r.op(std::string("aten::") + kind + std::to_string(k), {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 5);
+      };
+      for (int step = 0; step < 3; ++step) {
+        for (int micro = 0; micro < 4; ++micro) {
+          block("fwd", 13);
+          if (!(skip && step == 1 && micro == 2)) block("bwd", 55);
+        }
+        block("opt", 40);
+      }
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["structural_changes"].size() == 1);
+  const json& h = d["structural_changes"][0];
+  CHECK(h["type"] == "removed");
+  const int64_t removed_at = (13 + 55) * 4 + 40 + (13 + 55) * 2 + 13;
+  CHECK(h["a_range"] == json::array({removed_at, removed_at + 55}));
+  CHECK(d["a"]["op"] == "aten::bwd0");
+}
+
 TEST_CASE("operands swapped with the same outputs are no divergence; with other outputs they are") {
   using T = Recorder::T;
   // add(x, y) in A; in B add(y, x) with output `out`, then a relu that both runs share.
