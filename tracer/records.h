@@ -32,6 +32,10 @@ enum class TensorStatus : uint8_t {
   kSkipped = 5,        // hashing turned off by configuration
 };
 
+// `TensorRecord::reason` of an input the op overwrites without reading it (an `out=` buffer):
+// its old contents carry nothing into the op.
+inline constexpr char kReasonOverwritten[] = "overwritten by the op without being read";
+
 // The name of a `TensorStatus` as the tools print it and the `enums` table stores it
 // (tracer_test checks that the two agree).
 inline const char* tensor_status_name(TensorStatus status) {

@@ -860,7 +860,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       rec.status = TensorStatus::kSkipped;
     } else if (overwritten) {
       rec.status = TensorStatus::kNotHashed;
-      rec.reason = intern_literal(ts, w, "overwritten by the op without being read");
+      rec.reason = intern_literal(ts, w, tracer::kReasonOverwritten);
     } else if (auto known = find_input(t, &writer, &written_since);
                known && known->status == TensorStatus::kUninitialized && mode == HashMode::kAll &&
                !view_only && !written && !ctx->info->collective &&

@@ -485,11 +485,19 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   // An input whose values were not recorded (a sparse tensor, an internal buffer) may carry
   // the difference in: after a structural change it comes from the changed ops.
   const TensorRecord* unhashed = nullptr;
-  for (size_t k = 0; k < a.tensors.size() && unhashed == nullptr; ++k) {
+  for (size_t k = 0; k < a.tensors.size(); ++k) {
     const TensorRecord& t = a.tensors[k];
     if (t.role != TensorRole::kInput) continue;
-    if (!tensor_comparable(t) || (k < b.tensors.size() && !tensor_comparable(b.tensors[k])))
-      unhashed = &t;
+    if (tensor_comparable(t) && (k >= b.tensors.size() || tensor_comparable(b.tensors[k])))
+      continue;
+    // One made by another op in each run (a sparse matrix swapped for another) is the answer.
+    if (const TensorRecord* other = after_structure ? nullptr : made_by_other_op(static_cast<int>(k))) {
+      *detail = other_op_text(t, *other) + "; not hashed, so its values were not compared): the "
+                "code passes another tensor here (operands swapped, another variable, or an "
+                "order chosen at run time)" + which_ops(t, *other);
+      return "structure";
+    }
+    if (unhashed == nullptr) unhashed = &t;
   }
   if (unhashed != nullptr && after_structure) {
     *detail = "input " + std::to_string(unhashed->index) +
@@ -658,8 +666,14 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   out["detail"] = detail;
   if (out["cause"] == "nondeterministic") {
     // For `explain_nondeterministic`, which removes these: the input that may have changed
-    // unseen, and whether the op ran on the CPU, whose kernels repeat exactly.
-    if (const TensorRecord* carried = carried_longest(a))
+    // unseen, and whether the op ran on the CPU, whose kernels repeat exactly. An input not
+    // hashed at all (sparse) is likelier to differ than one whose hash matched: none is named.
+    // (An `out=` buffer the op overwrites carries nothing in.)
+    const bool unhashed_input = std::any_of(a.tensors.begin(), a.tensors.end(), [&](const TensorRecord& t) {
+      return t.role == TensorRole::kInput && t.status == tracer::TensorStatus::kNotHashed &&
+             p.a.strings.text(t.reason) != tracer::kReasonOverwritten;
+    });
+    if (const TensorRecord* carried = unhashed_input ? nullptr : carried_longest(a))
       out["carried_input"] = {{"index", carried->index}, {"producer", carried->producer}};
     bool cpu = true;
     for (const TensorRecord& t : a.tensors) cpu = cpu && p.a.strings.text(t.device) == "cpu";

@@ -779,6 +779,24 @@ TEST_CASE("a run ended by a signal, differing command lines and --internal-ops a
             "B's process 0 (pid 42) was ended by signal 15 (SIGTERM)", 0) == 0);
 }
 
+TEST_CASE("an input not hashed (sparse) made by another op in each run is the answer") {
+  using T = Recorder::T;
+  // Two sparse matrices (not hashed), then a matmul of one of them with dense data.
+  auto write = [](bool second) {
+    return write_ops([&](Recorder& r) {
+      const int64_t s1 = r.op("aten::coalesce", {T{1}}, {T{0, kNoSeq, "6x6", TensorStatus::kNotHashed}}, {}, 0, 0, kNoSeq, 5);
+      const int64_t s2 = r.op("aten::mul", {T{1}}, {T{0, kNoSeq, "6x6", TensorStatus::kNotHashed}}, {}, 0, 0, kNoSeq, 9);
+      const int64_t x = r.op("aten::relu", {T{2}}, {T{3, kNoSeq, "6x4"}}, {}, 0, 0, kNoSeq, 10);
+      r.op("aten::_sparse_mm", {T{0, second ? s2 : s1, "6x6", TensorStatus::kNotHashed}, T{3, x, "6x4", TensorStatus::kKnown}},
+           {T{second ? 5u : 4u, kNoSeq, "6x4"}}, {}, 0, 0, kNoSeq, 15);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["a"]["op"] == "aten::_sparse_mm");
+  CHECK(d["cause"] == "structure");
+  CHECK(d["detail"].get<std::string>().rfind("input 0 comes from another op in each run (A: op 0, B: op 1; not hashed", 0) == 0);
+}
+
 TEST_CASE("a backward skipped in gradient accumulation is one removal, not a chain of shifts") {
   using T = Recorder::T;
   // Steps of 4 micro-batches, each a forward (13 ops) and a backward (55 ops), then the
