@@ -144,6 +144,7 @@ std::unordered_map<PyObject*, CodeInfo> g_codes;
 std::unordered_map<FrameKey, tracer::FrameId, FrameKeyHash> g_frames;
 uint64_t g_frames_generation = 0;
 std::string g_torch_dir;   // ".../torch/" once known
+std::string g_functorch_dir;  // its sibling ".../functorch/" (a package of its own in torch 1.13)
 std::string g_stdlib_dir;  // ".../python3.11/" once known
 bool g_dirs_known = false;
 std::atomic<bool> g_hooks_installed{false};
@@ -172,7 +173,10 @@ void learn_dirs() {
   PyObject* modules = py.PyImport_GetModuleDict();
   if (!modules) return;
   if (g_stdlib_dir.empty()) g_stdlib_dir = module_dir(modules, "os");
-  if (g_torch_dir.empty()) g_torch_dir = module_dir(modules, "torch");
+  if (g_torch_dir.empty()) {
+    g_torch_dir = module_dir(modules, "torch");
+    if (g_torch_dir.size() > 6) g_functorch_dir = g_torch_dir.substr(0, g_torch_dir.size() - 6) + "functorch/";
+  }
   g_dirs_known = !g_torch_dir.empty() && !g_stdlib_dir.empty();
 }
 
@@ -180,11 +184,12 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return !prefix.empty() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
-// A frame is the user's unless it is torch's own code, the standard library (not its
-// site-packages) or frozen import machinery.
+// A frame is the user's unless it is torch's own code (functorch's too), the standard library
+// (not its site-packages), frozen import machinery or code torch.fx generated (a
+// GraphModule's forward, `<eval_with_key>.N`: no file the user can open; its caller is named).
 bool is_user_file(const std::string& file) {
-  if (starts_with(file, g_torch_dir)) return false;
-  if (file.rfind("<frozen", 0) == 0) return false;
+  if (starts_with(file, g_torch_dir) || starts_with(file, g_functorch_dir)) return false;
+  if (file.rfind("<frozen", 0) == 0 || file.rfind("<eval_with_key>", 0) == 0) return false;
   if (starts_with(file, g_stdlib_dir) && file.find("-packages/") == std::string::npos) return false;
   return true;
 }

@@ -455,6 +455,27 @@ def case_source_line():
     check("torch/nn" in inner, "innermost frame is inside torch: %s" % inner)
     check(user[0].endswith("user_script.py") and user[1] == 4,
           "user frame skips torch's frames: %s" % (user,))
+    # functorch (a package of its own beside torch in 1.13) and the forward torch.fx generates
+    # are not the user's code either.
+    fx = run_python("""
+        import torch, torch.fx
+        from functorch import make_functional, vmap
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return torch.tanh(x) * 2
+        gm = torch.fx.symbolic_trace(M())
+        gm(torch.ones(3))  # LINE_OF_FX
+        fm, params = make_functional(torch.nn.Linear(3, 1))
+        vmap(lambda x: fm(params, x))(torch.ones(4, 3))  # LINE_OF_VMAP
+    """, name="user_script.py")
+    con = fx.db()
+    with open(os.path.join(os.path.dirname(fx.dir), "user_script.py")) as f:
+        lines = {m: i + 1 for i, text in enumerate(f) for m in ("LINE_OF_FX", "LINE_OF_VMAP")
+                 if m in text}
+    for op, line in (("aten::tanh", lines["LINE_OF_FX"]), ("aten::linear", lines["LINE_OF_VMAP"])):
+        user = one(con, "select file, line from frame_view where id = ?", first_op(con, op)[6])
+        check(user[0].endswith("user_script.py") and user[1] == line,
+              "%s is placed at the user's line %d: %s" % (op, line, user))
 
 
 def case_python_in_ranges():
