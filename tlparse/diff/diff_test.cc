@@ -779,6 +779,18 @@ TEST_CASE("a run ended by a signal, differing command lines and --internal-ops a
             "B's process 0 (pid 42) was ended by signal 15 (SIGTERM)", 0) == 0);
 }
 
+TEST_CASE("the headline gives both steps where they differ, and a thread other than the first") {
+  json result = json::parse(R"({"status": "diverged", "run_a": "a", "run_b": "b", "first_divergence": {
+      "kind": "value", "cause": "arguments", "detail": "d", "threads": {"a": 2, "b": 2},
+      "a": {"op": "aten::to", "seq": 182, "step": 2}, "b": {"op": "aten::to", "seq": 262, "step": 3}}})");
+  std::string text = tdbg::diff::format_divergence(result);
+  CHECK(text.rfind("diverged at aten::to (seq 182, step A 2, B 3, thread 2): arguments\n", 0) == 0);
+  result["first_divergence"]["b"]["step"] = 2;
+  result["first_divergence"]["threads"] = {{"a", 0}, {"b", 0}};
+  text = tdbg::diff::format_divergence(result);
+  CHECK(text.rfind("diverged at aten::to (seq 182, step 2): arguments\n", 0) == 0);
+}
+
 TEST_CASE("an input not hashed (sparse) made by another op in each run is the answer") {
   using T = Recorder::T;
   // Two sparse matrices (not hashed), then a matmul of one of them with dense data.

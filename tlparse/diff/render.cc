@@ -210,8 +210,22 @@ std::string format_divergence(const json& result) {
   const json& process = d.value("process_a", json());
   // A DataLoader worker runs no optimizer: its ops' step (0) says nothing; name the worker.
   const std::string worker = process.is_object() ? str(process, "worker") : "";
+  // The step (both runs' where they differ: the same op an iteration later), and the thread
+  // where it is not the first one.
+  const json& threads = d.value("threads", json());
   auto where_in_run = [&](const json& side) {
-    return worker.empty() ? "step " + str(side, "step") : "in DataLoader worker " + worker;
+    std::string where = "in DataLoader worker " + worker;
+    if (worker.empty()) {
+      where = "step " + str(side, "step");
+      if (a.is_object() && b.is_object() && str(a, "step") != str(b, "step"))
+        where = "step A " + str(a, "step") + ", B " + str(b, "step");
+    }
+    if (threads.is_object() && (str(threads, "a") != "0" || str(threads, "b") != "0")) {
+      where += str(threads, "a") == str(threads, "b")
+                   ? ", thread " + str(threads, "a")
+                   : ", thread A " + str(threads, "a") + ", B " + str(threads, "b");
+    }
+    return where;
   };
   // B's process, where it is another one (a pool's workers compared as one set).
   const json& process_b = d.value("process_b", json());
