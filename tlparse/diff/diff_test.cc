@@ -100,6 +100,9 @@ class Recorder {
     op.stack = w_.intern_frame(0, file, line ? line : 100, fn);
     op.user_frame = op.stack;
     op.rng = rng;
+    op.start_ns = clock_ns;
+    op.end_ns = clock_ns + 500;
+    clock_ns += 1000;
     if (rng) op.flags |= tdbg::tracer::kOpRandom;
     uint64_t chain_item = mix(std::hash<std::string>{}(name), rng);
     auto add = [&](const T& t, TensorRole role, uint16_t index) {
@@ -140,6 +143,7 @@ class Recorder {
 
   int64_t step = 0;
   bool chain_covers_uninitialized = false;
+  int64_t clock_ns = 1000000;  // CLOCK_MONOTONIC of the next op's start, 1 us apart
 
  private:
   tdbg::tracer::Writer& w_;
@@ -963,6 +967,112 @@ TEST_CASE("first_nonfinite names the op, step and line, and where its inputs cam
   r = tdbg::diff::first_nonfinite(*run);
   REQUIRE(r.ok());
   CHECK((*r)["status"] == "finite");
+}
+
+// One process of a run directory written op by op: its metadata and its ops, which start at
+// `clock_ns` (CLOCK_MONOTONIC, shared by the processes of one host).
+struct Process {
+  std::string pid, ppid, worker;
+  int64_t clock_ns;
+  std::function<void(Recorder&)> ops;
+};
+
+std::string write_processes(const std::vector<Process>& processes) {
+  fs::path dir = temp_dir();
+  for (const Process& p : processes) {
+    auto w = tdbg::tracer::Writer::Create((dir / ("vm-" + p.pid + ".sqlite")).string());
+    REQUIRE(w.ok());
+    (*w)->set_meta("pid", p.pid);
+    (*w)->set_meta("ppid", p.ppid);
+    (*w)->set_meta("host", "vm");
+    (*w)->set_meta("start_time_ns", std::to_string(p.clock_ns));
+    if (!p.worker.empty()) (*w)->set_meta("worker", p.worker);
+    int64_t seq = 0;
+    Recorder r(**w, 0, &seq);
+    r.clock_ns = p.clock_ns;
+    p.ops(r);
+    REQUIRE((*w)->close().ok());
+  }
+  return dir.string();
+}
+
+json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options = {}) {
+  auto run = tdbg::tracer::Run::Open(path);
+  REQUIRE(run.ok());
+  auto result = tdbg::diff::first_nonfinite(*run, options);
+  if (!result.ok()) FAIL(result.status().message());
+  return *result;
+}
+
+TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier start wins") {
+  using T = Recorder::T;
+  // The main process reads a batch holding NaN from shared memory (no recorded producer).
+  auto consumer = [](Recorder& r) {
+    r.step = 3;
+    T batch{11};
+    batch.nan = 1;
+    T y{12};
+    y.nan = 4;
+    r.op("aten::linear", {batch, T{13}}, {y}, {}, 0, 0, kNoSeq, 18);
+  };
+  auto finite_worker = [](Recorder& r) { r.op("aten::randn", {}, {T{21}}, {}, 7, 0, kNoSeq, 9); };
+  // Worker 1 divides by zero (Inf from finite values), then multiplies by 0 (NaN).
+  auto bad_worker = [](Recorder& r) {
+    T inf{31};
+    inf.inf = 4;
+    inf.producer = r.op("aten::div", {T{30}, T{29}}, {inf}, {}, 0, 0, kNoSeq, 11);
+    T nan{32};
+    nan.nan = 4;
+    r.op("aten::mul", {inf}, {nan}, {{"other", "0"}}, 0, 0, kNoSeq, 11);
+  };
+
+  SECTION("the earliest start by op start time, with its process named") {
+    json r = nonfinite_of(write_processes({{"100", "1", "", 5000000, consumer},
+                                           {"101", "100", "0/2", 1000000, finite_worker},
+                                           {"102", "100", "1/2", 2000000, bad_worker}}));
+    REQUIRE(r["status"] == "nonfinite");
+    json f = r["first_nonfinite"];
+    CHECK(f["op"] == "aten::div");
+    CHECK(f["process"] == 2);
+    CHECK(f["process_info"]["worker"] == "1/2");
+    CHECK(f["process_info"]["pid"] == "102");
+    CHECK(f["processes"] == 3);
+    CHECK(f["chosen_because"] == "earliest");
+    REQUIRE(f["other_starts"].size() == 1);
+    CHECK(f["other_starts"][0]["op"] == "aten::linear");
+    CHECK(f["other_starts"][0]["process"]["index"] == 0);
+    CHECK(f["other_starts"][0]["entered"] == "input");
+    const std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("non-finite at aten::div (seq 0, in DataLoader worker 1/2)") != std::string::npos);
+    CHECK(text.find("process:  process 2 of 3 (DataLoader worker 1/2, pid 102)") != std::string::npos);
+    CHECK(text.find("also:     process 0: aten::linear (seq 0, step 3) at train.py:18, NaN entered "
+                    "from an input") != std::string::npos);
+  }
+
+  SECTION("a consumer's NaN from outside yields to its worker's made-here start") {
+    // The consumer's clock reads earlier (it cannot have read the batch before the worker made
+    // it, but clocks and prefetching blur it): the worker's made-here start is the answer.
+    json r = nonfinite_of(write_processes({{"100", "1", "", 1000000, consumer},
+                                           {"102", "100", "1/2", 2000000, bad_worker}}));
+    json f = r["first_nonfinite"];
+    CHECK(f["op"] == "aten::div");
+    CHECK(f["process_info"]["worker"] == "1/2");
+    CHECK(f["chosen_because"].get<std::string>().find("process 0 read NaN earlier") != std::string::npos);
+    CHECK(f["other_starts"][0]["op"] == "aten::linear");
+  }
+
+  SECTION("a start made in the main process before any worker's is the answer") {
+    auto made = [](Recorder& r) {
+      T y{12};
+      y.nan = 1;
+      r.op("aten::log", {T{11}}, {y}, {}, 0, 0, kNoSeq, 5);
+    };
+    json r = nonfinite_of(write_processes({{"100", "1", "", 1000000, made},
+                                           {"102", "100", "1/2", 2000000, bad_worker}}));
+    CHECK(r["first_nonfinite"]["op"] == "aten::log");
+    CHECK(r["first_nonfinite"]["process"] == 0);
+    CHECK(r["first_nonfinite"]["other_starts"][0]["op"] == "aten::div");
+  }
 }
 
 // A run written op by op, for the rules of first_nonfinite on where NaN starts.

@@ -1,8 +1,11 @@
 // `first_nonfinite`: the first op of a run whose output holds NaN or ±Inf that its inputs and
 // arguments do not explain, found from the recorded summaries, descending into nested ops to
 // the innermost one that produced it.
+#include <algorithm>
+#include <functional>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -249,91 +252,197 @@ json options_json(const NonfiniteOptions& options) {
   return json{{"nan_only", options.nan_only}, {"from_step", options.from_step}};
 }
 
+
+// The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
+// process has none; `explained` and `skipped` count what its ops passed over.
+StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOptions& options,
+                             int64_t* explained, int64_t* skipped) {
+  const tracer::Reader& r = *run.processes[p];
+  Strings strings(r);
+  Tracker tracker(strings, options);
+  std::optional<OpRecord> found;
+  Tracker::Verdict verdict = Tracker::Verdict::kExplained;
+  Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
+                         [&](const OpRecord& op) {
+                           verdict = tracker.judge(op);
+                           if (verdict == Tracker::Verdict::kExplained) return true;
+                           found = op;
+                           return false;
+                         });
+  TDBG_RETURN_IF_ERROR(st);
+  if (!found) {
+    *explained = tracker.explained();
+    *skipped = tracker.skipped();
+    return json(nullptr);
+  }
+  std::string entry;  // how NaN entered at `op`, when no op made it
+  OpRecord op = std::move(*found);
+  if (verdict == Tracker::Verdict::kFresh) {
+    // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
+    // value: go down to the first child with a non-finite output, level by level.
+    bool descended = true;
+    while (descended) {
+      descended = false;
+      std::optional<OpRecord> child;
+      uint16_t depth = op.depth;
+      st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true, [&](const OpRecord& o) {
+        if (o.depth <= depth) return false;
+        if (tracker.judge(o) != Tracker::Verdict::kFresh) return true;
+        child = o;
+        return false;
+      });
+      TDBG_RETURN_IF_ERROR(st);
+      if (child) {
+        op = std::move(*child);
+        descended = true;
+      }
+    }
+  } else {
+    // The op where NaN entered is the answer as it stands: its nested ops read the same data.
+    entry = tracker.entry();
+  }
+  json j = op_json(r, strings, op);
+  j["process"] = p;
+  j["start_ns"] = op.start_ns;
+  j["entered"] = entry.empty() ? json(nullptr) : json(entry);
+  // The non-finite output; where NaN entered through a view, the view.
+  int out = nonfinite_output(op);
+  for (size_t k = 0; out < 0 && k < op.tensors.size(); ++k)
+    if (op.tensors[k].role == TensorRole::kOutput) out = static_cast<int>(k);
+  j["tensor"] = out < 0 ? json(nullptr) : tensor_json(strings, op.tensors[static_cast<size_t>(out)]);
+  json inputs = json::array();
+  for (const TensorRecord& t : op.tensors) {
+    if (t.role != TensorRole::kInput) continue;
+    json in = tensor_json(strings, t);
+    if (t.producer != tracer::kNoSeq) {
+      if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
+    }
+    const std::optional<bool> finite = recorded_finiteness(r, strings, t);
+    in["finite"] = finite ? json(*finite) : json(nullptr);
+    inputs.push_back(std::move(in));
+  }
+  j["inputs"] = std::move(inputs);
+  j["explained_before"] = tracker.explained();
+  j["skipped_before"] = tracker.skipped();
+  return j;
+}
+
+// For each process of `run`, the index of the process whose DataLoader worker it is (its
+// parent among the run's processes), or -1.
+std::vector<int> worker_parents(const tracer::Run& run) {
+  std::unordered_map<std::string, int> by_pid;
+  for (size_t p = 0; p < run.processes.size(); ++p) {
+    const std::string pid = run.processes[p]->meta("pid");
+    if (!pid.empty()) by_pid.emplace(pid, static_cast<int>(p));
+  }
+  std::vector<int> parent(run.processes.size(), -1);
+  for (size_t p = 0; p < run.processes.size(); ++p) {
+    const tracer::Reader& r = *run.processes[p];
+    if (r.meta("worker").empty()) continue;
+    auto it = by_pid.find(r.meta("ppid"));
+    if (it != by_pid.end() && it->second != static_cast<int>(p)) parent[p] = it->second;
+  }
+  return parent;
+}
+
+// Which of the processes' starts to report (indices into `starts`, each a "first_nonfinite"
+// object): the earliest by op start time, CLOCK_MONOTONIC, which processes on one host share.
+// One exception: NaN that entered a process through an input no recorded op produced, where a
+// DataLoader worker of that process has a start of its own, came from the worker most likely
+// (a batch arrives through shared memory, unrecorded): the worker's start is the answer, its
+// made-here start first, and `why` says so.
+size_t choose_start(const tracer::Run& run, const std::vector<json>& starts, std::string* why) {
+  auto earliest = [&](const std::function<bool(const json&)>& eligible) {
+    int best = -1;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      if (!eligible(starts[k])) continue;
+      if (best < 0 || starts[k]["start_ns"].get<int64_t>() <
+                          starts[static_cast<size_t>(best)]["start_ns"].get<int64_t>())
+        best = static_cast<int>(k);
+    }
+    return best;
+  };
+  const size_t first = static_cast<size_t>(earliest([](const json&) { return true; }));
+  const json& f = starts[first];
+  if (f["entered"] != "input") return first;
+  const std::vector<int> parents = worker_parents(run);
+  const int consumer = f["process"].get<int>();
+  auto of_worker = [&](const json& s) { return parents[s["process"].get<size_t>()] == consumer; };
+  int pick = earliest([&](const json& s) { return of_worker(s) && s["entered"].is_null(); });
+  if (pick < 0) pick = earliest(of_worker);
+  if (pick < 0) return first;
+  *why = "process " + std::to_string(consumer) + " read NaN earlier, at " +
+         f["op"].get<std::string>() + " (seq " + std::to_string(f["seq"].get<int64_t>()) +
+         "), through an input no recorded op produced: a batch from this DataLoader worker, most "
+         "likely";
+  return static_cast<size_t>(pick);
+}
+
 }  // namespace
 
 StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& options) {
   int64_t explained = 0, skipped = 0;
   json notes = json::array();
   for (const std::string& line : run.skipped) notes.push_back(line);
+  // Every process has its own first start (a DataLoader worker's ops come before the main
+  // process reads the batch they made); each is found, then one is chosen.
+  std::vector<json> starts;
+  std::set<std::string> hosts;
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     if (auto note = dropped_note(r)) notes.push_back(*note);
-    Strings strings(r);
-    Tracker tracker(strings, options);
-    std::optional<OpRecord> found;
-    Tracker::Verdict verdict = Tracker::Verdict::kExplained;
-    Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
-                           [&](const OpRecord& op) {
-                             verdict = tracker.judge(op);
-                             if (verdict == Tracker::Verdict::kExplained) return true;
-                             found = op;
-                             return false;
-                           });
-    TDBG_RETURN_IF_ERROR(st);
-    if (!found) {
-      explained += tracker.explained();
-      skipped += tracker.skipped();
-      continue;
-    }
-    std::string entry;  // how NaN entered at `op`, when no op made it
-    OpRecord op = std::move(*found);
-    if (verdict == Tracker::Verdict::kFresh) {
-      // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
-      // value: go down to the first child with a non-finite output, level by level.
-      bool descended = true;
-      while (descended) {
-        descended = false;
-        std::optional<OpRecord> child;
-        uint16_t depth = op.depth;
-        st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true,
-                        [&](const OpRecord& o) {
-                          if (o.depth <= depth) return false;
-                          if (tracker.judge(o) != Tracker::Verdict::kFresh) return true;
-                          child = o;
-                          return false;
-                        });
-        TDBG_RETURN_IF_ERROR(st);
-        if (child) {
-          op = std::move(*child);
-          descended = true;
-        }
-      }
+    hosts.insert(r.meta("host"));
+    int64_t e = 0, s = 0;
+    TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, &e, &s));
+    if (start.is_null()) {
+      explained += e;
+      skipped += s;
     } else {
-      // The op where NaN entered is the answer as it stands: its nested ops read the same data.
-      entry = tracker.entry();
+      starts.push_back(std::move(start));
     }
-    json j = op_json(r, strings, op);
-    j["process"] = p;
-    j["entered"] = entry.empty() ? json(nullptr) : json(entry);
-    // The non-finite output; where NaN entered through a view, the view.
-    int out = nonfinite_output(op);
-    for (size_t k = 0; out < 0 && k < op.tensors.size(); ++k)
-      if (op.tensors[k].role == TensorRole::kOutput) out = static_cast<int>(k);
-    j["tensor"] = out < 0 ? json(nullptr) : tensor_json(strings, op.tensors[static_cast<size_t>(out)]);
-    json inputs = json::array();
-    for (const TensorRecord& t : op.tensors) {
-      if (t.role != TensorRole::kInput) continue;
-      json in = tensor_json(strings, t);
-      if (t.producer != tracer::kNoSeq) {
-        if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
-      }
-      const std::optional<bool> finite = recorded_finiteness(r, strings, t);
-      in["finite"] = finite ? json(*finite) : json(nullptr);
-      inputs.push_back(std::move(in));
-    }
-    j["inputs"] = std::move(inputs);
-    j["explained_before"] = tracker.explained();
-    j["skipped_before"] = tracker.skipped();
-    return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path},
-                {"options", options_json(options)}, {"notes", notes}};
   }
-  return json{{"status", "finite"},
-              {"first_nonfinite", nullptr},
-              {"explained", explained},
-              {"skipped", skipped},
-              {"run", run.path},
-              {"options", options_json(options)},
-              {"notes", notes}};
+  if (starts.empty()) {
+    return json{{"status", "finite"},
+                {"first_nonfinite", nullptr},
+                {"explained", explained},
+                {"skipped", skipped},
+                {"run", run.path},
+                {"options", options_json(options)},
+                {"notes", notes}};
+  }
+  if (starts.size() > 1 && hosts.size() > 1)
+    notes.push_back("the processes ran on " + std::to_string(hosts.size()) +
+                    " hosts, whose clocks differ: which start came first is uncertain");
+  std::string why;
+  const size_t chosen = choose_start(run, starts, &why);
+  json j = std::move(starts[chosen]);
+  if (run.processes.size() > 1) {
+    j["process_info"] = process_json(run, j["process"].get<size_t>());
+    j["processes"] = run.processes.size();
+    // The other processes' starts, earliest first: where else NaN or Inf began.
+    std::vector<const json*> others;
+    for (size_t k = 0; k < starts.size(); ++k)
+      if (k != chosen) others.push_back(&starts[k]);
+    std::stable_sort(others.begin(), others.end(), [](const json* a, const json* b) {
+      return (*a)["start_ns"].get<int64_t>() < (*b)["start_ns"].get<int64_t>();
+    });
+    json other_starts = json::array();
+    for (const json* s : others) {
+      const json& src = (*s)["source"];
+      std::string file = src.is_object() ? src["file"].get<std::string>() : "";
+      file = file.substr(file.rfind('/') + 1);  // the base name, as in BRIEF; npos + 1 is 0
+      other_starts.push_back(
+          {{"process", process_json(run, (*s)["process"].get<size_t>())},
+           {"seq", (*s)["seq"]}, {"op", (*s)["op"]}, {"step", (*s)["step"]},
+           {"thread", (*s)["thread"]}, {"start_ns", (*s)["start_ns"]}, {"entered", (*s)["entered"]},
+           {"source", src.is_object() ? json(file + ":" + std::to_string(src["line"].get<int64_t>()))
+                                      : json("")}});
+    }
+    j["other_starts"] = std::move(other_starts);
+    j["chosen_because"] = why.empty() ? json("earliest") : json(why);
+  }
+  return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path},
+              {"options", options_json(options)}, {"notes", notes}};
 }
 
 }  // namespace tdbg::diff

@@ -293,8 +293,13 @@ std::string format_nonfinite(const json& result) {
   }
   const json& t = f.value("tensor", json());
   const json s = t.is_object() ? t.value("summary", json()) : json();
-  o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", step " << str(f, "step")
-    << ")";
+  // A DataLoader worker runs no optimizer: its ops' step (0) says nothing; name the worker.
+  const json& process = f.value("process_info", json());
+  const std::string worker = process.is_object() ? str(process, "worker") : "";
+  o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", "
+    << (worker.empty() ? "step " + str(f, "step") : "in DataLoader worker " + worker);
+  if (process.is_object() && worker.empty()) o << ", process " << str(process, "index");
+  o << ")";
   if (t.is_object()) {
     o << ": output " << str(t, "index") << " " << str(t, "dtype") << "[" << str(t, "shape") << "]";
     if (s.is_object())
@@ -304,6 +309,7 @@ std::string format_nonfinite(const json& result) {
   }
   o << "\n";
   print_notes(o, result);
+  if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
   o << "  where:    " << where_text(f) << "\n";
   const std::string entered = f.value("entered", json()).is_string() ? str(f, "entered") : "";
   if (entered == "input") {
@@ -340,6 +346,26 @@ std::string format_nonfinite(const json& result) {
         << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf)\n";
     }
   }
+  // The other processes' starts: the run has several, and the user may look at either.
+  const std::string because = str(f, "chosen_because");
+  if (!because.empty() && because != "earliest") o << "  chosen:   " << because << "\n";
+  const json& others = f.value("other_starts", json::array());
+  for (size_t k = 0; k < others.size() && k < 5; ++k) {
+    const json& s2 = others[k];
+    const json& p2 = s2.value("process", json());
+    const std::string w2 = p2.is_object() ? str(p2, "worker") : "";
+    o << "  also:     process " << str(p2, "index")
+      << (w2.empty() ? "" : " (DataLoader worker " + w2 + ")") << ": " << str(s2, "op") << " (seq "
+      << str(s2, "seq") << (w2.empty() ? ", step " + str(s2, "step") : "") << ")";
+    const std::string src = str(s2, "source");
+    if (!src.empty()) o << " at " << src;
+    const std::string e2 = str(s2, "entered");
+    o << (e2 == "input"      ? ", NaN entered from an input"
+          : e2 == "argument" ? ", NaN entered from an argument"
+                             : ", made there")
+      << "\n";
+  }
+  if (others.size() > 5) o << "  also:     " << others.size() - 5 << " more process(es) with a start\n";
   const int64_t explained = f.value("explained_before", int64_t{0});
   if (explained > 0) {
     o << "  (after " << explained << " op(s) whose NaN/Inf came from an Inf/NaN argument or input,"
