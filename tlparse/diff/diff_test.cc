@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -81,6 +82,7 @@ class Recorder {
     double sum = 1.0;
     int64_t inf = 0, nan = 0;
     bool summary = true;  // false: a view, recorded with its hash only
+    double min = -1, max = 1;
   };
 
   int64_t op(const std::string& name, const std::vector<T>& ins, const std::vector<T>& outs,
@@ -116,8 +118,8 @@ class Recorder {
       r.hash = t.hash;
       r.producer = t.producer;
       r.summary.valid = t.summary;
-      r.summary.min = -1;
-      r.summary.max = 1;
+      r.summary.min = t.min;
+      r.summary.max = t.max;
       r.summary.sum = t.sum;
       r.summary.abs_sum = std::abs(t.sum) + 3;
       r.summary.inf_count = t.inf;
@@ -1173,6 +1175,57 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     });
     CHECK(r["first_nonfinite"]["op"] == "aten::full");
     CHECK(r["first_nonfinite"]["entered"] == "argument");
+  }
+
+  SECTION("the text shows each input's range and the op's arguments, and names a NaN argument") {
+    json r = nonfinite([&](Recorder& r) {
+      T deg{11};
+      deg.min = 0;  // a node of degree zero
+      deg.max = 2;
+      deg.producer = r.op("aten::sum", {T{10}}, {deg}, {{"dim", "[1]"}}, 0, 0, kNoSeq, 10);
+      T known{11, deg.producer, "32x8", TensorStatus::kKnown};
+      known.summary = false;  // carried by hash only: the range is its producer's output's
+      T inv{12};
+      inv.inf = 1;
+      r.op("aten::pow", {known}, {inv}, {{"exponent", "-0.5"}}, 0, 0, kNoSeq, 11);
+    });
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::pow");
+    CHECK(r["first_nonfinite"]["inputs"][0]["values"]["min"] == 0);
+    CHECK(r["first_nonfinite"]["inputs"][0]["values_of"] == "producer");
+    CHECK(r["first_nonfinite"]["args"][0]["name"] == "exponent");
+    std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("input 0:  float32[32x8] finite, min 0, max 2, from aten::sum") != std::string::npos);
+    CHECK(text.find("args:     exponent = -0.5") != std::string::npos);
+
+    json a = nonfinite([&](Recorder& r) {
+      T y{12};
+      y.nan = 32;
+      T grad{13};
+      grad.nan = 2;
+      grad.min = std::numeric_limits<double>::quiet_NaN();  // no finite value
+      r.op("aten::add_", {T{11}, T{10}}, {y}, {{"alpha", "nan"}}, 0, 0, kNoSeq, 14);
+      r.op("aten::mul", {y}, {T{14}}, {}, 0, 0, kNoSeq, 15);
+    });
+    REQUIRE(a["first_nonfinite"]["entered"] == "argument");
+    CHECK(a["first_nonfinite"]["argument"]["name"] == "alpha");
+    text = tdbg::diff::format_nonfinite(a);
+    CHECK(text.find("cause:    NaN entered here: a NaN argument, alpha = nan;") != std::string::npos);
+  }
+
+  SECTION("an input with no finite value says so, with its NaN and Inf counts") {
+    json r = nonfinite([&](Recorder& r) {
+      T x{11};
+      x.nan = 3;
+      x.inf = 1;
+      x.min = std::numeric_limits<double>::quiet_NaN();
+      x.max = std::numeric_limits<double>::quiet_NaN();
+      T y{12};
+      y.nan = 4;
+      r.op("aten::relu", {x}, {y}, {}, 0, 0, kNoSeq, 6);
+    });
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::relu");
+    CHECK(tdbg::diff::format_nonfinite(r).find("input 0:  float32[32x8] NON-FINITE (3 NaN, 1 Inf), no "
+                                               "finite value") != std::string::npos);
   }
 
   SECTION("Inf that comes in is not a start, NaN made from it is, by the kernel's op") {

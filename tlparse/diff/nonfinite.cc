@@ -49,39 +49,49 @@ bool cannot_be_nonfinite(Strings& strings, const TensorRecord& t) {
   return false;
 }
 
-// Whether input `t` holds only finite values, as far as the recording tells, or nullopt. A
-// known tensor may carry only its hash: its summary is then its producer's output's. A view
-// carries no summary: when the tensor it views was all finite, so is the view (followed
-// through a few views of views).
-std::optional<bool> recorded_finiteness(const tracer::Reader& r, Strings& strings,
-                                        const TensorRecord& t) {
-  if (cannot_be_nonfinite(strings, t)) return true;
+// What the recording tells of an input's values: whether they are all finite (nullopt when
+// unknown), and the summary that says so, with whose it is.
+struct InputValues {
+  std::optional<bool> finite;
+  hashing::Summary summary;     // invalid when none was found
+  const char* summary_of = "";  // "input", "producer" (its output) or "viewed" (the tensor viewed)
+};
+
+// What input `t` holds, as far as the recording tells. A known tensor may carry only its hash:
+// its summary is then its producer's output's. A view carries no summary: when the tensor it
+// views was all finite, so is the view (followed through a few views of views), and the view's
+// values lie within that tensor's range.
+InputValues recorded_values(const tracer::Reader& r, Strings& strings, const TensorRecord& t) {
+  InputValues v;
+  if (cannot_be_nonfinite(strings, t)) v.finite = true;
   bool through_view = false;  // then only "all finite" carries over to the view
-  auto answer = [&](const hashing::Summary& s) -> std::optional<bool> {
+  auto answer = [&](const hashing::Summary& s, const char* whose) {
     const bool finite = s.nan_count == 0 && s.inf_count == 0;
-    if (through_view && !finite) return std::nullopt;
-    return finite;
+    v.summary = s;
+    v.summary_of = whose;
+    if (!v.finite && !(through_view && !finite)) v.finite = finite;
+    return v;
   };
   TensorRecord cur = t;
   for (int hops = 0; hops < 8 && tensor_comparable(cur); ++hops) {
-    if (cur.summary.valid) return answer(cur.summary);
+    if (cur.summary.valid) return answer(cur.summary, through_view ? "viewed" : "input");
     std::optional<OpRecord> prod;
-    if (cur.producer == tracer::kNoSeq || !(prod = r.op(cur.producer))) return std::nullopt;
+    if (cur.producer == tracer::kNoSeq || !(prod = r.op(cur.producer))) return v;
     const TensorRecord* out = nullptr;
     for (const TensorRecord& o : prod->tensors)
       if (o.role == TensorRole::kOutput && o.hash == cur.hash) out = &o;
-    if (out == nullptr) return std::nullopt;
-    if (out->summary.valid) return answer(out->summary);
-    if (out->status != tracer::TensorStatus::kView) return std::nullopt;
+    if (out == nullptr) return v;
+    if (out->summary.valid) return answer(out->summary, through_view ? "viewed" : "producer");
+    if (out->status != tracer::TensorStatus::kView) return v;
     through_view = true;
     // The viewed tensor: the view op's first comparable input.
     const TensorRecord* base = nullptr;
     for (const TensorRecord& in : prod->tensors)
       if (!base && in.role == TensorRole::kInput && tensor_comparable(in)) base = &in;
-    if (base == nullptr) return std::nullopt;
+    if (base == nullptr) return v;
     cur = *base;
   }
-  return std::nullopt;
+  return v;
 }
 
 // Which kinds of non-finite value a tensor or an op's arguments hold.
@@ -93,6 +103,11 @@ struct Nonfinite {
     return *this;
   }
 };
+
+// Which non-finite values an argument's text holds ("nan", "-inf", "[1.0, inf]").
+Nonfinite literal_nonfinite(const std::string& text) {
+  return Nonfinite{text.find("nan") != std::string::npos, text.find("inf") != std::string::npos};
+}
 
 // Finds where non-finite values *start*. An op whose NaN or Inf output is explained is
 // skipped: Inf from an Inf literal argument (`torch.full(..., float('-inf'))`,
@@ -217,8 +232,7 @@ class Tracker {
   Nonfinite literal_of(tracer::StringId value) {
     auto it = literals_.find(value);
     if (it != literals_.end()) return it->second;
-    const std::string& text = strings_.text(value);
-    Nonfinite v{text.find("nan") != std::string::npos, text.find("inf") != std::string::npos};
+    Nonfinite v = literal_nonfinite(strings_.text(value));
     literals_.emplace(value, v);
     return v;
   }
@@ -317,11 +331,25 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (t.producer != tracer::kNoSeq) {
       if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
     }
-    const std::optional<bool> finite = recorded_finiteness(r, strings, t);
-    in["finite"] = finite ? json(*finite) : json(nullptr);
+    const InputValues values = recorded_values(r, strings, t);
+    in["finite"] = values.finite ? json(*values.finite) : json(nullptr);
+    if (values.summary.valid) {
+      in["values"] = summary_json(values.summary);
+      in["values_of"] = values.summary_of;
+    }
     inputs.push_back(std::move(in));
   }
   j["inputs"] = std::move(inputs);
+  // The non-tensor arguments (an exponent, a learning rate, a fill value): they explain as
+  // much as the inputs do.
+  json args = json::array();
+  for (const tracer::ArgRecord& a : op.args) {
+    json arg = {{"index", a.index}, {"name", strings.text(a.name)}, {"value", strings.text(a.value)}};
+    if (entry == "argument" && !j.contains("argument") && literal_nonfinite(strings.text(a.value)).nan)
+      j["argument"] = arg;
+    args.push_back(std::move(arg));
+  }
+  j["args"] = std::move(args);
   j["explained_before"] = tracker.explained();
   j["skipped_before"] = tracker.skipped();
   return j;

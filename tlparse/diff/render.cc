@@ -185,6 +185,35 @@ void print_warnings(std::ostringstream& o, const json& result) {
   o << "\n";
 }
 
+// An input's recorded values, as `tdbg nan` shows them: the range of its finite values and
+// its NaN and Inf counts (" (3 NaN), min 0, max 2"), so the zero, the negative or the huge
+// value that made NaN or Inf is in sight. A view's range is the viewed tensor's.
+void print_values(std::ostringstream& o, const json& in) {
+  const json& v = in.value("values", json());
+  if (!v.is_object()) return;
+  const int64_t nan = v.value("nan", int64_t{0}), inf = v.value("inf", int64_t{0});
+  if (nan > 0 || inf > 0) {
+    o << " (";
+    if (nan > 0) o << nan << " NaN" << (inf > 0 ? ", " : "");
+    if (inf > 0) o << inf << " Inf";
+    o << ")";
+  }
+  const bool viewed = str(in, "values_of") == "viewed";
+  // NaN bounds (null once the JSON was written out): the tensor has no finite value at all.
+  auto bound = [&](const char* key) { return v[key].is_number() && std::isfinite(v[key].get<double>()); };
+  if (!bound("min") || !bound("max")) {
+    o << ", " << (viewed ? "the viewed tensor has " : "") << "no finite value";
+  } else {
+    auto brief = [](const json& x) {  // six digits: a range to read, not to compare
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.6g", x.get<double>());
+      return std::string(buf);
+    };
+    o << ", " << (viewed ? "within the viewed tensor's " : "") << "min " << brief(v["min"])
+      << ", max " << brief(v["max"]);
+  }
+}
+
 void print_notes(std::ostringstream& o, const json& result) {
   for (const json& n : result.value("notes", json::array()))
     if (n.is_string()) o << "  note:     " << n.get<std::string>() << "\n";
@@ -317,7 +346,10 @@ std::string format_nonfinite(const json& result) {
       << " from outside torch ops: Python data, a file, NumPy, a DataLoader worker); no op made NaN from"
       << " finite values\n";
   } else if (entered == "argument") {
-    o << "  cause:    NaN entered here: a NaN argument; no op made NaN from finite values\n";
+    const json& arg = f.value("argument", json());
+    o << "  cause:    NaN entered here: a NaN argument";
+    if (arg.is_object()) o << ", " << str(arg, "name") << " = " << str(arg, "value");
+    o << "; no op made NaN from finite values\n";
   } else if (s.is_object()) {
     // An input whose values were not recorded (a sparse tensor) may have brought it in.
     json unknown;
@@ -383,6 +415,7 @@ std::string format_nonfinite(const json& result) {
     o << "  input " << str(in, "index") << ":  " << str(in, "dtype") << "[" << str(in, "shape") << "] ";
     const json& fin = in.value("finite", json());
     o << (fin.is_boolean() ? (fin.get<bool>() ? "finite" : "NON-FINITE") : "finiteness unknown");
+    print_values(o, in);
     const json& prod = in.value("producer", json());
     if (prod.is_object()) {
       o << ", from " << str(prod, "op") << " (seq " << str(prod, "seq") << ")";
@@ -395,6 +428,14 @@ std::string format_nonfinite(const json& result) {
     }
     o << "\n";
   }
+  // The other arguments: an exponent, a learning rate or a fill value is often the why.
+  std::string args;
+  for (const json& a : f.value("args", json::array())) {
+    std::string value = str(a, "value");
+    if (value.size() > 60) value = value.substr(0, 57) + "...";  // a long list of sizes
+    args += (args.empty() ? "" : ", ") + str(a, "name") + " = " + value;
+  }
+  if (!args.empty()) o << "  args:     " << args << "\n";
   print_stack(o, "op", f);
   return o.str();
 }
