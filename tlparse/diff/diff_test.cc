@@ -1303,6 +1303,20 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     json none = nonfinite(ops, later);
     CHECK(none["status"] == "finite");
     CHECK(tdbg::diff::format_nonfinite(none).find("from step 3") != std::string::npos);
+
+    // Each op passed over is counted once, as what it is: the Inf starts --nan-only ignores are
+    // no masks, and a start before --from-step is skipped, not also explained.
+    CHECK(n["first_nonfinite"]["ignored_before"] == 3);
+    CHECK(n["first_nonfinite"]["explained_before"] == 0);
+    CHECK(l["first_nonfinite"]["explained_before"] == 0);
+    CHECK(none["ignored"] == 3);
+    CHECK(none["skipped"] == 1);  // the div at step 2
+    CHECK(none["explained"] == 0);
+    const std::string text = tdbg::diff::format_nonfinite(none);
+    CHECK(text.find("3 Inf start(s) ignored by --nan-only") != std::string::npos);
+    CHECK(text.find("attention masks") == std::string::npos);
+    CHECK(tdbg::diff::format_nonfinite(l).find("(after: 2 start(s) before step 2 skipped)\n") !=
+          std::string::npos);
   }
 
   SECTION("--from-step after NaN came in: an op reading unrecorded values carries it") {

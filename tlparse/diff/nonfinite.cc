@@ -171,16 +171,21 @@ class Tracker {
     // may hold what the run already carries: once NaN (or Inf) was passed on anywhere, say
     // before --from-step, it explains the same kind in an output that reads one.
     const bool may_carry = unknown_inputs > 0;
-    bool fresh = (out.nan && !in.nan && !literal.nan && !(may_carry && carried_.nan)) ||
-                 (!options_.nan_only && out.inf && !in.inf && !literal.inf &&
-                  !(may_carry && carried_.inf));
+    const bool made_nan = out.nan && !in.nan && !literal.nan && !(may_carry && carried_.nan);
+    const bool made_inf = out.inf && !in.inf && !literal.inf && !(may_carry && carried_.inf);
+    bool fresh = made_nan || (!options_.nan_only && made_inf);
+    // An Inf start that --nan-only looks past: counted as such, not as explained.
+    bool ignored = options_.nan_only && made_inf && !made_nan;
     // A nested op that reads nothing but its enclosing kernel's buffers shows what that kernel
     // computed; the kernel's op is the one to judge.
-    if (fresh && op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = false;
-    // Before the first step asked for, a start is tracked like an explained op.
+    if (op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = ignored = false;
+    // Before the first step asked for, a start is tracked like an explained op, and counted
+    // as skipped (only).
     const bool before_window = op.step < options_.from_step;
+    bool counted = false;
     if (before_window) {
       if (fresh) ++skipped_;
+      counted = fresh;
       fresh = false;
     }
     if (fresh) return Verdict::kFresh;
@@ -191,9 +196,12 @@ class Tracker {
       if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan)
         passes_nan = true;
     const bool enters_nan = passes_nan && (external.nan || (literal.nan && !in.nan));
-    if (enters_nan && before_window) ++skipped_;  // NaN entering is a start too
+    if (enters_nan && before_window && !counted) {
+      ++skipped_;  // NaN entering is a start too
+      counted = true;
+    }
     const bool entered_nan = enters_nan && !before_window;
-    if ((out.nan || out.inf) && !entered_nan) ++explained_;
+    if ((out.nan || out.inf) && !entered_nan && !counted) ++(ignored ? ignored_ : explained_);
     // Remember what is passed on: outputs that hold non-finite values, and outputs without
     // summaries (views) of ops that read some.
     for (const TensorRecord& t : op.tensors) {
@@ -210,7 +218,10 @@ class Tracker {
     entry_ = external.nan ? "input" : "argument";
     return Verdict::kEntered;
   }
+  // Ops whose NaN or Inf came from their inputs or arguments (not starts).
   int64_t explained() const { return explained_; }
+  // Inf starts that --nan-only looks past.
+  int64_t ignored() const { return ignored_; }
   // Ops before `from_step` that would have been answers.
   int64_t skipped() const { return skipped_; }
   // How NaN entered at the last op judged kEntered: "input" or "argument".
@@ -243,6 +254,7 @@ class Tracker {
   std::unordered_map<tracer::StringId, Nonfinite> literals_;
   std::unordered_map<uint32_t, std::vector<Open>> open_;  // by thread: the enclosing ops
   int64_t explained_ = 0;
+  int64_t ignored_ = 0;
   std::string entry_;
 };
 
@@ -266,11 +278,23 @@ json options_json(const NonfiniteOptions& options) {
   return json{{"nan_only", options.nan_only}, {"from_step", options.from_step}};
 }
 
+// What a process's ops before its start (or all of them) passed over, each op counted once.
+struct Counts {
+  int64_t explained = 0;  // NaN or Inf from their inputs or arguments
+  int64_t skipped = 0;    // starts before --from-step
+  int64_t ignored = 0;    // Inf starts that --nan-only looks past
+  Counts& operator+=(const Counts& o) {
+    explained += o.explained;
+    skipped += o.skipped;
+    ignored += o.ignored;
+    return *this;
+  }
+};
 
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
-// process has none; `explained` and `skipped` count what its ops passed over.
+// process has none; `counts` says what its ops passed over when it has none.
 StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOptions& options,
-                             int64_t* explained, int64_t* skipped) {
+                             Counts* counts) {
   const tracer::Reader& r = *run.processes[p];
   Strings strings(r);
   Tracker tracker(strings, options);
@@ -285,10 +309,11 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
                          });
   TDBG_RETURN_IF_ERROR(st);
   if (!found) {
-    *explained = tracker.explained();
-    *skipped = tracker.skipped();
+    *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored()};
     return json(nullptr);
   }
+  // Before the descent below judges the start's nested ops, which come after it.
+  const Counts before{tracker.explained(), tracker.skipped(), tracker.ignored()};
   std::string entry;  // how NaN entered at `op`, when no op made it
   OpRecord op = std::move(*found);
   if (verdict == Tracker::Verdict::kFresh) {
@@ -350,8 +375,9 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     args.push_back(std::move(arg));
   }
   j["args"] = std::move(args);
-  j["explained_before"] = tracker.explained();
-  j["skipped_before"] = tracker.skipped();
+  j["explained_before"] = before.explained;
+  j["skipped_before"] = before.skipped;
+  j["ignored_before"] = before.ignored;
   return j;
 }
 
@@ -409,7 +435,7 @@ size_t choose_start(const tracer::Run& run, const std::vector<json>& starts, std
 }  // namespace
 
 StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& options) {
-  int64_t explained = 0, skipped = 0;
+  Counts counts;
   json notes = json::array();
   for (const std::string& line : run.skipped) notes.push_back(line);
   // Every process has its own first start (a DataLoader worker's ops come before the main
@@ -420,11 +446,10 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     const tracer::Reader& r = *run.processes[p];
     if (auto note = dropped_note(r)) notes.push_back(*note);
     hosts.insert(r.meta("host"));
-    int64_t e = 0, s = 0;
-    TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, &e, &s));
+    Counts c;
+    TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, &c));
     if (start.is_null()) {
-      explained += e;
-      skipped += s;
+      counts += c;
     } else {
       starts.push_back(std::move(start));
     }
@@ -432,8 +457,9 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   if (starts.empty()) {
     return json{{"status", "finite"},
                 {"first_nonfinite", nullptr},
-                {"explained", explained},
-                {"skipped", skipped},
+                {"explained", counts.explained},
+                {"skipped", counts.skipped},
+                {"ignored", counts.ignored},
                 {"run", run.path},
                 {"options", options_json(options)},
                 {"notes", notes}};

@@ -214,6 +214,22 @@ void print_values(std::ostringstream& o, const json& in) {
   }
 }
 
+// What the search passed over before its answer, each op counted once, "; "-separated with a
+// leading separator: ops that only carried NaN or Inf (from an input, or an Inf argument: a
+// mask), Inf starts that --nan-only ignores, and starts before --from-step.
+std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int64_t from_step) {
+  const char* sep = "; ";
+  std::ostringstream o;
+  if (ignored > 0)
+    o << sep << ignored << " Inf start(s) ignored by --nan-only (Inf made from finite values:"
+      << " an overflow, x/0, log(0))";
+  if (skipped > 0) o << sep << skipped << " start(s) before step " << from_step << " skipped";
+  if (explained > 0)
+    o << sep << explained << " op(s) whose NaN/Inf came from their inputs or an Inf/NaN argument"
+      << " (such as attention masks)";
+  return o.str();
+}
+
 void print_notes(std::ostringstream& o, const json& result) {
   for (const json& n : result.value("notes", json::array()))
     if (n.is_string()) o << "  note:     " << n.get<std::string>() << "\n";
@@ -306,16 +322,13 @@ std::string format_nonfinite(const json& result) {
   if (!f.is_object()) {
     const int64_t explained = result.value("explained", int64_t{0});
     const int64_t skipped = result.value("skipped", int64_t{0});
-    if (explained == 0 && skipped == 0) {
+    const int64_t ignored = result.value("ignored", int64_t{0});
+    if (explained == 0 && skipped == 0 && ignored == 0) {
       o << "finite: no op output holds " << what << " in " << str(result, "run") << "\n";
     } else {
       o << "finite: no " << what << " starts in " << str(result, "run");
       if (from_step > 0) o << " from step " << from_step;
-      if (explained > 0)
-        o << "; " << explained << " op(s) hold NaN/Inf that come from an Inf/NaN argument or input"
-          << " (such as attention masks)";
-      if (skipped > 0) o << "; " << skipped << " start(s) before step " << from_step << " skipped";
-      o << "\n";
+      o << passed_over(explained, skipped, ignored, from_step) << "\n";
     }
     print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
     return o.str();
@@ -398,13 +411,10 @@ std::string format_nonfinite(const json& result) {
       << "\n";
   }
   if (others.size() > 5) o << "  also:     " << others.size() - 5 << " more process(es) with a start\n";
-  const int64_t explained = f.value("explained_before", int64_t{0});
-  if (explained > 0) {
-    o << "  (after " << explained << " op(s) whose NaN/Inf came from an Inf/NaN argument or input,"
-      << " such as attention masks)\n";
-  }
-  const int64_t skipped = f.value("skipped_before", int64_t{0});
-  if (skipped > 0) o << "  (" << skipped << " start(s) before step " << from_step << " skipped)\n";
+  const std::string before =
+      passed_over(f.value("explained_before", int64_t{0}), f.value("skipped_before", int64_t{0}),
+                  f.value("ignored_before", int64_t{0}), from_step);
+  if (!before.empty()) o << "  (after: " << before.substr(2) << ")\n";
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
   // `masked_fill(isinf, 0)`. Say how to look past it.
   if (!nan_only && s.is_object() && s.value("nan", int64_t{0}) == 0 && entered.empty()) {
