@@ -83,6 +83,7 @@ class Recorder {
     int64_t inf = 0, nan = 0;
     bool summary = true;  // false: a view, recorded with its hash only
     double min = -1, max = 1;
+    std::string reason = {};  // why not hashed (kNotHashed), as the tracer words it
   };
 
   int64_t op(const std::string& name, const std::vector<T>& ins, const std::vector<T>& outs,
@@ -124,6 +125,7 @@ class Recorder {
       r.summary.abs_sum = std::abs(t.sum) + 3;
       r.summary.inf_count = t.inf;
       r.summary.nan_count = t.nan;
+      if (!t.reason.empty()) r.reason = w_.intern(t.reason);
       op.tensors.push_back(r);
       bool counts = t.status != TensorStatus::kUninitialized || chain_covers_uninitialized;
       chain_item = mix(chain_item, std::hash<std::string>{}(t.shape));
@@ -1165,6 +1167,55 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     REQUIRE(e["first_nonfinite"]["op"] == "aten::mean");
     CHECK(e["first_nonfinite"]["inputs"][0]["finite"] == true);
     CHECK(tdbg::diff::format_nonfinite(e).find("brought in") == std::string::npos);
+  }
+
+  SECTION("an out= buffer and an undefined optional tensor bring nothing in, and carry nothing") {
+    // `torch.log(p, out=buf)`: buf's old values are never read.
+    T buf{0, kNoSeq, "32x8", TensorStatus::kNotHashed};
+    buf.summary = false;
+    buf.reason = "overwritten by the op without being read";
+    auto log_out = [&](Recorder& r) {
+      T x{11};
+      x.nan = 1;  // NaN enters at step 0 and is passed on
+      r.op("aten::mul", {x, T{12}}, {T{13, kNoSeq, "32x8", TensorStatus::kHashed, 1.0, 0, 8}}, {},
+           0, 0, kNoSeq, 4);
+      r.step = 1;
+      T y{15};
+      y.inf = 3;
+      r.op("aten::log", {T{14}, buf}, {y}, {}, 0, 0, kNoSeq, 7);
+    };
+    json r = nonfinite(log_out);
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::mul");  // where NaN entered, at step 0
+    tdbg::diff::NonfiniteOptions later;
+    later.from_step = 1;
+    r = nonfinite(log_out, later);
+    // The buffer is no input whose unrecorded values may carry the NaN passed on before.
+    REQUIRE(r["status"] == "nonfinite");
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::log");
+    CHECK(r["first_nonfinite"]["inputs"][1]["not_read"] == "overwritten");
+    std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("brought in") == std::string::npos);
+    CHECK(text.find("cause:    made here from finite inputs") != std::string::npos);
+    CHECK(text.find("input 1:  float32[32x8] overwritten without being read (an out= buffer)") !=
+          std::string::npos);
+
+    // `cross_entropy(x, y, weight=None)` with every label ignored: 0/0, total_weight is 0.
+    json u = nonfinite([&](Recorder& r) {
+      T weight{0, kNoSeq, "", TensorStatus::kNotHashed};
+      weight.summary = false;
+      weight.reason = "undefined tensor";
+      T loss{21, kNoSeq, ""};
+      loss.nan = 1;
+      T total{22, kNoSeq, ""};
+      total.min = total.max = 0;
+      r.op("aten::nll_loss_forward", {T{20}, T{19}, weight}, {loss, total},
+           {{"reduction", "1"}, {"ignore_index", "-100"}}, 0, 0, kNoSeq, 11);
+    });
+    REQUIRE(u["first_nonfinite"]["op"] == "aten::nll_loss_forward");
+    text = tdbg::diff::format_nonfinite(u);
+    CHECK(text.find("brought in") == std::string::npos);
+    CHECK(text.find("input 2:  None") != std::string::npos);
+    CHECK(text.find("output 1: float32[] finite, min 0, max 0") != std::string::npos);
   }
 
   SECTION("a NaN literal argument") {

@@ -49,6 +49,18 @@ bool cannot_be_nonfinite(Strings& strings, const TensorRecord& t) {
   return false;
 }
 
+// Why input `t` cannot bring NaN or Inf into its op's outputs although its values were not
+// recorded, or "": an undefined tensor (an optional tensor passed as None, such as a loss's
+// `weight`), or a buffer the op overwrites without reading it (an `out=` argument, `self` of
+// `fill_`). Neither is one of the op's inputs in the sense of where values come from.
+const char* never_read(Strings& strings, const TensorRecord& t) {
+  if (t.status != tracer::TensorStatus::kNotHashed || t.reason == 0) return "";
+  const std::string& reason = strings.text(t.reason);  // the tracer's words, fixed
+  if (reason == "undefined tensor") return "undefined";
+  if (reason == "overwritten by the op without being read") return "overwritten";
+  return "";
+}
+
 // What the recording tells of an input's values: whether they are all finite (nullopt when
 // unknown), and the summary that says so, with whose it is.
 struct InputValues {
@@ -146,7 +158,7 @@ class Tracker {
     Nonfinite in, external;
     int inputs = 0, unknown_inputs = 0;  // unknown: values not recorded (a kernel's buffer)
     for (const TensorRecord& t : op.tensors) {
-      if (t.role != TensorRole::kInput) continue;
+      if (t.role != TensorRole::kInput || *never_read(strings_, t) != '\0') continue;
       ++inputs;
       Nonfinite v = of(t);
       in |= v;
@@ -349,10 +361,22 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   for (size_t k = 0; out < 0 && k < op.tensors.size(); ++k)
     if (op.tensors[k].role == TensorRole::kOutput) out = static_cast<int>(k);
   j["tensor"] = out < 0 ? json(nullptr) : tensor_json(strings, op.tensors[static_cast<size_t>(out)]);
+  // All outputs: another one may say why (a loss's total weight of 0 makes its 0/0).
+  json outputs = json::array();
+  for (const TensorRecord& t : op.tensors)
+    if (t.role == TensorRole::kOutput) outputs.push_back(tensor_json(strings, t));
+  j["outputs"] = std::move(outputs);
   json inputs = json::array();
   for (const TensorRecord& t : op.tensors) {
     if (t.role != TensorRole::kInput) continue;
     json in = tensor_json(strings, t);
+    const char* unread = never_read(strings, t);
+    if (*unread != '\0') {
+      in["not_read"] = unread;  // no producer, no values: nothing more to say
+      in["finite"] = nullptr;
+      inputs.push_back(std::move(in));
+      continue;
+    }
     if (t.producer != tracer::kNoSeq) {
       if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
     }

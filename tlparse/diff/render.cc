@@ -369,7 +369,8 @@ std::string format_nonfinite(const json& result) {
     std::string indices;
     int unknowns = 0;
     for (const json& in : f.value("inputs", json::array())) {
-      if (in.value("finite", json()).is_boolean()) continue;
+      // Known values, or none that could reach the output (None, an out= buffer).
+      if (in.value("finite", json()).is_boolean() || in.contains("not_read")) continue;
       if (unknown.is_null()) unknown = in;
       indices += (indices.empty() ? "" : ", ") + str(in, "index");
       ++unknowns;
@@ -422,7 +423,16 @@ std::string format_nonfinite(const json& result) {
       << " only; `--from-step N` starts at step N\n";
   }
   for (const json& in : f.value("inputs", json::array())) {
+    const std::string not_read = str(in, "not_read");
+    if (not_read == "undefined") {
+      o << "  input " << str(in, "index") << ":  None (an optional tensor not given)\n";
+      continue;
+    }
     o << "  input " << str(in, "index") << ":  " << str(in, "dtype") << "[" << str(in, "shape") << "] ";
+    if (!not_read.empty()) {
+      o << "overwritten without being read (an out= buffer): its old values never reach the output\n";
+      continue;
+    }
     const json& fin = in.value("finite", json());
     o << (fin.is_boolean() ? (fin.get<bool>() ? "finite" : "NON-FINITE") : "finiteness unknown");
     print_values(o, in);
@@ -436,6 +446,16 @@ std::string format_nonfinite(const json& result) {
     } else {
       o << ", not produced by a recorded op";
     }
+    o << "\n";
+  }
+  // The op's other outputs: a loss's total weight of 0 says why the loss is 0/0.
+  for (const json& out : f.value("outputs", json::array())) {
+    const json& sum = out.value("summary", json());
+    if (!sum.is_object() || (t.is_object() && str(out, "index") == str(t, "index"))) continue;
+    const bool finite = sum.value("nan", int64_t{0}) == 0 && sum.value("inf", int64_t{0}) == 0;
+    o << "  output " << str(out, "index") << ": " << str(out, "dtype") << "[" << str(out, "shape")
+      << "] " << (finite ? "finite" : "NON-FINITE");
+    print_values(o, json{{"values", sum}});
     o << "\n";
   }
   // The other arguments: an exponent, a learning rate or a fill value is often the why.
