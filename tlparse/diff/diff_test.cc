@@ -1079,6 +1079,27 @@ TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier
   }
 }
 
+TEST_CASE("first_nonfinite names the thread in the headline when it is not the first one") {
+  using T = Recorder::T;
+  fs::path dir = temp_dir();
+  auto w = tdbg::tracer::Writer::Create((dir / "run.sqlite").string());
+  REQUIRE(w.ok());
+  int64_t seq = 0;
+  Recorder main(**w, 0, &seq), other(**w, 1, &seq);  // os tids 1000 and 1001
+  main.op("aten::mul", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+  other.step = 2;
+  other.clock_ns = main.clock_ns;
+  T y{13};
+  y.nan = 1;
+  other.op("aten::log", {T{12}}, {y}, {}, 0, 0, kNoSeq, 7);
+  REQUIRE((*w)->close().ok());
+  json r = nonfinite_of(dir.string());
+  REQUIRE(r["first_nonfinite"]["op"] == "aten::log");
+  CHECK(r["first_nonfinite"]["os_tid"] == 1001);
+  CHECK(tdbg::diff::format_nonfinite(r).find("non-finite at aten::log (seq 1, step 2, thread 1, tid "
+                                             "1001): output 0") != std::string::npos);
+}
+
 // A run written op by op, for the rules of first_nonfinite on where NaN starts.
 TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' buffers never start it") {
   using T = Recorder::T;

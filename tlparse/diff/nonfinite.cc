@@ -355,6 +355,9 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   json j = op_json(r, strings, op);
   j["process"] = p;
   j["start_ns"] = op.start_ns;
+  // The OS thread id, to tell a thread other than the first one (a Python thread, a pool).
+  for (const tracer::ThreadRecord& t : r.threads())
+    if (t.id == op.thread) j["os_tid"] = t.os_tid;
   j["entered"] = entry.empty() ? json(nullptr) : json(entry);
   // The non-finite output; where NaN entered through a view, the view.
   int out = nonfinite_output(op);

@@ -340,6 +340,11 @@ std::string format_nonfinite(const json& result) {
   const std::string worker = process.is_object() ? str(process, "worker") : "";
   o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", "
     << (worker.empty() ? "step " + str(f, "step") : "in DataLoader worker " + worker);
+  // The first thread of a process runs its main program; name any other one.
+  if (f.value("thread", 0) != 0) {
+    o << ", thread " << str(f, "thread");
+    if (f.contains("os_tid")) o << ", tid " << str(f, "os_tid");
+  }
   if (process.is_object() && worker.empty()) o << ", process " << str(process, "index");
   o << ")";
   if (t.is_object()) {
