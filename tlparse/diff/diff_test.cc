@@ -1132,7 +1132,7 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(r["first_nonfinite"]["entered"] == "input");
   }
 
-  SECTION("an input that views a finite tensor reads as finite; one viewing NaN as unknown") {
+  SECTION("an input that views a finite tensor reads as finite; one viewing part of NaN as unknown") {
     json r = nonfinite([&](Recorder& r) {
       T finite{11};  // summary valid, no NaN
       int64_t mul = r.op("aten::mul", {T{10}}, {finite}, {}, 0, 0, kNoSeq, 5);
@@ -1152,13 +1152,43 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
       x.inf = 1;  // Inf that came in is no start
       int64_t mul = r.op("aten::mul", {T{10}}, {x}, {{"other", "inf"}}, 0, 0, kNoSeq, 5);
       x.producer = mul;
-      int64_t t1 = r.op("aten::t", {x}, {view(21, kNoSeq)}, {}, 0, 0, kNoSeq, 6);
+      T row = view(21, kNoSeq);
+      row.shape = "8";  // one row: it may leave the Inf out
+      int64_t select = r.op("aten::select", {x}, {row}, {{"index", "3"}}, 0, 0, kNoSeq, 6);
       T y{12};
       y.nan = 1;
-      r.op("aten::sub", {view(21, t1), view(21, t1)}, {y}, {}, 0, 0, kNoSeq, 8);
+      row.producer = select;
+      r.op("aten::sub", {row, row}, {y}, {}, 0, 0, kNoSeq, 8);
     });
     REQUIRE(u["first_nonfinite"]["op"] == "aten::sub");
     CHECK(u["first_nonfinite"]["inputs"][0]["finite"].is_null());
+    CHECK(u["first_nonfinite"]["inputs"][0]["values_of"] == "viewed");
+  }
+
+  SECTION("a view of all of a tensor holding Inf (a transpose) holds its Inf") {
+    tdbg::diff::NonfiniteOptions nan_only;  // the Inf gradient is then no start
+    nan_only.nan_only = true;
+    // Autograd's `mm` for addmm's backward reads `t()` of an Inf gradient: NaN from Inf * 0.
+    json r = nonfinite([&](Recorder& r) {
+      T grad{11};
+      grad.inf = 727;
+      grad.producer = r.op("aten::threshold_backward", {T{9}, T{10}}, {grad}, {}, 0, 0, kNoSeq, 5);
+      T gt = view(21, kNoSeq);
+      gt.shape = "8x32 strides 1x8";
+      gt.producer = r.op("aten::t", {grad}, {gt}, {}, 0, 0, kNoSeq, 5);
+      T y{12};
+      y.nan = 256;
+      r.op("aten::mm", {gt, T{13}}, {y}, {}, 0, 0, kNoSeq, 5);
+    }, nan_only);
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::mm");
+    json in = r["first_nonfinite"]["inputs"][0];
+    CHECK(in["finite"] == false);
+    CHECK(in["values_of"] == "view");
+    CHECK(in["viewed_producer"] == 0);
+    const std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("brought in") == std::string::npos);
+    CHECK(text.find("input 0:  float32[8x32 strides 1x8] NON-FINITE, a view of all of seq 0's output: "
+                    "727 Inf, min -1, max 1, from aten::t (seq 1)") != std::string::npos);
   }
 
   SECTION("an input whose values are not recorded may have brought it in: said so") {

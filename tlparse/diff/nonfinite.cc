@@ -61,39 +61,62 @@ const char* never_read(Strings& strings, const TensorRecord& t) {
   return "";
 }
 
+// The number of elements of a tensor of shape text `shape` ("16x16 strides 1x16"; "" for a
+// 0-dim tensor), or -1 when it cannot be read ("nested").
+int64_t element_count(const std::string& shape) {
+  const std::string sizes = shape.substr(0, shape.find(' '));
+  int64_t n = 1;
+  size_t start = 0;
+  while (start < sizes.size()) {
+    size_t end = sizes.find('x', start);
+    if (end == std::string::npos) end = sizes.size();
+    const std::string size = sizes.substr(start, end - start);
+    if (size.empty() || size.find_first_not_of("0123456789") != std::string::npos) return -1;
+    n *= std::stoll(size);
+    start = end + 1;
+  }
+  return n;
+}
+
 // What the recording tells of an input's values: whether they are all finite (nullopt when
 // unknown), and the summary that says so, with whose it is.
 struct InputValues {
   std::optional<bool> finite;
   hashing::Summary summary;     // invalid when none was found
-  const char* summary_of = "";  // "input", "producer" (its output) or "viewed" (the tensor viewed)
+  // "input", "producer" (its output), "view" (of a tensor with the same elements: a transpose,
+  // a reshape) or "viewed" (the tensor of which the input is a part).
+  const char* summary_of = "";
+  int64_t viewed_producer = tracer::kNoSeq;  // for "view" and "viewed": who made the tensor
 };
 
 // What input `t` holds, as far as the recording tells. A known tensor may carry only its hash:
-// its summary is then its producer's output's. A view carries no summary: when the tensor it
-// views was all finite, so is the view (followed through a few views of views), and the view's
-// values lie within that tensor's range.
+// its summary is then its producer's output's. A view carries no summary; it is followed to
+// the tensor it views (through a few views of views). A view with as many elements as that
+// tensor (`t()`, `view`, `permute`) holds the same values, NaN and Inf included; a smaller one
+// (a slice) lies within its range, and is all finite when it is, but may leave its NaN out.
 InputValues recorded_values(const tracer::Reader& r, Strings& strings, const TensorRecord& t) {
   InputValues v;
   if (cannot_be_nonfinite(strings, t)) v.finite = true;
-  bool through_view = false;  // then only "all finite" carries over to the view
-  auto answer = [&](const hashing::Summary& s, const char* whose) {
+  bool through_view = false;
+  bool whole = true;  // every view on the way has all the elements of the tensor it views
+  auto answer = [&](const hashing::Summary& s, const char* whose, int64_t producer) {
     const bool finite = s.nan_count == 0 && s.inf_count == 0;
     v.summary = s;
-    v.summary_of = whose;
-    if (!v.finite && !(through_view && !finite)) v.finite = finite;
+    v.summary_of = through_view ? (whole ? "view" : "viewed") : whose;
+    if (through_view) v.viewed_producer = producer;
+    if (!v.finite && !(through_view && !whole && !finite)) v.finite = finite;
     return v;
   };
   TensorRecord cur = t;
   for (int hops = 0; hops < 8 && tensor_comparable(cur); ++hops) {
-    if (cur.summary.valid) return answer(cur.summary, through_view ? "viewed" : "input");
+    if (cur.summary.valid) return answer(cur.summary, "input", cur.producer);
     std::optional<OpRecord> prod;
     if (cur.producer == tracer::kNoSeq || !(prod = r.op(cur.producer))) return v;
     const TensorRecord* out = nullptr;
     for (const TensorRecord& o : prod->tensors)
       if (o.role == TensorRole::kOutput && o.hash == cur.hash) out = &o;
     if (out == nullptr) return v;
-    if (out->summary.valid) return answer(out->summary, through_view ? "viewed" : "producer");
+    if (out->summary.valid) return answer(out->summary, "producer", prod->seq);
     if (out->status != tracer::TensorStatus::kView) return v;
     through_view = true;
     // The viewed tensor: the view op's first comparable input.
@@ -101,6 +124,8 @@ InputValues recorded_values(const tracer::Reader& r, Strings& strings, const Ten
     for (const TensorRecord& in : prod->tensors)
       if (!base && in.role == TensorRole::kInput && tensor_comparable(in)) base = &in;
     if (base == nullptr) return v;
+    const int64_t view_n = element_count(strings.text(cur.shape));
+    whole = whole && view_n >= 0 && view_n == element_count(strings.text(base->shape));
     cur = *base;
   }
   return v;
@@ -388,6 +413,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (values.summary.valid) {
       in["values"] = summary_json(values.summary);
       in["values_of"] = values.summary_of;
+      if (values.viewed_producer != tracer::kNoSeq) in["viewed_producer"] = values.viewed_producer;
     }
     inputs.push_back(std::move(in));
   }

@@ -187,30 +187,34 @@ void print_warnings(std::ostringstream& o, const json& result) {
 
 // An input's recorded values, as `tdbg nan` shows them: the range of its finite values and
 // its NaN and Inf counts (" (3 NaN), min 0, max 2"), so the zero, the negative or the huge
-// value that made NaN or Inf is in sight. A view's range is the viewed tensor's.
+// value that made NaN or Inf is in sight. A view of part of a tensor is shown with that
+// tensor's values, said so.
 void print_values(std::ostringstream& o, const json& in) {
   const json& v = in.value("values", json());
   if (!v.is_object()) return;
+  const std::string of = str(in, "values_of");
+  const bool viewed = of == "viewed";
   const int64_t nan = v.value("nan", int64_t{0}), inf = v.value("inf", int64_t{0});
-  if (nan > 0 || inf > 0) {
-    o << " (";
-    if (nan > 0) o << nan << " NaN" << (inf > 0 ? ", " : "");
-    if (inf > 0) o << inf << " Inf";
-    o << ")";
+  std::string counts;
+  if (nan > 0) counts = std::to_string(nan) + " NaN";
+  if (inf > 0) counts += (counts.empty() ? "" : ", ") + std::to_string(inf) + " Inf";
+  if (of == "view" || viewed) {
+    o << (of == "view" ? ", a view of all of" : ", a view of part of") << " seq "
+      << str(in, "viewed_producer") << "'s output:" << (counts.empty() ? "" : " " + counts + ",");
+  } else if (!counts.empty()) {
+    o << " (" << counts << ")";
   }
-  const bool viewed = str(in, "values_of") == "viewed";
   // NaN bounds (null once the JSON was written out): the tensor has no finite value at all.
   auto bound = [&](const char* key) { return v[key].is_number() && std::isfinite(v[key].get<double>()); };
   if (!bound("min") || !bound("max")) {
-    o << ", " << (viewed ? "the viewed tensor has " : "") << "no finite value";
+    o << (of == "view" || viewed ? "" : ",") << " no finite value";
   } else {
     auto brief = [](const json& x) {  // six digits: a range to read, not to compare
       char buf[32];
       std::snprintf(buf, sizeof(buf), "%.6g", x.get<double>());
       return std::string(buf);
     };
-    o << ", " << (viewed ? "within the viewed tensor's " : "") << "min " << brief(v["min"])
-      << ", max " << brief(v["max"]);
+    o << (of == "view" || viewed ? "" : ",") << " min " << brief(v["min"]) << ", max " << brief(v["max"]);
   }
 }
 
