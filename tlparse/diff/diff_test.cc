@@ -4,6 +4,7 @@
 // does in a real run.
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -1098,6 +1099,28 @@ TEST_CASE("first_nonfinite names the thread in the headline when it is not the f
   CHECK(r["first_nonfinite"]["os_tid"] == 1001);
   CHECK(tdbg::diff::format_nonfinite(r).find("non-finite at aten::log (seq 1, step 2, thread 1, tid "
                                              "1001): output 0") != std::string::npos);
+}
+
+TEST_CASE("first_nonfinite: a string id that does not resolve is a corrupt database, not an answer") {
+  using T = Recorder::T;
+  const std::string path = write_ops([](Recorder& r) {
+    T y{12};
+    y.nan = 1;
+    r.op("aten::log", {T{11}}, {y}, {}, 0, 0, kNoSeq, 7);
+  });
+  REQUIRE(nonfinite_of(path)["first_nonfinite"]["op"] == "aten::log");
+  // Damage the strings table as overwritten pages do: the op's name no longer resolves.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "DELETE FROM strings WHERE text = 'aten::log'", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(db);
+  auto run = tdbg::tracer::Run::Open(path);
+  REQUIRE(run.ok());
+  auto result = tdbg::diff::first_nonfinite(*run);
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.status().message().find("corrupt database (string id ") != std::string::npos);
+  CHECK(result.status().message().find('\n') == std::string::npos);
 }
 
 // A run written op by op, for the rules of first_nonfinite on where NaN starts.

@@ -346,6 +346,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
                          });
   TDBG_RETURN_IF_ERROR(st);
   if (!found) {
+    TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
     *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored()};
     return json(nullptr);
   }
@@ -428,6 +429,8 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     args.push_back(std::move(arg));
   }
   j["args"] = std::move(args);
+  // An id that did not resolve: the names above are wrong (empty), and so may be the answer.
+  TDBG_RETURN_IF_ERROR(r.lookup_status());
   j["explained_before"] = before.explained;
   j["skipped_before"] = before.skipped;
   j["ignored_before"] = before.ignored;
