@@ -206,18 +206,26 @@ class ReaderImpl final : public Reader {
     if (it != strings_.end()) return it->second;
     string_.reset();
     string_.bind_int(1, id);
-    std::string text = string_.step() == SQLITE_ROW ? string_.col_text(0) : std::string();
+    const int rc = string_.step();
+    std::string text = rc == SQLITE_ROW ? string_.col_text(0) : std::string();
     string_.reset();
+    // The writer commits each string with the first ops that name it: an id with no row is
+    // damage, even in a database still being written.
+    if (rc != SQLITE_ROW) lookup_failed(rc, "string", id);
     if (!text.empty()) strings_.emplace(id, text);
     return text;
   }
+
+  Status lookup_status() const override { return lookup_status_; }
 
   std::optional<FrameRecord> frame(FrameId id) const override {
     if (id == 0) return std::nullopt;
     frame_.reset();
     frame_.bind_int(1, id);
     std::optional<FrameRecord> out;
-    if (frame_.step() == SQLITE_ROW) {
+    const int rc = frame_.step();
+    if (rc != SQLITE_ROW) lookup_failed(rc, "frame", id);
+    if (rc == SQLITE_ROW) {
       out = FrameRecord{
           id, static_cast<FrameId>(frame_.col_int(0)), static_cast<StringId>(frame_.col_int(1)),
           static_cast<int32_t>(frame_.col_int(2)), static_cast<StringId>(frame_.col_int(3))};
@@ -407,6 +415,16 @@ class ReaderImpl final : public Reader {
     return Status::Ok();
   }
 
+  // Keeps the first failed lookup of `id` as a "corrupt database" error (`lookup_status`).
+  void lookup_failed(int rc, const char* what, uint32_t id) const {
+    if (!lookup_status_.ok()) return;
+    lookup_status_ =
+        rc == SQLITE_DONE
+            ? Status::Error(path_ + ": corrupt database (" + what + " id " + std::to_string(id) +
+                            ", named by a record, is not in the " + what + "s table)")
+            : sql_error(rc, (std::string("looking up a ") + what).c_str());
+  }
+
   Status sql_error(int rc, const char* doing) const {
     const char* msg = sqlite3_errmsg(db_);
     int primary = rc & 0xff;
@@ -583,6 +601,7 @@ class ReaderImpl final : public Reader {
   mutable std::array<CachedBlock, 4> cache_;
   mutable size_t next_slot_ = 0;
   mutable std::unordered_map<StringId, std::string> strings_;
+  mutable Status lookup_status_;  // the first failed string or frame lookup
   mutable std::unordered_map<uint32_t, int64_t> count_cache_;
   mutable std::vector<uint32_t> op_threads_;
   mutable bool threads_cached_ = false;

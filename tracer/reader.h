@@ -37,6 +37,11 @@ class Reader {
   // Interned strings and frames; "" / nullopt for unknown ids.
   virtual std::string string(StringId id) const = 0;
   virtual std::optional<FrameRecord> frame(FrameId id) const = 0;
+  // The first failed lookup of a string or frame id that a record holds (an id the database
+  // does not resolve: it is corrupt), as a "corrupt database" error; ok when none failed. The
+  // lookups above answer ""/nullopt and go on, so a tool checks this before it prints an
+  // answer made of their texts (an op with an empty name is a wrong answer, not an answer).
+  virtual Status lookup_status() const = 0;
   // The stack ending at `innermost`, outermost frame first (innermost last).
   virtual std::vector<FrameRecord> stack(FrameId innermost) const = 0;
 

@@ -1154,27 +1154,6 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   return v;
 }
 
-// Which process of run `run` is number `p` (in the canonical order), for a run of several:
-// its database, pid and, where it has them, its torch.distributed rank and DataLoader worker id.
-json process_json(const tracer::Run& run, size_t p) {
-  const Reader& r = *run.processes[p];
-  const std::string pid = r.meta("pid"), rank = r.meta("rank"), worker = r.meta("worker");
-  json j = {{"index", p}, {"path", r.path()}, {"pid", pid}};
-  std::string what;
-  if (!rank.empty()) {
-    j["rank"] = rank;
-    what += "rank " + rank;
-  }
-  if (!worker.empty()) {
-    j["worker"] = worker;
-    what += std::string(what.empty() ? "" : ", ") + "DataLoader worker " + worker;
-  }
-  if (what.empty() && p == 0) what = "the first process";
-  j["text"] = "process " + std::to_string(p) + " of " + std::to_string(run.processes.size()) +
-              " (" + (what.empty() ? "" : what + ", ") + "pid " + pid + "): " + r.path();
-  return j;
-}
-
 // How a recorded process ended, when not by a normal exit: "" for exit status 0 (or a run
 // recorded before the status was kept, which closed its database).
 std::string abnormal_ending(const Reader& r) {

@@ -4,11 +4,13 @@
 // does in a real run.
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -81,6 +83,8 @@ class Recorder {
     double sum = 1.0;
     int64_t inf = 0, nan = 0;
     bool summary = true;  // false: a view, recorded with its hash only
+    double min = -1, max = 1;
+    std::string reason = {};  // why not hashed (kNotHashed), as the tracer words it
   };
 
   int64_t op(const std::string& name, const std::vector<T>& ins, const std::vector<T>& outs,
@@ -100,6 +104,9 @@ class Recorder {
     op.stack = w_.intern_frame(0, file, line ? line : 100, fn);
     op.user_frame = op.stack;
     op.rng = rng;
+    op.start_ns = clock_ns;
+    op.end_ns = clock_ns + 500;
+    clock_ns += 1000;
     if (rng) op.flags |= tdbg::tracer::kOpRandom;
     uint64_t chain_item = mix(std::hash<std::string>{}(name), rng);
     auto add = [&](const T& t, TensorRole role, uint16_t index) {
@@ -113,12 +120,13 @@ class Recorder {
       r.hash = t.hash;
       r.producer = t.producer;
       r.summary.valid = t.summary;
-      r.summary.min = -1;
-      r.summary.max = 1;
+      r.summary.min = t.min;
+      r.summary.max = t.max;
       r.summary.sum = t.sum;
       r.summary.abs_sum = std::abs(t.sum) + 3;
       r.summary.inf_count = t.inf;
       r.summary.nan_count = t.nan;
+      if (!t.reason.empty()) r.reason = w_.intern(t.reason);
       op.tensors.push_back(r);
       bool counts = t.status != TensorStatus::kUninitialized || chain_covers_uninitialized;
       chain_item = mix(chain_item, std::hash<std::string>{}(t.shape));
@@ -140,6 +148,7 @@ class Recorder {
 
   int64_t step = 0;
   bool chain_covers_uninitialized = false;
+  int64_t clock_ns = 1000000;  // CLOCK_MONOTONIC of the next op's start, 1 us apart
 
  private:
   tdbg::tracer::Writer& w_;
@@ -1025,6 +1034,155 @@ TEST_CASE("first_nonfinite names the op, step and line, and where its inputs cam
   CHECK((*r)["status"] == "finite");
 }
 
+// One process of a run directory written op by op: its metadata and its ops, which start at
+// `clock_ns` (CLOCK_MONOTONIC, shared by the processes of one host).
+struct Process {
+  std::string pid, ppid, worker;
+  int64_t clock_ns;
+  std::function<void(Recorder&)> ops;
+};
+
+std::string write_processes(const std::vector<Process>& processes) {
+  fs::path dir = temp_dir();
+  for (const Process& p : processes) {
+    auto w = tdbg::tracer::Writer::Create((dir / ("vm-" + p.pid + ".sqlite")).string());
+    REQUIRE(w.ok());
+    (*w)->set_meta("pid", p.pid);
+    (*w)->set_meta("ppid", p.ppid);
+    (*w)->set_meta("host", "vm");
+    (*w)->set_meta("start_time_ns", std::to_string(p.clock_ns));
+    if (!p.worker.empty()) (*w)->set_meta("worker", p.worker);
+    int64_t seq = 0;
+    Recorder r(**w, 0, &seq);
+    r.clock_ns = p.clock_ns;
+    p.ops(r);
+    REQUIRE((*w)->close().ok());
+  }
+  return dir.string();
+}
+
+json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options = {}) {
+  auto run = tdbg::tracer::Run::Open(path);
+  REQUIRE(run.ok());
+  auto result = tdbg::diff::first_nonfinite(*run, options);
+  if (!result.ok()) FAIL(result.status().message());
+  return *result;
+}
+
+TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier start wins") {
+  using T = Recorder::T;
+  // The main process reads a batch holding NaN from shared memory (no recorded producer).
+  auto consumer = [](Recorder& r) {
+    r.step = 3;
+    T batch{11};
+    batch.nan = 1;
+    T y{12};
+    y.nan = 4;
+    r.op("aten::linear", {batch, T{13}}, {y}, {}, 0, 0, kNoSeq, 18);
+  };
+  auto finite_worker = [](Recorder& r) { r.op("aten::randn", {}, {T{21}}, {}, 7, 0, kNoSeq, 9); };
+  // Worker 1 divides by zero (Inf from finite values), then multiplies by 0 (NaN).
+  auto bad_worker = [](Recorder& r) {
+    T inf{31};
+    inf.inf = 4;
+    inf.producer = r.op("aten::div", {T{30}, T{29}}, {inf}, {}, 0, 0, kNoSeq, 11);
+    T nan{32};
+    nan.nan = 4;
+    r.op("aten::mul", {inf}, {nan}, {{"other", "0"}}, 0, 0, kNoSeq, 11);
+  };
+
+  SECTION("the earliest start by op start time, with its process named") {
+    json r = nonfinite_of(write_processes({{"100", "1", "", 5000000, consumer},
+                                           {"101", "100", "0/2", 1000000, finite_worker},
+                                           {"102", "100", "1/2", 2000000, bad_worker}}));
+    REQUIRE(r["status"] == "nonfinite");
+    json f = r["first_nonfinite"];
+    CHECK(f["op"] == "aten::div");
+    CHECK(f["process"] == 2);
+    CHECK(f["process_info"]["worker"] == "1/2");
+    CHECK(f["process_info"]["pid"] == "102");
+    CHECK(f["processes"] == 3);
+    CHECK(f["chosen_because"] == "earliest");
+    REQUIRE(f["other_starts"].size() == 1);
+    CHECK(f["other_starts"][0]["op"] == "aten::linear");
+    CHECK(f["other_starts"][0]["process"]["index"] == 0);
+    CHECK(f["other_starts"][0]["entered"] == "input");
+    const std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("non-finite at aten::div (seq 0, in DataLoader worker 1/2)") != std::string::npos);
+    CHECK(text.find("process:  process 2 of 3 (DataLoader worker 1/2, pid 102)") != std::string::npos);
+    CHECK(text.find("also:     process 0: aten::linear (seq 0, step 3) at train.py:18, NaN entered "
+                    "from an input") != std::string::npos);
+  }
+
+  SECTION("a consumer's NaN from outside yields to its worker's made-here start") {
+    // The consumer's clock reads earlier (it cannot have read the batch before the worker made
+    // it, but clocks and prefetching blur it): the worker's made-here start is the answer.
+    json r = nonfinite_of(write_processes({{"100", "1", "", 1000000, consumer},
+                                           {"102", "100", "1/2", 2000000, bad_worker}}));
+    json f = r["first_nonfinite"];
+    CHECK(f["op"] == "aten::div");
+    CHECK(f["process_info"]["worker"] == "1/2");
+    CHECK(f["chosen_because"].get<std::string>().find("process 0 read NaN earlier") != std::string::npos);
+    CHECK(f["other_starts"][0]["op"] == "aten::linear");
+  }
+
+  SECTION("a start made in the main process before any worker's is the answer") {
+    auto made = [](Recorder& r) {
+      T y{12};
+      y.nan = 1;
+      r.op("aten::log", {T{11}}, {y}, {}, 0, 0, kNoSeq, 5);
+    };
+    json r = nonfinite_of(write_processes({{"100", "1", "", 1000000, made},
+                                           {"102", "100", "1/2", 2000000, bad_worker}}));
+    CHECK(r["first_nonfinite"]["op"] == "aten::log");
+    CHECK(r["first_nonfinite"]["process"] == 0);
+    CHECK(r["first_nonfinite"]["other_starts"][0]["op"] == "aten::div");
+  }
+}
+
+TEST_CASE("first_nonfinite names the thread in the headline when it is not the first one") {
+  using T = Recorder::T;
+  fs::path dir = temp_dir();
+  auto w = tdbg::tracer::Writer::Create((dir / "run.sqlite").string());
+  REQUIRE(w.ok());
+  int64_t seq = 0;
+  Recorder main(**w, 0, &seq), other(**w, 1, &seq);  // os tids 1000 and 1001
+  main.op("aten::mul", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+  other.step = 2;
+  other.clock_ns = main.clock_ns;
+  T y{13};
+  y.nan = 1;
+  other.op("aten::log", {T{12}}, {y}, {}, 0, 0, kNoSeq, 7);
+  REQUIRE((*w)->close().ok());
+  json r = nonfinite_of(dir.string());
+  REQUIRE(r["first_nonfinite"]["op"] == "aten::log");
+  CHECK(r["first_nonfinite"]["os_tid"] == 1001);
+  CHECK(tdbg::diff::format_nonfinite(r).find("non-finite at aten::log (seq 1, step 2, thread 1, tid "
+                                             "1001): output 0") != std::string::npos);
+}
+
+TEST_CASE("first_nonfinite: a string id that does not resolve is a corrupt database, not an answer") {
+  using T = Recorder::T;
+  const std::string path = write_ops([](Recorder& r) {
+    T y{12};
+    y.nan = 1;
+    r.op("aten::log", {T{11}}, {y}, {}, 0, 0, kNoSeq, 7);
+  });
+  REQUIRE(nonfinite_of(path)["first_nonfinite"]["op"] == "aten::log");
+  // Damage the strings table as overwritten pages do: the op's name no longer resolves.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "DELETE FROM strings WHERE text = 'aten::log'", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
+  sqlite3_close(db);
+  auto run = tdbg::tracer::Run::Open(path);
+  REQUIRE(run.ok());
+  auto result = tdbg::diff::first_nonfinite(*run);
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.status().message().find("corrupt database (string id ") != std::string::npos);
+  CHECK(result.status().message().find('\n') == std::string::npos);
+}
+
 // A run written op by op, for the rules of first_nonfinite on where NaN starts.
 TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' buffers never start it") {
   using T = Recorder::T;
@@ -1057,7 +1215,7 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(r["first_nonfinite"]["entered"] == "input");
   }
 
-  SECTION("an input that views a finite tensor reads as finite; one viewing NaN as unknown") {
+  SECTION("an input that views a finite tensor reads as finite; one viewing part of NaN as unknown") {
     json r = nonfinite([&](Recorder& r) {
       T finite{11};  // summary valid, no NaN
       int64_t mul = r.op("aten::mul", {T{10}}, {finite}, {}, 0, 0, kNoSeq, 5);
@@ -1077,13 +1235,43 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
       x.inf = 1;  // Inf that came in is no start
       int64_t mul = r.op("aten::mul", {T{10}}, {x}, {{"other", "inf"}}, 0, 0, kNoSeq, 5);
       x.producer = mul;
-      int64_t t1 = r.op("aten::t", {x}, {view(21, kNoSeq)}, {}, 0, 0, kNoSeq, 6);
+      T row = view(21, kNoSeq);
+      row.shape = "8";  // one row: it may leave the Inf out
+      int64_t select = r.op("aten::select", {x}, {row}, {{"index", "3"}}, 0, 0, kNoSeq, 6);
       T y{12};
       y.nan = 1;
-      r.op("aten::sub", {view(21, t1), view(21, t1)}, {y}, {}, 0, 0, kNoSeq, 8);
+      row.producer = select;
+      r.op("aten::sub", {row, row}, {y}, {}, 0, 0, kNoSeq, 8);
     });
     REQUIRE(u["first_nonfinite"]["op"] == "aten::sub");
     CHECK(u["first_nonfinite"]["inputs"][0]["finite"].is_null());
+    CHECK(u["first_nonfinite"]["inputs"][0]["values_of"] == "viewed");
+  }
+
+  SECTION("a view of all of a tensor holding Inf (a transpose) holds its Inf") {
+    tdbg::diff::NonfiniteOptions nan_only;  // the Inf gradient is then no start
+    nan_only.nan_only = true;
+    // Autograd's `mm` for addmm's backward reads `t()` of an Inf gradient: NaN from Inf * 0.
+    json r = nonfinite([&](Recorder& r) {
+      T grad{11};
+      grad.inf = 727;
+      grad.producer = r.op("aten::threshold_backward", {T{9}, T{10}}, {grad}, {}, 0, 0, kNoSeq, 5);
+      T gt = view(21, kNoSeq);
+      gt.shape = "8x32 strides 1x8";
+      gt.producer = r.op("aten::t", {grad}, {gt}, {}, 0, 0, kNoSeq, 5);
+      T y{12};
+      y.nan = 256;
+      r.op("aten::mm", {gt, T{13}}, {y}, {}, 0, 0, kNoSeq, 5);
+    }, nan_only);
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::mm");
+    json in = r["first_nonfinite"]["inputs"][0];
+    CHECK(in["finite"] == false);
+    CHECK(in["values_of"] == "view");
+    CHECK(in["viewed_producer"] == 0);
+    const std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("brought in") == std::string::npos);
+    CHECK(text.find("input 0:  float32[8x32 strides 1x8] NON-FINITE, a view of all of seq 0's output: "
+                    "727 Inf, min -1, max 1, from aten::t (seq 1)") != std::string::npos);
   }
 
   SECTION("an input whose values are not recorded may have brought it in: said so") {
@@ -1115,6 +1303,55 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(tdbg::diff::format_nonfinite(e).find("brought in") == std::string::npos);
   }
 
+  SECTION("an out= buffer and an undefined optional tensor bring nothing in, and carry nothing") {
+    // `torch.log(p, out=buf)`: buf's old values are never read.
+    T buf{0, kNoSeq, "32x8", TensorStatus::kNotHashed};
+    buf.summary = false;
+    buf.reason = "overwritten by the op without being read";
+    auto log_out = [&](Recorder& r) {
+      T x{11};
+      x.nan = 1;  // NaN enters at step 0 and is passed on
+      r.op("aten::mul", {x, T{12}}, {T{13, kNoSeq, "32x8", TensorStatus::kHashed, 1.0, 0, 8}}, {},
+           0, 0, kNoSeq, 4);
+      r.step = 1;
+      T y{15};
+      y.inf = 3;
+      r.op("aten::log", {T{14}, buf}, {y}, {}, 0, 0, kNoSeq, 7);
+    };
+    json r = nonfinite(log_out);
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::mul");  // where NaN entered, at step 0
+    tdbg::diff::NonfiniteOptions later;
+    later.from_step = 1;
+    r = nonfinite(log_out, later);
+    // The buffer is no input whose unrecorded values may carry the NaN passed on before.
+    REQUIRE(r["status"] == "nonfinite");
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::log");
+    CHECK(r["first_nonfinite"]["inputs"][1]["not_read"] == "overwritten");
+    std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("brought in") == std::string::npos);
+    CHECK(text.find("cause:    made here from finite inputs") != std::string::npos);
+    CHECK(text.find("input 1:  float32[32x8] overwritten without being read (an out= buffer)") !=
+          std::string::npos);
+
+    // `cross_entropy(x, y, weight=None)` with every label ignored: 0/0, total_weight is 0.
+    json u = nonfinite([&](Recorder& r) {
+      T weight{0, kNoSeq, "", TensorStatus::kNotHashed};
+      weight.summary = false;
+      weight.reason = "undefined tensor";
+      T loss{21, kNoSeq, ""};
+      loss.nan = 1;
+      T total{22, kNoSeq, ""};
+      total.min = total.max = 0;
+      r.op("aten::nll_loss_forward", {T{20}, T{19}, weight}, {loss, total},
+           {{"reduction", "1"}, {"ignore_index", "-100"}}, 0, 0, kNoSeq, 11);
+    });
+    REQUIRE(u["first_nonfinite"]["op"] == "aten::nll_loss_forward");
+    text = tdbg::diff::format_nonfinite(u);
+    CHECK(text.find("brought in") == std::string::npos);
+    CHECK(text.find("input 2:  None") != std::string::npos);
+    CHECK(text.find("output 1: float32[] finite, min 0, max 0") != std::string::npos);
+  }
+
   SECTION("a NaN literal argument") {
     json r = nonfinite([&](Recorder& r) {
       T y{12};
@@ -1123,6 +1360,57 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     });
     CHECK(r["first_nonfinite"]["op"] == "aten::full");
     CHECK(r["first_nonfinite"]["entered"] == "argument");
+  }
+
+  SECTION("the text shows each input's range and the op's arguments, and names a NaN argument") {
+    json r = nonfinite([&](Recorder& r) {
+      T deg{11};
+      deg.min = 0;  // a node of degree zero
+      deg.max = 2;
+      deg.producer = r.op("aten::sum", {T{10}}, {deg}, {{"dim", "[1]"}}, 0, 0, kNoSeq, 10);
+      T known{11, deg.producer, "32x8", TensorStatus::kKnown};
+      known.summary = false;  // carried by hash only: the range is its producer's output's
+      T inv{12};
+      inv.inf = 1;
+      r.op("aten::pow", {known}, {inv}, {{"exponent", "-0.5"}}, 0, 0, kNoSeq, 11);
+    });
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::pow");
+    CHECK(r["first_nonfinite"]["inputs"][0]["values"]["min"] == 0);
+    CHECK(r["first_nonfinite"]["inputs"][0]["values_of"] == "producer");
+    CHECK(r["first_nonfinite"]["args"][0]["name"] == "exponent");
+    std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("input 0:  float32[32x8] finite, min 0, max 2, from aten::sum") != std::string::npos);
+    CHECK(text.find("args:     exponent = -0.5") != std::string::npos);
+
+    json a = nonfinite([&](Recorder& r) {
+      T y{12};
+      y.nan = 32;
+      T grad{13};
+      grad.nan = 2;
+      grad.min = std::numeric_limits<double>::quiet_NaN();  // no finite value
+      r.op("aten::add_", {T{11}, T{10}}, {y}, {{"alpha", "nan"}}, 0, 0, kNoSeq, 14);
+      r.op("aten::mul", {y}, {T{14}}, {}, 0, 0, kNoSeq, 15);
+    });
+    REQUIRE(a["first_nonfinite"]["entered"] == "argument");
+    CHECK(a["first_nonfinite"]["argument"]["name"] == "alpha");
+    text = tdbg::diff::format_nonfinite(a);
+    CHECK(text.find("cause:    NaN entered here: a NaN argument, alpha = nan;") != std::string::npos);
+  }
+
+  SECTION("an input with no finite value says so, with its NaN and Inf counts") {
+    json r = nonfinite([&](Recorder& r) {
+      T x{11};
+      x.nan = 3;
+      x.inf = 1;
+      x.min = std::numeric_limits<double>::quiet_NaN();
+      x.max = std::numeric_limits<double>::quiet_NaN();
+      T y{12};
+      y.nan = 4;
+      r.op("aten::relu", {x}, {y}, {}, 0, 0, kNoSeq, 6);
+    });
+    REQUIRE(r["first_nonfinite"]["op"] == "aten::relu");
+    CHECK(tdbg::diff::format_nonfinite(r).find("input 0:  float32[32x8] NON-FINITE (3 NaN, 1 Inf), no "
+                                               "finite value") != std::string::npos);
   }
 
   SECTION("Inf that comes in is not a start, NaN made from it is, by the kernel's op") {
@@ -1200,6 +1488,20 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     json none = nonfinite(ops, later);
     CHECK(none["status"] == "finite");
     CHECK(tdbg::diff::format_nonfinite(none).find("from step 3") != std::string::npos);
+
+    // Each op passed over is counted once, as what it is: the Inf starts --nan-only ignores are
+    // no masks, and a start before --from-step is skipped, not also explained.
+    CHECK(n["first_nonfinite"]["ignored_before"] == 3);
+    CHECK(n["first_nonfinite"]["explained_before"] == 0);
+    CHECK(l["first_nonfinite"]["explained_before"] == 0);
+    CHECK(none["ignored"] == 3);
+    CHECK(none["skipped"] == 1);  // the div at step 2
+    CHECK(none["explained"] == 0);
+    const std::string text = tdbg::diff::format_nonfinite(none);
+    CHECK(text.find("3 Inf start(s) ignored by --nan-only") != std::string::npos);
+    CHECK(text.find("attention masks") == std::string::npos);
+    CHECK(tdbg::diff::format_nonfinite(l).find("(after: 2 start(s) before step 2 skipped)\n") !=
+          std::string::npos);
   }
 
   SECTION("--from-step after NaN came in: an op reading unrecorded values carries it") {

@@ -1,8 +1,11 @@
 // `first_nonfinite`: the first op of a run whose output holds NaN or ±Inf that its inputs and
 // arguments do not explain, found from the recorded summaries, descending into nested ops to
 // the innermost one that produced it.
+#include <algorithm>
+#include <functional>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -46,39 +49,86 @@ bool cannot_be_nonfinite(Strings& strings, const TensorRecord& t) {
   return false;
 }
 
-// Whether input `t` holds only finite values, as far as the recording tells, or nullopt. A
-// known tensor may carry only its hash: its summary is then its producer's output's. A view
-// carries no summary: when the tensor it views was all finite, so is the view (followed
-// through a few views of views).
-std::optional<bool> recorded_finiteness(const tracer::Reader& r, Strings& strings,
-                                        const TensorRecord& t) {
-  if (cannot_be_nonfinite(strings, t)) return true;
-  bool through_view = false;  // then only "all finite" carries over to the view
-  auto answer = [&](const hashing::Summary& s) -> std::optional<bool> {
+// Why input `t` cannot bring NaN or Inf into its op's outputs although its values were not
+// recorded, or "": an undefined tensor (an optional tensor passed as None, such as a loss's
+// `weight`), or a buffer the op overwrites without reading it (an `out=` argument, `self` of
+// `fill_`). Neither is one of the op's inputs in the sense of where values come from.
+const char* never_read(Strings& strings, const TensorRecord& t) {
+  if (t.status != tracer::TensorStatus::kNotHashed || t.reason == 0) return "";
+  const std::string& reason = strings.text(t.reason);  // the tracer's words, fixed
+  if (reason == "undefined tensor") return "undefined";
+  if (reason == "overwritten by the op without being read") return "overwritten";
+  return "";
+}
+
+// The number of elements of a tensor of shape text `shape` ("16x16 strides 1x16"; "" for a
+// 0-dim tensor), or -1 when it cannot be read ("nested").
+int64_t element_count(const std::string& shape) {
+  const std::string sizes = shape.substr(0, shape.find(' '));
+  int64_t n = 1;
+  size_t start = 0;
+  while (start < sizes.size()) {
+    size_t end = sizes.find('x', start);
+    if (end == std::string::npos) end = sizes.size();
+    const std::string size = sizes.substr(start, end - start);
+    if (size.empty() || size.find_first_not_of("0123456789") != std::string::npos) return -1;
+    n *= std::stoll(size);
+    start = end + 1;
+  }
+  return n;
+}
+
+// What the recording tells of an input's values: whether they are all finite (nullopt when
+// unknown), and the summary that says so, with whose it is.
+struct InputValues {
+  std::optional<bool> finite;
+  hashing::Summary summary;     // invalid when none was found
+  // "input", "producer" (its output), "view" (of a tensor with the same elements: a transpose,
+  // a reshape) or "viewed" (the tensor of which the input is a part).
+  const char* summary_of = "";
+  int64_t viewed_producer = tracer::kNoSeq;  // for "view" and "viewed": who made the tensor
+};
+
+// What input `t` holds, as far as the recording tells. A known tensor may carry only its hash:
+// its summary is then its producer's output's. A view carries no summary; it is followed to
+// the tensor it views (through a few views of views). A view with as many elements as that
+// tensor (`t()`, `view`, `permute`) holds the same values, NaN and Inf included; a smaller one
+// (a slice) lies within its range, and is all finite when it is, but may leave its NaN out.
+InputValues recorded_values(const tracer::Reader& r, Strings& strings, const TensorRecord& t) {
+  InputValues v;
+  if (cannot_be_nonfinite(strings, t)) v.finite = true;
+  bool through_view = false;
+  bool whole = true;  // every view on the way has all the elements of the tensor it views
+  auto answer = [&](const hashing::Summary& s, const char* whose, int64_t producer) {
     const bool finite = s.nan_count == 0 && s.inf_count == 0;
-    if (through_view && !finite) return std::nullopt;
-    return finite;
+    v.summary = s;
+    v.summary_of = through_view ? (whole ? "view" : "viewed") : whose;
+    if (through_view) v.viewed_producer = producer;
+    if (!v.finite && !(through_view && !whole && !finite)) v.finite = finite;
+    return v;
   };
   TensorRecord cur = t;
   for (int hops = 0; hops < 8 && tensor_comparable(cur); ++hops) {
-    if (cur.summary.valid) return answer(cur.summary);
+    if (cur.summary.valid) return answer(cur.summary, "input", cur.producer);
     std::optional<OpRecord> prod;
-    if (cur.producer == tracer::kNoSeq || !(prod = r.op(cur.producer))) return std::nullopt;
+    if (cur.producer == tracer::kNoSeq || !(prod = r.op(cur.producer))) return v;
     const TensorRecord* out = nullptr;
     for (const TensorRecord& o : prod->tensors)
       if (o.role == TensorRole::kOutput && o.hash == cur.hash) out = &o;
-    if (out == nullptr) return std::nullopt;
-    if (out->summary.valid) return answer(out->summary);
-    if (out->status != tracer::TensorStatus::kView) return std::nullopt;
+    if (out == nullptr) return v;
+    if (out->summary.valid) return answer(out->summary, "producer", prod->seq);
+    if (out->status != tracer::TensorStatus::kView) return v;
     through_view = true;
     // The viewed tensor: the view op's first comparable input.
     const TensorRecord* base = nullptr;
     for (const TensorRecord& in : prod->tensors)
       if (!base && in.role == TensorRole::kInput && tensor_comparable(in)) base = &in;
-    if (base == nullptr) return std::nullopt;
+    if (base == nullptr) return v;
+    const int64_t view_n = element_count(strings.text(cur.shape));
+    whole = whole && view_n >= 0 && view_n == element_count(strings.text(base->shape));
     cur = *base;
   }
-  return std::nullopt;
+  return v;
 }
 
 // Which kinds of non-finite value a tensor or an op's arguments hold.
@@ -90,6 +140,11 @@ struct Nonfinite {
     return *this;
   }
 };
+
+// Which non-finite values an argument's text holds ("nan", "-inf", "[1.0, inf]").
+Nonfinite literal_nonfinite(const std::string& text) {
+  return Nonfinite{text.find("nan") != std::string::npos, text.find("inf") != std::string::npos};
+}
 
 // Finds where non-finite values *start*. An op whose NaN or Inf output is explained is
 // skipped: Inf from an Inf literal argument (`torch.full(..., float('-inf'))`,
@@ -128,7 +183,7 @@ class Tracker {
     Nonfinite in, external;
     int inputs = 0, unknown_inputs = 0;  // unknown: values not recorded (a kernel's buffer)
     for (const TensorRecord& t : op.tensors) {
-      if (t.role != TensorRole::kInput) continue;
+      if (t.role != TensorRole::kInput || *never_read(strings_, t) != '\0') continue;
       ++inputs;
       Nonfinite v = of(t);
       in |= v;
@@ -153,16 +208,21 @@ class Tracker {
     // may hold what the run already carries: once NaN (or Inf) was passed on anywhere, say
     // before --from-step, it explains the same kind in an output that reads one.
     const bool may_carry = unknown_inputs > 0;
-    bool fresh = (out.nan && !in.nan && !literal.nan && !(may_carry && carried_.nan)) ||
-                 (!options_.nan_only && out.inf && !in.inf && !literal.inf &&
-                  !(may_carry && carried_.inf));
+    const bool made_nan = out.nan && !in.nan && !literal.nan && !(may_carry && carried_.nan);
+    const bool made_inf = out.inf && !in.inf && !literal.inf && !(may_carry && carried_.inf);
+    bool fresh = made_nan || (!options_.nan_only && made_inf);
+    // An Inf start that --nan-only looks past: counted as such, not as explained.
+    bool ignored = options_.nan_only && made_inf && !made_nan;
     // A nested op that reads nothing but its enclosing kernel's buffers shows what that kernel
     // computed; the kernel's op is the one to judge.
-    if (fresh && op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = false;
-    // Before the first step asked for, a start is tracked like an explained op.
+    if (op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = ignored = false;
+    // Before the first step asked for, a start is tracked like an explained op, and counted
+    // as skipped (only).
     const bool before_window = op.step < options_.from_step;
+    bool counted = false;
     if (before_window) {
       if (fresh) ++skipped_;
+      counted = fresh;
       fresh = false;
     }
     if (fresh) return Verdict::kFresh;
@@ -173,9 +233,12 @@ class Tracker {
       if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan)
         passes_nan = true;
     const bool enters_nan = passes_nan && (external.nan || (literal.nan && !in.nan));
-    if (enters_nan && before_window) ++skipped_;  // NaN entering is a start too
+    if (enters_nan && before_window && !counted) {
+      ++skipped_;  // NaN entering is a start too
+      counted = true;
+    }
     const bool entered_nan = enters_nan && !before_window;
-    if ((out.nan || out.inf) && !entered_nan) ++explained_;
+    if ((out.nan || out.inf) && !entered_nan && !counted) ++(ignored ? ignored_ : explained_);
     // Remember what is passed on: outputs that hold non-finite values, and outputs without
     // summaries (views) of ops that read some.
     for (const TensorRecord& t : op.tensors) {
@@ -192,7 +255,10 @@ class Tracker {
     entry_ = external.nan ? "input" : "argument";
     return Verdict::kEntered;
   }
+  // Ops whose NaN or Inf came from their inputs or arguments (not starts).
   int64_t explained() const { return explained_; }
+  // Inf starts that --nan-only looks past.
+  int64_t ignored() const { return ignored_; }
   // Ops before `from_step` that would have been answers.
   int64_t skipped() const { return skipped_; }
   // How NaN entered at the last op judged kEntered: "input" or "argument".
@@ -214,8 +280,7 @@ class Tracker {
   Nonfinite literal_of(tracer::StringId value) {
     auto it = literals_.find(value);
     if (it != literals_.end()) return it->second;
-    const std::string& text = strings_.text(value);
-    Nonfinite v{text.find("nan") != std::string::npos, text.find("inf") != std::string::npos};
+    Nonfinite v = literal_nonfinite(strings_.text(value));
     literals_.emplace(value, v);
     return v;
   }
@@ -226,6 +291,7 @@ class Tracker {
   std::unordered_map<tracer::StringId, Nonfinite> literals_;
   std::unordered_map<uint32_t, std::vector<Open>> open_;  // by thread: the enclosing ops
   int64_t explained_ = 0;
+  int64_t ignored_ = 0;
   std::string entry_;
 };
 
@@ -249,91 +315,244 @@ json options_json(const NonfiniteOptions& options) {
   return json{{"nan_only", options.nan_only}, {"from_step", options.from_step}};
 }
 
+// What a process's ops before its start (or all of them) passed over, each op counted once.
+struct Counts {
+  int64_t explained = 0;  // NaN or Inf from their inputs or arguments
+  int64_t skipped = 0;    // starts before --from-step
+  int64_t ignored = 0;    // Inf starts that --nan-only looks past
+  Counts& operator+=(const Counts& o) {
+    explained += o.explained;
+    skipped += o.skipped;
+    ignored += o.ignored;
+    return *this;
+  }
+};
+
+// The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
+// process has none; `counts` says what its ops passed over when it has none.
+StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOptions& options,
+                             Counts* counts) {
+  const tracer::Reader& r = *run.processes[p];
+  Strings strings(r);
+  Tracker tracker(strings, options);
+  std::optional<OpRecord> found;
+  Tracker::Verdict verdict = Tracker::Verdict::kExplained;
+  Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
+                         [&](const OpRecord& op) {
+                           verdict = tracker.judge(op);
+                           if (verdict == Tracker::Verdict::kExplained) return true;
+                           found = op;
+                           return false;
+                         });
+  TDBG_RETURN_IF_ERROR(st);
+  if (!found) {
+    TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
+    *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored()};
+    return json(nullptr);
+  }
+  // Before the descent below judges the start's nested ops, which come after it.
+  const Counts before{tracker.explained(), tracker.skipped(), tracker.ignored()};
+  std::string entry;  // how NaN entered at `op`, when no op made it
+  OpRecord op = std::move(*found);
+  if (verdict == Tracker::Verdict::kFresh) {
+    // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
+    // value: go down to the first child with a non-finite output, level by level.
+    bool descended = true;
+    while (descended) {
+      descended = false;
+      std::optional<OpRecord> child;
+      uint16_t depth = op.depth;
+      st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true, [&](const OpRecord& o) {
+        if (o.depth <= depth) return false;
+        if (tracker.judge(o) != Tracker::Verdict::kFresh) return true;
+        child = o;
+        return false;
+      });
+      TDBG_RETURN_IF_ERROR(st);
+      if (child) {
+        op = std::move(*child);
+        descended = true;
+      }
+    }
+  } else {
+    // The op where NaN entered is the answer as it stands: its nested ops read the same data.
+    entry = tracker.entry();
+  }
+  json j = op_json(r, strings, op);
+  j["process"] = p;
+  j["start_ns"] = op.start_ns;
+  // The OS thread id, to tell a thread other than the first one (a Python thread, a pool).
+  for (const tracer::ThreadRecord& t : r.threads())
+    if (t.id == op.thread) j["os_tid"] = t.os_tid;
+  j["entered"] = entry.empty() ? json(nullptr) : json(entry);
+  // The non-finite output; where NaN entered through a view, the view.
+  int out = nonfinite_output(op);
+  for (size_t k = 0; out < 0 && k < op.tensors.size(); ++k)
+    if (op.tensors[k].role == TensorRole::kOutput) out = static_cast<int>(k);
+  j["tensor"] = out < 0 ? json(nullptr) : tensor_json(strings, op.tensors[static_cast<size_t>(out)]);
+  // All outputs: another one may say why (a loss's total weight of 0 makes its 0/0).
+  json outputs = json::array();
+  for (const TensorRecord& t : op.tensors)
+    if (t.role == TensorRole::kOutput) outputs.push_back(tensor_json(strings, t));
+  j["outputs"] = std::move(outputs);
+  json inputs = json::array();
+  for (const TensorRecord& t : op.tensors) {
+    if (t.role != TensorRole::kInput) continue;
+    json in = tensor_json(strings, t);
+    const char* unread = never_read(strings, t);
+    if (*unread != '\0') {
+      in["not_read"] = unread;  // no producer, no values: nothing more to say
+      in["finite"] = nullptr;
+      inputs.push_back(std::move(in));
+      continue;
+    }
+    if (t.producer != tracer::kNoSeq) {
+      if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
+    }
+    const InputValues values = recorded_values(r, strings, t);
+    in["finite"] = values.finite ? json(*values.finite) : json(nullptr);
+    if (values.summary.valid) {
+      in["values"] = summary_json(values.summary);
+      in["values_of"] = values.summary_of;
+      if (values.viewed_producer != tracer::kNoSeq) in["viewed_producer"] = values.viewed_producer;
+    }
+    inputs.push_back(std::move(in));
+  }
+  j["inputs"] = std::move(inputs);
+  // The non-tensor arguments (an exponent, a learning rate, a fill value): they explain as
+  // much as the inputs do.
+  json args = json::array();
+  for (const tracer::ArgRecord& a : op.args) {
+    json arg = {{"index", a.index}, {"name", strings.text(a.name)}, {"value", strings.text(a.value)}};
+    if (entry == "argument" && !j.contains("argument") && literal_nonfinite(strings.text(a.value)).nan)
+      j["argument"] = arg;
+    args.push_back(std::move(arg));
+  }
+  j["args"] = std::move(args);
+  // An id that did not resolve: the names above are wrong (empty), and so may be the answer.
+  TDBG_RETURN_IF_ERROR(r.lookup_status());
+  j["explained_before"] = before.explained;
+  j["skipped_before"] = before.skipped;
+  j["ignored_before"] = before.ignored;
+  return j;
+}
+
+// For each process of `run`, the index of the process whose DataLoader worker it is (its
+// parent among the run's processes), or -1.
+std::vector<int> worker_parents(const tracer::Run& run) {
+  std::unordered_map<std::string, int> by_pid;
+  for (size_t p = 0; p < run.processes.size(); ++p) {
+    const std::string pid = run.processes[p]->meta("pid");
+    if (!pid.empty()) by_pid.emplace(pid, static_cast<int>(p));
+  }
+  std::vector<int> parent(run.processes.size(), -1);
+  for (size_t p = 0; p < run.processes.size(); ++p) {
+    const tracer::Reader& r = *run.processes[p];
+    if (r.meta("worker").empty()) continue;
+    auto it = by_pid.find(r.meta("ppid"));
+    if (it != by_pid.end() && it->second != static_cast<int>(p)) parent[p] = it->second;
+  }
+  return parent;
+}
+
+// Which of the processes' starts to report (indices into `starts`, each a "first_nonfinite"
+// object): the earliest by op start time, CLOCK_MONOTONIC, which processes on one host share.
+// One exception: NaN that entered a process through an input no recorded op produced, where a
+// DataLoader worker of that process has a start of its own, came from the worker most likely
+// (a batch arrives through shared memory, unrecorded): the worker's start is the answer, its
+// made-here start first, and `why` says so.
+size_t choose_start(const tracer::Run& run, const std::vector<json>& starts, std::string* why) {
+  auto earliest = [&](const std::function<bool(const json&)>& eligible) {
+    int best = -1;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      if (!eligible(starts[k])) continue;
+      if (best < 0 || starts[k]["start_ns"].get<int64_t>() <
+                          starts[static_cast<size_t>(best)]["start_ns"].get<int64_t>())
+        best = static_cast<int>(k);
+    }
+    return best;
+  };
+  const size_t first = static_cast<size_t>(earliest([](const json&) { return true; }));
+  const json& f = starts[first];
+  if (f["entered"] != "input") return first;
+  const std::vector<int> parents = worker_parents(run);
+  const int consumer = f["process"].get<int>();
+  auto of_worker = [&](const json& s) { return parents[s["process"].get<size_t>()] == consumer; };
+  int pick = earliest([&](const json& s) { return of_worker(s) && s["entered"].is_null(); });
+  if (pick < 0) pick = earliest(of_worker);
+  if (pick < 0) return first;
+  *why = "process " + std::to_string(consumer) + " read NaN earlier, at " +
+         f["op"].get<std::string>() + " (seq " + std::to_string(f["seq"].get<int64_t>()) +
+         "), through an input no recorded op produced: a batch from this DataLoader worker, most "
+         "likely";
+  return static_cast<size_t>(pick);
+}
+
 }  // namespace
 
 StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& options) {
-  int64_t explained = 0, skipped = 0;
+  Counts counts;
   json notes = json::array();
   for (const std::string& line : run.skipped) notes.push_back(line);
+  // Every process has its own first start (a DataLoader worker's ops come before the main
+  // process reads the batch they made); each is found, then one is chosen.
+  std::vector<json> starts;
+  std::set<std::string> hosts;
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     if (auto note = dropped_note(r)) notes.push_back(*note);
-    Strings strings(r);
-    Tracker tracker(strings, options);
-    std::optional<OpRecord> found;
-    Tracker::Verdict verdict = Tracker::Verdict::kExplained;
-    Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
-                           [&](const OpRecord& op) {
-                             verdict = tracker.judge(op);
-                             if (verdict == Tracker::Verdict::kExplained) return true;
-                             found = op;
-                             return false;
-                           });
-    TDBG_RETURN_IF_ERROR(st);
-    if (!found) {
-      explained += tracker.explained();
-      skipped += tracker.skipped();
-      continue;
-    }
-    std::string entry;  // how NaN entered at `op`, when no op made it
-    OpRecord op = std::move(*found);
-    if (verdict == Tracker::Verdict::kFresh) {
-      // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
-      // value: go down to the first child with a non-finite output, level by level.
-      bool descended = true;
-      while (descended) {
-        descended = false;
-        std::optional<OpRecord> child;
-        uint16_t depth = op.depth;
-        st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true,
-                        [&](const OpRecord& o) {
-                          if (o.depth <= depth) return false;
-                          if (tracker.judge(o) != Tracker::Verdict::kFresh) return true;
-                          child = o;
-                          return false;
-                        });
-        TDBG_RETURN_IF_ERROR(st);
-        if (child) {
-          op = std::move(*child);
-          descended = true;
-        }
-      }
+    hosts.insert(r.meta("host"));
+    Counts c;
+    TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, &c));
+    if (start.is_null()) {
+      counts += c;
     } else {
-      // The op where NaN entered is the answer as it stands: its nested ops read the same data.
-      entry = tracker.entry();
+      starts.push_back(std::move(start));
     }
-    json j = op_json(r, strings, op);
-    j["process"] = p;
-    j["entered"] = entry.empty() ? json(nullptr) : json(entry);
-    // The non-finite output; where NaN entered through a view, the view.
-    int out = nonfinite_output(op);
-    for (size_t k = 0; out < 0 && k < op.tensors.size(); ++k)
-      if (op.tensors[k].role == TensorRole::kOutput) out = static_cast<int>(k);
-    j["tensor"] = out < 0 ? json(nullptr) : tensor_json(strings, op.tensors[static_cast<size_t>(out)]);
-    json inputs = json::array();
-    for (const TensorRecord& t : op.tensors) {
-      if (t.role != TensorRole::kInput) continue;
-      json in = tensor_json(strings, t);
-      if (t.producer != tracer::kNoSeq) {
-        if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
-      }
-      const std::optional<bool> finite = recorded_finiteness(r, strings, t);
-      in["finite"] = finite ? json(*finite) : json(nullptr);
-      inputs.push_back(std::move(in));
-    }
-    j["inputs"] = std::move(inputs);
-    j["explained_before"] = tracker.explained();
-    j["skipped_before"] = tracker.skipped();
-    return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path},
-                {"options", options_json(options)}, {"notes", notes}};
   }
-  return json{{"status", "finite"},
-              {"first_nonfinite", nullptr},
-              {"explained", explained},
-              {"skipped", skipped},
-              {"run", run.path},
-              {"options", options_json(options)},
-              {"notes", notes}};
+  if (starts.empty()) {
+    return json{{"status", "finite"},
+                {"first_nonfinite", nullptr},
+                {"explained", counts.explained},
+                {"skipped", counts.skipped},
+                {"ignored", counts.ignored},
+                {"run", run.path},
+                {"options", options_json(options)},
+                {"notes", notes}};
+  }
+  if (starts.size() > 1 && hosts.size() > 1)
+    notes.push_back("the processes ran on " + std::to_string(hosts.size()) +
+                    " hosts, whose clocks differ: which start came first is uncertain");
+  std::string why;
+  const size_t chosen = choose_start(run, starts, &why);
+  json j = std::move(starts[chosen]);
+  if (run.processes.size() > 1) {
+    j["process_info"] = process_json(run, j["process"].get<size_t>());
+    j["processes"] = run.processes.size();
+    // The other processes' starts, earliest first: where else NaN or Inf began.
+    std::vector<const json*> others;
+    for (size_t k = 0; k < starts.size(); ++k)
+      if (k != chosen) others.push_back(&starts[k]);
+    std::stable_sort(others.begin(), others.end(), [](const json* a, const json* b) {
+      return (*a)["start_ns"].get<int64_t>() < (*b)["start_ns"].get<int64_t>();
+    });
+    json other_starts = json::array();
+    for (const json* s : others) {
+      const json& src = (*s)["source"];
+      std::string file = src.is_object() ? src["file"].get<std::string>() : "";
+      file = file.substr(file.rfind('/') + 1);  // the base name, as in BRIEF; npos + 1 is 0
+      other_starts.push_back(
+          {{"process", process_json(run, (*s)["process"].get<size_t>())},
+           {"seq", (*s)["seq"]}, {"op", (*s)["op"]}, {"step", (*s)["step"]},
+           {"thread", (*s)["thread"]}, {"start_ns", (*s)["start_ns"]}, {"entered", (*s)["entered"]},
+           {"source", src.is_object() ? json(file + ":" + std::to_string(src["line"].get<int64_t>()))
+                                      : json("")}});
+    }
+    j["other_starts"] = std::move(other_starts);
+    j["chosen_because"] = why.empty() ? json("earliest") : json(why);
+  }
+  return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path},
+              {"options", options_json(options)}, {"notes", notes}};
 }
 
 }  // namespace tdbg::diff

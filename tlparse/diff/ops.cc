@@ -349,4 +349,25 @@ nlohmann::json tensor_json(Strings& strings, const TensorRecord& t) {
           {"summary", summary_json(t.summary)}};
 }
 
+// Which process of run `run` is number `p` (in the canonical order), for a run of several:
+// its database, pid and, where it has them, its torch.distributed rank and DataLoader worker id.
+nlohmann::json process_json(const tracer::Run& run, size_t p) {
+  const tracer::Reader& r = *run.processes[p];
+  const std::string pid = r.meta("pid"), rank = r.meta("rank"), worker = r.meta("worker");
+  nlohmann::json j = {{"index", p}, {"path", r.path()}, {"pid", pid}};
+  std::string what;
+  if (!rank.empty()) {
+    j["rank"] = rank;
+    what += "rank " + rank;
+  }
+  if (!worker.empty()) {
+    j["worker"] = worker;
+    what += std::string(what.empty() ? "" : ", ") + "DataLoader worker " + worker;
+  }
+  if (what.empty() && p == 0) what = "the first process";
+  j["text"] = "process " + std::to_string(p) + " of " + std::to_string(run.processes.size()) +
+              " (" + (what.empty() ? "" : what + ", ") + "pid " + pid + "): " + r.path();
+  return j;
+}
+
 }  // namespace tdbg::diff

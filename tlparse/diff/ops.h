@@ -129,4 +129,8 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings,
                              const tracer::OpRecord& op);
 nlohmann::json tensor_json(Strings& strings, const tracer::TensorRecord& t);
 
+// Which process of `run` is number `p`, for a run of several: {index, path, pid, rank, worker,
+// text} (rank and worker where the process has them).
+nlohmann::json process_json(const tracer::Run& run, size_t p);
+
 }  // namespace tdbg::diff

@@ -185,6 +185,55 @@ void print_warnings(std::ostringstream& o, const json& result) {
   o << "\n";
 }
 
+// An input's recorded values, as `tdbg nan` shows them: the range of its finite values and
+// its NaN and Inf counts (" (3 NaN), min 0, max 2"), so the zero, the negative or the huge
+// value that made NaN or Inf is in sight. A view of part of a tensor is shown with that
+// tensor's values, said so.
+void print_values(std::ostringstream& o, const json& in) {
+  const json& v = in.value("values", json());
+  if (!v.is_object()) return;
+  const std::string of = str(in, "values_of");
+  const bool viewed = of == "viewed";
+  const int64_t nan = v.value("nan", int64_t{0}), inf = v.value("inf", int64_t{0});
+  std::string counts;
+  if (nan > 0) counts = std::to_string(nan) + " NaN";
+  if (inf > 0) counts += (counts.empty() ? "" : ", ") + std::to_string(inf) + " Inf";
+  if (of == "view" || viewed) {
+    o << (of == "view" ? ", a view of all of" : ", a view of part of") << " seq "
+      << str(in, "viewed_producer") << "'s output:" << (counts.empty() ? "" : " " + counts + ",");
+  } else if (!counts.empty()) {
+    o << " (" << counts << ")";
+  }
+  // NaN bounds (null once the JSON was written out): the tensor has no finite value at all.
+  auto bound = [&](const char* key) { return v[key].is_number() && std::isfinite(v[key].get<double>()); };
+  if (!bound("min") || !bound("max")) {
+    o << (of == "view" || viewed ? "" : ",") << " no finite value";
+  } else {
+    auto brief = [](const json& x) {  // six digits: a range to read, not to compare
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.6g", x.get<double>());
+      return std::string(buf);
+    };
+    o << (of == "view" || viewed ? "" : ",") << " min " << brief(v["min"]) << ", max " << brief(v["max"]);
+  }
+}
+
+// What the search passed over before its answer, each op counted once, "; "-separated with a
+// leading separator: ops that only carried NaN or Inf (from an input, or an Inf argument: a
+// mask), Inf starts that --nan-only ignores, and starts before --from-step.
+std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int64_t from_step) {
+  const char* sep = "; ";
+  std::ostringstream o;
+  if (ignored > 0)
+    o << sep << ignored << " Inf start(s) ignored by --nan-only (Inf made from finite values:"
+      << " an overflow, x/0, log(0))";
+  if (skipped > 0) o << sep << skipped << " start(s) before step " << from_step << " skipped";
+  if (explained > 0)
+    o << sep << explained << " op(s) whose NaN/Inf came from their inputs or an Inf/NaN argument"
+      << " (such as attention masks)";
+  return o.str();
+}
+
 void print_notes(std::ostringstream& o, const json& result) {
   for (const json& n : result.value("notes", json::array()))
     if (n.is_string()) o << "  note:     " << n.get<std::string>() << "\n";
@@ -291,24 +340,31 @@ std::string format_nonfinite(const json& result) {
   if (!f.is_object()) {
     const int64_t explained = result.value("explained", int64_t{0});
     const int64_t skipped = result.value("skipped", int64_t{0});
-    if (explained == 0 && skipped == 0) {
+    const int64_t ignored = result.value("ignored", int64_t{0});
+    if (explained == 0 && skipped == 0 && ignored == 0) {
       o << "finite: no op output holds " << what << " in " << str(result, "run") << "\n";
     } else {
       o << "finite: no " << what << " starts in " << str(result, "run");
       if (from_step > 0) o << " from step " << from_step;
-      if (explained > 0)
-        o << "; " << explained << " op(s) hold NaN/Inf that come from an Inf/NaN argument or input"
-          << " (such as attention masks)";
-      if (skipped > 0) o << "; " << skipped << " start(s) before step " << from_step << " skipped";
-      o << "\n";
+      o << passed_over(explained, skipped, ignored, from_step) << "\n";
     }
     print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
     return o.str();
   }
   const json& t = f.value("tensor", json());
   const json s = t.is_object() ? t.value("summary", json()) : json();
-  o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", step " << str(f, "step")
-    << ")";
+  // A DataLoader worker runs no optimizer: its ops' step (0) says nothing; name the worker.
+  const json& process = f.value("process_info", json());
+  const std::string worker = process.is_object() ? str(process, "worker") : "";
+  o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", "
+    << (worker.empty() ? "step " + str(f, "step") : "in DataLoader worker " + worker);
+  // The first thread of a process runs its main program; name any other one.
+  if (f.value("thread", 0) != 0) {
+    o << ", thread " << str(f, "thread");
+    if (f.contains("os_tid")) o << ", tid " << str(f, "os_tid");
+  }
+  if (process.is_object() && worker.empty()) o << ", process " << str(process, "index");
+  o << ")";
   if (t.is_object()) {
     o << ": output " << str(t, "index") << " " << str(t, "dtype") << "[" << str(t, "shape") << "]";
     if (s.is_object())
@@ -318,6 +374,7 @@ std::string format_nonfinite(const json& result) {
   }
   o << "\n";
   print_notes(o, result);
+  if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
   o << "  where:    " << where_text(f) << "\n";
   const std::string entered = f.value("entered", json()).is_string() ? str(f, "entered") : "";
   if (entered == "input") {
@@ -325,14 +382,18 @@ std::string format_nonfinite(const json& result) {
       << " from outside torch ops: Python data, a file, NumPy, a DataLoader worker); no op made NaN from"
       << " finite values\n";
   } else if (entered == "argument") {
-    o << "  cause:    NaN entered here: a NaN argument; no op made NaN from finite values\n";
+    const json& arg = f.value("argument", json());
+    o << "  cause:    NaN entered here: a NaN argument";
+    if (arg.is_object()) o << ", " << str(arg, "name") << " = " << str(arg, "value");
+    o << "; no op made NaN from finite values\n";
   } else if (s.is_object()) {
     // An input whose values were not recorded (a sparse tensor) may have brought it in.
     json unknown;
     std::string indices;
     int unknowns = 0;
     for (const json& in : f.value("inputs", json::array())) {
-      if (in.value("finite", json()).is_boolean()) continue;
+      // Known values, or none that could reach the output (None, an out= buffer).
+      if (in.value("finite", json()).is_boolean() || in.contains("not_read")) continue;
       if (unknown.is_null()) unknown = in;
       indices += (indices.empty() ? "" : ", ") + str(in, "index");
       ++unknowns;
@@ -354,13 +415,30 @@ std::string format_nonfinite(const json& result) {
         << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf)\n";
     }
   }
-  const int64_t explained = f.value("explained_before", int64_t{0});
-  if (explained > 0) {
-    o << "  (after " << explained << " op(s) whose NaN/Inf came from an Inf/NaN argument or input,"
-      << " such as attention masks)\n";
+  // The other processes' starts: the run has several, and the user may look at either.
+  const std::string because = str(f, "chosen_because");
+  if (!because.empty() && because != "earliest") o << "  chosen:   " << because << "\n";
+  const json& others = f.value("other_starts", json::array());
+  for (size_t k = 0; k < others.size() && k < 5; ++k) {
+    const json& s2 = others[k];
+    const json& p2 = s2.value("process", json());
+    const std::string w2 = p2.is_object() ? str(p2, "worker") : "";
+    o << "  also:     process " << str(p2, "index")
+      << (w2.empty() ? "" : " (DataLoader worker " + w2 + ")") << ": " << str(s2, "op") << " (seq "
+      << str(s2, "seq") << (w2.empty() ? ", step " + str(s2, "step") : "") << ")";
+    const std::string src = str(s2, "source");
+    if (!src.empty()) o << " at " << src;
+    const std::string e2 = str(s2, "entered");
+    o << (e2 == "input"      ? ", NaN entered from an input"
+          : e2 == "argument" ? ", NaN entered from an argument"
+                             : ", made there")
+      << "\n";
   }
-  const int64_t skipped = f.value("skipped_before", int64_t{0});
-  if (skipped > 0) o << "  (" << skipped << " start(s) before step " << from_step << " skipped)\n";
+  if (others.size() > 5) o << "  also:     " << others.size() - 5 << " more process(es) with a start\n";
+  const std::string before =
+      passed_over(f.value("explained_before", int64_t{0}), f.value("skipped_before", int64_t{0}),
+                  f.value("ignored_before", int64_t{0}), from_step);
+  if (!before.empty()) o << "  (after: " << before.substr(2) << ")\n";
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
   // `masked_fill(isinf, 0)`. Say how to look past it.
   if (!nan_only && s.is_object() && s.value("nan", int64_t{0}) == 0 && entered.empty()) {
@@ -368,9 +446,19 @@ std::string format_nonfinite(const json& result) {
       << " only; `--from-step N` starts at step N\n";
   }
   for (const json& in : f.value("inputs", json::array())) {
+    const std::string not_read = str(in, "not_read");
+    if (not_read == "undefined") {
+      o << "  input " << str(in, "index") << ":  None (an optional tensor not given)\n";
+      continue;
+    }
     o << "  input " << str(in, "index") << ":  " << str(in, "dtype") << "[" << str(in, "shape") << "] ";
+    if (!not_read.empty()) {
+      o << "overwritten without being read (an out= buffer): its old values never reach the output\n";
+      continue;
+    }
     const json& fin = in.value("finite", json());
     o << (fin.is_boolean() ? (fin.get<bool>() ? "finite" : "NON-FINITE") : "finiteness unknown");
+    print_values(o, in);
     const json& prod = in.value("producer", json());
     if (prod.is_object()) {
       o << ", from " << str(prod, "op") << " (seq " << str(prod, "seq") << ")";
@@ -383,6 +471,24 @@ std::string format_nonfinite(const json& result) {
     }
     o << "\n";
   }
+  // The op's other outputs: a loss's total weight of 0 says why the loss is 0/0.
+  for (const json& out : f.value("outputs", json::array())) {
+    const json& sum = out.value("summary", json());
+    if (!sum.is_object() || (t.is_object() && str(out, "index") == str(t, "index"))) continue;
+    const bool finite = sum.value("nan", int64_t{0}) == 0 && sum.value("inf", int64_t{0}) == 0;
+    o << "  output " << str(out, "index") << ": " << str(out, "dtype") << "[" << str(out, "shape")
+      << "] " << (finite ? "finite" : "NON-FINITE");
+    print_values(o, json{{"values", sum}});
+    o << "\n";
+  }
+  // The other arguments: an exponent, a learning rate or a fill value is often the why.
+  std::string args;
+  for (const json& a : f.value("args", json::array())) {
+    std::string value = str(a, "value");
+    if (value.size() > 60) value = value.substr(0, 57) + "...";  // a long list of sizes
+    args += (args.empty() ? "" : ", ") + str(a, "name") + " = " + value;
+  }
+  if (!args.empty()) o << "  args:     " << args << "\n";
   print_stack(o, "op", f);
   return o.str();
 }

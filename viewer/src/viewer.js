@@ -210,16 +210,24 @@
     const items = (data.nonfinite || []).map((n, i) => {
       const r = runs[i] || { label: '?' };
       if (!n || n.status !== 'nonfinite' || !n.first_nonfinite) {
-        const held = n && n.explained > 0
-          ? 'No NaN or Inf starts in this run; ' + fmt(n.explained) + ' op(s) hold NaN/Inf from an Inf/NaN argument or input (such as attention masks).'
+        // Each op passed over counted once, as what it is (as `tdbg nan` words it).
+        const passed = n ? [
+          n.ignored > 0 ? fmt(n.ignored) + ' Inf start(s) ignored by --nan-only (Inf made from finite values)' : null,
+          n.skipped > 0 ? fmt(n.skipped) + ' start(s) before the first step asked for skipped' : null,
+          n.explained > 0 ? fmt(n.explained) + ' op(s) whose NaN/Inf came from their inputs or an Inf/NaN argument (such as attention masks)' : null,
+        ].filter(Boolean) : [];
+        const held = passed.length > 0
+          ? 'No NaN or Inf starts in this run; ' + passed.join('; ') + '.'
           : 'Every recorded value is finite.';
         return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label), h('p', null, held));
       }
       const f = n.first_nonfinite;
       return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
         kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)], ['step', fmt(f.step)],
+            f.process_info ? ['process', f.process_info.text] : null,
             ['source', h('code', null, srcText(f.source))],
-            f.entered ? ['cause', 'NaN entered here through ' + (f.entered === 'input' ? 'an input that no recorded op produced' : 'a NaN argument') + '; no op made it from finite values'] : null,
+            f.entered ? ['cause', 'NaN entered here through ' + (f.entered === 'input' ? 'an input that no recorded op produced' : 'a NaN argument' + (f.argument ? ' (' + f.argument.name + ' = ' + f.argument.value + ')' : '')) + '; no op made it from finite values'] : null,
+            (f.other_starts || []).length > 0 ? ['also', f.other_starts.map((s) => s.op + ' (seq ' + s.seq + ') in process ' + (s.process ? s.process.index : '?')).join('; ')] : null,
             f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']'] : null]),
         h('h3', null, 'Stack'), stackList(f.stack, f.source));
     });
