@@ -648,19 +648,23 @@ const TensorRecord* carried_longest(const OpRecord& a) {
   return carried;
 }
 
+// An op named with its line, "aten::add at train.py:7" (its name alone where it has none):
+// op numbers alone would send the user to `tdbg show`.
+std::string op_at_source(const Reader& r, Strings& strings, const OpRecord& op) {
+  const json j = op_brief_json(r, strings, op);
+  std::string text = j.value("op", std::string());
+  const std::string src = j.value("source", std::string());
+  return src.empty() ? text : text + " at " + src;
+}
+
 void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpComparison& c,
                     bool after_structure, json& out) {
   std::string detail;
   out["kind"] = "value";
-  // Ops named with their lines: op numbers alone would send the user to `tdbg show`.
   auto producer_text = [&p](bool in_b, int64_t seq) -> std::string {
     Side& side = in_b ? p.b : p.a;
     auto op = side.reader->op(seq);
-    if (!op) return "";
-    json j = op_brief_json(*side.reader, side.strings, *op);
-    std::string text = j.value("op", std::string());
-    const std::string src = j.value("source", std::string());
-    return src.empty() ? text : text + " at " + src;
+    return op ? op_at_source(*side.reader, side.strings, *op) : "";
   };
   out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text);
   out["detail"] = detail;
@@ -1154,15 +1158,21 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   return v;
 }
 
+// "was ended by signal 15 (SIGTERM)" for a process whose `exit_status` is "signal N", else "".
+// SIGINT (2) is also how Python ends an uncaught KeyboardInterrupt.
+std::string signal_ending(const Reader& r) {
+  const std::string ending = r.meta("exit_status");
+  if (ending.rfind("signal ", 0) != 0) return "";
+  const std::string sig = ending.substr(7);
+  return "was ended by signal " + sig +
+         (sig == "2" ? " (Ctrl-C or KeyboardInterrupt)" : sig == "15" ? " (SIGTERM)" : "");
+}
+
 // How a recorded process ended, when not by a normal exit: "" for exit status 0 (or a run
 // recorded before the status was kept, which closed its database).
 std::string abnormal_ending(const Reader& r) {
   const std::string ending = r.meta("exit_status");
-  if (ending.rfind("signal ", 0) == 0) {
-    const std::string sig = ending.substr(7);
-    return "was ended by signal " + sig +
-           (sig == "2" ? " (Ctrl-C or KeyboardInterrupt)" : sig == "15" ? " (SIGTERM)" : "");
-  }
+  if (std::string by_signal = signal_ending(r); !by_signal.empty()) return by_signal;
   if (r.meta("end_time_ns").empty())
     return "did not close its database (killed with SIGKILL or by the out-of-memory killer, or "
            "crashed; its last ops, up to --flush-ms, may be missing)";
@@ -1174,11 +1184,11 @@ std::string abnormal_ending(const Reader& r) {
 // A structural divergence that is one run's thread ending while the other's goes on, where
 // that run's process ended abnormally (a signal, a crash, an error exit) with this thread's op
 // as its last: the run stopped there, which is no change of the program. The cause becomes
-// `ended`. `matched` ops of the thread came before it and agree with the other run's.
+// `ended`. `matched` ops of the thread came before it and agree with the other run's. The
+// caller erases the "ended" mark `describe` left.
 void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) {
   const std::string side = d.value("ended", "");
   if (side.empty()) return;
-  d.erase("ended");
   const std::string how = abnormal_ending(r);
   if (how.empty()) {
     d["detail"] = d.value("detail", std::string()) + "; " + side + "'s thread ends here";
@@ -1465,11 +1475,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       TDBG_ASSIGN_OR_RETURN(Located at, locate(*pair, options, stats, progress));
       if (pair->permuted > 0) {
         std::string first_op;
-        if (auto o = ra.op_at(ida, pair->first_permuted)) {
-          const json brief = op_brief_json(ra, pair->a.strings, *o);
-          first_op = ", first " + brief.value("op", "") +
-                     (brief.value("source", "").empty() ? "" : " at " + brief.value("source", ""));
-        }
+        if (auto o = ra.op_at(ida, pair->first_permuted))
+          first_op = ", first " + op_at_source(ra, pair->a.strings, *o);
         notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) + ": " +
                         std::to_string(pair->permuted) + " op(s) take the same inputs in another "
                         "order and make the same outputs (operands swapped, as in x + f(x) "
@@ -1677,13 +1684,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   for (const auto* side : {&a, &b}) {
     for (size_t p = 0; p < side->processes.size(); ++p) {
       const Reader& r = *side->processes[p];
-      const std::string ending = r.meta("exit_status");
-      if (ending.rfind("signal ", 0) == 0) {
-        const std::string sig = ending.substr(7);
-        // SIGINT (2) is also how Python ends an uncaught KeyboardInterrupt.
+      if (const std::string by_signal = signal_ending(r); !by_signal.empty()) {
         notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
-                        " (pid " + r.meta("pid") + ") was ended by signal " + sig +
-                        (sig == "2" ? " (Ctrl-C or KeyboardInterrupt)" : sig == "15" ? " (SIGTERM)" : "") +
+                        " (pid " + r.meta("pid") + ") " + by_signal +
                         ": it stops where the signal came, and ops the other run has after that "
                         "point are no divergence of the program");
       }
