@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 
 #include "interpose/preload.h"
 
@@ -48,9 +49,16 @@ constexpr int kFaultWaitMs = 12000;
 // The process whose watcher reads `g_wake`; 0 before one runs and in a fork child, where the
 // watcher thread does not exist.
 std::atomic<pid_t> g_watch_pid{0};
-int g_wake[2] = {-1, -1};  // handler -> watcher: one byte, the signal number
+int g_wake[2] = {-1, -1};  // handler -> watcher: a `Wake` (written at once: under PIPE_BUF)
 int g_done[2] = {-1, -1};  // watcher -> a faulting thread waiting in its handler
 int g_said_no_watcher = 0;
+
+// What the handler tells the watcher: the signal, and for a fault the thread it stopped, whose
+// unfinished ops the close writes (the op a crash happened in is the one to see).
+struct Wake {
+  int32_t sig = 0;
+  int32_t tid = 0;  // 0: a request to end, no thread waits
+};
 
 pid_t this_pid() { return static_cast<pid_t>(syscall(SYS_getpid)); }
 
@@ -83,8 +91,10 @@ void on_ending_signal(int sig, siginfo_t* info, void*) {
   const int saved = errno;
   const bool watched = this_pid() == g_watch_pid.load() && g_wake[1] >= 0;
   if (watched) {
-    const unsigned char byte = static_cast<unsigned char>(sig);
-    ssize_t n = write(g_wake[1], &byte, 1);
+    Wake wake;
+    wake.sig = sig;
+    wake.tid = is_fault(sig) ? static_cast<int32_t>(syscall(SYS_gettid)) : 0;
+    ssize_t n = write(g_wake[1], &wake, sizeof(wake));
     (void)n;
     if (!is_fault(sig)) {
       errno = saved;
@@ -106,12 +116,12 @@ void on_ending_signal(int sig, siginfo_t* info, void*) {
 
 void* watch(void*) {
   for (;;) {
-    unsigned char byte = 0;
-    ssize_t n = read(g_wake[0], &byte, 1);
+    Wake wake;
+    ssize_t n = read(g_wake[0], &wake, sizeof(wake));
     if (n < 0 && errno == EINTR) continue;
-    if (n != 1) return nullptr;
-    const int sig = byte;
-    finish_recording(sig);
+    if (n != static_cast<ssize_t>(sizeof(wake))) return nullptr;
+    const int sig = wake.sig;
+    finish_recording(sig, wake.tid);
     if (is_fault(sig)) {
       // The faulting thread ends the process itself, with the fault's own details.
       const unsigned char done = 1;

@@ -61,8 +61,10 @@ bool g_quiet = false;
 
 // Set when libtdbg_torch.so is loaded: flushes its database on exits that skip atexit.
 std::atomic<void (*)()> g_torch_shutdown{nullptr};
-// Its commit without the close (`tdbg_torch_finish`), for a process a signal is ending.
+// Its commit without the close (`tdbg_torch_finish`), for a process a signal is ending, and
+// what writes the ops a faulting thread was inside (`tdbg_torch_write_unfinished`).
 std::atomic<void (*)()> g_torch_finish{nullptr};
+std::atomic<void (*)(int)> g_torch_unfinished{nullptr};
 // The process that loaded the hook; a vfork child shares its memory and must not flush.
 std::atomic<pid_t> g_recording_pid{0};
 
@@ -162,6 +164,8 @@ void load_torch_hook() {
       return;
     }
     g_torch_finish.store(reinterpret_cast<void (*)()>(real_dlsym(handle, "tdbg_torch_finish")));
+    g_torch_unfinished.store(
+        reinterpret_cast<void (*)(int)>(real_dlsym(handle, "tdbg_torch_write_unfinished")));
     g_recording_pid.store(getpid());
     g_torch_shutdown.store(shutdown);
   }
@@ -280,7 +284,11 @@ __attribute__((constructor)) void preload_init() {
 
 void close_recording(int kind, int value) { end_recording(g_torch_shutdown.load(), kind, value); }
 
-void finish_recording(int signal) {
+void finish_recording(int signal, int faulting_tid) {
+  auto unfinished = g_torch_unfinished.load();
+  if (faulting_tid > 0 && unfinished != nullptr && g_torch_shutdown.load() != nullptr &&
+      recording_here())
+    unfinished(faulting_tid);
   auto finish = g_torch_finish.load();
   end_recording(finish != nullptr ? finish : g_torch_shutdown.load(), 2, signal);
 }

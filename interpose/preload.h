@@ -61,8 +61,10 @@ void say_once(int* flag, const char* format, ...) __attribute__((format(printf, 
 // Nothing in a process that does not record.
 void close_recording(int kind, int value);
 // For a process that signal `signal` is about to end: commits what was recorded and the end
-// metadata without closing the database (no WAL checkpoint to wait for).
-void finish_recording(int signal);
+// metadata without closing the database (no WAL checkpoint to wait for). For a fault,
+// `faulting_tid` is the thread it stopped (waiting in the handler): the ops it was still
+// inside are written first, marked unfinished.
+void finish_recording(int signal, int faulting_tid = 0);
 
 // ending_signals.cc: starts the watcher that closes the recording before a terminating signal
 // ends the process, and installs its handlers where signals are left at their default action.

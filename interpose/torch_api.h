@@ -38,6 +38,11 @@ TDBG_TORCH_API void tdbg_torch_shutdown(void);
 // mode, as after a kill, with nothing lost). Idempotent; ops after it are not recorded.
 TDBG_TORCH_API void tdbg_torch_finish(void);
 
+// For a process a fault is ending (called before `tdbg_torch_finish`): writes the ops that
+// thread `tid`, stopped in the fault's handler, is still inside, flagged unfinished, with the
+// ops nested in them so far. Nothing when the thread stopped inside the hook itself.
+TDBG_TORCH_API void tdbg_torch_write_unfinished(int tid);
+
 // 1 while this process records into a database, else 0.
 TDBG_TORCH_API int tdbg_torch_recording(void);
 

@@ -63,6 +63,7 @@ enum OpFlags : uint32_t {
   kOpInplace = 1u << 2,        // mutates an input
   kOpCollective = 1u << 3,     // a collective communication op
   kOpUninitOutput = 1u << 4,   // returns uninitialized memory by contract
+  kOpUnfinished = 1u << 5,     // the process ended (a crash, an abort) while inside it: no outputs
 };
 
 struct TensorRecord {

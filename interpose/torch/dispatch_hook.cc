@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cstring>
 #include <initializer_list>
@@ -25,6 +26,7 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -351,6 +353,7 @@ struct OpenRegion {
 
 struct ThreadState {
   uint64_t fork_generation = 0;
+  pid_t tid = 0;  // the OS thread id (for `hook_write_unfinished`)
   bool registered = false;
   uint32_t id = 0;
   int64_t tidx = 0;
@@ -414,13 +417,22 @@ struct ThreadCacheReleaser {
   ~ThreadCacheReleaser() { release_caches(*state); }
 };
 
+// Every thread's state, for the close after a fault, which writes what the faulting thread
+// was inside (`hook_write_unfinished`).
+std::mutex g_thread_states_mutex;
+std::vector<ThreadState*> g_thread_states;
+
 // Heap-allocated and never freed: exit() destroys thread_locals before atexit handlers and
 // static destructors, which may still run ops (they then rebuild the released caches).
 ThreadState& thread_state() {
   thread_local ThreadState* state_ptr = nullptr;
   if (state_ptr == nullptr) {
     state_ptr = new ThreadState();
+    state_ptr->fork_generation = g_fork_generation.load(std::memory_order_relaxed);
+    state_ptr->tid = static_cast<pid_t>(syscall(SYS_gettid));
     thread_local ThreadCacheReleaser releaser{state_ptr};  // initialized once per thread, here
+    std::lock_guard<std::mutex> lock(g_thread_states_mutex);
+    g_thread_states.push_back(state_ptr);
   }
   ThreadState& state = *state_ptr;
   uint64_t fork_gen = g_fork_generation.load(std::memory_order_relaxed);
@@ -428,6 +440,9 @@ ThreadState& thread_state() {
     // The thread that called fork(), now in the child: start over with the child's database.
     state = ThreadState();
     state.fork_generation = fork_gen;
+    state.tid = static_cast<pid_t>(syscall(SYS_gettid));
+    std::lock_guard<std::mutex> lock(g_thread_states_mutex);
+    g_thread_states.push_back(state_ptr);
   }
   return state;
 }
@@ -1647,7 +1662,38 @@ void hook_after_fork_parent() {
   g_info_mutex.unlock();
 }
 
+void hook_write_unfinished(int tid) {
+  ThreadState* ts = nullptr;
+  {
+    // The faulting thread may hold the lock (stopped while registering): then, after 100 ms
+    // (another thread registering holds it for microseconds), nothing.
+    std::unique_lock<std::mutex> lock(g_thread_states_mutex, std::defer_lock);
+    for (int tries = 0; !lock.try_lock(); ++tries) {
+      if (tries == 100) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const uint64_t gen = g_fork_generation.load(std::memory_order_relaxed);
+    for (ThreadState* s : g_thread_states)
+      if (s->tid == tid && s->fork_generation == gen) ts = s;
+  }
+  // Stopped inside the hook itself: its records may be half written; leave them.
+  if (ts == nullptr || ts->busy || ts->pending_count == 0) return;
+  const int64_t now = monotonic_ns();
+  for (const OpContext* ctx : ts->stack) {
+    if (!ctx->recorded || ctx->pending_index >= ts->pending_count) continue;
+    tracer::OpRecord& op = ts->pending[ctx->pending_index];
+    op.flags |= tracer::kOpUnfinished;
+    op.end_ns = now;  // it ran at least until the close
+  }
+  flush_pending(*ts);
+}
+
 void hook_after_fork_child() {
+  {
+    // The other threads do not exist here; the one that forked registers again.
+    new (&g_thread_states_mutex) std::mutex();
+    g_thread_states.clear();
+  }
   g_tensors.mutex().unlock();
   g_forward_mutex.unlock();
   g_info_mutex.unlock();

@@ -435,4 +435,11 @@ extern "C" void tdbg_torch_finish(void) {
   }
 }
 
+extern "C" void tdbg_torch_write_unfinished(int tid) {
+  try {
+    tdbg::torchhook::hook_write_unfinished(tid);
+  } catch (...) {
+  }
+}
+
 extern "C" int tdbg_torch_recording(void) { return tdbg::torchhook::recording() ? 1 : 0; }

@@ -67,6 +67,10 @@ void detach_gpu_sink();
 void hook_prepare_fork();
 void hook_after_fork_parent();
 void hook_after_fork_child();
+// For the close after a fault: writes the ops thread `tid` (stopped in the fault's handler) is
+// still inside, with the ops nested in them so far, flagged `kOpUnfinished`. Nothing when it
+// stopped inside the hook itself.
+void hook_write_unfinished(int tid);
 
 // Monotonic and wall clocks in nanoseconds.
 int64_t monotonic_ns();
