@@ -45,6 +45,7 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
     }
     for (const auto& a : op.args) line += " " + strings.text(a.name) + "=" + strings.text(a.value);
     if (op.flags & tracer::kOpRandom) line += " rng=" + diff::hex64(op.rng);
+    if (op.flags & tracer::kOpUnfinished) line += " unfinished";
     std::printf("%s\n", line.c_str());
     return;
   }
@@ -66,6 +67,8 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
   for (const auto& a : op.args) {
     std::printf("%22s arg %s = %s\n", "", strings.text(a.name).c_str(), strings.text(a.value).c_str());
   }
+  if (op.flags & tracer::kOpUnfinished)
+    std::printf("%22s unfinished: the process ended (a crash or an abort) while inside this op\n", "");
 }
 
 }  // namespace

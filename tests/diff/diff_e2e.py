@@ -683,6 +683,107 @@ def case_gather():
         b, _ = record("gather_b", [], script)
 
 
+# A training loop that calls a custom op (a Python kernel registered with torch.library, as
+# an extension's op would be). argv[1]: the step at which the op crashes inside (-1: never),
+# argv[2]: how (segv or abort).
+CRASH = r"""
+import ctypes, os, sys, torch
+CRASH_STEP, HOW = int(sys.argv[1]), sys.argv[2]
+lib = torch.library.Library("crashtest", "DEF")
+lib.define("scale(Tensor x, int step) -> Tensor")
+def scale(x, step):
+    y = x.mul(0.5)
+    if step == CRASH_STEP:
+        ctypes.string_at(0) if HOW == "segv" else os.abort()
+    return y.tanh()
+lib.impl("scale", scale, "CPU")
+torch.manual_seed(0)
+w = torch.randn(4, 4, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.1)
+for step in range(5):
+    opt.zero_grad()
+    h = torch.ops.crashtest.scale(torch.ones(2, 4) @ w, step)  # MARK:crash_call
+    h.sum().backward() if h.requires_grad else (w * h.sum()).sum().backward()
+    opt.step()
+    print(step, float(w.sum()), flush=True)
+"""
+
+
+def unfinished_in_show(run):
+    """The lines `tdbg show` prints for each op it marks unfinished (its header line first)."""
+    p = subprocess.run([TDBG, "show", "--limit", "0", run], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 0, f"tdbg show {run} exits 0 (got {p.returncode}: {p.stderr.strip()})")
+    blocks, current = [], []
+    for line in p.stdout.splitlines():
+        if re.match(r"\s+\d+ t\d+ ", line):
+            current = [line]
+            blocks.append(current)
+        elif current:
+            current.append(line)
+    return [b for b in blocks if any("unfinished:" in line for line in b)]
+
+
+def case_crash():
+    # A process that a fault or an abort ends inside an op keeps that op, flagged unfinished
+    # with its inputs, and the diff says the run ended inside it, not that the program changed.
+    script = write_script("crash.py", CRASH)
+    call_line = marks(script)["crash_call"]
+    a, out_a = record("crash_a", ["-1", "segv"], script)
+    for how, sig in (("segv", 11), ("abort", 6)):
+        out = os.path.join(WORK, "crash_b_" + how)
+        shutil.rmtree(out, ignore_errors=True)
+        p = subprocess.run([TDBG, "record", "-o", out, "--", PYTHON, script, "2", how],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(p.returncode == 128 + sig, f"{how}: exit status {128 + sig} (got {p.returncode})")
+        check(out_a.startswith(p.stdout) and p.stdout.count("\n") == 2,
+              f"{how}: B printed steps 0 and 1 as A did (got {p.stdout!r})")
+        rc, r = diff(a, out)
+        d = r["first_divergence"]
+        check(rc == 1 and d is not None and d["cause"] == "ended",
+              f"{how}: cause ended (got {d and d['cause']}: {d and d.get('detail')})")
+        if d is None:
+            continue
+        detail = d.get("detail", "")
+        check(f"was ended by signal {sig} inside crashtest::scale at crash.py:{call_line} " in detail,
+              f"{how}: the detail names the op it ended inside, with its line: {detail}")
+        check(d["a"] is not None and d["a"]["op"] == "aten::tanh" and d["a"]["step"] == 2,
+              f"{how}: A's next op is the tanh B never ran, at step 2 (got {d['a']})")
+        blocks = unfinished_in_show(out)
+        check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
+              and "in 0 float32[2x4]" in blocks[0][1] and "arg step = 2" in blocks[0][2],
+              f"{how}: tdbg show marks crashtest::scale unfinished, with its input: {blocks}")
+    # A libtorch C++ program ended by a c10::Error that nothing catches (std::terminate, then
+    # abort): the op that threw is kept with the inputs it was given.
+    program = os.environ.get("SHAPE_ERROR_CPP")
+    if not program or not os.path.exists(program):
+        print("SKIP (C++ part): no shape_error_cpp built (no libtorch)")
+        return
+    a, b = os.path.join(WORK, "crash_cpp_a"), os.path.join(WORK, "crash_cpp_b")
+    for run in (a, b):
+        shutil.rmtree(run, ignore_errors=True)
+    p = subprocess.run([TDBG, "record", "-o", a, "--", program], stdout=subprocess.DEVNULL)
+    check(p.returncode == 0, f"C++: the good run exits 0 (got {p.returncode})")
+    plain = subprocess.run([program, "--bad-step", "3"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    p = subprocess.run([TDBG, "record", "-o", b, "--", program, "--bad-step", "3"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 134 and plain.returncode == -6 and p.stdout == plain.stdout
+          and "mat1 and mat2 shapes cannot be multiplied" in p.stderr,
+          f"C++: aborts as without tdbg (exit {p.returncode}, without {plain.returncode})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    check(d is not None and d["a"] and d["a"]["op"] == "aten::randn" and d["a"]["step"] == 3,
+          f"C++: the first divergence is the bad batch's randn at step 3 (got {d and d['a']})")
+    notes = " ".join(r.get("notes", []))
+    check("was ended by signal 6 inside aten::addmm" in notes,
+          f"C++: a note names the op the abort came in: {notes}")
+    blocks = unfinished_in_show(b)
+    check(len(blocks) == 1 and "aten::addmm" in blocks[0][0]
+          and "in 1 float32[32x7]" in " ".join(blocks[0]),
+          f"C++: tdbg show marks the addmm unfinished with the 32x7 batch: {blocks}")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":

@@ -789,6 +789,7 @@ json context_json(Side& s, int64_t center, int n) {
     if (!op) continue;
     json j = op_brief_json(*s.reader, s.strings, *op);
     j["here"] = t == center;
+    if (op->flags & tracer::kOpUnfinished) j["unfinished"] = true;
     ops.push_back(std::move(j));
   }
   return ops;
@@ -1181,6 +1182,36 @@ std::string abnormal_ending(const Reader& r) {
   return "";
 }
 
+// " inside aten::mm at train.cpp:40 (in aten::matmul, in aten::linear)": the ops a fault or an
+// abort stopped the thread in (`kOpUnfinished`, written at the close), innermost first; "" when
+// there are none (a signal from outside, or a thread stopped inside tdbg's hook).
+std::string unfinished_ops(const Reader& r, uint32_t thread) {
+  const TidxRange range = thread_tidx_range(r, thread);
+  Strings strings(r);
+  std::vector<std::string> names;
+  // They are the thread's last ops with their nested ops; a deep nesting is still within this.
+  constexpr int64_t kLookBack = 256;
+  std::string innermost;
+  for (int64_t t = range.end - 1; t >= range.begin && t >= range.end - kLookBack; --t) {
+    auto op = r.op_at(thread, t);
+    if (!op) break;
+    if (!(op->flags & tracer::kOpUnfinished)) continue;
+    if (innermost.empty())
+      innermost = op_at_source(r, strings, *op);
+    else
+      names.push_back(strings.text(op->name));
+    if (op->depth == 0) break;
+  }
+  if (innermost.empty()) return "";
+  std::string text = " inside " + innermost;
+  if (!names.empty()) {
+    text += " (";
+    for (size_t k = 0; k < names.size(); ++k) text += (k ? ", in " : "in ") + names[k];
+    text += ")";
+  }
+  return text;
+}
+
 // A structural divergence that is one run's thread ending while the other's goes on, where
 // that run's process ended abnormally (a signal, a crash, an error exit) with this thread's op
 // as its last: the run stopped there, which is no change of the program. The cause becomes
@@ -1218,7 +1249,8 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
              " more op(s) from here, first " + ops[0].value("op", "");
   }
   d["cause"] = "ended";
-  d["detail"] = side + "'s process " + how + " after " + std::to_string(matched) +
+  const std::string inside = unfinished_ops(r, thread);
+  d["detail"] = side + "'s process " + how + inside + " after " + std::to_string(matched) +
                 " op(s) of this thread, all as in " + other + rest;
 }
 
@@ -1685,8 +1717,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     for (size_t p = 0; p < side->processes.size(); ++p) {
       const Reader& r = *side->processes[p];
       if (const std::string by_signal = signal_ending(r); !by_signal.empty()) {
+        std::string inside;
+        for (const tracer::ThreadRecord& t : r.threads())
+          if (inside.empty()) inside = unfinished_ops(r, t.id);
         notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
-                        " (pid " + r.meta("pid") + ") " + by_signal +
+                        " (pid " + r.meta("pid") + ") " + by_signal + inside +
                         ": it stops where the signal came, and ops the other run has after that "
                         "point are no divergence of the program");
       }

@@ -108,6 +108,8 @@ class Recorder {
     op.end_ns = clock_ns + 500;
     clock_ns += 1000;
     if (rng) op.flags |= tdbg::tracer::kOpRandom;
+    op.flags |= next_flags;
+    next_flags = 0;
     uint64_t chain_item = mix(std::hash<std::string>{}(name), rng);
     auto add = [&](const T& t, TensorRole role, uint16_t index) {
       TensorRecord r;
@@ -147,6 +149,7 @@ class Recorder {
   }
 
   int64_t step = 0;
+  uint32_t next_flags = 0;  // added to the next op's flags only
   bool chain_covers_uninitialized = false;
   int64_t clock_ns = 1000000;  // CLOCK_MONOTONIC of the next op's start, 1 us apart
 
@@ -874,6 +877,52 @@ TEST_CASE("operands swapped with the same outputs are no divergence; with other 
   json d = first(compare(a, write(true, 31)));
   CHECK(d["a"]["op"] == "aten::add");
   CHECK(d["cause"] != "ended");
+}
+
+TEST_CASE("a run that a fault ended inside an op names that op, compared by its inputs") {
+  using T = Recorder::T;
+  // relu, mul, relu; B's mul did not finish (no outputs), its input hash is `mul_input`.
+  auto write = [](bool crashed, uint64_t mul_input) {
+    return write_ops(
+        [&](Recorder& r) {
+          r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
+          if (!crashed) {
+            r.op("aten::mul", {T{mul_input}}, {T{12}}, {{"other", "2"}}, 0, 0, kNoSeq, 6);
+            r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 7);
+            return;
+          }
+          r.next_flags = tdbg::tracer::kOpUnfinished;
+          r.op("aten::mul", {T{mul_input}}, {}, {{"other", "2"}}, 0, 0, kNoSeq, 6);
+        },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("pid", "42");
+          w.set_meta("exit_status", crashed ? "signal 11" : "0");
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  const std::string full = write(false, 11);
+  json r = compare(full, write(true, 11));
+  json d = first(r);
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"] == "B's process was ended by signal 11 inside aten::mul at train.py:6 after 2 "
+                       "op(s) of this thread, all as in A; A runs 1 more op(s) from here, first "
+                       "aten::relu");
+  CHECK(d["context"]["b"][1]["unfinished"] == true);
+  CHECK(tdbg::diff::format_divergence(r).find("aten::mul (unfinished)") != std::string::npos);
+  bool noted = false;
+  for (const json& n : r["notes"])
+    noted = noted || n.get<std::string>().find("by signal 11 inside aten::mul at train.py:6") !=
+                         std::string::npos;
+  CHECK(noted);
+  // Swapped sides: A is the run that crashed.
+  CHECK(first(compare(write(true, 11), full))["detail"].get<std::string>().rfind(
+            "A's process was ended by signal 11 inside aten::mul", 0) == 0);
+  // Another input: the unfinished op is where the runs differ, by value.
+  d = first(compare(full, write(true, 99)));
+  CHECK(d["kind"] == "value");
+  CHECK(d["a"]["op"] == "aten::mul");
+  CHECK(d["b"]["unfinished"] == true);
+  CHECK(d["tensor"]["role"] == "input");
 }
 
 TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it did not change") {

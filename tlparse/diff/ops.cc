@@ -100,11 +100,33 @@ static bool inputs_permuted(const OpRecord& a, Strings& sa, const OpRecord& b, S
   return ka == kb;
 }
 
+// The inputs of an op that did not finish (`kOpUnfinished`: no outputs) against the same
+// op's in the other run, which may have finished: the outputs are left out.
+static size_t inputs_count(const OpRecord& op) {
+  size_t n = 0;
+  while (n < op.tensors.size() && op.tensors[n].role == TensorRole::kInput) ++n;
+  return n;
+}
+
 OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Strings& sb) {
   OpComparison c;
   if (sa.text(a.name) != sb.text(b.name)) {
     c.structure = "different ops: " + sa.text(a.name) + " vs " + sb.text(b.name);
     return c;
+  }
+  if ((a.flags | b.flags) & tracer::kOpUnfinished) {
+    c.unfinished = true;
+    const size_t na = inputs_count(a), nb = inputs_count(b);
+    if (na != a.tensors.size() || nb != b.tensors.size()) {
+      OpRecord ia = a, ib = b;
+      ia.tensors.resize(na);
+      ib.tensors.resize(nb);
+      ia.flags &= ~tracer::kOpUnfinished;
+      ib.flags &= ~tracer::kOpUnfinished;
+      OpComparison inputs = compare_ops(ia, sa, ib, sb);
+      inputs.unfinished = true;
+      return inputs;
+    }
   }
   if (a.tensors.size() != b.tensors.size()) {
     c.structure = "different tensor count: " + std::to_string(a.tensors.size()) + " vs " +
@@ -304,7 +326,8 @@ nlohmann::json op_json(const tracer::Reader& reader, Strings& strings, const OpR
                       {"depth", op.depth},
                       {"module", strings.text(op.module)},
                       {"backward", (op.flags & tracer::kOpBackward) != 0},
-                      {"random", (op.flags & tracer::kOpRandom) != 0}};
+                      {"random", (op.flags & tracer::kOpRandom) != 0},
+                      {"unfinished", (op.flags & tracer::kOpUnfinished) != 0}};
   add_source(reader, strings, op, j);
   j["forward_seq"] = op.fwd == tracer::kNoSeq ? nlohmann::json(nullptr) : nlohmann::json(op.fwd);
   // The ops this one runs inside, outermost first: "aten::addmm inside aten::linear".

@@ -69,6 +69,9 @@ struct OpComparison {
   // The inputs are the same tensors in another order (`x + f(x)` against `f(x) + x`) and every
   // comparable output is equal: not a difference (`input` and `layout` are cleared).
   bool permuted = false;
+  // One of the two did not finish (the process ended inside it): only inputs and arguments
+  // were compared.
+  bool unfinished = false;
   bool differs() const {
     return !structure.empty() || input >= 0 || output >= 0 || arg >= 0 || rng || layout >= 0;
   }

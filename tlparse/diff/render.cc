@@ -118,6 +118,7 @@ void print_context(std::ostringstream& o, const json& context) {
     if (!c.is_object()) return std::string();
     std::string s = (c.value("here", false) ? "> " : "  ") + std::string("#") + str(c, "seq") + " ";
     s += std::string(std::min<int>(8, c.value("depth", 0)) * 2, ' ') + str(c, "op");
+    if (c.value("unfinished", false)) s += " (unfinished)";
     std::string src = str(c, "source");
     if (!src.empty()) s += "  " + src;
     return s;
