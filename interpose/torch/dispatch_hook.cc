@@ -32,6 +32,7 @@
 
 #include "interpose/preload_api.h"
 #include "interpose/torch/arg_text.h"
+#include "interpose/torch/native_frames.h"
 #include "interpose/torch/python_frames.h"
 #include "interpose/torch/step_counter.h"
 #include "interpose/torch/session.h"
@@ -1709,6 +1710,7 @@ void hook_after_fork_child() {
   g_step_counter.reset();
   g_fork_generation.fetch_add(1);
   python_frames_after_fork_child();
+  native_frames_after_fork_child();
 }
 
 void install_dispatch_hook() {

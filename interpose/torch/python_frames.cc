@@ -1,11 +1,9 @@
 // Source locations of ops: the Python stack through the CPython API resolved with dlsym at run
-// time (so the library has no compile-time or link-time dependency on Python), the injected
-// nn.Module hooks, and the call site of ops in C++ programs.
+// time (so the library has no compile-time or link-time dependency on Python) and the injected
+// nn.Module hooks. The call site of ops in C++ programs is native_frames.cc's.
 #include "interpose/torch/python_frames.h"
 
-#include <cxxabi.h>
 #include <dlfcn.h>
-#include <execinfo.h>
 
 #include <algorithm>
 #include <atomic>
@@ -469,25 +467,6 @@ struct ModuleStrings {
 };
 thread_local ModuleStrings* t_module_strings = new ModuleStrings();  // never freed, see thread_state()
 
-// Native call sites, by return address; guarded by `g_native_mutex`.
-std::mutex g_native_mutex;
-std::unordered_map<void*, tracer::FrameId> g_native_frames;
-uint64_t g_native_generation = 0;
-
-bool is_runtime_library(const char* path) {
-  if (!path) return true;
-  const char* base = std::strrchr(path, '/');
-  base = base ? base + 1 : path;
-  // The sanitizer runtimes too: in a sanitizer build `backtrace` itself (and allocation) is an
-  // interceptor of theirs, whose frames would otherwise be taken for the program's.
-  static const char* const kSkip[] = {"libtorch", "libc10",     "libtdbg",     "libgomp",
-                                      "libc.so",  "libstdc++",  "libgcc_s",    "libpthread",
-                                      "libasan",  "libubsan",   "libclang_rt."};
-  for (const char* s : kSkip)
-    if (std::strncmp(base, s, std::strlen(s)) == 0) return true;
-  return false;
-}
-
 }  // namespace
 
 namespace {
@@ -659,65 +638,6 @@ SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
   return loc;
 }
 
-SourceLocation capture_native_call_site() {
-  SourceLocation loc;
-  constexpr int kMaxNativeFrames = 8;  // frames kept outside the runtime libraries
-  void* addresses[64];
-  int n = backtrace(addresses, 64);
-  void* kept[kMaxNativeFrames];
-  int count = 0;
-  for (int i = 0; i < n && count < kMaxNativeFrames; ++i) {
-    Dl_info info;
-    if (!dladdr(addresses[i], &info) || is_runtime_library(info.dli_fname)) continue;
-    kept[count++] = addresses[i];
-  }
-  if (count == 0) return loc;
-  tracer::Writer* w = writer();
-  if (!w) return loc;
-  std::lock_guard<std::mutex> lock(g_native_mutex);
-  uint64_t gen = writer_generation();
-  if (g_native_generation != gen) {
-    g_native_frames.clear();
-    g_native_generation = gen;
-  }
-  // Interned outermost first, keyed by (address, parent) so that one address reached from
-  // different callers gets different frames.
-  tracer::FrameId parent = 0;
-  for (int i = count - 1; i >= 0; --i) {
-    void* key = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(kept[i]) ^
-                                        (uintptr_t(parent) << 48));
-    auto it = g_native_frames.find(key);
-    if (it == g_native_frames.end()) {
-      // A return address points after its call: one byte back is inside the call itself, so
-      // the function and `addr2line` name the calling line (and a call that ends a function
-      // is not taken for the next one).
-      void* call = static_cast<char*>(kept[i]) - 1;
-      Dl_info info;
-      dladdr(call, &info);
-      std::string function = "?";
-      if (info.dli_sname) {
-        int status = 0;
-        char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-        function = status == 0 && demangled ? demangled : info.dli_sname;
-        std::free(demangled);
-      }
-      // The offset from the binary's load address is the same in every run (unlike the
-      // address itself under ASLR); `addr2line -e <file> <offset>` turns it into a line.
-      char offset[32];
-      std::snprintf(offset, sizeof(offset), " +0x%zx",
-                    static_cast<size_t>(static_cast<char*>(call) -
-                                        static_cast<char*>(info.dli_fbase)));
-      tracer::FrameId id =
-          w->intern_frame(parent, w->intern(info.dli_fname ? info.dli_fname : "?"), 0,
-                          w->intern(function + offset));
-      it = g_native_frames.emplace(key, id).first;
-    }
-    parent = it->second;
-  }
-  loc.stack = loc.user_frame = parent;
-  return loc;
-}
-
 tracer::StringId module_string(uint32_t module_id) {
   if (module_id == 0) return 0;
   tracer::Writer* w = writer();
@@ -746,7 +666,6 @@ bool in_ipc_rebuild() { return t_ipc_depth > 0; }
 
 void python_frames_after_fork_child() {
   new (&g_module_mutex) std::mutex();
-  new (&g_native_mutex) std::mutex();
 }
 
 }  // namespace tdbg::torchhook

@@ -37,10 +37,6 @@ struct SourceLocation {
 // Call only when `thread_has_python()`.
 SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks);
 
-// Captures the innermost call site outside libtorch/libc10/tdbg for a C++ program (no Python),
-// resolved with dladdr once per address. 0 when unavailable.
-SourceLocation capture_native_call_site();
-
 // The interned writer string of a module path id (from `tdbg_torch_module_id`), 0 for none.
 tracer::StringId module_string(uint32_t module_id);
 

@@ -8,6 +8,7 @@ Run with no --case to list the cases.
 import argparse
 import glob
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -814,16 +815,28 @@ def case_cpp():
     if not ARGS.cpp or not os.path.exists(ARGS.cpp):
         print("SKIP: the C++ example was not built")
         return
-    r = run_command([ARGS.cpp])
+    # Started by a relative path, as a user in the build directory would.
+    work = tempfile.mkdtemp(prefix="tdbg_hook_")
+    r = run_command([os.path.relpath(ARGS.cpp, work)], cwd=work)
     con = r.db()
     count = one(con, "select count(*) from op_view")[0]
     check(count > 100, "the C++ program's ops are recorded: %d" % count)
     hashed = one(con, "select count(*) from tensor_view where status = 'hashed'")[0]
     check(hashed > 0, "with hashes")
-    frames = con.execute("select f.file from op_view o join frame_view f on f.id = o.user_frame "
-                         "limit 5").fetchall()
-    check(frames and all(os.path.basename(ARGS.cpp) in f[0] for f in frames),
-          "C++ ops carry their call site in the program: %s" % frames)
+    frames = con.execute("select distinct f.file, f.function from op_view o "
+                         "join frame_view f on f.id = o.user_frame").fetchall()
+    check(frames and all(f[0] == os.path.realpath(ARGS.cpp) for f in frames),
+          "C++ ops carry their call site in the program, by its absolute path: %s" % frames[:5])
+    # The program is linked without -rdynamic: its functions are named from its symbol table.
+    # torch's templates instantiated in it (at::, c10::, torch::, std::) are never the call site.
+    functions = [f[1] for f in frames]
+    check(any(re.match(r"(\(anonymous namespace\)::)?(train|Net::forward)\(", f) for f in functions),
+          "the call sites name the program's functions: %s" % functions)
+    check(all(" +0x" in f for f in functions), "with their offsets: %s" % functions)
+    stack = con.execute("select distinct function from frame_view").fetchall()
+    library = [f[0] for f in stack if re.match(r"(\S+ )?(at|c10|torch|std)::", f[0])
+               or f[0].startswith("_start")]
+    check(not library, "no frame of torch's or std's namespaces, nor _start: %s" % library[:5])
 
 
 def case_cpp_thread():
