@@ -52,7 +52,8 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
   std::string source;
   tracer::FrameId f = op.user_frame ? op.user_frame : op.stack;
   if (f) {
-    if (auto fr = r.frame(f)) source = strings.text(fr->file) + ":" + std::to_string(fr->line);
+    if (auto fr = r.frame(f))
+      source = diff::frame_text(strings.text(fr->file), fr->line, strings.text(fr->function), false);
   }
   std::string label = std::string(std::min<int>(op.depth, 16) * 2, ' ') + name;
   std::printf("%8" PRId64 " t%-2u step %-5" PRId64 " %-40s %-24s %s\n", op.seq, op.thread, op.step,

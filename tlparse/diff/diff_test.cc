@@ -15,6 +15,7 @@
 #include <string>
 
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/ops.h"
 #include "tracer/reader.h"
 #include "tracer/writer.h"
 
@@ -1578,4 +1579,19 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(all["first_nonfinite"]["op"] == "aten::mul");
     CHECK(all["first_nonfinite"]["entered"] == "input");
   }
+}
+
+TEST_CASE("source frames read as text: Python lines, and C++ frames by function and binary") {
+  using tdbg::diff::frame_text;
+  CHECK(frame_text("/w/train.py", 12, "<module>", true) == "train.py:12");
+  CHECK(frame_text("/w/train.py", 12, "<module>", false) == "/w/train.py:12 in <module>");
+  CHECK(frame_text("/w/train_cpp", 0, "(anonymous namespace)::train(long, double) +0x4fa5", true) ==
+        "(anonymous namespace)::train (train_cpp)");
+  CHECK(frame_text("/w/train_cpp", 0, "Net::forward(at::Tensor) const +0x10", true) ==
+        "Net::forward (train_cpp)");
+  CHECK(frame_text("/w/train_cpp", 0, "main +0x4adb", false) == "/w/train_cpp in main +0x4adb");
+  CHECK(frame_text("/w/train_cpp", 0, "? +0x4adb", true) == "train_cpp");
+  CHECK(frame_text("/w/train_cpp", 0, "", true) == "train_cpp");
+  CHECK(frame_text("train_cpp", 0, "main::{lambda()#1}::operator()() const +0x8", true) ==
+        "main::{lambda()#1}::operator() (train_cpp)");
 }

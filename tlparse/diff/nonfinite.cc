@@ -545,7 +545,8 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
           {{"process", process_json(run, (*s)["process"].get<size_t>())},
            {"seq", (*s)["seq"]}, {"op", (*s)["op"]}, {"step", (*s)["step"]},
            {"thread", (*s)["thread"]}, {"start_ns", (*s)["start_ns"]}, {"entered", (*s)["entered"]},
-           {"source", src.is_object() ? json(file + ":" + std::to_string(src["line"].get<int64_t>()))
+           {"source", src.is_object() ? json(frame_text(file, src["line"].get<int64_t>(),
+                                                        src.value("function", std::string()), true))
                                       : json("")}});
     }
     j["other_starts"] = std::move(other_starts);

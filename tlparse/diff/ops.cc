@@ -293,6 +293,32 @@ nlohmann::json frame_json(const tracer::Reader& reader, Strings& strings, tracer
   return {{"file", strings.text(f->file)}, {"line", f->line}, {"function", strings.text(f->function)}};
 }
 
+std::string frame_text(const std::string& file, int64_t line, const std::string& function,
+                       bool brief) {
+  const std::string base = file.substr(file.rfind('/') + 1);  // npos + 1 is 0
+  if (line > 0 || function.empty() || function == "?") {
+    const std::string where = (brief ? base : file) + (line > 0 ? ":" + std::to_string(line) : "");
+    return brief || function.empty() ? where : where + " in " + function;
+  }
+  if (!brief) return file + " in " + function;
+  // The name alone: without " +0x4adb" and without the parameter list "(at::Tensor) const".
+  std::string name = function.substr(0, function.rfind(" +0x"));
+  if (name.size() > 6 && name.compare(name.size() - 6, 6, " const") == 0) name.resize(name.size() - 6);
+  if (!name.empty() && name.back() == ')') {
+    int depth = 0;
+    for (size_t i = name.size(); i-- > 0;) {
+      if (name[i] == ')') ++depth;
+      if (name[i] == '(' && --depth == 0) {
+        if (i > 0) name.resize(i);
+        break;
+      }
+    }
+  }
+  if (name == "?") return base;
+  if (name.size() > 48) name = "..." + name.substr(name.size() - 45);
+  return name + " (" + base + ")";
+}
+
 static void add_source(const tracer::Reader& reader, Strings& strings, const OpRecord& op,
                        nlohmann::json& j) {
   tracer::FrameId user = op.user_frame, stack = op.stack;
@@ -349,12 +375,9 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, con
   tracer::FrameId user = op.user_frame != 0 ? op.user_frame : op.stack;
   std::string source;
   if (user != 0) {
-    if (auto f = reader.frame(user)) {
-      // The file's base name keeps context lines short; `source` of the op itself has the path.
-      const std::string& file = strings.text(f->file);
-      size_t slash = file.rfind('/');
-      source = (slash == std::string::npos ? file : file.substr(slash + 1)) + ":" + std::to_string(f->line);
-    }
+    // The file's base name keeps context lines short; `source` of the op itself has the path.
+    if (auto f = reader.frame(user))
+      source = frame_text(strings.text(f->file), f->line, strings.text(f->function), true);
   }
   j["source"] = source;
   return j;

@@ -124,6 +124,12 @@ double relative_difference(double x, double y);
 // -1 when either summary is invalid.
 double summary_distance(const hashing::Summary& a, const hashing::Summary& b);
 nlohmann::json frame_json(const tracer::Reader& reader, Strings& strings, tracer::FrameId id);
+// A source frame as text. Python frames: "train.py:12" ("/path/train.py:12" with
+// `base_name` false). Native frames of a C++ program have no line (0) and a function
+// "NAME +0xOFFSET": "Net::forward (train_cpp)" in brief (the parameters and offset left out),
+// else "/path/train_cpp in Net::forward(at::Tensor) +0x4adb".
+std::string frame_text(const std::string& file, int64_t line, const std::string& function,
+                       bool brief);
 // {seq, thread, tidx, op, step, depth, module, backward, random, source, stack, enclosing}.
 // Backward ops without a stack borrow their forward op's (`source_from_forward`).
 nlohmann::json op_json(const tracer::Reader& reader, Strings& strings, const tracer::OpRecord& op);

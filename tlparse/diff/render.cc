@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/ops.h"
 
 namespace tdbg::diff {
 namespace {
@@ -21,9 +22,7 @@ std::string str(const json& j, const char* key) {
 std::string source_text(const json& side) {
   const json& src = side.value("source", json());
   if (!src.is_object()) return "(no source)";
-  std::string s = str(src, "file") + ":" + str(src, "line");
-  std::string fn = str(src, "function");
-  if (!fn.empty()) s += " in " + fn;
+  std::string s = frame_text(str(src, "file"), src.value("line", int64_t{0}), str(src, "function"), false);
   if (side.value("source_from_forward", false)) s += " (forward op's line)";
   return s;
 }
@@ -158,9 +157,23 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   o << "\n  stack (" << label << ", innermost last):\n";
   size_t start = stack.size() > 12 ? stack.size() - 12 : 0;
   if (start > 0) o << "    ... " << start << " outer frames\n";
+  // Native frames (no line): the `addr2line` command that gives their lines from a -g build.
+  std::string native_file, offsets;
   for (size_t k = start; k < stack.size(); ++k) {
-    o << "    " << str(stack[k], "file") << ":" << str(stack[k], "line") << " " << str(stack[k], "function") << "\n";
+    const int64_t line = stack[k].value("line", int64_t{0});
+    const std::string file = str(stack[k], "file"), function = str(stack[k], "function");
+    if (line > 0) {
+      o << "    " << file << ":" << line << " " << function << "\n";
+      continue;
+    }
+    o << "    " << frame_text(file, line, function, false) << "\n";
+    const size_t at = function.rfind(" +0x");
+    if (at == std::string::npos || (!native_file.empty() && native_file != file)) continue;
+    native_file = file;
+    offsets = " " + function.substr(at + 2) + offsets;  // innermost first
   }
+  if (!offsets.empty())
+    o << "    (lines, from a -g build: addr2line -C -f -i -e " << native_file << offsets << ")\n";
 }
 
 // Warnings about how the runs were recorded (different --steps or --ops, no hashes): right

@@ -59,7 +59,8 @@
   }
   function srcText(src) {
     if (!src || typeof src !== 'object') return src ? String(src) : '—';
-    const where = (src.file || '?') + ':' + (src.line ?? '?');
+    // A native frame of a C++ program has no line (0): its binary and "function +0xOFFSET".
+    const where = (src.file || '?') + (src.line === 0 ? '' : ':' + (src.line ?? '?'));
     return src.function ? where + ' in ' + src.function : where;
   }
   function kv(rows) {
