@@ -98,8 +98,9 @@ void add_show_command(CLI::App& app) {
     const tracer::Reader& r = *run->processes[args->process];
     diff::Strings strings(r);
     if (!args->plain) {
-      std::printf("%s: %" PRId64 " ops, %zu thread(s), process %zu of %zu\n", r.path().c_str(), r.op_count(),
-                  r.threads().size(), args->process + 1, run->processes.size());
+      // Numbered from 0, as --process and `tdbg diff` number them.
+      std::printf("%s: %" PRId64 " ops, %zu thread(s), process %zu (of 0-%zu)\n", r.path().c_str(),
+                  r.op_count(), r.threads().size(), args->process, run->processes.size() - 1);
     }
     int64_t shown = 0;
     const int64_t limit = args->limit == 0 ? std::numeric_limits<int64_t>::max() : args->limit;
@@ -129,6 +130,8 @@ void add_show_command(CLI::App& app) {
       return ++shown < limit;
     });
     if (!st.ok()) return fail("show", st.message());
+    // A string or frame that could not be read was printed as empty: say so, as diff does.
+    if (Status lookups = r.lookup_status(); !lookups.ok()) return fail("show", lookups.message());
     // Nothing at or after the op asked for: say so, not a bare header.
     if (shown == 0 && args->op && !args->step)
       return fail("show", args->run + ": no op " + std::to_string(*args->op) +

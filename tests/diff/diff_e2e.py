@@ -4,6 +4,7 @@ Each case records two runs of scripts/train.py that differ in one known way and 
 reported op, source line and cause. Usage: diff_e2e.py CASE (environment: TDBG, TORCH_PYTHON,
 WORK). Exit 0 pass, 1 fail, 77 skip (no torch hook built).
 """
+import glob
 import json
 import os
 import re
@@ -730,6 +731,19 @@ def case_crash():
     script = write_script("crash.py", CRASH)
     call_line = marks(script)["crash_call"]
     a, out_a = record("crash_a", ["-1", "segv"], script)
+    # tdbg show on a copy whose strings table lost a name (overwritten pages): one line, exit 2.
+    damaged = os.path.join(WORK, "crash_damaged")
+    shutil.rmtree(damaged, ignore_errors=True)
+    shutil.copytree(a, damaged)
+    import sqlite3
+    for db in glob.glob(os.path.join(damaged, "*.sqlite")):
+        with sqlite3.connect(db) as con:
+            con.execute("DELETE FROM strings WHERE text = 'aten::tanh'")
+    p = subprocess.run([TDBG, "show", "--limit", "0", damaged], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and p.stderr.startswith("tdbg show: ") and "corrupt" in p.stderr
+          and p.stderr.count("\n") == 1,
+          f"tdbg show on a damaged strings table: exit {p.returncode}, {p.stderr!r}")
     for how, sig in (("segv", 11), ("abort", 6)):
         out = os.path.join(WORK, "crash_b_" + how)
         shutil.rmtree(out, ignore_errors=True)
