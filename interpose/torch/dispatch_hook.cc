@@ -1374,19 +1374,22 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   if (!ctx->backward) ctx->location = scope->location;
   // Backward ops keep their forward op's line (below, the `fwd` link), except where the
   // program's Python code runs in the backward pass: a tensor or module hook, a custom
-  // Function's `backward`, checkpointing's recomputation. There the innermost Python frame is
-  // the program's, not torch's `backward` waiting for the engine; only the code of the
-  // innermost frame is read for each node, and a stack is captured when it is new.
-  if (ctx->backward && scope == ctx.get() && outer && info->has_schema &&
-      outer->info->python_inside && python_loaded() && settings().config.stacks &&
-      thread_has_python()) {
+  // Function's `backward`, checkpointing's recomputation (in a custom Function's backward, or
+  // in a saved tensor's unpack hook inside any node). There the program's frame is inside
+  // torch's `backward`, not the line that called it; only the code of the innermost frame is
+  // read for each op a node runs, and a stack is captured when it is new. A recomputed op
+  // runs in the module it ran in forward: the module hooks ran again.
+  if (ctx->backward && scope == ctx.get() && outer && info->has_schema && python_loaded() &&
+      settings().config.stacks && thread_has_python()) {
     const void* code = python_innermost_code();
     if (code != nullptr && code != ts.backward_plain_code) {
       SourceLocation here = capture_python_stack(true, settings().config.modules);
-      if (here.stack != 0 && here.stack == here.user_frame)
+      if (here.user_frame != 0 && here.user_inside_library) {
         ctx->location = here;
-      else
+        if (const uint32_t module = current_module_id()) ctx->module = module;
+      } else {
         ts.backward_plain_code = code;  // torch's or the standard library's: the usual case
+      }
     }
   }
 

@@ -255,6 +255,8 @@ struct StackMemo {
   int lastis[kMaxFrames];
   tracer::FrameId ids[kMaxFrames];
   tracer::FrameId user_frames[kMaxFrames];
+  bool user_inside_library[kMaxFrames];
+  bool library_outside[kMaxFrames];  // a frame outside the user's code, up to this one
 };
 thread_local StackMemo t_stack_memo;
 
@@ -613,19 +615,32 @@ SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
     }
     tracer::FrameId parent = shared ? memo.ids[shared - 1] : 0;
     loc.user_frame = shared ? memo.user_frames[shared - 1] : 0;
+    loc.user_inside_library = shared ? memo.user_inside_library[shared - 1] : false;
+    // Whether a frame outside the user's code encloses the frame being looked at.
+    bool library_outside = shared ? memo.library_outside[shared - 1] : false;
     bool memo_valid = g_dirs_known;
     for (int k = shared; k < n; ++k) {
       const int i = n - 1 - k;
       CodeInfo* code = code_info(raw_codes[i]);
       parent = intern_frame(w, parent, code, line_number(py, frames[i], code));
-      if (code->user) loc.user_frame = parent;
+      if (code->user) {
+        loc.user_frame = parent;
+        loc.user_inside_library = library_outside;
+      } else {
+        library_outside = true;
+      }
       // The user's line of a worker's op is in the worker's own code, not the parent's line
       // that started it; with none (collate, say), the innermost frame stands for it.
-      if (code->process_start) loc.user_frame = 0;
+      if (code->process_start) {
+        loc.user_frame = 0;
+        loc.user_inside_library = library_outside = false;
+      }
       memo.codes[k] = raw_codes[i];
       memo.lastis[k] = lastis[i];
       memo.ids[k] = parent;
       memo.user_frames[k] = loc.user_frame;
+      memo.user_inside_library[k] = loc.user_inside_library;
+      memo.library_outside[k] = library_outside;
       memo_valid = memo_valid && code->classified;
     }
     memo.n = n;

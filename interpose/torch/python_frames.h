@@ -29,6 +29,9 @@ uintptr_t python_optimizer_identity();
 struct SourceLocation {
   tracer::FrameId stack = 0;       // innermost frame
   tracer::FrameId user_frame = 0;  // innermost frame outside torch and the standard library
+  // `user_frame` runs inside torch's (or the standard library's) code: the program's code
+  // called back from torch, as in a backward pass (a hook, checkpointing's recomputation).
+  bool user_inside_library = false;
 };
 
 // Captures the current thread's Python stack into interned frames of the current writer,

@@ -534,6 +534,50 @@ def case_python_in_ranges():
                         ).fetchall()
     check(plain and all(s[0] is None or s[0] == 0 for s in plain),
           "a C++ node's ops keep no stack of their own: %s" % plain)
+    # Checkpointing recomputes the forward in backward: in the custom Function's backward
+    # (reentrant) or in a saved tensor's unpack hook inside a C++ node (non-reentrant). The
+    # recomputed ops get the forward's line and module, not the backward call's or none.
+    for reentrant in ("True", "False"):
+        ck = run_python('''
+            import torch
+            from torch.utils.checkpoint import checkpoint
+
+            class Block(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = torch.nn.Linear(8, 8)
+
+                def forward(self, x):
+                    return torch.tanh(self.fc(x))  # LINE_BLOCK
+
+            class Net(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.block = Block()
+
+                def forward(self, x):
+                    return checkpoint(self.block, x, use_reentrant=%s).sum()
+
+            x = torch.randn(4, 8, requires_grad=True)
+            Net()(x).backward()  # LINE_BACKWARD
+        ''' % reentrant, name="ck.py")
+        con = ck.db()
+        script = os.path.join(os.path.dirname(ck.dir), "ck.py")
+        with open(script) as f:
+            block_line = [i + 1 for i, t in enumerate(f) if "LINE_BLOCK" in t][0]
+        fwd = first_op(con, "aten::addmm")
+        recomputed = first_op(con, "aten::addmm", fwd[0])
+        check(recomputed is not None and recomputed[8] & 1,
+              "reentrant=%s: the addmm is recomputed in backward" % reentrant)
+        if recomputed is None:
+            continue
+        at = one(con, "select file, line from frame_view where id = ?", recomputed[6]) \
+            if recomputed[6] else None
+        check(at == (script, block_line),
+              "reentrant=%s: the recomputed addmm has the forward's line: %s, want %d"
+              % (reentrant, at, block_line))
+        check(recomputed[4] == fwd[4] and fwd[4].endswith("block.fc"),
+              "reentrant=%s: and its module: %r, forward's %r" % (reentrant, recomputed[4], fwd[4]))
 
 
 def case_random():
