@@ -1,8 +1,9 @@
 // A libtorch C++ training program (no Python): a two-layer regression net trained with SGD.
 // The example for recording a C++ process with tdbg: `tdbg record -o RUN -- build/bin/train_cpp`.
-// Usage: train_cpp [--seed N] [--steps N] [--lr X] [--threads N] [--in-thread 1]; prints the
-// loss of every step. --threads sets torch's intra-op thread count on the main thread;
-// --in-thread 1 trains on a std::thread while the main thread waits.
+// Usage: train_cpp [--seed N] [--steps N] [--lr X] [--threads N] [--in-thread 1] [--swish 1];
+// prints the loss of every step. --threads sets torch's intra-op thread count on the main
+// thread; --in-thread 1 trains on a std::thread while the main thread waits; --swish 1 uses a
+// custom autograd Function (Swish, with its own backward) as the activation instead of tanh.
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -13,18 +14,36 @@
 
 namespace {
 
+// x * sigmoid(x), with the gradient written by hand.
+struct Swish : torch::autograd::Function<Swish> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x) {
+    ctx->save_for_backward({x});
+    return x * torch::sigmoid(x);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    auto x = ctx->get_saved_variables()[0];
+    auto s = torch::sigmoid(x);
+    return {grad[0] * (s + x * s * (1 - s))};
+  }
+};
+
 struct Net : torch::nn::Module {
-  Net() {
+  explicit Net(bool swish) : swish(swish) {
     fc1 = register_module("fc1", torch::nn::Linear(8, 32));
     fc2 = register_module("fc2", torch::nn::Linear(32, 1));
   }
-  torch::Tensor forward(torch::Tensor x) { return fc2->forward(torch::tanh(fc1->forward(x))); }
+  torch::Tensor forward(torch::Tensor x) {
+    auto h = fc1->forward(x);
+    return fc2->forward(swish ? Swish::apply(h) : torch::tanh(h));
+  }
+  bool swish;
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
-void train(int64_t seed, int64_t steps, double lr) {
+void train(int64_t seed, int64_t steps, double lr, bool swish) {
   torch::manual_seed(seed);
-  auto net = std::make_shared<Net>();
+  auto net = std::make_shared<Net>(swish);
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(lr).momentum(0.9));
   // Fixed data, independent of the seed: y = sum(sin(x)).
   auto gen = at::detail::createCPUGenerator(1234);
@@ -42,7 +61,7 @@ void train(int64_t seed, int64_t steps, double lr) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t seed = 0, steps = 10, threads = 0, in_thread = 0;
+  int64_t seed = 0, steps = 10, threads = 0, in_thread = 0, swish = 0;
   double lr = 0.05;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--seed")) seed = std::atoll(argv[i + 1]);
@@ -50,18 +69,21 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--lr")) lr = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--in-thread")) in_thread = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--swish")) swish = std::atoll(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--seed N] [--steps N] [--lr X] [--threads N] [--in-thread 1]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--seed N] [--steps N] [--lr X] [--threads N] [--in-thread 1] "
+                   "[--swish 1]\n",
                    argv[0]);
       return 2;
     }
   }
   if (threads > 0) at::set_num_threads(static_cast<int>(threads));
   if (in_thread) {
-    std::thread worker([&] { train(seed, steps, lr); });
+    std::thread worker([&] { train(seed, steps, lr, swish != 0); });
     worker.join();
   } else {
-    train(seed, steps, lr);
+    train(seed, steps, lr, swish != 0);
   }
   return 0;
 }

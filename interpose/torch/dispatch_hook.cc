@@ -73,6 +73,9 @@ struct OpInfo {
   // (tensor hooks), AccumulateGrad (a leaf's hooks), a custom Function's node (its name has no
   // version digit, unlike the generated C++ nodes: "MulBackward0").
   bool python_inside = false;
+  // The node of a C++ custom autograd Function ("torch::autograd::CppNode<MyFn>"): its
+  // backward is the program's C++ code.
+  bool cpp_node = false;
 
   // What runs inside this op, learned from its first calls (see `Internals`).
   std::atomic<uint8_t> internals{0};
@@ -179,6 +182,7 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
   info->python_inside = !schema && !name.empty() &&
                         (name.rfind(kEngineRange, 0) == 0 ||
                          !std::isdigit(static_cast<unsigned char>(name.back())));
+  info->cpp_node = !schema && name.rfind("torch::autograd::CppNode<", 0) == 0;
   info->collective = is_collective(name);
   if (schema) {
     info->has_schema = true;
@@ -1392,6 +1396,12 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
       }
     }
   }
+
+  // A C++ custom Function's backward is the program's code, as its forward is: its ops get
+  // their native call site (`MyFn::backward`), not the forward op's line (no op links them).
+  if (ctx->backward && scope == ctx.get() && outer && outer->info->cpp_node && info->has_schema &&
+      !python_loaded() && settings().config.stacks)
+    ctx->location = capture_native_call_site();
 
   if (!ctx->root) ctx->root = ctx.get();
   register_thread(ts, w);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -212,9 +213,50 @@ bool in_library_namespace(const std::string& name) {
   const std::string qualified = name.substr(start, end - start);
   static const char* const kNamespaces[] = {"at::",     "c10::",      "torch::",   "std::",
                                             "caffe2::", "__gnu_cxx::", "pybind11::", "__cxxabiv1::"};
-  for (const char* ns : kNamespaces)
-    if (qualified.compare(0, std::strlen(ns), ns) == 0) return true;
-  return false;
+  auto library = [&](const std::string& id) {
+    for (const char* ns : kNamespaces)
+      if (id.compare(0, std::strlen(ns), ns) == 0) return true;
+    return false;
+  };
+  if (!library(qualified)) return false;
+  // A template instantiated for one of the program's types calls back into the program's code,
+  // which the compiler may have inlined there: `CppNode<Swish>::apply` runs `Swish::backward`,
+  // `AnyModuleHolder<Net>::forward` runs `Net::forward`. Such a frame is the program's.
+  const size_t open = qualified.find('<');
+  if (open == std::string::npos) return true;
+  static const char* const kBuiltins[] = {"void",  "bool",     "char",   "short",  "int",
+                                          "long",  "float",    "double", "signed", "unsigned",
+                                          "const", "volatile", "auto",   "decltype"};
+  const std::string arguments = qualified.substr(open);
+  for (size_t i = 0; i < arguments.size();) {
+    const bool anonymous = arguments.compare(i, kAnonymous.size(), kAnonymous) == 0;
+    if (std::isdigit(static_cast<unsigned char>(arguments[i]))) {  // a number: "3ul"
+      while (i < arguments.size() && std::isalnum(static_cast<unsigned char>(arguments[i]))) ++i;
+      continue;
+    }
+    if (!anonymous && !std::isalpha(static_cast<unsigned char>(arguments[i])) && arguments[i] != '_') {
+      ++i;
+      continue;
+    }
+    size_t j = i;  // one qualified identifier: letters, digits, '_', "::", "(anonymous namespace)"
+    while (j < arguments.size()) {
+      if (arguments.compare(j, kAnonymous.size(), kAnonymous) == 0) {
+        j += kAnonymous.size();
+        continue;
+      }
+      const char d = arguments[j];
+      if (!std::isalnum(static_cast<unsigned char>(d)) && d != '_' && d != ':') break;
+      ++j;
+    }
+    const std::string id = arguments.substr(i, j - i);
+    i = j;
+    if (id.rfind(kAnonymous, 0) == 0) return false;  // a type of the program's own file
+    if (library(id) || id.rfind("__", 0) == 0) continue;
+    bool builtin = false;
+    for (const char* b : kBuiltins) builtin = builtin || id == b;
+    if (!builtin) return false;  // a type of the program (global or its own namespace)
+  }
+  return true;
 }
 
 std::string symbol_table_function(const std::string& path, uint64_t offset) {

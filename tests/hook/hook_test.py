@@ -881,6 +881,17 @@ def case_cpp():
     library = [f[0] for f in stack if re.match(r"(\S+ )?(at|c10|torch|std)::", f[0])
                or f[0].startswith("_start")]
     check(not library, "no frame of torch's or std's namespaces, nor _start: %s" % library[:5])
+    # A custom autograd Function's backward is the program's code: its ops have its call site.
+    swish = run_command([ARGS.cpp, "--steps", "2", "--swish", "1"])
+    con = swish.db()
+    rows = con.execute("select o.name, f.function from op_view o "
+                       "join op_view node on node.seq = o.parent "
+                       "left join frame_view f on f.id = o.user_frame "
+                       "where node.name like 'torch::autograd::CppNode<%Swish>'").fetchall()
+    # Swish::backward itself, or torch's CppNode<Swish>::apply where it was inlined.
+    check(rows and all(f and ("Swish::backward(" in f or "CppNode<(anonymous namespace)::Swish>" in f)
+                       for _, f in rows),
+          "the ops of Swish's backward are placed in Swish's backward: %s" % rows[:4])
 
 
 def case_cpp_thread():
