@@ -303,8 +303,17 @@ _set_module.restype = None
 _paths = weakref.WeakKeyDictionary()
 _local = threading.local()
 
+def _class_name(module):
+    # A scripted module's class is RecursiveScriptModule: name it by the class it compiled.
+    name = type(module).__name__
+    if name in ('RecursiveScriptModule', 'ScriptModule'):
+        original = getattr(module, 'original_name', None)
+        if isinstance(original, str) and original:
+            return original
+    return name
+
 def _name_tree(root):
-    base = type(root).__name__
+    base = _class_name(root)
     for name, sub in root.named_modules():
         path = base + '.' + name if name else base
         _paths[sub] = (path, _module_id(path.encode('utf-8', 'replace')))
@@ -315,7 +324,7 @@ def _pre(module, args):
         entry = _paths.get(module)
         if entry is None:
             if stack:
-                path = stack[-1][1] + '.' + type(module).__name__
+                path = stack[-1][1] + '.' + _class_name(module)
                 entry = (path, _module_id(path.encode('utf-8', 'replace')))
                 _paths[module] = entry
             else:

@@ -426,6 +426,20 @@ def case_modules():
           "backward ops carry their forward op's module and link: %s" % bw)
     sum_op = first_op(con, "aten::sum")
     check(sum_op[4] is None, "an op outside any module has no module path")
+    # A scripted module is named by the class it compiled, not RecursiveScriptModule.
+    scripted = run_python('''
+        import torch
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 2)
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+        torch.jit.script(Net())(torch.ones(1, 4))
+    ''')
+    relu = first_op(scripted.db(), "aten::relu")
+    check(relu is not None and relu[4] == "Net",
+          "a scripted module's ops are in its class's path: %s" % (relu and relu[4]))
 
 
 def case_source_line():
