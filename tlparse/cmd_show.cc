@@ -46,6 +46,7 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
     for (const auto& a : op.args) line += " " + strings.text(a.name) + "=" + strings.text(a.value);
     if (op.flags & tracer::kOpRandom) line += " rng=" + diff::hex64(op.rng);
     if (op.flags & tracer::kOpUnfinished) line += " unfinished";
+    if (op.flags & tracer::kOpRaised) line += " raised";
     std::printf("%s\n", line.c_str());
     return;
   }
@@ -70,6 +71,8 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
   }
   if (op.flags & tracer::kOpUnfinished)
     std::printf("%22s unfinished: the process ended (a crash or an abort) while inside this op\n", "");
+  if (op.flags & tracer::kOpRaised)
+    std::printf("%22s raised: an error (an exception) ended this op; it has no outputs\n", "");
 }
 
 }  // namespace

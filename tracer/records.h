@@ -64,6 +64,7 @@ enum OpFlags : uint32_t {
   kOpCollective = 1u << 3,     // a collective communication op
   kOpUninitOutput = 1u << 4,   // returns uninitialized memory by contract
   kOpUnfinished = 1u << 5,     // the process ended (a crash, an abort) while inside it: no outputs
+  kOpRaised = 1u << 6,         // ended by an exception (an error raised inside it): no outputs
 };
 
 struct TensorRecord {

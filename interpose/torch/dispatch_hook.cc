@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cctype>
 #include <cstring>
+#include <exception>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -572,6 +573,9 @@ struct OpContext : public at::ObserverContext, public Pooled<OpContext> {
   bool saw_internal = false;       // ran an internal op (learning, see `Internals`)
   bool saw_random_internal = false;
   bool saw_nested = false;         // ran a nested op that is not internal
+  // Exceptions in flight on this thread when the op started: more at its end means it ends by
+  // an exception (an error inside it), its RecordFunction closed by the unwinding.
+  int uncaught_exceptions = 0;
 
   const InputTensor* inputs_data() const { return thread->inputs.data() + inputs_begin; }
   size_t input_count() const { return inputs_end - inputs_begin; }
@@ -1309,6 +1313,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   if (outer) outer->saw_nested = true;
 
   auto ctx = std::make_unique<OpContext>();
+  ctx->uncaught_exceptions = std::uncaught_exceptions();
   ctx->thread = &ts;
   ctx->info = info;
   ctx->below_autograd = below_autograd;
@@ -1491,6 +1496,7 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
     tracer::OpRecord& op = ts.pending[ctx->pending_index];
     uint64_t& content = ts.pending_content[ctx->pending_index];
     op.end_ns = monotonic_ns();
+    if (std::uncaught_exceptions() > ctx->uncaught_exceptions) op.flags |= tracer::kOpRaised;
     // Written inputs first: their storage's other tensors (`p` when the op wrote `p.data`) are
     // stale from now on, and the outputs recorded next are not. A collective writes all its
     // tensors (in place, maybe later), so an alias (`broadcast(p.data)`, then `p`) is too.

@@ -686,7 +686,7 @@ def case_gather():
 
 # A training loop that calls a custom op (a Python kernel registered with torch.library, as
 # an extension's op would be). argv[1]: the step at which the op crashes inside (-1: never),
-# argv[2]: how (segv or abort).
+# argv[2]: how (segv, abort, or raise: an exception, which "catch" catches and goes on).
 CRASH = r"""
 import ctypes, os, sys, torch
 CRASH_STEP, HOW = int(sys.argv[1]), sys.argv[2]
@@ -695,6 +695,8 @@ lib.define("scale(Tensor x, int step) -> Tensor")
 def scale(x, step):
     y = x.mul(0.5)
     if step == CRASH_STEP:
+        if HOW in ("raise", "catch"):
+            raise RuntimeError("scale failed at step %d" % step)
         ctypes.string_at(0) if HOW == "segv" else os.abort()
     return y.tanh()
 lib.impl("scale", scale, "CPU")
@@ -703,15 +705,20 @@ w = torch.randn(4, 4, requires_grad=True)
 opt = torch.optim.SGD([w], lr=0.1)
 for step in range(5):
     opt.zero_grad()
-    h = torch.ops.crashtest.scale(torch.ones(2, 4) @ w, step)  # MARK:crash_call
+    try:
+        h = torch.ops.crashtest.scale(torch.ones(2, 4) @ w, step)  # MARK:crash_call
+    except RuntimeError:
+        if HOW != "catch":
+            raise
+        h = torch.ones(2, 4)
     h.sum().backward() if h.requires_grad else (w * h.sum()).sum().backward()
     opt.step()
     print(step, float(w.sum()), flush=True)
 """
 
 
-def unfinished_in_show(run):
-    """The lines `tdbg show` prints for each op it marks unfinished (its header line first)."""
+def flagged_in_show(run, flag="unfinished"):
+    """The lines `tdbg show` prints for each op it flags `flag` (its header line first)."""
     p = subprocess.run([TDBG, "show", "--limit", "0", run], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     check(p.returncode == 0, f"tdbg show {run} exits 0 (got {p.returncode}: {p.stderr.strip()})")
@@ -722,7 +729,7 @@ def unfinished_in_show(run):
             blocks.append(current)
         elif current:
             current.append(line)
-    return [b for b in blocks if any("unfinished:" in line for line in b)]
+    return [b for b in blocks if any(flag + ":" in line for line in b)]
 
 
 def case_crash():
@@ -763,10 +770,36 @@ def case_crash():
               f"{how}: the detail names the op it ended inside, with its line: {detail}")
         check(d["a"] is not None and d["a"]["op"] == "aten::tanh" and d["a"]["step"] == 2,
               f"{how}: A's next op is the tanh B never ran, at step 2 (got {d['a']})")
-        blocks = unfinished_in_show(out)
+        blocks = flagged_in_show(out)
         check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
               and "in 0 float32[2x4]" in blocks[0][1] and "arg step = 2" in blocks[0][2],
               f"{how}: tdbg show marks crashtest::scale unfinished, with its input: {blocks}")
+    # An op that raised (a Python exception out of the op): kept with its inputs, flagged
+    # raised; the same inputs with an error in one run only is where the runs part, and two
+    # runs that raise and catch the same error are identical.
+    b = os.path.join(WORK, "crash_b_raise")
+    shutil.rmtree(b, ignore_errors=True)
+    p = subprocess.run([TDBG, "record", "-o", b, "--", PYTHON, script, "2", "raise"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 1 and "scale failed at step 2" in p.stderr,
+          f"raise: exits 1 with the traceback (got {p.returncode}: {p.stderr[-200:]!r})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    check(rc == 1 and d is not None and d["cause"] == "structure"
+          and "raised an error in B only, with the same inputs" in d.get("detail", "")
+          and d["b"] is not None and d["b"]["op"] == "crashtest::scale" and d["b"]["raised"],
+          f"raise: the runs part at the op that raised in B only (got {d})")
+    blocks = flagged_in_show(b, "raised")
+    check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
+          and "in 0 float32[2x4]" in blocks[0][1],
+          f"raise: tdbg show flags crashtest::scale raised, with its input: {blocks}")
+    caught = []
+    for k in range(2):
+        run = os.path.join(WORK, "crash_catch_%d" % k)
+        caught.append(record("crash_catch_%d" % k, ["2", "catch"], script)[0])
+    rc, r = diff(caught[0], caught[1])
+    check(rc == 0 and r["status"] == "identical",
+          f"catch: two runs that raise and catch the same error are identical (exit {rc})")
     # A libtorch C++ program ended by a c10::Error that nothing catches (std::terminate, then
     # abort): the op that threw is kept with the inputs it was given.
     program = os.environ.get("SHAPE_ERROR_CPP")
@@ -792,7 +825,7 @@ def case_crash():
     notes = " ".join(r.get("notes", []))
     check("was ended by signal 6 inside aten::addmm" in notes,
           f"C++: a note names the op the abort came in: {notes}")
-    blocks = unfinished_in_show(b)
+    blocks = flagged_in_show(b)
     check(len(blocks) == 1 and "aten::addmm" in blocks[0][0]
           and "in 1 float32[32x7]" in " ".join(blocks[0]),
           f"C++: tdbg show marks the addmm unfinished with the 32x7 batch: {blocks}")

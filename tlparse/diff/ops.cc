@@ -100,8 +100,8 @@ static bool inputs_permuted(const OpRecord& a, Strings& sa, const OpRecord& b, S
   return ka == kb;
 }
 
-// The inputs of an op that did not finish (`kOpUnfinished`: no outputs) against the same
-// op's in the other run, which may have finished: the outputs are left out.
+// The inputs of an op that did not finish (`kOpUnfinished`, `kOpRaised`: no outputs) against
+// the same op's in the other run, which may have finished: the outputs are left out.
 static size_t inputs_count(const OpRecord& op) {
   size_t n = 0;
   while (n < op.tensors.size() && op.tensors[n].role == TensorRole::kInput) ++n;
@@ -114,19 +114,25 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
     c.structure = "different ops: " + sa.text(a.name) + " vs " + sb.text(b.name);
     return c;
   }
-  if ((a.flags | b.flags) & tracer::kOpUnfinished) {
-    c.unfinished = true;
+  constexpr uint32_t kNoOutputs = tracer::kOpUnfinished | tracer::kOpRaised;
+  if ((a.flags | b.flags) & kNoOutputs) {
     const size_t na = inputs_count(a), nb = inputs_count(b);
-    if (na != a.tensors.size() || nb != b.tensors.size()) {
-      OpRecord ia = a, ib = b;
-      ia.tensors.resize(na);
-      ib.tensors.resize(nb);
-      ia.flags &= ~tracer::kOpUnfinished;
-      ib.flags &= ~tracer::kOpUnfinished;
-      OpComparison inputs = compare_ops(ia, sa, ib, sb);
-      inputs.unfinished = true;
-      return inputs;
-    }
+    OpRecord ia = a, ib = b;
+    ia.tensors.resize(na);
+    ib.tensors.resize(nb);
+    ia.flags &= ~kNoOutputs;
+    ib.flags &= ~kNoOutputs;
+    OpComparison inputs = compare_ops(ia, sa, ib, sb);
+    inputs.unfinished = ((a.flags | b.flags) & tracer::kOpUnfinished) != 0;
+    // Same inputs, and an error in one run only: the runs part here (an out-of-memory error,
+    // a check on data the hashes do not cover, such as a tensor's device or a pointer).
+    const bool raised_a = (a.flags & tracer::kOpRaised) != 0;
+    const bool raised_b = (b.flags & tracer::kOpRaised) != 0;
+    if (!inputs.differs() && raised_a != raised_b && !inputs.unfinished)
+      inputs.structure = std::string("raised an error in ") + (raised_a ? "A" : "B") +
+                         " only, with the same inputs and arguments as in " +
+                         (raised_a ? "B" : "A");
+    return inputs;
   }
   if (a.tensors.size() != b.tensors.size()) {
     c.structure = "different tensor count: " + std::to_string(a.tensors.size()) + " vs " +
@@ -353,7 +359,8 @@ nlohmann::json op_json(const tracer::Reader& reader, Strings& strings, const OpR
                       {"module", strings.text(op.module)},
                       {"backward", (op.flags & tracer::kOpBackward) != 0},
                       {"random", (op.flags & tracer::kOpRandom) != 0},
-                      {"unfinished", (op.flags & tracer::kOpUnfinished) != 0}};
+                      {"unfinished", (op.flags & tracer::kOpUnfinished) != 0},
+                      {"raised", (op.flags & tracer::kOpRaised) != 0}};
   add_source(reader, strings, op, j);
   j["forward_seq"] = op.fwd == tracer::kNoSeq ? nlohmann::json(nullptr) : nlohmann::json(op.fwd);
   // The ops this one runs inside, outermost first: "aten::addmm inside aten::linear".

@@ -118,6 +118,7 @@ void print_context(std::ostringstream& o, const json& context) {
     std::string s = (c.value("here", false) ? "> " : "  ") + std::string("#") + str(c, "seq") + " ";
     s += std::string(std::min<int>(8, c.value("depth", 0)) * 2, ' ') + str(c, "op");
     if (c.value("unfinished", false)) s += " (unfinished)";
+    if (c.value("raised", false)) s += " (raised an error)";
     std::string src = str(c, "source");
     if (!src.empty()) s += "  " + src;
     return s;

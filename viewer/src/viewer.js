@@ -424,6 +424,7 @@
           o.backward ? ['forward op', o.fwd >= 0 ? h('button', { class: 'link', id: 'fwd-link', onclick: () => goTo(o.fwd) }, '#' + o.fwd) : 'unknown'] : null,
           o.rng ? ['generator state', o.rng] : null,
           (o.flags & 32) ? ['unfinished', 'the process ended (a crash or an abort) inside this op: it has no outputs'] : null,
+          (o.flags & 64) ? ['raised', 'an error (an exception) ended this op: it has no outputs'] : null,
           ['chain hash', o.chain]]),
       h('h3', null, 'Tensors'),
       h('div', { class: 'scroll' }, h('table', { id: 'tensors' }, h('tr', null, ['role', 'dtype', 'shape', 'device', 'status', 'hash', 'min', 'max', 'sum', 'abs sum', 'NaN', 'Inf', 'producer'].map(k => h('th', null, k))),
