@@ -790,6 +790,7 @@ json context_json(Side& s, int64_t center, int n) {
     json j = op_brief_json(*s.reader, s.strings, *op);
     j["here"] = t == center;
     if (op->flags & tracer::kOpUnfinished) j["unfinished"] = true;
+    if (op->flags & tracer::kOpRaised) j["raised"] = true;
     ops.push_back(std::move(j));
   }
   return ops;
@@ -1182,34 +1183,76 @@ std::string abnormal_ending(const Reader& r) {
   return "";
 }
 
+// A thread's last top-level op: its tidx (-1 when the thread has no op), with the ops nested
+// in it (itself first, then in tidx order; without tensors). Reads back from the thread's end
+// only as far as that op, however many ops it holds.
+struct LastTopLevel {
+  int64_t tidx = -1;
+  std::vector<OpRecord> ops;
+};
+
+LastTopLevel last_top_level(const Reader& r, uint32_t thread) {
+  const TidxRange range = thread_tidx_range(r, thread);
+  LastTopLevel last;
+  constexpr int64_t kChunk = 1024;
+  for (int64_t hi = range.end; hi > range.begin && last.tidx < 0;) {
+    const int64_t lo = std::max(range.begin, hi - kChunk);
+    if (!r.scan_ops(thread, lo, hi, /*with_tensors=*/false, [&](const OpRecord& op) {
+           if (op.depth == 0) last.tidx = op.tidx;
+           return true;
+         }).ok())
+      return {};
+    hi = lo;
+  }
+  if (last.tidx < 0) return last;
+  if (!r.scan_ops(thread, last.tidx, range.end, /*with_tensors=*/false, [&](const OpRecord& op) {
+         last.ops.push_back(op);
+         return true;
+       }).ok())
+    return {};
+  return last;
+}
+
+// "aten::mm at train.cpp:40 (in aten::matmul, in aten::linear)": the ops of `last` that carry
+// `flag` (`kOpUnfinished`: a fault or an abort stopped the thread in them; `kOpRaised`: an error
+// ended them), innermost first; "" unless the top-level op itself carries it.
+std::string flagged_ops(const Reader& r, const LastTopLevel& last, uint32_t flag) {
+  if (last.ops.empty() || !(last.ops[0].flags & flag)) return "";
+  // The chain of flagged ops, one per depth: each inside the one before.
+  std::vector<const OpRecord*> chain;
+  for (const OpRecord& op : last.ops) {
+    if (!(op.flags & flag) || op.depth > static_cast<int32_t>(chain.size())) continue;
+    chain.resize(static_cast<size_t>(op.depth));
+    chain.push_back(&op);
+  }
+  Strings strings(r);
+  std::string text = op_at_source(r, strings, *chain.back());
+  if (chain.size() > 1) {
+    text += " (";
+    for (size_t k = chain.size() - 1; k-- > 0;)
+      text += (k + 2 == chain.size() ? "in " : ", in ") + strings.text(chain[k]->name);
+    text += ")";
+  }
+  return text;
+}
+
 // " inside aten::mm at train.cpp:40 (in aten::matmul, in aten::linear)": the ops a fault or an
 // abort stopped the thread in (`kOpUnfinished`, written at the close), innermost first; "" when
 // there are none (a signal from outside, or a thread stopped inside tdbg's hook).
 std::string unfinished_ops(const Reader& r, uint32_t thread) {
+  const std::string ops = flagged_ops(r, last_top_level(r, thread), tracer::kOpUnfinished);
+  return ops.empty() ? "" : " inside " + ops;
+}
+
+// The seq of the last op the thread finished: the ops a fault stopped it in are written at
+// the close, after every other thread's, and do not count. -1 when none.
+int64_t last_finished_seq(const Reader& r, uint32_t thread, const LastTopLevel& last) {
+  if (last.ops.empty()) return -1;
+  if (!(last.ops[0].flags & tracer::kOpUnfinished)) return last.ops.back().seq;
   const TidxRange range = thread_tidx_range(r, thread);
-  Strings strings(r);
-  std::vector<std::string> names;
-  // They are the thread's last ops with their nested ops; a deep nesting is still within this.
-  constexpr int64_t kLookBack = 256;
-  std::string innermost;
-  for (int64_t t = range.end - 1; t >= range.begin && t >= range.end - kLookBack; --t) {
-    auto op = r.op_at(thread, t);
-    if (!op) break;
-    if (!(op->flags & tracer::kOpUnfinished)) continue;
-    if (innermost.empty())
-      innermost = op_at_source(r, strings, *op);
-    else
-      names.push_back(strings.text(op->name));
-    if (op->depth == 0) break;
-  }
-  if (innermost.empty()) return "";
-  std::string text = " inside " + innermost;
-  if (!names.empty()) {
-    text += " (";
-    for (size_t k = 0; k < names.size(); ++k) text += (k ? ", in " : "in ") + names[k];
-    text += ")";
-  }
-  return text;
+  if (last.tidx <= range.begin) return -1;
+  auto before = r.op_at(thread, last.tidx - 1);
+  return before ? before->seq : -1;
 }
 
 // A structural divergence that is one run's thread ending while the other's goes on, where
@@ -1225,18 +1268,28 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
     d["detail"] = d.value("detail", std::string()) + "; " + side + "'s thread ends here";
     return;
   }
-  // The thread's last op is its process's last one (a thread that finished long before the
-  // process was stopped ended for reasons of the program).
-  auto last_seq = [&](const std::string& where) {
-    std::string v;
-    (void)r.query("SELECT max(last_seq) FROM op_blocks" + where, [&](const std::vector<std::string>& row) {
-      if (!row.empty()) v = row[0];
-      return false;
-    });
-    return v;
-  };
-  const std::string thread_last = last_seq(" WHERE thread = " + std::to_string(thread));
-  if (thread_last.empty() || thread_last != last_seq("")) return;
+  // The thread stopped inside an op, or its last finished op is its process's last one (a
+  // thread that finished long before the process was stopped ended for reasons of the
+  // program).
+  const LastTopLevel last = last_top_level(r, thread);
+  const std::string inside = flagged_ops(r, last, tracer::kOpUnfinished);
+  // Where another thread stopped inside an op: " (thread 1 was inside ext::scale at x.py:3)".
+  std::string elsewhere;
+  if (inside.empty()) {
+    int64_t process_last = -1;
+    for (const tracer::ThreadRecord& t : r.threads()) {
+      if (t.id == thread) {
+        process_last = std::max(process_last, last_finished_seq(r, t.id, last));
+        continue;
+      }
+      const LastTopLevel theirs = last_top_level(r, t.id);
+      process_last = std::max(process_last, last_finished_seq(r, t.id, theirs));
+      const std::string stopped = flagged_ops(r, theirs, tracer::kOpUnfinished);
+      if (elsewhere.empty() && !stopped.empty())
+        elsewhere = " (thread " + std::to_string(t.id) + " was inside " + stopped + ")";
+    }
+    if (process_last < 0 || last_finished_seq(r, thread, last) != process_last) return;
+  }
   const std::string other = side == "A" ? "B" : "A";
   const json& change = d.value("structural_changes", json::array());
   std::string rest;
@@ -1249,9 +1302,13 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
              " more op(s) from here, first " + ops[0].value("op", "");
   }
   d["cause"] = "ended";
-  const std::string inside = unfinished_ops(r, thread);
-  d["detail"] = side + "'s process " + how + inside + " after " + std::to_string(matched) +
-                " op(s) of this thread, all as in " + other + rest;
+  std::string where = inside.empty() ? "" : " inside " + inside;
+  if (where.empty()) {
+    const std::string raised = flagged_ops(r, last, tracer::kOpRaised);
+    if (!raised.empty()) where = ", an error raised inside " + raised + ",";
+  }
+  d["detail"] = side + "'s process " + how + where + " after " + std::to_string(matched) +
+                " op(s) of this thread, all as in " + other + elsewhere + rest;
 }
 
 // Ops compared to recognise work that moved to another thread.

@@ -926,6 +926,69 @@ TEST_CASE("a run that a fault ended inside an op names that op, compared by its 
   CHECK(d["tensor"]["role"] == "input");
 }
 
+TEST_CASE("a fault deep inside an op, or on another thread, still reads as the run ending there") {
+  using T = Recorder::T;
+  // An extension op that runs 300 ops and then faults inside a nested op of its own.
+  auto nested = [](bool crashed) {
+    return write_ops(
+        [&](Recorder& r) {
+          r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
+          if (crashed) r.next_flags = tdbg::tracer::kOpUnfinished;
+          const int64_t outer = r.op("ext::outer", {T{11}}, crashed ? std::vector<T>{} : std::vector<T>{T{12}},
+                                     {}, 0, 0, kNoSeq, 6);
+          for (int k = 0; k < 300; ++k)
+            r.op("aten::add", {T{100u + k}}, {T{101u + k}}, {}, 0, 1, outer, 6);
+          if (crashed) r.next_flags = tdbg::tracer::kOpUnfinished;
+          r.op("ext::inner", {T{400}}, crashed ? std::vector<T>{} : std::vector<T>{T{401}}, {}, 0, 1,
+               outer, 6);
+          if (!crashed) r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 7);
+        },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("pid", "42");
+          w.set_meta("exit_status", crashed ? "signal 11" : "0");
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  json d = first(compare(nested(false), nested(true)));
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"].get<std::string>().rfind(
+            "B's process was ended by signal 11 inside ext::inner at train.py:6 (in ext::outer) after ", 0) == 0);
+
+  // Two threads: the main thread is inside an op that never got written when a worker
+  // thread faults inside another; both threads' ends are where the process stopped.
+  auto threads = [](bool crashed) {
+    fs::path dir = temp_dir();
+    auto w = tdbg::tracer::Writer::Create((dir / "run.sqlite").string());
+    REQUIRE(w.ok());
+    int64_t seq = 0;
+    Recorder main(**w, 0, &seq), worker(**w, 1, &seq);
+    main.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
+    worker.op("aten::mul", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 30);
+    main.op("aten::relu", {T{11}}, {T{12}}, {}, 0, 0, kNoSeq, 6);
+    if (!crashed) {
+      main.op("ext::slow", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 7);
+      worker.op("ext::scale", {T{21}}, {T{22}}, {}, 0, 0, kNoSeq, 31);
+      worker.op("aten::relu", {T{22}}, {T{23}}, {}, 0, 0, kNoSeq, 32);
+    } else {
+      ++seq;  // ext::slow started, and never ended
+      worker.next_flags = tdbg::tracer::kOpUnfinished;
+      worker.op("ext::scale", {T{21}}, {}, {}, 0, 0, kNoSeq, 31);
+    }
+    (*w)->set_meta("pid", "42");
+    (*w)->set_meta("exit_status", crashed ? "signal 11" : "0");
+    (*w)->set_meta("end_time_ns", "1");
+    REQUIRE((*w)->close().ok());
+    return dir.string();
+  };
+  json r = compare(threads(false), threads(true));
+  d = first(r);
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"] == "B's process was ended by signal 11 after 2 op(s) of this thread, all as in A "
+                       "(thread 1 was inside ext::scale at train.py:31); A runs 1 more op(s) from "
+                       "here, first ext::slow");
+  CHECK(tdbg::diff::format_divergence(r).rfind("ended early at step", 0) == 0);
+}
+
 TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it did not change") {
   using T = Recorder::T;
   // Two ops, and a third one where `ops` is 3; `ending` is the exit status, "" for a database
