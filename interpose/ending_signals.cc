@@ -56,7 +56,7 @@ int g_said_no_watcher = 0;
 // What the handler tells the watcher: the signal, and for a fault the thread it stopped, whose
 // unfinished ops the close writes (the op a crash happened in is the one to see).
 struct Wake {
-  int32_t sig = 0;
+  int32_t sig = 0;  // 0: an `_exit(tid)` waits for the close (`close_on_watcher`)
   int32_t tid = 0;  // 0: a request to end, no thread waits
 };
 
@@ -121,6 +121,13 @@ void* watch(void*) {
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof(wake))) return nullptr;
     const int sig = wake.sig;
+    if (sig == 0) {
+      close_recording(1, wake.tid & 0xff);
+      const unsigned char done = 1;
+      ssize_t w = write(g_done[1], &done, 1);
+      (void)w;
+      continue;
+    }
     finish_recording(sig, wake.tid);
     if (is_fault(sig)) {
       // The faulting thread ends the process itself, with the fault's own details.
@@ -193,6 +200,18 @@ void watch_ending_signals() {
   g_watch_pid.store(pid);
   for (int sig : kRequestSignals) install(sig);
   for (int sig : kFaultSignals) install(sig);
+}
+
+bool close_on_watcher(int status, int wait_ms) {
+  if (this_pid() != g_watch_pid.load() || g_wake[1] < 0) return false;
+  Wake wake;
+  wake.sig = 0;
+  wake.tid = status;
+  if (write(g_wake[1], &wake, sizeof(wake)) != static_cast<ssize_t>(sizeof(wake))) return false;
+  struct pollfd done = {g_done[0], POLLIN, 0};
+  while (poll(&done, 1, wait_ms) < 0 && errno == EINTR) {
+  }
+  return true;
 }
 
 void forget_watcher_after_fork() {

@@ -368,8 +368,13 @@ int on___libc_start_main(tdbg_main_fn main, int argc, char** argv, void (*init)(
 }
 
 namespace {
+// How long `_exit` waits for the watcher's close: milliseconds when nothing blocks it; the
+// bound only matters when the caller interrupted itself holding a lock the close needs.
+constexpr int kExitCloseWaitMs = 3000;
+
 [[noreturn]] void exit_now(void (*real)(int), int status) {
-  close_recording(1, status & 0xff);  // atexit handlers, where it would close, are skipped
+  // atexit handlers, where it would close, are skipped.
+  if (!close_on_watcher(status, kExitCloseWaitMs)) close_recording(1, status & 0xff);
   if (real != nullptr) real(status);
   syscall(SYS_exit_group, status);
   __builtin_unreachable();

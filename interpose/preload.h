@@ -72,6 +72,12 @@ void finish_recording(int signal, int faulting_tid = 0);
 void watch_ending_signals();
 // In a fork child: the parent's watcher thread is gone, its pipes are the parent's.
 void forget_watcher_after_fork();
+// For `_exit(status)`: has the watcher close the recording and waits for it, at most
+// `wait_ms`. False (nothing done) when this process has no watcher. `_exit` is often called
+// from a signal handler (torch's DataLoader worker ends so on SIGTERM) that may have
+// interrupted this thread inside malloc or SQLite; closing on this thread would then wait on
+// itself forever, while the watcher waits at most `wait_ms`.
+bool close_on_watcher(int status, int wait_ms);
 // Whether tdbg's handler is what `sig` does now.
 bool ending_handler_installed(int sig);
 

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +44,31 @@ std::atomic<uint64_t> g_generation{0};
 std::atomic<bool> g_open_in_child{false};   // a fork child opens its own database lazily
 std::atomic<bool> g_closed{false};
 std::mutex g_open_mutex;                    // guards opening and closing
+std::atomic<pid_t> g_open_owner{0};         // the thread holding `g_open_mutex`, or 0
+
+pid_t this_thread_id() {
+  static thread_local pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  return tid;
+}
+
+// Holds `g_open_mutex` and says which thread holds it, so that a signal handler that ends the
+// process on that same thread (torch's DataLoader worker handler `_exit`s on SIGTERM) can see
+// that waiting for the lock would wait on itself.
+struct OpenLock {
+  OpenLock() { lock(); }
+  ~OpenLock() { unlock(); }
+  static void lock() {
+    g_open_mutex.lock();
+    g_open_owner.store(this_thread_id(), std::memory_order_release);
+  }
+  static void unlock() {
+    g_open_owner.store(0, std::memory_order_release);
+    g_open_mutex.unlock();
+  }
+  static bool held_by_this_thread() {
+    return g_open_owner.load(std::memory_order_acquire) == this_thread_id();
+  }
+};
 
 std::string host_name() {
   char buf[256] = {0};
@@ -297,13 +323,13 @@ void run_bounded(tracer::Writer* w, Status (*what)(tracer::Writer*), const char*
 // for its background thread to leave SQLite), so the child inherits no lock held elsewhere.
 void at_fork_prepare() {
   hook_prepare_fork();
-  g_open_mutex.lock();
+  OpenLock::lock();
   if (tracer::Writer* w = g_writer.load()) w->prepare_fork();
 }
 
 void at_fork_parent() {
   if (tracer::Writer* w = g_writer.load()) w->after_fork_parent();
-  g_open_mutex.unlock();
+  OpenLock::unlock();
   hook_after_fork_parent();
 }
 
@@ -311,6 +337,7 @@ void at_fork_child() {
   // The child must not touch the parent's SQLite handle or threads: forget them, and open a
   // database of its own only if it runs ops (DataLoader workers do).
   new (&g_open_mutex) std::mutex();
+  g_open_owner.store(0);
   tracer::Writer* inherited = g_writer.exchange(nullptr);
   if (inherited) {
     inherited->abandon_after_fork();  // leaked on purpose: its destructor would join threads
@@ -336,7 +363,7 @@ bool recording() {
 tracer::Writer* writer() {
   tracer::Writer* w = g_writer.load(std::memory_order_acquire);
   if (w || !g_open_in_child.load(std::memory_order_relaxed)) return w;
-  std::lock_guard<std::mutex> lock(g_open_mutex);
+  OpenLock lock;
   w = g_writer.load(std::memory_order_acquire);
   if (w) return w;
   if (g_open_in_child.exchange(false) && !g_closed.load()) open_database_locked();
@@ -352,7 +379,7 @@ bool session_start() {
     return false;
   }
   {
-    std::lock_guard<std::mutex> lock(g_open_mutex);
+    OpenLock lock;
     if (!open_database_locked()) return false;
   }
   std::atexit([] { session_shutdown(); });
@@ -371,7 +398,13 @@ void note_thread_counts() {
 namespace {
 // Ends the recording: the metadata known at the end, then `finish` (close or flush).
 void end_recording(bool close) {
-  std::lock_guard<std::mutex> lock(g_open_mutex);
+  if (OpenLock::held_by_this_thread()) {
+    // A signal handler ending the process interrupted this thread while it opened the
+    // database: the open cannot finish, so leave the database as it is (it has no ops yet;
+    // `tdbg diff` reads it as a process that did not close its database).
+    return;
+  }
+  OpenLock lock;
   if (g_closed.exchange(true)) return;
   g_open_in_child.store(false);
   tracer::Writer* w = g_writer.exchange(nullptr);

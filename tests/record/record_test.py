@@ -431,6 +431,51 @@ def case_terminated_worker():
     check(n == 500, f"{n} of the worker's 500 adds are in its database")
 
 
+def case_worker_sigterm():
+    # A DataLoader worker's SIGTERM handler (torch's) calls _exit(), which closes the
+    # recording, from inside whatever the worker was doing: opening its database, or inside
+    # malloc. The close must never wait on a lock the interrupted worker holds: the parent
+    # here SIGTERMs 60 fresh workers at random moments of their first ops and waits for each.
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+        return SKIP
+    run = fresh("worker_sigterm")
+    code = (
+        "import os, random, signal, sys, time, torch\n"
+        "random.seed(1)\n"
+        "torch.zeros(1).add(1)\n"
+        "statuses = []\n"
+        "for k in range(60):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        torch._C._set_worker_signal_handlers()\n"
+        "        x = torch.zeros(64)\n"
+        "        while True:\n"
+        "            x = x.add(1).mul(0.5)\n"
+        "    time.sleep(random.uniform(0, 0.03))\n"
+        "    os.kill(pid, signal.SIGTERM)\n"
+        "    deadline = time.time() + 20\n"
+        "    while not os.waitpid(pid, os.WNOHANG)[0]:\n"
+        "        if time.time() > deadline:\n"
+        "            os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)\n"
+        "            print('worker', k, 'hung'); sys.exit(1)\n"
+        "        time.sleep(0.002)\n"
+        "print('all ended')\n")
+    traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True, timeout=900)
+    check(traced.returncode == 0 and traced.stdout == "all ended\n",
+          f"exit {traced.returncode}, printed {traced.stdout!r} ({traced.stderr[-300:]!r})")
+    def status(db):
+        try:
+            return meta_of(db).get("exit_status")
+        except sqlite3.Error:  # a worker ended while creating its database: nothing committed
+            return None
+    closed = [db for db in databases(run) if status(db) == "0"]
+    check(len(closed) >= 1, "no worker's database was closed with its _exit status 0")
+    # The run still reads: the databases of workers ended while opening are left out.
+    shown = subprocess.run([TDBG, "show", run, "--limit", "1"], capture_output=True, text=True)
+    check(shown.returncode == 0, f"tdbg show on the run: exit {shown.returncode} {shown.stderr[-200:]!r}")
+
+
 def case_exec():
     # A torch program that execs another (os.execv keeps the pid): the first image's database
     # is closed before the exec, the new image records into one of its own, and neither the
