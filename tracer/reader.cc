@@ -634,15 +634,20 @@ StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
   return std::unique_ptr<Reader>(std::move(reader));
 }
 
-// Whether nothing was ever committed to the database at `path`: an empty file, or a file of
-// at most its first page (no table yet) whose -wal is missing or empty. What a process leaves
-// when it is killed between creating its database and the first commit (a few ms).
+// Whether nothing was ever committed to the database at `path`, which does not open: an empty
+// file, a file of at most its first page (no table yet) whose -wal holds no frame, or
+// one with a hot rollback journal and no meta table (killed while the writer switched the
+// new file to WAL, which SQLite does under a rollback journal). What a process leaves when it is killed between
+// creating its database and the first commit (a few ms).
 bool nothing_committed(const std::string& path) {
   struct stat st;
   if (!file_exists(path, &st)) return false;
   if (st.st_size == 0) return true;
   struct stat wal;
-  if (file_exists(path + "-wal", &wal) && wal.st_size > 0) return false;
+  // A -wal of its 32-byte header alone holds no frame: nothing committed through it.
+  if (file_exists(path + "-wal", &wal) && wal.st_size > 32) return false;
+  struct stat journal;
+  if (file_exists(path + "-journal", &journal) && journal.st_size > 0) return true;
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
   unsigned char header[100] = {};

@@ -212,12 +212,13 @@ TEST_CASE("runs: a directory of databases in start order, or one file") {
 
 TEST_CASE("runs: a database with nothing committed is left out with a note, not fatal") {
   // A process killed between creating its database and the first commit leaves an empty
-  // file, or the first page alone with an empty -wal: the run's other databases still open.
+  // file, or the first page alone with a -wal that holds no frame: the run's other databases
+  // still open.
   TempDir dir;
   MakeRun(dir.file("a.sqlite"), 10, /*start_time=*/100);
   WriteBytes(dir.file("b.sqlite"), "");
   RunSql(dir.file("c.sqlite"), "PRAGMA journal_mode=WAL");
-  WriteBytes(dir.file("c.sqlite-wal"), "");
+  WriteBytes(dir.file("c.sqlite-wal"), std::string(32, 'w'));  // a WAL header, no frame
   auto run = Run::Open(dir.path());
   INFO(run.status().message());
   REQUIRE(run.ok());
@@ -226,6 +227,17 @@ TEST_CASE("runs: a database with nothing committed is left out with a note, not 
   REQUIRE(run->skipped.size() == 2);
   CHECK(run->skipped[0].rfind(dir.file("b.sqlite") + ": left out, nothing was committed", 0) == 0);
   CHECK(run->skipped[1].rfind(dir.file("c.sqlite") + ": left out", 0) == 0);
+  // Killed while SQLite switched the new file to WAL: pages without tdbg's tables, and the
+  // rollback journal of that switch beside them.
+  RunSql(dir.file("e.sqlite"), "CREATE TABLE half(x)");
+  WriteBytes(dir.file("e.sqlite-journal"), std::string(512, 'j'));
+  run = Run::Open(dir.path());
+  INFO(run.status().message());
+  REQUIRE(run.ok());
+  REQUIRE(run->skipped.size() == 3);
+  CHECK(run->skipped[2].rfind(dir.file("e.sqlite") + ": left out, nothing was committed", 0) == 0);
+  std::remove(dir.file("e.sqlite").c_str());
+  std::remove(dir.file("e.sqlite-journal").c_str());
   // Created by the writer, then killed before its first flush: the schema alone.
   {
     auto w = Writer::Create(dir.file("d.sqlite"), WriterOptions{});
