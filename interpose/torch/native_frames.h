@@ -19,10 +19,6 @@ namespace tdbg::torchhook {
 // absolute path. Addresses are resolved once per process. Empty when unavailable.
 SourceLocation capture_native_call_site();
 
-// Whether a demangled function name belongs to torch's or the C++ runtime's namespaces
-// ("at::Tensor c10::Dispatcher::call<...>(...)", "std::function<...>::operator()() const").
-bool in_library_namespace(const std::string& demangled);
-
 // The function containing `offset` (from the file's load address; the absolute address for a
 // non-PIE executable) in the ELF symbol table (.symtab) of the file at `path`, mangled, or ""
 // when the file has no symbol table (stripped) or no function covers it. Tables are read once
