@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "tlparse/commands.h"
+#include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
 
 namespace tdbg::cli {
@@ -50,12 +51,8 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
     std::printf("%s\n", line.c_str());
     return;
   }
-  std::string source;
-  tracer::FrameId f = op.user_frame ? op.user_frame : op.stack;
-  if (f) {
-    if (auto fr = r.frame(f))
-      source = diff::frame_text(strings.text(fr->file), fr->line, strings.text(fr->function), false);
-  }
+  // A C++ frame with its source line where the binary's debug info gives it.
+  const std::string source = diff::frame_source_text(r, strings, op.user_frame ? op.user_frame : op.stack, false);
   std::string label = std::string(std::min<int>(op.depth, 16) * 2, ' ') + name;
   std::printf("%8" PRId64 " t%-2u step %-5" PRId64 " %-40s %-24s %s\n", op.seq, op.thread, op.step,
               label.c_str(), strings.text(op.module).c_str(), source.c_str());
@@ -140,6 +137,9 @@ void add_show_command(CLI::App& app) {
       return fail("show", args->run + ": no op " + std::to_string(*args->op) +
                               " or later in this process");
     if (!args->plain && shown == limit) std::printf("... (--limit %" PRId64 "; --limit 0 lists all)\n", limit);
+    // C++ frames listed without the lines their binary could have given (it changed since).
+    std::fflush(stdout);
+    note_skipped("show", diff::native_line_notes(r));
   });
 }
 

@@ -1,11 +1,13 @@
 // The C++ call site of an op in a program without Python: the native stack (backtrace), cut
-// down to the program's own frames and named from the dynamic symbols or the ELF symbol table.
+// down to the program's own frames and named from the dynamic symbols or the ELF symbol table,
+// with each binary's build-id in the run's meta for reading its lines later.
 #include "interpose/torch/native_frames.h"
 
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <execinfo.h>
+#include <link.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/auxv.h>
@@ -14,15 +16,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "base/cpp_names.h"
+#include "base/elf_identity.h"
 #include "interpose/torch/session.h"
 
 namespace tdbg::torchhook {
@@ -121,6 +125,45 @@ std::mutex g_native_mutex;
 std::unordered_map<void*, Address> g_addresses;
 std::unordered_map<void*, tracer::FrameId> g_native_frames;  // by (address, parent)
 uint64_t g_native_generation = 0;
+// The GNU build-id of each binary with program frames ("" when it has none), read once per
+// process; and the binaries whose build-id the current writer has been given (meta
+// `build_id:<path>`), so that a fork child's database gets them too.
+std::unordered_map<std::string, std::string> g_build_ids;
+std::unordered_set<std::string> g_build_ids_written;
+
+// The build-id of the loaded object whose code holds `address`, from its notes in memory: the
+// binary that runs, even when the file at its path was rebuilt after it was loaded. A note
+// segment is read only where a loaded segment covers it.
+std::string loaded_build_id(const void* address) {
+  struct Search {
+    uintptr_t address;
+    std::string build_id;
+  } search{reinterpret_cast<uintptr_t>(address), {}};
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        auto loaded = [info](uintptr_t from, uint64_t size) {
+          for (int k = 0; k < info->dlpi_phnum; ++k) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[k];
+            const uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+            if (ph.p_type == PT_LOAD && from >= start && size <= ph.p_memsz &&
+                from - start <= ph.p_memsz - size)
+              return true;
+          }
+          return false;
+        };
+        if (!loaded(s->address, 1)) return 0;  // not this object
+        for (int k = 0; k < info->dlpi_phnum && s->build_id.empty(); ++k) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[k];
+          const uintptr_t notes = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_NOTE && loaded(notes, ph.p_memsz))
+            s->build_id = gnu_build_id(reinterpret_cast<const void*>(notes), ph.p_memsz, ph.p_align);
+        }
+        return 1;
+      },
+      &search);
+  return search.build_id;
+}
 
 // The main executable's path, absolute (dladdr names it as it was started, maybe relative).
 const std::string& executable_path() {
@@ -162,6 +205,7 @@ Address resolve(void* return_address) {
   const bool executable = info.dli_fbase != nullptr && info.dli_fbase == executable_base();
   a.file = executable && !executable_path().empty() ? executable_path()
                                                     : (info.dli_fname ? info.dli_fname : "?");
+  if (g_build_ids.find(a.file) == g_build_ids.end()) g_build_ids.emplace(a.file, loaded_build_id(call));
   const uint64_t offset =
       static_cast<uint64_t>(static_cast<char*>(call) - static_cast<char*>(info.dli_fbase));
   // The symbol table first: without -rdynamic, the nearest dynamic symbol dladdr finds is
@@ -185,79 +229,6 @@ Address resolve(void* return_address) {
 }
 
 }  // namespace
-
-bool in_library_namespace(const std::string& name) {
-  // The qualified name: after a template instance's return type ("at::Tensor c10::..."), up
-  // to the parameter list.
-  size_t start = 0, end = name.size();
-  int depth = 0;
-  static const std::string kAnonymous = "(anonymous namespace)";
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    if (c == '<') {
-      ++depth;
-    } else if (c == '>') {
-      --depth;
-    } else if (c == '(' && depth == 0) {
-      if (name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
-        i += kAnonymous.size() - 1;
-        continue;
-      }
-      end = i;
-      break;
-    } else if (c == ' ' && depth == 0) {
-      start = i + 1;
-    }
-  }
-  if (start >= end) return false;
-  const std::string qualified = name.substr(start, end - start);
-  static const char* const kNamespaces[] = {"at::",     "c10::",      "torch::",   "std::",
-                                            "caffe2::", "__gnu_cxx::", "pybind11::", "__cxxabiv1::"};
-  auto library = [&](const std::string& id) {
-    for (const char* ns : kNamespaces)
-      if (id.compare(0, std::strlen(ns), ns) == 0) return true;
-    return false;
-  };
-  if (!library(qualified)) return false;
-  // A template instantiated for one of the program's types calls back into the program's code,
-  // which the compiler may have inlined there: `CppNode<Swish>::apply` runs `Swish::backward`,
-  // `AnyModuleHolder<Net>::forward` runs `Net::forward`. Such a frame is the program's.
-  const size_t open = qualified.find('<');
-  if (open == std::string::npos) return true;
-  static const char* const kBuiltins[] = {"void",  "bool",     "char",   "short",  "int",
-                                          "long",  "float",    "double", "signed", "unsigned",
-                                          "const", "volatile", "auto",   "decltype"};
-  const std::string arguments = qualified.substr(open);
-  for (size_t i = 0; i < arguments.size();) {
-    const bool anonymous = arguments.compare(i, kAnonymous.size(), kAnonymous) == 0;
-    if (std::isdigit(static_cast<unsigned char>(arguments[i]))) {  // a number: "3ul"
-      while (i < arguments.size() && std::isalnum(static_cast<unsigned char>(arguments[i]))) ++i;
-      continue;
-    }
-    if (!anonymous && !std::isalpha(static_cast<unsigned char>(arguments[i])) && arguments[i] != '_') {
-      ++i;
-      continue;
-    }
-    size_t j = i;  // one qualified identifier: letters, digits, '_', "::", "(anonymous namespace)"
-    while (j < arguments.size()) {
-      if (arguments.compare(j, kAnonymous.size(), kAnonymous) == 0) {
-        j += kAnonymous.size();
-        continue;
-      }
-      const char d = arguments[j];
-      if (!std::isalnum(static_cast<unsigned char>(d)) && d != '_' && d != ':') break;
-      ++j;
-    }
-    const std::string id = arguments.substr(i, j - i);
-    i = j;
-    if (id.rfind(kAnonymous, 0) == 0) return false;  // a type of the program's own file
-    if (library(id) || id.rfind("__", 0) == 0) continue;
-    bool builtin = false;
-    for (const char* b : kBuiltins) builtin = builtin || id == b;
-    if (!builtin) return false;  // a type of the program (global or its own namespace)
-  }
-  return true;
-}
 
 std::string symbol_table_function(const std::string& path, uint64_t offset) {
   std::lock_guard<std::mutex> lock(g_symbols_mutex);
@@ -307,6 +278,7 @@ SourceLocation capture_native_call_site() {
   uint64_t gen = writer_generation();
   if (g_native_generation != gen) {
     g_native_frames.clear();
+    g_build_ids_written.clear();
     g_native_generation = gen;
   }
   // Interned outermost first, keyed by (address, parent) so that one address reached from
@@ -320,6 +292,14 @@ SourceLocation capture_native_call_site() {
       const Address& a = g_addresses.at(kept[i]);
       tracer::FrameId id = w->intern_frame(parent, w->intern(a.file), 0, w->intern(a.function));
       it = g_native_frames.emplace(key, id).first;
+      // What `tdbg` checks before it reads this binary's source lines: that the file at the
+      // path is still the binary that ran. `set_meta` is a short append under the writer's
+      // lock, from any thread; once per binary and database.
+      if (g_build_ids_written.insert(a.file).second) {
+        const std::string& build_id = g_build_ids[a.file];
+        if (!build_id.empty() && !a.file.empty() && a.file[0] == '/')
+          w->set_meta("build_id:" + a.file, build_id);
+      }
     }
     parent = it->second;
   }

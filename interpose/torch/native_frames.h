@@ -16,12 +16,10 @@ namespace tdbg::torchhook {
 // torch's templates instantiated in the program's binary. `user_frame` is the innermost kept
 // frame. Each frame's function is "NAME +0xOFFSET" (the offset in its binary, the same in
 // every run: `addr2line -e FILE OFFSET` gives the line of a -g build), its file the binary's
-// absolute path. Addresses are resolved once per process. Empty when unavailable.
+// absolute path. Addresses are resolved once per process. The GNU build-id of each binary with
+// a kept frame is written to the run's meta (`build_id:<path>`) once per database, so that
+// `tdbg` reads source lines only from that very binary. Empty when unavailable.
 SourceLocation capture_native_call_site();
-
-// Whether a demangled function name belongs to torch's or the C++ runtime's namespaces
-// ("at::Tensor c10::Dispatcher::call<...>(...)", "std::function<...>::operator()() const").
-bool in_library_namespace(const std::string& demangled);
 
 // The function containing `offset` (from the file's load address; the absolute address for a
 // non-PIE executable) in the ELF symbol table (.symtab) of the file at `path`, mangled, or ""

@@ -71,6 +71,10 @@ def diff(a, b):
     return p.returncode, result
 
 
+def diff_text(a, b):
+    return subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
+
+
 def pair(case, args_a, args_b, script=SCRIPT):
     a, out_a = record(case + "_a", args_a, script)
     b, out_b = record(case + "_b", args_b, script)
@@ -829,6 +833,49 @@ def case_crash():
     check(len(blocks) == 1 and "aten::addmm" in blocks[0][0]
           and "in 1 float32[32x7]" in " ".join(blocks[0]),
           f"C++: tdbg show marks the addmm unfinished with the 32x7 batch: {blocks}")
+    # Source lines from the program's debug info (built with -g), read by tdbg, not recorded:
+    # the addmm is in Net::forward, the randn at its line of main.
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpp", "shape_error.cpp")
+    with open(source) as f:
+        lines = f.read().splitlines()
+    forward_line = next(n for n, t in enumerate(lines, 1) if "torch::Tensor forward(" in t)
+    randn_line = next(n for n, t in enumerate(lines, 1) if "at::randn(" in t)
+    check(f"inside aten::addmm at shape_error.cpp:{forward_line}:" in notes,
+          f"C++: the unfinished addmm is at shape_error.cpp:{forward_line}, in Net::forward: {notes}")
+    src = (d or {}).get("a", {}).get("source") or {}
+    check(src.get("file", "").endswith("/shape_error.cpp") and src.get("line") == randn_line
+          and src.get("binary") == os.path.realpath(program) and src.get("offset", "").startswith("0x"),
+          f"C++: the randn's source is shape_error.cpp:{randn_line}, its binary and offset kept: {src}")
+    check(len(blocks) == 1 and f"shape_error.cpp:{forward_line}" in blocks[0][0],
+          f"C++: tdbg show gives the unfinished addmm its line: {blocks and blocks[0][0]}")
+    text = diff_text(a, b)
+    check(f"shape_error.cpp:{randn_line} in main" in text and "addr2line -C" not in text,
+          f"C++: tdbg diff prints the line, and no addr2line hint for frames that have one")
+
+    # The program rebuilt after the recording: the file at the recorded path is another binary
+    # (its build-id differs), so its debug info says nothing about these offsets.
+    copy = os.path.join(WORK, "crash_cpp_program")
+    shutil.copyfile(program, copy)
+    os.chmod(copy, 0o755)
+    a, b = os.path.join(WORK, "crash_cpp_stale_a"), os.path.join(WORK, "crash_cpp_stale_b")
+    for run, args in ((a, []), (b, ["--bad-step", "3"])):
+        shutil.rmtree(run, ignore_errors=True)
+        subprocess.run([TDBG, "record", "-o", run, "--", copy, *args], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    other = os.environ.get("TRAIN_CPP")
+    shutil.copyfile(other if other and os.path.exists(other) else "/bin/true", copy)
+    rc, r = diff(a, b)
+    d = r["first_divergence"]
+    notes = r.get("notes", [])
+    src = (d or {}).get("a", {}).get("source") or {}
+    copy = os.path.realpath(copy)  # as the recorder names it
+    check(src.get("file") == copy and src.get("line") == 0 and " +0x" in src.get("function", ""),
+          f"C++, binary replaced: the randn's frame stays as recorded, without a line: {src}")
+    check(f"{copy} changed since the recording: C++ frames shown without lines" in notes,
+          f"C++, binary replaced: a note says why there are no lines: {notes}")
+    text = diff_text(a, b)
+    check("shape_error.cpp" not in text and "addr2line -C" in text,
+          "C++, binary replaced: no line in the text, and the addr2line hint stays")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

@@ -869,6 +869,22 @@ def case_collective():
     check(sorted(ranks) == ["0/2", "1/2"], "each database names its rank: %s" % ranks)
 
 
+def gnu_build_id(path):
+    """The GNU build-id of an ELF file, as `readelf -n` prints it (read by hand without it)."""
+    try:
+        out = subprocess.run(["readelf", "-n", path], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True).stdout
+        m = re.search(r"Build ID: ([0-9a-f]+)", out)
+        return m.group(1) if m else ""
+    except FileNotFoundError:
+        pass
+    with open(path, "rb") as f:
+        data = f.read()
+    # The note: name size 4, descriptor size, type 3 (NT_GNU_BUILD_ID), "GNU\0", descriptor.
+    m = re.search(rb"\x04\x00\x00\x00(.)\x00\x00\x00\x03\x00\x00\x00GNU\x00", data, re.S)
+    return data[m.end():m.end() + m.group(1)[0]].hex() if m else ""
+
+
 def case_cpp():
     if not ARGS.cpp or not os.path.exists(ARGS.cpp):
         print("SKIP: the C++ example was not built")
@@ -895,6 +911,17 @@ def case_cpp():
     library = [f[0] for f in stack if re.match(r"(\S+ )?(at|c10|torch|std)::", f[0])
                or f[0].startswith("_start")]
     check(not library, "no frame of torch's or std's namespaces, nor _start: %s" % library[:5])
+    # Each binary with frames has its GNU build-id in the meta table, so that `tdbg` reads
+    # source lines only from the very binary that ran.
+    build_ids = dict(con.execute("select key, value from meta where key like 'build_id:%'").fetchall())
+    binaries = {f[0] for f in con.execute("select distinct file from frame_view where line = 0")}
+    program = os.path.realpath(ARGS.cpp)
+    check(set(build_ids) == {"build_id:" + b for b in binaries},
+          "a build_id:<binary> key for each binary of the frames: %s, binaries %s"
+          % (sorted(build_ids), sorted(binaries)))
+    expected = gnu_build_id(program)
+    check(expected and build_ids.get("build_id:" + program) == expected,
+          "the program's build_id is the one in its ELF notes (%s): %s" % (expected, build_ids))
     # A custom autograd Function's backward is the program's code: its ops have its call site.
     swish = run_command([ARGS.cpp, "--steps", "2", "--swish", "1"])
     con = swish.db()

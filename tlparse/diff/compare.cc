@@ -17,6 +17,7 @@
 
 #include "tlparse/diff/align.h"
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
 
 namespace tdbg::diff {
@@ -1838,6 +1839,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   result["chain_probes"] = stats.probes;
   result["ops_compared"] = stats.ops_compared;
   result["elapsed_ms"] = ms;
+  // C++ frames shown without the lines their binary could have given (it changed since).
+  std::set<std::string> line_notes;
+  for (const auto* run : {&a, &b})
+    for (const auto& r : run->processes)
+      for (const std::string& note : native_line_notes(*r))
+        if (line_notes.insert(note).second) notes.push_back(note);
   result["notes"] = notes;
   return result;
 }

@@ -4,9 +4,11 @@
 // does in a real run.
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -14,7 +16,9 @@
 #include <map>
 #include <string>
 
+#include "base/elf_identity.h"
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
 #include "tracer/reader.h"
 #include "tracer/writer.h"
@@ -1657,4 +1661,155 @@ TEST_CASE("source frames read as text: Python lines, and C++ frames by function 
   CHECK(frame_text("/w/train_cpp", 0, "", true) == "train_cpp");
   CHECK(frame_text("train_cpp", 0, "main::{lambda()#1}::operator()() const +0x8", true) ==
         "main::{lambda()#1}::operator() (train_cpp)");
+}
+
+TEST_CASE("addr2line output: each address's function/location pairs, innermost inlined first") {
+  using tdbg::diff::parse_addr2line;
+  // `addr2line -C -f -i -a` as binutils 2.40 prints it, with what may surround it.
+  const std::string output =
+      "junk before the first address\n"
+      "0x0000000000004adb\n"
+      "at::randn(c10::ArrayRef<long>, c10::optional<at::Generator>, c10::TensorOptions)\n"
+      "/usr/include/ATen/ops/randn.h:37\n"
+      "main\n"
+      "/w/tests/diff/cpp/shape_error.cpp:39\n"
+      "0x0000000000004b35\n"
+      "main\n"
+      "/w/tests/diff/cpp/shape_error.cpp:41 (discriminator 10)\n"
+      "0x0000000000000010\n"
+      "??\n"
+      "??:0\n"
+      "0x0000000000004c9f\n"
+      "(anonymous namespace)::Net::forward(at::Tensor)\n"
+      "/w/a:b/net.cpp:?\r\n"
+      "0x0000000000400500\n"
+      "main\n";  // cut off before its location
+  const auto groups = parse_addr2line(output);
+  REQUIRE(groups.size() == 5);
+  CHECK(groups[0].first == 0x4adb);
+  REQUIRE(groups[0].second.size() == 2);
+  CHECK(groups[0].second[0].function ==
+        "at::randn(c10::ArrayRef<long>, c10::optional<at::Generator>, c10::TensorOptions)");
+  CHECK(groups[0].second[0].file == "/usr/include/ATen/ops/randn.h");
+  CHECK(groups[0].second[0].line == 37);
+  CHECK(groups[0].second[1].function == "main");
+  CHECK(groups[0].second[1].file == "/w/tests/diff/cpp/shape_error.cpp");
+  CHECK(groups[0].second[1].line == 39);
+  REQUIRE(groups[1].second.size() == 1);
+  CHECK(groups[1].second[0].file == "/w/tests/diff/cpp/shape_error.cpp");
+  CHECK(groups[1].second[0].line == 41);
+  REQUIRE(groups[2].second.size() == 1);
+  CHECK(groups[2].second[0].function == "??");
+  CHECK(!groups[2].second[0].known());
+  REQUIRE(groups[3].second.size() == 1);
+  CHECK(groups[3].second[0].file == "/w/a:b/net.cpp");  // a colon in a path, no line
+  CHECK(groups[3].second[0].line == 0);
+  CHECK(groups[4].first == 0x400500);
+  CHECK(groups[4].second.empty());
+  CHECK(parse_addr2line("").empty());
+  CHECK(parse_addr2line("0x\n0xZZ\nmain\n").empty());
+}
+
+TEST_CASE("native frames: the offset from the recorded function, and their text with a line") {
+  using tdbg::diff::frame_text;
+  using tdbg::diff::native_frame_offset;
+  CHECK(native_frame_offset(0, "main +0x4b86") == 0x4b86u);
+  CHECK(native_frame_offset(0, "Net::forward(at::Tensor) const +0x10") == 0x10u);
+  CHECK(native_frame_offset(0, "? +0x4adb") == 0x4adbu);
+  CHECK(!native_frame_offset(12, "main +0x4b86"));  // a frame with a line is no native frame
+  CHECK(!native_frame_offset(0, "<module>"));
+  CHECK(!native_frame_offset(0, "main +0x"));
+  CHECK(!native_frame_offset(0, "main +0x12zz"));
+  CHECK(!native_frame_offset(0, "main +0x11112222333344445"));  // more than 64 bits
+  CHECK(frame_text("/w/shape_error.cpp", 18, "(anonymous namespace)::Net::forward(at::Tensor)", false) ==
+        "/w/shape_error.cpp:18 in (anonymous namespace)::Net::forward");
+  CHECK(frame_text("/w/shape_error.cpp", 18, "forward", true) == "shape_error.cpp:18");
+  CHECK(frame_text("/w/shape_error.cpp", 39, "??", false) == "/w/shape_error.cpp:39");
+}
+
+namespace {
+
+// A function of this binary whose line `native_source` must find through addr2line.
+const int kMarkerLine = __LINE__ + 1;
+__attribute__((noinline)) int native_lines_marker(int x) {
+  asm volatile("" : "+r"(x));
+  return x + 1;
+}
+
+// A database holding one native frame: `binary` at `offset`, with `build_id` recorded for it.
+std::string write_native_frame(const std::string& binary, uint64_t offset, const std::string& build_id) {
+  fs::path dir = temp_dir();
+  std::string path = (dir / "native.sqlite").string();
+  auto w = tdbg::tracer::Writer::Create(path);
+  REQUIRE(w.ok());
+  char function[64];
+  std::snprintf(function, sizeof(function), "marker +0x%llx", static_cast<unsigned long long>(offset));
+  (*w)->intern_frame(0, (*w)->intern(binary), 0, (*w)->intern(function));
+  if (!build_id.empty()) (*w)->set_meta("build_id:" + binary, build_id);
+  REQUIRE((*w)->close().ok());
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("native frames get their line from the binary's debug info while it is the binary recorded") {
+  // (native_lines.cc looks on PATH; binutils is in /usr/bin wherever it is installed.)
+  if (access("/usr/bin/addr2line", X_OK) != 0) {
+    WARN("no addr2line: native lines not tested");
+    return;
+  }
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  REQUIRE(n > 0);
+  const std::string binary(self, static_cast<size_t>(n));
+  Dl_info info;
+  REQUIRE(dladdr(reinterpret_cast<void*>(&native_lines_marker), &info) != 0);
+  const uint64_t offset = static_cast<uint64_t>(reinterpret_cast<const char*>(&native_lines_marker) -
+                                                static_cast<const char*>(info.dli_fbase));
+  auto identity = tdbg::read_elf_identity_file(binary);
+  REQUIRE(identity.ok());
+  REQUIRE(!identity->build_id.empty());
+  const int64_t called = native_lines_marker(1);  // keeps the marker
+  CHECK(called == 2);
+
+  auto open = [](const std::string& db) {
+    auto r = tdbg::tracer::Reader::Open(db);
+    REQUIRE(r.ok());
+    return std::move(r).value();
+  };
+  auto same = open(write_native_frame(binary, offset, identity->build_id));
+  const std::string function = "marker +0x" + [&] {
+    char hex[24];
+    std::snprintf(hex, sizeof(hex), "%llx", static_cast<unsigned long long>(offset));
+    return std::string(hex);
+  }();
+  auto source = tdbg::diff::native_source(*same, binary, 0, function);
+  REQUIRE(source.has_value());
+  const std::string suffix = "/tlparse/diff/diff_test.cc";
+  CHECK(source->line.file.size() > suffix.size());
+  CHECK(source->line.file.compare(source->line.file.size() - suffix.size(), suffix.size(), suffix) == 0);
+  CHECK(source->line.line >= kMarkerLine);
+  CHECK(source->line.line <= kMarkerLine + 2);
+  CHECK(source->line.function.find("native_lines_marker") != std::string::npos);
+  CHECK(tdbg::diff::native_line_notes(*same).empty());
+  // The frame's JSON keeps where it was recorded.
+  tdbg::diff::Strings strings(*same);
+  const json frame = tdbg::diff::frame_json(*same, strings, 1);
+  CHECK(frame["line"] == source->line.line);
+  CHECK(frame["binary"] == binary);
+  CHECK(frame["offset"] == function.substr(function.rfind(" +0x") + 2));
+
+  // Another build at the path: no line, and a note that says why.
+  auto stale = open(write_native_frame(binary, offset, "00112233"));
+  CHECK(!tdbg::diff::native_source(*stale, binary, 0, function));
+  const auto notes = tdbg::diff::native_line_notes(*stale);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == binary + " changed since the recording: C++ frames shown without lines");
+  const json unresolved = tdbg::diff::frame_json(*stale, strings, 1);
+  CHECK(unresolved["line"] == 0);
+  CHECK(unresolved["function"] == function);
+  // Recorded before build-ids were kept: no line, no note.
+  auto old = open(write_native_frame(binary, offset, ""));
+  CHECK(!tdbg::diff::native_source(*old, binary, 0, function));
+  CHECK(tdbg::diff::native_line_notes(*old).empty());
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
 
 namespace tdbg::diff {
@@ -552,6 +553,11 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     j["other_starts"] = std::move(other_starts);
     j["chosen_because"] = why.empty() ? json("earliest") : json(why);
   }
+  // C++ frames shown without the lines their binary could have given (it changed since).
+  std::set<std::string> line_notes;
+  for (const auto& r : run.processes)
+    for (const std::string& note : native_line_notes(*r))
+      if (line_notes.insert(note).second) notes.push_back(note);
   return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path},
               {"options", options_json(options)}, {"notes", notes}};
 }

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "tlparse/diff/native_lines.h"
+
 namespace tdbg::diff {
 
 using tracer::OpRecord;
@@ -292,22 +294,52 @@ double summary_distance(const hashing::Summary& a, const hashing::Summary& b) {
   return d;
 }
 
+// A recorded frame as JSON. A native frame whose line its binary gives (native_lines.h) keeps
+// where it was recorded in "binary" and "offset"; "inlined" lists every function addr2line
+// named at that call, innermost first, where there are several.
+static nlohmann::json record_json(const tracer::Reader& reader, Strings& strings,
+                                  const tracer::FrameRecord& f) {
+  const std::string& file = strings.text(f.file);
+  const std::string& function = strings.text(f.function);
+  if (auto native = native_source(reader, file, f.line, function)) {
+    nlohmann::json j = {{"file", native->line.file},
+                        {"line", native->line.line},
+                        {"function", native->line.function},
+                        {"binary", file},
+                        {"offset", function.substr(function.rfind(" +0x") + 2)}};
+    if (native->inlined.size() > 1) {
+      nlohmann::json chain = nlohmann::json::array();
+      for (const NativeLine& l : native->inlined)
+        chain.push_back({{"file", l.file}, {"line", l.line}, {"function", l.function}});
+      j["inlined"] = std::move(chain);
+    }
+    return j;
+  }
+  return {{"file", file}, {"line", f.line}, {"function", function}};
+}
+
 nlohmann::json frame_json(const tracer::Reader& reader, Strings& strings, tracer::FrameId id) {
   if (id == 0) return nullptr;
   auto f = reader.frame(id);
   if (!f) return nullptr;
-  return {{"file", strings.text(f->file)}, {"line", f->line}, {"function", strings.text(f->function)}};
+  return record_json(reader, strings, *f);
 }
 
-std::string frame_text(const std::string& file, int64_t line, const std::string& function,
-                       bool brief) {
-  const std::string base = file.substr(file.rfind('/') + 1);  // npos + 1 is 0
-  if (line > 0 || function.empty() || function == "?") {
-    const std::string where = (brief ? base : file) + (line > 0 ? ":" + std::to_string(line) : "");
-    return brief || function.empty() ? where : where + " in " + function;
-  }
-  if (!brief) return file + " in " + function;
-  // The name alone: without " +0x4adb" and without the parameter list "(at::Tensor) const".
+std::string frame_source_text(const tracer::Reader& reader, Strings& strings, tracer::FrameId id,
+                              bool brief) {
+  if (id == 0) return "";
+  auto f = reader.frame(id);
+  if (!f) return "";
+  const std::string& file = strings.text(f->file);
+  const std::string& function = strings.text(f->function);
+  if (auto native = native_source(reader, file, f->line, function))
+    return frame_text(native->line.file, native->line.line, native->line.function, brief);
+  return frame_text(file, f->line, function, brief);
+}
+
+// A C++ function's name without what makes it long: " +0x4adb", the parameter list and
+// " const"; a name over 48 characters keeps its end.
+static std::string short_function_name(const std::string& function) {
   std::string name = function.substr(0, function.rfind(" +0x"));
   if (name.size() > 6 && name.compare(name.size() - 6, 6, " const") == 0) name.resize(name.size() - 6);
   if (!name.empty() && name.back() == ')') {
@@ -320,8 +352,22 @@ std::string frame_text(const std::string& file, int64_t line, const std::string&
       }
     }
   }
-  if (name == "?") return base;
   if (name.size() > 48) name = "..." + name.substr(name.size() - 45);
+  return name;
+}
+
+std::string frame_text(const std::string& file, int64_t line, const std::string& function,
+                       bool brief) {
+  const std::string base = file.substr(file.rfind('/') + 1);  // npos + 1 is 0
+  if (line > 0 || function.empty() || function == "?") {
+    const std::string where = (brief ? base : file) + (line > 0 ? ":" + std::to_string(line) : "");
+    // A C++ function read from debug info has its parameters: "Net::forward(at::Tensor)".
+    return brief || function.empty() || function == "??" ? where : where + " in " + short_function_name(function);
+  }
+  if (!brief) return file + " in " + function;
+  // The name alone: without " +0x4adb" and without the parameter list "(at::Tensor) const".
+  const std::string name = short_function_name(function);
+  if (name == "?") return base;
   return name + " (" + base + ")";
 }
 
@@ -340,10 +386,7 @@ static void add_source(const tracer::Reader& reader, Strings& strings, const OpR
   j["source"] = frame_json(reader, strings, user);
   nlohmann::json frames = nlohmann::json::array();
   if (stack != 0) {
-    for (const tracer::FrameRecord& f : reader.stack(stack)) {
-      frames.push_back({{"file", strings.text(f.file)}, {"line", f.line},
-                        {"function", strings.text(f.function)}});
-    }
+    for (const tracer::FrameRecord& f : reader.stack(stack)) frames.push_back(record_json(reader, strings, f));
   }
   j["stack"] = std::move(frames);
   j["source_from_forward"] = from_forward;
@@ -379,14 +422,8 @@ nlohmann::json op_json(const tracer::Reader& reader, Strings& strings, const OpR
 nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, const OpRecord& op) {
   nlohmann::json j = {{"seq", op.seq}, {"tidx", op.tidx}, {"op", strings.text(op.name)},
                       {"depth", op.depth}, {"step", op.step}, {"module", strings.text(op.module)}};
-  tracer::FrameId user = op.user_frame != 0 ? op.user_frame : op.stack;
-  std::string source;
-  if (user != 0) {
-    // The file's base name keeps context lines short; `source` of the op itself has the path.
-    if (auto f = reader.frame(user))
-      source = frame_text(strings.text(f->file), f->line, strings.text(f->function), true);
-  }
-  j["source"] = source;
+  // The file's base name keeps context lines short; `source` of the op itself has the path.
+  j["source"] = frame_source_text(reader, strings, op.user_frame != 0 ? op.user_frame : op.stack, true);
   return j;
 }
 

@@ -123,13 +123,22 @@ double relative_difference(double x, double y);
 // Largest relative difference over min/max/sum/abs_sum; 2 when non-finite counts differ;
 // -1 when either summary is invalid.
 double summary_distance(const hashing::Summary& a, const hashing::Summary& b);
+// A frame as {file, line, function}. A native frame of a C++ program whose line its binary's
+// debug info gives (native_lines.h) is {file: the source file, line, function, binary, offset,
+// inlined?}: "binary" and "offset" are what was recorded, "inlined" the functions inlined at
+// that call, innermost first.
 nlohmann::json frame_json(const tracer::Reader& reader, Strings& strings, tracer::FrameId id);
-// A source frame as text. Python frames: "train.py:12" ("/path/train.py:12" with
-// `base_name` false). Native frames of a C++ program have no line (0) and a function
-// "NAME +0xOFFSET": "Net::forward (train_cpp)" in brief (the parameters and offset left out),
-// else "/path/train_cpp in Net::forward(at::Tensor) +0x4adb".
+// A source frame as text. Python frames: "train.py:12" ("/path/train.py:12 in <module>" with
+// `brief` false). Native frames of a C++ program are read with their line where the
+// binary gives it: "shape_error.cpp:18" ("/path/shape_error.cpp:18 in Net::forward"), else
+// they have no line (0) and a function "NAME +0xOFFSET": "Net::forward (train_cpp)" in brief
+// (the parameters and offset left out), else "/path/train_cpp in Net::forward(at::Tensor) +0x4adb".
 std::string frame_text(const std::string& file, int64_t line, const std::string& function,
                        bool brief);
+// The text of frame `id` of `reader`'s database (`frame_text`, with the native line where
+// there is one); "" for no frame.
+std::string frame_source_text(const tracer::Reader& reader, Strings& strings, tracer::FrameId id,
+                              bool brief);
 // {seq, thread, tidx, op, step, depth, module, backward, random, source, stack, enclosing}.
 // Backward ops without a stack borrow their forward op's (`source_from_forward`).
 nlohmann::json op_json(const tracer::Reader& reader, Strings& strings, const tracer::OpRecord& op);

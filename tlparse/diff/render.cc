@@ -158,11 +158,22 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   o << "\n  stack (" << label << ", innermost last):\n";
   size_t start = stack.size() > 12 ? stack.size() - 12 : 0;
   if (start > 0) o << "    ... " << start << " outer frames\n";
-  // Native frames (no line): the `addr2line` command that gives their lines from a -g build.
+  // Native frames still without a line: the `addr2line` command that gives their lines from
+  // a -g build.
   std::string native_file, offsets;
   for (size_t k = start; k < stack.size(); ++k) {
     const int64_t line = stack[k].value("line", int64_t{0});
     const std::string file = str(stack[k], "file"), function = str(stack[k], "function");
+    const json& inlined = stack[k].value("inlined", json::array());
+    if (line > 0 && inlined.is_array() && inlined.size() > 1) {
+      // A C++ call with functions inlined at it: the function it is in first, as stacks read.
+      for (size_t i = inlined.size(); i-- > 0;) {
+        const json& l = inlined[i];
+        o << "    " << str(l, "file") << ":" << str(l, "line") << " " << str(l, "function")
+          << (i + 1 < inlined.size() ? " (inlined)" : "") << "\n";
+      }
+      continue;
+    }
     if (line > 0) {
       o << "    " << file << ":" << line << " " << function << "\n";
       continue;

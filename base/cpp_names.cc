@@ -1,0 +1,84 @@
+// Tells torch's and the C++ runtime's functions from the program's by their demangled names:
+// the recorder leaves such frames out of a C++ call site, and `tdbg` skips such inlined
+// functions when it reads a frame's source line.
+#include "base/cpp_names.h"
+
+#include <cctype>
+#include <cstring>
+
+namespace tdbg {
+
+bool in_library_namespace(const std::string& name) {
+  // The qualified name: after a template instance's return type ("at::Tensor c10::..."), up
+  // to the parameter list.
+  size_t start = 0, end = name.size();
+  int depth = 0;
+  static const std::string kAnonymous = "(anonymous namespace)";
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<') {
+      ++depth;
+    } else if (c == '>') {
+      --depth;
+    } else if (c == '(' && depth == 0) {
+      if (name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
+        i += kAnonymous.size() - 1;
+        continue;
+      }
+      end = i;
+      break;
+    } else if (c == ' ' && depth == 0) {
+      start = i + 1;
+    }
+  }
+  if (start >= end) return false;
+  const std::string qualified = name.substr(start, end - start);
+  static const char* const kNamespaces[] = {"at::",     "c10::",      "torch::",   "std::",
+                                            "caffe2::", "__gnu_cxx::", "pybind11::", "__cxxabiv1::"};
+  auto library = [&](const std::string& id) {
+    for (const char* ns : kNamespaces)
+      if (id.compare(0, std::strlen(ns), ns) == 0) return true;
+    return false;
+  };
+  if (!library(qualified)) return false;
+  // A template instantiated for one of the program's types calls back into the program's code,
+  // which the compiler may have inlined there: `CppNode<Swish>::apply` runs `Swish::backward`,
+  // `AnyModuleHolder<Net>::forward` runs `Net::forward`. Such a frame is the program's.
+  const size_t open = qualified.find('<');
+  if (open == std::string::npos) return true;
+  static const char* const kBuiltins[] = {"void",  "bool",     "char",   "short",  "int",
+                                          "long",  "float",    "double", "signed", "unsigned",
+                                          "const", "volatile", "auto",   "decltype"};
+  const std::string arguments = qualified.substr(open);
+  for (size_t i = 0; i < arguments.size();) {
+    const bool anonymous = arguments.compare(i, kAnonymous.size(), kAnonymous) == 0;
+    if (std::isdigit(static_cast<unsigned char>(arguments[i]))) {  // a number: "3ul"
+      while (i < arguments.size() && std::isalnum(static_cast<unsigned char>(arguments[i]))) ++i;
+      continue;
+    }
+    if (!anonymous && !std::isalpha(static_cast<unsigned char>(arguments[i])) && arguments[i] != '_') {
+      ++i;
+      continue;
+    }
+    size_t j = i;  // one qualified identifier: letters, digits, '_', "::", "(anonymous namespace)"
+    while (j < arguments.size()) {
+      if (arguments.compare(j, kAnonymous.size(), kAnonymous) == 0) {
+        j += kAnonymous.size();
+        continue;
+      }
+      const char d = arguments[j];
+      if (!std::isalnum(static_cast<unsigned char>(d)) && d != '_' && d != ':') break;
+      ++j;
+    }
+    const std::string id = arguments.substr(i, j - i);
+    i = j;
+    if (id.rfind(kAnonymous, 0) == 0) return false;  // a type of the program's own file
+    if (library(id) || id.rfind("__", 0) == 0) continue;
+    bool builtin = false;
+    for (const char* b : kBuiltins) builtin = builtin || id == b;
+    if (!builtin) return false;  // a type of the program (global or its own namespace)
+  }
+  return true;
+}
+
+}  // namespace tdbg
