@@ -418,7 +418,10 @@ int on_kill(pid_t pid, int sig) {
   auto real = real_kill();
   if (real == nullptr) return static_cast<int>(syscall(SYS_kill, pid, sig));
   const pid_t self = static_cast<pid_t>(syscall(SYS_getpid));
-  if (pid == self && kills_this_process(sig)) close_recording(2, sig);
+  // Where tdbg's handler takes the signal, it closes (a fault also keeps the ops the thread
+  // that takes it is inside: `os.kill(os.getpid(), SIGABRT)` inside an op); else close now.
+  if (pid == self && kills_this_process(sig) && !ending_handler_installed(sig))
+    close_recording(2, sig);
   return real(pid, sig);
 }
 

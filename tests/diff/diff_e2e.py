@@ -690,9 +690,10 @@ def case_gather():
 
 # A training loop that calls a custom op (a Python kernel registered with torch.library, as
 # an extension's op would be). argv[1]: the step at which the op crashes inside (-1: never),
-# argv[2]: how (segv, abort, or raise: an exception, which "catch" catches and goes on).
+# argv[2]: how (segv, abort, kill_abort: SIGABRT sent with kill() to its own pid, or raise:
+# an exception, which "catch" catches and goes on).
 CRASH = r"""
-import ctypes, os, sys, torch
+import ctypes, os, signal, sys, torch
 CRASH_STEP, HOW = int(sys.argv[1]), sys.argv[2]
 lib = torch.library.Library("crashtest", "DEF")
 lib.define("scale(Tensor x, int step) -> Tensor")
@@ -701,6 +702,8 @@ def scale(x, step):
     if step == CRASH_STEP:
         if HOW in ("raise", "catch"):
             raise RuntimeError("scale failed at step %d" % step)
+        if HOW == "kill_abort":
+            os.kill(os.getpid(), signal.SIGABRT)
         ctypes.string_at(0) if HOW == "segv" else os.abort()
     return y.tanh()
 lib.impl("scale", scale, "CPU")
@@ -755,7 +758,7 @@ def case_crash():
     check(p.returncode == 2 and p.stderr.startswith("tdbg show: ") and "corrupt" in p.stderr
           and p.stderr.count("\n") == 1,
           f"tdbg show on a damaged strings table: exit {p.returncode}, {p.stderr!r}")
-    for how, sig in (("segv", 11), ("abort", 6)):
+    for how, sig in (("segv", 11), ("abort", 6), ("kill_abort", 6)):
         out = os.path.join(WORK, "crash_b_" + how)
         shutil.rmtree(out, ignore_errors=True)
         p = subprocess.run([TDBG, "record", "-o", out, "--", PYTHON, script, "2", how],
