@@ -634,8 +634,29 @@ StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
   return std::unique_ptr<Reader>(std::move(reader));
 }
 
+// Whether the -wal file at `path` holds a commit: a frame that ends a transaction (its
+// "database size after commit" is not 0) with the salts of the header. A process killed in its
+// first transaction leaves frames without one, or the 32-byte header alone.
+bool wal_has_commit(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  unsigned char header[32] = {};
+  bool committed = false;
+  if (std::fread(header, 1, sizeof header, f) == sizeof header) {
+    const uint32_t page_size = be32(header + 8);
+    unsigned char frame[24];
+    for (long at = 32; !committed && page_size >= 512 && page_size <= 65536 &&
+                       std::fseek(f, at, SEEK_SET) == 0 &&
+                       std::fread(frame, 1, sizeof frame, f) == sizeof frame;
+         at += 24 + static_cast<long>(page_size))
+      committed = be32(frame + 4) != 0 && std::memcmp(frame + 8, header + 16, 8) == 0;
+  }
+  std::fclose(f);
+  return committed;
+}
+
 // Whether nothing was ever committed to the database at `path`, which does not open: an empty
-// file, a file of at most its first page (no table yet) whose -wal holds no frame, or
+// file, a file of at most its first page (no table yet) whose -wal holds no commit, or
 // one with a hot rollback journal and no meta table (killed while the writer switched the
 // new file to WAL, which SQLite does under a rollback journal). What a process leaves when it is killed between
 // creating its database and the first commit (a few ms).
@@ -644,8 +665,7 @@ bool nothing_committed(const std::string& path) {
   if (!file_exists(path, &st)) return false;
   if (st.st_size == 0) return true;
   struct stat wal;
-  // A -wal of its 32-byte header alone holds no frame: nothing committed through it.
-  if (file_exists(path + "-wal", &wal) && wal.st_size > 32) return false;
+  if (file_exists(path + "-wal", &wal) && wal_has_commit(path + "-wal")) return false;
   struct stat journal;
   if (file_exists(path + "-journal", &journal) && journal.st_size > 0) return true;
   FILE* f = std::fopen(path.c_str(), "rb");

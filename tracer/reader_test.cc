@@ -238,6 +238,34 @@ TEST_CASE("runs: a database with nothing committed is left out with a note, not 
   CHECK(run->skipped[2].rfind(dir.file("e.sqlite") + ": left out, nothing was committed", 0) == 0);
   std::remove(dir.file("e.sqlite").c_str());
   std::remove(dir.file("e.sqlite-journal").c_str());
+  // Killed in its first transaction: the -wal holds frames but none that commits (a frame's
+  // "size after commit" is 0); with it set, the database is not "nothing committed".
+  auto wal = [](uint32_t commit_size) {
+    std::string bytes(32 + 24 + 512, '\0');
+    auto put = [&](size_t at, uint32_t v) {
+      for (int k = 0; k < 4; ++k) bytes[at + k] = static_cast<char>(v >> (24 - 8 * k));
+    };
+    put(0, 0x377f0682u);
+    put(8, 512);           // page size
+    put(16, 0x11223344u);  // salts
+    put(20, 0x55667788u);
+    put(32, 1);            // the frame's page
+    put(36, commit_size);
+    put(40, 0x11223344u);
+    put(44, 0x55667788u);
+    return bytes;
+  };
+  RunSql(dir.file("f.sqlite"), "PRAGMA page_size=512; PRAGMA journal_mode=WAL");
+  WriteBytes(dir.file("f.sqlite-wal"), wal(0));
+  run = Run::Open(dir.path());
+  INFO(run.status().message());
+  REQUIRE(run.ok());
+  REQUIRE(run->skipped.size() == 3);
+  CHECK(run->skipped[2].rfind(dir.file("f.sqlite") + ": left out, nothing was committed", 0) == 0);
+  WriteBytes(dir.file("f.sqlite-wal"), wal(1));
+  CHECK_FALSE(Run::Open(dir.path()).ok());
+  std::remove(dir.file("f.sqlite").c_str());
+  std::remove(dir.file("f.sqlite-wal").c_str());
   // Created by the writer, then killed before its first flush: the schema alone.
   {
     auto w = Writer::Create(dir.file("d.sqlite"), WriterOptions{});
