@@ -67,7 +67,11 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
     std::printf("%22s arg %s = %s\n", "", strings.text(a.name).c_str(), strings.text(a.value).c_str());
   }
   if (op.flags & tracer::kOpUnfinished)
-    std::printf("%22s unfinished: the process ended (a crash or an abort) while inside this op\n", "");
+    std::printf("%22s unfinished: the process ended (a crash or an abort) while inside this op%s\n", "",
+                (op.flags & tracer::kOpInputsIncomplete)
+                    ? ", as tdbg read its inputs (memory behind a tensor that cannot be read, such "
+                      "as a truncated mmap; the op would have read it too): later inputs missing"
+                    : "");
   if (op.flags & tracer::kOpRaised)
     std::printf("%22s raised: an error (an exception) ended this op; it has no outputs\n", "");
 }

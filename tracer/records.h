@@ -65,6 +65,9 @@ enum OpFlags : uint32_t {
   kOpUninitOutput = 1u << 4,   // returns uninitialized memory by contract
   kOpUnfinished = 1u << 5,     // the process ended (a crash, an abort) while inside it: no outputs
   kOpRaised = 1u << 6,         // ended by an exception (an error raised inside it): no outputs
+  // With kOpUnfinished: the process ended while tdbg read the op's inputs (their memory could
+  // not be read); the inputs and arguments after those recorded are missing.
+  kOpInputsIncomplete = 1u << 7,
 };
 
 struct TensorRecord {

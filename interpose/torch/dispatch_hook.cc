@@ -366,6 +366,10 @@ struct ThreadState {
   int64_t last_seq = kNoSeq;
   uint64_t chain = 0;
   bool busy = false;  // inside the hook: ops the hook itself causes are not recorded
+  // 1 + the pending index of the op whose inputs `start_op` is reading (0: none). A fault
+  // there (unreadable memory behind a tensor: a truncated mmap) stops the thread at a point
+  // where every pending record is whole: `hook_write_unfinished` may write them.
+  size_t reading_inputs = 0;
   int8_t collective_worker = -1;  // see on_collective_worker_thread; -1 not yet known
   // The code of the last innermost Python frame found outside the program in a backward pass
   // (torch's `backward`, waiting for the engine): nodes run under it keep their forward line.
@@ -1436,6 +1440,11 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   if (info->uninitialized_output) op.flags |= tracer::kOpUninitOutput;
 
   uint64_t content = info->name_hash;
+  struct ReadingInputs {
+    ThreadState& ts;
+    ~ReadingInputs() { ts.reading_inputs = 0; }
+  } reading{ts};
+  ts.reading_inputs = ctx->pending_index + 1;
   c10::ArrayRef<const c10::IValue> inputs;
   if (fn.needsInputs()) inputs = fn.inputs();
   const bool schema_args = info->has_schema && inputs.size() == info->arg_kinds.size();
@@ -1696,9 +1705,17 @@ void hook_write_unfinished(int tid) {
     for (ThreadState* s : g_thread_states)
       if (s->tid == tid && s->fork_generation == gen) ts = s;
   }
-  // Stopped inside the hook itself: its records may be half written; leave them.
-  if (ts == nullptr || ts->busy || ts->pending_count == 0) return;
+  if (ts == nullptr || ts->pending_count == 0) return;
   const int64_t now = monotonic_ns();
+  if (ts->busy) {
+    // Stopped inside the hook itself: its records may be half written; leave them, unless it
+    // was reading an op's inputs (the op's tensors so far are whole records).
+    const size_t reading = ts->reading_inputs;
+    if (reading == 0 || reading > ts->pending_count) return;
+    tracer::OpRecord& op = ts->pending[reading - 1];
+    op.flags |= tracer::kOpUnfinished | tracer::kOpInputsIncomplete;
+    op.end_ns = now;
+  }
   for (const OpContext* ctx : ts->stack) {
     if (!ctx->recorded || ctx->pending_index >= ts->pending_count) continue;
     tracer::OpRecord& op = ts->pending[ctx->pending_index];

@@ -690,8 +690,9 @@ def case_gather():
 
 # A training loop that calls a custom op (a Python kernel registered with torch.library, as
 # an extension's op would be). argv[1]: the step at which the op crashes inside (-1: never),
-# argv[2]: how (segv, abort, kill_abort: SIGABRT sent with kill() to its own pid, or raise:
-# an exception, which "catch" catches and goes on).
+# argv[2]: how (segv, abort, kill_abort: SIGABRT sent with kill() to its own pid, bus: a
+# SIGBUS reading a mapped file another process truncated, or raise: an exception, which
+# "catch" catches and goes on).
 CRASH = r"""
 import ctypes, os, signal, sys, torch
 CRASH_STEP, HOW = int(sys.argv[1]), sys.argv[2]
@@ -710,8 +711,17 @@ lib.impl("scale", scale, "CPU")
 torch.manual_seed(0)
 w = torch.randn(4, 4, requires_grad=True)
 opt = torch.optim.SGD([w], lr=0.1)
+if HOW == "bus":
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crash_bus.bin")
+    with open(path, "wb") as f:
+        f.write(b"\0" * (1 << 20))
+    mapped = torch.from_file(path, shared=True, size=1 << 18)
 for step in range(5):
     opt.zero_grad()
+    if HOW == "bus":
+        if step == CRASH_STEP:
+            os.truncate(path, 0)
+        w.data.add_(mapped[:4].sum())  # MARK:bus_call
     try:
         h = torch.ops.crashtest.scale(torch.ones(2, 4) @ w, step)  # MARK:crash_call
     except RuntimeError:
@@ -781,6 +791,24 @@ def case_crash():
         check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
               and "in 0 float32[2x4]" in blocks[0][1] and "arg step = 2" in blocks[0][2],
               f"{how}: tdbg show marks crashtest::scale unfinished, with its input: {blocks}")
+    # Unreadable memory behind an input (a mapped file truncated under it): the SIGBUS comes
+    # as tdbg reads the input, and the op is still the one named, its inputs so far kept.
+    bus_line = marks(script)["bus_call"]
+    a_bus, _ = record("crash_a_bus", ["-1", "bus"], script)
+    b = os.path.join(WORK, "crash_b_bus")
+    shutil.rmtree(b, ignore_errors=True)
+    p = subprocess.run([TDBG, "record", "-o", b, "--", PYTHON, script, "2", "bus"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 128 + 7, f"bus: exit status 135 (got {p.returncode})")
+    rc, r = diff(a_bus, b)
+    d = r["first_divergence"]
+    check(rc == 1 and d is not None and d["cause"] == "ended"
+          and f"was ended by signal 7 inside aten::sum at crash.py:{bus_line} " in d.get("detail", ""),
+          f"bus: the run ended inside the sum that read the truncated file (got {d})")
+    blocks = flagged_in_show(b)
+    check(len(blocks) == 1 and "aten::sum" in blocks[0][0]
+          and "as tdbg read its inputs" in blocks[-1][-1],
+          f"bus: tdbg show marks aten::sum unfinished, read as its inputs were: {blocks}")
     # An op that raised (a Python exception out of the op): kept with its inputs, flagged
     # raised; the same inputs with an error in one run only is where the runs part, and two
     # runs that raise and catch the same error are identical.

@@ -122,8 +122,21 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
     OpRecord ia = a, ib = b;
     ia.tensors.resize(na);
     ib.tensors.resize(nb);
-    ia.flags &= ~kNoOutputs;
-    ib.flags &= ~kNoOutputs;
+    // Stopped while its inputs were read: the other's are compared as far as it got.
+    for (auto [partial, other] : {std::pair{&ia, &ib}, std::pair{&ib, &ia}}) {
+      if (!(partial->flags & tracer::kOpInputsIncomplete)) continue;
+      if (other->tensors.size() > partial->tensors.size())
+        other->tensors.resize(partial->tensors.size());
+      int reached = -1;  // the last argument index it recorded
+      for (const auto& t : partial->tensors) reached = std::max<int>(reached, t.index);
+      for (const auto& x : partial->args) reached = std::max<int>(reached, x.index);
+      std::vector<tracer::ArgRecord> kept;
+      for (const auto& x : other->args)
+        if (x.index <= reached) kept.push_back(x);
+      other->args = std::move(kept);
+    }
+    ia.flags &= ~(kNoOutputs | tracer::kOpInputsIncomplete);
+    ib.flags &= ~(kNoOutputs | tracer::kOpInputsIncomplete);
     OpComparison inputs = compare_ops(ia, sa, ib, sb);
     inputs.unfinished = ((a.flags | b.flags) & tracer::kOpUnfinished) != 0;
     // Same inputs, and an error in one run only: the runs part here (an out-of-memory error,

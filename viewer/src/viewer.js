@@ -423,7 +423,8 @@
           ['parent', o.parent >= 0 ? h('button', { class: 'link', onclick: () => goTo(o.parent) }, '#' + o.parent) : '—'],
           o.backward ? ['forward op', o.fwd >= 0 ? h('button', { class: 'link', id: 'fwd-link', onclick: () => goTo(o.fwd) }, '#' + o.fwd) : 'unknown'] : null,
           o.rng ? ['generator state', o.rng] : null,
-          (o.flags & 32) ? ['unfinished', 'the process ended (a crash or an abort) inside this op: it has no outputs'] : null,
+          (o.flags & 32) ? ['unfinished', 'the process ended (a crash or an abort) inside this op: it has no outputs' +
+            ((o.flags & 128) ? ', and it ended as tdbg read its inputs (memory behind a tensor that cannot be read, such as a truncated mmap): later inputs are missing' : '')] : null,
           (o.flags & 64) ? ['raised', 'an error (an exception) ended this op: it has no outputs'] : null,
           ['chain hash', o.chain]]),
       h('h3', null, 'Tensors'),
