@@ -174,6 +174,8 @@ struct State {
   bool stop = false;
   Status error;  // first error; sticky
   Writer::Stats stats;
+  std::atomic<int64_t> appended{0};           // see Writer::appended
+  std::atomic<int64_t> committed_through{0};  // see Writer::committed_through
 
   // Held by the background thread while it is inside SQLite (see `prepare_fork`).
   std::mutex db_mu;
@@ -239,6 +241,7 @@ class WriterImpl final : public Writer {
     }
     if (closed_) return;
     s_->pending_ops += static_cast<int64_t>(count);
+    s_->appended.fetch_add(static_cast<int64_t>(count), std::memory_order_relaxed);
     Batch& b = s_->pending;
     for (size_t i = 0; i < count; ++i) {
       if (b.ops.empty() || b.ops.back().full()) {
@@ -332,6 +335,11 @@ class WriterImpl final : public Writer {
     s_->db_mu.unlock();
   }
 
+  int64_t appended() const override { return s_->appended.load(std::memory_order_relaxed); }
+  int64_t committed_through() const override {
+    return s_->committed_through.load(std::memory_order_acquire);
+  }
+
   Stats stats() const override {
     if (abandoned_.load()) return {};
     std::lock_guard<std::mutex> lock(s_->mu);
@@ -349,6 +357,7 @@ class WriterImpl final : public Writer {
     std::lock_guard<std::mutex> lock(s_->mu);
     if (closed_) return;
     f(s_->pending);
+    s_->appended.fetch_add(1, std::memory_order_relaxed);
   }
 
   // The background thread: commits at least every `flush_interval_ms`, or at once when
@@ -360,6 +369,7 @@ class WriterImpl final : public Writer {
     for (;;) {
       uint64_t generation;
       bool stopping;
+      int64_t cut;  // `stats.appended` when the batch was taken
       {
         std::unique_lock<std::mutex> lock(s_->mu);
         s_->wake.wait_until(lock, next, [&] {
@@ -368,13 +378,14 @@ class WriterImpl final : public Writer {
                   s_->pending_ops >= s_->options.max_pending_ops);
         });
         std::swap(batch, s_->pending);
+        cut = s_->appended.load(std::memory_order_relaxed);
         s_->pending_ops = 0;
         s_->space.notify_all();
         generation = s_->flush_requested;
         stopping = s_->stop;
       }
       next = std::chrono::steady_clock::now() + period;
-      commit_batch(batch);
+      commit_batch(batch, cut);
       // Recycles the chunks with their records (see `OpChunk`).
       for (OpChunk& chunk : batch.ops) chunk.recycle();
       {
@@ -406,7 +417,13 @@ class WriterImpl final : public Writer {
     st.reset();
   }
 
-  void commit_batch(Batch& batch) {
+  // Commits `batch`, the records appended up to `cut` (see Stats::committed_through).
+  void commit_batch(Batch& batch, int64_t cut) {
+    struct Through {
+      State& s;
+      int64_t cut;
+      ~Through() { s.committed_through.store(cut, std::memory_order_release); }
+    };
     std::lock_guard<std::mutex> db_lock(s_->db_mu);
     // Taken after the batch: every string or frame an op of `batch` uses was interned before
     // the op was appended, so it is in these lists and lands in the same transaction.
@@ -417,6 +434,8 @@ class WriterImpl final : public Writer {
       strings.swap(s_->new_strings);
       frames.swap(s_->new_frames);
     }
+    // Destroyed first on every return: before `strings` and `frames` free their memory.
+    Through through{*s_, cut};
     if (batch.empty() && strings.empty() && frames.empty()) return;
     // If this transaction fails, its ops are lost (and counted), but strings and frames go
     // back to the queue: later ops refer to them by id.

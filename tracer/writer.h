@@ -78,6 +78,14 @@ class Writer {
     int64_t errors = 0;          // records that could not be written (the first error is sticky)
   };
   virtual Stats stats() const { return {}; }
+
+  // Records appended so far (ops, metadata, threads, regions, ...), and how many of the first
+  // of them a commit has dealt with (written, or lost to an error). A flush asked for when
+  // `appended()` was N has committed once `committed_through()` reaches N, even if the
+  // writer's thread has not returned (in a process that broke its heap, freeing memory after
+  // the commit can block forever). Lock-free: safe to call while the writer is stuck.
+  virtual int64_t appended() const { return 0; }
+  virtual int64_t committed_through() const { return 0; }
 };
 
 }  // namespace tdbg::tracer

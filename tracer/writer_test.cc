@@ -334,7 +334,12 @@ TEST_CASE("concurrent appends keep each thread's order") {
   const std::string path = dir.file("c.sqlite");
   auto w = MustCreate(path, WriterOptions{5, 0});
   const int kThreads = 4, kPerThread = 20000;
+  w->set_meta("k", "v");
   AppendConcurrently(*w, kThreads, kPerThread, true);
+  // Every record appended before a flush is counted as committed once it returns.
+  CHECK(w->appended() == kThreads * kPerThread + 1);
+  REQUIRE(w->flush().ok());
+  CHECK(w->committed_through() == w->appended());
   REQUIRE(w->close().ok());
   CHECK(w->stats().ops_committed == kThreads * kPerThread);
   auto r = MustOpen(path);

@@ -293,13 +293,18 @@ bool open_database_locked() {
 
 // Runs `what(w)` (the writer's close, or a flush) on a helper thread and waits a bounded
 // time, so that a wedged writer can never hang the program's exit; the WAL keeps what was
-// committed either way.
-void run_bounded(tracer::Writer* w, Status (*what)(tracer::Writer*), const char* doing) {
+// committed either way. With `until_committed`, the wait also ends shortly after the writer
+// has committed everything appended before the call, even if it has not returned: a process
+// ending on a corrupted heap (glibc's "double free" abort holds malloc's lock) blocks the
+// writer in free() after its commit, and the data is already safe.
+void run_bounded(tracer::Writer* w, Status (*what)(tracer::Writer*), const char* doing,
+                 bool until_committed) {
   struct Shared {
     std::mutex m;
     std::condition_variable cv;
     bool done = false;
   };
+  const int64_t target = w->appended();
   auto shared = std::make_shared<Shared>();
   try {
     std::thread([w, what, doing, shared] {
@@ -313,10 +318,26 @@ void run_bounded(tracer::Writer* w, Status (*what)(tracer::Writer*), const char*
     (void)what(w);
     return;
   }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
+  Clock::time_point committed_at{};
   std::unique_lock<std::mutex> lock(shared->m);
-  if (!shared->cv.wait_for(lock, std::chrono::seconds(10), [&] { return shared->done; }))
-    std::fprintf(stderr, "tdbg: %s the run database did not finish within 10 s; leaving it as is\n",
-                 doing);
+  while (!shared->cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return shared->done; })) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
+      std::fprintf(stderr, "tdbg: %s the run database did not finish within 10 s; what was "
+                   "committed before stays readable\n", doing);
+      return;
+    }
+    if (!until_committed || w->committed_through() < target) continue;
+    if (committed_at == Clock::time_point{}) {
+      committed_at = now;
+    } else if (now - committed_at >= std::chrono::milliseconds(200)) {
+      std::fprintf(stderr, "tdbg: the run database holds everything recorded; its writer did not "
+                   "return after the commit (the process may have damaged its heap)\n");
+      return;
+    }
+  }
 }
 
 // Lock order across fork: the hook's tables, then the session, then the writer (which waits
@@ -425,9 +446,9 @@ void end_recording(bool close) {
   }
   w->set_meta("end_time_ns", std::to_string(wall_ns()));
   if (close)
-    run_bounded(w, [](tracer::Writer* x) { return x->close(); }, "closing");
+    run_bounded(w, [](tracer::Writer* x) { return x->close(); }, "closing", false);
   else
-    run_bounded(w, [](tracer::Writer* x) { return x->flush(); }, "committing");
+    run_bounded(w, [](tracer::Writer* x) { return x->flush(); }, "committing", true);
   // `w` is not deleted: a thread still inside an op may hold the pointer.
 }
 }  // namespace

@@ -690,7 +690,8 @@ def case_gather():
 
 # A training loop that calls a custom op (a Python kernel registered with torch.library, as
 # an extension's op would be). argv[1]: the step at which the op crashes inside (-1: never),
-# argv[2]: how (segv, abort, kill_abort: SIGABRT sent with kill() to its own pid, bus: a
+# argv[2]: how (segv, abort, kill_abort: SIGABRT sent with kill() to its own pid,
+# double_free: glibc aborts on a corrupted heap, holding malloc's lock, bus: a
 # SIGBUS reading a mapped file another process truncated, or raise: an exception, which
 # "catch" catches and goes on).
 CRASH = r"""
@@ -705,6 +706,13 @@ def scale(x, step):
             raise RuntimeError("scale failed at step %d" % step)
         if HOW == "kill_abort":
             os.kill(os.getpid(), signal.SIGABRT)
+        if HOW == "double_free":
+            libc = ctypes.CDLL(None)
+            libc.malloc.restype = ctypes.c_void_p
+            libc.free.argtypes = [ctypes.c_void_p]
+            block, other = libc.malloc(4096), libc.malloc(4096)
+            libc.free(block)
+            libc.free(block)
         ctypes.string_at(0) if HOW == "segv" else os.abort()
     return y.tanh()
 lib.impl("scale", scale, "CPU")
@@ -768,7 +776,7 @@ def case_crash():
     check(p.returncode == 2 and p.stderr.startswith("tdbg show: ") and "corrupt" in p.stderr
           and p.stderr.count("\n") == 1,
           f"tdbg show on a damaged strings table: exit {p.returncode}, {p.stderr!r}")
-    for how, sig in (("segv", 11), ("abort", 6), ("kill_abort", 6)):
+    for how, sig in (("segv", 11), ("abort", 6), ("kill_abort", 6), ("double_free", 6)):
         out = os.path.join(WORK, "crash_b_" + how)
         shutil.rmtree(out, ignore_errors=True)
         p = subprocess.run([TDBG, "record", "-o", out, "--", PYTHON, script, "2", how],
@@ -776,6 +784,9 @@ def case_crash():
         check(p.returncode == 128 + sig, f"{how}: exit status {128 + sig} (got {p.returncode})")
         check(out_a.startswith(p.stdout) and p.stdout.count("\n") == 2,
               f"{how}: B printed steps 0 and 1 as A did (got {p.stdout!r})")
+        # A writer blocked in free() after its commit (the heap is broken) is not waited for.
+        check("did not finish within 10 s" not in p.stderr,
+              f"{how}: the close did not wait out its bound: {p.stderr[-300:]!r}")
         rc, r = diff(a, out)
         d = r["first_divergence"]
         check(rc == 1 and d is not None and d["cause"] == "ended",
