@@ -1303,6 +1303,7 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
              " more op(s) from here, first " + ops[0].value("op", "");
   }
   d["cause"] = "ended";
+  if (!last.ops.empty()) d["ended_step"] = last.ops.back().step;
   std::string where = inside.empty() ? "" : " inside " + inside;
   if (where.empty()) {
     const std::string raised = flagged_ops(r, last, tracer::kOpRaised);

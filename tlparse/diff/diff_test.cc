@@ -936,6 +936,7 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
   auto nested = [](bool crashed) {
     return write_ops(
         [&](Recorder& r) {
+          r.step = 2;
           r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
           if (crashed) r.next_flags = tdbg::tracer::kOpUnfinished;
           const int64_t outer = r.op("ext::outer", {T{11}}, crashed ? std::vector<T>{} : std::vector<T>{T{12}},
@@ -945,6 +946,7 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
           if (crashed) r.next_flags = tdbg::tracer::kOpUnfinished;
           r.op("ext::inner", {T{400}}, crashed ? std::vector<T>{} : std::vector<T>{T{401}}, {}, 0, 1,
                outer, 6);
+          r.step = 3;  // A's next op (--ops recorded none of the ops between)
           if (!crashed) r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 7);
         },
         [&](tdbg::tracer::Writer& w) {
@@ -953,8 +955,12 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
           w.set_meta("end_time_ns", "1");
         });
   };
-  json d = first(compare(nested(false), nested(true)));
+  json r = compare(nested(false), nested(true));
+  json d = first(r);
   CHECK(d["cause"] == "ended");
+  // The headline says the step B ended in, not A's next op's.
+  CHECK(d["ended_step"] == 2);
+  CHECK(tdbg::diff::format_divergence(r).rfind("ended early at step 2:", 0) == 0);
   CHECK(d["detail"].get<std::string>().rfind(
             "B's process was ended by signal 11 inside ext::inner at train.py:6 (in ext::outer) after ", 0) == 0);
 
@@ -984,7 +990,7 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
     REQUIRE((*w)->close().ok());
     return dir.string();
   };
-  json r = compare(threads(false), threads(true));
+  r = compare(threads(false), threads(true));
   d = first(r);
   CHECK(d["cause"] == "ended");
   CHECK(d["detail"] == "B's process was ended by signal 11 after 2 op(s) of this thread, all as in A "

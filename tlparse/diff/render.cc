@@ -291,7 +291,9 @@ std::string format_divergence(const json& result) {
   auto where_in_run = [&](const json& side) {
     std::string where = "in DataLoader worker " + worker;
     if (worker.empty()) {
-      where = "step " + str(side, "step");
+      // A run that ended: the step it ended in (the other's next op may be a step later, when
+      // --ops recorded none of the ops between).
+      where = "step " + (d.contains("ended_step") ? str(d, "ended_step") : str(side, "step"));
       if (a.is_object() && b.is_object() && str(a, "step") != str(b, "step"))
         where = "step A " + str(a, "step") + ", B " + str(b, "step");
     }
