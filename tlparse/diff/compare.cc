@@ -1289,7 +1289,8 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
       if (elsewhere.empty() && !stopped.empty())
         elsewhere = " (thread " + std::to_string(t.id) + " was inside " + stopped + ")";
     }
-    if (process_last < 0 || last_finished_seq(r, thread, last) != process_last) return;
+    // (No op in the whole process: it ended before its first, which ends every thread.)
+    if (process_last >= 0 && last_finished_seq(r, thread, last) != process_last) return;
   }
   const std::string other = side == "A" ? "B" : "A";
   const json& change = d.value("structural_changes", json::array());
@@ -1309,8 +1310,12 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
     const std::string raised = flagged_ops(r, last, tracer::kOpRaised);
     if (!raised.empty()) where = ", an error raised inside " + raised + ",";
   }
-  d["detail"] = side + "'s process " + how + where + " after " + std::to_string(matched) +
-                " op(s) of this thread, all as in " + other + elsewhere + rest;
+  d["detail"] = side + "'s process " + how + where +
+                (matched == 0 && where.empty() ? " before this thread's first op" + elsewhere
+                                               : " after " + std::to_string(matched) +
+                                                     " op(s) of this thread, all as in " + other +
+                                                     elsewhere) +
+                rest;
 }
 
 // Ops compared to recognise work that moved to another thread.

@@ -1024,6 +1024,11 @@ TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it
                        "all as in A; A runs 1 more op(s) from here, first aten::mul");
   CHECK(d.find("ended") == d.end());
   CHECK(tdbg::diff::format_divergence(compare(full, write(2, "signal 15"))).rfind("ended early at step", 0) == 0);
+  // Ended before any op ran at all.
+  d = first(compare(full, write(0, "signal 6")));
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"].get<std::string>().rfind(
+            "B's process was ended by signal 6 before this thread's first op; A runs 3 more", 0) == 0);
   d = first(compare(write(2, ""), full));
   CHECK(d["cause"] == "ended");
   CHECK(d["detail"].get<std::string>().rfind("A's process did not close its database", 0) == 0);
