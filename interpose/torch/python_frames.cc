@@ -45,6 +45,10 @@ struct PythonApi {
   PyObject* (*PyDict_GetItemString)(PyObject*, const char*) = nullptr;
   PyObject* (*PyDict_New)() = nullptr;
   PyObject* (*PyRun_StringFlags)(const char*, int, PyObject*, PyObject*, void*) = nullptr;
+  // Optional: compiled under a file name of its own, tdbg's code reads as tdbg's in a
+  // traceback (else "<string>").
+  PyObject* (*Py_CompileStringExFlags)(const char*, const char*, int, void*, int) = nullptr;
+  PyObject* (*PyEval_EvalCode)(PyObject*, PyObject*, PyObject*) = nullptr;
   int (*PyObject_IsTrue)(PyObject*) = nullptr;
   const char* (*Py_GetVersion)() = nullptr;
   // Optional (not part of `complete`): the optimizer identity only.
@@ -88,6 +92,11 @@ const PythonApi& api() {
     resolve(&a.PyDict_GetItemString, "PyDict_GetItemString", &ok);
     resolve(&a.PyDict_New, "PyDict_New", &ok);
     resolve(&a.PyRun_StringFlags, "PyRun_StringFlags", &ok);
+    a.Py_CompileStringExFlags =
+        reinterpret_cast<PyObject* (*)(const char*, const char*, int, void*, int)>(
+            dlsym(RTLD_DEFAULT, "Py_CompileStringExFlags"));
+    a.PyEval_EvalCode = reinterpret_cast<PyObject* (*)(PyObject*, PyObject*, PyObject*)>(
+        dlsym(RTLD_DEFAULT, "PyEval_EvalCode"));
     resolve(&a.PyObject_IsTrue, "PyObject_IsTrue", &ok);
     resolve(&a.Py_GetVersion, "Py_GetVersion", &ok);
     a.PyMapping_GetItemString = reinterpret_cast<PyObject* (*)(PyObject*, const char*)>(
@@ -450,9 +459,20 @@ void maybe_install_python_hooks(bool with_modules) {
   std::string source = "_TDBG_LIB = " + json_quote(lib) + "\n_TDBG_MODULES = " +
                        (with_modules ? "True" : "False") + "\n" + kPythonHooksSource;
   PyObject* globals = py.PyDict_New();
-  PyObject* result = globals ? py.PyRun_StringFlags(source.c_str(), kPyFileInput, globals,
-                                                    globals, nullptr)
-                             : nullptr;
+  PyObject* result = nullptr;
+  if (globals && py.Py_CompileStringExFlags && py.PyEval_EvalCode) {
+    // A frame of this code in a traceback (a DataLoader batch that fails to rebuild) says it
+    // is tdbg's wrapper, and where it comes from.
+    PyObject* code = py.Py_CompileStringExFlags(
+        source.c_str(), "<tdbg: libtdbg_torch.so's Python hooks (python_frames.cc)>", kPyFileInput,
+        nullptr, -1);
+    if (code) {
+      result = py.PyEval_EvalCode(code, globals, globals);
+      py.Py_DecRef(code);
+    }
+  } else if (globals) {
+    result = py.PyRun_StringFlags(source.c_str(), kPyFileInput, globals, globals, nullptr);
+  }
   if (!result) {
     py.PyErr_Clear();
     g_hooks_failed = true;

@@ -476,6 +476,24 @@ def case_worker_sigterm():
     check(shown.returncode == 0, f"tdbg show on the run: exit {shown.returncode} {shown.stderr[-200:]!r}")
 
 
+def case_ipc_wrapper_named():
+    # tdbg wraps torch.multiprocessing's rebuild functions (a received batch is data from
+    # outside); where the wrapper shows in a traceback, its file names tdbg, not "<string>".
+    if not have_torch() or not HAVE_TORCH_HOOK:
+        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+        return SKIP
+    run = fresh("ipc_wrapper_named")
+    code = ("import torch, torch.multiprocessing.reductions as r\n"
+            "torch.ones(2).add(1)\n"
+            "print(r.rebuild_storage_fd.__code__.co_filename)\n"
+            "print(r.rebuild_storage_fd.__wrapped__.__code__.co_filename)\n")
+    traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+    lines = traced.stdout.splitlines()
+    check(traced.returncode == 0 and len(lines) == 2 and lines[0].startswith("<tdbg: ")
+          and lines[1].endswith("reductions.py"),
+          f"the wrapper's file: {traced.stdout!r} {traced.stderr[-200:]!r}")
+
+
 def case_exec():
     # A torch program that execs another (os.execv keeps the pid): the first image's database
     # is closed before the exec, the new image records into one of its own, and neither the
