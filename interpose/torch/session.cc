@@ -333,8 +333,8 @@ void run_bounded(tracer::Writer* w, Status (*what)(tracer::Writer*), const char*
     if (committed_at == Clock::time_point{}) {
       committed_at = now;
     } else if (now - committed_at >= std::chrono::milliseconds(200)) {
-      std::fprintf(stderr, "tdbg: the run database holds everything recorded; its writer did not "
-                   "return after the commit (the process may have damaged its heap)\n");
+      say("the run database holds everything recorded; its writer did not return after the "
+          "commit (the process may have damaged its heap)");
       return;
     }
   }
