@@ -78,6 +78,11 @@ void forget_watcher_after_fork();
 // interrupted this thread inside malloc or SQLite; closing on this thread would then wait on
 // itself forever, while the watcher waits at most `wait_ms`.
 bool close_on_watcher(int status, int wait_ms);
+// For a fault signal about to take its default action without tdbg's handler (a program's
+// own handler that raises it again): the watcher writes the ops this thread is inside,
+// flagged unfinished, and commits, as for tdbg's handler; waits for it (bounded). False when
+// this process has no watcher.
+bool finish_before_fault(int sig);
 // Whether tdbg's handler is what `sig` does now.
 bool ending_handler_installed(int sig);
 

@@ -742,6 +742,31 @@ for step in range(5):
 """
 
 
+# A DataLoader worker that segfaults in a custom op (argv[1]: the index it crashes at, -1
+# never). torch's own SIGSEGV handler in the worker prints its message and raises the signal
+# again with the default action; the main process then fails with "worker exited unexpectedly".
+DL_CRASH = r"""
+import ctypes, sys, torch
+CRASH = int(sys.argv[1])
+lib = torch.library.Library("dlcrash", "DEF")
+lib.define("scale(Tensor x, int i) -> Tensor")
+def scale(x, i):
+    y = x.mul(0.5)
+    if i == CRASH:
+        ctypes.string_at(0)
+    return y.tanh()
+lib.impl("scale", scale, "CPU")
+torch.manual_seed(0)
+class Data(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return torch.ops.dlcrash.scale(torch.full((4,), float(i)), i)  # MARK:dl_call
+for batch in torch.utils.data.DataLoader(Data(), batch_size=2, num_workers=1):
+    print(float(batch.sum()), flush=True)
+"""
+
+
 def flagged_in_show(run, flag="unfinished"):
     """The lines `tdbg show` prints for each op it flags `flag` (its header line first)."""
     p = subprocess.run([TDBG, "show", "--limit", "0", run], stdout=subprocess.PIPE,
@@ -802,6 +827,23 @@ def case_crash():
         check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
               and "in 0 float32[2x4]" in blocks[0][1] and "arg step = 2" in blocks[0][2],
               f"{how}: tdbg show marks crashtest::scale unfinished, with its input: {blocks}")
+    # A DataLoader worker's segfault: torch's handler takes it and raises it again, and the
+    # worker's database still gets the op it crashed in.
+    dl_script = write_script("crash_dl.py", DL_CRASH)
+    dl_line = marks(dl_script)["dl_call"]
+    a_dl, _ = record("crash_dl_a", ["-1"], dl_script)
+    b = os.path.join(WORK, "crash_dl_b")
+    shutil.rmtree(b, ignore_errors=True)
+    p = subprocess.run([TDBG, "record", "-o", b, "--", PYTHON, dl_script, "5"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 1 and "exited unexpectedly" in p.stderr,
+          f"DataLoader: the main process fails as without tdbg (exit {p.returncode})")
+    rc, r = diff(a_dl, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "ended" and
+          f"was ended by signal 11 inside dlcrash::scale at crash_dl.py:{dl_line}" in d.get("detail", ""),
+          f"DataLoader: the worker's crash is named with its op and line: "
+          f"{r['first_divergence'] and r['first_divergence'].get('detail')} {r.get('notes')}")
     # Unreadable memory behind an input (a mapped file truncated under it): the SIGBUS comes
     # as tdbg reads the input, and the op is still the one named, its inputs so far kept.
     bus_line = marks(script)["bus_call"]
