@@ -202,28 +202,32 @@ void watch_ending_signals() {
   for (int sig : kFaultSignals) install(sig);
 }
 
-bool finish_before_fault(int sig) {
-  if (!is_fault(sig) || this_pid() != g_watch_pid.load() || g_wake[1] < 0) return false;
-  Wake wake;
-  wake.sig = sig;
-  wake.tid = static_cast<int32_t>(syscall(SYS_gettid));
-  if (write(g_wake[1], &wake, sizeof(wake)) != static_cast<ssize_t>(sizeof(wake))) return false;
-  struct pollfd done = {g_done[0], POLLIN, 0};
-  while (poll(&done, 1, kFaultWaitMs) < 0 && errno == EINTR) {
-  }
-  return true;
-}
-
-bool close_on_watcher(int status, int wait_ms) {
+namespace {
+// Wakes the watcher with `wake` and waits at most `wait_ms` for it to say it is done. False
+// when this process has no watcher.
+bool wake_and_wait(const Wake& wake, int wait_ms) {
   if (this_pid() != g_watch_pid.load() || g_wake[1] < 0) return false;
-  Wake wake;
-  wake.sig = 0;
-  wake.tid = status;
   if (write(g_wake[1], &wake, sizeof(wake)) != static_cast<ssize_t>(sizeof(wake))) return false;
   struct pollfd done = {g_done[0], POLLIN, 0};
   while (poll(&done, 1, wait_ms) < 0 && errno == EINTR) {
   }
   return true;
+}
+}  // namespace
+
+bool finish_before_fault(int sig) {
+  if (!is_fault(sig)) return false;
+  Wake wake;
+  wake.sig = sig;
+  wake.tid = static_cast<int32_t>(syscall(SYS_gettid));
+  return wake_and_wait(wake, kFaultWaitMs);
+}
+
+bool close_on_watcher(int status, int wait_ms) {
+  Wake wake;
+  wake.sig = 0;
+  wake.tid = status;
+  return wake_and_wait(wake, wait_ms);
 }
 
 void forget_watcher_after_fork() {

@@ -397,7 +397,8 @@ bool kills_this_process(int sig);
 
 int on_raise(int sig) {
   auto real = real_raise();
-  if (real == nullptr) return static_cast<int>(syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig));
+  if (real == nullptr)
+    return static_cast<int>(syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig));
   // tdbg's own handler, where it takes the signal, does the close; else a fault raised with
   // the default action (torch's worker handlers): the ops this thread is inside and a commit.
   if (recording_here() && kills_this_process(sig) && !ending_handler_installed(sig)) {
