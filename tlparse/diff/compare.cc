@@ -1269,9 +1269,9 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
     d["detail"] = d.value("detail", std::string()) + "; " + side + "'s thread ends here";
     return;
   }
-  // The thread stopped inside an op, or its last finished op is its process's last one (a
-  // thread that finished long before the process was stopped ended for reasons of the
-  // program).
+  // The thread stopped inside an op, another thread did, or its last finished op is its
+  // process's last one (a thread that finished long before the process was stopped ended for
+  // reasons of the program).
   const LastTopLevel last = last_top_level(r, thread);
   const std::string inside = flagged_ops(r, last, tracer::kOpUnfinished);
   // Where another thread stopped inside an op: " (thread 1 was inside ext::scale at x.py:3)".
@@ -1289,8 +1289,11 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
       if (elsewhere.empty() && !stopped.empty())
         elsewhere = " (thread " + std::to_string(t.id) + " was inside " + stopped + ")";
     }
-    // (No op in the whole process: it ended before its first, which ends every thread.)
-    if (process_last >= 0 && last_finished_seq(r, thread, last) != process_last) return;
+    // (No op in the whole process: it ended before its first, which ends every thread. A
+    // fault stopped another thread inside an op: this one ran on, maybe inside an op that
+    // never ended, until the process died there.)
+    if (elsewhere.empty() && process_last >= 0 && last_finished_seq(r, thread, last) != process_last)
+      return;
   }
   const std::string other = side == "A" ? "B" : "A";
   const json& change = d.value("structural_changes", json::array());

@@ -966,7 +966,8 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
 
   // Two threads: the main thread is inside an op that never got written when a worker
   // thread faults inside another; both threads' ends are where the process stopped.
-  auto threads = [](bool crashed) {
+  // `worker_later`: the worker finishes one more op after the main thread's last one.
+  auto threads = [](bool crashed, bool worker_later = false) {
     fs::path dir = temp_dir();
     auto w = tdbg::tracer::Writer::Create((dir / "run.sqlite").string());
     REQUIRE(w.ok());
@@ -975,6 +976,7 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
     main.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
     worker.op("aten::mul", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 30);
     main.op("aten::relu", {T{11}}, {T{12}}, {}, 0, 0, kNoSeq, 6);
+    if (worker_later) worker.op("aten::add", {T{21}}, {T{21}}, {}, 0, 0, kNoSeq, 29);
     if (!crashed) {
       main.op("ext::slow", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 7);
       worker.op("ext::scale", {T{21}}, {T{22}}, {}, 0, 0, kNoSeq, 31);
@@ -997,6 +999,11 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
                        "(thread 1 was inside ext::scale at train.py:31); A runs 1 more op(s) from "
                        "here, first ext::slow");
   CHECK(tdbg::diff::format_divergence(r).rfind("ended early at step", 0) == 0);
+  // The worker's last finished op came after the main thread's: still the crash's doing.
+  d = first(compare(threads(false, true), threads(true, true)));
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"].get<std::string>().find("(thread 1 was inside ext::scale at train.py:31)") !=
+        std::string::npos);
 }
 
 TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it did not change") {
