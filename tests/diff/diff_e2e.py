@@ -935,6 +935,17 @@ def case_crash():
     text = diff_text(a, b)
     check(f"shape_error.cpp:{randn_line} in main" in text and "addr2line -C" not in text,
           f"C++: tdbg diff prints the line, and no addr2line hint for frames that have one")
+    # The report's data (what the viewer shows) carries the same lines.
+    report = os.path.join(WORK, "crash_cpp_report")
+    shutil.rmtree(report, ignore_errors=True)
+    p = subprocess.run([TDBG, "report", "-o", report, a, b], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    html = open(os.path.join(report, "index.html")).read() if p.returncode == 0 else ""
+    # (An op row of the viewer's tables, not the diff's own JSON, which the report embeds too.)
+    check(re.search(r'"name":"aten::addmm","parent":[-0-9]+,"region":[0-9]+,"rng":null,'
+                    r'"seq":[0-9]+,"source":\{"binary":"[^"]*","file":"[^"]*/shape_error\.cpp"',
+                    html) is not None,
+          f"C++: the report's ops have their source lines (exit {p.returncode} {p.stderr[-200:]!r})")
 
     # The program rebuilt after the recording: the file at the recorded path is another binary
     # (its build-id differs), so its debug info says nothing about these offsets.

@@ -391,6 +391,25 @@ std::optional<NativeSource> native_source(const tracer::Reader& reader, const st
   return native_lines().source(reader, binary, *offset);
 }
 
+nlohmann::json frame_record_json(const tracer::Reader& reader, const std::string& file,
+                                 int64_t line, const std::string& function) {
+  if (auto native = native_source(reader, file, line, function)) {
+    nlohmann::json j = {{"file", native->line.file},
+                        {"line", native->line.line},
+                        {"function", native->line.function},
+                        {"binary", file},
+                        {"offset", function.substr(function.rfind(" +0x") + 2)}};
+    if (native->inlined.size() > 1) {
+      nlohmann::json chain = nlohmann::json::array();
+      for (const NativeLine& l : native->inlined)
+        chain.push_back({{"file", l.file}, {"line", l.line}, {"function", l.function}});
+      j["inlined"] = std::move(chain);
+    }
+    return j;
+  }
+  return {{"file", file}, {"line", line}, {"function", function}};
+}
+
 std::vector<std::string> native_line_notes(const tracer::Reader& reader) {
   return native_lines().notes(reader);
 }

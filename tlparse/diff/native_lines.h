@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tracer/reader.h"
 
 namespace tdbg::diff {
@@ -51,6 +53,13 @@ struct NativeSource {
 // has no debug info there. Thread-safe; results are kept for the life of the process.
 std::optional<NativeSource> native_source(const tracer::Reader& reader, const std::string& binary,
                                           int64_t line, const std::string& function);
+
+// A frame recorded as (`file`, `line`, `function`) as JSON: {file, line, function}, and for a
+// native frame whose line its binary gives, that source line with "binary" and "offset" where
+// it was recorded, and "inlined" (every function addr2line named at that call, innermost
+// first) where there are several.
+nlohmann::json frame_record_json(const tracer::Reader& reader, const std::string& file,
+                                 int64_t line, const std::string& function);
 
 // One line for each binary of `reader`'s database whose frames were asked for and could not be
 // given lines for a reason the user should hear ("BIN changed since the recording: C++ frames

@@ -307,28 +307,10 @@ double summary_distance(const hashing::Summary& a, const hashing::Summary& b) {
   return d;
 }
 
-// A recorded frame as JSON. A native frame whose line its binary gives (native_lines.h) keeps
-// where it was recorded in "binary" and "offset"; "inlined" lists every function addr2line
-// named at that call, innermost first, where there are several.
+// A recorded frame as JSON, with a native frame's source line (native_lines.h).
 static nlohmann::json record_json(const tracer::Reader& reader, Strings& strings,
                                   const tracer::FrameRecord& f) {
-  const std::string& file = strings.text(f.file);
-  const std::string& function = strings.text(f.function);
-  if (auto native = native_source(reader, file, f.line, function)) {
-    nlohmann::json j = {{"file", native->line.file},
-                        {"line", native->line.line},
-                        {"function", native->line.function},
-                        {"binary", file},
-                        {"offset", function.substr(function.rfind(" +0x") + 2)}};
-    if (native->inlined.size() > 1) {
-      nlohmann::json chain = nlohmann::json::array();
-      for (const NativeLine& l : native->inlined)
-        chain.push_back({{"file", l.file}, {"line", l.line}, {"function", l.function}});
-      j["inlined"] = std::move(chain);
-    }
-    return j;
-  }
-  return {{"file", file}, {"line", f.line}, {"function", function}};
+  return frame_record_json(reader, strings.text(f.file), f.line, strings.text(f.function));
 }
 
 nlohmann::json frame_json(const tracer::Reader& reader, Strings& strings, tracer::FrameId id) {

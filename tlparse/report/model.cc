@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/native_lines.h"
 #include "tlparse/report/report.h"
 
 namespace tdbg::report {
@@ -21,22 +22,21 @@ using tracer::TensorStatus;
 // corrupt database must not make the report unserializable.
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
+// A frame as the viewer shows it: a C++ frame with its source line where the binary's debug
+// info gives it (tlparse/diff/native_lines.h).
 json source_json(const Reader& reader, tracer::FrameId id) {
   if (id == 0) return nullptr;
   auto frame = reader.frame(id);
   if (!frame) return nullptr;
-  return {{"file", reader.string(frame->file)},
-          {"line", frame->line},
-          {"function", reader.string(frame->function)}};
+  return diff::frame_record_json(reader, reader.string(frame->file), frame->line,
+                                 reader.string(frame->function));
 }
 
 json frames_json(const Reader& reader, tracer::FrameId innermost) {
   json frames = json::array();
-  for (const auto& f : reader.stack(innermost)) {
-    frames.push_back({{"file", reader.string(f.file)},
-                      {"line", f.line},
-                      {"function", reader.string(f.function)}});
-  }
+  for (const auto& f : reader.stack(innermost))
+    frames.push_back(diff::frame_record_json(reader, reader.string(f.file), f.line,
+                                             reader.string(f.function)));
   return frames;
 }
 
