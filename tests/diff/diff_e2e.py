@@ -801,7 +801,8 @@ def case_crash():
     check(p.returncode == 2 and p.stderr.startswith("tdbg show: ") and "corrupt" in p.stderr
           and p.stderr.count("\n") == 1,
           f"tdbg show on a damaged strings table: exit {p.returncode}, {p.stderr!r}")
-    for how, sig in (("segv", 11), ("abort", 6), ("kill_abort", 6), ("double_free", 6)):
+    for how, sig, name in (("segv", 11, "SIGSEGV"), ("abort", 6, "SIGABRT"),
+                           ("kill_abort", 6, "SIGABRT"), ("double_free", 6, "SIGABRT")):
         out = os.path.join(WORK, "crash_b_" + how)
         shutil.rmtree(out, ignore_errors=True)
         p = subprocess.run([TDBG, "record", "-o", out, "--", PYTHON, script, "2", how],
@@ -819,7 +820,8 @@ def case_crash():
         if d is None:
             continue
         detail = d.get("detail", "")
-        check(f"was ended by signal {sig} inside crashtest::scale at crash.py:{call_line} " in detail,
+        check(f"was ended by signal {sig} ({name}) inside crashtest::scale at crash.py:{call_line} "
+              in detail,
               f"{how}: the detail names the op it ended inside, with its line: {detail}")
         check(d["a"] is not None and d["a"]["op"] == "aten::tanh" and d["a"]["step"] == 2,
               f"{how}: A's next op is the tanh B never ran, at step 2 (got {d['a']})")
@@ -841,7 +843,7 @@ def case_crash():
     rc, r = diff(a_dl, b)
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("cause") == "ended" and
-          f"was ended by signal 11 inside dlcrash::scale at crash_dl.py:{dl_line}" in d.get("detail", ""),
+          f"was ended by signal 11 (SIGSEGV) inside dlcrash::scale at crash_dl.py:{dl_line}" in d.get("detail", ""),
           f"DataLoader: the worker's crash is named with its op and line: "
           f"{r['first_divergence'] and r['first_divergence'].get('detail')} {r.get('notes')}")
     # Unreadable memory behind an input (a mapped file truncated under it): the SIGBUS comes
@@ -856,7 +858,7 @@ def case_crash():
     rc, r = diff(a_bus, b)
     d = r["first_divergence"]
     check(rc == 1 and d is not None and d["cause"] == "ended"
-          and f"was ended by signal 7 inside aten::sum at crash.py:{bus_line} " in d.get("detail", ""),
+          and f"was ended by signal 7 (SIGBUS) inside aten::sum at crash.py:{bus_line} " in d.get("detail", ""),
           f"bus: the run ended inside the sum that read the truncated file (got {d})")
     blocks = flagged_in_show(b)
     check(len(blocks) == 1 and "aten::sum" in blocks[0][0]
@@ -911,7 +913,7 @@ def case_crash():
     check(d is not None and d["a"] and d["a"]["op"] == "aten::randn" and d["a"]["step"] == 3,
           f"C++: the first divergence is the bad batch's randn at step 3 (got {d and d['a']})")
     notes = " ".join(r.get("notes", []))
-    check("was ended by signal 6 inside aten::addmm" in notes,
+    check("was ended by signal 6 (SIGABRT) inside aten::addmm" in notes,
           f"C++: a note names the op the abort came in: {notes}")
     blocks = flagged_in_show(b)
     check(len(blocks) == 1 and "aten::addmm" in blocks[0][0]

@@ -1162,13 +1162,20 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
 }
 
 // "was ended by signal 15 (SIGTERM)" for a process whose `exit_status` is "signal N", else "".
-// SIGINT (2) is also how Python ends an uncaught KeyboardInterrupt.
+// SIGINT (2) is also how Python ends an uncaught KeyboardInterrupt. Linux's numbers (the
+// recording machine's), named here for the common ones.
 std::string signal_ending(const Reader& r) {
   const std::string ending = r.meta("exit_status");
   if (ending.rfind("signal ", 0) != 0) return "";
   const std::string sig = ending.substr(7);
-  return "was ended by signal " + sig +
-         (sig == "2" ? " (Ctrl-C or KeyboardInterrupt)" : sig == "15" ? " (SIGTERM)" : "");
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"1", "SIGHUP"},  {"3", "SIGQUIT"}, {"4", "SIGILL"},  {"6", "SIGABRT"},  {"7", "SIGBUS"},
+      {"8", "SIGFPE"},  {"9", "SIGKILL"}, {"11", "SIGSEGV"}, {"13", "SIGPIPE"}, {"14", "SIGALRM"},
+      {"15", "SIGTERM"}, {"24", "SIGXCPU"}, {"31", "SIGSYS"}};
+  if (sig == "2") return "was ended by signal 2 (Ctrl-C or KeyboardInterrupt)";
+  for (const auto& [number, name] : kNames)
+    if (sig == number) return "was ended by signal " + sig + " (" + name + ")";
+  return "was ended by signal " + sig;
 }
 
 // How a recorded process ended, when not by a normal exit: "" for exit status 0 (or a run

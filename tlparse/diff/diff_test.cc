@@ -909,19 +909,19 @@ TEST_CASE("a run that a fault ended inside an op names that op, compared by its 
   json r = compare(full, write(true, 11));
   json d = first(r);
   CHECK(d["cause"] == "ended");
-  CHECK(d["detail"] == "B's process was ended by signal 11 inside aten::mul at train.py:6 after 2 "
+  CHECK(d["detail"] == "B's process was ended by signal 11 (SIGSEGV) inside aten::mul at train.py:6 after 2 "
                        "op(s) of this thread, all as in A; A runs 1 more op(s) from here, first "
                        "aten::relu");
   CHECK(d["context"]["b"][1]["unfinished"] == true);
   CHECK(tdbg::diff::format_divergence(r).find("aten::mul (unfinished)") != std::string::npos);
   bool noted = false;
   for (const json& n : r["notes"])
-    noted = noted || n.get<std::string>().find("by signal 11 inside aten::mul at train.py:6") !=
+    noted = noted || n.get<std::string>().find("by signal 11 (SIGSEGV) inside aten::mul at train.py:6") !=
                          std::string::npos;
   CHECK(noted);
   // Swapped sides: A is the run that crashed.
   CHECK(first(compare(write(true, 11), full))["detail"].get<std::string>().rfind(
-            "A's process was ended by signal 11 inside aten::mul", 0) == 0);
+            "A's process was ended by signal 11 (SIGSEGV) inside aten::mul", 0) == 0);
   // Another input: the unfinished op is where the runs differ, by value.
   d = first(compare(full, write(true, 99)));
   CHECK(d["kind"] == "value");
@@ -962,7 +962,7 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
   CHECK(d["ended_step"] == 2);
   CHECK(tdbg::diff::format_divergence(r).rfind("ended early at step 2:", 0) == 0);
   CHECK(d["detail"].get<std::string>().rfind(
-            "B's process was ended by signal 11 inside ext::inner at train.py:6 (in ext::outer) after ", 0) == 0);
+            "B's process was ended by signal 11 (SIGSEGV) inside ext::inner at train.py:6 (in ext::outer) after ", 0) == 0);
 
   // Two threads: the main thread is inside an op that never got written when a worker
   // thread faults inside another; both threads' ends are where the process stopped.
@@ -995,7 +995,7 @@ TEST_CASE("a fault deep inside an op, or on another thread, still reads as the r
   r = compare(threads(false), threads(true));
   d = first(r);
   CHECK(d["cause"] == "ended");
-  CHECK(d["detail"] == "B's process was ended by signal 11 after 2 op(s) of this thread, all as in A "
+  CHECK(d["detail"] == "B's process was ended by signal 11 (SIGSEGV) after 2 op(s) of this thread, all as in A "
                        "(thread 1 was inside ext::scale at train.py:31); A runs 1 more op(s) from "
                        "here, first ext::slow");
   CHECK(tdbg::diff::format_divergence(r).rfind("ended early at step", 0) == 0);
@@ -1035,7 +1035,7 @@ TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it
   d = first(compare(full, write(0, "signal 6")));
   CHECK(d["cause"] == "ended");
   CHECK(d["detail"].get<std::string>().rfind(
-            "B's process was ended by signal 6 before this thread's first op; A runs 3 more", 0) == 0);
+            "B's process was ended by signal 6 (SIGABRT) before this thread's first op; A runs 3 more", 0) == 0);
   d = first(compare(write(2, ""), full));
   CHECK(d["cause"] == "ended");
   CHECK(d["detail"].get<std::string>().rfind("A's process did not close its database", 0) == 0);
