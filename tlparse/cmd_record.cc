@@ -158,10 +158,13 @@ pid_t g_child = -1;
 
 // Forwards a signal sent to `tdbg record` alone (kill, a supervisor) to the program. A signal
 // the terminal sent (Ctrl-C) reached the whole foreground process group, program included,
-// so it is not sent twice.
+// so it is not sent twice. SIGABRT only when another process sent it (`kill -ABRT`, for a core
+// dump of a hung job): tdbg's own abort() returns from here and ends tdbg as it would.
 void forward_signal(int sig, siginfo_t* info, void*) {
   if (g_child <= 0) return;
   if (info != nullptr && info->si_code == SI_KERNEL) return;
+  if (sig == SIGABRT && (info == nullptr || info->si_code != SI_USER || info->si_pid == getpid()))
+    return;
   kill(g_child, sig);
 }
 
@@ -301,7 +304,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   action.sa_sigaction = forward_signal;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2})
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGABRT})
     sigaction(sig, &action, nullptr);
 
   int exec_errno = 0;

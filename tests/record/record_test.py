@@ -93,6 +93,15 @@ def case_forward_sigterm():
     rc = proc.wait(timeout=30)
     check(rest == b"got TERM\n", f"program saw {rest!r}, want the forwarded TERM")
     check(rc == 42, f"exit status {rc}, want the program's 42")
+    # `kill -ABRT` (a core dump of a hung job) goes to the program too.
+    script = "trap 'echo got ABRT; exit 43' ABRT; echo ready; while :; do sleep 0.05; done"
+    proc = subprocess.Popen([TDBG, "record", "-o", fresh("forward_abrt"), "--", "/bin/sh", "-c",
+                             script], stdout=subprocess.PIPE)
+    check(proc.stdout.readline() == b"ready\n", "program did not start")
+    proc.send_signal(signal.SIGABRT)
+    rest = proc.stdout.read()
+    rc = proc.wait(timeout=30)
+    check(rest == b"got ABRT\n" and rc == 43, f"SIGABRT: program saw {rest!r}, exit {rc}")
 
 
 def case_sigkill():
