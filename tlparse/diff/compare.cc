@@ -1192,16 +1192,18 @@ std::string abnormal_ending(const Reader& r) {
 }
 
 // A thread's last top-level op: its tidx (-1 when the thread has no op), with the ops nested
-// in it (itself first, then in tidx order; without tensors). Reads back from the thread's end
-// only as far as that op, however many ops it holds.
+// in it (itself first, then in tidx order; without tensors), and the thread's first tidx.
+// Reads back from the thread's end only as far as that op, however many ops it holds.
 struct LastTopLevel {
   int64_t tidx = -1;
+  int64_t first_tidx = 0;
   std::vector<OpRecord> ops;
 };
 
 LastTopLevel last_top_level(const Reader& r, uint32_t thread) {
   const TidxRange range = thread_tidx_range(r, thread);
   LastTopLevel last;
+  last.first_tidx = range.begin;
   constexpr int64_t kChunk = 1024;
   for (int64_t hi = range.end; hi > range.begin && last.tidx < 0;) {
     const int64_t lo = std::max(range.begin, hi - kChunk);
@@ -1257,8 +1259,7 @@ std::string unfinished_ops(const Reader& r, uint32_t thread) {
 int64_t last_finished_seq(const Reader& r, uint32_t thread, const LastTopLevel& last) {
   if (last.ops.empty()) return -1;
   if (!(last.ops[0].flags & tracer::kOpUnfinished)) return last.ops.back().seq;
-  const TidxRange range = thread_tidx_range(r, thread);
-  if (last.tidx <= range.begin) return -1;
+  if (last.tidx <= last.first_tidx) return -1;
   auto before = r.op_at(thread, last.tidx - 1);
   return before ? before->seq : -1;
 }
@@ -1284,12 +1285,10 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
   // Where another thread stopped inside an op: " (thread 1 was inside ext::scale at x.py:3)".
   std::string elsewhere;
   if (inside.empty()) {
-    int64_t process_last = -1;
+    const int64_t mine = last_finished_seq(r, thread, last);
+    int64_t process_last = mine;
     for (const tracer::ThreadRecord& t : r.threads()) {
-      if (t.id == thread) {
-        process_last = std::max(process_last, last_finished_seq(r, t.id, last));
-        continue;
-      }
+      if (t.id == thread) continue;
       const LastTopLevel theirs = last_top_level(r, t.id);
       process_last = std::max(process_last, last_finished_seq(r, t.id, theirs));
       const std::string stopped = flagged_ops(r, theirs, tracer::kOpUnfinished);
@@ -1299,8 +1298,7 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
     // (No op in the whole process: it ended before its first, which ends every thread. A
     // fault stopped another thread inside an op: this one ran on, maybe inside an op that
     // never ended, until the process died there.)
-    if (elsewhere.empty() && process_last >= 0 && last_finished_seq(r, thread, last) != process_last)
-      return;
+    if (elsewhere.empty() && process_last >= 0 && mine != process_last) return;
   }
   const std::string other = side == "A" ? "B" : "A";
   const json& change = d.value("structural_changes", json::array());
