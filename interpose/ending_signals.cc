@@ -114,6 +114,13 @@ void on_ending_signal(int sig, siginfo_t* info, void*) {
   errno = saved;
 }
 
+// Tells the thread waiting in `wake_and_wait` or in the fault handler that the watcher is done.
+void tell_done() {
+  const unsigned char done = 1;
+  ssize_t w = write(g_done[1], &done, 1);
+  (void)w;
+}
+
 void* watch(void*) {
   for (;;) {
     Wake wake;
@@ -123,17 +130,13 @@ void* watch(void*) {
     const int sig = wake.sig;
     if (sig == 0) {
       close_recording(1, wake.tid & 0xff);
-      const unsigned char done = 1;
-      ssize_t w = write(g_done[1], &done, 1);
-      (void)w;
+      tell_done();
       continue;
     }
     finish_recording(sig, wake.tid);
     if (is_fault(sig)) {
       // The faulting thread ends the process itself, with the fault's own details.
-      const unsigned char done = 1;
-      ssize_t w = write(g_done[1], &done, 1);
-      (void)w;
+      tell_done();
       continue;
     }
     end_with(sig);

@@ -392,24 +392,6 @@ void on_exit(int status) {
 }
 
 namespace {
-bool kills_this_process(int sig);
-}  // namespace
-
-int on_raise(int sig) {
-  auto real = real_raise();
-  if (real == nullptr)
-    return static_cast<int>(syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig));
-  // tdbg's own handler, where it takes the signal, does the close; else a fault raised with
-  // the default action (torch's worker handlers): the ops this thread is inside and a commit.
-  if (recording_here() && kills_this_process(sig) && !ending_handler_installed(sig)) {
-    const int saved = errno;
-    if (!finish_before_fault(sig)) close_recording(2, sig);
-    errno = saved;
-  }
-  return real(sig);
-}
-
-namespace {
 // Whether `sig`, sent to this process now, ends it: its default action terminates (every
 // signal but the ignored and stopping ones), it is left at that action (or at tdbg's handler,
 // which ends the process the same way) and not blocked.
@@ -441,6 +423,20 @@ int on_kill(pid_t pid, int sig) {
   if (pid == self && kills_this_process(sig) && !ending_handler_installed(sig))
     close_recording(2, sig);
   return real(pid, sig);
+}
+
+int on_raise(int sig) {
+  auto real = real_raise();
+  if (real == nullptr)
+    return static_cast<int>(syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig));
+  // tdbg's own handler, where it takes the signal, does the close; else a fault raised with
+  // the default action (torch's worker handlers): the ops this thread is inside and a commit.
+  if (recording_here() && kills_this_process(sig) && !ending_handler_installed(sig)) {
+    const int saved = errno;
+    if (!finish_before_fault(sig)) close_recording(2, sig);
+    errno = saved;
+  }
+  return real(sig);
 }
 
 namespace {

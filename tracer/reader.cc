@@ -656,10 +656,10 @@ bool wal_has_commit(const std::string& path) {
 }
 
 // Whether nothing was ever committed to the database at `path`, which does not open: an empty
-// file, a file of at most its first page (no table yet) whose -wal holds no commit, or
-// one with a hot rollback journal and no meta table (killed while the writer switched the
-// new file to WAL, which SQLite does under a rollback journal). What a process leaves when it is killed between
-// creating its database and the first commit (a few ms).
+// file, a file of at most its first page (no table yet) whose -wal holds no commit, or one
+// with a hot rollback journal and no meta table (killed while the writer switched the new file
+// to WAL, which SQLite does under a rollback journal). What a process leaves when it is killed
+// between creating its database and the first commit (a few ms).
 bool nothing_committed(const std::string& path) {
   struct stat st;
   if (!file_exists(path, &st)) return false;

@@ -369,7 +369,7 @@ class WriterImpl final : public Writer {
     for (;;) {
       uint64_t generation;
       bool stopping;
-      int64_t cut;  // `stats.appended` when the batch was taken
+      int64_t cut;  // `appended` when the batch was taken
       {
         std::unique_lock<std::mutex> lock(s_->mu);
         s_->wake.wait_until(lock, next, [&] {
@@ -417,7 +417,7 @@ class WriterImpl final : public Writer {
     st.reset();
   }
 
-  // Commits `batch`, the records appended up to `cut` (see Stats::committed_through).
+  // Commits `batch`, the records appended up to `cut` (see Writer::committed_through).
   void commit_batch(Batch& batch, int64_t cut) {
     struct Through {
       State& s;
