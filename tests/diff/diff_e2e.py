@@ -41,14 +41,19 @@ def check(cond, what):
         failures.append(what)
 
 
-def record(name, args, script=SCRIPT, options=()):
+def record_ending(name, args, script=SCRIPT, options=()):
+    """Records `script` with `args` into WORK/name whatever its exit; returns (run, process)."""
     out = os.path.join(WORK, name)
     shutil.rmtree(out, ignore_errors=True)
     cmd = [TDBG, "record", *options, "-o", out, "--", PYTHON, script] + args
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return out, subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def record(name, args, script=SCRIPT, options=()):
+    out, p = record_ending(name, args, script, options)
     if p.returncode != 0:
         print(p.stdout, p.stderr)
-        sys.exit("recording failed: " + " ".join(cmd))
+        sys.exit("recording failed: " + " ".join(p.args))
     return out, p.stdout
 
 
@@ -803,10 +808,7 @@ def case_crash():
           f"tdbg show on a damaged strings table: exit {p.returncode}, {p.stderr!r}")
     for how, sig, name in (("segv", 11, "SIGSEGV"), ("abort", 6, "SIGABRT"),
                            ("kill_abort", 6, "SIGABRT"), ("double_free", 6, "SIGABRT")):
-        out = os.path.join(WORK, "crash_b_" + how)
-        shutil.rmtree(out, ignore_errors=True)
-        p = subprocess.run([TDBG, "record", "-o", out, "--", PYTHON, script, "2", how],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, p = record_ending("crash_b_" + how, ["2", how], script)
         check(p.returncode == 128 + sig, f"{how}: exit status {128 + sig} (got {p.returncode})")
         check(out_a.startswith(p.stdout) and p.stdout.count("\n") == 2,
               f"{how}: B printed steps 0 and 1 as A did (got {p.stdout!r})")
@@ -834,10 +836,7 @@ def case_crash():
     dl_script = write_script("crash_dl.py", DL_CRASH)
     dl_line = marks(dl_script)["dl_call"]
     a_dl, _ = record("crash_dl_a", ["-1"], dl_script)
-    b = os.path.join(WORK, "crash_dl_b")
-    shutil.rmtree(b, ignore_errors=True)
-    p = subprocess.run([TDBG, "record", "-o", b, "--", PYTHON, dl_script, "5"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b, p = record_ending("crash_dl_b", ["5"], dl_script)
     check(p.returncode == 1 and "exited unexpectedly" in p.stderr,
           f"DataLoader: the main process fails as without tdbg (exit {p.returncode})")
     rc, r = diff(a_dl, b)
@@ -850,10 +849,7 @@ def case_crash():
     # as tdbg reads the input, and the op is still the one named, its inputs so far kept.
     bus_line = marks(script)["bus_call"]
     a_bus, _ = record("crash_a_bus", ["-1", "bus"], script)
-    b = os.path.join(WORK, "crash_b_bus")
-    shutil.rmtree(b, ignore_errors=True)
-    p = subprocess.run([TDBG, "record", "-o", b, "--", PYTHON, script, "2", "bus"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b, p = record_ending("crash_b_bus", ["2", "bus"], script)
     check(p.returncode == 128 + 7, f"bus: exit status 135 (got {p.returncode})")
     rc, r = diff(a_bus, b)
     d = r["first_divergence"]
@@ -867,10 +863,7 @@ def case_crash():
     # An op that raised (a Python exception out of the op): kept with its inputs, flagged
     # raised; the same inputs with an error in one run only is where the runs part, and two
     # runs that raise and catch the same error are identical.
-    b = os.path.join(WORK, "crash_b_raise")
-    shutil.rmtree(b, ignore_errors=True)
-    p = subprocess.run([TDBG, "record", "-o", b, "--", PYTHON, script, "2", "raise"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b, p = record_ending("crash_b_raise", ["2", "raise"], script)
     check(p.returncode == 1 and "scale failed at step 2" in p.stderr,
           f"raise: exits 1 with the traceback (got {p.returncode}: {p.stderr[-200:]!r})")
     rc, r = diff(a, b)
@@ -883,10 +876,7 @@ def case_crash():
     check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
           and "in 0 float32[2x4]" in blocks[0][1],
           f"raise: tdbg show flags crashtest::scale raised, with its input: {blocks}")
-    caught = []
-    for k in range(2):
-        run = os.path.join(WORK, "crash_catch_%d" % k)
-        caught.append(record("crash_catch_%d" % k, ["2", "catch"], script)[0])
+    caught = [record("crash_catch_%d" % k, ["2", "catch"], script)[0] for k in range(2)]
     rc, r = diff(caught[0], caught[1])
     check(rc == 0 and r["status"] == "identical",
           f"catch: two runs that raise and catch the same error are identical (exit {rc})")

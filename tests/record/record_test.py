@@ -51,6 +51,14 @@ def have_torch():
     return subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode == 0
 
 
+def torch_hook_here():
+    """Whether torch and the torch hook are here to record with; if not, says SKIP and why."""
+    if have_torch() and HAVE_TORCH_HOOK:
+        return True
+    print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+    return False
+
+
 def case_exit_status():
     run = fresh("exit_status")
     result = record(run, ["/bin/sh", "-c", "exit 3"])
@@ -256,8 +264,7 @@ def case_import_torch():
 def case_keyboard_interrupt():
     # Python ends an uncaught KeyboardInterrupt by killing itself with SIGINT after finalizing,
     # past C's atexit: the database must still be closed, with the values written at close.
-    if not have_torch() or not HAVE_TORCH_HOOK:
-        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+    if not torch_hook_here():
         return SKIP
     run = fresh("keyboard_interrupt")
     code = "import torch; torch.manual_seed(0); torch.ones(3).add(1); raise KeyboardInterrupt"
@@ -332,8 +339,7 @@ def case_ending_signals():
     # A process ended by a signal from outside (a scheduler's SIGTERM, a SIGHUP) or by a fault
     # of its own keeps every op it recorded: the database is closed before the signal's default
     # action ends it, and it ends with that same signal.
-    if not have_torch() or not HAVE_TORCH_HOOK:
-        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+    if not torch_hook_here():
         return SKIP
     cases = [("term", signal.SIGTERM, "pass"), ("hup", signal.SIGHUP, "pass"),
              ("usr1", signal.SIGUSR1, "pass"),
@@ -380,8 +386,7 @@ def case_ending_signals():
 def case_signal_handlers_kept():
     # tdbg's handlers change nothing the program can see: its own handler runs, a forked child
     # that records nothing ends by the signal at once, and Python reports the default action.
-    if not have_torch() or not HAVE_TORCH_HOOK:
-        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+    if not torch_hook_here():
         return SKIP
     own = ("import signal; print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, flush=True); "
            "signal.signal(signal.SIGTERM, lambda *a: (print('handled', flush=True), sys.exit(7)))")
@@ -407,8 +412,7 @@ def case_signal_handlers_kept():
 def case_terminated_worker():
     # multiprocessing's terminate() (Pool.__exit__, a timed-out DataLoader worker) sends
     # SIGTERM: the worker's database keeps what it recorded, and its exit code is unchanged.
-    if not have_torch() or not HAVE_TORCH_HOOK:
-        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+    if not torch_hook_here():
         return SKIP
     run = fresh("terminated_worker")
     code = (
@@ -445,15 +449,13 @@ def case_worker_sigterm():
     # recording, from inside whatever the worker was doing: opening its database, or inside
     # malloc. The close must never wait on a lock the interrupted worker holds: the parent
     # here SIGTERMs 60 fresh workers at random moments of their first ops and waits for each.
-    if not have_torch() or not HAVE_TORCH_HOOK:
-        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+    if not torch_hook_here():
         return SKIP
     run = fresh("worker_sigterm")
     code = (
         "import os, random, signal, sys, time, torch\n"
         "random.seed(1)\n"
         "torch.zeros(1).add(1)\n"
-        "statuses = []\n"
         "for k in range(60):\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
@@ -488,8 +490,7 @@ def case_worker_sigterm():
 def case_ipc_wrapper_named():
     # tdbg wraps torch.multiprocessing's rebuild functions (a received batch is data from
     # outside); where the wrapper shows in a traceback, its file names tdbg, not "<string>".
-    if not have_torch() or not HAVE_TORCH_HOOK:
-        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+    if not torch_hook_here():
         return SKIP
     run = fresh("ipc_wrapper_named")
     code = ("import torch, torch.multiprocessing.reductions as r\n"
@@ -507,8 +508,7 @@ def case_exec():
     # A torch program that execs another (os.execv keeps the pid): the first image's database
     # is closed before the exec, the new image records into one of its own, and neither the
     # streams nor the exit status change.
-    if not have_torch() or not HAVE_TORCH_HOOK:
-        print("SKIP: no torch hook or no torch for " + TORCH_PYTHON)
+    if not torch_hook_here():
         return SKIP
     run = fresh("exec")
     code = ("import os, torch; print('before', torch.ones(2).sum().item(), flush=True); "
