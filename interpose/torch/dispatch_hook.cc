@@ -34,6 +34,7 @@
 #include "interpose/preload_api.h"
 #include "interpose/torch/arg_text.h"
 #include "interpose/torch/native_frames.h"
+#include "interpose/torch/native_stack.h"
 #include "interpose/torch/python_frames.h"
 #include "interpose/torch/step_counter.h"
 #include "interpose/torch/session.h"
@@ -1764,6 +1765,8 @@ void install_dispatch_hook() {
     if (SetGpuSink set = find_gpu_sink_setter()) set(&g_gpu_sink);
   }
   if (SetStepSink set = find_step_sink_setter()) set(&g_step_sink);
+  // A program without Python gets C++ call sites, from a walk of its native stack per op.
+  if (!python_loaded() && settings().config.stacks) prepare_native_stack();
   at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
                             .needsInputs(true)
                             .needsOutputs(true)

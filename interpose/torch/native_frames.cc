@@ -1,4 +1,4 @@
-// The C++ call site of an op in a program without Python: the native stack (backtrace), cut
+// The C++ call site of an op in a program without Python: the native stack (native_stack.h), cut
 // down to the program's own frames and named from the dynamic symbols or the ELF symbol table,
 // with each binary's build-id in the run's meta for reading its lines later.
 #include "interpose/torch/native_frames.h"
@@ -6,7 +6,6 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <elf.h>
-#include <execinfo.h>
 #include <link.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,6 +26,7 @@
 
 #include "base/cpp_names.h"
 #include "base/elf_identity.h"
+#include "interpose/torch/native_stack.h"
 #include "interpose/torch/session.h"
 
 namespace tdbg::torchhook {
@@ -251,7 +251,7 @@ SourceLocation capture_native_call_site() {
   SourceLocation loc;
   constexpr int kMaxNativeFrames = 8;  // frames of the program's own code kept
   void* addresses[64];
-  const int n = backtrace(addresses, 64);
+  const int n = native_backtrace(addresses, 64);
   tracer::Writer* w = writer();
   if (!w || n <= 0) return loc;
   std::lock_guard<std::mutex> lock(g_native_mutex);
@@ -310,6 +310,7 @@ SourceLocation capture_native_call_site() {
 void native_frames_after_fork_child() {
   new (&g_native_mutex) std::mutex();
   new (&g_symbols_mutex) std::mutex();
+  native_stack_after_fork_child();
 }
 
 }  // namespace tdbg::torchhook
