@@ -387,6 +387,19 @@ struct ThreadState {
   std::vector<InputTensor> inputs;
   std::vector<OpenRegion> regions;
   std::vector<uint32_t> cpp_steps;  // open C++ optimizer step regions (0: not recorded)
+  // The recorded ops this thread is inside, for a close that another thread makes (a
+  // watchdog's abort, a signal from outside, an exit while this thread is busy), which cannot
+  // read `stack` or `pending` safely: the names of the open ops by depth (up to kInFlight
+  // deep), how many are open, and the top-level op's fields that place it. Stored only by this
+  // thread, read by `hook_in_flight` (a read racing with an op's start or end is a snapshot
+  // of either moment, or a mix of names of both).
+  static constexpr int kInFlight = 8;
+  std::atomic<uint32_t> in_flight_names[kInFlight] = {};
+  std::atomic<int32_t> in_flight_depth{0};
+  struct InFlightTop {
+    std::atomic<int64_t> seq{kNoSeq}, step{0}, fwd{kNoSeq};
+    std::atomic<uint32_t> user_frame{0}, stack{0}, module{0}, flags{0};
+  } in_flight_top;
   // Steps of a thread other than the main one that stepped an optimizer (see g_steps).
   bool own_steps = false;
   StepCounter step_counter;
@@ -449,7 +462,8 @@ ThreadState& thread_state() {
   uint64_t fork_gen = g_fork_generation.load(std::memory_order_relaxed);
   if (state.fork_generation != fork_gen) {
     // The thread that called fork(), now in the child: start over with the child's database.
-    state = ThreadState();
+    state.~ThreadState();
+    new (&state) ThreadState();
     state.fork_generation = fork_gen;
     state.tid = static_cast<pid_t>(syscall(SYS_gettid));
     std::lock_guard<std::mutex> lock(g_thread_states_mutex);
@@ -1293,6 +1307,25 @@ std::unique_ptr<at::ObserverContext> open_op(ThreadState& ts, std::unique_ptr<Op
 // run), so its ops may come from other lines than its own.
 bool starts_location_scope(const OpContext* outer) { return !outer->info->has_schema; }
 
+// Makes the recorded op `op` (just opened, innermost) what this thread is inside, for
+// `hook_in_flight`.
+void publish_in_flight(ThreadState& ts, const tracer::OpRecord& op) {
+  const int depth = op.depth;
+  if (depth < ThreadState::kInFlight)
+    ts.in_flight_names[depth].store(op.name, std::memory_order_relaxed);
+  if (depth == 0) {
+    auto& top = ts.in_flight_top;
+    top.seq.store(op.seq, std::memory_order_relaxed);
+    top.step.store(op.step, std::memory_order_relaxed);
+    top.fwd.store(op.fwd, std::memory_order_relaxed);
+    top.user_frame.store(op.user_frame, std::memory_order_relaxed);
+    top.stack.store(op.stack, std::memory_order_relaxed);
+    top.module.store(op.module, std::memory_order_relaxed);
+    top.flags.store(op.flags, std::memory_order_relaxed);
+  }
+  ts.in_flight_depth.store(depth + 1, std::memory_order_release);
+}
+
 std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, ThreadState& ts,
                                               bool backward_range) {
   OpInfo* info = backward_range ? info_by_name_cached(fn.name(), /*backward=*/true,
@@ -1439,6 +1472,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   if (info->writes) op.flags |= tracer::kOpInplace;
   if (info->collective) op.flags |= tracer::kOpCollective;
   if (info->uninitialized_output) op.flags |= tracer::kOpUninitOutput;
+  publish_in_flight(ts, op);
 
   uint64_t content = info->name_hash;
   struct ReadingInputs {
@@ -1490,6 +1524,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
 
 void end_op(const at::RecordFunction& fn, OpContext* ctx) {
   ThreadState& ts = *ctx->thread;
+  if (ctx->recorded) ts.in_flight_depth.store(ctx->record_depth, std::memory_order_relaxed);
   if (ctx->record_function_off) at::enableRecordFunction(true);
   learn_internals(ctx);
   // Normally the innermost open op; searched so that an unexpected order cannot corrupt.
@@ -1692,16 +1727,50 @@ void hook_after_fork_parent() {
   g_info_mutex.unlock();
 }
 
+namespace {
+// Locks `g_thread_states_mutex` at the close. A faulting thread may hold it (stopped while
+// registering): then, after 100 ms (another thread registering holds it for microseconds),
+// false.
+bool lock_thread_states_at_close(std::unique_lock<std::mutex>& lock) {
+  for (int tries = 0; !lock.try_lock(); ++tries) {
+    if (tries == 100) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+}  // namespace
+
+std::string hook_in_flight() {
+  std::unique_lock<std::mutex> lock(g_thread_states_mutex, std::defer_lock);
+  if (!lock_thread_states_at_close(lock)) return "";
+  const uint64_t gen = g_fork_generation.load(std::memory_order_relaxed);
+  std::string out;
+  for (const ThreadState* s : g_thread_states) {
+    if (s->fork_generation != gen || !s->registered) continue;
+    const int depth = s->in_flight_depth.load(std::memory_order_acquire);
+    if (depth <= 0) continue;
+    const auto& top = s->in_flight_top;
+    std::string names;
+    for (int d = 0; d < std::min(depth, ThreadState::kInFlight); ++d)
+      names += (d ? "," : "") + std::to_string(s->in_flight_names[d].load(std::memory_order_relaxed));
+    out += std::string(out.empty() ? "[" : ",") + "{\"thread\":" + std::to_string(s->id) +
+           ",\"depth\":" + std::to_string(depth) + ",\"names\":[" + names + "]" +
+           ",\"seq\":" + std::to_string(top.seq.load(std::memory_order_relaxed)) +
+           ",\"step\":" + std::to_string(top.step.load(std::memory_order_relaxed)) +
+           ",\"fwd\":" + std::to_string(top.fwd.load(std::memory_order_relaxed)) +
+           ",\"user_frame\":" + std::to_string(top.user_frame.load(std::memory_order_relaxed)) +
+           ",\"stack\":" + std::to_string(top.stack.load(std::memory_order_relaxed)) +
+           ",\"module\":" + std::to_string(top.module.load(std::memory_order_relaxed)) +
+           ",\"flags\":" + std::to_string(top.flags.load(std::memory_order_relaxed)) + "}";
+  }
+  return out.empty() ? out : out + "]";
+}
+
 void hook_write_unfinished(int tid) {
   ThreadState* ts = nullptr;
   {
-    // The faulting thread may hold the lock (stopped while registering): then, after 100 ms
-    // (another thread registering holds it for microseconds), nothing.
     std::unique_lock<std::mutex> lock(g_thread_states_mutex, std::defer_lock);
-    for (int tries = 0; !lock.try_lock(); ++tries) {
-      if (tries == 100) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    if (!lock_thread_states_at_close(lock)) return;
     const uint64_t gen = g_fork_generation.load(std::memory_order_relaxed);
     for (ThreadState* s : g_thread_states)
       if (s->tid == tid && s->fork_generation == gen) ts = s;

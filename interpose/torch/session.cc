@@ -444,6 +444,10 @@ void end_recording(bool close) {
       w->set_meta("exit_status", signal >= 0 ? "signal " + std::to_string(signal)
                                              : std::to_string(status));
   }
+  // Where each thread was at the end: a thread that another thread's abort or a signal from
+  // outside stopped inside an op (a hang a watchdog ended) has no other record of it.
+  if (const std::string in_flight = hook_in_flight(); !in_flight.empty())
+    w->set_meta("in_flight", in_flight);
   w->set_meta("end_time_ns", std::to_string(wall_ns()));
   if (close)
     run_bounded(w, [](tracer::Writer* x) { return x->close(); }, "closing", false);

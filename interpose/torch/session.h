@@ -71,6 +71,9 @@ void hook_after_fork_child();
 // still inside, with the ops nested in them so far, flagged `kOpUnfinished`. Nothing when it
 // stopped inside the hook itself.
 void hook_write_unfinished(int tid);
+// At the close: the recorded ops each thread is inside, as the meta `in_flight` JSON
+// (docs/schema.md), from each thread's own lock-free account; "" when no thread is inside one.
+std::string hook_in_flight();
 
 // Monotonic and wall clocks in nanoseconds.
 int64_t monotonic_ns();

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -700,12 +701,18 @@ def case_gather():
 # SIGBUS reading a mapped file another process truncated, or raise: an exception, which
 # "catch" catches and goes on).
 CRASH = r"""
-import ctypes, os, signal, sys, torch
+import ctypes, os, signal, sys, threading, time, torch
 CRASH_STEP, HOW = int(sys.argv[1]), sys.argv[2]
 lib = torch.library.Library("crashtest", "DEF")
 lib.define("scale(Tensor x, int step) -> Tensor")
 def scale(x, step):
     y = x.mul(0.5)
+    if step == CRASH_STEP and HOW in ("watchdog", "hang"):
+        # A hang inside the op, ended by a watchdog thread's abort or by a signal from outside.
+        if HOW == "watchdog":
+            threading.Thread(target=lambda: (time.sleep(0.3), os.abort())).start()
+        print("waiting", flush=True)
+        time.sleep(60)
     if step == CRASH_STEP:
         if HOW in ("raise", "catch"):
             raise RuntimeError("scale failed at step %d" % step)
@@ -831,14 +838,44 @@ def case_crash():
         check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
               and "in 0 float32[2x4]" in blocks[0][1] and "arg step = 2" in blocks[0][2],
               f"{how}: tdbg show marks crashtest::scale unfinished, with its input: {blocks}")
+    # A hang inside an op that another thread's abort (a watchdog) or a SIGTERM from outside (a
+    # launcher's timeout) ends: no flag marks the op the main thread was stuck in, but each
+    # thread's account at the close names it.
+    for how, sig, name in (("watchdog", 6, "SIGABRT"), ("hang", 15, "SIGTERM")):
+        out = os.path.join(WORK, "crash_b_" + how)
+        shutil.rmtree(out, ignore_errors=True)
+        proc = subprocess.Popen([TDBG, "record", "-o", out, "--", PYTHON, script, "2", how],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line == "waiting\n":
+                if how == "hang":
+                    proc.send_signal(signal.SIGTERM)  # forwarded to the program
+                break
+        proc.communicate(timeout=60)
+        check(proc.returncode == 128 + sig and "".join(lines) == out_a[:out_a.index("2 ")] + "waiting\n",
+              f"{how}: exit status {128 + sig} after steps 0 and 1 (got {proc.returncode}: {lines})")
+        rc, r = diff(a, out)
+        d = r["first_divergence"] or {}
+        check(rc == 1 and d.get("cause") == "ended" and d.get("ended_step") == 2 and
+              f"was ended by signal {sig} ({name}) while this thread was inside crashtest::scale "
+              f"at crash.py:{call_line}, after " in d.get("detail", ""),
+              f"{how}: the detail names the op the main thread was inside: {d.get('detail')}")
+        notes = " ".join(r.get("notes", []))
+        check(f"while thread 0 was inside crashtest::scale at crash.py:{call_line}:" in notes,
+              f"{how}: the note about B's ending names it too: {notes}")
     # A DataLoader worker's segfault: torch's handler takes it and raises it again, and the
     # worker's database still gets the op it crashed in.
     dl_script = write_script("crash_dl.py", DL_CRASH)
     dl_line = marks(dl_script)["dl_call"]
     a_dl, _ = record("crash_dl_a", ["-1"], dl_script)
     b, p = record_ending("crash_dl_b", ["5"], dl_script)
-    check(p.returncode == 1 and "exited unexpectedly" in p.stderr,
-          f"DataLoader: the main process fails as without tdbg (exit {p.returncode})")
+    # (torch words it by which of its checks sees the dead worker first.)
+    check(p.returncode == 1 and ("exited unexpectedly" in p.stderr
+                                 or "is killed by signal" in p.stderr),
+          f"DataLoader: the main process fails as without tdbg (exit {p.returncode}: "
+          f"{p.stderr[-300:]!r})")
     rc, r = diff(a_dl, b)
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("cause") == "ended" and

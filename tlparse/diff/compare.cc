@@ -1254,6 +1254,42 @@ std::string unfinished_ops(const Reader& r, uint32_t thread) {
   return ops.empty() ? "" : " inside " + ops;
 }
 
+// "aten::mm at train.py:40 (in aten::matmul)": the recorded ops `thread` was inside when its
+// process closed its database (meta `in_flight`, each thread's own account at the close: a
+// thread that another thread's abort or a signal from outside stopped, which no flag marks),
+// innermost first; "" when it was inside none. `*step` becomes the step of its top-level op.
+std::string in_flight_ops(const Reader& r, uint32_t thread, int64_t* step = nullptr) {
+  const json all = json::parse(r.meta("in_flight"), nullptr, /*allow_exceptions=*/false);
+  if (!all.is_array()) return "";
+  for (const json& t : all) {
+    if (!t.is_object() || t.value("thread", -1) != static_cast<int64_t>(thread)) continue;
+    const json& names = t.contains("names") ? t["names"] : json();
+    if (!names.is_array() || names.empty() || !names[0].is_number_unsigned()) return "";
+    Strings strings(r);
+    OpRecord op;  // the innermost op, placed where its top-level op is
+    op.name = names.back().is_number_unsigned() ? names.back().get<tracer::StringId>() : 0;
+    op.user_frame = t.value("user_frame", tracer::FrameId{0});
+    op.stack = t.value("stack", tracer::FrameId{0});
+    if (op.user_frame == 0 && op.stack == 0) {  // a backward op: where its forward op ran
+      if (auto fwd = r.op(t.value("fwd", tracer::kNoSeq)); fwd) {
+        op.user_frame = fwd->user_frame;
+        op.stack = fwd->stack;
+      }
+    }
+    std::string text = op_at_source(r, strings, op);
+    if (names.size() > 1) {
+      text += " (";
+      for (size_t k = names.size() - 1; k-- > 0;)
+        text += std::string(k + 2 == names.size() ? "in " : ", in ") +
+                (names[k].is_number_unsigned() ? strings.text(names[k].get<tracer::StringId>()) : "?");
+      text += ")";
+    }
+    if (step) *step = t.value("step", int64_t{0});
+    return text;
+  }
+  return "";
+}
+
 // The seq of the last op the thread finished: the ops a fault stopped it in are written at
 // the close, after every other thread's, and do not count. -1 when none.
 int64_t last_finished_seq(const Reader& r, uint32_t thread, const LastTopLevel& last) {
@@ -1282,9 +1318,11 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
   // reasons of the program).
   const LastTopLevel last = last_top_level(r, thread);
   const std::string inside = flagged_ops(r, last, tracer::kOpUnfinished);
+  int64_t in_flight_step = -1;
+  const std::string in_flight = inside.empty() ? in_flight_ops(r, thread, &in_flight_step) : "";
   // Where another thread stopped inside an op: " (thread 1 was inside ext::scale at x.py:3)".
   std::string elsewhere;
-  if (inside.empty()) {
+  if (inside.empty() && in_flight.empty()) {
     const int64_t mine = last_finished_seq(r, thread, last);
     int64_t process_last = mine;
     for (const tracer::ThreadRecord& t : r.threads()) {
@@ -1312,8 +1350,10 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
              " more op(s) from here, first " + ops[0].value("op", "");
   }
   d["cause"] = "ended";
-  if (!last.ops.empty()) d["ended_step"] = last.ops.back().step;
-  std::string where = inside.empty() ? "" : " inside " + inside;
+  if (!last.ops.empty()) d["ended_step"] = std::max(last.ops.back().step, in_flight_step);
+  std::string where = !inside.empty()      ? " inside " + inside
+                      : !in_flight.empty() ? " while this thread was inside " + in_flight + ","
+                                           : "";
   if (where.empty()) {
     const std::string raised = flagged_ops(r, last, tracer::kOpRaised);
     if (!raised.empty()) where = ", an error raised inside " + raised + ",";
@@ -1792,6 +1832,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         std::string inside;
         for (const tracer::ThreadRecord& t : r.threads())
           if (inside.empty()) inside = unfinished_ops(r, t.id);
+        for (const tracer::ThreadRecord& t : r.threads())  // none stopped by the fault itself
+          if (inside.empty())
+            if (const std::string ops = in_flight_ops(r, t.id); !ops.empty())
+              inside = " while thread " + std::to_string(t.id) + " was inside " + ops;
         notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
                         " (pid " + r.meta("pid") + ") " + by_signal + inside +
                         ": it stops where the signal came, and ops the other run has after that "
