@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "tlparse/commands.h"
+#include "tlparse/diff/diff.h"
 #include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
 
@@ -105,6 +106,8 @@ void add_show_command(CLI::App& app) {
       // Numbered from 0, as --process and `tdbg diff` number them.
       std::printf("%s: %" PRId64 " ops, %zu thread(s), process %zu (of 0-%zu)\n", r.path().c_str(),
                   r.op_count(), r.threads().size(), args->process, run->processes.size() - 1);
+      if (const std::string ending = diff::process_ending(r); !ending.empty())
+        std::printf("the process %s\n", ending.c_str());
     }
     int64_t shown = 0;
     const int64_t limit = args->limit == 0 ? std::numeric_limits<int64_t>::max() : args->limit;

@@ -865,6 +865,11 @@ def case_crash():
         notes = " ".join(r.get("notes", []))
         check(f"while thread 0 was inside crashtest::scale at crash.py:{call_line}:" in notes,
               f"{how}: the note about B's ending names it too: {notes}")
+        shown = subprocess.run([TDBG, "show", "--limit", "1", out], stdout=subprocess.PIPE,
+                               text=True).stdout.splitlines()
+        check(len(shown) > 1 and shown[1] == f"the process was ended by signal {sig} ({name}) "
+              f"while thread 0 was inside crashtest::scale at crash.py:{call_line}",
+              f"{how}: tdbg show says how the process ended, under its header: {shown[:2]}")
     # A DataLoader worker's segfault: torch's handler takes it and raises it again, and the
     # worker's database still gets the op it crashed in.
     dl_script = write_script("crash_dl.py", DL_CRASH)

@@ -1529,6 +1529,19 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b) {
 
 }  // namespace
 
+std::string process_ending(const tracer::Reader& r) {
+  std::string how = abnormal_ending(r);
+  if (how.empty()) return how;
+  std::string inside;
+  for (const tracer::ThreadRecord& t : r.threads())
+    if (inside.empty()) inside = unfinished_ops(r, t.id);
+  for (const tracer::ThreadRecord& t : r.threads())  // none stopped by a fault of its own
+    if (inside.empty())
+      if (const std::string ops = in_flight_ops(r, t.id); !ops.empty())
+        inside = " while thread " + std::to_string(t.id) + " was inside " + ops;
+  return how + inside;
+}
+
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Progress progress(options.progress);
@@ -1828,16 +1841,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   for (const auto* side : {&a, &b}) {
     for (size_t p = 0; p < side->processes.size(); ++p) {
       const Reader& r = *side->processes[p];
-      if (const std::string by_signal = signal_ending(r); !by_signal.empty()) {
-        std::string inside;
-        for (const tracer::ThreadRecord& t : r.threads())
-          if (inside.empty()) inside = unfinished_ops(r, t.id);
-        for (const tracer::ThreadRecord& t : r.threads())  // none stopped by the fault itself
-          if (inside.empty())
-            if (const std::string ops = in_flight_ops(r, t.id); !ops.empty())
-              inside = " while thread " + std::to_string(t.id) + " was inside " + ops;
+      if (!signal_ending(r).empty()) {
         notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
-                        " (pid " + r.meta("pid") + ") " + by_signal + inside +
+                        " (pid " + r.meta("pid") + ") " + process_ending(r) +
                         ": it stops where the signal came, and ops the other run has after that "
                         "point are no divergence of the program");
       }

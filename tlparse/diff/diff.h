@@ -45,6 +45,13 @@ struct NonfiniteOptions {
 StatusOr<nlohmann::json> first_nonfinite(const tracer::Run& run,
                                          const NonfiniteOptions& options = {});
 
+// How the recorded process of `r` ended, when not by a normal exit, with where its threads
+// were: "was ended by signal 6 (SIGABRT) inside aten::addmm at train.cpp:40 (in aten::linear)"
+// (the op a fault stopped a thread in), "... while thread 0 was inside aten::mm at x.py:3"
+// (from the threads' accounts at the close), "exited with status 3", "did not close its
+// database (...)"; "" for exit status 0.
+std::string process_ending(const tracer::Reader& r);
+
 // Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print
 // them: the answer ("where, and why") in the first lines, then the details.
 std::string format_divergence(const nlohmann::json& result);
