@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "base/json_text.h"
 #include "tlparse/commands.h"
 #include "tlparse/diff/diff.h"
 
@@ -64,7 +65,7 @@ void add_diff_command(CLI::App& app) {
     auto result = diff::compare_runs(*a, *b, options);
     if (!result.ok()) return fail("diff", result.status().message());
     if (args->json) {
-      std::printf("%s\n", result->dump(2).c_str());
+      std::printf("%s\n", json_text(*result, 2).c_str());
     } else {
       std::fputs(diff::format_divergence(*result).c_str(), stdout);
     }

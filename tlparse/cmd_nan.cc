@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "base/json_text.h"
 #include "tlparse/commands.h"
 #include "tlparse/diff/diff.h"
 
@@ -30,7 +31,7 @@ void add_nan_command(CLI::App& app) {
     auto result = diff::first_nonfinite(*run, args->options);
     if (!result.ok()) return fail("nan", result.status().message());
     if (args->json) {
-      std::printf("%s\n", result->dump(2).c_str());
+      std::printf("%s\n", json_text(*result, 2).c_str());
     } else {
       std::fputs(diff::format_nonfinite(*result).c_str(), stdout);
     }

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json_text.h"
 #include "base/status.h"
 #include "interpose/config.h"
 #include "tlparse/commands.h"
@@ -145,7 +146,7 @@ void write_manifest(const std::string& dir, const nlohmann::json& manifest) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << manifest.dump(2) << "\n";
+    out << json_text(manifest, 2) << "\n";
     if (!out) {
       std::fprintf(stderr, "tdbg record: %s: cannot write\n", tmp.c_str());
       return;

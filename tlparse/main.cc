@@ -22,7 +22,18 @@ std::string executable_dir() {
 }
 
 void fail(const std::string& command, const std::string& message) {
-  std::fprintf(stderr, "tdbg %s: %s\n", command.c_str(), message.c_str());
+  // One line whatever the message carries: a damaged database's SQLite error quotes its bytes.
+  std::string line;
+  for (unsigned char c : message) {
+    if (c < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\x%02x", c);
+      line += escaped;
+    } else {
+      line.push_back(static_cast<char>(c));
+    }
+  }
+  std::fprintf(stderr, "tdbg %s: %s\n", command.c_str(), line.c_str());
   exit_code = 2;
 }
 
@@ -58,6 +69,12 @@ int main(int argc, char** argv) {
       if (c == '\n') c = ' ';
     std::fprintf(stderr, "%s: %s (see %s --help)\n", command.c_str(), what.c_str(),
                  command.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    // A bug of tdbg's own (an input no check foresaw): one line and exit 2, not an abort.
+    std::string command = "tdbg";
+    for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
+    std::fprintf(stderr, "%s: internal error: %s (please report it)\n", command.c_str(), e.what());
     return 2;
   }
   return tdbg::cli::exit_code;

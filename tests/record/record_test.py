@@ -6,6 +6,7 @@ Python that has torch, DL_PROBE = the dl_semantics test program, WORK = a scratc
 Each case exits 0 on success, 1 with a one-line reason on failure, 77 when it cannot run here.
 """
 import glob
+import json
 import os
 import shutil
 import signal
@@ -146,6 +147,58 @@ def case_streams():
     check(traced.returncode == plain.returncode == 0, f"status {traced.returncode}")
     check(traced.stdout == payload, "stdout differs from the input")
     check(traced.stderr == plain.stderr, f"stderr {traced.stderr!r} != {plain.stderr!r}")
+
+
+def case_non_utf8():
+    # Linux names are bytes: a Latin-1 argument, working directory or script name is legal.
+    # The program runs as without tdbg, and every command reads and writes such runs.
+    run = fresh("non_utf8")
+    result = record(run, [b"/bin/echo", b"arg\xff"], capture_output=True)
+    check(result.returncode == 0 and result.stdout == b"arg\xff\n",
+          f"echo with a Latin-1 argument: status {result.returncode}, stdout {result.stdout!r}, "
+          f"stderr {result.stderr[-300:]!r}")
+    check(json.load(open(os.path.join(run, "tdbg-run.json"), encoding="utf-8")) is not None,
+          "tdbg-run.json is valid JSON")
+    # One error line, whatever the path holds (a newline here).
+    result = subprocess.run([TDBG, "diff", os.path.join(WORK, "no\nsuch"), run],
+                            capture_output=True, text=True)
+    check(result.returncode == 2 and result.stderr.count("\n") == 1 and "no\\x0asuch" in result.stderr,
+          f"an error naming a path with a newline is one line: {result.stderr!r}")
+    if not torch_hook_here():
+        return
+    folder = os.path.join(WORK.encode(), b"non_utf8_m\xe9d")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    script = os.path.join(folder, b"caf\xe9.py")
+    with open(script, "w") as f:
+        f.write("import sys, torch\ntorch.manual_seed(0)\n"
+                "print(torch.randn(3).mul(2).sum().item(), len(sys.argv))\n")
+    runs = []
+    for name in ("non_utf8_a", "non_utf8_b"):
+        runs.append(fresh(name))
+        plain = subprocess.run([TORCH_PYTHON.encode(), script, b"x\xe9"], cwd=folder,
+                               capture_output=True)
+        traced = subprocess.run([TDBG.encode(), b"record", b"-o", runs[-1].encode(), b"--",
+                                 TORCH_PYTHON.encode(), script, b"x\xe9"], cwd=folder,
+                                capture_output=True)
+        check(traced.returncode == plain.returncode == 0 and traced.stdout == plain.stdout
+              and len(databases(runs[-1])) == 1,
+              f"a torch script from a Latin-1 folder: status {traced.returncode}, stdout "
+              f"{traced.stdout!r} (without tdbg {plain.stdout!r}), stderr {traced.stderr[-300:]!r}")
+    result = subprocess.run([TDBG, "diff", "--json", *runs], capture_output=True)
+    check(result.returncode == 0 and json.loads(result.stdout)["status"] == "identical",
+          f"diff --json of the two: status {result.returncode}, {result.stderr[-300:]!r}")
+    elsewhere = fresh("non_utf8_c")  # the same script run from another folder
+    subprocess.run([TDBG.encode(), b"record", b"-o", elsewhere.encode(), b"--",
+                    TORCH_PYTHON.encode(), script, b"x\xe9"], cwd=WORK, capture_output=True)
+    result = subprocess.run([TDBG, "diff", "--json", runs[0], elsewhere], capture_output=True)
+    check(result.returncode in (0, 1) and json.loads(result.stdout) is not None,
+          f"diff --json against a run from elsewhere (settings differ in cwd): status "
+          f"{result.returncode}, {result.stderr[-300:]!r}")
+    bundle = os.path.join(WORK, "non_utf8.tar.gz")
+    result = subprocess.run([TDBG, "bundle", *runs, "-o", bundle], capture_output=True)
+    check(result.returncode == 0 and os.path.getsize(bundle) > 0,
+          f"bundle of the two: status {result.returncode}, {result.stderr[-300:]!r}")
 
 
 def case_missing_program():

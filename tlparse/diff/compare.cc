@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "base/json_text.h"
 #include "tlparse/diff/align.h"
 #include "tlparse/diff/diff.h"
 #include "tlparse/diff/native_lines.h"
@@ -748,8 +749,8 @@ void explain_nondeterministic(json& d, const std::string& kernel_settings,
     return;
   }
   if (!carried.is_object()) return;
-  const std::string input = "input " + carried["index"].dump();
-  const std::string producer = "op " + carried["producer"].dump();
+  const std::string input = "input " + json_text(carried["index"]);
+  const std::string producer = "op " + json_text(carried["producer"]);
   if (on_cpu) {
     const std::string same = "identical inputs";
     if (detail.rfind(same, 0) == 0) detail.replace(0, same.size(), "identical recorded inputs");

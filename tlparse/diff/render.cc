@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/json_text.h"
 #include "tlparse/diff/diff.h"
 #include "tlparse/diff/ops.h"
 
@@ -16,7 +17,7 @@ std::string str(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
-  return it->dump();
+  return json_text(*it);
 }
 
 std::string source_text(const json& side) {
@@ -337,7 +338,7 @@ std::string format_divergence(const json& result) {
     const json& changes = d.value("structural_changes", json::array());
     for (size_t k = 0; k < changes.size() && k < 5; ++k) {
       const json& h = changes[k];
-      o << "  change:   " << str(h, "type") << "  A" << h["a_range"].dump() << "  B" << h["b_range"].dump();
+      o << "  change:   " << str(h, "type") << "  A" << json_text(h["a_range"]) << "  B" << json_text(h["b_range"]);
       std::string names;
       for (const json& op : h["removed"]) names += " -" + str(op, "op");
       for (const json& op : h["inserted"]) names += " +" + str(op, "op");
@@ -493,7 +494,7 @@ std::string format_nonfinite(const json& result) {
       std::string src = str(prod, "source");
       if (!src.empty()) o << " at " << src;
     } else if (prod.is_number()) {
-      o << ", from op seq " << prod.dump();
+      o << ", from op seq " << json_text(prod);
     } else {
       o << ", not produced by a recorded op";
     }

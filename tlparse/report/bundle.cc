@@ -25,6 +25,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "base/json_text.h"
 #include "tlparse/report/redact.h"
 #include "tlparse/report/report.h"
 #include "tracer/writer.h"
@@ -118,7 +119,7 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
     if (key == "format" || key == "time_base_ns") continue;
     w->set_meta(key, redactor.meta(key, value));
   }
-  w->set_meta("bundle_window", json{{"from_seq", from}, {"to_seq", to}}.dump());
+  w->set_meta("bundle_window", json_text(json{{"from_seq", from}, {"to_seq", to}}));
   for (auto t : r.threads()) {
     t.name = redactor.apply(t.name);
     w->add_thread(t);
@@ -322,7 +323,7 @@ std::string command_line_text(const std::string& cmdline_json) {
   if (!doc.is_array()) return cmdline_json;
   std::string out;
   for (const auto& a : doc) {
-    std::string s = a.is_string() ? a.get<std::string>() : a.dump();
+    std::string s = a.is_string() ? a.get<std::string>() : json_text(a);
     bool plain = !s.empty() && s.find_first_of(" \t'\"$\\`*?;&|<>()") == std::string::npos;
     if (!out.empty()) out += ' ';
     if (plain) {
@@ -340,7 +341,7 @@ std::string command_line_text(const std::string& cmdline_json) {
 std::string text_of(const json& j, const char* key, const std::string& fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  return it->is_string() ? it->get<std::string>() : it->dump();
+  return it->is_string() ? it->get<std::string>() : json_text(*it);
 }
 
 // "op #S `name` at step N, file:line" for one side of a divergence.
@@ -520,8 +521,8 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   data = redactor.apply_json(data);
   data["bundle"] = {{"sources", sources}, {"trimmed", trimmed}};
   TDBG_RETURN_IF_ERROR(add("report/index.html", render_html(data)));
-  if (!data["diff"].is_null()) TDBG_RETURN_IF_ERROR(add("diff.json", data["diff"].dump(2) + "\n"));
-  TDBG_RETURN_IF_ERROR(add("nonfinite.json", data["nonfinite"].dump(2) + "\n"));
+  if (!data["diff"].is_null()) TDBG_RETURN_IF_ERROR(add("diff.json", json_text(data["diff"], 2) + "\n"));
+  TDBG_RETURN_IF_ERROR(add("nonfinite.json", json_text(data["nonfinite"], 2) + "\n"));
 
   // Facts and command lines.
   json facts;
@@ -542,14 +543,14 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       commands += "# run " + rj["label"].get<std::string>() + ", " +
                   base_name(pj["path"].get<std::string>()) + "\n";
       std::string cwd = meta_summary_line(pj["meta"], "cwd");
-      if (!cwd.empty()) commands += "cd " + command_line_text(json::array({cwd}).dump()) + "\n";
+      if (!cwd.empty()) commands += "cd " + command_line_text(json_text(json::array({cwd}))) + "\n";
       std::string cmd = meta_summary_line(pj["meta"], "cmdline");
       commands += (cmd.empty() ? "(command line not recorded)" : command_line_text(cmd)) + "\n\n";
     }
     run_facts.push_back({{"label", rj["label"]}, {"path", rj["path"]}, {"processes", procs}});
   }
   facts["runs"] = run_facts;
-  TDBG_RETURN_IF_ERROR(add("facts.json", facts.dump(2) + "\n"));
+  TDBG_RETURN_IF_ERROR(add("facts.json", json_text(facts, 2) + "\n"));
   TDBG_RETURN_IF_ERROR(add("commands.txt", commands));
 
   // README last: it describes everything above.
@@ -590,8 +591,8 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
        << " ops around the point of interest (re-run `tdbg bundle --keep-all` to keep all):\n\n";
     for (const auto& t : trimmed) {
       md << "- run " << t["run"].get<std::string>() << ", " << t["process"].get<std::string>()
-         << ": ops #" << t["from_seq"].dump() << "–#" << t["to_seq"].dump() << " of "
-         << t["ops_total"].dump() << "\n";
+         << ": ops #" << json_text(t["from_seq"]) << "–#" << json_text(t["to_seq"]) << " of "
+         << json_text(t["ops_total"]) << "\n";
     }
   }
   md << "\n## Redaction\n\n";

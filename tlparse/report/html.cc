@@ -8,6 +8,7 @@
 #include <fstream>
 #include <vector>
 
+#include "base/json_text.h"
 #include "tlparse/report/report.h"
 #include "viewer/assets.h"
 
@@ -130,7 +131,7 @@ std::string sha256_base64(const std::string& text) {
 
 std::string json_for_script(const nlohmann::json& data) {
   // Invalid UTF-8 from a database becomes U+FFFD instead of an exception.
-  std::string text = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text = json_text(data);
   std::string out;
   out.reserve(text.size() + text.size() / 50);
   // These characters only occur inside JSON strings, where \uXXXX means the same thing.

@@ -1,5 +1,6 @@
 // Redaction of credentials (and optionally home paths and the user name) for bundles.
 #include "tlparse/report/redact.h"
+#include "base/json_text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -92,11 +93,11 @@ std::string Redactor::meta(const std::string& key, const std::string& value) {
     // An environment: {"NAME": "value", ...}.
     for (auto& [name, v] : doc.items()) {
       if (looks_like_secret_name(name)) {
-        remember(name, v.is_string() ? v.get<std::string>() : v.dump());
+        remember(name, v.is_string() ? v.get<std::string>() : json_text(v));
         v = kMark;
       }
     }
-    return apply(std::string_view(doc.dump()));
+    return apply(std::string_view(json_text(doc)));
   }
   if (doc.is_array()) {
     // A command line: ["python3", "train.py", "--token", "abc", "--api-key=def"].
@@ -113,7 +114,7 @@ std::string Redactor::meta(const std::string& key, const std::string& value) {
         doc[++i] = kMark;
       }
     }
-    return apply(std::string_view(doc.dump()));
+    return apply(std::string_view(json_text(doc)));
   }
   return apply(std::string_view(value));
 }

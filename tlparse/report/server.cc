@@ -2,6 +2,7 @@
 // GET only, one thread per connection, serving the embedded viewer and JSON pages of ops read
 // through tracer::Reader (never a file from disk).
 #include "tlparse/report/server.h"
+#include "base/json_text.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -282,7 +283,7 @@ class RunIndex {
 void send_json(Response* res, const json& j, int status = 200) {
   res->status = status;
   res->type = "application/json";
-  res->body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  res->body = json_text(j);
 }
 
 }  // namespace
