@@ -63,6 +63,9 @@ struct OpInfo {
   bool selected = true;                // matches TDBG_OPS
   bool random = false;
   bool uninitialized_output = false;
+  // An in-place view (torch's `inplace_view` tag: t_, transpose_, unsqueeze_, as_strided_,
+  // detach_): writes only its argument's geometry, never its contents.
+  bool inplace_view = false;
   // `set_` onto a Storage: the output's contents come from memory no op may have written
   // (`torch.load`'s storages, the fresh storage of a tensor's deepcopy).
   bool storage_source = false;
@@ -188,6 +191,8 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
   info->collective = is_collective(name);
   if (schema) {
     info->has_schema = true;
+    const auto op = c10::Dispatcher::singleton().findOp(schema->operator_name());
+    info->inplace_view = op && op->hasTag(at::Tag::inplace_view) && !resizes(name);
     const auto& args = schema->arguments();
     for (size_t i = 0; i < args.size(); ++i) {
       info->arg_names.push_back(args[i].name());
@@ -1015,6 +1020,22 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
         const InputTensor& in = inputs[i];
         if (!in.tensor.defined() || !in.tensor.has_storage() || !t.has_storage()) continue;
         if (!t.is_alias_of(in.tensor)) continue;
+        if (in.written && info->inplace_view &&
+            (in.status == TensorStatus::kUninitialized || in.status == TensorStatus::kNotHashed)) {
+          // A new geometry over the same contents, which are still unwritten memory (an `empty`
+          // buffer transposed before it is filled, as linalg_eigvals does) or not known: never
+          // hashed, so that garbage cannot reach the chain.
+          rec.status = in.status;
+          rec.reason = in.reason;
+          if (in.status == TensorStatus::kUninitialized) {
+            state.status = TensorStatus::kUninitialized;
+            g_tensors.remember(t, state);
+          } else {
+            g_tensors.forget(t);
+          }
+          op->tensors.push_back(rec);
+          return;
+        }
         if (in.written) {
           writes_into_input = true;
           break;
