@@ -17,7 +17,7 @@ void add_nan_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
-      "nan", "First op whose output holds NaN or Inf (exit 0 finite, 1 non-finite, 2 error)");
+      "nan", "First op whose output holds NaN or Inf (exit 0 finite, 1 non-finite, 2 error or unchecked)");
   cmd->add_option("RUN", args->run, "A run directory or one .sqlite database")->required();
   cmd->add_flag("--json", args->json, "Print one JSON object (docs/cli.md) instead of text");
   cmd->add_flag("--nan-only", args->options.nan_only,
@@ -35,7 +35,8 @@ void add_nan_command(CLI::App& app) {
     } else {
       std::fputs(diff::format_nonfinite(*result).c_str(), stdout);
     }
-    exit_code = (*result)["status"] == "finite" ? 0 : 1;
+    const std::string status = (*result)["status"];
+    exit_code = status == "finite" ? 0 : status == "nonfinite" ? 1 : 2;
   });
 }
 

@@ -201,6 +201,8 @@ void write_start_metadata(tracer::Writer* w) {
   w->set_meta("ops", g_settings.config.ops);
   w->set_meta("ring", std::to_string(g_settings.config.ring));
   w->set_meta("internal_ops", g_settings.config.internal_ops ? "1" : "0");
+  w->set_meta("stacks", g_settings.config.stacks ? "1" : "0");
+  w->set_meta("modules", g_settings.config.modules ? "1" : "0");
   w->set_meta("recorder", "libtdbg_torch");
   write_torch_settings(w, /*at_close=*/false);
 }

@@ -665,6 +665,22 @@ def case_selection():
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
     check(text.startswith("identical in ops, shapes and arguments (tensor values not recorded)"),
           f"the headline says what was compared (got {text.splitlines()[:1]})")
+    # Nor can tdbg nan look for NaN there: unchecked, exit 2, never "finite".
+    p = subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and p.stdout.startswith("unchecked: ") and "--hash none" in p.stdout,
+          f"tdbg nan on a --hash none run: unchecked (got {p.returncode}: {p.stdout!r})")
+
+    # A run without source lines against one with: said once, and a line only one run has is
+    # no other code path.
+    a, _ = record("sel_stacks_a", ["--lr", "0.05"])
+    b, _ = record("sel_stacks_b", ["--lr", "0.1"], options=["--no-stacks"])
+    rc, r = diff(a, b)
+    check(rc == 1 and any("only B was recorded with --no-stacks" in w for w in r["warnings"]),
+          f"--no-stacks in B only is named (got {r['warnings']})")
+    text = diff_text(a, b)
+    where = [l for l in text.splitlines() if l.startswith("  where:")]
+    check("another code path" not in text and len(where) == 1 and "train.py:" in where[0],
+          f"one where line, A's, and no other code path suspected: {text[:600]!r}")
 
     a, _ = record("sel_steps_a", [], options=["--steps", "1:4"])
     b, _ = record("sel_steps_b", [], options=["--steps", "2:4"])

@@ -1478,6 +1478,16 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
                     "): ops are paired from the start of what each holds, so differences may only "
                     "reflect the selection");
   }
+  // (Recordings older than these keys had both on.)
+  for (const char* key : {"stacks", "modules"}) {
+    const bool off_a = ra.meta(key) == "0", off_b = rb.meta(key) == "0";
+    if (off_a != off_b)
+      warnings.push_back(std::string("only ") + (off_a ? "A" : "B") + " was recorded with --no-" +
+                         key + ": its ops have no " +
+                         (std::string(key) == "stacks" ? "source lines" : "module paths") +
+                         ", so where the runs differ is shown from " + (off_a ? "B" : "A") +
+                         " alone, and a missing one is no change of code");
+  }
   const std::string internal_a = ra.meta("internal_ops"), internal_b = rb.meta("internal_ops");
   if ((internal_a == "1") != (internal_b == "1"))
     warnings.push_back(std::string("only ") + (internal_a == "1" ? "A" : "B") +

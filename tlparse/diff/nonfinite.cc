@@ -511,6 +511,18 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
       starts.push_back(std::move(start));
     }
   }
+  // Without tensor summaries (--hash none) nothing can be found: not "finite".
+  const bool any_values = std::any_of(run.processes.begin(), run.processes.end(),
+                                      [](const auto& r) { return r->meta("hash_mode") != "none"; });
+  if (starts.empty() && !run.processes.empty() && !any_values) {
+    return json{{"status", "unchecked"},
+                {"first_nonfinite", nullptr},
+                {"reason", "recorded with --hash none: it holds no tensor values to look in "
+                           "(record with --hash outputs or all)"},
+                {"run", run.path},
+                {"options", options_json(options)},
+                {"notes", notes}};
+  }
   if (starts.empty()) {
     return json{{"status", "finite"},
                 {"first_nonfinite", nullptr},

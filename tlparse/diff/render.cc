@@ -61,13 +61,16 @@ void print_side(std::ostringstream& o, const char* label, const json& side) {
 void print_value(std::ostringstream& o, const json& d) {
   const json& a = d["a"];
   const json& b = d["b"];
-  // The two runs reached the op from different lines (another code path): show both.
-  const bool other_lines = b.is_object() && source_text(b) != source_text(a);
+  // The two runs reached the op from different lines (another code path): show both. A run
+  // recorded without stacks has no line to differ.
+  const bool source_a = a.value("source", json()).is_object();
+  const bool source_b = b.is_object() && b.value("source", json()).is_object();
+  const bool other_lines = source_a && source_b && source_text(a) != source_text(b);
   if (other_lines) {
     o << "  where:    A " << where_text(a) << "\n";
     o << "            B " << where_text(b) << "\n";
   } else {
-    o << "  where:    " << where_text(a) << "\n";
+    o << "  where:    " << where_text(!source_a && source_b ? b : a) << "\n";
   }
   o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail");
   if (other_lines) o << " (reached from another line in each run: another code path?)";
@@ -366,6 +369,10 @@ std::string format_nonfinite(const json& result) {
   const bool nan_only = options.value("nan_only", false);
   const int64_t from_step = options.value("from_step", int64_t{0});
   const char* what = nan_only ? "NaN" : "NaN or Inf";
+  if (str(result, "status") == "unchecked") {
+    o << "unchecked: " << str(result, "run") << " was " << str(result, "reason") << "\n";
+    return o.str();
+  }
   if (!f.is_object()) {
     const int64_t explained = result.value("explained", int64_t{0});
     const int64_t skipped = result.value("skipped", int64_t{0});

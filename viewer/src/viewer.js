@@ -210,6 +210,10 @@
   function nonfinite() {
     const items = (data.nonfinite || []).map((n, i) => {
       const r = runs[i] || { label: '?' };
+      if (n && n.status === 'unchecked') {
+        return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
+          h('p', null, 'Not checked: ' + n.reason + '.'));
+      }
       if (!n || n.status !== 'nonfinite' || !n.first_nonfinite) {
         // Each op passed over counted once, as what it is (as `tdbg nan` words it).
         const passed = n ? [
