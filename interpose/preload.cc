@@ -272,6 +272,16 @@ __attribute__((constructor)) void preload_init() {
   // First, before anything allocates: a sanitizer runtime preloaded ahead of tdbg initializes
   // at the first malloc and then looks up its interceptors through tdbg's dlsym.
   tdbg_front_dlsym_real = resolve_real(kHook_dlsym);
+  // A relative TDBG_OUT (LD_PRELOAD by hand) names a folder of the directory the process
+  // starts in: made absolute here, in the environment too, so that an os.chdir before torch
+  // loads, or a child started from elsewhere, still writes into the same run directory.
+  // (`tdbg record` passes an absolute path.)
+  const char* out = getenv("TDBG_OUT");
+  char cwd[PATH_MAX];
+  if (out != nullptr && out[0] != '\0' && out[0] != '/' && getcwd(cwd, sizeof(cwd)) != nullptr) {
+    const std::string absolute = std::string(cwd) + "/" + out;
+    setenv("TDBG_OUT", absolute.c_str(), 1);
+  }
   interpose::Config config = interpose::config_from_environment();
   g_gpu_enabled = config.gpu;
   g_quiet = config.quiet;

@@ -286,6 +286,23 @@ def case_bad_options():
                                   ("TDBG_RING=abc", "TDBG_FLUSH_MS=-1", "TDBG_HASH_THREADS=0")),
           f"one line per bad variable: {lines}")
     check(len(databases(run)) == 1, "recorded with the defaults")
+    # A relative TDBG_OUT is the folder of the directory the program started in, for the
+    # program and its children, whatever directory they run in later.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TDBG_")}
+    env.update(LD_PRELOAD=preload, TDBG_OUT="relative_run")
+    shutil.rmtree(os.path.join(WORK, "relative_run"), ignore_errors=True)
+    elsewhere = fresh("relative_elsewhere")
+    os.makedirs(elsewhere)
+    code = ("import os, subprocess, sys; os.chdir(sys.argv[1]); import torch; torch.ones(2).sum(); "
+            "print(os.environ['TDBG_OUT']); "
+            "subprocess.run([sys.executable, '-c', 'import torch; torch.ones(3).sum()'], check=True)")
+    result = subprocess.run([TORCH_PYTHON, "-c", code, elsewhere], capture_output=True,
+                            text=True, env=env, cwd=WORK)
+    run = os.path.join(WORK, "relative_run")
+    check(result.returncode == 0 and result.stdout == run + "\n" and len(databases(run)) == 2
+          and not os.path.exists(os.path.join(elsewhere, "relative_run")),
+          f"TDBG_OUT=relative_run then os.chdir: both processes in {run} "
+          f"(status {result.returncode}, {result.stdout!r}, {databases(run)}, {result.stderr[-300:]!r})")
 
 
 def case_dl_semantics():
