@@ -243,6 +243,14 @@ def case_poke():
     check(t.get("role") == "input" and t.get("producer_a") is None,
           f"an input no recorded op produced (got {t})")
     check(d and d["a"]["step"] == 0, "in step 0 (row 3 is in the first batch)")
+    # Recorded with --hash outputs, the NumPy data is not hashed where it enters: still the
+    # likeliest cause, not a kernel that computes otherwise.
+    a, _ = record("poke_outputs_a", [], options=["--hash", "outputs"])
+    b, _ = record("poke_outputs_b", ["--poke", "7.5"], options=["--hash", "outputs"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "external_input" and "--hash outputs" in d.get("detail", ""),
+          f"--hash outputs: external_input (got {d.get('cause')}: {d.get('detail')})")
 
 
 def case_extra_op():
