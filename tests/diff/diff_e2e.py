@@ -709,6 +709,15 @@ def case_selection():
     p = subprocess.run([TDBG, "show", b, "--op", "0", "--limit", "1"], stdout=subprocess.PIPE, text=True)
     check("(op 0 is not in this database" in p.stdout,
           f"tdbg show --op of a dropped op says so (got {p.stdout!r})")
+    # Rings over runs that differ from the start: the first differing input was made by an op
+    # the ring dropped, which is where the runs parted, not another tensor passed.
+    a, _ = record("sel_ring_lr_a", ["--lr", "0.05"], options=["--ring", "150"])
+    b, _ = record("sel_ring_lr_b", ["--lr", "0.1"], options=["--ring", "150"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "external_input" and "is not in the recording (a --ring"
+          in d.get("detail", ""), f"rings: the difference is older than the ring (got "
+          f"{d.get('cause')}: {d.get('detail')})")
 
 
 def case_ddp():

@@ -391,6 +391,16 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
       *detail = "input " + std::to_string(t.index) + " comes from ops changed by the structural change";
       return "structure";
     }
+    // Made by an op the recording no longer holds (a --ring kept only the last ops, a bundle
+    // trimmed the earlier ones): the difference was made there, before the compared ops.
+    if (producer_text && producer_text(false, t.producer).empty()) {
+      *detail = "input " + std::to_string(t.index) + " differs and op " +
+                std::to_string(t.producer) +
+                ", which made it, is not in the recording (a --ring kept only the last ops, or "
+                "a bundle trimmed the earlier ones): the runs differed before the recorded ops "
+                "begin (record a longer --ring, or with --steps around the step)";
+      return "external_input";
+    }
     if (const TensorRecord* other = made_by_other_op(c.input)) {
       *detail = other_op_text(t, *other) +
                 "): the code passes another tensor here (operands swapped, another variable, "
