@@ -55,6 +55,10 @@ struct PythonApi {
   PyObject* (*PyMapping_GetItemString)(PyObject*, const char*) = nullptr;
   PyObject* (*PyTuple_GetItem)(PyObject*, long) = nullptr;  // Py_ssize_t
   long (*PyTuple_Size)(PyObject*) = nullptr;
+  // Optional: the bytes of a name that is not UTF-8 (a Latin-1 file name, which Python holds
+  // with surrogate escapes).
+  PyObject* (*PyUnicode_EncodeFSDefault)(PyObject*) = nullptr;
+  char* (*PyBytes_AsString)(PyObject*) = nullptr;
   bool complete = false;
 };
 
@@ -104,6 +108,9 @@ const PythonApi& api() {
     a.PyTuple_GetItem =
         reinterpret_cast<PyObject* (*)(PyObject*, long)>(dlsym(RTLD_DEFAULT, "PyTuple_GetItem"));
     a.PyTuple_Size = reinterpret_cast<long (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyTuple_Size"));
+    a.PyUnicode_EncodeFSDefault = reinterpret_cast<PyObject* (*)(PyObject*)>(
+        dlsym(RTLD_DEFAULT, "PyUnicode_EncodeFSDefault"));
+    a.PyBytes_AsString = reinterpret_cast<char* (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyBytes_AsString"));
     a.complete = ok;
     return a;
   }();
@@ -157,6 +164,23 @@ bool g_dirs_known = false;
 std::atomic<bool> g_hooks_installed{false};
 bool g_hooks_failed = false;
 
+// The text of a str object: UTF-8, or for a name that is not (surrogate escapes of the bytes
+// of a Latin-1 file name) its bytes as the file system has them; "" for anything else.
+std::string unicode_text(PyObject* value) {
+  const PythonApi& py = api();
+  if (const char* text = py.PyUnicode_AsUTF8(value)) return text;
+  py.PyErr_Clear();
+  std::string out;
+  if (py.PyUnicode_EncodeFSDefault && py.PyBytes_AsString) {
+    if (PyObject* bytes = py.PyUnicode_EncodeFSDefault(value)) {
+      if (const char* raw = py.PyBytes_AsString(bytes)) out = raw;
+      py.Py_DecRef(bytes);
+    }
+    py.PyErr_Clear();
+  }
+  return out;
+}
+
 std::string module_dir(PyObject* modules, const char* name) {
   const PythonApi& py = api();
   PyObject* mod = py.PyDict_GetItemString(modules, name);  // borrowed
@@ -166,9 +190,7 @@ std::string module_dir(PyObject* modules, const char* name) {
     py.PyErr_Clear();
     return "";
   }
-  const char* text = py.PyUnicode_AsUTF8(file);
-  std::string path = text ? text : "";
-  if (!text) py.PyErr_Clear();
+  const std::string path = unicode_text(file);
   py.Py_DecRef(file);
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
@@ -208,9 +230,7 @@ std::string attr_text(PyObject* obj, const char* name) {
     py.PyErr_Clear();
     return "";
   }
-  const char* text = py.PyUnicode_AsUTF8(value);
-  std::string out = text ? text : "";
-  if (!text) py.PyErr_Clear();
+  std::string out = unicode_text(value);
   py.Py_DecRef(value);
   return out;
 }

@@ -185,6 +185,9 @@ def case_non_utf8():
               and len(databases(runs[-1])) == 1,
               f"a torch script from a Latin-1 folder: status {traced.returncode}, stdout "
               f"{traced.stdout!r} (without tdbg {plain.stdout!r}), stderr {traced.stderr[-300:]!r}")
+    shown = subprocess.run([TDBG, "show", "--limit", "3", runs[0]], capture_output=True).stdout
+    check(b"/non_utf8_m\xe9d/caf\xe9.py:3 in <module>" in shown,
+          f"the ops' source is the script's path, bytes as they are: {shown[:600]!r}")
     result = subprocess.run([TDBG, "diff", "--json", *runs], capture_output=True)
     check(result.returncode == 0 and json.loads(result.stdout)["status"] == "identical",
           f"diff --json of the two: status {result.returncode}, {result.stderr[-300:]!r}")

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -258,6 +259,29 @@ const char* const kFactKeys[] = {"torch_version", "python_version", "cuda_versio
                                  "cudnn_deterministic", "cudnn_benchmark", "seed", "host", "pid",
                                  "rank", "world_size", "hash_mode", "recorder"};
 
+// `name` with each byte that is not part of valid UTF-8 written as "%XX": a Latin-1 source
+// file's path (which Linux allows) cannot be stored as a pax name under any UTF-8 locale.
+std::string utf8_name(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool valid = n > 0 && i + n <= name.size() && !(n == 2 && c < 0xc2);
+    for (size_t k = 1; valid && k < n; ++k)
+      valid = (static_cast<unsigned char>(name[i + k]) & 0xc0) == 0x80;
+    if (valid) {
+      out.append(name, i, n);
+      i += n;
+    } else {
+      char escaped[4];
+      std::snprintf(escaped, sizeof(escaped), "%%%02X", c);
+      out += escaped;
+      ++i;
+    }
+  }
+  return out;
+}
+
 class ArchiveWriter {
  public:
   ArchiveWriter() : a_(archive_write_new()) {}
@@ -299,7 +323,7 @@ class ArchiveWriter {
  private:
   Status header(const std::string& name, int64_t size) {
     std::unique_ptr<archive_entry, void (*)(archive_entry*)> e(archive_entry_new(), archive_entry_free);
-    archive_entry_set_pathname(e.get(), name.c_str());
+    archive_entry_set_pathname(e.get(), utf8_name(name).c_str());
     archive_entry_set_filetype(e.get(), AE_IFREG);
     archive_entry_set_perm(e.get(), 0644);
     archive_entry_set_size(e.get(), size);
