@@ -147,8 +147,11 @@ void write_manifest(const std::string& dir, const nlohmann::json& manifest) {
   {
     std::ofstream out(tmp);
     out << json_text(manifest, 2) << "\n";
+    out.close();  // a full disk fails here, at the flush, not at the write
     if (!out) {
-      std::fprintf(stderr, "tdbg record: %s: cannot write\n", tmp.c_str());
+      // The manifest written before stays (with the program's start, without its status).
+      std::fprintf(stderr, "tdbg record: %s: cannot write (disk full?)\n", tmp.c_str());
+      std::remove(tmp.c_str());
       return;
     }
   }

@@ -1318,6 +1318,19 @@ TEST_CASE("first_nonfinite: a string id that does not resolve is a corrupt datab
   CHECK(result.status().message().find('\n') == std::string::npos);
 }
 
+TEST_CASE("first_nonfinite: a run without any op is unchecked, not finite") {
+  // A recording whose disk filled up before its first commit, or a process killed before its
+  // first op: nothing says its values were finite.
+  json r = nonfinite_of(write_ops([](Recorder&) {}));
+  CHECK(r["status"] == "unchecked");
+  CHECK(r["reason"].get<std::string>().find("without any op") != std::string::npos);
+  CHECK(tdbg::diff::format_nonfinite(r).rfind("unchecked: ", 0) == 0);
+  // One finite op is enough to answer.
+  using T = Recorder::T;
+  r = nonfinite_of(write_ops([](Recorder& rec) { rec.op("aten::relu", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 0); }));
+  CHECK(r["status"] == "finite");
+}
+
 // A run written op by op, for the rules of first_nonfinite on where NaN starts.
 TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' buffers never start it") {
   using T = Recorder::T;

@@ -514,11 +514,18 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   // Without tensor summaries (--hash none) nothing can be found: not "finite".
   const bool any_values = std::any_of(run.processes.begin(), run.processes.end(),
                                       [](const auto& r) { return r->meta("hash_mode") != "none"; });
-  if (starts.empty() && !run.processes.empty() && !any_values) {
+  // Nor in a run that holds no op (a recording whose disk was full, a program killed before
+  // its first op).
+  const bool any_ops = std::any_of(run.processes.begin(), run.processes.end(),
+                                   [](const auto& r) { return r->op_count() > 0; });
+  if (starts.empty() && (!any_values || !any_ops)) {
     return json{{"status", "unchecked"},
                 {"first_nonfinite", nullptr},
-                {"reason", "recorded with --hash none: it holds no tensor values to look in "
-                           "(record with --hash outputs or all)"},
+                {"reason", !any_ops ? std::string("recorded without any op: there are no values to "
+                                                  "look in")
+                                    : std::string("recorded with --hash none: it holds no tensor "
+                                                  "values to look in (record with --hash outputs "
+                                                  "or all)")},
                 {"run", run.path},
                 {"options", options_json(options)},
                 {"notes", notes}};
