@@ -1,6 +1,7 @@
 // `tdbg show RUN`: lists a run's ops (seq, step, nesting, module, source) with their tensors
 // and arguments, for looking around by hand; `--plain` prints one line per op without seq
 // numbers or times, for text tools such as `diff`.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <limits>
@@ -125,7 +126,9 @@ void add_show_command(CLI::App& app) {
       from = *args->op;
     }
     bool first = true;
+    int64_t last_step = -1;  // the last step a scan for --step passed over
     Status st = r.scan_ops(thread, from, to, true, [&](const tracer::OpRecord& op) {
+      last_step = std::max(last_step, op.step);
       if (args->op && op.seq < *args->op) return true;
       if (args->step && op.step != *args->step) return op.step < *args->step;  // steps only grow
       // The op asked for is not in the database (a ring dropped it, or --ops skipped it).
@@ -143,6 +146,19 @@ void add_show_command(CLI::App& app) {
     if (shown == 0 && args->op && !args->step)
       return fail("show", args->run + ": no op " + std::to_string(*args->op) +
                               " or later in this process");
+    if (shown == 0 && thread && r.op_count(*thread) == 0) {
+      std::string ids;
+      for (const tracer::ThreadRecord& t : r.threads())
+        ids += (ids.empty() ? "" : ", ") + std::to_string(t.id);
+      return fail("show", args->run + ": no op of thread " + std::to_string(*thread) +
+                              " in this process (its threads: " + (ids.empty() ? "none" : ids) + ")");
+    }
+    if (shown == 0 && args->step && !args->op) {
+      return fail("show", args->run + ": no op of step " + std::to_string(*args->step) +
+                              (thread ? " on thread " + std::to_string(*thread) : std::string()) +
+                              (last_step >= 0 ? " (the last step held is " + std::to_string(last_step) + ")"
+                                              : std::string(" (no op held)")));
+    }
     if (!args->plain && shown == limit) std::printf("... (--limit %" PRId64 "; --limit 0 lists all)\n", limit);
     // C++ frames listed without the lines their binary could have given (it changed since).
     std::fflush(stdout);

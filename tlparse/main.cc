@@ -56,6 +56,20 @@ int main(int argc, char** argv) {
   tdbg::cli::add_view_command(app);
   tdbg::cli::add_export_command(app);
   tdbg::cli::add_bundle_command(app);
+  // A first word that names no command (a typo): say which, not "a subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      found = found || sub->get_name() == argv[1];
+    }
+    if (!found) {
+      std::fprintf(stderr, "tdbg: unknown command '%s' (commands: %s; see tdbg --help)\n", argv[1],
+                   known.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

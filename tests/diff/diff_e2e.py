@@ -709,6 +709,12 @@ def case_selection():
     p = subprocess.run([TDBG, "show", b, "--op", "0", "--limit", "1"], stdout=subprocess.PIPE, text=True)
     check("(op 0 is not in this database" in p.stdout,
           f"tdbg show --op of a dropped op says so (got {p.stdout!r})")
+    for option, value, said in (("--thread", "7", "no op of thread 7 in this process (its threads: 0)"),
+                                ("--step", "99", "no op of step 99 (the last step held is ")):
+        p = subprocess.run([TDBG, "show", b, option, value], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+        check(p.returncode == 2 and said in p.stderr and p.stderr.count("\n") == 1,
+              f"tdbg show {option} {value} with nothing there says so (got {p.returncode}: {p.stderr!r})")
     # Rings over runs that differ from the start: the first differing input was made by an op
     # the ring dropped, which is where the runs parted, not another tensor passed.
     a, _ = record("sel_ring_lr_a", ["--lr", "0.05"], options=["--ring", "150"])

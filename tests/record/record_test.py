@@ -264,6 +264,11 @@ def case_bad_options():
         check(result.stderr.count("\n") == 1 and flags[0] in result.stderr,
               f"{flags}: want a one-line error naming the flag, got {result.stderr!r}")
         check(not os.path.exists(os.path.join(run, "tdbg-run.json")), f"{flags}: ran anyway")
+    # A mistyped command is named, with the commands there are.
+    result = subprocess.run([TDBG, "recrod", "-o", fresh("bad"), "--", "/bin/true"],
+                            capture_output=True, text=True)
+    check(result.returncode == 2 and result.stderr.startswith("tdbg: unknown command 'recrod' (commands: record, ")
+          and result.stderr.count("\n") == 1, f"a mistyped command: {result.returncode} {result.stderr!r}")
     # A bad value from the environment is named as the variable the user set.
     for name, value in (("TDBG_STEPS", "10:5"), ("TDBG_HASH", "some"), ("TDBG_OPS", "(")):
         run = fresh("bad")
