@@ -26,6 +26,7 @@
 #define TDBG_XXH3_UPDATE XXH3_64bits_update
 #endif
 
+#include "base/quiet_thread.h"
 #include "hashing/canonical.h"
 #include "hashing/chunk_scan.h"
 #include "hashing/small_hash.h"
@@ -468,7 +469,7 @@ HashResult hash_tensor(const TensorView& view, const HashOptions& options) {
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t) {
       try {
-        pool.emplace_back(work);
+        pool.push_back(quiet_thread(work));
       } catch (...) {
         break;  // fewer threads: the claims loop still covers every chunk
       }

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/quiet_thread.h"
 #include "tracer/op_block.h"
 #include "tracer/schema.h"
 #include "tracer/sql_functions.h"
@@ -347,7 +348,7 @@ class WriterImpl final : public Writer {
   }
 
   void start() {
-    s_->thread = std::thread([this] { run(); });
+    s_->thread = quiet_thread([this] { run(); });
   }
 
  private:

@@ -3,12 +3,16 @@
 #include "tracer/writer.h"
 
 #include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "tracer/reader.h"
@@ -34,6 +38,36 @@ std::unique_ptr<Reader> MustOpen(const std::string& path) {
   INFO(r.status().message());
   REQUIRE(r.ok());
   return std::move(r).value();
+}
+
+// The OS threads of this process (ids of /proc/self/task).
+std::set<std::string> process_threads() {
+  std::set<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task"))
+    out.insert(e.path().filename().string());
+  return out;
+}
+
+TEST_CASE("the writer's thread takes no signal sent to the process") {
+  // A SIGTERM that lands on the writer, whose handler (torch's, in a DataLoader worker) calls
+  // _exit, would wait for a close that needs the writer itself.
+  TempDir dir;
+  const std::set<std::string> before = process_threads();
+  auto w = MustCreate(dir.file("s.sqlite"));
+  std::vector<std::string> started;
+  for (const std::string& tid : process_threads())
+    if (!before.count(tid)) started.push_back(tid);
+  REQUIRE(started.size() == 1);
+  std::ifstream status("/proc/self/task/" + started[0] + "/status");
+  std::string line, blocked;
+  while (std::getline(status, line))
+    if (line.rfind("SigBlk:", 0) == 0) blocked = line.substr(7);
+  const unsigned long long mask = std::stoull(blocked, nullptr, 16);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGALRM, SIGCHLD}) {
+    INFO("signal " << sig << ", SigBlk " << blocked);
+    CHECK((mask >> (sig - 1)) & 1);
+  }
+  REQUIRE(w->close().ok());
 }
 
 TEST_CASE("every field round trips") {

@@ -30,6 +30,7 @@
 #include <torch/version.h>
 #endif
 
+#include "base/quiet_thread.h"
 #include "interpose/torch/python_frames.h"
 #include "interpose/torch_api.h"
 
@@ -309,7 +310,7 @@ void run_bounded(tracer::Writer* w, Status (*what)(tracer::Writer*), const char*
   const int64_t target = w->appended();
   auto shared = std::make_shared<Shared>();
   try {
-    std::thread([w, what, doing, shared] {
+    quiet_thread([w, what, doing, shared] {
       Status s = what(w);
       if (!s.ok()) std::fprintf(stderr, "tdbg: %s the run database: %s\n", doing, s.message().c_str());
       std::lock_guard<std::mutex> lock(shared->m);
