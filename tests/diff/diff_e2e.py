@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "train.py")
@@ -942,6 +943,19 @@ def case_crash():
         check(len(shown) > 1 and shown[1] == f"the process was ended by signal {sig} ({name}) "
               f"while thread 0 was inside crashtest::scale at crash.py:{call_line}",
               f"{how}: tdbg show says how the process ended, under its header: {shown[:2]}")
+        # A bundle numbers strings and frames afresh: the account must still name the op.
+        bundle = os.path.join(WORK, f"crash_{how}.tar.gz")
+        unpacked = os.path.join(WORK, f"crash_{how}_bundle")
+        shutil.rmtree(unpacked, ignore_errors=True)
+        p = subprocess.run([TDBG, "bundle", a, out, "-o", bundle], capture_output=True, text=True)
+        with tarfile.open(bundle) as tar:
+            tar.extractall(unpacked)
+        b_dbs = glob.glob(os.path.join(unpacked, "*", "runs", "b", "*.sqlite"))
+        shown = subprocess.run([TDBG, "show", "--limit", "1", *b_dbs[:1]], stdout=subprocess.PIPE,
+                               text=True).stdout.splitlines()
+        check(p.returncode == 0 and len(b_dbs) == 1 and len(shown) > 1 and
+              f"while thread 0 was inside crashtest::scale at crash.py:{call_line}" in shown[1],
+              f"{how}: the bundle's copy of B says the same (got {p.returncode}, {b_dbs}, {shown[:2]})")
     # A DataLoader worker's segfault: torch's handler takes it and raises it again, and the
     # worker's database still gets the op it crashed in.
     dl_script = write_script("crash_dl.py", DL_CRASH)

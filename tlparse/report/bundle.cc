@@ -118,6 +118,22 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
   for (const auto& [key, value] : r.all_meta()) {
     // The writer owns these two (format marker, and the time base its `start` column uses).
     if (key == "format" || key == "time_base_ns") continue;
+    if (key == "in_flight") {
+      // Ids into the strings and frames tables, which this copy numbers afresh.
+      json threads = json::parse(value, nullptr, /*allow_exceptions=*/false);
+      if (!threads.is_array()) continue;
+      for (json& t : threads) {
+        if (!t.is_object()) continue;
+        if (t.contains("names") && t["names"].is_array())
+          for (json& name : t["names"])
+            if (name.is_number_unsigned()) name = S(name.get<tracer::StringId>());
+        if (t.value("module", json()).is_number_unsigned()) t["module"] = S(t["module"].get<tracer::StringId>());
+        for (const char* frame : {"user_frame", "stack"})
+          if (t.value(frame, json()).is_number_unsigned()) t[frame] = F(t[frame].get<tracer::FrameId>());
+      }
+      w->set_meta(key, json_text(threads));
+      continue;
+    }
     w->set_meta(key, redactor.meta(key, value));
   }
   w->set_meta("bundle_window", json_text(json{{"from_seq", from}, {"to_seq", to}}));
