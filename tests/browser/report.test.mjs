@@ -3,7 +3,7 @@
 // TDBG, TDBG_FIXTURE and TDBG_BROWSER_OUT set.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -69,6 +69,12 @@ test('the static report shows the divergence, filters, scrolls virtually and lin
   assert.equal(await cardA.locator('.op-name').textContent(), 'aten::addmm');
   assert.match(await cardA.locator('.source').textContent(), /train\.py:21 in train_step$/);
   assert.equal(await page.locator('#divergence .card[data-side="B"] .op-name').textContent(), 'aten::addmm');
+  // Why, in the diff's words, as `tdbg diff` prints it.
+  const diffed = spawnSync(tdbg, ['diff', '--json', join(dir, 'a'), join(dir, 'b')], { encoding: 'utf8' });
+  assert.equal(diffed.status, 1);
+  const why = JSON.parse(diffed.stdout).first_divergence.detail;
+  assert.ok(why && why.length > 10, `the diff has a detail: ${why}`);
+  assert.equal(await page.textContent('#cause-detail'), why);
   assert.ok(await page.locator('#summaries').isVisible());
   assert.equal(await page.locator('#context tr.first').count(), 1);
 

@@ -198,9 +198,17 @@
     const fd = firstDivergence;
     const t = fd.tensor || null;
     const opA = fd.a ? opBySeq[0].get(fd.a.seq) : null, opB = fd.b ? opBySeq[1].get(fd.b.seq) : null;
+    // Why, in the diff's own words (as `tdbg diff` prints them): the detail, then what the
+    // reader must keep in mind (warnings on how the runs were recorded, notes on how they ended).
+    const said = (list) => (Array.isArray(list) ? list : []).filter(x => typeof x === 'string');
+    const warnings = said(data.diff && data.diff.warnings), notes = said(data.diff && data.diff.notes);
     return section('divergence', 'First divergence',
       h('p', null, 'Kind ', h('span', { class: 'tag' }, fd.kind || '?'), ', cause ', h('span', { class: 'tag', id: 'cause' }, fd.cause || '?'),
         t ? [', tensor: ', h('code', null, t.role + ' ' + t.index + ' ' + (t.dtype || '') + '[' + (t.shape || '') + ']')] : null),
+      fd.detail ? h('p', { id: 'cause-detail' }, fd.detail) : null,
+      warnings.length || notes.length ? h('ul', { id: 'diff-notes' },
+        warnings.map(w => h('li', null, h('strong', null, 'warning: '), w)),
+        notes.map(n => h('li', null, 'note: ', n))) : null,
       h('div', { class: 'sides' }, sideCard('A', fd.a, runs[0]), sideCard('B', fd.b, runs[1])),
       t ? [h('h3', null, 'Summaries of the differing tensor'), summariesTable(opA, opB, t.role, t.index) ||
         h('p', { class: 'muted' }, 'The op is outside the window of this report.')] : null,
