@@ -49,15 +49,29 @@ bool in_library_namespace(const std::string& name) {
   static const char* const kBuiltins[] = {"void",  "bool",     "char",   "short",  "int",
                                           "long",  "float",    "double", "signed", "unsigned",
                                           "const", "volatile", "auto",   "decltype"};
+  // Only what stands between angle brackets: the names between them at the outer level are the
+  // template's own members (`ModuleHolder<LinearImpl>::ModuleHolder<int, int>`).
   const std::string arguments = qualified.substr(open);
+  int level = 0;
   for (size_t i = 0; i < arguments.size();) {
     const bool anonymous = arguments.compare(i, kAnonymous.size(), kAnonymous) == 0;
+    if (arguments[i] == '<' || arguments[i] == '>') {
+      level += arguments[i] == '<' ? 1 : -1;
+      ++i;
+      continue;
+    }
     if (std::isdigit(static_cast<unsigned char>(arguments[i]))) {  // a number: "3ul"
       while (i < arguments.size() && std::isalnum(static_cast<unsigned char>(arguments[i]))) ++i;
       continue;
     }
     if (!anonymous && !std::isalpha(static_cast<unsigned char>(arguments[i])) && arguments[i] != '_') {
       ++i;
+      continue;
+    }
+    if (level <= 0) {  // a member's name between template argument lists
+      while (i < arguments.size() && (std::isalnum(static_cast<unsigned char>(arguments[i])) ||
+                                      arguments[i] == '_'))
+        ++i;
       continue;
     }
     size_t j = i;  // one qualified identifier: letters, digits, '_', "::", "(anonymous namespace)"

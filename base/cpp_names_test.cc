@@ -1,0 +1,30 @@
+// Unit tests of in_library_namespace: which demangled names are torch's or the C++ runtime's,
+// and which templates of theirs are instantiated for the program's own types.
+#include "base/cpp_names.h"
+
+#include <catch2/catch.hpp>
+
+using tdbg::in_library_namespace;
+
+TEST_CASE("library namespaces, with and without a return type") {
+  CHECK(in_library_namespace("at::Tensor c10::Dispatcher::call<at::Tensor>(c10::TypedOperatorHandle const&) const"));
+  CHECK(in_library_namespace("std::function<void ()>::operator()() const"));
+  CHECK(in_library_namespace("torch::nn::LinearImpl::forward(at::Tensor const&)"));
+  CHECK_FALSE(in_library_namespace("Net::forward(at::Tensor)"));
+  CHECK_FALSE(in_library_namespace("main"));
+  CHECK_FALSE(in_library_namespace("(anonymous namespace)::train(int, double)"));
+  CHECK_FALSE(in_library_namespace("train(int, double, int, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&, int)"));
+}
+
+TEST_CASE("a torch template is the program's only when instantiated for a type of the program") {
+  CHECK_FALSE(in_library_namespace("torch::autograd::CppNode<Swish>::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)"));
+  CHECK_FALSE(in_library_namespace("torch::nn::AnyModuleHolder<Net, at::Tensor>::forward(std::vector<torch::nn::AnyValue>&&)"));
+  CHECK_FALSE(in_library_namespace("torch::autograd::CppNode<(anonymous namespace)::Swish>::apply(int)"));
+  CHECK(in_library_namespace("std::vector<float, std::allocator<float> >::push_back(float const&)"));
+  CHECK(in_library_namespace("c10::ArrayRef<long>::size() const"));
+  // A member template of a class template: the member's name between the argument lists is
+  // no type of the program (torch::nn::Linear(8, 16) in a module's constructor).
+  CHECK(in_library_namespace(
+      "torch::nn::ModuleHolder<torch::nn::LinearImpl>::ModuleHolder<int, int, void>(int&&, int&&)"));
+  CHECK_FALSE(in_library_namespace("torch::nn::ModuleHolder<NetImpl>::ModuleHolder<int, void>(int&&)"));
+}
