@@ -936,12 +936,12 @@ def case_crash():
               f"at crash.py:{call_line}, after " in d.get("detail", ""),
               f"{how}: the detail names the op the main thread was inside: {d.get('detail')}")
         notes = " ".join(r.get("notes", []))
-        check(f"while thread 0 was inside crashtest::scale at crash.py:{call_line}:" in notes,
+        check(f"while thread 0 (main) was inside crashtest::scale at crash.py:{call_line}:" in notes,
               f"{how}: the note about B's ending names it too: {notes}")
         shown = subprocess.run([TDBG, "show", "--limit", "1", out], stdout=subprocess.PIPE,
                                text=True).stdout.splitlines()
         check(len(shown) > 1 and shown[1] == f"the process was ended by signal {sig} ({name}) "
-              f"while thread 0 was inside crashtest::scale at crash.py:{call_line}",
+              f"while thread 0 (main) was inside crashtest::scale at crash.py:{call_line}",
               f"{how}: tdbg show says how the process ended, under its header: {shown[:2]}")
         # A bundle numbers strings and frames afresh: the account must still name the op.
         bundle = os.path.join(WORK, f"crash_{how}.tar.gz")
@@ -954,7 +954,7 @@ def case_crash():
         shown = subprocess.run([TDBG, "show", "--limit", "1", *b_dbs[:1]], stdout=subprocess.PIPE,
                                text=True).stdout.splitlines()
         check(p.returncode == 0 and len(b_dbs) == 1 and len(shown) > 1 and
-              f"while thread 0 was inside crashtest::scale at crash.py:{call_line}" in shown[1],
+              f"while thread 0 (main) was inside crashtest::scale at crash.py:{call_line}" in shown[1],
               f"{how}: the bundle's copy of B says the same (got {p.returncode}, {b_dbs}, {shown[:2]})")
     # A DataLoader worker's segfault: torch's handler takes it and raises it again, and the
     # worker's database still gets the op it crashed in.

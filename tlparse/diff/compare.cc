@@ -1567,10 +1567,28 @@ std::string process_ending(const tracer::Reader& r) {
   std::string inside;
   for (const tracer::ThreadRecord& t : r.threads())
     if (inside.empty()) inside = unfinished_ops(r, t.id);
-  for (const tracer::ThreadRecord& t : r.threads())  // none stopped by a fault of its own
-    if (inside.empty())
-      if (const std::string ops = in_flight_ops(r, t.id); !ops.empty())
-        inside = " while thread " + std::to_string(t.id) + " was inside " + ops;
+  if (!inside.empty()) return how + inside;
+  // None stopped by a fault of its own: where each thread was, the main thread (the process's
+  // own id) first.
+  std::vector<tracer::ThreadRecord> threads = r.threads();
+  const std::string pid = r.meta("pid");
+  std::stable_partition(threads.begin(), threads.end(), [&](const tracer::ThreadRecord& t) {
+    return std::to_string(t.os_tid) == pid;
+  });
+  constexpr int kNamed = 4;
+  int named = 0, more = 0;
+  for (const tracer::ThreadRecord& t : threads) {
+    const std::string ops = in_flight_ops(r, t.id);
+    if (ops.empty()) continue;
+    if (named == kNamed) {
+      ++more;
+      continue;
+    }
+    const bool main = std::to_string(t.os_tid) == pid;
+    inside += std::string(named++ == 0 ? " while " : "; ") + "thread " + std::to_string(t.id) +
+              (main ? " (main)" : "") + " was inside " + ops;
+  }
+  if (more > 0) inside += "; " + std::to_string(more) + " more thread(s) were inside ops";
   return how + inside;
 }
 

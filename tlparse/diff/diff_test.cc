@@ -1318,6 +1318,34 @@ TEST_CASE("first_nonfinite: a string id that does not resolve is a corrupt datab
   CHECK(result.status().message().find('\n') == std::string::npos);
 }
 
+TEST_CASE("process_ending names every thread a signal stopped inside ops, the main thread first") {
+  using T = Recorder::T;
+  int64_t seq = 0;
+  const std::string path = write_ops(
+      [&](Recorder& r) { r.op("aten::relu", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 0); },
+      [&](tdbg::tracer::Writer& w) {
+        Recorder worker(w, 1, &seq);  // a second thread (os tid 1001); thread 0 is os tid 1000
+        const auto mm = w.intern("aten::mm"), matmul = w.intern("aten::matmul");
+        const auto file = w.intern("train.py"), fn = w.intern("<module>");
+        const auto at8 = w.intern_frame(0, file, 8, fn), at15 = w.intern_frame(0, file, 15, fn);
+        w.set_meta("pid", "1001");
+        w.set_meta("exit_status", "signal 15");
+        w.set_meta("in_flight",
+                   "[{\"thread\":0,\"depth\":1,\"names\":[" + std::to_string(mm) +
+                       "],\"seq\":5,\"step\":0,\"fwd\":-1,\"user_frame\":" + std::to_string(at8) +
+                       ",\"stack\":" + std::to_string(at8) + ",\"module\":0,\"flags\":0},"
+                       "{\"thread\":1,\"depth\":2,\"names\":[" + std::to_string(matmul) + "," +
+                       std::to_string(mm) + "],\"seq\":6,\"step\":0,\"fwd\":-1,\"user_frame\":" +
+                       std::to_string(at15) + ",\"stack\":" + std::to_string(at15) +
+                       ",\"module\":0,\"flags\":0}]");
+      });
+  auto run = tdbg::tracer::Run::Open(path);
+  REQUIRE(run.ok());
+  CHECK(tdbg::diff::process_ending(*run->processes[0]) ==
+        "was ended by signal 15 (SIGTERM) while thread 1 (main) was inside aten::mm at train.py:15 "
+        "(in aten::matmul); thread 0 was inside aten::mm at train.py:8");
+}
+
 TEST_CASE("first_nonfinite: a run without any op is unchecked, not finite") {
   // A recording whose disk filled up before its first commit, or a process killed before its
   // first op: nothing says its values were finite.
