@@ -66,7 +66,8 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
                 short_summary(t.summary).c_str());
   }
   for (const auto& a : op.args) {
-    std::printf("%22s arg %s = %s\n", "", strings.text(a.name).c_str(), strings.text(a.value).c_str());
+    std::printf("%22s arg %s = %s\n", "", strings.text(a.name).c_str(),
+                diff::number_text(strings.text(a.value)).c_str());
   }
   if (op.flags & tracer::kOpUnfinished)
     std::printf("%22s unfinished: the process ended (a crash or an abort) while inside this op%s\n", "",

@@ -505,6 +505,34 @@ TEST_CASE("an op reached from another line in each run shows both lines") {
   CHECK(text.find("another code path") != std::string::npos);
 }
 
+TEST_CASE("two copies of one script: the same line in another file is no other code path") {
+  // `tdbg diff` of a script against an edited copy: only the file differs at the op. The
+  // argument's float text prints as Python writes it.
+  auto side = [](const char* file) {
+    return json{{"op", "aten::clamp_"}, {"seq", 7}, {"step", 4},
+                {"source", {{"file", file}, {"line", 21}, {"function", "<module>"}}}};
+  };
+  json r = {{"status", "diverged"},
+            {"first_divergence",
+             {{"kind", "value"}, {"cause", "arguments"}, {"detail", "a non-tensor argument differs"},
+              {"a", side("/w/rw.py")}, {"b", side("/w/rw_cl.py")},
+              {"argument", {{"name", "min"}, {"index", 1}, {"value_a", "-0.5"},
+                            {"value_b", "-0.40000000000000002"}}}}}};
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("A /w/rw.py:21") != std::string::npos);
+  CHECK(text.find("B /w/rw_cl.py:21") != std::string::npos);
+  CHECK(text.find("another code path") == std::string::npos);
+  CHECK(text.find("(the same line of another file in each run)") != std::string::npos);
+  CHECK(text.find("argument: min (#1)  A -0.5  B -0.4\n") != std::string::npos);
+  CHECK(tdbg::diff::number_text("0.050000000000000003") == "0.05");
+  CHECK(tdbg::diff::number_text("1.0000000000000000") == "1.0");
+  CHECK(tdbg::diff::number_text("1e-08") == "1e-08");
+  CHECK(tdbg::diff::number_text("[0.10000000000000001, 2]") == "[0.10000000000000001, 2]");
+  CHECK(tdbg::diff::number_text("3") == "3");
+  CHECK(tdbg::diff::number_text("nan") == "nan");
+}
+
 TEST_CASE("operands swapped: an input from another op, or another of an op's outputs or views") {
   // A computes h - g, B computes g - h: sub's input 0 comes from another op in each run. Then
   // a chunk's two views passed the other way round: the same producer, other views.

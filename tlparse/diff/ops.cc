@@ -3,6 +3,7 @@
 #include "tlparse/diff/ops.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -282,6 +283,21 @@ std::string hex64(uint64_t value) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "%016" PRIx64, value);
   return buf;
+}
+
+std::string number_text(const std::string& text) {
+  if (text.empty() || text.find_first_of(".eE") == std::string::npos) return text;
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto parsed = std::from_chars(text.data(), end, value);
+  if (parsed.ec != std::errc() || parsed.ptr != end) return text;
+  char buf[32];
+  const auto written = std::to_chars(buf, buf + sizeof(buf), value);
+  if (written.ec != std::errc()) return text;
+  std::string shortest(buf, written.ptr);
+  // Keep it a float to the eye: "1" was "1.0000000000000000".
+  if (shortest.find_first_of(".eEn") == std::string::npos) shortest += ".0";
+  return shortest;
 }
 
 nlohmann::json summary_json(const hashing::Summary& s) {

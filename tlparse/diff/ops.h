@@ -117,6 +117,10 @@ class OpCursor {
 
 // JSON pieces (documented in docs/cli.md).
 std::string hex64(uint64_t value);
+// A recorded argument's text as people write it: a floating-point number, recorded with 17
+// significant digits so that it reads back exactly ("-0.40000000000000002"), in the shortest
+// form that reads back the same ("-0.4", as Python prints it); any other text as it is.
+std::string number_text(const std::string& text);
 nlohmann::json summary_json(const hashing::Summary& s);
 // Relative difference |x - y| / max(|x|, |y|), 0 when equal: in [0, 2].
 double relative_difference(double x, double y);

@@ -66,6 +66,11 @@ void print_value(std::ostringstream& o, const json& d) {
   const bool source_a = a.value("source", json()).is_object();
   const bool source_b = b.is_object() && b.value("source", json()).is_object();
   const bool other_lines = source_a && source_b && source_text(a) != source_text(b);
+  // The same line of the same function in another file: two copies of one script (the usual
+  // way to try a change), not another code path.
+  const bool other_file_only =
+      other_lines && a["source"].value("line", json()) == b["source"].value("line", json()) &&
+      a["source"].value("function", json()) == b["source"].value("function", json());
   if (other_lines) {
     o << "  where:    A " << where_text(a) << "\n";
     o << "            B " << where_text(b) << "\n";
@@ -73,7 +78,10 @@ void print_value(std::ostringstream& o, const json& d) {
     o << "  where:    " << where_text(!source_a && source_b ? b : a) << "\n";
   }
   o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail");
-  if (other_lines) o << " (reached from another line in each run: another code path?)";
+  if (other_file_only)
+    o << " (the same line of another file in each run)";
+  else if (other_lines)
+    o << " (reached from another line in each run: another code path?)";
   o << "\n";
   const json& t = d.value("tensor", json());
   if (t.is_object()) {
@@ -84,8 +92,8 @@ void print_value(std::ostringstream& o, const json& d) {
   }
   const json& arg = d.value("argument", json());
   if (arg.is_object()) {
-    o << "  argument: " << str(arg, "name") << " (#" << str(arg, "index") << ")  A " << str(arg, "value_a")
-      << "  B " << str(arg, "value_b") << "\n";
+    o << "  argument: " << str(arg, "name") << " (#" << str(arg, "index") << ")  A "
+      << number_text(str(arg, "value_a")) << "  B " << number_text(str(arg, "value_b")) << "\n";
   }
   const json& rng = d.value("rng", json());
   if (rng.is_object()) o << "  rng:      A " << str(rng, "a") << "  B " << str(rng, "b") << "\n";
