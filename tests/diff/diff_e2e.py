@@ -1000,6 +1000,9 @@ def case_crash():
           and "raised an error in B only, with the same inputs" in d.get("detail", "")
           and d["b"] is not None and d["b"]["op"] == "crashtest::scale" and d["b"]["raised"],
           f"raise: the runs part at the op that raised in B only (got {d})")
+    check(any("B's process 0 (pid " in n and "exited with status 1 (an uncaught Python exception"
+              in n for n in r.get("notes", [])),
+          f"raise: a note says how B's process ended (got {r.get('notes')})")
     blocks = flagged_in_show(b, "raised")
     check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
           and "in 0 float32[2x4]" in blocks[0][1],

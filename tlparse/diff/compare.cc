@@ -1561,6 +1561,13 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b) {
 
 }  // namespace
 
+namespace {
+// The exit status of process `p` of `run` ("" when it has no such process).
+std::string other_status(const tracer::Run& run, size_t p) {
+  return p < run.processes.size() ? run.processes[p]->meta("exit_status") : "";
+}
+}  // namespace
+
 std::string process_ending(const tracer::Reader& r) {
   std::string how = abnormal_ending(r);
   if (how.empty()) return how;
@@ -1896,6 +1903,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         " (pid " + r.meta("pid") + ") " + process_ending(r) +
                         ": it stops where the signal came, and ops the other run has after that "
                         "point are no divergence of the program");
+      } else if (const std::string status = r.meta("exit_status");
+                 !status.empty() && status != "0" && status != other_status(side == &a ? b : a, p)) {
+        // An error exit the other run does not share (a DataLoader timeout, an exception),
+        // wherever the first divergence is: often why the run stopped.
+        notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
+                        " (pid " + r.meta("pid") + ") " + process_ending(r));
       }
       if (!r.meta("end_time_ns").empty()) continue;
       notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
