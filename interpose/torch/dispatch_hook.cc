@@ -1328,6 +1328,13 @@ std::unique_ptr<at::ObserverContext> open_op(ThreadState& ts, std::unique_ptr<Op
 // run), so its ops may come from other lines than its own.
 bool starts_location_scope(const OpContext* outer) { return !outer->info->has_schema; }
 
+// Whether the top-level op of an in-flight account has nothing that places it yet.
+bool top_unplaced(const ThreadState::InFlightTop& top) {
+  return top.fwd.load(std::memory_order_relaxed) == tracer::kNoSeq &&
+         top.user_frame.load(std::memory_order_relaxed) == 0 &&
+         top.stack.load(std::memory_order_relaxed) == 0;
+}
+
 // Makes the recorded op `op` (just opened, innermost) what this thread is inside, for
 // `hook_in_flight`.
 void publish_in_flight(ThreadState& ts, const tracer::OpRecord& op) {
@@ -1343,6 +1350,9 @@ void publish_in_flight(ThreadState& ts, const tracer::OpRecord& op) {
     top.stack.store(op.stack, std::memory_order_relaxed);
     top.module.store(op.module, std::memory_order_relaxed);
     top.flags.store(op.flags, std::memory_order_relaxed);
+  } else if (op.fwd != tracer::kNoSeq && top_unplaced(ts.in_flight_top)) {
+    // A backward pass's engine range has no line; the node inside it knows its forward op.
+    ts.in_flight_top.fwd.store(op.fwd, std::memory_order_relaxed);
   }
   ts.in_flight_depth.store(depth + 1, std::memory_order_release);
 }

@@ -786,7 +786,7 @@ def scale(x, step):
             threading.Thread(target=lambda: (time.sleep(0.3), os.abort())).start()
         print("waiting", flush=True)
         time.sleep(60)
-    if step == CRASH_STEP:
+    if step == CRASH_STEP and HOW != "hang_backward":
         if HOW in ("raise", "catch"):
             raise RuntimeError("scale failed at step %d" % step)
         if HOW == "kill_abort":
@@ -801,6 +801,17 @@ def scale(x, step):
         ctypes.string_at(0) if HOW == "segv" else os.abort()
     return y.tanh()
 lib.impl("scale", scale, "CPU")
+class Slow(torch.autograd.Function):  # a backward that hangs at CRASH_STEP ("hang_backward")
+    step = -1
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+    @staticmethod
+    def backward(ctx, g):
+        if Slow.step == CRASH_STEP:
+            print("waiting", flush=True)
+            time.sleep(60)
+        return g.mul(2)
 torch.manual_seed(0)
 w = torch.randn(4, 4, requires_grad=True)
 opt = torch.optim.SGD([w], lr=0.1)
@@ -817,6 +828,9 @@ for step in range(5):
         w.data.add_(mapped[:4].sum())  # MARK:bus_call
     try:
         h = torch.ops.crashtest.scale(torch.ones(2, 4) @ w, step)  # MARK:crash_call
+        if HOW == "hang_backward":
+            Slow.step = step
+            h = Slow.apply(h)  # MARK:slow_call
     except RuntimeError:
         if HOW != "catch":
             raise
@@ -914,7 +928,26 @@ def case_crash():
     # A hang inside an op that another thread's abort (a watchdog) or a SIGTERM from outside (a
     # launcher's timeout) ends: no flag marks the op the main thread was stuck in, but each
     # thread's account at the close names it.
-    for how, sig, name in (("watchdog", 6, "SIGABRT"), ("hang", 15, "SIGTERM")):
+    for how, sig, name in (("watchdog", 6, "SIGABRT"), ("hang", 15, "SIGTERM"),
+                           ("hang_backward", 15, "SIGTERM")):
+        if how == "hang_backward":
+            # Stuck in a custom Function's backward: the node is placed at its forward's line.
+            out = os.path.join(WORK, "crash_b_" + how)
+            shutil.rmtree(out, ignore_errors=True)
+            proc = subprocess.Popen([TDBG, "record", "-o", out, "--", PYTHON, script, "2", how],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for line in proc.stdout:
+                if line == "waiting\n":
+                    proc.send_signal(signal.SIGTERM)
+                    break
+            proc.communicate(timeout=60)
+            shown = subprocess.run([TDBG, "show", "--limit", "1", out], stdout=subprocess.PIPE,
+                                   text=True).stdout.splitlines()
+            slow_line = marks(script)["slow_call"]
+            check(proc.returncode == 143 and len(shown) > 1 and
+                  f"was inside SlowBackward at crash.py:{slow_line}" in shown[1],
+                  f"{how}: the backward node is named at its forward's line: {proc.returncode} {shown[:2]}")
+            continue
         out = os.path.join(WORK, "crash_b_" + how)
         shutil.rmtree(out, ignore_errors=True)
         proc = subprocess.Popen([TDBG, "record", "-o", out, "--", PYTHON, script, "2", how],
