@@ -35,6 +35,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/quiet_thread.h"
 #include "interpose/preload.h"
 
 namespace tdbg::preload {
@@ -180,19 +181,18 @@ void watch_ending_signals() {
     close_pair(g_done);
     return;
   }
-  // The watcher takes no signal itself: blocked while it is created, inherited by it.
-  sigset_t all, before;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &before);
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  // The default stack: a fixed small one fails (EINVAL) where the program's static TLS is
-  // large (a libtorch C++ program), and the close runs torch and SQLite code on it.
-  pthread_t thread;
-  const bool started = pthread_create(&thread, &attr, watch, nullptr) == 0;
-  pthread_attr_destroy(&attr);
-  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  bool started = false;
+  {
+    SignalsBlocked blocked;  // the watcher takes no signal itself
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    // The default stack: a fixed small one fails (EINVAL) where the program's static TLS is
+    // large (a libtorch C++ program), and the close runs torch and SQLite code on it.
+    pthread_t thread;
+    started = pthread_create(&thread, &attr, watch, nullptr) == 0;
+    pthread_attr_destroy(&attr);
+  }
   if (!started) {
     close_pair(g_wake);
     close_pair(g_done);
