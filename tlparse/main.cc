@@ -70,13 +70,18 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // "tdbg diff": the command line's subcommand, for an error's first words.
+  auto command_given = [&app] {
+    std::string command = "tdbg";
+    for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
+    return command;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line, like every other error of tdbg, naming the subcommand given.
-    std::string command = "tdbg";
-    for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
+    const std::string command = command_given();
     std::string what = e.what();
     while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
     for (char& c : what)
@@ -86,9 +91,8 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     // A bug of tdbg's own (an input no check foresaw): one line and exit 2, not an abort.
-    std::string command = "tdbg";
-    for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
-    std::fprintf(stderr, "%s: internal error: %s (please report it)\n", command.c_str(), e.what());
+    std::fprintf(stderr, "%s: internal error: %s (please report it)\n", command_given().c_str(),
+                 e.what());
     return 2;
   }
   return tdbg::cli::exit_code;

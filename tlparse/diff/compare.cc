@@ -1579,9 +1579,8 @@ std::string process_ending(const tracer::Reader& r) {
   // own id) first.
   std::vector<tracer::ThreadRecord> threads = r.threads();
   const std::string pid = r.meta("pid");
-  std::stable_partition(threads.begin(), threads.end(), [&](const tracer::ThreadRecord& t) {
-    return std::to_string(t.os_tid) == pid;
-  });
+  auto is_main = [&pid](const tracer::ThreadRecord& t) { return std::to_string(t.os_tid) == pid; };
+  std::stable_partition(threads.begin(), threads.end(), is_main);
   constexpr int kNamed = 4;
   int named = 0, more = 0;
   for (const tracer::ThreadRecord& t : threads) {
@@ -1591,9 +1590,8 @@ std::string process_ending(const tracer::Reader& r) {
       ++more;
       continue;
     }
-    const bool main = std::to_string(t.os_tid) == pid;
     inside += std::string(named++ == 0 ? " while " : "; ") + "thread " + std::to_string(t.id) +
-              (main ? " (main)" : "") + " was inside " + ops;
+              (is_main(t) ? " (main)" : "") + " was inside " + ops;
   }
   if (more > 0) inside += "; " + std::to_string(more) + " more thread(s) were inside ops";
   return how + inside;
