@@ -925,6 +925,14 @@ def case_crash():
         check(len(blocks) == 1 and "crashtest::scale" in blocks[0][0]
               and "in 0 float32[2x4]" in blocks[0][1] and "arg step = 2" in blocks[0][2],
               f"{how}: tdbg show marks crashtest::scale unfinished, with its input: {blocks}")
+        if how == "segv":
+            trace = os.path.join(WORK, "crash_segv_trace.json")
+            subprocess.run([TDBG, "export", "--chrome-trace", "-o", trace, out], check=True)
+            with open(trace) as f:
+                events = json.load(f)["traceEvents"]
+            marked = [e["name"] for e in events if e.get("args", {}).get("unfinished")]
+            check(marked == ["crashtest::scale"],
+                  f"{how}: the Chrome trace marks the op the process ended in (got {marked})")
     # A hang inside an op that another thread's abort (a watchdog) or a SIGTERM from outside (a
     # launcher's timeout) ends: no flag marks the op the main thread was stuck in, but each
     # thread's account at the close names it.

@@ -162,6 +162,10 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
     if (op.module) e += R"(,"module":)" + name_of(op.module);
     if (op.fwd != tracer::kNoSeq) e += R"(,"forward_seq":)" + std::to_string(op.fwd);
     if (diverged) e += R"(,"divergent":true)";
+    // An op the process ended inside (its span runs to the last time recorded) or left by an
+    // exception says so, as the viewer and `tdbg show` do.
+    if (op.flags & tracer::kOpUnfinished) e += R"(,"unfinished":true)";
+    if (op.flags & tracer::kOpRaised) e += R"(,"raised":true)";
     e += "}";
     if (diverged) e += marked_first ? R"(,"cname":"bad")" : R"(,"cname":"terrible")";
     e += "}";
