@@ -67,7 +67,6 @@ struct FrameKeyHash {
 // Ops are buffered in fixed-size chunks that the background thread recycles: one growing
 // vector would be reallocated (and its fresh pages faulted in) on the application's threads.
 constexpr size_t kChunkOps = 1024;
-constexpr size_t kMaxFreeChunks = 64;
 // An `op_blocks` row ends when its blob reaches kBlockBytes, so that it fits in one 16 KiB
 // page (SQLite keeps up to page size - 35 bytes of a row in its leaf page; beyond that the
 // row spills to overflow pages, which a rowid table fills whole but the leaf page does not),
@@ -169,7 +168,10 @@ struct State {
   std::condition_variable space;      // appenders wait on it while `pending` is full
   Batch pending;
   int64_t pending_ops = 0;
-  std::vector<OpChunk> free_chunks;  // committed chunks (used == 0) with their capacity
+  // Committed chunks (used == 0) with their capacity. All are kept: `max_pending_ops` bounds
+  // how many there are, and freeing one on the background thread is a cross-thread free (see
+  // `retired`).
+  std::vector<OpChunk> free_chunks;
   uint64_t flush_requested = 0;      // generation asked for by `flush`
   uint64_t flush_done = 0;           // generation whose records are committed
   bool stop = false;
@@ -188,6 +190,17 @@ struct State {
   // Last tidx committed per thread: ops must come in increasing tidx per thread.
   std::unordered_map<uint32_t, int64_t> last_tidx;
   int64_t max_seq = -1;
+  // The background thread never frees memory another thread allocated until the writer is
+  // destroyed: a process that ends on a corrupted heap (glibc's "double free" abort) holds its
+  // arena's lock, and a free() into that arena would block the background thread before the
+  // commit of the records the ending appends (the op it ended in, the end metadata). So the
+  // strings and frames to write are copied into its own vectors, and the few heap-owning
+  // records (meta texts, thread names) are moved here once committed; they are bounded (a few
+  // per process and thread).
+  std::vector<std::pair<StringId, std::string_view>> writing_strings;
+  std::vector<FrameRecord> writing_frames;
+  std::vector<std::pair<std::string, std::string>> retired_meta;
+  std::vector<ThreadRecord> retired_threads;
   // Scratch of the background thread: one thread's ops of a batch, and the block being built.
   std::unordered_map<uint32_t, std::vector<Appended>> by_thread;
   std::vector<const OpRecord*> block_ops;
@@ -389,13 +402,13 @@ class WriterImpl final : public Writer {
       commit_batch(batch, cut);
       // Recycles the chunks with their records (see `OpChunk`).
       for (OpChunk& chunk : batch.ops) chunk.recycle();
+      // Moves out what `clear` would free (see `State::retired_meta`).
+      for (auto& m : batch.meta) s_->retired_meta.push_back(std::move(m));
+      for (ThreadRecord& t : batch.threads) s_->retired_threads.push_back(std::move(t));
       {
         std::lock_guard<std::mutex> lock(s_->mu);
         s_->flush_done = generation;
-        for (OpChunk& chunk : batch.ops) {
-          if (s_->free_chunks.size() >= kMaxFreeChunks) break;
-          s_->free_chunks.push_back(std::move(chunk));
-        }
+        for (OpChunk& chunk : batch.ops) s_->free_chunks.push_back(std::move(chunk));
       }
       batch.clear();
       s_->committed.notify_all();
@@ -428,24 +441,24 @@ class WriterImpl final : public Writer {
     std::lock_guard<std::mutex> db_lock(s_->db_mu);
     // Taken after the batch: every string or frame an op of `batch` uses was interned before
     // the op was appended, so it is in these lists and lands in the same transaction.
-    std::vector<std::pair<StringId, std::string_view>> strings;
-    std::vector<FrameRecord> frames;
+    // Copied, not swapped: the queues keep their capacity (see `State::writing_strings`).
+    auto& strings = s_->writing_strings;
+    auto& frames = s_->writing_frames;
     {
       std::lock_guard<std::mutex> lock(s_->intern_mu);
-      strings.swap(s_->new_strings);
-      frames.swap(s_->new_frames);
+      strings.assign(s_->new_strings.begin(), s_->new_strings.end());
+      s_->new_strings.clear();
+      frames.assign(s_->new_frames.begin(), s_->new_frames.end());
+      s_->new_frames.clear();
     }
-    // Destroyed first on every return: before `strings` and `frames` free their memory.
     Through through{*s_, cut};
     if (batch.empty() && strings.empty() && frames.empty()) return;
     // If this transaction fails, its ops are lost (and counted), but strings and frames go
     // back to the queue: later ops refer to them by id.
     auto requeue = [&] {
       std::lock_guard<std::mutex> lock(s_->intern_mu);
-      strings.insert(strings.end(), s_->new_strings.begin(), s_->new_strings.end());
-      s_->new_strings.swap(strings);
-      frames.insert(frames.end(), s_->new_frames.begin(), s_->new_frames.end());
-      s_->new_frames.swap(frames);
+      s_->new_strings.insert(s_->new_strings.begin(), strings.begin(), strings.end());
+      s_->new_frames.insert(s_->new_frames.begin(), frames.begin(), frames.end());
     };
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t cpu0 = thread_cpu_ns();
