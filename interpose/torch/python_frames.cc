@@ -320,7 +320,7 @@ std::string library_path() {
 // only read modules, named_modules, and never change an input or output), the wrappers of
 // torch.multiprocessing's rebuild functions, and the close of multiprocessing children.
 const char* kPythonHooksSource = R"PY(
-import ctypes, threading, weakref
+import ctypes, sys, threading, weakref
 import torch.nn.modules.module as _tdbg_mm
 _lib = ctypes.PyDLL(_TDBG_LIB)
 _module_id = _lib.tdbg_torch_module_id
@@ -347,9 +347,28 @@ def _name_tree(root):
         path = base + '.' + name if name else base
         _paths[sub] = (path, _module_id(path.encode('utf-8', 'replace')))
 
+# A module call that raised ran no post hook (torch < 2.1): its entry stays on the stack. Each
+# entry keeps the id of its module's call frame (live while the call runs); entries whose
+# frame is not among the callers of this call are dropped. Usually the entry on top is found
+# a few frames up, the parent module's call.
+def _drop_ended(stack, frame):
+    top = stack[-1][3]
+    seen = set()
+    while frame is not None:
+        key = id(frame)
+        if key == top:
+            return
+        seen.add(key)
+        frame = frame.f_back
+    while stack and stack[-1][3] not in seen:
+        stack.pop()
+
 def _pre(module, args):
     try:
         stack = _local.__dict__.setdefault('stack', [])
+        call = sys._getframe(1)
+        if stack:
+            _drop_ended(stack, call.f_back)
         entry = _paths.get(module)
         if entry is None:
             if stack:
@@ -359,7 +378,7 @@ def _pre(module, args):
             else:
                 _name_tree(module)
                 entry = _paths[module]
-        stack.append((id(module), entry[0], entry[1]))
+        stack.append((id(module), entry[0], entry[1], id(call)))
         _set_module(entry[1])
     except Exception:
         pass
@@ -379,7 +398,11 @@ def _post(module, args, output):
 
 if _TDBG_MODULES:
     _tdbg_mm.register_module_forward_pre_hook(_pre)
-    _tdbg_mm.register_module_forward_hook(_post)
+    try:
+        # torch >= 2.1 calls it also when forward raises.
+        _tdbg_mm.register_module_forward_hook(_post, always_call=True)
+    except TypeError:
+        _tdbg_mm.register_module_forward_hook(_post)
 
 # Tensors received from another process (a DataLoader worker's batch, a torch.multiprocessing
 # queue) are rebuilt by torch.multiprocessing.reductions' rebuild_* functions while pickle

@@ -426,6 +426,31 @@ def case_modules():
           "backward ops carry their forward op's module and link: %s" % bw)
     sum_op = first_op(con, "aten::sum")
     check(sum_op[4] is None, "an op outside any module has no module path")
+    # A forward that raised (caught by the script, which goes on) ran no post hook: the
+    # module it was in must not claim the ops after it, nor parent the next new module.
+    raised = run_python("""
+        import torch, torch.nn as nn
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                return torch.tanh(self.fc(x))
+        net = nn.Sequential(Block(), Block())
+        try:
+            net(torch.ones(2, 5))
+        except RuntimeError:
+            pass
+        net(torch.ones(2, 4)).sum()
+        nn.Linear(4, 3)(torch.ones(1, 4)).exp()
+    """)
+    con = raised.db()
+    rows = con.execute("select name, module from op_view where name in "
+                       "('aten::addmm', 'aten::sum', 'aten::exp') order by seq").fetchall()
+    check(rows == [("aten::addmm", "Sequential.0.fc"),  # the one that raised
+                   ("aten::addmm", "Sequential.0.fc"), ("aten::addmm", "Sequential.1.fc"),
+                   ("aten::sum", None), ("aten::addmm", "Linear"), ("aten::exp", None)],
+          "after a forward that raised, modules are as if it had returned: %s" % rows)
     # A scripted module is named by the class it compiled, not RecursiveScriptModule.
     scripted = run_python('''
         import torch
