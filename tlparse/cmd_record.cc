@@ -27,6 +27,7 @@
 #include "base/status.h"
 #include "interpose/config.h"
 #include "tlparse/commands.h"
+#include "tracer/reader.h"
 
 namespace tdbg::cli {
 namespace {
@@ -216,6 +217,23 @@ struct Options {
   std::set<std::string> on_command_line;  // flags.inc names given as options, not by TDBG_*
 };
 
+// A --steps window that recorded nothing, said once after the run: steps are counted from
+// torch.optim optimizers' step(), and a loop that updates its weights by hand (or a script
+// shorter than the window) never reaches it. Silent where any process recorded an op.
+void warn_empty_step_window(const interpose::Config& config, const std::string& run_dir) {
+  if (config.steps.empty() || config.quiet) return;
+  StatusOr<tracer::Run> run = tracer::Run::Open(run_dir);
+  if (!run.ok()) return;  // no database: no process loaded torch, nothing to say about steps
+  int64_t ops = 0;
+  for (const auto& process : run->processes) ops += process->op_count();
+  if (ops > 0) return;
+  std::fprintf(stderr,
+               "tdbg record: --steps %s recorded no op: no process reached those steps (steps "
+               "count torch.optim optimizer steps; a loop that updates its weights by hand "
+               "stays at step 0)\n",
+               config.steps.c_str());
+}
+
 void run_record(const Options& options, std::vector<std::string> command, bool out_given) {
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
   if (command.empty()) {
@@ -340,6 +358,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   manifest["exit_status"] = exit_code;
   manifest["ended"] = utc_now();
   write_manifest(*run_dir, manifest);
+  warn_empty_step_window(options.config, *run_dir);
 }
 
 // True if this process's command line holds `--` somewhere after the word `record`.

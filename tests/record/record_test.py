@@ -339,6 +339,25 @@ def case_import_torch():
         check(len(databases(run)) == 1, f"want one database, got {databases(run)}")
 
 
+def case_empty_step_window():
+    # A loop that updates its weights by hand runs no optimizer step: a --steps window past
+    # step 0 records nothing, and `tdbg record` says why once; a window it reaches is silent.
+    if not torch_hook_here():
+        return SKIP
+    code = ("import torch\nw = torch.ones(3, requires_grad=True)\n"
+            "for i in range(6):\n    (w * w).sum().backward()\n"
+            "    with torch.no_grad():\n        w -= 0.1 * w.grad\n    w.grad = None\n")
+    for window, warned in (("4:6", True), ("0:1", False)):
+        run = fresh("steps_" + window.replace(":", "_"))
+        p = subprocess.run([TDBG, "record", "--steps", window, "-o", run, "--", TORCH_PYTHON,
+                            "-c", code], capture_output=True, text=True)
+        said = [line for line in p.stderr.splitlines() if "recorded no op" in line]
+        check(p.returncode == 0 and len(said) == (1 if warned else 0)
+              and (not warned or f"--steps {window} recorded no op" in said[0]
+                   and "optimizer steps" in said[0]),
+              f"--steps {window}: warned {warned} (got {p.returncode}, {p.stderr[-400:]!r})")
+
+
 def case_keyboard_interrupt():
     # Python ends an uncaught KeyboardInterrupt by killing itself with SIGINT after finalizing,
     # past C's atexit: the database must still be closed, with the values written at close.
