@@ -128,6 +128,18 @@ test('the static report shows the divergence, filters, scrolls virtually and lin
   assert.deepEqual(seen.requests, []);
 });
 
+test('a first difference that healed is said to have changed nothing after it', async () => {
+  const dir = makeRuns('healed', '--ops', '600', '--diverge-at', '300', '--heal');
+  const diffed = spawnSync(tdbg, ['diff', '--json', join(dir, 'a'), join(dir, 'b')], { encoding: 'utf8' });
+  assert.equal(diffed.status, 1);
+  const healed = JSON.parse(diffed.stdout).first_divergence.healed;
+  assert.ok(healed && healed.to_end === true, `the diff says healed: ${JSON.stringify(healed)}`);
+  const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));
+  const text = await page.textContent('#healed');
+  assert.match(text, new RegExp(`^Healed: from seq ${healed.seq_a} \\(step \\d+\\) to the end, all ${healed.ops_same} op\\(s\\)`));
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a run full of HTML and script payloads executes nothing and shows them as text', async () => {
   const dir = makeRuns('hostile', '--ops', '600', '--diverge-at', '300', '--hostile');
   const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));

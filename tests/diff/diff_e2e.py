@@ -186,6 +186,82 @@ def case_lr():
     check(d and d["a"]["step"] == 0, "at the first optimizer step")
 
 
+# A model built without a seed (each run draws another init), then its weights replaced by
+# ones from a seeded generator, as a checkpoint load does. argv[1]: the learning rate.
+HEALED = r"""
+import sys, torch
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+g = torch.Generator().manual_seed(0)
+with torch.no_grad():
+    for p in model.parameters():
+        p.copy_(torch.randn(p.shape, generator=g))
+x, y = torch.randn(32, 8, generator=g), torch.randn(32, 1, generator=g)
+opt = torch.optim.SGD(model.parameters(), lr=float(sys.argv[1]))
+for step in range(4):
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()  # MARK:healed_step
+    print(step, loss.item())
+"""
+
+
+def case_healed():
+    # The unseeded init differs, and is overwritten: it must not hide that the training is the
+    # same (exit 1 still: the runs did differ), nor the change that matters after it.
+    script = write_script("healed.py", HEALED)
+    step_line = marks(script)["healed_step"]
+    a, out_a = record("healed_a", ["0.1"], script)
+    b, out_b = record("healed_b", ["0.1"], script)
+    c, out_c = record("healed_c", ["0.2"], script)
+    check(out_a == out_b and out_a != out_c, f"precondition: A and B train alike, C not ({out_a!r})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    healed = d.get("healed") or {}
+    check(rc == 1 and d.get("cause") == "rng" and healed.get("to_end") is True
+          and d.get("next") is None,
+          f"the init differs, then every later op is the same to the end (got {rc}: "
+          f"{d.get('cause')}, {healed}, next {d.get('next')})")
+    text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
+    check("healed: every later op is the same in both runs" in text.splitlines()[0],
+          f"the headline says so: {text.splitlines()[:1]}")
+    rc, r = diff(a, c)
+    d = r["first_divergence"] or {}
+    nxt = d.get("next") or {}
+    arg = nxt.get("argument") or {}
+    check(rc == 1 and d.get("cause") == "rng" and (d.get("healed") or {}).get("ops_same", 0) > 0
+          and nxt.get("cause") == "arguments" and nxt["a"]["op"] == "aten::add_"
+          and float(arg.get("value_a", 0)) == -0.1 and float(arg.get("value_b", 0)) == -0.2
+          and nxt["a"]["step"] == 0,
+          f"after the healed init, the learning rate is the next divergence: {d.get('healed')}, {nxt}")
+    line, file = line_of(nxt.get("a"))
+    check(file == "healed.py" and line == step_line, f"at the optimizer's step line (got {file}:{line})")
+    text = subprocess.run([TDBG, "diff", a, c], stdout=subprocess.PIPE, text=True).stdout
+    check("healed, then diverged again at aten::add_" in text.splitlines()[0]
+          and "argument: alpha (#2)  A -0.1  B -0.2" in text,
+          f"the text names both: {text[:200]!r}")
+    # Without the unseeded init, the seed torch drew in each run still differs, but no random
+    # op does: the settings line must not send the user after seeds.
+    unseeded = write_script("unseeded.py", r"""
+import sys, torch
+g = torch.Generator().manual_seed(0)
+w = torch.randn(8, 1, generator=g).requires_grad_()
+x, y = torch.randn(32, 8, generator=g), torch.randn(32, 1, generator=g)
+opt = torch.optim.SGD([w], lr=float(sys.argv[1]))
+for step in range(3):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(x @ w, y).backward()
+    opt.step()
+""")
+    a, _ = record("unseeded_a", ["0.1"], unseeded)
+    b, _ = record("unseeded_b", ["0.2"], unseeded)
+    rc, r = diff(a, b)
+    seed = [st for st in r.get("settings", []) if st.get("key") == "seed"]
+    check(rc == 1 and r["first_divergence"]["cause"] == "arguments" and len(seed) == 1
+          and seed[0].get("note") == "no random op differs up to the divergence",
+          f"the differing seed is said not to matter (got {rc}, {seed})")
+
+
 def case_number():
     # A Python number that an op takes as a tensor (`loss * scale`; torch wraps it in a 0-dim
     # tensor): a changed constant is a changed argument, with both values, not outside data.
@@ -725,6 +801,27 @@ def case_selection():
     check(rc == 1 and d.get("cause") == "external_input" and "is not in the recording (a --ring"
           in d.get("detail", ""), f"rings: the difference is older than the ring (got "
           f"{d.get('cause')}: {d.get('detail')})")
+    # Whatever the first compared op's cause reads as (a view of other memory, data from
+    # outside), a ring that dropped the start says the runs may have parted before it.
+    ring_script = write_script("ring_mlp.py", r"""
+import sys, torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(m.parameters(), lr=float(sys.argv[1]))
+x, y = torch.randn(64, 8), torch.randn(64, 1)
+for step in range(5):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(m(x), y).backward()
+    opt.step()
+""")
+    for ring in ("40", "50", "60"):
+        a, _ = record("sel_ring_short_a" + ring, ["0.1"], ring_script, options=["--ring", ring])
+        b, _ = record("sel_ring_short_b" + ring, ["0.2"], ring_script, options=["--ring", ring])
+        rc, r = diff(a, b)
+        d = r["first_divergence"] or {}
+        check(rc == 1 and "--ring" in d.get("detail", ""),
+              f"ring {ring}: the cause says the ring may hide the start (got {d.get('cause')}: "
+              f"{d.get('detail')})")
 
 
 def case_ddp():

@@ -864,6 +864,24 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     }
   };
   int value_after_depth = -1;  // depth of the value difference after a structural change
+  // Healing: the ops compared since the last difference were all the same (what the first
+  // difference made was overwritten or never used: a random init replaced by loaded weights).
+  // A difference of its own after that (an argument or a generator state differing while
+  // every tensor input is the same) is a new divergence, likely the one that matters.
+  const std::string first_cause = out.value("cause", std::string());
+  int64_t same_run = 0, same_from_seq = -1, same_from_step = 0;
+  json next_divergence;
+  auto note_difference = [&](const OpRecord* a, const OpRecord* b, const OpComparison* c) {
+    if (next_divergence.is_null() && same_run > 0 && a && b && c && c->structure.empty() &&
+        c->input < 0 && c->view < 0 && c->provenance < 0 &&
+        (c->arg >= 0 || (c->rng && first_cause != "rng"))) {
+      json v;
+      describe_value(p, *a, *b, *c, where.kind == Located::kStructure, v);
+      v["healed"] = {{"seq_a", same_from_seq}, {"step", same_from_step}, {"ops_same", same_run}};
+      next_divergence = std::move(v);
+    }
+    if (next_divergence.is_null()) same_run = 0;
+  };
   bool first_event = true;
   while (true) {
     // The first change of a structural divergence is read whatever the budget: it is the
@@ -882,6 +900,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         step = o->step;
       }
       growth.add_hunk(e.hunk, step);
+      if (!first_event) note_difference(nullptr, nullptr, nullptr);
       count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
@@ -942,6 +961,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     } else {
       ++stats.ops_compared;
       growth.add_pair(*e.a, *e.b, e.cmp);
+      if (first_event) {
+      } else if (e.cmp.differs()) {
+        note_difference(e.a, e.b, &e.cmp);
+      } else if (next_divergence.is_null() && same_run++ == 0) {
+        same_from_seq = e.a->seq;
+        same_from_step = e.a->step;
+      }
       if (where.kind == Located::kStructure && !found_value_after && e.cmp.differs()) {
         found_value_after = true;
         value_after_depth = e.a->depth;
@@ -978,6 +1004,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                     " op(s) moved: an order chosen at run time, such as iterating a set or a "
                     "dict built in another order)";
     out["reordered"] = true;
+  }
+  if (!next_divergence.is_null()) {
+    out["next"] = std::move(next_divergence);
+    out["healed"] = out["next"]["healed"];
+  } else if (same_run > 0 && complete) {
+    // Every op from there to the end of both threads is the same.
+    out["healed"] = {{"seq_a", same_from_seq}, {"step", same_from_step}, {"ops_same", same_run},
+                     {"to_end", true}};
+  } else {
+    out["healed"] = nullptr;
   }
   out["structural_changes"] = std::move(hunks);
   out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},
@@ -1877,8 +1913,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                          "): record both runs with the same --ring/--steps, or a ring large "
                          "enough to reach back to where they differ");
   if (pairs_with_ops == 0 && result["first_divergence"].is_null())
-    notes.push_back("neither run holds any op (an --ops pattern that matched nothing, or a "
-                    "program that ran no torch op)");
+    notes.push_back("neither run holds any op (an --ops pattern that matched nothing, a "
+                    "--steps window the program never reached: steps count torch.optim "
+                    "optimizer steps, or a program that ran no torch op)");
   result["values_compared"] = values_compared;
   result["warnings"] = warnings;
   result["settings"] = settings_that_differ(a, b);
@@ -1888,6 +1925,19 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     for (const json& st : result["settings"])
       if (st.value("key", "") != "seed") kept.push_back(st);
     result["settings"] = kept;
+  } else {
+    // A divergence of another cause: no random op differed before it, so another seed (one
+    // the program never set, torch draws one per run) is not why. Kept, but said so.
+    const json& d = result["first_divergence"];
+    auto cause = [&](const char* key) {
+      const json& v = d.value(key, json());
+      return v.is_object() ? v.value("cause", std::string()) : std::string();
+    };
+    if (d.value("cause", std::string()) != "rng" && cause("value_after_structure") != "rng" &&
+        cause("next") != "rng") {
+      for (json& st : result["settings"])
+        if (st.value("key", "") == "seed") st["note"] = "no random op differs up to the divergence";
+    }
   }
   for (const auto* run : {&a, &b})
     for (const std::string& line : run->skipped) notes.push_back(line);
@@ -1949,6 +1999,23 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         (*d)["detail"] = d->value("detail", std::string()) + "; or an op before the recorded "
                          "--steps window " + window + " made it (ops outside it are not recorded)";
       }
+    }
+    // A run whose earlier ops a ring dropped (or a bundle trimmed): a difference that can come
+    // in through the inputs may have been made before the first op held, which the cause
+    // alone would pin on this op (a view "of other memory", data "from outside").
+    const json& side = first.value("a", json()).is_object() ? first["a"] : first.value("b", json());
+    const std::string cause = first.value("cause", std::string());
+    if (side.is_object() && p < a.processes.size() && first.value("kind", "") == "value" &&
+        cause != "arguments" && cause != "rng" &&
+        first.value("detail", std::string()).find("--ring") == std::string::npos) {
+      const TidxRange held = thread_tidx_range(*a.processes[p], side.value("thread", uint32_t{0}));
+      if (held.begin > 0)
+        first["detail"] = first.value("detail", std::string()) +
+                          "; but this thread's recording begins at its op " +
+                          std::to_string(held.begin) +
+                          " (a --ring kept only the last ops, or a bundle trimmed the earlier "
+                          "ones): the runs may have differed before it, in ops not recorded "
+                          "(record a longer --ring, or with --steps around the step)";
     }
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();

@@ -219,6 +219,7 @@ void print_warnings(std::ostringstream& o, const json& result) {
     auto value = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
     o << (shown++ ? ";" : "") << " " << str(s, "key") << " A " << value(str(s, "a")) << ", B "
       << value(str(s, "b"));
+    if (s.contains("note")) o << " (" << str(s, "note") << ")";
   }
   o << "\n";
 }
@@ -279,6 +280,38 @@ void print_notes(std::ostringstream& o, const json& result) {
 
 }  // namespace
 
+// The headline's ending when the first difference healed: what it made was overwritten.
+std::string healed_suffix(const json& d) {
+  const json& healed = d.value("healed", json());
+  if (!healed.is_object()) return "";
+  const json& next = d.value("next", json());
+  if (next.is_object())
+    return "; healed, then diverged again at " + str(next["a"], "op") + " (seq " +
+           str(next["a"], "seq") + ", step " + str(next["a"], "step") + "): " + str(next, "cause");
+  return "; healed: every later op is the same in both runs";
+}
+
+// What healing means, and the new divergence after it with its cause.
+void print_healing(std::ostringstream& o, const json& d) {
+  const json& healed = d.value("healed", json());
+  if (!healed.is_object()) return;
+  o << "  healed:   from seq " << str(healed, "seq_a") << " (step " << str(healed, "step") << ") ";
+  if (healed.value("to_end", false)) {
+    o << "to the end, all " << str(healed, "ops_same") << " op(s) compared are the same in both "
+      << "runs: what this difference made was overwritten or never used (a random init replaced "
+      << "by loaded weights), and it changed nothing after\n";
+    return;
+  }
+  o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: what this difference made "
+    << "was overwritten or not yet used\n";
+  const json& next = d.value("next", json());
+  if (!next.is_object()) return;
+  o << "\n  next divergence, of its own (every tensor input the same in both runs): "
+    << str(next["a"], "op") << " (seq A " << str(next["a"], "seq") << ", B " << str(next["b"], "seq")
+    << ", step " << str(next["a"], "step") << "): " << str(next, "cause") << "\n";
+  print_value(o, next);
+}
+
 std::string format_divergence(const json& result) {
   std::ostringstream o;
   const json& d = result.value("first_divergence", json());
@@ -327,16 +360,17 @@ std::string format_divergence(const json& result) {
   };
   if (str(d, "kind") == "value") {
     o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", " << where_in_run(a)
-      << "): " << str(d, "cause") << "\n";
+      << "): " << str(d, "cause") << healed_suffix(d) << "\n";
     print_warnings(o, result);
     print_process();
     print_value(o, d);
+    print_healing(o, d);
   } else {
     const json& side = a.is_object() ? a : b;
     // One run stopped early (a signal, a crash): say so first, it is the answer.
     o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
-    o << ": " << str(d, "detail") << "\n";
+    o << ": " << str(d, "detail") << healed_suffix(d) << "\n";
     print_warnings(o, result);
     print_process();
     print_side(o, "A", a);
@@ -361,6 +395,7 @@ std::string format_divergence(const json& result) {
         << str(after["a"], "seq") << ", B " << str(after["b"], "seq") << ", step " << str(after["a"], "step") << ")\n";
       print_value(o, after);
     }
+    print_healing(o, d);
   }
   print_context(o, d.value("context", json()));
   print_growth(o, d.value("growth", json()));

@@ -236,7 +236,7 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
 
     // Values: the same in both runs until `diverge_at`; then B drifts and the drift grows.
     double base = std::sin(static_cast<double>(pos) * 0.37) * 100.0 + 1.0;
-    bool drifted = is_b && o.diverge_at >= 0 && pos >= o.diverge_at;
+    bool drifted = is_b && o.diverge_at >= 0 && (o.heal ? pos == o.diverge_at : pos >= o.diverge_at);
     double rel = drifted ? std::min(1e-7 * std::pow(1.05, static_cast<double>(pos - o.diverge_at)), 0.5) : 0;
     double sum = base * (1 + rel);
     uint64_t out_hash = mix(0xa11ce, static_cast<uint64_t>(pos)) ^ (drifted ? mix(0xb0b, pos) : 0);
@@ -250,7 +250,8 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     in.status = tracer::TensorStatus::kKnown;
     in.producer = last_output[kind.thread];
     const int64_t producer_pos = last_output_pos[kind.thread];
-    bool input_drifted = is_b && o.diverge_at >= 0 && producer_pos >= o.diverge_at;
+    bool input_drifted = is_b && o.diverge_at >= 0 &&
+                         (o.heal ? producer_pos == o.diverge_at : producer_pos >= o.diverge_at);
     in.hash = producer_pos >= 0 ? mix(0xa11ce, static_cast<uint64_t>(producer_pos)) ^
                                       (input_drifted ? mix(0xb0b, producer_pos) : 0)
                                 : 0x1badcafe;

@@ -190,6 +190,26 @@
           op && op.module ? ['module', op.module] : null]),
       h('h3', null, 'Stack (most recent call last)'), stackList(frames, side.source));
   }
+  // A first difference that healed (what it made was overwritten), and the new divergence
+  // after it, as `tdbg diff` words them.
+  function healing(fd) {
+    const healed = fd.healed;
+    if (!healed || typeof healed !== 'object') return null;
+    if (healed.to_end) {
+      return h('p', { id: 'healed' }, h('strong', null, 'Healed: '),
+        'from seq ' + fmt(healed.seq_a) + ' (step ' + fmt(healed.step) + ') to the end, all ' + fmt(healed.ops_same) +
+        ' op(s) compared are the same in both runs: what this difference made was overwritten or never used, and it changed nothing after.');
+    }
+    const next = fd.next;
+    if (!next || !next.a) return null;
+    return h('div', { id: 'healed' },
+      h('p', null, h('strong', null, 'Healed, then a new divergence: '),
+        fmt(healed.ops_same) + ' op(s) from seq ' + fmt(healed.seq_a) + ' were the same in both runs; then ',
+        h('code', null, next.a.op), ' (seq ' + fmt(next.a.seq) + ', step ' + fmt(next.a.step) + ') differs by itself: ',
+        h('span', { class: 'tag', id: 'next-cause' }, next.cause || '?'), ' at ', h('code', { class: 'source' }, srcText(next.a.source))),
+      next.detail ? h('p', { id: 'next-detail' }, next.detail +
+        (next.argument ? ' (' + next.argument.name + ': A ' + next.argument.value_a + ', B ' + next.argument.value_b + ')' : '')) : null);
+  }
   function divergence() {
     if (runs.length < 2) return null;
     if (!firstDivergence) {
@@ -206,6 +226,7 @@
       h('p', null, 'Kind ', h('span', { class: 'tag' }, fd.kind || '?'), ', cause ', h('span', { class: 'tag', id: 'cause' }, fd.cause || '?'),
         t ? [', tensor: ', h('code', null, t.role + ' ' + t.index + ' ' + (t.dtype || '') + '[' + (t.shape || '') + ']')] : null),
       fd.detail ? h('p', { id: 'cause-detail' }, fd.detail) : null,
+      healing(fd),
       warnings.length || notes.length ? h('ul', { id: 'diff-notes' },
         warnings.map(w => h('li', null, h('strong', null, 'warning: '), w)),
         notes.map(n => h('li', null, 'note: ', n))) : null,
