@@ -17,6 +17,7 @@ void StepCounter::update_steps() {
 
 int64_t StepCounter::on_step(uintptr_t id) {
   const int64_t before = steps_;
+  const int64_t call = ++calls_;
   Member* self = nullptr;
   for (Member& m : members_) {
     if (m.id == id) {
@@ -29,6 +30,8 @@ int64_t StepCounter::on_step(uintptr_t id) {
     Member joined;
     joined.id = id;
     joined.count = steps_;
+    joined.own = 1;
+    joined.joined_at = joined.last_at = call;
     if (!members_.empty() && moved_) {
       // Part of the iteration just counted: after this step it lines up with the count.
       joined.absorbed = true;
@@ -41,17 +44,26 @@ int64_t StepCounter::on_step(uintptr_t id) {
   } else {
     self->gap_max = std::max(self->gap_max, self->since_last);
     self->since_last = 0;
+    ++self->own;
+    self->last_at = call;
   }
   ++self->count;
-  // A member that stepped after the newcomers joined shows they were its companions.
-  for (Member& m : members_)
-    if (m.id != id && m.absorbed && m.since_last > 0) m.absorbed = false;
+  // A newcomer's second step with an older optimizer silent since it joined: replaced.
+  const bool second = self->own == 2;
+  const int64_t self_joined = self->joined_at;
+  // A member that stepped after the newcomers joined shows they were its companions (one
+  // of the newcomers stepping again shows nothing: they may all be a new stage).
+  if (!self->absorbed)
+    for (Member& m : members_)
+      if (m.id != id && m.absorbed && m.since_last > 0) m.absorbed = false;
   // Optimizers out of use no longer hold the count back.
   bool dropped = false;
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](const Member& m) {
-                                  const bool out = m.id != id &&
-                                                   m.since_last > std::max(kOutOfUse, 4 * m.gap_max + 1);
+                                  const bool out =
+                                      m.id != id &&
+                                      (m.since_last > std::max(kOutOfUse, 4 * m.gap_max + 1) ||
+                                       (second && m.last_at < self_joined));
                                   dropped = dropped || out;
                                   return out;
                                 }),

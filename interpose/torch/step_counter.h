@@ -24,6 +24,10 @@ class StepCounter {
   //   longest gap so far) is out of use: replaced by a new optimizer, a warm-up one. It no
   //   longer holds the count back, which then catches up. If the newcomer's first step had
   //   been counted into the iteration before, it counts as an iteration of its own after all.
+  // - So is one that has not stepped since a newcomer joined, when the newcomer steps a second
+  //   time: a new stage of training with another optimizer (SGD, then Adam to fine-tune), at
+  //   once rather than 16 steps later. A companion (a GAN's other optimizer, a critic) steps
+  //   between the newcomer's first two steps.
   int64_t on_step(uintptr_t id);
 
   int64_t steps() const { return steps_; }
@@ -36,11 +40,15 @@ class StepCounter {
     int64_t since_last = 0;  // steps of other optimizers since its last step
     int64_t gap_max = 0;     // the most steps of others between two of its steps so far
     bool absorbed = false;   // its first step was counted into the iteration before
+    int64_t own = 0;         // its own steps
+    int64_t joined_at = 0;   // `calls_` at its first step
+    int64_t last_at = 0;     // `calls_` at its last step
   };
   void update_steps();
 
   std::vector<Member> members_;
   int64_t steps_ = 0;
+  int64_t calls_ = 0;   // optimizer steps of all members
   bool moved_ = false;  // the last step moved the count, or joined the iteration just counted
 };
 

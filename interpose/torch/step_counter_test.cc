@@ -59,6 +59,15 @@ TEST_CASE("step counter: a replaced optimizer stops holding the count back, whic
   std::vector<int64_t> c = counts(order);
   CHECK(never_down(c));
   CHECK(c.back() == 23);
+  // A short second stage (SGD for 3 steps, then a new Adam for 3): the old optimizer is
+  // replaced at the newcomer's second step, not 16 steps later; only the newcomer's first
+  // iteration is numbered late (it could have been a GAN's second optimizer).
+  CHECK(counts({1, 1, 1, 2, 2, 2}) == std::vector<int64_t>{1, 2, 3, 3, 5, 6});
+  // A third stage, and a stage of two optimizers stepped together.
+  CHECK(counts({1, 1, 2, 2, 3, 3}) == std::vector<int64_t>{1, 2, 2, 4, 4, 6});
+  c = counts({1, 1, 1, 2, 3, 2, 3, 2, 3});
+  CHECK(never_down(c));
+  CHECK(c.back() == 6);
   // An optimizer used once (a probe), then never again.
   order = {9};
   for (int i = 0; i < 20; ++i) order.push_back(1);
