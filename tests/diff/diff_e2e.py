@@ -223,7 +223,7 @@ def case_healed():
           f"the init differs, then every later op is the same to the end (got {rc}: "
           f"{d.get('cause')}, {healed}, next {d.get('next')})")
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
-    check("healed: every later op is the same in both runs" in text.splitlines()[0],
+    check("; healed: the same again from seq " in text.splitlines()[0],
           f"the headline says so: {text.splitlines()[:1]}")
     rc, r = diff(a, c)
     d = r["first_divergence"] or {}
@@ -564,6 +564,56 @@ def case_checkpoint():
           f"{(d.get('a') or {}).get('op')} {where}")
     check(any(st.get("key") == "cmdline" for st in r.get("settings", [])),
           f"the differing command line is named: {r.get('settings')}")
+
+
+# Residual blocks, run through torch.utils.checkpoint when argv[1] is "1": backward then
+# recomputes each block's forward, with the same values.
+ACTIVATION_CHECKPOINT = r"""
+import sys, torch
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+    def forward(self, x):
+        return x + self.l2(torch.nn.functional.gelu(self.l1(x)))
+blocks = torch.nn.ModuleList([Block() for _ in range(3)])
+opt = torch.optim.SGD(blocks.parameters(), lr=0.05, momentum=0.9)
+x, y = torch.randn(32, 16), torch.randn(32, 16)
+for step in range(3):
+    opt.zero_grad()
+    h = x
+    for b in blocks:
+        h = checkpoint(b, h, use_reentrant=False) if sys.argv[1] == "1" else b(h)
+    loss = torch.nn.functional.mse_loss(h, y)
+    loss.backward()
+    opt.step()
+    print(step, loss.item())
+"""
+
+
+def case_activation_checkpoint():
+    # Checkpointing adds the recomputed forwards, not other values: the recomputed block is one
+    # insertion (not paired op by op with a look-alike inside it), and no paired op differs.
+    script = write_script("activation_checkpoint.py", ACTIVATION_CHECKPOINT)
+    a, out_a = record("actck_a", ["0"], script)
+    b, out_b = record("actck_b", ["1"], script)
+    check(out_a == out_b, f"precondition: the same losses ({out_a!r} vs {out_b!r})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    changes = d.get("structural_changes") or []
+    first = changes[0] if changes else {}
+    check(rc == 1 and d.get("kind") == "structure" and d.get("value_after_structure") is None
+          and (d.get("values_same") or {}).get("pairs", 0) > 0,
+          f"structure only, every paired value the same (got {d.get('cause')}, "
+          f"{d.get('value_after_structure')}, {d.get('values_same')})")
+    check(first.get("type") == "inserted" and first["b_range"][1] - first["b_range"][0] >= 8
+          and [o["op"] for o in first.get("inserted", [])][:3] ==
+          ["aten::linear", "aten::t", "aten::addmm"],
+          f"the first change is a whole recomputed forward: {first}")
+    text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
+    check("the change added or moved work, not results" in text, f"and says so: {text[:600]!r}")
 
 
 def case_thread_pool():

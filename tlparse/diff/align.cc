@@ -5,6 +5,42 @@
 #include <algorithm>
 
 namespace tdbg::diff {
+namespace {
+
+// Among scripts of the same length, the one with fewer hunks: two insertions (or two removals)
+// with matched ops between them become one when those ops also follow the second insertion,
+// so that the match slides past it. A block that one run inserts (the forward that activation
+// checkpointing recomputes, `linear t addmm ... t`) then stays whole, and the ops after it
+// pair with their real counterparts instead of a look-alike inside the block. Keeps the edit
+// count, so the script stays minimal.
+std::vector<Hunk> merge_slid(std::vector<Hunk> hunks, const uint64_t* a, const uint64_t* b) {
+  std::vector<Hunk> out;
+  for (const Hunk& h : hunks) {
+    if (!out.empty()) {
+      Hunk& prev = out.back();
+      const bool insertions = prev.a_begin == prev.a_end && h.a_begin == h.a_end;
+      const bool removals = prev.b_begin == prev.b_end && h.b_begin == h.b_end;
+      if (insertions || removals) {
+        // The matched gap, and how far it slides: by the second hunk's length.
+        const uint64_t* side = insertions ? b : a;
+        const int64_t gap_begin = insertions ? prev.b_end : prev.a_end;
+        const int64_t gap = insertions ? h.b_begin - prev.b_end : h.a_begin - prev.a_end;
+        const int64_t shift = insertions ? h.b_end - h.b_begin : h.a_end - h.a_begin;
+        bool slides = true;
+        for (int64_t t = 0; t < gap && slides; ++t)
+          slides = side[gap_begin + t] == side[gap_begin + shift + t];
+        if (slides) {
+          if (insertions) prev.b_end += shift; else prev.a_end += shift;
+          continue;
+        }
+      }
+    }
+    out.push_back(h);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::optional<std::vector<Hunk>> shortest_edit_script(const uint64_t* a, size_t n,
                                                       const uint64_t* b, size_t m,
@@ -74,7 +110,7 @@ std::optional<std::vector<Hunk>> shortest_edit_script(const uint64_t* a, size_t 
     if (s.removal) ++h.a_end; else ++h.b_end;
     hunks.push_back(h);
   }
-  return hunks;
+  return merge_slid(std::move(hunks), a, b);
 }
 
 }  // namespace tdbg::diff

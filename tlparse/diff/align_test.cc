@@ -56,6 +56,26 @@ TEST_CASE("one inserted op is one insertion hunk at the right place") {
   CHECK(h[0].b_end == 4);
 }
 
+TEST_CASE("an inserted block stays whole when a look-alike of the op after it is inside") {
+  // B recomputes "LtagdLtaA" (a checkpointed forward: linear t addmm gelu ... add) before the
+  // backward's "tm": one insertion, and A's t pairs with the t after the block.
+  auto h = diff("Xtmtm", "XLtagdLtaAtmtm");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].a_begin == 1);
+  CHECK(h[0].a_end == 1);
+  CHECK(h[0].b_begin == 1);
+  CHECK(h[0].b_end == 10);
+  CHECK(apply("Xtmtm", "XLtagdLtaAtmtm", h) == "XLtagdLtaAtmtm");
+  // The same for removals, and a gap of two ops that slides.
+  h = diff("XLtagdLtaAtmtm", "Xtmtm");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].a_end - h[0].a_begin == 9);
+  CHECK(apply("XLtagdLtaAtmtm", "Xtmtm", h) == "Xtmtm");
+  h = diff("Xtmab", "XtmQtmab");
+  REQUIRE(h.size() == 1);
+  CHECK(apply("Xtmab", "XtmQtmab", h) == "XtmQtmab");
+}
+
 TEST_CASE("one removed op is one removal hunk") {
   auto h = diff("abcdef", "abdef");
   REQUIRE(h.size() == 1);

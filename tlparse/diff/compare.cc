@@ -868,11 +868,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // difference made was overwritten or never used: a random init replaced by loaded weights).
   // A difference of its own after that (an argument or a generator state differing while
   // every tensor input is the same) is a new divergence, likely the one that matters.
+  // Only after a value divergence: the ops a structural change inserts recur every iteration
+  // (a checkpointed forward recomputed), and `values_same` below says what matters there.
   const std::string first_cause = out.value("cause", std::string());
+  const bool track_healing = where.kind == Located::kValue;
+  constexpr int64_t kHealedOps = 8;  // fewer same ops after a difference say nothing
   int64_t same_run = 0, same_from_seq = -1, same_from_step = 0;
+  int64_t pairs_compared = 0, pairs_differing = 0;
   json next_divergence;
   auto note_difference = [&](const OpRecord* a, const OpRecord* b, const OpComparison* c) {
-    if (next_divergence.is_null() && same_run > 0 && a && b && c && c->structure.empty() &&
+    if (next_divergence.is_null() && same_run >= kHealedOps && a && b && c && c->structure.empty() &&
         c->input < 0 && c->view < 0 && c->provenance < 0 &&
         (c->arg >= 0 || (c->rng && first_cause != "rng"))) {
       json v;
@@ -961,7 +966,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     } else {
       ++stats.ops_compared;
       growth.add_pair(*e.a, *e.b, e.cmp);
-      if (first_event) {
+      ++pairs_compared;
+      if (e.cmp.differs()) ++pairs_differing;
+      if (first_event || !track_healing) {
       } else if (e.cmp.differs()) {
         note_difference(e.a, e.b, &e.cmp);
       } else if (next_divergence.is_null() && same_run++ == 0) {
@@ -1008,13 +1015,17 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   if (!next_divergence.is_null()) {
     out["next"] = std::move(next_divergence);
     out["healed"] = out["next"]["healed"];
-  } else if (same_run > 0 && complete) {
+  } else if (track_healing && same_run >= kHealedOps && complete) {
     // Every op from there to the end of both threads is the same.
     out["healed"] = {{"seq_a", same_from_seq}, {"step", same_from_step}, {"ops_same", same_run},
                      {"to_end", true}};
   } else {
     out["healed"] = nullptr;
   }
+  // A structural change after which every aligned op has the same values (activation
+  // checkpointing, a reordering): the change moved or added work, not results.
+  if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0)
+    out["values_same"] = {{"pairs", pairs_compared}};
   out["structural_changes"] = std::move(hunks);
   out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},
                     {"b", context_json(p.b, where.j, options.context_ops)}};

@@ -288,7 +288,7 @@ std::string healed_suffix(const json& d) {
   if (next.is_object())
     return "; healed, then diverged again at " + str(next["a"], "op") + " (seq " +
            str(next["a"], "seq") + ", step " + str(next["a"], "step") + "): " + str(next, "cause");
-  return "; healed: every later op is the same in both runs";
+  return "; healed: the same again from seq " + str(healed, "seq_a") + " to the end";
 }
 
 // What healing means, and the new divergence after it with its cause.
@@ -298,8 +298,8 @@ void print_healing(std::ostringstream& o, const json& d) {
   o << "  healed:   from seq " << str(healed, "seq_a") << " (step " << str(healed, "step") << ") ";
   if (healed.value("to_end", false)) {
     o << "to the end, all " << str(healed, "ops_same") << " op(s) compared are the same in both "
-      << "runs: what this difference made was overwritten or never used (a random init replaced "
-      << "by loaded weights), and it changed nothing after\n";
+      << "runs: what this difference made was overwritten or never used (as when loaded weights "
+      << "replace a random init), and it changed nothing after\n";
     return;
   }
   o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: what this difference made "
@@ -395,7 +395,11 @@ std::string format_divergence(const json& result) {
         << str(after["a"], "seq") << ", B " << str(after["b"], "seq") << ", step " << str(after["a"], "step") << ")\n";
       print_value(o, after);
     }
-    print_healing(o, d);
+    const json& same = d.value("values_same", json());
+    if (same.is_object())
+      o << "  values:   every op paired outside the changes has the same values in both runs ("
+        << str(same, "pairs") << " pairs, to the end): the change added or moved work, not "
+        << "results\n";
   }
   print_context(o, d.value("context", json()));
   print_growth(o, d.value("growth", json()));

@@ -193,6 +193,11 @@
   // A first difference that healed (what it made was overwritten), and the new divergence
   // after it, as `tdbg diff` words them.
   function healing(fd) {
+    if (fd.values_same && typeof fd.values_same === 'object') {
+      return h('p', { id: 'values-same' }, h('strong', null, 'Values: '),
+        'every op paired outside the changes has the same values in both runs (' + fmt(fd.values_same.pairs) +
+        ' pairs, to the end): the change added or moved work, not results.');
+    }
     const healed = fd.healed;
     if (!healed || typeof healed !== 'object') return null;
     if (healed.to_end) {
