@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "scripts", "train.py")
@@ -614,6 +615,45 @@ def case_activation_checkpoint():
           f"the first change is a whole recomputed forward: {first}")
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
     check("the change added or moved work, not results" in text, f"and says so: {text[:600]!r}")
+
+
+# Two steps of training, then (argv[1] "wait") a pause until killed.
+STILL_RUNNING = r"""
+import sys, time, torch
+torch.manual_seed(0)
+w = torch.randn(4, 4, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.1)
+for step in range(2):
+    opt.zero_grad()
+    (w @ w).sum().backward()
+    opt.step()
+if sys.argv[1] == "wait":
+    print("ready", flush=True)
+    time.sleep(60)
+w.tanh().sum()
+"""
+
+
+def case_still_running():
+    # A run diffed while it is being recorded is not called killed or crashed.
+    script = write_script("still_running.py", STILL_RUNNING)
+    a, _ = record("running_a", ["go"], script)
+    out = os.path.join(WORK, "running_b")
+    shutil.rmtree(out, ignore_errors=True)
+    proc = subprocess.Popen([TDBG, "record", "--flush-ms", "50", "-o", out, "--", PYTHON, script,
+                             "wait"], stdout=subprocess.PIPE, text=True)
+    try:
+        check(proc.stdout.readline() == "ready\n", "precondition: B is waiting")
+        time.sleep(1.0)  # 20 flush periods
+        rc, r = diff(a, out)
+        d = r["first_divergence"] or {}
+        notes = " ".join(r.get("notes", []))
+        check(rc == 1 and "is still running" in d.get("detail", "") and "killed" not in notes
+              and "is still running" in notes,
+              f"B is said to be still running (got {d.get('cause')}: {d.get('detail')} / {notes})")
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def case_thread_pool():

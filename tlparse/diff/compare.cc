@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -364,7 +365,12 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     if (!producer_text) return "";
     const std::string in_a = producer_text(false, ta.producer);
     const std::string in_b = producer_text(true, tb.producer);
-    return in_a.empty() || in_b.empty() ? "" : "; A's is " + in_a + ", B's is " + in_b;
+    if (in_a.empty() || in_b.empty()) return "";
+    // The same op at the same line in both: the line ran for several tensors, in another
+    // order in each run (a loop over a set or a dict).
+    if (in_a == in_b)
+      return "; in both runs " + in_a + ", which ran more than once, in another order";
+    return "; A's is " + in_a + ", B's is " + in_b;
   };
   if (!c.structure.empty()) {
     *detail = c.structure;
@@ -1247,11 +1253,29 @@ std::string signal_ending(const Reader& r) {
   return "was ended by signal " + sig;
 }
 
+// Whether the process that writes `r` still runs on this machine: it holds the database open
+// (a run diffed while it is being recorded). Its pid alone could be another process by now.
+bool still_recording(const Reader& r) {
+  const std::string pid = r.meta("pid");
+  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return false;
+  std::error_code ec;
+  const std::filesystem::path db = std::filesystem::canonical(r.path(), ec);
+  if (ec) return false;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/" + pid + "/fd", ec)) {
+    std::error_code link_ec;
+    if (std::filesystem::read_symlink(fd.path(), link_ec) == db) return true;
+  }
+  return false;
+}
+
 // How a recorded process ended, when not by a normal exit: "" for exit status 0 (or a run
 // recorded before the status was kept, which closed its database).
 std::string abnormal_ending(const Reader& r) {
   const std::string ending = r.meta("exit_status");
   if (std::string by_signal = signal_ending(r); !by_signal.empty()) return by_signal;
+  if (r.meta("end_time_ns").empty() && still_recording(r))
+    return "is still running (pid " + r.meta("pid") + " holds its database open): compared as "
+           "far as it has committed (every --flush-ms)";
   if (r.meta("end_time_ns").empty())
     return "did not close its database (killed with SIGKILL or by the out-of-memory killer, or "
            "crashed; its last ops, up to --flush-ms, may be missing)";
@@ -1970,6 +1994,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         " (pid " + r.meta("pid") + ") " + process_ending(r));
       }
       if (!r.meta("end_time_ns").empty()) continue;
+      if (still_recording(r)) {
+        notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
+                        " (pid " + r.meta("pid") + ") is still running: compared as far as it "
+                        "has committed, it ends there for now");
+        continue;
+      }
       notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
                       " (pid " + r.meta("pid") + ") did not close its database (killed or "
                       "crashed): it ends where it was stopped, its last ops (up to --flush-ms) "

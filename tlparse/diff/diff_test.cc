@@ -560,6 +560,20 @@ TEST_CASE("operands swapped: an input from another op, or another of an op's out
   // Which ops, and where, without a trip to `tdbg show`.
   CHECK(ops["detail"].get<std::string>().find("A's is aten::tanh at train.py:5, B's is "
                                               "aten::sigmoid at train.py:6") != std::string::npos);
+  // Both made by the same line (a loop over a set): the text names it once, and why.
+  auto write_loop = [](bool swap_ops) {
+    return write_ops([&](Recorder& r) {
+      T h{11}, g{12};
+      h.producer = r.op("aten::tanh", {T{10}}, {h}, {}, 0, 0, kNoSeq, 5);
+      g.producer = r.op("aten::tanh", {T{9}}, {g}, {}, 0, 0, kNoSeq, 5);
+      r.op("aten::sub", {swap_ops ? g : h, swap_ops ? h : g}, {T{swap_ops ? 14u : 13u}}, {}, 0, 0,
+           kNoSeq, 7);
+    });
+  };
+  json loop = first(compare(write_loop(false), write_loop(true)));
+  CHECK(loop["cause"] == "structure");
+  CHECK(loop["detail"].get<std::string>().find("; in both runs aten::tanh at train.py:5, which ran "
+                                               "more than once, in another order") != std::string::npos);
   // Another variable: a view of x in A, new data in B, each made by another op.
   auto write_var = [](bool b_side) {
     return write_ops([&](Recorder& r) {
