@@ -617,6 +617,25 @@ def case_activation_checkpoint():
     check("the change added or moved work, not results" in text, f"and says so: {text[:600]!r}")
 
 
+def case_child_script():
+    # A training script that runs another one (an evaluation) in a subprocess: the bundle
+    # carries both scripts, though the report's window holds ops of the parent alone.
+    child = write_script("child_eval.py", "import torch\nprint(torch.ones(3).mul(2).sum().item())\n")
+    parent = write_script("parent_train.py", "import subprocess, sys, torch\n"
+                          "torch.ones(2).add(1)\n"
+                          f"subprocess.run([sys.executable, {os.path.basename(child)!r}], check=True)\n")
+    out = os.path.join(WORK, "child_script")
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run([TDBG, "record", "-o", out, "--", PYTHON, os.path.basename(parent)], cwd=WORK,
+                   check=True, stdout=subprocess.DEVNULL)
+    bundle = os.path.join(WORK, "child_script.tar.gz")
+    subprocess.run([TDBG, "bundle", "-o", bundle, out], check=True, stdout=subprocess.DEVNULL)
+    with tarfile.open(bundle) as tar:
+        names = [os.path.basename(n) for n in tar.getnames() if "/sources/" in n]
+    check(sorted(names) == ["child_eval.py", "parent_train.py"],
+          f"the bundle holds both scripts (got {names})")
+
+
 # Two steps of training, then (argv[1] "wait") a pause until killed.
 STILL_RUNNING = r"""
 import sys, time, torch

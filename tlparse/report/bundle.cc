@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -525,9 +526,27 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     }
   }
 
-  // Sources named by the stacks in the report (original paths: the files are read here).
+  // Sources named by the stacks in the report (original paths: the files are read here), and
+  // each recorded process's script (a `python3 x.py` that a recorded parent started: its ops
+  // may all be outside the report's window).
   std::set<std::string> files;
   collect_files(data, &files);
+  for (const auto& rj : data["runs"]) {
+    for (const auto& pj : rj["processes"]) {
+      const json& meta = pj.value("meta", json::object());
+      if (!meta.contains("cmdline") || !meta["cmdline"].is_string()) continue;
+      const json argv = json::parse(meta["cmdline"].get<std::string>(), nullptr, false);
+      if (!argv.is_array()) continue;
+      const std::string cwd = meta.value("cwd", std::string());
+      for (const json& arg : argv) {
+        if (!arg.is_string()) continue;
+        std::string path = arg.get<std::string>();
+        if (path.size() < 4 || path.compare(path.size() - 3, 3, ".py") != 0) continue;
+        if (path[0] != '/' && !cwd.empty()) path = cwd + "/" + path;
+        files.insert(std::filesystem::path(path).lexically_normal().string());
+      }
+    }
+  }
   json sources = json::array();
   if (options.sources) {
     int64_t total = 0;
