@@ -7,32 +7,32 @@
 namespace tdbg::diff {
 namespace {
 
-// Among scripts of the same length, the one with fewer hunks: two insertions (or two removals)
-// with matched ops between them become one when those ops also follow the second insertion,
-// so that the match slides past it. A block that one run inserts (the forward that activation
-// checkpointing recomputes, `linear t addmm ... t`) then stays whole, and the ops after it
-// pair with their real counterparts instead of a look-alike inside the block. Keeps the edit
-// count, so the script stays minimal.
+// Among scripts of the same length, the one with fewer hunks: the matched ops between two
+// hunks slide past the second one when they repeat on the side it consumes, and the hunks
+// become one. A block that one run inserts (the forward that activation checkpointing
+// recomputes, `linear t addmm ... t`) then stays whole, and an op replaced by another (Adam's
+// `add` of the weight decay for AdamW's `mul_`) is one replacement: the ops after it pair with
+// their real counterparts, not with a look-alike (`mul_` of the parameter against `mul_` of
+// the moment). Keeps the edit count, so the script stays minimal.
 std::vector<Hunk> merge_slid(std::vector<Hunk> hunks, const uint64_t* a, const uint64_t* b) {
   std::vector<Hunk> out;
   for (const Hunk& h : hunks) {
-    if (!out.empty()) {
+    const int64_t len_a = h.a_end - h.a_begin, len_b = h.b_end - h.b_begin;
+    if (!out.empty() && (len_a == 0 || len_b == 0)) {
       Hunk& prev = out.back();
-      const bool insertions = prev.a_begin == prev.a_end && h.a_begin == h.a_end;
-      const bool removals = prev.b_begin == prev.b_end && h.b_begin == h.b_end;
-      if (insertions || removals) {
-        // The matched gap, and how far it slides: by the second hunk's length.
-        const uint64_t* side = insertions ? b : a;
-        const int64_t gap_begin = insertions ? prev.b_end : prev.a_end;
-        const int64_t gap = insertions ? h.b_begin - prev.b_end : h.a_begin - prev.a_end;
-        const int64_t shift = insertions ? h.b_end - h.b_begin : h.a_end - h.a_begin;
-        bool slides = true;
-        for (int64_t t = 0; t < gap && slides; ++t)
-          slides = side[gap_begin + t] == side[gap_begin + shift + t];
-        if (slides) {
-          if (insertions) prev.b_end += shift; else prev.a_end += shift;
-          continue;
-        }
+      // The gap slides by the second hunk's length, on its side.
+      const bool insertion = len_a == 0;
+      const uint64_t* side = insertion ? b : a;
+      const int64_t gap_begin = insertion ? prev.b_end : prev.a_end;
+      const int64_t gap = h.a_begin - prev.a_end;
+      const int64_t shift = insertion ? len_b : len_a;
+      bool slides = true;
+      for (int64_t t = 0; t < gap && slides; ++t)
+        slides = side[gap_begin + t] == side[gap_begin + shift + t];
+      if (slides) {
+        prev.a_end += len_a;
+        prev.b_end += len_b;
+        continue;
       }
     }
     out.push_back(h);

@@ -71,6 +71,19 @@ TEST_CASE("an inserted block stays whole when a look-alike of the op after it is
   REQUIRE(h.size() == 1);
   CHECK(h[0].a_end - h[0].a_begin == 9);
   CHECK(apply("XLtagdLtaAtmtm", "Xtmtm", h) == "Xtmtm");
+  // An op replaced by another, before a look-alike of the replaced one: one replacement, and
+  // the look-alikes pair with each other.
+  h = diff("XMmab", "XAmab");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].a_begin == 1);
+  CHECK(h[0].a_end == 2);
+  CHECK(h[0].b_begin == 1);
+  CHECK(h[0].b_end == 2);
+  h = diff("Xmmab", "XAmab");
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].a_end - h[0].a_begin == 1);
+  CHECK(h[0].b_end - h[0].b_begin == 1);
+  CHECK(apply("Xmmab", "XAmab", h) == "XAmab");
   h = diff("Xtmab", "XtmQtmab");
   REQUIRE(h.size() == 1);
   CHECK(apply("Xtmab", "XtmQtmab", h) == "XtmQtmab");
