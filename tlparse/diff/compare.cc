@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <unordered_set>
 
 #include "base/json_text.h"
 #include "tlparse/diff/align.h"
@@ -870,28 +871,65 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     }
   };
   int value_after_depth = -1;  // depth of the value difference after a structural change
-  // Healing: the ops compared since the last difference were all the same (what the first
-  // difference made was overwritten or never used: a random init replaced by loaded weights).
-  // A difference of its own after that (an argument or a generator state differing while
-  // every tensor input is the same) is a new divergence, likely the one that matters.
-  // Only after a value divergence: the ops a structural change inserts recur every iteration
-  // (a checkpointed forward recomputed), and `values_same` below says what matters there.
+  // Healing: every tensor whose values differ has been overwritten with the same values in
+  // both runs (a random init that a checkpoint load replaces), and the ops compared since are
+  // all the same. `live` holds A's ops whose outputs differ (or may: not compared) and that no
+  // in-place op has since overwritten with equal values; a tensor only left unused (a model
+  // no longer trained, numbers read into Python) stays live, so a few equal ops at the end of
+  // a run heal nothing. After healing, a difference of its own (an argument or a generator
+  // state differing while every tensor input is the same) is a new divergence, likely the one
+  // that matters. Only after a value divergence: the ops a structural change inserts recur
+  // every iteration (a checkpointed forward recomputed), and `values_same` below says what
+  // matters there.
   const std::string first_cause = out.value("cause", std::string());
   const bool track_healing = where.kind == Located::kValue;
-  constexpr int64_t kHealedOps = 8;  // fewer same ops after a difference say nothing
+  constexpr int64_t kHealedOps = 8;  // fewer same ops after healing say nothing
+  // Live tensors by their value in A (the hash of a differing output): a later op that reads
+  // the same values reads the same tensor, whichever view or alias it goes through. An in-place
+  // op that overwrites its input 0 without reading it (`copy_`, `fill_`: not hashed) replaces
+  // a live tensor of its dtype and shape: the recording does not say which one, and a wrong
+  // guess only matters if the tensor is read later, which makes the ops after it differ.
+  std::unordered_map<uint64_t, std::pair<hashing::DType, tracer::StringId>> live;
+  auto track_live = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c) {
+    if (a.flags & tracer::kOpInplace) {
+      for (const TensorRecord& t : a.tensors) {
+        if (t.role != TensorRole::kInput || t.index != 0) continue;
+        if (tensor_comparable(t)) {
+          live.erase(t.hash);
+        } else if (t.status == tracer::TensorStatus::kNotHashed) {
+          for (auto it = live.begin(); it != live.end(); ++it) {
+            if (it->second.first != t.dtype || it->second.second != t.shape) continue;
+            live.erase(it);
+            break;
+          }
+        }
+      }
+    }
+    if (c.output < 0) return;
+    for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
+      const TensorRecord& ta = a.tensors[k];
+      const TensorRecord& tb = b.tensors[k];
+      if (ta.role == TensorRole::kOutput && tensor_comparable(ta) && tensor_comparable(tb) &&
+          ta.hash != tb.hash)
+        live[ta.hash] = {ta.dtype, ta.shape};
+    }
+  };
   int64_t same_run = 0, same_from_seq = -1, same_from_step = 0;
   int64_t pairs_compared = 0, pairs_differing = 0;
   json next_divergence;
   auto note_difference = [&](const OpRecord* a, const OpRecord* b, const OpComparison* c) {
-    if (next_divergence.is_null() && same_run >= kHealedOps && a && b && c && c->structure.empty() &&
-        c->input < 0 && c->view < 0 && c->provenance < 0 &&
+    if (next_divergence.is_null() && live.empty() && same_run >= kHealedOps && a && b && c &&
+        c->structure.empty() && c->input < 0 && c->view < 0 && c->provenance < 0 &&
         (c->arg >= 0 || (c->rng && first_cause != "rng"))) {
       json v;
       describe_value(p, *a, *b, *c, where.kind == Located::kStructure, v);
       v["healed"] = {{"seq_a", same_from_seq}, {"step", same_from_step}, {"ops_same", same_run}};
       next_divergence = std::move(v);
     }
-    if (next_divergence.is_null()) same_run = 0;
+    if (next_divergence.is_null()) {
+      same_run = 0;
+      if (a && b && c) track_live(*a, *b, *c);
+    }
   };
   bool first_event = true;
   while (true) {
@@ -974,12 +1012,18 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       growth.add_pair(*e.a, *e.b, e.cmp);
       ++pairs_compared;
       if (e.cmp.differs()) ++pairs_differing;
-      if (first_event || !track_healing) {
+      if (!track_healing) {
+      } else if (first_event) {
+        track_live(*e.a, *e.b, e.cmp);
       } else if (e.cmp.differs()) {
         note_difference(e.a, e.b, &e.cmp);
-      } else if (next_divergence.is_null() && same_run++ == 0) {
-        same_from_seq = e.a->seq;
-        same_from_step = e.a->step;
+      } else if (next_divergence.is_null()) {
+        // An equal in-place write through a view may still replace a live tensor's values.
+        if (!live.empty()) track_live(*e.a, *e.b, e.cmp);
+        if (live.empty() && same_run++ == 0) {
+          same_from_seq = e.a->seq;
+          same_from_step = e.a->step;
+        }
       }
       if (where.kind == Located::kStructure && !found_value_after && e.cmp.differs()) {
         found_value_after = true;
@@ -1021,7 +1065,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   if (!next_divergence.is_null()) {
     out["next"] = std::move(next_divergence);
     out["healed"] = out["next"]["healed"];
-  } else if (track_healing && same_run >= kHealedOps && complete) {
+  } else if (track_healing && live.empty() && same_run >= kHealedOps && complete) {
     // Every op from there to the end of both threads is the same.
     out["healed"] = {{"seq_a", same_from_seq}, {"step", same_from_step}, {"ops_same", same_run},
                      {"to_end", true}};
@@ -1952,6 +1996,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                     "--steps window the program never reached: steps count torch.optim "
                     "optimizer steps, or a program that ran no torch op)");
   result["values_compared"] = values_compared;
+  // Without hashes every op "is the same": nothing can be said to heal.
+  if (!values_compared && result["first_divergence"].is_object()) {
+    result["first_divergence"]["healed"] = nullptr;
+    result["first_divergence"].erase("next");
+  }
   result["warnings"] = warnings;
   result["settings"] = settings_that_differ(a, b);
   // Identical runs: a seed the program never set (torch draws one per run) did not matter.

@@ -298,12 +298,12 @@ void print_healing(std::ostringstream& o, const json& d) {
   o << "  healed:   from seq " << str(healed, "seq_a") << " (step " << str(healed, "step") << ") ";
   if (healed.value("to_end", false)) {
     o << "to the end, all " << str(healed, "ops_same") << " op(s) compared are the same in both "
-      << "runs: what this difference made was overwritten or never used (as when loaded weights "
-      << "replace a random init), and it changed nothing after\n";
+      << "runs: every tensor that differed was overwritten with the same values (as when loaded "
+      << "weights replace a random init), and it changed nothing after\n";
     return;
   }
   o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: what this difference made "
-    << "was overwritten or not yet used\n";
+    << "was overwritten with the same values\n";
   const json& next = d.value("next", json());
   if (!next.is_object()) return;
   o << "\n  next divergence, of its own (every tensor input the same in both runs): "

@@ -252,6 +252,9 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     const int64_t producer_pos = last_output_pos[kind.thread];
     bool input_drifted = is_b && o.diverge_at >= 0 &&
                          (o.heal ? producer_pos == o.diverge_at : producer_pos >= o.diverge_at);
+    // Healing: the op after the one that differs overwrites its output in place (a checkpoint
+    // load over a random init), with the same values in both runs.
+    if (o.heal && o.diverge_at >= 0 && producer_pos == o.diverge_at) op.flags |= tracer::kOpInplace;
     in.hash = producer_pos >= 0 ? mix(0xa11ce, static_cast<uint64_t>(producer_pos)) ^
                                       (input_drifted ? mix(0xb0b, producer_pos) : 0)
                                 : 0x1badcafe;

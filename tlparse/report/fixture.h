@@ -14,8 +14,8 @@ namespace tdbg::report::fixture {
 struct FixtureOptions {
   int64_t ops = 600;            // ops per run (about 22 per step)
   int64_t diverge_at = -1;      // first op whose output differs in run B; -1: B is identical to A
-  // Only that op's output differs (and the input of the op that reads it): what it made is
-  // overwritten, the runs agree again after it (a healed divergence).
+  // Only that op's output differs, and the op after it overwrites it in place with the same
+  // values in both runs: the runs agree again after it (a healed divergence).
   bool heal = false;
   bool hostile = false;         // op names, modules, paths and meta holding HTML/script payloads
   bool secrets = true;          // fake credentials in the recorded environment and command line

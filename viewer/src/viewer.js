@@ -203,7 +203,7 @@
     if (healed.to_end) {
       return h('p', { id: 'healed' }, h('strong', null, 'Healed: '),
         'from seq ' + fmt(healed.seq_a) + ' (step ' + fmt(healed.step) + ') to the end, all ' + fmt(healed.ops_same) +
-        ' op(s) compared are the same in both runs: what this difference made was overwritten or never used, and it changed nothing after.');
+        ' op(s) compared are the same in both runs: every tensor that differed was overwritten with the same values, and it changed nothing after.');
     }
     const next = fd.next;
     if (!next || !next.a) return null;
