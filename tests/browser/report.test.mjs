@@ -140,6 +140,18 @@ test('a first difference that healed is said to have changed nothing after it', 
   assert.deepEqual(seen.errors, []);
 });
 
+test('a divergence where B inserts ops names B\'s op in the headline', async () => {
+  const dir = makeRuns('inserted', '--ops', '600', '--insert-at', '300');
+  const diffed = spawnSync(tdbg, ['diff', '--json', join(dir, 'a'), join(dir, 'b')], { encoding: 'utf8' });
+  const fd = JSON.parse(diffed.stdout).first_divergence;
+  assert.ok(fd && fd.a === null && fd.b, `precondition: no A side: ${JSON.stringify(fd && fd.a)}`);
+  const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));
+  const status = await page.textContent('#status');
+  assert.ok(status.includes(`at op #${fd.b.seq} of B`) && status.includes(fd.b.op), status);
+  assert.ok(!status.includes('?') && !status.includes('—,'), status);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a run full of HTML and script payloads executes nothing and shows them as text', async () => {
   const dir = makeRuns('hostile', '--ops', '600', '--diverge-at', '300', '--hostile');
   const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));

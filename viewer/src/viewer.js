@@ -106,10 +106,13 @@
       banner = h('div', { class: 'banner identical', id: 'status' }, 'The runs are identical: every compared op has the same inputs and outputs.');
     } else {
       const fd = firstDivergence || {};
-      const a = fd.a || {};
+      // Ops only B runs (an insertion) have no A side: name B's op, said so.
+      const onlyB = !fd.a && fd.b;
+      const a = fd.a || fd.b || {};
       banner = h('div', { class: 'banner diverged', id: 'status' },
-        h('strong', null, 'Diverged'), ' at op #', fmt(a.seq), ' ',
+        h('strong', null, 'Diverged'), onlyB ? ' at op #' + fmt(a.seq) + ' of B ' : ' at op #' + fmt(a.seq) + ' ',
         h('code', null, a.op || '?'), ', step ', fmt(a.step), ', ', h('code', null, srcText(a.source)),
+        fd.kind === 'structure' && fd.detail ? [' (', fd.detail, ')'] : null,
         fd.cause ? [' — cause: ', h('span', { class: 'tag' }, fd.cause)] : null,
         fd.kind ? [' ', h('span', { class: 'tag' }, fd.kind)] : null);
     }
