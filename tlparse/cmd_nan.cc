@@ -1,5 +1,6 @@
 // `tdbg nan RUN`: the first op whose output holds NaN or ±Inf, with its line and inputs.
-// Exit status: 0 all finite, 1 non-finite found, 2 error.
+// Exit status: 0 all finite, 1 non-finite found (a start, or with --from-step values carried
+// from a start before it), 2 error or unchecked.
 #include <cstdio>
 #include <memory>
 
@@ -36,7 +37,7 @@ void add_nan_command(CLI::App& app) {
       std::fputs(diff::format_nonfinite(*result).c_str(), stdout);
     }
     const std::string status = (*result)["status"];
-    exit_code = status == "finite" ? 0 : status == "nonfinite" ? 1 : 2;
+    exit_code = status == "finite" ? 0 : status == "nonfinite" || status == "carried" ? 1 : 2;
   });
 }
 

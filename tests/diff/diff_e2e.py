@@ -766,6 +766,16 @@ def case_nan():
     check("aten::mul" in ops, f"op aten::mul or an op inside it (got {ops})")
     check(all(i["finite"] is not False for i in f["inputs"]), "its inputs were finite")
     print(subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout)
+    # From a later step: nothing new starts there, but what step 2 started is carried on: not
+    # finite (exit 1). Past the last step there is nothing to look in (exit 2).
+    p = subprocess.run([TDBG, "nan", "--json", "--from-step", "3", a], stdout=subprocess.PIPE,
+                       text=True)
+    r = json.loads(p.stdout)
+    check(p.returncode == 1 and r["status"] == "carried" and r["carried"] > 0 and r["skipped"] > 0,
+          f"--from-step 3: carried from step 2 (got {p.returncode}: {p.stdout[:300]})")
+    p = subprocess.run([TDBG, "nan", "--from-step", "1000", a], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and p.stdout.startswith("unchecked:") and "no op is at step 1000" in p.stdout,
+          f"--from-step past the end: unchecked (got {p.returncode}: {p.stdout!r})")
     b, _ = record("finite", [])
     p = subprocess.run([TDBG, "nan", b], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 0, "a finite run exits 0")

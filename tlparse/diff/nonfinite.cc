@@ -239,7 +239,10 @@ class Tracker {
       counted = true;
     }
     const bool entered_nan = enters_nan && !before_window;
-    if ((out.nan || out.inf) && !entered_nan && !counted) ++(ignored ? ignored_ : explained_);
+    if ((out.nan || out.inf) && !entered_nan && !counted) {
+      ++(ignored ? ignored_ : explained_);
+      if (!before_window && !ignored) ++carried_in_window_;
+    }
     // Remember what is passed on: outputs that hold non-finite values, and outputs without
     // summaries (views) of ops that read some.
     for (const TensorRecord& t : op.tensors) {
@@ -262,6 +265,8 @@ class Tracker {
   int64_t ignored() const { return ignored_; }
   // Ops before `from_step` that would have been answers.
   int64_t skipped() const { return skipped_; }
+  // Ops from `from_step` on whose NaN or Inf came from their inputs (from a skipped start).
+  int64_t carried_in_window() const { return carried_in_window_; }
   // How NaN entered at the last op judged kEntered: "input" or "argument".
   const std::string& entry() const { return entry_; }
 
@@ -293,6 +298,7 @@ class Tracker {
   std::unordered_map<uint32_t, std::vector<Open>> open_;  // by thread: the enclosing ops
   int64_t explained_ = 0;
   int64_t ignored_ = 0;
+  int64_t carried_in_window_ = 0;
   std::string entry_;
 };
 
@@ -321,10 +327,14 @@ struct Counts {
   int64_t explained = 0;  // NaN or Inf from their inputs or arguments
   int64_t skipped = 0;    // starts before --from-step
   int64_t ignored = 0;    // Inf starts that --nan-only looks past
+  int64_t carried = 0;    // ops from --from-step on holding NaN or Inf they read (explained)
+  int64_t max_step = -1;  // the last step of any op
   Counts& operator+=(const Counts& o) {
     explained += o.explained;
     skipped += o.skipped;
     ignored += o.ignored;
+    carried += o.carried;
+    max_step = std::max(max_step, o.max_step);
     return *this;
   }
 };
@@ -338,8 +348,10 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   Tracker tracker(strings, options);
   std::optional<OpRecord> found;
   Tracker::Verdict verdict = Tracker::Verdict::kExplained;
+  int64_t max_step = -1;
   Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
                          [&](const OpRecord& op) {
+                           max_step = std::max(max_step, op.step);
                            verdict = tracker.judge(op);
                            if (verdict == Tracker::Verdict::kExplained) return true;
                            found = op;
@@ -348,7 +360,8 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   TDBG_RETURN_IF_ERROR(st);
   if (!found) {
     TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
-    *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored()};
+    *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(),
+                     tracker.carried_in_window(), max_step};
     return json(nullptr);
   }
   // Before the descent below judges the start's nested ops, which come after it.
@@ -526,6 +539,29 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
                                     : std::string("recorded with --hash none: it holds no tensor "
                                                   "values to look in (record with --hash outputs "
                                                   "or all)")},
+                {"run", run.path},
+                {"options", options_json(options)},
+                {"notes", notes}};
+  }
+  // A --from-step past the run's last step looks at nothing: not "finite".
+  if (starts.empty() && options.from_step > 0 && counts.max_step < options.from_step) {
+    return json{{"status", "unchecked"},
+                {"first_nonfinite", nullptr},
+                {"reason", "recorded up to step " + std::to_string(counts.max_step) +
+                               ": no op is at step " + std::to_string(options.from_step) +
+                               " or later to look in"},
+                {"run", run.path},
+                {"options", options_json(options)},
+                {"notes", notes}};
+  }
+  // NaN or Inf from step N on that a start before it passed on: not finite, only not new.
+  if (starts.empty() && counts.skipped > 0 && counts.carried > 0) {
+    return json{{"status", "carried"},
+                {"first_nonfinite", nullptr},
+                {"explained", counts.explained},
+                {"skipped", counts.skipped},
+                {"ignored", counts.ignored},
+                {"carried", counts.carried},
                 {"run", run.path},
                 {"options", options_json(options)},
                 {"notes", notes}};

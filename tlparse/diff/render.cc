@@ -420,6 +420,14 @@ std::string format_nonfinite(const json& result) {
     o << "unchecked: " << str(result, "run") << " was " << str(result, "reason") << "\n";
     return o.str();
   }
+  if (str(result, "status") == "carried") {
+    o << "non-finite from before step " << from_step << ": " << str(result, "carried")
+      << " op(s) from step " << from_step << " on hold " << what << " that "
+      << str(result, "skipped") << " start(s) before it passed on, and none starts there (run "
+      << "without --from-step for the first start)\n";
+    print_notes(o, result);
+    return o.str();
+  }
   if (!f.is_object()) {
     const int64_t explained = result.value("explained", int64_t{0});
     const int64_t skipped = result.value("skipped", int64_t{0});

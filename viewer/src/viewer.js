@@ -251,6 +251,12 @@
         return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
           h('p', null, 'Not checked: ' + n.reason + '.'));
       }
+      if (n && n.status === 'carried') {
+        const step = n.options ? n.options.from_step : '?';
+        return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
+          h('p', null, 'Non-finite from before step ' + step + ': ' + fmt(n.carried) + ' op(s) from step ' + step +
+            ' on hold NaN or Inf that ' + fmt(n.skipped) + ' start(s) before it passed on, and none starts there.'));
+      }
       if (!n || n.status !== 'nonfinite' || !n.first_nonfinite) {
         // Each op passed over counted once, as what it is (as `tdbg nan` words it).
         const passed = n ? [
