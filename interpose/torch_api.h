@@ -21,8 +21,10 @@ extern "C" {
 TDBG_TORCH_API uint32_t tdbg_torch_module_id(const char* path);
 
 // Sets the nn.Module path (an id from `tdbg_torch_module_id`, 0 for none) of the ops this
-// thread runs from now on. Called by the injected forward pre/post hooks.
-TDBG_TORCH_API void tdbg_torch_set_module(uint32_t id);
+// thread runs from now on, and the Python frame of that module's call (its `_call_impl`):
+// once an op's stack no longer holds that frame, the call has ended (a forward that raised
+// runs no post hook) and the ops are in no module. Called by the injected forward hooks.
+TDBG_TORCH_API void tdbg_torch_set_module(uint32_t id, const void* call_frame);
 
 // Enters (+1) or leaves (-1) the rebuilding of a tensor received from another process on this
 // thread: ops run meanwhile are not recorded. Called by the injected wrappers of

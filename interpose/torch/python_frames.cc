@@ -327,7 +327,7 @@ _module_id = _lib.tdbg_torch_module_id
 _module_id.argtypes = [ctypes.c_char_p]
 _module_id.restype = ctypes.c_uint32
 _set_module = _lib.tdbg_torch_set_module
-_set_module.argtypes = [ctypes.c_uint32]
+_set_module.argtypes = [ctypes.c_uint32, ctypes.c_void_p]
 _set_module.restype = None
 _paths = weakref.WeakKeyDictionary()
 _local = threading.local()
@@ -379,7 +379,7 @@ def _pre(module, args):
                 _name_tree(module)
                 entry = _paths[module]
         stack.append((id(module), entry[0], entry[1], id(call)))
-        _set_module(entry[1])
+        _set_module(entry[1], id(call))
     except Exception:
         pass
 
@@ -392,7 +392,10 @@ def _post(module, args, output):
                 if stack[i][0] == key:
                     del stack[i:]
                     break
-            _set_module(stack[-1][2] if stack else 0)
+            if stack:
+                _set_module(stack[-1][2], stack[-1][3])
+            else:
+                _set_module(0, None)
     except Exception:
         pass
 
@@ -533,6 +536,7 @@ std::vector<std::string> g_module_paths{""};
 std::unordered_map<std::string, uint32_t> g_module_ids;
 
 thread_local uint32_t t_module = 0;
+thread_local const void* t_module_frame = nullptr;  // see tdbg_torch_set_module
 thread_local int t_ipc_depth = 0;  // rebuild_* calls of torch.multiprocessing open on the thread
 
 struct ModuleStrings {
@@ -673,7 +677,15 @@ SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
       frames[n++] = frame;
       frame = py.PyFrame_GetBack(frame);
     }
+    const bool whole = frame == nullptr;
     if (frame) py.Py_DecRef(frame);
+    // The module's call frame is gone from a whole stack: its forward raised (no post hook
+    // ran) and this op is outside it.
+    if (whole && t_module != 0 && t_module_frame != nullptr &&
+        std::find(frames, frames + n, t_module_frame) == frames + n) {
+      t_module = 0;
+      t_module_frame = nullptr;
+    }
     // Outer frames the last stack of this thread shares (same code at the same offset, counted
     // from the outermost) have the same ids: only the frames below them are looked up.
     StackMemo& memo = t_stack_memo;
@@ -772,7 +784,10 @@ extern "C" uint32_t tdbg_torch_module_id(const char* path) {
   }
 }
 
-extern "C" void tdbg_torch_set_module(uint32_t id) { tdbg::torchhook::t_module = id; }
+extern "C" void tdbg_torch_set_module(uint32_t id, const void* call_frame) {
+  tdbg::torchhook::t_module = id;
+  tdbg::torchhook::t_module_frame = call_frame;
+}
 
 extern "C" void tdbg_torch_ipc(int delta) {
   tdbg::torchhook::t_ipc_depth = std::max(0, tdbg::torchhook::t_ipc_depth + delta);

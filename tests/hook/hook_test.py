@@ -441,13 +441,15 @@ def case_modules():
             net(torch.ones(2, 5))
         except RuntimeError:
             pass
+        torch.ones(2).neg()
         net(torch.ones(2, 4)).sum()
         nn.Linear(4, 3)(torch.ones(1, 4)).exp()
     """)
     con = raised.db()
     rows = con.execute("select name, module from op_view where name in "
-                       "('aten::addmm', 'aten::sum', 'aten::exp') order by seq").fetchall()
+                       "('aten::addmm', 'aten::sum', 'aten::exp', 'aten::neg') order by seq").fetchall()
     check(rows == [("aten::addmm", "Sequential.0.fc"),  # the one that raised
+                   ("aten::neg", None),  # right after it, before any module call
                    ("aten::addmm", "Sequential.0.fc"), ("aten::addmm", "Sequential.1.fc"),
                    ("aten::sum", None), ("aten::addmm", "Linear"), ("aten::exp", None)],
           "after a forward that raised, modules are as if it had returned: %s" % rows)
