@@ -127,9 +127,11 @@ void add_show_command(CLI::App& app) {
       from = *args->op;
     }
     bool first = true;
-    int64_t last_step = -1;  // the last step a scan for --step passed over
+    // For --step: the last step held before it, and the first after it (the scan stops there).
+    int64_t step_before = -1, step_after = -1;
     Status st = r.scan_ops(thread, from, to, true, [&](const tracer::OpRecord& op) {
-      last_step = std::max(last_step, op.step);
+      if (args->step && op.step < *args->step) step_before = std::max(step_before, op.step);
+      if (args->step && op.step > *args->step && step_after < 0) step_after = op.step;
       if (args->op && op.seq < *args->op) return true;
       if (args->step && op.step != *args->step) return op.step < *args->step;  // steps only grow
       // The op asked for is not in the database (a ring dropped it, or --ops skipped it).
@@ -157,8 +159,14 @@ void add_show_command(CLI::App& app) {
     if (shown == 0 && args->step && !args->op) {
       return fail("show", args->run + ": no op of step " + std::to_string(*args->step) +
                               (thread ? " on thread " + std::to_string(*thread) : std::string()) +
-                              (last_step >= 0 ? " (the last step held is " + std::to_string(last_step) + ")"
-                                              : std::string(" (no op held)")));
+                              (step_after >= 0
+                                   ? " (the steps held go from " +
+                                         (step_before >= 0 ? std::to_string(step_before) + " to "
+                                                           : std::string("none to ")) +
+                                         std::to_string(step_after) + ")"
+                               : step_before >= 0
+                                   ? " (the last step held is " + std::to_string(step_before) + ")"
+                                   : std::string(" (no op held)")));
     }
     if (!args->plain && shown == limit) std::printf("... (--limit %" PRId64 "; --limit 0 lists all)\n", limit);
     // C++ frames listed without the lines their binary could have given (it changed since).

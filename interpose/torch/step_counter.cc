@@ -57,21 +57,25 @@ int64_t StepCounter::on_step(uintptr_t id) {
     for (Member& m : members_)
       if (m.id != id && m.absorbed && m.since_last > 0) m.absorbed = false;
   // Optimizers out of use no longer hold the count back.
-  bool dropped = false;
+  bool dropped = false, switched = false;
   members_.erase(std::remove_if(members_.begin(), members_.end(),
                                 [&](const Member& m) {
-                                  const bool out =
-                                      m.id != id &&
-                                      (m.since_last > std::max(kOutOfUse, 4 * m.gap_max + 1) ||
-                                       (second && m.last_at < self_joined));
-                                  dropped = dropped || out;
-                                  return out;
+                                  if (m.id == id) return false;
+                                  const bool idle =
+                                      m.since_last > std::max(kOutOfUse, 4 * m.gap_max + 1);
+                                  const bool replaced = second && m.last_at < self_joined;
+                                  dropped = dropped || idle || replaced;
+                                  switched = switched || (replaced && !idle);
+                                  return idle || replaced;
                                 }),
                  members_.end());
   if (dropped) {
     for (Member& m : members_) {
       if (!m.absorbed) continue;
-      ++m.count;  // its first step began an iteration of its own (it replaced the dropped one)
+      // Its first step began an iteration of its own (it replaced the dropped one): counted
+      // when the count catches up after many steps, but not at a stage switch, where the
+      // count would skip a number (the iteration after that first step already has one).
+      if (!switched) ++m.count;
       m.absorbed = false;
     }
   }
