@@ -675,6 +675,10 @@ def case_still_running():
         check(rc == 1 and "is still running" in d.get("detail", "") and "killed" not in notes
               and "is still running" in notes,
               f"B is said to be still running (got {d.get('cause')}: {d.get('detail')} / {notes})")
+        p = subprocess.run([TDBG, "nan", "--json", out], stdout=subprocess.PIPE, text=True)
+        nan_notes = " ".join(json.loads(p.stdout).get("notes", []))
+        check(p.returncode == 0 and "is still running" in nan_notes,
+              f"tdbg nan says it looked at what B committed so far (got {p.returncode}: {nan_notes})")
     finally:
         proc.kill()
         proc.wait()

@@ -515,6 +515,11 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     if (auto note = dropped_note(r)) notes.push_back(*note);
+    // A process still recording, or killed before it closed its database: the answer covers
+    // what it has committed.
+    if (r.meta("end_time_ns").empty())
+      notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " +
+                      process_ending(r) + ": only what it committed is looked at");
     hosts.insert(r.meta("host"));
     Counts c;
     TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, &c));
