@@ -202,6 +202,8 @@ for step in range(4):
     opt.zero_grad()
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()
+    if len(sys.argv) > 2:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)  # MARK:healed_clip
     opt.step()  # MARK:healed_step
     print(step, loss.item())
 """
@@ -237,6 +239,14 @@ def case_healed():
           f"after the healed init, the learning rate is the next divergence: {d.get('healed')}, {nxt}")
     line, file = line_of(nxt.get("a"))
     check(file == "healed.py" and line == step_line, f"at the optimizer's step line (got {file}:{line})")
+    # Ops added after healing (gradient clipping) are the next divergence, with their line.
+    clip, _ = record("healed_clip", ["0.1", "clip"], script)
+    rc, r = diff(a, clip)
+    nxt = (r["first_divergence"] or {}).get("next") or {}
+    line, file = line_of(nxt.get("b"))
+    check(rc == 1 and nxt.get("kind") == "structure" and "inserted in B" in nxt.get("detail", "")
+          and file == "healed.py" and line == marks(script)["healed_clip"],
+          f"added clipping is the next divergence, at its line (got {nxt.get('detail')}, {file}:{line})")
     text = subprocess.run([TDBG, "diff", a, c], stdout=subprocess.PIPE, text=True).stdout
     check("healed, then diverged again at aten::add_" in text.splitlines()[0]
           and "argument: alpha (#2)  A -0.1  B -0.2" in text,

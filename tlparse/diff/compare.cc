@@ -949,6 +949,29 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         step = o->step;
       }
       growth.add_hunk(e.hunk, step);
+      // After healing, ops inserted or removed are a new divergence too (gradient clipping
+      // added in one run).
+      if (!first_event && track_healing && next_divergence.is_null() && live.empty() &&
+          same_run >= kHealedOps) {
+        const Hunk& h = e.hunk;
+        auto oa = h.a_end > h.a_begin ? p.a.reader->op_at(p.a.thread, h.a_begin) : std::nullopt;
+        auto ob = h.b_end > h.b_begin ? p.b.reader->op_at(p.b.thread, h.b_begin) : std::nullopt;
+        const int64_t removed = h.a_end - h.a_begin, inserted = h.b_end - h.b_begin;
+        std::string detail =
+            oa && ob ? std::to_string(removed) + " op(s) of A replaced by " +
+                           std::to_string(inserted) + " op(s) in B, first " +
+                           p.a.strings.text(oa->name) + " against " + p.b.strings.text(ob->name)
+            : ob     ? std::to_string(inserted) + " op(s) inserted in B, first " +
+                           p.b.strings.text(ob->name)
+                     : std::to_string(removed) + " op(s) of A removed in B, first " +
+                           (oa ? p.a.strings.text(oa->name) : std::string("?"));
+        next_divergence = {{"kind", "structure"}, {"cause", "structure"}, {"detail", detail},
+                           {"a", oa ? op_json(*p.a.reader, p.a.strings, *oa) : json(nullptr)},
+                           {"b", ob ? op_json(*p.b.reader, p.b.strings, *ob) : json(nullptr)},
+                           {"tensor", nullptr}, {"argument", nullptr}, {"rng", nullptr},
+                           {"healed", {{"seq_a", same_from_seq}, {"step", same_from_step},
+                                       {"ops_same", same_run}}}};
+      }
       if (!first_event) note_difference(nullptr, nullptr, nullptr);
       count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);

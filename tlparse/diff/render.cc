@@ -285,9 +285,12 @@ std::string healed_suffix(const json& d) {
   const json& healed = d.value("healed", json());
   if (!healed.is_object()) return "";
   const json& next = d.value("next", json());
-  if (next.is_object())
-    return "; healed, then diverged again at " + str(next["a"], "op") + " (seq " +
-           str(next["a"], "seq") + ", step " + str(next["a"], "step") + "): " + str(next, "cause");
+  if (next.is_object()) {
+    const json& side = next["a"].is_object() ? next["a"] : next["b"];
+    return "; healed, then diverged again at " + str(side, "op") + " (seq " + str(side, "seq") +
+           (next["a"].is_object() ? "" : " of B") + ", step " + str(side, "step") + "): " +
+           str(next, "cause");
+  }
   return "; healed: the same again from seq " + str(healed, "seq_a") + " to the end";
 }
 
@@ -306,6 +309,12 @@ void print_healing(std::ostringstream& o, const json& d) {
     << "was overwritten with the same values\n";
   const json& next = d.value("next", json());
   if (!next.is_object()) return;
+  if (str(next, "kind") == "structure") {
+    o << "\n  next divergence, structural: " << str(next, "detail") << "\n";
+    if (next["a"].is_object()) print_side(o, "A", next["a"]);
+    if (next["b"].is_object()) print_side(o, "B", next["b"]);
+    return;
+  }
   o << "\n  next divergence, of its own (every tensor input the same in both runs): "
     << str(next["a"], "op") << " (seq A " << str(next["a"], "seq") << ", B " << str(next["b"], "seq")
     << ", step " << str(next["a"], "step") << "): " << str(next, "cause") << "\n";

@@ -209,12 +209,13 @@
         ' op(s) compared are the same in both runs: every tensor that differed was overwritten with the same values, and it changed nothing after.');
     }
     const next = fd.next;
-    if (!next || !next.a) return null;
+    if (!next || !(next.a || next.b)) return null;
+    const side = next.a || next.b;
     return h('div', { id: 'healed' },
       h('p', null, h('strong', null, 'Healed, then a new divergence: '),
         fmt(healed.ops_same) + ' op(s) from seq ' + fmt(healed.seq_a) + ' were the same in both runs; then ',
-        h('code', null, next.a.op), ' (seq ' + fmt(next.a.seq) + ', step ' + fmt(next.a.step) + ') differs by itself: ',
-        h('span', { class: 'tag', id: 'next-cause' }, next.cause || '?'), ' at ', h('code', { class: 'source' }, srcText(next.a.source))),
+        h('code', null, side.op), ' (seq ' + fmt(side.seq) + (next.a ? '' : ' of B') + ', step ' + fmt(side.step) + ') differs by itself: ',
+        h('span', { class: 'tag', id: 'next-cause' }, next.cause || '?'), ' at ', h('code', { class: 'source' }, srcText(side.source))),
       next.detail ? h('p', { id: 'next-detail' }, next.detail +
         (next.argument ? ' (' + next.argument.name + ': A ' + next.argument.value_a + ', B ' + next.argument.value_b + ')' : '')) : null);
   }
