@@ -984,6 +984,21 @@ def case_ddp():
     proc = (d or {}).get("process_a") or {}
     check(proc.get("rank") == "1/2" and "rank 1/2" in proc.get("text", ""),
           f"the process is named by its rank (got {proc})")
+    # Rank 0 alone: its gradients differ because rank 1's came in through the collectives,
+    # which the cause must name rather than pass off as a kernel's nondeterminism.
+    import sqlite3
+
+    def rank0(run):
+        for db in glob.glob(os.path.join(run, "*.sqlite")):
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                row = con.execute("SELECT value FROM meta WHERE key = 'rank'").fetchone()
+            if row and row[0].startswith("0/"):
+                return db
+        return None
+    rc, r = diff(rank0(a), rank0(b))
+    d = r["first_divergence"] or {}
+    check(rc == 1 and "came in through" in d.get("detail", "") and d.get("collective"),
+          f"rank 0 alone: the collective is named (got {d.get('cause')}: {d.get('detail')})")
 
 
 def case_gather():

@@ -827,6 +827,43 @@ json context_json(Side& s, int64_t center, int n) {
 }
 
 // Full description of where a thread pair diverges, with what follows it.
+// In a process of a distributed job, data that "no recorded op produced" or an output that
+// differs from equal inputs may be another rank's: a collective brought it in (an in-place
+// all_reduce's result has no producer; DDP's reducer runs its collectives inside C++). Names
+// the last collective before the op, within a bounded look back, or DDP's reducer around it.
+void note_collective(Pair& p, const OpRecord& a, json& out) {
+  const std::string cause = out.value("cause", std::string());
+  if (cause != "external_input" && cause != "nondeterministic") return;
+  if (p.a.reader->meta("rank").empty() && p.a.reader->meta("world_size").empty()) return;
+  std::string via;
+  for (const json& e : out["a"].value("enclosing", json::array())) {
+    const std::string name = e.value("op", std::string());
+    if (name.find("ddp.reducer") != std::string::npos) {
+      via = "DDP's gradient all-reduce (" + name + " around it)";
+      break;
+    }
+    if (name.rfind("c10d::", 0) == 0) {
+      via = "the collective " + name + " around it";
+      break;
+    }
+  }
+  constexpr int64_t kLookBack = 4096;
+  for (int64_t t = a.tidx - 1; via.empty() && t >= 0 && t >= a.tidx - kLookBack; --t) {
+    auto o = p.a.reader->op_at(p.a.thread, t);
+    if (!o) break;
+    const std::string name = p.a.strings.text(o->name);
+    if (name.rfind("c10d::", 0) == 0)
+      via = "the collective " + name + " (op " + std::to_string(o->seq) + ", step " +
+            std::to_string(o->step) + ")";
+  }
+  if (via.empty()) return;
+  out["collective"] = via;
+  out["detail"] = out.value("detail", std::string()) +
+                  "; or another rank's values came in through " + via +
+                  ": when another rank differs, that is the cause (diff the whole run "
+                  "directories to compare every rank)";
+}
+
 StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& options,
                         Stats& stats, Progress& progress) {
   json out;
@@ -844,6 +881,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     if (!a || !b) return p.status();
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
     describe_value(p, *a, *b, c, false, out);
+    note_collective(p, *a, out);
   } else {
     out["kind"] = "structure";
     out["cause"] = "structure";
@@ -886,9 +924,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   constexpr int64_t kHealedOps = 8;  // fewer same ops after healing say nothing
   // Live tensors by their value in A (the hash of a differing output): a later op that reads
   // the same values reads the same tensor, whichever view or alias it goes through. An in-place
-  // op that overwrites its input 0 without reading it (`copy_`, `fill_`: not hashed) replaces
-  // a live tensor of its dtype and shape: the recording does not say which one, and a wrong
-  // guess only matters if the tensor is read later, which makes the ops after it differ.
+  // `copy_` called by the program (not nested), which overwrites its input 0 without reading
+  // it (not hashed), replaces a live tensor of its dtype and shape (a checkpoint load): the recording does not say
+  // which one, and a wrong guess only matters if the tensor is read later, which makes the
+  // ops after it differ.
   std::unordered_map<uint64_t, std::pair<hashing::DType, tracer::StringId>> live;
   auto track_live = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c) {
     if (a.flags & tracer::kOpInplace) {
@@ -896,7 +935,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         if (t.role != TensorRole::kInput || t.index != 0) continue;
         if (tensor_comparable(t)) {
           live.erase(t.hash);
-        } else if (t.status == tracer::TensorStatus::kNotHashed) {
+        } else if (t.status == tracer::TensorStatus::kNotHashed && t.producer == tracer::kNoSeq &&
+                   a.depth == 0 && p.a.strings.text(a.name) == "aten::copy_") {
+          // (Nested in a factory op, `zeros` or `full`, it fills a tensor made there; a
+          // `zero_` at the top is most often zero_grad's.)
           for (auto it = live.begin(); it != live.end(); ++it) {
             if (it->second.first != t.dtype || it->second.second != t.shape) continue;
             live.erase(it);
@@ -905,12 +947,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         }
       }
     }
-    if (c.output < 0) return;
+    // Differing outputs, and differing inputs no compared op made (data from outside, a
+    // collective's result): tensors whose values differ from here on. Input 0 of an in-place
+    // op is its output's old version, replaced above.
+    if (c.output < 0 && c.input < 0) return;
+    const bool in_place = (a.flags & tracer::kOpInplace) != 0;
     for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
       const TensorRecord& ta = a.tensors[k];
       const TensorRecord& tb = b.tensors[k];
-      if (ta.role == TensorRole::kOutput && tensor_comparable(ta) && tensor_comparable(tb) &&
-          ta.hash != tb.hash)
+      if (ta.role == TensorRole::kInput && in_place && ta.index == 0) continue;
+      if (tensor_comparable(ta) && tensor_comparable(tb) && ta.hash != tb.hash)
         live[ta.hash] = {ta.dtype, ta.shape};
     }
   };
