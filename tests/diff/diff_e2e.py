@@ -1163,6 +1163,9 @@ def case_crash():
         d = r["first_divergence"]
         check(rc == 1 and d is not None and d["cause"] == "ended",
               f"{how}: cause ended (got {d and d['cause']}: {d and d.get('detail')})")
+        # The ops A runs after B ended are counted in their own steps (2 to 5), not all in 2.
+        steps = [row["step"] for row in ((d or {}).get("growth") or {}).get("steps", [])]
+        check(steps == [2, 3, 4, 5], f"{how}: growth spreads A's remaining ops over steps (got {steps})")
         if d is None:
             continue
         detail = d.get("detail", "")

@@ -576,14 +576,26 @@ class Growth {
     window_max_ = std::max(window_max_, distance);
     mark_point();
   }
-  void add_hunk(const Hunk& h, int64_t step) {
+  // `by_step`: the hunk's ops per step (of its longer side), as far as they were read; the
+  // rest count in the last step read.
+  void add_hunk(const Hunk& h, const std::map<int64_t, int64_t>& by_step) {
     ++hunks_;
     int64_t ops = std::max(h.a_end - h.a_begin, h.b_end - h.b_begin);
     compared_ += ops;
     diverged_ += ops;
-    StepRow& row = step_row(step);
-    row.ops += ops;
-    row.diverged += ops;
+    int64_t left = ops;
+    for (auto it = by_step.begin(); it != by_step.end() && left > 0; ++it) {
+      const int64_t n = std::next(it) == by_step.end() ? left : std::min(left, it->second);
+      StepRow& row = step_row(it->first);
+      row.ops += n;
+      row.diverged += n;
+      left -= n;
+    }
+    if (left > 0) {
+      StepRow& row = step_row(0);
+      row.ops += left;
+      row.diverged += left;
+    }
     mark_point();
   }
   json to_json(bool complete) const {
@@ -989,12 +1001,25 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     if (!aligner.next(&e)) break;
     progress.update(aligner.i() - where.i, total, "aligning");
     if (e.is_hunk) {
-      int64_t step = 0;
-      if (const OpRecord* o = e.hunk.a_end > e.hunk.a_begin ? p.a.cursor.at(e.hunk.a_begin)
-                                                            : p.b.cursor.at(e.hunk.b_begin)) {
-        step = o->step;
+      // Its ops per step (a run that ended early leaves the other's remaining steps in one
+      // trailing hunk), read up to a bound.
+      std::map<int64_t, int64_t> by_step;
+      {
+        const bool a_longer = e.hunk.a_end - e.hunk.a_begin >= e.hunk.b_end - e.hunk.b_begin;
+        Side& side = a_longer ? p.a : p.b;
+        const int64_t begin = a_longer ? e.hunk.a_begin : e.hunk.b_begin;
+        const int64_t end = a_longer ? e.hunk.a_end : e.hunk.b_end;
+        constexpr int64_t kStepsRead = 1 << 17;
+        int64_t read = 0;
+        Status st = side.reader->scan_ops(side.thread, begin, std::min(end, begin + kStepsRead),
+                                          false, [&](const OpRecord& o) {
+                                            ++by_step[o.step];
+                                            return ++read < kStepsRead;
+                                          });
+        if (!st.ok()) by_step.clear();
       }
-      growth.add_hunk(e.hunk, step);
+      int64_t step = by_step.empty() ? 0 : by_step.begin()->first;
+      growth.add_hunk(e.hunk, by_step.empty() ? std::map<int64_t, int64_t>{{step, 1}} : by_step);
       // After healing, ops inserted or removed are a new divergence too (gradient clipping
       // added in one run).
       if (!first_event && track_healing && next_divergence.is_null() && live.empty() &&
