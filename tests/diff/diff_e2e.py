@@ -273,6 +273,11 @@ for _ in range(10):  # the same in both runs, after the weights that differ are 
     check(rc == 1 and r["first_divergence"]["cause"] == "arguments" and len(seed) == 1
           and seed[0].get("note") == "no random op differs up to the divergence",
           f"the differing seed is said not to matter (got {rc}, {seed})")
+    # A run compared with one of another script: said first.
+    rc, r = diff(a, os.path.join(WORK, "healed_a"))
+    check(rc == 1 and any("different programs (A unseeded.py, B healed.py)" in w
+                          for w in r.get("warnings", [])),
+          f"runs of two scripts are said to be (got {r.get('warnings')})")
     # The weights still differ at the end, only no longer used: that is no healing.
     check(r["first_divergence"].get("healed") is None,
           f"equal ops after training heal nothing (got {r['first_divergence'].get('healed')})")

@@ -2095,6 +2095,25 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     result["first_divergence"]["healed"] = nullptr;
     result["first_divergence"].erase("next");
   }
+  // Two different programs (a run compared with the wrong one): the first process's script
+  // (the first .py argument, else the program) differs.
+  auto program_of = [](const Reader& r) {
+    const json argv = json::parse(r.meta("cmdline"), nullptr, false);
+    if (!argv.is_array() || argv.empty()) return std::string();
+    for (const json& arg : argv) {
+      const std::string s = arg.is_string() ? arg.get<std::string>() : std::string();
+      if (s.size() > 3 && s.compare(s.size() - 3, 3, ".py") == 0)
+        return s.substr(s.find_last_of('/') == std::string::npos ? 0 : s.find_last_of('/') + 1);
+    }
+    const std::string s = argv[0].is_string() ? argv[0].get<std::string>() : std::string();
+    return s.substr(s.find_last_of('/') == std::string::npos ? 0 : s.find_last_of('/') + 1);
+  };
+  if (!a.processes.empty() && !b.processes.empty()) {
+    const std::string pa = program_of(*a.processes[0]), pb = program_of(*b.processes[0]);
+    if (!pa.empty() && !pb.empty() && pa != pb)
+      warnings.push_back("the runs are of different programs (A " + pa + ", B " + pb +
+                         "): every difference may be that");
+  }
   result["warnings"] = warnings;
   result["settings"] = settings_that_differ(a, b);
   // Identical runs: a seed the program never set (torch draws one per run) did not matter.
