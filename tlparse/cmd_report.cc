@@ -20,8 +20,9 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("RUN_B", args->run_b, "Second run, to compare with the first");
   cmd->add_option("-o,--output", args->out, "Directory to write index.html into")->required();
   cmd->add_option("--window", args->window,
-                  "Ops of each run embedded around the divergence (the report's size bound)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+                  "Ops of each run embedded around the divergence (the report's size bound; 1 "
+                  "to 16777216)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24).description(""));
   cmd->add_flag("--no-diff", args->no_diff, "Skip the diff engine and the non-finite search");
   cmd->callback([args] {
     auto a = tracer::Run::Open(args->run_a);
