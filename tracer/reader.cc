@@ -59,6 +59,10 @@ Status check_file(const std::string& path, bool* has_wal, bool* wal_mode) {
   size_t n = std::fread(header, 1, sizeof header, f);
   std::fclose(f);
   if (n < sizeof header || std::memcmp(header, "SQLite format 3", 16) != 0) {
+    // A bundle (gzip): its runs are inside.
+    if (n >= 2 && header[0] == 0x1f && header[1] == 0x8b)
+      return Status::Error(path + ": a gzip file (a tdbg bundle?), not a run: unpack it with "
+                           "`tdbg bundle --extract " + path + " -o DIR` and use DIR/*/runs/a");
     return Status::Error(path + ": not a SQLite database, so not a tdbg run");
   }
   struct stat wal;

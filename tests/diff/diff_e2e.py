@@ -871,6 +871,13 @@ def case_errors():
           f"with one line naming the file (got {p.stderr!r})")
     p = subprocess.run([TDBG, "nan", os.path.join(WORK, "missing")], stderr=subprocess.PIPE, text=True)
     check(p.returncode == 2 and p.stderr.startswith("tdbg nan: "), "tdbg nan on a missing run exits 2")
+    # A bundle given where a run goes: say how to get the runs out of it.
+    gz = os.path.join(WORK, "a_bundle.tar.gz")
+    with tarfile.open(gz, "w:gz") as tar:
+        tar.add(bogus, arcname="x/not_a_run.sqlite")
+    p = subprocess.run([TDBG, "diff", gz, gz], stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and p.stderr.count("\n") == 1 and "tdbg bundle --extract" in p.stderr,
+          f"a bundle passed as a run says to extract it (got {p.stderr!r})")
     # Wrong option values: one short line naming the subcommand and the option.
     for argv in (["show", "--limit", "-1"], ["show", "--process", "-1"], ["nan", "--from-step", "x"],
                  ["show", "--step", "99999999999999999999"],
