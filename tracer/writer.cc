@@ -170,7 +170,7 @@ struct State {
   int64_t pending_ops = 0;
   // Committed chunks (used == 0) with their capacity. All are kept: `max_pending_ops` bounds
   // how many there are, and freeing one on the background thread is a cross-thread free (see
-  // `retired`).
+  // `writing_strings`).
   std::vector<OpChunk> free_chunks;
   uint64_t flush_requested = 0;      // generation asked for by `flush`
   uint64_t flush_done = 0;           // generation whose records are committed

@@ -15,8 +15,8 @@
 #include <optional>
 #include <set>
 #include <thread>
-#include <unordered_set>
 
+#include "base/command_line.h"
 #include "base/json_text.h"
 #include "tlparse/diff/align.h"
 #include "tlparse/diff/diff.h"
@@ -838,7 +838,6 @@ json context_json(Side& s, int64_t center, int n) {
   return ops;
 }
 
-// Full description of where a thread pair diverges, with what follows it.
 // In a process of a distributed job, data that "no recorded op produced" or an output that
 // differs from equal inputs may be another rank's: a collective brought it in (an in-place
 // all_reduce's result has no producer; DDP's reducer runs its collectives inside C++). Names
@@ -876,6 +875,31 @@ void note_collective(Pair& p, const OpRecord& a, json& out) {
                   "directories to compare every rank)";
 }
 
+// The first ops of hunk `h` on each side (none where it takes none), and the change in one
+// sentence: "3 op(s) inserted in B, first aten::linear".
+struct HunkStart {
+  std::optional<OpRecord> a, b;
+  std::string text;
+};
+HunkStart hunk_start(Pair& p, const Hunk& h) {
+  HunkStart s;
+  if (h.a_end > h.a_begin) s.a = p.a.reader->op_at(p.a.thread, h.a_begin);
+  if (h.b_end > h.b_begin) s.b = p.b.reader->op_at(p.b.thread, h.b_begin);
+  const int64_t removed = h.a_end - h.a_begin, inserted = h.b_end - h.b_begin;
+  if (s.a && s.b) {
+    s.text = std::to_string(removed) + " op(s) of A replaced by " + std::to_string(inserted) +
+             " op(s) in B; first: " + compare_ops(*s.a, p.a.strings, *s.b, p.b.strings).structure;
+  } else if (s.b) {
+    s.text = std::to_string(inserted) + " op(s) inserted in B, first " +
+             p.b.strings.text(s.b->name);
+  } else if (s.a) {
+    s.text = std::to_string(removed) + " op(s) of A removed in B, first " +
+             p.a.strings.text(s.a->name);
+  }
+  return s;
+}
+
+// Full description of where a thread pair diverges, with what follows it.
 StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& options,
                         Stats& stats, Progress& progress) {
   json out;
@@ -923,8 +947,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   int value_after_depth = -1;  // depth of the value difference after a structural change
   // Healing: every tensor whose values differ has been overwritten with the same values in
   // both runs (a random init that a checkpoint load replaces), and the ops compared since are
-  // all the same. `live` holds A's ops whose outputs differ (or may: not compared) and that no
-  // in-place op has since overwritten with equal values; a tensor only left unused (a model
+  // all the same. `live` holds the tensors whose values differ and that no in-place op has
+  // since overwritten with equal values; a tensor only left unused (a model
   // no longer trained, numbers read into Python) stays live, so a few equal ops at the end of
   // a run heal nothing. After healing, a difference of its own (an argument or a generator
   // state differing while every tensor input is the same) is a new divergence, likely the one
@@ -937,9 +961,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // Live tensors by their value in A (the hash of a differing output): a later op that reads
   // the same values reads the same tensor, whichever view or alias it goes through. An in-place
   // `copy_` called by the program (not nested), which overwrites its input 0 without reading
-  // it (not hashed), replaces a live tensor of its dtype and shape (a checkpoint load): the recording does not say
-  // which one, and a wrong guess only matters if the tensor is read later, which makes the
-  // ops after it differ.
+  // it (not hashed), replaces a live tensor of its dtype and shape (a checkpoint load): the
+  // recording does not say which one, and a wrong guess only matters if the tensor is read
+  // later, which makes the ops after it differ.
   std::unordered_map<uint64_t, std::pair<hashing::DType, tracer::StringId>> live;
   auto track_live = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c) {
     if (a.flags & tracer::kOpInplace) {
@@ -1018,27 +1042,15 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                                           });
         if (!st.ok()) by_step.clear();
       }
-      int64_t step = by_step.empty() ? 0 : by_step.begin()->first;
-      growth.add_hunk(e.hunk, by_step.empty() ? std::map<int64_t, int64_t>{{step, 1}} : by_step);
+      growth.add_hunk(e.hunk, by_step);
       // After healing, ops inserted or removed are a new divergence too (gradient clipping
       // added in one run).
       if (!first_event && track_healing && next_divergence.is_null() && live.empty() &&
           same_run >= kHealedOps) {
-        const Hunk& h = e.hunk;
-        auto oa = h.a_end > h.a_begin ? p.a.reader->op_at(p.a.thread, h.a_begin) : std::nullopt;
-        auto ob = h.b_end > h.b_begin ? p.b.reader->op_at(p.b.thread, h.b_begin) : std::nullopt;
-        const int64_t removed = h.a_end - h.a_begin, inserted = h.b_end - h.b_begin;
-        std::string detail =
-            oa && ob ? std::to_string(removed) + " op(s) of A replaced by " +
-                           std::to_string(inserted) + " op(s) in B, first " +
-                           p.a.strings.text(oa->name) + " against " + p.b.strings.text(ob->name)
-            : ob     ? std::to_string(inserted) + " op(s) inserted in B, first " +
-                           p.b.strings.text(ob->name)
-                     : std::to_string(removed) + " op(s) of A removed in B, first " +
-                           (oa ? p.a.strings.text(oa->name) : std::string("?"));
-        next_divergence = {{"kind", "structure"}, {"cause", "structure"}, {"detail", detail},
-                           {"a", oa ? op_json(*p.a.reader, p.a.strings, *oa) : json(nullptr)},
-                           {"b", ob ? op_json(*p.b.reader, p.b.strings, *ob) : json(nullptr)},
+        const HunkStart hs = hunk_start(p, e.hunk);
+        next_divergence = {{"kind", "structure"}, {"cause", "structure"}, {"detail", hs.text},
+                           {"a", hs.a ? op_json(*p.a.reader, p.a.strings, *hs.a) : json(nullptr)},
+                           {"b", hs.b ? op_json(*p.b.reader, p.b.strings, *hs.b) : json(nullptr)},
                            {"tensor", nullptr}, {"argument", nullptr}, {"rng", nullptr},
                            {"healed", {{"seq_a", same_from_seq}, {"step", same_from_step},
                                        {"ops_same", same_run}}}};
@@ -1049,17 +1061,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
       if (first_event && where.kind == Located::kStructure) {
         const Hunk& h = e.hunk;
-        auto oa = h.a_end > h.a_begin ? p.a.reader->op_at(p.a.thread, h.a_begin) : std::nullopt;
-        auto ob = h.b_end > h.b_begin ? p.b.reader->op_at(p.b.thread, h.b_begin) : std::nullopt;
+        const HunkStart hs = hunk_start(p, h);
+        const std::optional<OpRecord>& oa = hs.a;
+        const std::optional<OpRecord>& ob = hs.b;
         out["a"] = oa ? op_json(*p.a.reader, p.a.strings, *oa) : json(nullptr);
         out["b"] = ob ? op_json(*p.b.reader, p.b.strings, *ob) : json(nullptr);
         out["tensor"] = nullptr;
-        std::string detail;
-        int64_t removed = h.a_end - h.a_begin, inserted = h.b_end - h.b_begin;
+        std::string detail = hs.text;
         if (oa && ob) {
-          OpComparison c = compare_ops(*oa, p.a.strings, *ob, p.b.strings);
-          detail = std::to_string(removed) + " op(s) of A replaced by " + std::to_string(inserted) +
-                   " op(s) in B; first: " + c.structure;
           // The same op on other shapes: an argument that differs is often why (`topk`'s k).
           if (p.a.strings.text(oa->name) == p.b.strings.text(ob->name) &&
               oa->args.size() == ob->args.size()) {
@@ -1090,10 +1099,6 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
               }
             }
           }
-        } else if (ob) {
-          detail = std::to_string(inserted) + " op(s) inserted in B, first " + p.b.strings.text(ob->name);
-        } else if (oa) {
-          detail = std::to_string(removed) + " op(s) of A removed in B, first " + p.a.strings.text(oa->name);
         }
         // One side's thread ends here while the other's goes on: where that run stopped
         // (`explain_ending` says why, from how its process ended).
@@ -1106,17 +1111,18 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       growth.add_pair(*e.a, *e.b, e.cmp);
       ++pairs_compared;
       if (e.cmp.differs()) ++pairs_differing;
-      if (!track_healing) {
-      } else if (first_event) {
-        track_live(*e.a, *e.b, e.cmp);
-      } else if (e.cmp.differs()) {
-        note_difference(e.a, e.b, &e.cmp);
-      } else if (next_divergence.is_null()) {
-        // An equal in-place write through a view may still replace a live tensor's values.
-        if (!live.empty()) track_live(*e.a, *e.b, e.cmp);
-        if (live.empty() && same_run++ == 0) {
-          same_from_seq = e.a->seq;
-          same_from_step = e.a->step;
+      if (track_healing) {
+        if (first_event) {
+          track_live(*e.a, *e.b, e.cmp);
+        } else if (e.cmp.differs()) {
+          note_difference(e.a, e.b, &e.cmp);
+        } else if (next_divergence.is_null()) {
+          // An equal in-place write through a view may still replace a live tensor's values.
+          if (!live.empty()) track_live(*e.a, *e.b, e.cmp);
+          if (live.empty() && same_run++ == 0) {
+            same_from_seq = e.a->seq;
+            same_from_step = e.a->step;
+          }
         }
       }
       if (where.kind == Located::kStructure && !found_value_after && e.cmp.differs()) {
@@ -2096,17 +2102,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     result["first_divergence"].erase("next");
   }
   // Two different programs (a run compared with the wrong one): the first process's script
-  // (the first .py argument, else the program) differs.
+  // (the first .py argument, else the program) differs, by file name.
   auto program_of = [](const Reader& r) {
-    const json argv = json::parse(r.meta("cmdline"), nullptr, false);
-    if (!argv.is_array() || argv.empty()) return std::string();
-    for (const json& arg : argv) {
-      const std::string s = arg.is_string() ? arg.get<std::string>() : std::string();
-      if (s.size() > 3 && s.compare(s.size() - 3, 3, ".py") == 0)
-        return s.substr(s.find_last_of('/') == std::string::npos ? 0 : s.find_last_of('/') + 1);
+    const std::string cmdline = r.meta("cmdline");
+    std::vector<std::string> scripts = command_line_scripts(cmdline);
+    std::string path;
+    if (!scripts.empty()) {
+      path = scripts.front();
+    } else if (const json argv = json::parse(cmdline, nullptr, false);
+               argv.is_array() && !argv.empty() && argv[0].is_string()) {
+      path = argv[0].get<std::string>();
     }
-    const std::string s = argv[0].is_string() ? argv[0].get<std::string>() : std::string();
-    return s.substr(s.find_last_of('/') == std::string::npos ? 0 : s.find_last_of('/') + 1);
+    return path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0: the whole path
   };
   if (!a.processes.empty() && !b.processes.empty()) {
     const std::string pa = program_of(*a.processes[0]), pb = program_of(*b.processes[0]);

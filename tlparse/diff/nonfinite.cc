@@ -559,27 +559,21 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
                 {"options", options_json(options)},
                 {"notes", notes}};
   }
-  // NaN or Inf from step N on that a start before it passed on: not finite, only not new.
-  if (starts.empty() && counts.skipped > 0 && counts.carried > 0) {
-    return json{{"status", "carried"},
-                {"first_nonfinite", nullptr},
-                {"explained", counts.explained},
-                {"skipped", counts.skipped},
-                {"ignored", counts.ignored},
-                {"carried", counts.carried},
-                {"run", run.path},
-                {"options", options_json(options)},
-                {"notes", notes}};
-  }
   if (starts.empty()) {
-    return json{{"status", "finite"},
-                {"first_nonfinite", nullptr},
-                {"explained", counts.explained},
-                {"skipped", counts.skipped},
-                {"ignored", counts.ignored},
-                {"run", run.path},
-                {"options", options_json(options)},
-                {"notes", notes}};
+    json none{{"status", "finite"},
+              {"first_nonfinite", nullptr},
+              {"explained", counts.explained},
+              {"skipped", counts.skipped},
+              {"ignored", counts.ignored},
+              {"run", run.path},
+              {"options", options_json(options)},
+              {"notes", notes}};
+    // NaN or Inf from step N on that a start before it passed on: not finite, only not new.
+    if (counts.skipped > 0 && counts.carried > 0) {
+      none["status"] = "carried";
+      none["carried"] = counts.carried;
+    }
+    return none;
   }
   if (starts.size() > 1 && hosts.size() > 1)
     notes.push_back("the processes ran on " + std::to_string(hosts.size()) +

@@ -305,8 +305,8 @@ void print_healing(std::ostringstream& o, const json& d) {
       << "weights replace a random init), and it changed nothing after\n";
     return;
   }
-  o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: what this difference made "
-    << "was overwritten with the same values\n";
+  o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: what this "
+    << "difference made was overwritten with the same values\n";
   const json& next = d.value("next", json());
   if (!next.is_object()) return;
   if (str(next, "kind") == "structure") {
@@ -316,8 +316,9 @@ void print_healing(std::ostringstream& o, const json& d) {
     return;
   }
   o << "\n  next divergence, of its own (every tensor input the same in both runs): "
-    << str(next["a"], "op") << " (seq A " << str(next["a"], "seq") << ", B " << str(next["b"], "seq")
-    << ", step " << str(next["a"], "step") << "): " << str(next, "cause") << "\n";
+    << str(next["a"], "op") << " (seq A " << str(next["a"], "seq") << ", B "
+    << str(next["b"], "seq") << ", step " << str(next["a"], "step") << "): "
+    << str(next, "cause") << "\n";
   print_value(o, next);
 }
 

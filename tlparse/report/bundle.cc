@@ -18,15 +18,16 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
-#include <filesystem>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
+#include "base/command_line.h"
 #include "base/json_text.h"
 #include "tlparse/report/redact.h"
 #include "tlparse/report/report.h"
@@ -535,13 +536,8 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     for (const auto& pj : rj["processes"]) {
       const json& meta = pj.value("meta", json::object());
       if (!meta.contains("cmdline") || !meta["cmdline"].is_string()) continue;
-      const json argv = json::parse(meta["cmdline"].get<std::string>(), nullptr, false);
-      if (!argv.is_array()) continue;
       const std::string cwd = meta.value("cwd", std::string());
-      for (const json& arg : argv) {
-        if (!arg.is_string()) continue;
-        std::string path = arg.get<std::string>();
-        if (path.size() < 4 || path.compare(path.size() - 3, 3, ".py") != 0) continue;
+      for (std::string path : command_line_scripts(meta["cmdline"].get<std::string>())) {
         if (path[0] != '/' && !cwd.empty()) path = cwd + "/" + path;
         files.insert(std::filesystem::path(path).lexically_normal().string());
       }
