@@ -1831,6 +1831,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // CLOCK_MONOTONIC: comparable between the processes of one host.)
   std::pair<int64_t, int64_t> first_key{std::numeric_limits<int64_t>::max(),
                                         std::numeric_limits<int64_t>::max()};
+  // A process that stopped on an error exit (an exception: a DataLoader worker's death seen
+  // by the main process) is most often the consequence of a divergence elsewhere, which it may
+  // reach first by the clock: such a structural end comes after any other process's.
+  bool first_is_error_exit = false;
+  auto error_exit = [](const Reader& r) {
+    const std::string status = r.meta("exit_status");
+    return !status.empty() && status != "0" && status.rfind("signal", 0) != 0;
+  };
   const std::vector<int> pool = pool_groups(a, b, processes);
   std::map<int, PoolVerdict> pool_verdicts;
   for (size_t p = 0; p < processes; ++p) {
@@ -2014,9 +2022,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         }
       }
     }
-    const bool earlier = result["first_divergence"].is_null() || best_key < first_key;
+    const bool error_end = best && best_at.kind == Located::kStructure &&
+                           (error_exit(*a.processes[index_a]) || error_exit(*b.processes[index_b]));
+    const bool earlier = result["first_divergence"].is_null() ||
+                         (error_end != first_is_error_exit ? !error_end : best_key < first_key);
     if (best && earlier) {
       first_key = best_key;
+      first_is_error_exit = error_end;
       const Reader& da = *a.processes[index_a];
       const Reader& db = *b.processes[index_b];
       json moved = thread_move(*best, best_at, da, db, only_a, only_b, options.scan_limit);
