@@ -128,7 +128,7 @@ TEST_CASE("a tensor hashed from a host copy gets its host hash and is left untou
   CHECK(leaf.grad().defined());
 }
 
-TEST_CASE("tensors on the host are never copied; lazy and meta devices are not hashed") {
+TEST_CASE("tensors on the host are never copied, lazy and meta devices are not hashed") {
   CHECK_FALSE(copied_to_host(at::ones({2})));
   CHECK(unhashable_reason(at::ones({2})) == nullptr);
   CHECK(std::string(unhashable_reason(at::empty({2}, at::device(at::kMeta)))) == "meta tensor");

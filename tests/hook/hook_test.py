@@ -9,6 +9,7 @@ import argparse
 import glob
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -54,9 +55,20 @@ def _meta(path):
     return dict(con.execute("select key, value from meta"))
 
 
+# Every work directory a case makes; main() removes them when the case passes and keeps them
+# (and names them) when it fails, for a look at the recording.
+WORK_DIRS = []
+
+
+def work_dir():
+    work = tempfile.mkdtemp(prefix="tdbg_hook_")
+    WORK_DIRS.append(work)
+    return work
+
+
 def run_python(code, env=None, args=(), record=True, name="script.py"):
     """Runs `code` as a script file under the hook; returns the `Run`."""
-    work = tempfile.mkdtemp(prefix="tdbg_hook_")
+    work = work_dir()
     script = os.path.join(work, name)
     with open(script, "w") as f:
         f.write(textwrap.dedent(code))
@@ -64,7 +76,7 @@ def run_python(code, env=None, args=(), record=True, name="script.py"):
 
 
 def run_command(cmd, env=None, record=True, cwd=None, timeout=600):
-    work = cwd or tempfile.mkdtemp(prefix="tdbg_hook_")
+    work = cwd or work_dir()
     out_dir = os.path.join(work, "run")
     full_env = dict(os.environ)
     for key in list(full_env):
@@ -917,7 +929,7 @@ def case_cpp():
         print("SKIP: the C++ example was not built")
         return
     # Started by a relative path, as a user in the build directory would.
-    work = tempfile.mkdtemp(prefix="tdbg_hook_")
+    work = work_dir()
     r = run_command([os.path.relpath(ARGS.cpp, work)], cwd=work)
     con = r.db()
     count = one(con, "select count(*) from op_view")[0]
@@ -1005,8 +1017,12 @@ def main():
             CASES[name]()
         except AssertionError as e:
             print("FAIL %s: %s" % (name, e))
+            print("work directories kept: %s" % " ".join(WORK_DIRS))
             return 1
         print("ok %s" % name)
+        for work in WORK_DIRS:
+            shutil.rmtree(work, ignore_errors=True)
+        del WORK_DIRS[:]
     return 0
 
 

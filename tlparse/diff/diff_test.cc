@@ -21,6 +21,7 @@
 #include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
 #include "tracer/reader.h"
+#include "tracer/test_dir.h"
 #include "tracer/writer.h"
 
 namespace fs = std::filesystem;
@@ -40,11 +41,12 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h ^ (h >> 29);
 }
 
+// A fresh directory inside one temporary root that is removed, with every run in it, when the
+// test program exits.
 fs::path temp_dir() {
+  static tdbg::tracer::testing::TempDir root;
   static int counter = 0;
-  fs::path p = fs::temp_directory_path() /
-               ("tdbg_diff_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-  fs::remove_all(p);
+  fs::path p = fs::path(root.path()) / std::to_string(counter++);
   fs::create_directories(p);
   return p;
 }
@@ -406,7 +408,7 @@ TEST_CASE("changed data from outside torch is an external_input divergence") {
   CHECK(d["tensor"]["producer_a"].is_null());
 }
 
-TEST_CASE("an inserted op is a structural change; values are compared again after it") {
+TEST_CASE("an inserted op is a structural change, values are compared again after it") {
   Variation va, vb;
   vb.insert_step = 9;
   json d = first(compare(write_run(va), write_run(vb)));
@@ -787,7 +789,7 @@ TEST_CASE("after a structural change, data from outside written by an inserted o
         std::string::npos);
 }
 
-TEST_CASE("settings that differ are listed; a database never closed gets a note instead") {
+TEST_CASE("settings that differ are listed, a database never closed gets a note instead") {
   using T = Recorder::T;
   auto write = [](const std::string& threads, bool closed) {
     return write_ops([](Recorder& r) { r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5); },
@@ -898,7 +900,7 @@ TEST_CASE("a backward skipped in gradient accumulation is one removal, not a cha
   CHECK(d["a"]["op"] == "aten::bwd0");
 }
 
-TEST_CASE("operands swapped with the same outputs are no divergence; with other outputs they are") {
+TEST_CASE("operands swapped with the same outputs are no divergence, with other outputs they are") {
   using T = Recorder::T;
   // add(x, y) in A; in B add(y, x) with output `out`, then a relu that both runs share.
   auto write = [](bool swap, uint64_t out) {
@@ -1402,7 +1404,7 @@ TEST_CASE("first_nonfinite: a run without any op is unchecked, not finite") {
 }
 
 // A run written op by op, for the rules of first_nonfinite on where NaN starts.
-TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' buffers never start it") {
+TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' buffers never start it") {
   using T = Recorder::T;
   auto nonfinite = [](const std::function<void(Recorder&)>& ops,
                       tdbg::diff::NonfiniteOptions options = {}) {
@@ -1667,9 +1669,9 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
 
   SECTION("an Inf masked on purpose: --nan-only and --from-step look past it") {
     // Each step: `deg.pow(-0.5)` makes Inf of zero degrees, `masked_fill` removes it; at
-    // step 2 a division makes NaN of finite values.
+    // step 2 a division makes NaN of finite values, which no later op reads.
     auto ops = [&](Recorder& r) {
-      for (int step = 0; step < 3; ++step) {
+      for (int step = 0; step < 4; ++step) {
         r.step = step;
         T inv{uint64_t(100 + step)};
         inv.inf = 2;
@@ -1704,7 +1706,7 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     later.nan_only = true;
     later.from_step = 3;
     json none = nonfinite(ops, later);
-    CHECK(none["status"] == "finite");
+    CHECK(none["status"] == "finite");  // the NaN skipped at step 2 reaches no later op
     CHECK(tdbg::diff::format_nonfinite(none).find("from step 3") != std::string::npos);
 
     // Each op passed over is counted once, as what it is: the Inf starts --nan-only ignores are
@@ -1712,11 +1714,11 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     CHECK(n["first_nonfinite"]["ignored_before"] == 3);
     CHECK(n["first_nonfinite"]["explained_before"] == 0);
     CHECK(l["first_nonfinite"]["explained_before"] == 0);
-    CHECK(none["ignored"] == 3);
+    CHECK(none["ignored"] == 4);
     CHECK(none["skipped"] == 1);  // the div at step 2
     CHECK(none["explained"] == 0);
     const std::string text = tdbg::diff::format_nonfinite(none);
-    CHECK(text.find("3 Inf start(s) ignored by --nan-only") != std::string::npos);
+    CHECK(text.find("4 Inf start(s) ignored by --nan-only") != std::string::npos);
     CHECK(text.find("attention masks") == std::string::npos);
     CHECK(tdbg::diff::format_nonfinite(l).find("(after: 2 start(s) before step 2 skipped)\n") !=
           std::string::npos);
@@ -1724,7 +1726,8 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
 
   SECTION("--from-step after NaN came in: an op reading unrecorded values carries it") {
     // NaN enters with the data at step 1 and spreads; at step 2 a backward op reads a saved
-    // tensor (unrecorded values) and its output holds NaN: carried, not a new start.
+    // tensor (unrecorded values) and its output holds NaN: carried, not a new start, and the
+    // run is not finite from step 2 on.
     auto ops = [&](Recorder& r) {
       r.step = 1;
       T x{11};
@@ -1741,8 +1744,11 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters; kernels' b
     tdbg::diff::NonfiniteOptions later;
     later.from_step = 2;
     json r = nonfinite(ops, later);
-    CHECK(r["status"] == "finite");
+    CHECK(r["status"] == "carried");
+    CHECK(r["carried"] == 1);
     CHECK(r["skipped"] == 1);  // the entry at step 1
+    CHECK(tdbg::diff::format_nonfinite(r).find("non-finite from before step 2") !=
+          std::string::npos);
     json all = nonfinite(ops);
     CHECK(all["first_nonfinite"]["op"] == "aten::mul");
     CHECK(all["first_nonfinite"]["entered"] == "input");
