@@ -1219,6 +1219,7 @@ struct Process {
   std::string pid, ppid, worker;
   int64_t clock_ns;
   std::function<void(Recorder&)> ops;
+  std::string exit_status = {};  // as the hook words it ("0", "1", "signal 11"); none: unset
 };
 
 std::string write_processes(const std::vector<Process>& processes) {
@@ -1231,6 +1232,7 @@ std::string write_processes(const std::vector<Process>& processes) {
     (*w)->set_meta("host", "vm");
     (*w)->set_meta("start_time_ns", std::to_string(p.clock_ns));
     if (!p.worker.empty()) (*w)->set_meta("worker", p.worker);
+    if (!p.exit_status.empty()) (*w)->set_meta("exit_status", p.exit_status);
     int64_t seq = 0;
     Recorder r(**w, 0, &seq);
     r.clock_ns = p.clock_ns;
@@ -1246,6 +1248,47 @@ json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options 
   auto result = tdbg::diff::first_nonfinite(*run, options);
   if (!result.ok()) FAIL(result.status().message());
   return *result;
+}
+
+TEST_CASE("a process that ended on an error exit yields to another process's divergence") {
+  using T = Recorder::T;
+  // A DataLoader worker faults inside an op; the main process, waiting for its batch, dies of
+  // the exception that follows (exit status 1). By the clock the main process stops first
+  // (the worker prefetched), yet the worker's fault is the divergence and the main process's
+  // end its consequence.
+  auto main_ops = [](bool cut) {
+    return [cut](Recorder& r) {
+      for (int k = 0; k < 6; ++k) {
+        if (cut && k == 2) return;
+        r.op("aten::linear", {T{uint64_t(10 + k)}}, {T{uint64_t(20 + k)}}, {}, 0, 0, kNoSeq, 30);
+      }
+    };
+  };
+  auto worker_ops = [](bool crashed) {
+    return [crashed](Recorder& r) {
+      r.op("aten::stack", {T{50}}, {T{51}}, {}, 0, 0, kNoSeq, 9);
+      if (crashed) r.next_flags = tdbg::tracer::kOpUnfinished;
+      r.op("ext::scale", {T{51}}, crashed ? std::vector<T>{} : std::vector<T>{T{52}}, {}, 0, 0,
+           kNoSeq, 10);
+      if (!crashed) r.op("aten::stack", {T{52}}, {T{53}}, {}, 0, 0, kNoSeq, 9);
+    };
+  };
+  auto run = [&](bool broken, const std::string& main_status) {
+    return write_processes(
+        {{"100", "1", "", 1000000, main_ops(broken), broken ? main_status : "0"},
+         {"101", "100", "0/1", 9000000, worker_ops(broken), broken ? "signal 11" : "0"}});
+  };
+  const std::string a = run(false, "0");
+  json d = first(compare(a, run(true, "1")));
+  CHECK(d["process_a"]["index"] == 1);
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"].get<std::string>().find("signal 11 (SIGSEGV) inside ext::scale") !=
+        std::string::npos);
+  // Swapped sides too.
+  CHECK(first(compare(run(true, "1"), a))["process_a"]["index"] == 1);
+  // Where the main process ended without an error of its own (exit status 0), nothing says
+  // it is a consequence: the earlier divergence by the clock is first.
+  CHECK(first(compare(a, run(true, "0")))["process_a"]["index"] == 0);
 }
 
 TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier start wins") {
