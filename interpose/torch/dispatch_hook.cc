@@ -70,6 +70,9 @@ struct OpInfo {
   // (`torch.load`'s storages, the fresh storage of a tensor's deepcopy).
   bool storage_source = false;
   bool collective = false;
+  // Reads only its tensors' metadata (sizes, dtype, flags), never their contents: its inputs
+  // are not hashed, so an `empty` buffer it looks at is never read as data.
+  bool metadata_only = false;
   bool writes = false;
   std::vector<bool> arg_overwritten;   // written without being read: contents not recorded
   std::vector<bool> arg_view_only;     // may alias the output without being written (views)
@@ -118,6 +121,22 @@ bool overwrites_self(const std::string& name) {
                        "aten::normal_", "aten::random_", "aten::bernoulli_", "aten::exponential_",
                        "aten::geometric_", "aten::cauchy_", "aten::log_normal_", "aten::resize_",
                        "aten::resize_as_", "aten::set_"});
+}
+
+// Ops that look at their tensors' metadata only. `Module._apply` (`to_empty()`, `.to()`) asks
+// `_has_compatible_shallow_copy_type(param, empty_like(param))` before anything is written into
+// the new buffer: read as data, its garbage would be a divergence in every pair of runs.
+bool reads_metadata_only(const std::string& name) {
+  return one_of(name, {"aten::_has_compatible_shallow_copy_type", "aten::is_same_size",
+                       "aten::size", "aten::stride", "aten::sym_size", "aten::sym_stride",
+                       "aten::sym_numel", "aten::sym_storage_offset", "aten::numel", "aten::dim",
+                       "aten::is_complex", "aten::is_floating_point", "aten::is_signed",
+                       "aten::is_conj", "aten::is_neg", "aten::_is_zerotensor",
+                       "aten::is_inference", "aten::is_set_to", "aten::is_pinned",
+                       "aten::is_leaf", "aten::output_nr", "aten::_version",
+                       "aten::requires_grad_", "aten::retain_grad", "aten::retains_grad",
+                       "aten::result_type", "aten::_nnz", "aten::is_coalesced",
+                       "aten::storage_offset", "aten::is_contiguous", "aten::is_nonoverlapping_and_dense"});
 }
 
 // Kernels that draw from their device's default generator without a Generator argument, and
@@ -189,6 +208,7 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
                          !std::isdigit(static_cast<unsigned char>(name.back())));
   info->cpp_node = !schema && name.rfind("torch::autograd::CppNode<", 0) == 0;
   info->collective = is_collective(name);
+  info->metadata_only = reads_metadata_only(name);
   if (schema) {
     info->has_schema = true;
     const auto op = c10::Dispatcher::singleton().findOp(schema->operator_name());
@@ -904,6 +924,10 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, reason);
       if (auto known = g_tensors.find(t)) rec.producer = known->producer;  // who made it
+    } else if (ctx->info->metadata_only) {
+      rec.status = TensorStatus::kNotHashed;
+      rec.reason = intern_literal(ts, w, "metadata only: contents not read");
+      if (auto known = g_tensors.find(t)) rec.producer = known->producer;
     } else if (mode == HashMode::kNone) {
       rec.status = TensorStatus::kSkipped;
     } else if (overwritten) {

@@ -130,6 +130,40 @@ for step in range(3):
 """
 
 
+META_INIT = r"""
+import sys, numpy as np, torch, torch.nn as nn
+# Freed heap memory holding another value in each run: the buffers `to_empty()` allocates may
+# be carved out of it.
+junk = np.full(4096, float(sys.argv[1]), np.float32); del junk
+model = nn.Sequential(nn.Linear(8, 16, device="meta"), nn.ReLU(), nn.Linear(16, 1, device="meta"))
+model = model.to_empty(device="cpu")
+torch.manual_seed(0)
+for layer in model:
+    if hasattr(layer, "reset_parameters"):
+        layer.reset_parameters()
+opt = torch.optim.SGD(model.parameters(), 0.1)
+x, y = torch.randn(32, 8), torch.randn(32, 1)
+for step in range(3):
+    loss = ((model(x) - y) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    print(step, loss.item())
+"""
+
+
+def case_meta_init():
+    # A model made on the meta device, moved with to_empty() and initialized in place:
+    # Module._apply looks at each new, still unwritten buffer (_has_compatible_shallow_copy_type)
+    # before anything is written into it. That look reads no contents: whatever garbage the
+    # buffers held differs between runs, and the runs are the same.
+    script = write_script("meta_init.py", META_INIT)
+    a, out_a = record("meta_init_a", ["1e30"], script)
+    b, out_b = record("meta_init_b", ["-7.5"], script)
+    check(out_a == out_b, "precondition: both runs print the same losses")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"identical (got {rc}: {r['status']}, {(r.get('first_divergence') or {}).get('detail')})")
+
+
 def case_inplace_view():
     # In-place views (t_, unsqueeze_, transpose_) change a tensor's geometry, not its contents:
     # over unwritten memory they are not hashed, so the garbage there is no difference between
