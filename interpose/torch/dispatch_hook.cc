@@ -36,6 +36,7 @@
 #include "interpose/torch/native_frames.h"
 #include "interpose/torch/native_stack.h"
 #include "interpose/torch/python_frames.h"
+#include "interpose/torch/script_frames.h"
 #include "interpose/torch/step_counter.h"
 #include "interpose/torch/session.h"
 #include "interpose/torch/tensor_state.h"
@@ -1470,7 +1471,9 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
         scope->location = capture_python_stack(stacks, settings().config.modules);
       if (scope == ctx.get()) ctx->module = current_module_id();  // hooks may be new
     } else if (stacks) {
-      scope->location = capture_native_call_site();
+      // A C++ program running a TorchScript model: the script's lines, below the call site.
+      scope->location = add_script_frames(capture_native_call_site(),
+                                          [](const std::string&) { return true; });
     }
   }
   if (!ctx->backward) ctx->location = scope->location;

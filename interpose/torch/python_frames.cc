@@ -2,6 +2,7 @@
 // time (so the library has no compile-time or link-time dependency on Python) and the injected
 // nn.Module hooks. The call site of ops in C++ programs is native_frames.cc's.
 #include "interpose/torch/python_frames.h"
+#include "interpose/torch/script_frames.h"
 
 #include <dlfcn.h>
 
@@ -731,6 +732,8 @@ SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
     memo.generation = memo_valid ? gen : ~uint64_t{0};
     for (int i = 0; i < n; ++i) py.Py_DecRef(frames[i]);
     loc.stack = parent;
+    // Inside a scripted function the op's line is the script's, below the Python call of it.
+    loc = add_script_frames(loc, is_user_file);
   }
   py.PyErr_Restore(err_type, err_value, err_tb);
   py.PyGILState_Release(gil);

@@ -481,6 +481,49 @@ def case_modules():
           "a scripted module's ops are in its class's path: %s" % (relu and relu[4]))
 
 
+def case_torchscript_line():
+    # Ops the TorchScript interpreter runs get the scripted function's own line (and the script
+    # frames below the Python call), not the line that called the function.
+    r = run_python("""
+        import torch
+        @torch.jit.script
+        def inner(a):
+            return torch.relu(a)  # LINE_OF_RELU
+        @torch.jit.script
+        def outer(x, y):
+            return inner(x * y) + 1.0
+        x = torch.randn(4)
+        for _ in range(3):  # the profiling executor runs the graph differently each time
+            z = outer(x, x)  # LINE_OF_CALL
+        z.sum()  # LINE_OF_SUM
+    """, name="user_script.py")
+    con = r.db()
+    script = os.path.join(os.path.dirname(r.dir), "user_script.py")
+    with open(script) as f:
+        marks = {m: i + 1 for i, text in enumerate(f) for m in ("LINE_OF_RELU", "LINE_OF_CALL",
+                                                                "LINE_OF_SUM") if m in text}
+    relus = con.execute("select f.file, f.line, f.function, o.stack from op_view o "
+                        "join frame_view f on f.id = o.user_frame "
+                        "where o.name = 'aten::relu'").fetchall()
+    check(len(relus) == 3 and all(x[:3] == (script, marks["LINE_OF_RELU"], "inner")
+                                  for x in relus),
+          "relu is at its line in the scripted `inner`: %s (want line %d)"
+          % (relus, marks["LINE_OF_RELU"]))
+    # Its stack: inner's line, outer's call of inner, then the Python line calling outer.
+    chain = []
+    frame = relus[0][3]
+    while frame:
+        file, line, function, frame = one(con, "select file, line, function, parent "
+                                               "from frame_view where id = ?", frame)
+        chain.append((line, function))
+    check(chain[0] == (marks["LINE_OF_RELU"], "inner") and chain[1][1] == "outer"
+          and chain[2] == (marks["LINE_OF_CALL"], "<module>"),
+          "the stack runs through both scripted functions to the Python call: %s" % chain[:4])
+    total = first_op(con, "aten::sum")
+    line = one(con, "select line from frame_view where id = ?", total[6])[0]
+    check(line == marks["LINE_OF_SUM"], "an op after the scripted call has its own line: %d" % line)
+
+
 def case_source_line():
     r = run_python("""
         import torch
