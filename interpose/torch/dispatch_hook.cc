@@ -71,6 +71,12 @@ struct OpInfo {
   // (`torch.load`'s storages, the fresh storage of a tensor's deepcopy).
   bool storage_source = false;
   bool collective = false;
+  // All its work goes through the dispatcher (a composite op: torch's backend-independent
+  // kernels, written in ops; or a range with no schema: an autograd node): an output that an
+  // op nested in it hashed is what it returns. A backend kernel may write more into such an output through its data pointer
+  // after the nested op (the slow conv fills its output with the bias by a `copy_`, then
+  // multiplies into it), so its outputs are hashed again.
+  bool composite = false;
   // Reads only its tensors' metadata (sizes, dtype, flags), never their contents: its inputs
   // are not hashed, so an `empty` buffer it looks at is never read as data.
   bool metadata_only = false;
@@ -210,10 +216,15 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
   info->cpp_node = !schema && name.rfind("torch::autograd::CppNode<", 0) == 0;
   info->collective = is_collective(name);
   info->metadata_only = reads_metadata_only(name);
+  info->composite = !schema;
   if (schema) {
     info->has_schema = true;
     const auto op = c10::Dispatcher::singleton().findOp(schema->operator_name());
     info->inplace_view = op && op->hasTag(at::Tag::inplace_view) && !resizes(name);
+    info->composite =
+        op && (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+               op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+               op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional));
     const auto& args = schema->arguments();
     for (size_t i = 0; i < args.size(); ++i) {
       info->arg_names.push_back(args[i].name());
@@ -233,6 +244,20 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
       if (args[i].type()->kind() == c10::TypeKind::StorageType) info->storage_source = true;
     }
     info->random = info->generator_arg >= 0 || draws_without_generator_arg(name);
+    // Arguments that kernels write although the schema does not say so (torch 1.13's
+    // `batch_norm` family, 2.x's `native_batch_norm` still): batch and instance norm update
+    // `running_mean`/`running_var` in place when they have a `momentum` to do it with, through
+    // the data pointer, without bumping the version counter. Without this their first hash
+    // (the init's zeros and ones) would stand for them for the whole run. `writes` stays off:
+    // that flag says the op replaces its input 0, which these ops do not.
+    const bool has_momentum = std::find(info->arg_names.begin(), info->arg_names.end(),
+                                        "momentum") != info->arg_names.end();
+    for (size_t i = 0; i < info->arg_names.size(); ++i) {
+      const std::string& arg = info->arg_names[i];
+      if ((has_momentum && (arg == "running_mean" || arg == "running_var")) ||
+          (name == "aten::rrelu_with_noise" && arg == "noise"))
+        info->arg_written[i] = true;
+    }
   }
   if (g_op_filter) {
     try {
@@ -988,8 +1013,10 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
   op->tensors.push_back(rec);
 }
 
-// The table's entry of `t` when an op nested in `ctx`'s op hashed its current contents.
+// The table's entry of `t` when an op nested in `ctx`'s op hashed its current contents (only
+// for an op whose work all goes through the dispatcher, see `OpInfo::composite`).
 std::optional<TrackedTensor> output_of_nested_op(const OpContext* ctx, const at::Tensor& t) {
+  if (!ctx->info->composite) return std::nullopt;
   auto known = g_tensors.find(t);
   if (!known || known->status != TensorStatus::kHashed || known->producer <= ctx->seq)
     return std::nullopt;

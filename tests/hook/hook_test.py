@@ -481,6 +481,54 @@ def case_modules():
           "a scripted module's ops are in its class's path: %s" % (relu and relu[4]))
 
 
+def case_batch_norm_stats():
+    # Training-mode batch norm updates running_mean/running_var in place through the data
+    # pointer (no version bump, and torch 1.13's schema does not mark them written): each
+    # batch_norm must read them as they are now, not as the init made them.
+    r = run_python("""
+        import torch
+        torch.manual_seed(0)
+        bn = torch.nn.BatchNorm1d(3)
+        for _ in range(3):
+            print(repr(float(bn.running_mean.sum())), repr(float(bn.running_var.sum())))
+            bn(torch.randn(8, 3) * 2 + 1)
+    """)
+    printed = [tuple(float(x) for x in line.split()) for line in r.stdout.split("\n") if line]
+    con = r.db()
+    rows = con.execute("select t.op, t.idx, t.status, t.sum from tensor_view t "
+                       "join op_view o on o.seq = t.op where o.name = 'aten::batch_norm' "
+                       "and t.role = 'input' and t.idx in (3, 4) order by t.op, t.idx").fetchall()
+    sums = [(rows[i][3], rows[i + 1][3]) for i in range(0, len(rows), 2)]
+    check(len(sums) == 3 and all(st in ("hashed", "known") for _, _, st, _ in rows),
+          "each batch_norm hashes its running stats: %s" % rows)
+    check(all(abs(a - pa) < 1e-5 and abs(b - pb) < 1e-5 for (a, b), (pa, pb) in zip(sums, printed)),
+          "the recorded running stats are the values the program had: %s, printed %s"
+          % (sums, printed))
+
+
+def case_kernel_writes_after_nested_op():
+    # The slow conv kernel fills its output with the bias by a nested `copy_`, then multiplies
+    # into it through the data pointer. With internal ops recorded (or under inference mode,
+    # where every op is), the conv ops must hash what they return, not what the copy_ left.
+    for env, mode in (({"TDBG_INTERNAL_OPS": "1"}, ""), ({}, "torch.inference_mode()")):
+        r = run_python("""
+            import torch
+            torch.manual_seed(0)
+            conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+            x = torch.randn(2, 3, 5, 5)
+            with torch.backends.mkldnn.flags(enabled=False), %s:
+                y = conv(x)
+            print(repr(float(y.sum())))
+        """ % (mode or "torch.no_grad()"), env=env)
+        real = float(r.stdout.split()[0])
+        con = r.db()
+        sums = con.execute("select o.name, t.sum from op_view o join tensor_view t on t.op = o.seq "
+                           "and t.role = 'output' and t.idx = 0 where o.name in ('aten::conv2d', "
+                           "'aten::_slow_conv2d_forward')").fetchall()
+        check(len(sums) == 2 and all(abs(v - real) < 1e-4 for _, v in sums),
+              "%s: the conv's recorded output is its result (sum %r): %s" % (env or mode, real, sums))
+
+
 def case_torchscript_line():
     # Ops the TorchScript interpreter runs get the scripted function's own line (and the script
     # frames below the Python call), not the line that called the function.
