@@ -753,12 +753,32 @@ bool racy_on_cpu(const std::string& op) {
   return false;
 }
 
+// The largest relative difference of a differing tensor's summaries (`tensor_pair_json`) when
+// it is of the size rounding makes (another kernel, another summation order) for its dtype;
+// -1 when larger, or when there are no summaries to tell.
+double rounding_level_difference(const json& tensor) {
+  if (!tensor.is_object() || !tensor.value("rel_diff", json()).is_object()) return -1;
+  const std::string dtype = tensor.value("dtype", std::string());
+  const double limit = dtype == "float32" || dtype == "complex64"      ? 1e-5
+                       : dtype == "float64" || dtype == "complex128"   ? 1e-12
+                       : dtype == "float16" || dtype == "bfloat16"     ? 1e-2
+                                                                       : -1;
+  if (limit < 0) return -1;
+  double largest = 0;
+  for (const auto& [name, value] : tensor["rel_diff"].items()) {
+    if (!value.is_number()) return -1;
+    largest = std::max(largest, value.get<double>());
+  }
+  return largest > 0 && largest <= limit ? largest : -1;
+}
+
 // Weighs the explanations of a "nondeterministic" value difference `d` (identical recorded
 // inputs, arguments and generator state, different output):
 // - runs that differ in settings that change how kernels compute (`kernel_settings`): those;
 // - on the CPU, with one thread or an op that does not accumulate across threads, a kernel
-//   repeats exactly, so an input whose hash was carried (not read again) most likely changed
-//   outside torch's ops: the cause is `external_input`;
+//   repeats exactly: an output that differs at rounding level came from another kernel (a
+//   backend switched at run time, another build or CPU); otherwise an input whose hash was
+//   carried (not read again) most likely changed outside torch's ops: `external_input`;
 // - a CPU op that accumulates on `threads` threads: its racing order;
 // - else (an accelerator) a nondeterministic kernel, or that carried input.
 void explain_nondeterministic(json& d, const std::string& kernel_settings,
@@ -794,6 +814,21 @@ void explain_nondeterministic(json& d, const std::string& kernel_settings,
   if (on_cpu) {
     const std::string same = "identical inputs";
     if (detail.rfind(same, 0) == 0) detail.replace(0, same.size(), "identical recorded inputs");
+    const double rounding = rounding_level_difference(d.value("tensor", json()));
+    if (rounding >= 0) {
+      // Another algorithm gives results that differ in the last bits; a write from outside
+      // torch's ops (new data) seldom does.
+      char size[32];
+      std::snprintf(size, sizeof(size), "%.1g", rounding);
+      d["detail"] = detail + "; the output differs at rounding level (relative " + size +
+                    "), as another kernel or summation order gives: a backend the program "
+                    "switched (torch.backends.mkldnn.flags, torch.backends.mkl), another build of "
+                    "torch or its math libraries, or another CPU's instruction set. Less likely, " +
+                    input + " changed outside torch's ops after " + producer +
+                    " made it (a write through .numpy() or a data pointer; its hash was carried, "
+                    "not read again)";
+      return;
+    }
     d["cause"] = "external_input";
     d["detail"] = detail + "; a CPU kernel repeats exactly with the same settings, so " + input +
                   " most likely changed outside torch's ops after " + producer +
