@@ -95,6 +95,12 @@ class Recorder {
     std::string reason = {};  // why not hashed (kNotHashed), as the tracer words it
   };
 
+  // Ops that a ring dropped: the next op's seq and thread index come `n` later.
+  void skip(int64_t n) {
+    *next_seq_ += n;
+    tidx_ += n;
+  }
+
   int64_t op(const std::string& name, const std::vector<T>& ins, const std::vector<T>& outs,
              std::vector<std::pair<std::string, std::string>> args = {}, uint64_t rng = 0,
              int depth = 0, int64_t parent = kNoSeq, int line = 0) {
@@ -1380,6 +1386,44 @@ TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier
     CHECK(r["first_nonfinite"]["process"] == 0);
     CHECK(r["first_nonfinite"]["other_starts"][0]["op"] == "aten::div");
   }
+}
+
+TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ring begins") {
+  using T = Recorder::T;
+  // The ring holds seqs 100.. of a run whose weights went NaN before: every op it holds reads
+  // NaN that an op it dropped (seq 40) made. That is no finite run.
+  json r = nonfinite_of(write_ops([](Recorder& r) {
+    r.skip(100);
+    T w{11, 40};
+    w.nan = 8;
+    T y{12};
+    y.nan = 4;
+    r.op("aten::linear", {T{10}, w}, {y}, {}, 0, 0, kNoSeq, 18);
+  }));
+  REQUIRE(r["status"] == "nonfinite");
+  CHECK(r["first_nonfinite"]["op"] == "aten::linear");
+  CHECK(r["first_nonfinite"]["entered"] == "dropped");
+  const std::string text = tdbg::diff::format_nonfinite(r);
+  CHECK(text.find("NaN entered the recording here") != std::string::npos);
+  CHECK(text.find("(a ring kept the last ones)") != std::string::npos);
+
+  // A --steps window: an input no recorded op produced may come from before the window.
+  auto windowed = [](const std::string& steps) {
+    return nonfinite_of(write_ops(
+        [](Recorder& r) {
+          T w{11};
+          w.nan = 8;
+          T y{12};
+          y.nan = 4;
+          r.op("aten::linear", {T{10}, w}, {y}, {}, 0, 0, kNoSeq, 18);
+        },
+        [&](tdbg::tracer::Writer& w) { w.set_meta("steps", steps); }));
+  };
+  json in_window = windowed("5:9");
+  CHECK(in_window["first_nonfinite"]["entered"] == "input");
+  CHECK(in_window["first_nonfinite"]["recorded_only"] == "--steps 5:9");
+  CHECK(tdbg::diff::format_nonfinite(in_window).find("it holds only --steps 5:9") != std::string::npos);
+  CHECK_FALSE(windowed("")["first_nonfinite"].contains("recorded_only"));
 }
 
 TEST_CASE("first_nonfinite names the thread in the headline when it is not the first one") {

@@ -168,8 +168,9 @@ class Tracker {
  public:
   enum class Verdict { kExplained, kFresh, kEntered };
 
-  Tracker(Strings& strings, const NonfiniteOptions& options)
-      : strings_(strings), options_(options) {}
+  // `first_held`: the first seq the database holds (a ring dropped the ops before it).
+  Tracker(Strings& strings, const NonfiniteOptions& options, int64_t first_held = 0)
+      : strings_(strings), options_(options), first_held_(first_held) {}
 
   // kFresh when `op` has a non-finite output that its inputs and arguments do not explain;
   // kEntered when its NaN output comes from a NaN literal or from an input holding NaN that no
@@ -182,15 +183,19 @@ class Tracker {
     for (const Open& o : open) enclosing |= o.reaches;
 
     Nonfinite in, external;
+    bool from_dropped = false;  // the external NaN's producer is an op the ring dropped
     int inputs = 0, unknown_inputs = 0;  // unknown: values not recorded (a kernel's buffer)
     for (const TensorRecord& t : op.tensors) {
       if (t.role != TensorRole::kInput || *never_read(strings_, t) != '\0') continue;
       ++inputs;
       Nonfinite v = of(t);
       in |= v;
-      if (t.producer == tracer::kNoSeq && t.summary.valid && tensor_comparable(t) &&
-          seen_.find(t.hash) == seen_.end())
+      const bool dropped = t.producer != tracer::kNoSeq && t.producer < first_held_;
+      if ((t.producer == tracer::kNoSeq || dropped) && t.summary.valid && tensor_comparable(t) &&
+          seen_.find(t.hash) == seen_.end()) {
         external |= v;
+        from_dropped = from_dropped || (dropped && v.nan);
+      }
       if (!tensor_comparable(t)) ++unknown_inputs;
     }
     if (unknown_inputs > 0) in |= enclosing;
@@ -256,7 +261,7 @@ class Tracker {
       }
     }
     if (!entered_nan) return Verdict::kExplained;
-    entry_ = external.nan ? "input" : "argument";
+    entry_ = !external.nan ? "argument" : from_dropped ? "dropped" : "input";
     return Verdict::kEntered;
   }
   // Ops whose NaN or Inf came from their inputs or arguments (not starts).
@@ -299,6 +304,7 @@ class Tracker {
   int64_t explained_ = 0;
   int64_t ignored_ = 0;
   int64_t carried_in_window_ = 0;
+  int64_t first_held_ = 0;
   std::string entry_;
 };
 
@@ -345,7 +351,13 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
                              Counts* counts) {
   const tracer::Reader& r = *run.processes[p];
   Strings strings(r);
-  Tracker tracker(strings, options);
+  int64_t first_held = 0;  // a ring's or a trimmed bundle's first op
+  TDBG_RETURN_IF_ERROR(r.query("SELECT min(first_seq) FROM op_blocks",
+                               [&](const std::vector<std::string>& row) {
+                                 if (!row.empty() && !row[0].empty()) first_held = std::stoll(row[0]);
+                                 return false;
+                               }));
+  Tracker tracker(strings, options, first_held);
   std::optional<OpRecord> found;
   Tracker::Verdict verdict = Tracker::Verdict::kExplained;
   int64_t max_step = -1;
@@ -399,6 +411,15 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   for (const tracer::ThreadRecord& t : r.threads())
     if (t.id == op.thread) j["os_tid"] = t.os_tid;
   j["entered"] = entry.empty() ? json(nullptr) : json(entry);
+  if (entry == "input") {
+    // What the recording left out may have made it: the ops before a --steps window, or the
+    // ops --ops did not select.
+    std::string selection;
+    const std::string steps = r.meta("steps"), ops = r.meta("ops");
+    if (!steps.empty()) selection = "--steps " + steps;
+    if (!ops.empty()) selection += (selection.empty() ? "" : ", ") + std::string("--ops ") + ops;
+    if (!selection.empty()) j["recorded_only"] = selection;
+  }
   // The non-finite output; where NaN entered through a view, the view.
   int out = nonfinite_output(op);
   for (size_t k = 0; out < 0 && k < op.tensors.size(); ++k)

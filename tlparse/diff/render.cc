@@ -480,8 +480,14 @@ std::string format_nonfinite(const json& result) {
   const std::string entered = f.value("entered", json()).is_string() ? str(f, "entered") : "";
   if (entered == "input") {
     o << "  cause:    NaN entered here: an input holds NaN that no recorded op produced (data"
-      << " from outside torch ops: Python data, a file, NumPy, a DataLoader worker); no op made NaN from"
-      << " finite values\n";
+      << " from outside torch ops: Python data, a file, NumPy, a DataLoader worker";
+    if (f.value("recorded_only", json()).is_string())
+      o << "; or an op the recording left out: it holds only " << str(f, "recorded_only");
+    o << "); no op made NaN from finite values\n";
+  } else if (entered == "dropped") {
+    o << "  cause:    NaN entered the recording here: an input holds NaN made by an op before the"
+      << " first one this database holds (a --ring kept the last ops, or a bundle was trimmed);"
+      << " it started earlier: record again with --steps around an earlier step to find where\n";
   } else if (entered == "argument") {
     const json& arg = f.value("argument", json());
     o << "  cause:    NaN entered here: a NaN argument";
@@ -531,6 +537,7 @@ std::string format_nonfinite(const json& result) {
     if (!src.empty()) o << " at " << src;
     const std::string e2 = str(s2, "entered");
     o << (e2 == "input"      ? ", NaN entered from an input"
+          : e2 == "dropped"  ? ", NaN entered from before the ops held"
           : e2 == "argument" ? ", NaN entered from an argument"
                              : ", made there")
       << "\n";

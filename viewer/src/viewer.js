@@ -275,6 +275,7 @@
         kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)], ['step', fmt(f.step)],
             f.process_info ? ['process', f.process_info.text] : null,
             ['source', h('code', null, srcText(f.source))],
+            f.entered === 'dropped' ? ['cause', 'NaN entered the recording here: an input holds NaN made before the first op the recording holds (a --ring kept the last ops); it started earlier'] :
             f.entered ? ['cause', 'NaN entered here through ' + (f.entered === 'input' ? 'an input that no recorded op produced' : 'a NaN argument' + (f.argument ? ' (' + f.argument.name + ' = ' + f.argument.value + ')' : '')) + '; no op made it from finite values'] : null,
             (f.other_starts || []).length > 0 ? ['also', f.other_starts.map((s) => s.op + ' (seq ' + s.seq + ') in process ' + (s.process ? s.process.index : '?')).join('; ')] : null,
             f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']'] : null]),
