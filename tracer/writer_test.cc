@@ -503,6 +503,28 @@ TEST_CASE("ring mode keeps the last N ops with their details") {
   CHECK(orphans == 0);
 }
 
+TEST_CASE("ring mode bounds the -wal file, not only the database") {
+  // A ring is for long runs on little disk: every commit appends to the -wal file until a
+  // checkpoint, so that must come often enough to keep it small while recording.
+  TempDir dir;
+  const std::string path = dir.file("w.sqlite");
+  auto w = MustCreate(path, WriterOptions{5, 1000});
+  testing::RealisticOps gen(*w, 0, 1);
+  std::error_code ec;
+  uintmax_t largest = 0;
+  for (int64_t seq = 0; seq < 300000; ++seq) {
+    w->append_op(gen.next(seq));
+    if (seq % 2000 == 1999) {
+      REQUIRE(w->flush().ok());
+      largest = std::max<uintmax_t>(largest, std::filesystem::file_size(path + "-wal", ec));
+    }
+  }
+  REQUIRE(w->close().ok());
+  INFO("largest -wal file: " << largest << " bytes");
+  CHECK(largest > 0);
+  CHECK(largest < (12u << 20));
+}
+
 TEST_CASE("a reader sees committed ops while the writer is live") {
   TempDir dir;
   const std::string path = dir.file("live.sqlite");
