@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/quiet_thread.h"
 #include "tracer/op_block.h"
 #include "tracer/schema.h"
@@ -177,6 +179,18 @@ struct State {
   bool stop = false;
   Status error;  // first error; sticky
   Writer::Stats stats;
+  // Ops lost to a transaction that could not be written (a full disk). From the first loss on
+  // no op is written, so that what the database holds is everything up to a point, never a
+  // run with a hole; each later commit states the loss in meta `recording_lost` (JSON), and
+  // meta and threads of a failed transaction are written again with the next one. Writer
+  // thread only (under db_mu).
+  bool ops_lost = false;
+  bool write_failed = false;  // an insert of the current transaction failed for want of space
+  std::string write_error;    // its message
+  int64_t lost_first_seq = kNoSeq, lost_first_step = 0, lost_ops = 0;
+  std::string lost_error;
+  std::vector<std::pair<std::string, std::string>> retry_meta;
+  std::vector<ThreadRecord> retry_threads;
   std::atomic<int64_t> appended{0};           // see Writer::appended
   std::atomic<int64_t> committed_through{0};  // see Writer::committed_through
 
@@ -422,13 +436,51 @@ class WriterImpl final : public Writer {
     if (s_->error.ok()) s_->error = Status::Error(s_->path + ": " + what);
   }
 
-  // Steps an insert; a failure (e.g. a duplicate op) loses that record only.
+  // Steps an insert; a failure (e.g. a duplicate op) loses that record only, except one for
+  // want of space or I/O, which fails the whole transaction (see `State::ops_lost`).
   void step_insert(Stmt& st, const char* what) {
     int rc = st.step();
     if (rc != SQLITE_DONE) {
+      const int primary = rc & 0xff;
+      if ((primary == SQLITE_FULL || primary == SQLITE_IOERR) && !s_->write_failed) {
+        s_->write_failed = true;
+        s_->write_error = sqlite3_errmsg(s_->db);
+      }
       note_error(std::string("cannot write ") + what + ": " + sqlite3_errmsg(s_->db));
     }
     st.reset();
+  }
+
+  static int64_t batch_op_count(const Batch& batch) {
+    int64_t n = 0;
+    for (const OpChunk& chunk : batch.ops) n += static_cast<int64_t>(chunk.used);
+    return n;
+  }
+
+  // Records that the ops of `batch` are lost (`why`); the first loss says from where.
+  void lose_ops(const Batch& batch, const std::string& why) {
+    State& s = *s_;
+    const int64_t count = batch_op_count(batch);
+    if (count == 0 && !s.ops_lost) return;
+    if (!s.ops_lost) {
+      for (const OpChunk& chunk : batch.ops) {
+        for (size_t i = 0; i < chunk.used; ++i) {
+          const OpRecord& op = chunk.records[i];
+          if (s.lost_first_seq == kNoSeq || op.seq < s.lost_first_seq) {
+            s.lost_first_seq = op.seq;
+            s.lost_first_step = op.step;
+          }
+        }
+      }
+      s.ops_lost = true;
+      s.lost_error = why;
+      std::lock_guard<std::mutex> lock(s.mu);
+      // The error a closing program reports says where the recording stopped.
+      s.error = Status::Error(s.path + ": recording stopped at seq " +
+                              std::to_string(s.lost_first_seq) + " (step " +
+                              std::to_string(s.lost_first_step) + "): " + why);
+    }
+    s.lost_ops += count;
   }
 
   // Commits `batch`, the records appended up to `cut` (see Writer::committed_through).
@@ -455,18 +507,26 @@ class WriterImpl final : public Writer {
     if (batch.empty() && strings.empty() && frames.empty()) return;
     // If this transaction fails, its ops are lost (and counted), but strings and frames go
     // back to the queue: later ops refer to them by id.
-    auto requeue = [&] {
-      std::lock_guard<std::mutex> lock(s_->intern_mu);
-      s_->new_strings.insert(s_->new_strings.begin(), strings.begin(), strings.end());
-      s_->new_frames.insert(s_->new_frames.begin(), frames.begin(), frames.end());
+    auto requeue = [&](const std::string& why) {
+      {
+        std::lock_guard<std::mutex> lock(s_->intern_mu);
+        s_->new_strings.insert(s_->new_strings.begin(), strings.begin(), strings.end());
+        s_->new_frames.insert(s_->new_frames.begin(), frames.begin(), frames.end());
+      }
+      // Meta (the exit status at close) and threads go again with the next transaction; the
+      // ops are lost, and no later op is written.
+      s_->retry_meta.insert(s_->retry_meta.end(), batch.meta.begin(), batch.meta.end());
+      s_->retry_threads.insert(s_->retry_threads.end(), batch.threads.begin(), batch.threads.end());
+      lose_ops(batch, why);
     };
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t cpu0 = thread_cpu_ns();
     State& s = *s_;
     if (s.begin.step() != SQLITE_DONE) {
-      note_error(std::string("cannot begin a transaction: ") + sqlite3_errmsg(s.db));
+      const std::string why = std::string("cannot begin a transaction: ") + sqlite3_errmsg(s.db);
+      note_error(why);
       s.begin.reset();
-      requeue();
+      requeue(why);
       return;
     }
     s.begin.reset();
@@ -483,18 +543,35 @@ class WriterImpl final : public Writer {
       s.ins_frame.bind_nonzero(5, f.function);
       step_insert(s.ins_frame, "a frame");
     }
-    for (auto& [key, value] : batch.meta) {
-      s.ins_meta.bind_text(1, key);
-      s.ins_meta.bind_text(2, value);
-      step_insert(s.ins_meta, "meta");
+    // Records of a failed transaction first: the batch's own (a later value) replace them.
+    std::vector<std::pair<std::string, std::string>> retry_meta;
+    std::vector<ThreadRecord> retry_threads;
+    retry_meta.swap(s.retry_meta);
+    retry_threads.swap(s.retry_threads);
+    if (s.ops_lost) {
+      // What is lost so far, this batch's ops included (none is written from the first loss).
+      const nlohmann::json lost = {{"first_seq", s.lost_first_seq},
+                                   {"first_step", s.lost_first_step},
+                                   {"ops", s.lost_ops + batch_op_count(batch)},
+                                   {"error", s.lost_error}};
+      retry_meta.emplace_back("recording_lost", lost.dump());
     }
-    for (const ThreadRecord& t : batch.threads) {
-      s.ins_thread.bind_int(1, t.id);
-      s.ins_thread.bind_int(2, t.os_tid);
-      s.ins_thread.bind_text(3, t.name);
-      step_insert(s.ins_thread, "a thread");
+    for (const auto* list : {&retry_meta, &batch.meta}) {
+      for (auto& [key, value] : *list) {
+        s.ins_meta.bind_text(1, key);
+        s.ins_meta.bind_text(2, value);
+        step_insert(s.ins_meta, "meta");
+      }
     }
-    const int64_t op_count = write_ops(batch);
+    for (const auto* list : {&retry_threads, &batch.threads}) {
+      for (const ThreadRecord& t : *list) {
+        s.ins_thread.bind_int(1, t.id);
+        s.ins_thread.bind_int(2, t.os_tid);
+        s.ins_thread.bind_text(3, t.name);
+        step_insert(s.ins_thread, "a thread");
+      }
+    }
+    const int64_t op_count = s.ops_lost ? 0 : write_ops(batch);
     for (const RegionRecord& r : batch.regions) {
       s.ins_region.bind_int(1, r.id);
       s.ins_region.bind_int(2, r.thread);
@@ -535,15 +612,23 @@ class WriterImpl final : public Writer {
       s.ins_kernel.bind_int(9, k.end_ns);
       step_insert(s.ins_kernel, "a kernel");
     }
-    if (s.options.ring_ops > 0) trim_ring(batch);
-    int rc = s.commit.step();
+    if (s.options.ring_ops > 0 && !s.ops_lost) trim_ring(batch);
+    // An insert that found no space fails the whole transaction, as a failed commit does.
+    int rc = s.write_failed ? SQLITE_FULL : s.commit.step();
     s.commit.reset();
     if (rc != SQLITE_DONE) {
-      note_error(std::string("cannot commit: ") + sqlite3_errmsg(s.db));
+      // Read before the rollback replaces it. (A failed insert's message, or the commit's.)
+      const std::string why = std::string("cannot ") + (s.write_failed ? "write" : "commit") +
+                              ": " + (s.write_failed ? s.write_error : sqlite3_errmsg(s.db));
+      if (!s.write_failed) note_error(why);
+      s.write_failed = false;
       sqlite3_exec(s.db, "ROLLBACK", nullptr, nullptr, nullptr);
-      requeue();
+      s.retry_meta.insert(s.retry_meta.begin(), retry_meta.begin(), retry_meta.end());
+      s.retry_threads.insert(s.retry_threads.begin(), retry_threads.begin(), retry_threads.end());
+      requeue(why);
       return;
     }
+    if (s.ops_lost) s.lost_ops += batch_op_count(batch);
     const int64_t us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
             .count();

@@ -2,6 +2,8 @@
 // concurrent appends, ring mode, a live reader, and errors.
 #include "tracer/writer.h"
 
+#include <sys/resource.h>
+
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -14,6 +16,8 @@
 #include <set>
 #include <string>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "tracer/reader.h"
 #include "tracer/record_checks.h"
@@ -566,6 +570,56 @@ TEST_CASE("write errors are reported, other records survive") {
   CHECK(w->stats().errors == 1);
   CHECK_FALSE(w->close().ok());
   CHECK(MustOpen(path)->op_count() == 2);
+}
+
+TEST_CASE("a full disk stops the recording at a point, and the database says where") {
+  // A file size limit stands for the full disk: writes past it fail (EFBIG; SIGXFSZ ignored).
+  TempDir dir;
+  const std::string path = dir.file("full.sqlite");
+  auto w = MustCreate(path, WriterOptions{5, 0});
+  testing::RealisticOps gen(*w, 0, 1);
+  struct sigaction ignore {}, old_action {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGXFSZ, &ignore, &old_action);
+  struct rlimit old_limit {};
+  getrlimit(RLIMIT_FSIZE, &old_limit);
+  struct rlimit limit = old_limit;
+  int64_t seq = 0;
+  for (; seq < 2000; ++seq) w->append_op(gen.next(seq));
+  REQUIRE(w->flush().ok());
+  limit.rlim_cur = 2u << 20;  // the -wal file stops growing at 2 MiB
+  setrlimit(RLIMIT_FSIZE, &limit);
+  Status st = Status::Ok();
+  for (; seq < 200000 && st.ok(); ++seq) {
+    w->append_op(gen.next(seq));
+    if (seq % 1000 == 999) st = w->flush();
+  }
+  const int64_t failed_by = seq;
+  // Space again (files deleted elsewhere): later ops must not be written after the hole.
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  for (int k = 0; k < 3000; ++k, ++seq) w->append_op(gen.next(seq));
+  sigaction(SIGXFSZ, &old_action, nullptr);
+  REQUIRE_FALSE(st.ok());
+  Status closed = w->close();
+  CHECK(closed.message().find(": recording stopped at seq ") != std::string::npos);
+
+  auto r = MustOpen(path);
+  const nlohmann::json lost = nlohmann::json::parse(r->meta("recording_lost"));
+  const int64_t first = lost["first_seq"];
+  CHECK(first >= 2000);
+  CHECK(first < failed_by);
+  CHECK(lost["ops"] == seq - first);
+  CHECK(lost["error"].get<std::string>().find("cannot ") == 0);
+  // Every op up to the loss, in order, and none after it.
+  CHECK(r->op_count() == first);
+  int64_t expect = 0;
+  REQUIRE(r->scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), false,
+                      [&](const OpRecord& op) {
+                        CHECK(op.seq == expect++);
+                        return true;
+                      })
+              .ok());
+  CHECK(expect == first);
 }
 
 TEST_CASE("synthetic runs for other folders' tests") {

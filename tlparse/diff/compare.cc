@@ -1450,6 +1450,8 @@ bool still_recording(const Reader& r) {
 // How a recorded process ended, when not by a normal exit: "" for exit status 0 (or a run
 // recorded before the status was kept, which closed its database).
 std::string abnormal_ending(const Reader& r) {
+  // A recording that stopped short (a full disk) ends there, however the program ended later.
+  if (std::string lost = recording_lost(r); !lost.empty()) return lost;
   const std::string ending = r.meta("exit_status");
   if (std::string by_signal = signal_ending(r); !by_signal.empty()) return by_signal;
   if (r.meta("end_time_ns").empty() && still_recording(r))
@@ -1817,6 +1819,20 @@ std::string other_status(const tracer::Run& run, size_t p) {
   return p < run.processes.size() ? run.processes[p]->meta("exit_status") : "";
 }
 }  // namespace
+
+std::string recording_lost(const tracer::Reader& r) {
+  const std::string text = r.meta("recording_lost");
+  if (text.empty()) return "";
+  const json lost = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!lost.is_object()) return "stopped being recorded early (" + text + ")";
+  auto number = [&](const char* key) {
+    const json& v = lost.value(key, json());
+    return v.is_number_integer() ? std::to_string(v.get<int64_t>()) : std::string("?");
+  };
+  return "stopped being recorded at seq " + number("first_seq") + " (step " +
+         number("first_step") + "): " + lost.value("error", std::string("a write failed")) + "; " +
+         number("ops") + " op(s) lost after it (the program went on)";
+}
 
 std::string process_ending(const tracer::Reader& r) {
   std::string how = abnormal_ending(r);

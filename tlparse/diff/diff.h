@@ -52,6 +52,11 @@ StatusOr<nlohmann::json> first_nonfinite(const tracer::Run& run,
 // database (...)"; "" for exit status 0.
 std::string process_ending(const tracer::Reader& r);
 
+// "stopped being recorded at seq 23352 (step 287): cannot commit: database or disk is full;
+// 92856 op(s) lost after it (the program went on)" when the recording of `r` lost its ops from
+// some point on (meta `recording_lost`, written by a writer that could not write), else "".
+std::string recording_lost(const tracer::Reader& r);
+
 // Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print
 // them: the answer ("where, and why") in the first lines, then the details.
 std::string format_divergence(const nlohmann::json& result);

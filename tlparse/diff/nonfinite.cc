@@ -533,6 +533,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   // process reads the batch they made); each is found, then one is chosen.
   std::vector<json> starts;
   std::set<std::string> hosts;
+  std::string lost_text;  // a process whose recording stopped short: nothing can be finite
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     if (auto note = dropped_note(r)) notes.push_back(*note);
@@ -541,6 +542,13 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     if (r.meta("end_time_ns").empty())
       notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " +
                       process_ending(r) + ": only what it committed is looked at");
+    if (std::string lost = recording_lost(r); !lost.empty()) {
+      notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " + lost +
+                      ": only what it holds is looked at");
+      if (lost_text.empty())
+        lost_text = "recorded only in part: process " + std::to_string(p) + " " + lost +
+                    "; no NaN or Inf starts in what it holds";
+    }
     hosts.insert(r.meta("host"));
     Counts c;
     TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, &c));
@@ -565,6 +573,15 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
                                     : std::string("recorded with --hash none: it holds no tensor "
                                                   "values to look in (record with --hash outputs "
                                                   "or all)")},
+                {"run", run.path},
+                {"options", options_json(options)},
+                {"notes", notes}};
+  }
+  // Ops the recording lost may hold the start: not "finite".
+  if (starts.empty() && !lost_text.empty()) {
+    return json{{"status", "unchecked"},
+                {"first_nonfinite", nullptr},
+                {"reason", lost_text},
                 {"run", run.path},
                 {"options", options_json(options)},
                 {"notes", notes}};
