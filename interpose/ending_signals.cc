@@ -13,7 +13,10 @@
 //
 // - Requests to end (SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1/2, SIGALRM, SIGXCPU,
 //   SIGVTALRM): the handler returns at once, the interrupted thread goes on (releasing any
-//   lock it holds) until the watcher has closed the database, a few milliseconds.
+//   lock it holds) until the watcher has closed the database, a few milliseconds. One the
+//   program sends itself (`os.kill(os.getpid(), SIGTERM)`, `raise`) is not left to run on:
+//   the sending thread closes the recording first and the signal then takes its default
+//   action (`end_before_own_request`, from the kill/raise hooks).
 // - Faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS): the faulting thread
 //   cannot go on; it waits in the handler, at most kFaultWaitMs, for the watcher to close,
 //   then ends with the fault's default action. If it held a lock the close needs, the close
@@ -242,6 +245,13 @@ void forget_watcher_after_fork() {
 bool ending_handler_installed(int sig) {
   struct sigaction current;
   return sigaction(sig, nullptr, &current) == 0 && is_ours(current);
+}
+
+bool end_before_own_request(int sig) {
+  if (is_fault(sig) || !ending_handler_installed(sig)) return false;
+  close_recording(2, sig);
+  restore_default(sig);
+  return true;
 }
 
 }  // namespace tdbg::preload

@@ -430,7 +430,8 @@ int on_kill(pid_t pid, int sig) {
   const pid_t self = static_cast<pid_t>(syscall(SYS_getpid));
   // Where tdbg's handler takes the signal, it closes (a fault also keeps the ops the thread
   // that takes it is inside: `os.kill(os.getpid(), SIGABRT)` inside an op); else close now.
-  if (pid == self && kills_this_process(sig) && !ending_handler_installed(sig))
+  if (pid == self && kills_this_process(sig) && !end_before_own_request(sig) &&
+      !ending_handler_installed(sig))
     close_recording(2, sig);
   return real(pid, sig);
 }
@@ -441,9 +442,10 @@ int on_raise(int sig) {
     return static_cast<int>(syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig));
   // tdbg's own handler, where it takes the signal, does the close; else a fault raised with
   // the default action (torch's worker handlers): the ops this thread is inside and a commit.
-  if (recording_here() && kills_this_process(sig) && !ending_handler_installed(sig)) {
+  if (recording_here() && kills_this_process(sig)) {
     const int saved = errno;
-    if (!finish_before_fault(sig)) close_recording(2, sig);
+    if (!end_before_own_request(sig) && !ending_handler_installed(sig) && !finish_before_fault(sig))
+      close_recording(2, sig);
     errno = saved;
   }
   return real(sig);

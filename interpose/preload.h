@@ -85,6 +85,11 @@ bool close_on_watcher(int status, int wait_ms);
 bool finish_before_fault(int sig);
 // Whether tdbg's handler is what `sig` does now.
 bool ending_handler_installed(int sig);
+// For a request to end (not a fault) that the program sends itself while tdbg's handler
+// takes it: closes the recording now, on the sending thread, and puts the default action
+// back, so that the signal ends the process at once, as without tdbg (no thread runs on
+// while the watcher closes). False, doing nothing, for a fault or another handler.
+bool end_before_own_request(int sig);
 
 // Whether GPU events are wanted (TDBG_GPU), read once at load.
 bool gpu_enabled();

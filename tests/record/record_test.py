@@ -395,7 +395,7 @@ def meta_of(db):
 # to be ended from outside. The writer commits only every 60 s (--flush-ms): whatever the database holds at
 # the end was committed because the process was ending.
 SIGNAL_SCRIPT = (
-    "import os, sys, time, torch\n"
+    "import os, signal, sys, time, torch\n"
     "x = torch.zeros(4)\n"
     "for _ in range(1000):\n"
     "    x = x.add(1)\n"
@@ -442,12 +442,16 @@ def case_ending_signals():
              ("usr1", signal.SIGUSR1, "pass"),
              ("segv", None, "import ctypes; ctypes.string_at(0)"),
              ("abort", None, "os.abort()"),
-             ("self_term", None, "os.kill(os.getpid(), 15)")]
+             # A SIGTERM the program sends itself ends it there, as without tdbg: no line
+             # after it runs while the recording closes.
+             ("self_term", None, "os.kill(os.getpid(), 15); print('ran on', flush=True)"),
+             ("self_raise", None, "signal.raise_signal(15); print('ran on', flush=True)")]
     for name, sig, then in cases:
-        rc, _, run, db = recorded_until_signal("ending_" + name, sig, then)
+        rc, out, run, db = recorded_until_signal("ending_" + name, sig, then)
         want = sig or {"segv": signal.SIGSEGV, "abort": signal.SIGABRT,
-                       "self_term": signal.SIGTERM}[name]
+                       "self_term": signal.SIGTERM, "self_raise": signal.SIGTERM}[name]
         check(rc == 128 + want, f"{name}: exit status {rc}, want {128 + want}")
+        check("ran on" not in out, f"{name}: the program ran on after its own signal: {out!r}")
         meta = meta_of(db)
         check(meta.get("exit_status") == f"signal {int(want)}",
               f"{name}: exit_status {meta.get('exit_status')!r}, want 'signal {int(want)}'")
