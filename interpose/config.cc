@@ -28,12 +28,14 @@ void report_malformed(const std::string& variable, const char* value, const char
 
 // Puts back the default of an integer option below its least value, reported (if `report`)
 // like a typo.
-void at_least(const char* flag, int64_t least, int64_t fallback, int64_t* value, bool report) {
+void at_least(const char* flag, int64_t least, int64_t fallback, int64_t* value, bool report,
+              std::vector<std::pair<std::string, std::string>>* malformed) {
   if (*value >= least) return;
   const std::string text = std::to_string(*value);
-  if (report)
-    report_malformed(environment_name(flag), text.c_str(),
-                     least == 0 ? "0 or more" : ("at least " + std::to_string(least)).c_str());
+  const std::string expected = least == 0 ? "0 or more" : "at least " + std::to_string(least);
+  if (report) report_malformed(environment_name(flag), text.c_str(), expected.c_str());
+  if (malformed)
+    malformed->emplace_back(flag, environment_name(flag) + "=" + text + ": must be " + expected);
   *value = fallback;
 }
 
@@ -71,22 +73,25 @@ const char* parse_value(const char* value, bool* out) {
 
 }  // namespace
 
-Config config_from_environment(bool report) {
+Config config_from_environment(bool report,
+                              std::vector<std::pair<std::string, std::string>>* malformed) {
   Config config;
-#define FLAG(type, name, def, doc)                                               \
-  {                                                                              \
-    std::string variable = environment_name(#name);                              \
-    if (const char* value = std::getenv(variable.c_str())) {                     \
-      const char* expected = parse_value(value, &config.name);                   \
-      if (expected != nullptr && report) report_malformed(variable, value, expected); \
-    }                                                                            \
+#define FLAG(type, name, def, doc)                                                        \
+  {                                                                                       \
+    std::string variable = environment_name(#name);                                       \
+    if (const char* value = std::getenv(variable.c_str())) {                              \
+      const char* expected = parse_value(value, &config.name);                            \
+      if (expected != nullptr && report) report_malformed(variable, value, expected);     \
+      if (expected != nullptr && malformed)                                               \
+        malformed->emplace_back(#name, variable + "=" + value + ": not " + expected);     \
+    }                                                                                     \
   }
 #include "interpose/flags.inc"
 #undef FLAG
   const Config defaults;
-  at_least("ring", 0, defaults.ring, &config.ring, report);
-  at_least("hash_threads", 1, defaults.hash_threads, &config.hash_threads, report);
-  at_least("flush_ms", 0, defaults.flush_ms, &config.flush_ms, report);
+  at_least("ring", 0, defaults.ring, &config.ring, report, malformed);
+  at_least("hash_threads", 1, defaults.hash_threads, &config.hash_threads, report, malformed);
+  at_least("flush_ms", 0, defaults.flush_ms, &config.flush_ms, report, malformed);
   return config;
 }
 

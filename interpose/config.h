@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tdbg::interpose {
 
@@ -24,6 +26,9 @@ struct Config {
 // A malformed or out-of-range value (a negative ring or flush interval, hash threads below 1)
 // keeps the default and, when `report`, is reported on stderr: one reader per process
 // reports, so that a typo is said once.
-Config config_from_environment(bool report = true);
+// `malformed`, when given, gets (flag name, "TDBG_X=value: not what was expected") for each
+// such value, for `tdbg record` to refuse.
+Config config_from_environment(
+    bool report = true, std::vector<std::pair<std::string, std::string>>* malformed = nullptr);
 
 }  // namespace tdbg::interpose

@@ -185,8 +185,10 @@ Status validate(const Config& config, const std::set<std::string>& on_command_li
     return Status::Error(given("hash", config.hash) + ": want all, outputs or none");
   if (!config.steps.empty()) {
     size_t colon = config.steps.find(':');
+    // Digits only, and a step count that fits (18 digits: below 2^63).
     auto is_number = [](const std::string& text) {
-      return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+      return !text.empty() && text.size() <= 18 &&
+             text.find_first_not_of("0123456789") == std::string::npos;
     };
     std::string from = colon == std::string::npos ? "" : config.steps.substr(0, colon);
     std::string to = colon == std::string::npos ? "" : config.steps.substr(colon + 1);
@@ -194,7 +196,7 @@ Status validate(const Config& config, const std::set<std::string>& on_command_li
         (!to.empty() && !is_number(to)) ||
         (!from.empty() && !to.empty() && std::stoll(from) >= std::stoll(to)))
       return Status::Error(given("steps", config.steps) +
-                           ": want A:B with A < B (either may be empty)");
+                           ": want A:B with A < B (either may be empty), steps below 10^18");
   }
   if (!config.ops.empty()) {
     try {
@@ -215,6 +217,9 @@ struct Options {
   Config config;
   bool force = false;
   std::set<std::string> on_command_line;  // flags.inc names given as options, not by TDBG_*
+  // TDBG_* values that do not parse or are out of range: (flag name, message). Refused unless
+  // the option is given on the command line, which replaces them.
+  std::vector<std::pair<std::string, std::string>> malformed;
 };
 
 // A --steps window that recorded nothing, said once after the run: steps are counted from
@@ -241,6 +246,11 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
     return;
   }
 
+  for (const auto& [flag, message] : options.malformed) {
+    if (options.on_command_line.count(flag)) continue;
+    fail("record", message);
+    return;
+  }
   if (Status valid = validate(options.config, options.on_command_line); !valid.ok()) {
     fail("record", valid.message());
     return;
@@ -385,7 +395,7 @@ void add_record_command(CLI::App& app) {
   auto options = std::make_shared<Options>();
   // Defaults come from the environment so that `TDBG_HASH=none tdbg record ...` works too;
   // the flags override it.
-  options->config = interpose::config_from_environment();
+  options->config = interpose::config_from_environment(/*report=*/false, &options->malformed);
   auto* out_option = cmd->add_option("-o,--out", options->config.out,
                                      "Run directory; each recorded process writes "
                                      "<dir>/<host>-<pid>.sqlite (default: ./tdbg-run-<time>)");

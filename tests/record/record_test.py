@@ -256,7 +256,7 @@ def case_environment():
 def case_bad_options():
     for flags in (["--hash", "some"], ["--steps", "10:5"], ["--steps", "x"], ["--ops", "("],
                   ["--ring", "-1"], ["--ring", "abc"], ["--ring", "99999999999999999999"],
-                  ["--flush-ms", "1e3"], ["--bogus-flag"]):
+                  ["--flush-ms", "1e3"], ["--steps", "1:99999999999999999999"], ["--bogus-flag"]):
         run = fresh("bad")
         result = subprocess.run([TDBG, "record"] + flags + ["-o", run, "--", "/bin/true"],
                                 capture_output=True, text=True)
@@ -270,12 +270,18 @@ def case_bad_options():
     check(result.returncode == 2 and result.stderr.startswith("tdbg: unknown command 'recrod' (commands: record, ")
           and result.stderr.count("\n") == 1, f"a mistyped command: {result.returncode} {result.stderr!r}")
     # A bad value from the environment is named as the variable the user set.
-    for name, value in (("TDBG_STEPS", "10:5"), ("TDBG_HASH", "some"), ("TDBG_OPS", "(")):
+    for name, value in (("TDBG_STEPS", "10:5"), ("TDBG_HASH", "some"), ("TDBG_OPS", "("),
+                        ("TDBG_RING", "-1"), ("TDBG_FLUSH_MS", "x"), ("TDBG_STACKS", "maybe")):
         run = fresh("bad")
         result = subprocess.run([TDBG, "record", "-o", run, "--", "/bin/true"],
                                 capture_output=True, text=True, env=dict(os.environ, **{name: value}))
-        check(result.returncode == 2 and f"{name}={value}" in result.stderr,
+        check(result.returncode == 2 and f"{name}={value}" in result.stderr
+              and result.stderr.count("\n") == 1,
               f"{name}={value}: status {result.returncode}, error {result.stderr!r}")
+    # The option on the command line replaces the variable's bad value.
+    result = subprocess.run([TDBG, "record", "--ring", "5", "-o", fresh("bad"), "--", "/bin/true"],
+                            capture_output=True, text=True, env=dict(os.environ, TDBG_RING="-1"))
+    check(result.returncode == 0, f"--ring 5 over TDBG_RING=-1: {result.returncode} {result.stderr!r}")
     if not have_torch() or not HAVE_TORCH_HOOK:
         return
     # The environment route (LD_PRELOAD by hand): each bad value is said once per process, in
