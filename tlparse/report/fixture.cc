@@ -303,7 +303,7 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
       w->append_kernel(kr);
     }
     int64_t end_ns = op.end_ns;
-    w->append_op(std::move(op));
+    if (o.ring_from < 0 || op.seq >= o.ring_from) w->append_op(std::move(op));
     if (i == k - 1 || pos == o.ops - 1) {
       tracer::RegionRecord r;
       r.id = static_cast<uint32_t>(step + 1);

@@ -26,6 +26,7 @@ struct FixtureOptions {
   // outputs feed nothing, so B's later ops match A's, `inserted_ops` seqs later. -1: none.
   int64_t insert_at = -1;
   int inserted_ops = 5;
+  int64_t ring_from = -1;       // ops before this seq are not written (what a ring dropped)
 };
 
 // The fake secrets the fixture records (they must never reach a bundle).

@@ -164,6 +164,27 @@ TEST_CASE("a single run centres on its first non-finite value") {
   CHECK(d["curve"].is_null());
 }
 
+TEST_CASE("a single run that a ring cut shows its last ops, not the start it does not hold") {
+  fixture::FixtureOptions o;
+  o.ops = 3000;
+  o.with_b = false;
+  o.ring_from = 2000;
+  auto p = make_pair(o);
+  ReportOptions ro;
+  ro.window_ops = 100;
+  auto data_or = build_report_data(p->a, nullptr, ro);
+  REQUIRE(data_or.ok());
+  const json& w = data_or.value()["runs"][0]["window"];
+  CHECK(w["ops"] == 100);
+  CHECK(w["to_seq"] == 2999);
+  // A run that holds its start still opens there.
+  o.ring_from = -1;
+  auto whole = make_pair(o);
+  auto whole_or = build_report_data(whole->a, nullptr, ro);
+  REQUIRE(whole_or.ok());
+  CHECK(whole_or.value()["runs"][0]["window"]["from_seq"] == 0);
+}
+
 TEST_CASE("json_for_script leaves no character that could close the script element") {
   json j = {{"name", "</script><script>alert(1)</script><!--"}, {"x", "a&b>c"}};
   std::string s = json_for_script(j);
