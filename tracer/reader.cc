@@ -198,7 +198,10 @@ class ReaderImpl final : public Reader {
     Stmt s;
     if (!prepare(s, "SELECT sum(count) FROM op_blocks WHERE thread = ?1").ok()) return 0;
     s.bind_int(1, thread);
-    int64_t n = s.step() == SQLITE_ROW ? s.col_int(0) : 0;
+    const int rc = s.step();
+    int64_t n = rc == SQLITE_ROW ? s.col_int(0) : 0;
+    // A damaged op_blocks table reads as no ops; `lookup_status` says it is damage.
+    if (rc != SQLITE_ROW && lookup_status_.ok()) lookup_status_ = sql_error(rc, "counting ops");
     // Only a finished database is immutable; a live one keeps growing.
     if (immutable_) count_cache_[thread] = n;
     return n;
@@ -581,7 +584,11 @@ class ReaderImpl final : public Reader {
     for (;;) {
       s.reset();
       s.bind_int(1, last);
-      if (s.step() != SQLITE_ROW) break;
+      const int rc = s.step();
+      if (rc != SQLITE_ROW) {
+        if (rc != SQLITE_DONE && lookup_status_.ok()) lookup_status_ = sql_error(rc, "listing threads");
+        break;
+      }
       last = s.col_int(0);
       out.push_back(static_cast<uint32_t>(last));
     }

@@ -2311,6 +2311,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       for (const std::string& note : native_line_notes(*r))
         if (line_notes.insert(note).second) notes.push_back(note);
   result["notes"] = notes;
+  // A damaged database can read as a thread that ends early, or a text that differs: the
+  // answer would be about the damage.
+  for (const auto* run : {&a, &b})
+    for (const auto& r : run->processes) TDBG_RETURN_IF_ERROR(r->lookup_status());
   return result;
 }
 
