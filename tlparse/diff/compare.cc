@@ -1773,11 +1773,13 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
 // closed), library versions, the machine, and the environment variables recorded (tdbg's own
 // left out). Each is
 // {"key", "a", "b"}; a different thread count or determinism setting often is the answer.
-json settings_that_differ(const tracer::Run& a, const tracer::Run& b) {
+// Of processes `pa` of A and `pb` of B: those of the first divergence, whose settings (a
+// rank's seed, a worker's threads) are the ones that bear on it, not the launcher's.
+json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa = 0, size_t pb = 0) {
   json out = json::array();
   if (a.processes.empty() || b.processes.empty()) return out;
-  const Reader& ra = *a.processes[0];
-  const Reader& rb = *b.processes[0];
+  const Reader& ra = *a.processes[pa < a.processes.size() ? pa : 0];
+  const Reader& rb = *b.processes[pb < b.processes.size() ? pb : 0];
   // Settings the program may still change are final only when the database was closed: a
   // killed process holds the values read when torch loaded.
   const bool both_closed = !ra.meta("end_time_ns").empty() && !rb.meta("end_time_ns").empty();
@@ -2185,7 +2187,24 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                          "): every difference may be that");
   }
   result["warnings"] = warnings;
-  result["settings"] = settings_that_differ(a, b);
+  {
+    // The processes of the first divergence (in a multi-process run the launcher, process 0,
+    // seeds nothing the ranks use).
+    size_t pa = 0, pb = 0;
+    const json& d = result["first_divergence"];
+    if (d.is_object()) {
+      auto index = [&](const char* key) -> size_t {
+        const json& p = d.value(key, json());
+        return p.is_object() && p.value("index", json()).is_number_unsigned()
+                   ? p["index"].get<size_t>()
+                   : 0;
+      };
+      pa = index("process_a");
+      pb = index("process_b");
+    }
+    result["settings"] = settings_that_differ(a, b, pa, pb);
+    if (pa != 0 || pb != 0) result["settings_of"] = {{"a", pa}, {"b", pb}};
+  }
   // Identical runs: a seed the program never set (torch draws one per run) did not matter.
   if (result["first_divergence"].is_null()) {
     json kept = json::array();

@@ -1246,6 +1246,7 @@ struct Process {
   int64_t clock_ns;
   std::function<void(Recorder&)> ops;
   std::string exit_status = {};  // as the hook words it ("0", "1", "signal 11"); none: unset
+  std::vector<std::pair<std::string, std::string>> meta = {};  // more meta (seed, ...)
 };
 
 std::string write_processes(const std::vector<Process>& processes) {
@@ -1259,6 +1260,7 @@ std::string write_processes(const std::vector<Process>& processes) {
     (*w)->set_meta("start_time_ns", std::to_string(p.clock_ns));
     if (!p.worker.empty()) (*w)->set_meta("worker", p.worker);
     if (!p.exit_status.empty()) (*w)->set_meta("exit_status", p.exit_status);
+    for (const auto& [key, value] : p.meta) (*w)->set_meta(key, value);
     int64_t seq = 0;
     Recorder r(**w, 0, &seq);
     r.clock_ns = p.clock_ns;
@@ -1315,6 +1317,32 @@ TEST_CASE("a process that ended on an error exit yields to another process's div
   // Where the main process ended without an error of its own (exit status 0), nothing says
   // it is a consequence: the earlier divergence by the clock is first.
   CHECK(first(compare(a, run(true, "0")))["process_a"]["index"] == 0);
+}
+
+TEST_CASE("settings are those of the processes that diverged, not the launcher's") {
+  using T = Recorder::T;
+  // mp.spawn: the launcher never seeds (torch drew its seed), each rank seeds 0 in A, 1 in B.
+  auto run = [](const std::string& launcher_seed, const std::string& rank_seed, uint64_t rng) {
+    auto ended = [](std::vector<std::pair<std::string, std::string>> m) {
+      m.emplace_back("end_time_ns", "1");
+      return m;
+    };
+    return write_processes(
+        {{"100", "1", "", 1000000, [](Recorder& r) { r.op("aten::ones", {}, {T{5}}, {}, 0, 0, kNoSeq, 3); },
+          "0", ended({{"seed", launcher_seed}})},
+         {"101", "100", "", 2000000,
+          [rng](Recorder& r) { r.op("aten::randn", {}, {T{rng}}, {}, rng, 0, kNoSeq, 9); }, "0",
+          ended({{"seed", rank_seed}, {"rank", "0/1"}})}});
+  };
+  json r = compare(run("13922693882361319467", "0", 7), run("12454558674892371621", "1", 8));
+  json d = first(r);
+  CHECK(d["cause"] == "rng");
+  CHECK(d["process_a"]["index"] == 1);
+  REQUIRE(r["settings"].size() == 1);
+  CHECK(r["settings"][0]["key"] == "seed");
+  CHECK(r["settings"][0]["a"] == "0");
+  CHECK(r["settings"][0]["b"] == "1");
+  CHECK(r["settings_of"]["b"] == 1);
 }
 
 TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier start wins") {
