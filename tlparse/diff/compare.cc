@@ -400,9 +400,15 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     }
     // Made by an op the recording no longer holds (a --ring kept only the last ops, a bundle
     // trimmed the earlier ones): the difference was made there, before the compared ops.
-    if (producer_text && producer_text(false, t.producer).empty()) {
+    const TensorRecord* in_b = static_cast<size_t>(c.input) < b.tensors.size()
+                                   ? &b.tensors[static_cast<size_t>(c.input)]
+                                   : nullptr;
+    const bool dropped_b = in_b && in_b->producer != tracer::kNoSeq && producer_text &&
+                           producer_text(true, in_b->producer).empty();
+    if (producer_text && (producer_text(false, t.producer).empty() || dropped_b)) {
+      const bool in_a = producer_text(false, t.producer).empty();
       *detail = "input " + std::to_string(t.index) + " differs and op " +
-                std::to_string(t.producer) +
+                std::to_string(in_a ? t.producer : in_b->producer) + " of " + (in_a ? "A" : "B") +
                 ", which made it, is not in the recording (a --ring kept only the last ops, or "
                 "a bundle trimmed the earlier ones): the runs differed before the recorded ops "
                 "begin (record a longer --ring, or with --steps around the step)";
@@ -484,6 +490,25 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     return "rng";
   }
   if (c.view >= 0 && !after_structure) {
+    // A view whose producer the recording no longer holds (a ring, a trimmed bundle): its
+    // hash comes from a base made before the compared ops, whose values may be what differs.
+    const TensorRecord& v = tensor_at(c.view);
+    const TensorRecord* vb = static_cast<size_t>(c.view) < b.tensors.size()
+                                 ? &b.tensors[static_cast<size_t>(c.view)]
+                                 : nullptr;
+    const bool dropped_a = v.producer != tracer::kNoSeq && producer_text &&
+                           producer_text(false, v.producer).empty();
+    const bool dropped_b = vb && vb->producer != tracer::kNoSeq && producer_text &&
+                           producer_text(true, vb->producer).empty();
+    if (dropped_a || dropped_b) {
+      *detail = "input " + std::to_string(v.index) + " is a view of a tensor that op " +
+                std::to_string(dropped_a ? v.producer : vb->producer) + " of " +
+                (dropped_a ? "A" : "B") + " made, which is not in the recording (a --ring kept only the last ops, or a "
+                "bundle trimmed the earlier ones), and differs (its values or which memory it "
+                "views): the runs differed before the recorded ops begin (record a longer "
+                "--ring, or with --steps around the step)";
+      return "external_input";
+    }
     *detail = "input " + std::to_string(tensor_at(c.view).index) +
               " is a view of other memory in each run (another slice or offset, or a view of "
               "another tensor): the code passes another tensor here (operands swapped, another "

@@ -1319,6 +1319,26 @@ TEST_CASE("a process that ended on an error exit yields to another process's div
   CHECK(first(compare(a, run(true, "0")))["process_a"]["index"] == 0);
 }
 
+TEST_CASE("a ring that dropped what made a differing input or view says the runs parted before") {
+  using T = Recorder::T;
+  // Both rings hold seqs 100..; an op reads a tensor (or a view of one) that op 50 made.
+  auto ring = [](uint64_t made, TensorStatus status) {
+    return write_ops([=](Recorder& r) {
+      r.skip(100);
+      r.op("aten::relu", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 4);
+      T in{made, 50, "1x16", status};
+      r.op("aten::add_", {T{3}, in}, {T{mix(made, 9)}}, {}, 0, 0, kNoSeq, 5);
+    });
+  };
+  for (TensorStatus status : {TensorStatus::kView, TensorStatus::kKnown}) {
+    json d = first(compare(ring(10, status), ring(11, status)));
+    INFO(d["detail"].get<std::string>());
+    CHECK(d["cause"] == "external_input");
+    CHECK(d["detail"].get<std::string>().find("op 50 of A") != std::string::npos);
+    CHECK(d["detail"].get<std::string>().find("not in the recording (a --ring") != std::string::npos);
+  }
+}
+
 TEST_CASE("settings are those of the processes that diverged, not the launcher's") {
   using T = Recorder::T;
   // mp.spawn: the launcher never seeds (torch drew its seed), each rank seeds 0 in A, 1 in B.
