@@ -160,10 +160,12 @@ void add_show_command(CLI::App& app) {
       return fail("show", args->run + ": no op of step " + std::to_string(*args->step) +
                               (thread ? " on thread " + std::to_string(*thread) : std::string()) +
                               (step_after >= 0
-                                   ? " (the steps held go from " +
-                                         (step_before >= 0 ? std::to_string(step_before) + " to "
-                                                           : std::string("none to ")) +
-                                         std::to_string(step_after) + ")"
+                                   ? (step_before >= 0
+                                          ? " (the steps held around it are " +
+                                                std::to_string(step_before) + " and " +
+                                                std::to_string(step_after) + ")"
+                                          : " (the first step held is " +
+                                                std::to_string(step_after) + ")")
                                : step_before >= 0
                                    ? " (the last step held is " + std::to_string(step_before) + ")"
                                    : std::string(" (no op held)")));

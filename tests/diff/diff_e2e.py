@@ -971,7 +971,8 @@ def case_selection():
     check("(op 0 is not in this database" in p.stdout,
           f"tdbg show --op of a dropped op says so (got {p.stdout!r})")
     for option, value, said in (("--thread", "7", "no op of thread 7 in this process (its threads: 0)"),
-                                ("--step", "99", "no op of step 99 (the last step held is ")):
+                                ("--step", "99", "no op of step 99 (the last step held is "),
+                                ("--step", "0", "no op of step 0 (the first step held is ")):
         p = subprocess.run([TDBG, "show", b, option, value], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
         check(p.returncode == 2 and said in p.stderr and p.stderr.count("\n") == 1,

@@ -1450,7 +1450,8 @@ std::string signal_ending(const Reader& r) {
   static const std::pair<const char*, const char*> kNames[] = {
       {"1", "SIGHUP"},  {"3", "SIGQUIT"}, {"4", "SIGILL"},  {"6", "SIGABRT"},  {"7", "SIGBUS"},
       {"8", "SIGFPE"},  {"9", "SIGKILL"}, {"11", "SIGSEGV"}, {"13", "SIGPIPE"}, {"14", "SIGALRM"},
-      {"15", "SIGTERM"}, {"24", "SIGXCPU"}, {"31", "SIGSYS"}};
+      {"10", "SIGUSR1"}, {"12", "SIGUSR2"}, {"15", "SIGTERM"}, {"24", "SIGXCPU"},
+      {"26", "SIGVTALRM"}, {"31", "SIGSYS"}};
   if (sig == "2") return "was ended by signal 2 (Ctrl-C or KeyboardInterrupt)";
   for (const auto& [number, name] : kNames)
     if (sig == number) return "was ended by signal " + sig + " (" + name + ")";
