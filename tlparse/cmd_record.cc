@@ -273,6 +273,8 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
     config.out = name;
     if (!config.quiet) std::fprintf(stderr, "tdbg record: recording into %s\n", name);
   }
+  std::error_code exists_ec;
+  const bool dir_existed = fs::exists(config.out, exists_ec);
   StatusOr<std::string> run_dir = prepare_run_directory(config.out, options.force);
   if (!run_dir.ok()) {
     fail("record", run_dir.status().message());
@@ -358,7 +360,11 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   if (got == static_cast<ssize_t>(sizeof(exec_errno))) {
     fail("record", command.front() + ": " + std::strerror(exec_errno));
     exit_code = exec_errno == ENOENT ? 127 : 126;
-    manifest["error"] = std::strerror(exec_errno);
+    // Nothing ran: no run directory is left behind for the next try to need --force.
+    std::error_code ec;
+    fs::remove(fs::path(*run_dir) / kRunManifest, ec);
+    if (!dir_existed) fs::remove(*run_dir, ec);  // only if empty
+    return;
   } else if (WIFEXITED(status)) {
     exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {

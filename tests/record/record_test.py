@@ -210,6 +210,9 @@ def case_missing_program():
     check(result.returncode == 127, f"exit status {result.returncode}, want 127")
     check(result.stderr.count("\n") == 1 and "/nonexistent/program" in result.stderr,
           f"want a one-line error naming the program, got {result.stderr!r}")
+    # Nothing ran, so nothing is left that the next try would need --force for.
+    check(not os.path.exists(run), f"{run} was left behind")
+    check(record(run, ["/bin/true"]).returncode == 0, "the next recording into it needed --force")
 
 
 def case_run_directory():

@@ -316,8 +316,9 @@ std::optional<std::string> dropped_note(const tracer::Reader& r) {
                       [&](const std::vector<std::string>& row) {
                         if (row.size() == 2 && !row[0].empty() && std::stoll(row[0]) > 0)
                           note = r.path() + " holds ops from seq " + row[1] +
-                                 " on (a ring kept the last ones): NaN or Inf may have started in "
-                                 "the ops it dropped";
+                                 " on (a ring kept the last ones, or a bundle trimmed the "
+                                 "earlier ones): NaN or Inf may have started in the ops it "
+                                 "dropped";
                         return false;
                       });
   if (!st.ok()) return std::nullopt;
