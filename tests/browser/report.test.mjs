@@ -152,6 +152,21 @@ test('a divergence where B inserts ops names B\'s op in the headline', async () 
   assert.deepEqual(seen.errors, []);
 });
 
+test('an argument divergence names the argument and both values; a killed run says how it ended', async () => {
+  const dir = makeRuns('argument', '--ops', '2000', '--lr-from', '1100', '--killed');
+  const diffed = spawnSync(tdbg, ['diff', '--json', join(dir, 'a'), join(dir, 'b')], { encoding: 'utf8' });
+  const fd = JSON.parse(diffed.stdout).first_divergence;
+  assert.equal(fd.cause, 'arguments');
+  const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));
+  assert.equal(await page.textContent('#argument'),
+    `Argument ${fd.argument.name}: A ${fd.argument.value_a}, B ${fd.argument.value_b}`);
+  // One run ended by a signal: the page says so where it names the run.
+  const single = await openPage(makeReport(dir, join(dir, 'a')));
+  assert.match(await single.page.textContent('#ending'), /the process was ended by signal 15 \(SIGTERM\)/);
+  assert.deepEqual(seen.errors, []);
+  assert.deepEqual(single.seen.errors, []);
+});
+
 test('a run full of HTML and script payloads executes nothing and shows them as text', async () => {
   const dir = makeRuns('hostile', '--ops', '600', '--diverge-at', '300', '--hostile');
   const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));

@@ -1,5 +1,5 @@
 // `tdbg-report-fixture DIR [--ops N] [--diverge-at S [--heal]] [--nonfinite-at S] [--insert-at S]
-// [--inserted-ops N] [--hostile] [--no-secrets] [--single]`: writes a synthetic pair of runs
+// [--inserted-ops N] [--lr-from S] [--killed] [--hostile] [--no-secrets] [--single]`: writes a synthetic pair of runs
 // (DIR/a, DIR/b, DIR/train.py) for the end-to-end and browser tests of report, view, export
 // and bundle.
 #include <sys/stat.h>
@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s DIR [--ops N] [--diverge-at S [--heal]] [--nonfinite-at S] [--insert-at S] "
-                 "[--inserted-ops N] [--hostile] [--no-secrets] [--single]\n",
+                 "[--inserted-ops N] [--lr-from S] [--killed] [--hostile] [--no-secrets] [--single]\n",
                  argv[0]);
     return 2;
   }
@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
     else if (a == "--insert-at") o.insert_at = next();
     else if (a == "--inserted-ops") o.inserted_ops = static_cast<int>(next());
     else if (a == "--heal") o.heal = true;
+    else if (a == "--lr-from") o.lr_from = next();
+    else if (a == "--killed") o.killed = true;
     else if (a == "--hostile") o.hostile = true;
     else if (a == "--no-secrets") o.secrets = false;
     else if (a == "--single") o.with_b = false;

@@ -150,6 +150,7 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
   auto s_cpu = w->intern("cpu");
   auto s_alpha = w->intern("alpha");
   auto s_lr = w->intern("-0.01");
+  auto s_lr_b = w->intern("-0.02");  // B's learning rate from `lr_from` on
   std::vector<tracer::StringId> names;
   for (const auto& kind : tmpl) {
     std::string n = kind.name;
@@ -285,10 +286,13 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     last_output[kind.thread] = seq;
     last_output_pos[kind.thread] = pos;
 
+    bool other_lr = false;
     if (kind.flags & tracer::kOpInplace && kind.layer >= 0) {
-      op.args.push_back({1, s_alpha, s_lr});
+      other_lr = is_b && o.lr_from >= 0 && pos >= o.lr_from;
+      op.args.push_back({1, s_alpha, other_lr ? s_lr_b : s_lr});
     }
     chain[kind.thread] = mix(chain[kind.thread], mix(op.name, out_hash));
+    if (other_lr) chain[kind.thread] = mix(chain[kind.thread], 0x1e5);  // the argument differs
     op.chain = chain[kind.thread];
     if (std::string(kind.name) == "aten::addmm") {
       tracer::KernelRecord kr;
@@ -317,6 +321,8 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
       (void)end_ns;
     }
   }
+  w->set_meta("exit_status", o.killed ? "signal 15" : "0");
+  w->set_meta("end_time_ns", "1");
   return w->close();
 }
 

@@ -27,6 +27,8 @@ struct FixtureOptions {
   int64_t insert_at = -1;
   int inserted_ops = 5;
   int64_t ring_from = -1;       // ops before this seq are not written (what a ring dropped)
+  int64_t lr_from = -1;         // B's in-place updates from this op on take alpha -0.02, not -0.01
+  bool killed = false;          // the runs end as if by SIGTERM (exit_status "signal 15")
 };
 
 // The fake secrets the fixture records (they must never reach a bundle).

@@ -218,6 +218,9 @@ StatusOr<json> run_json(const tracer::Run& run, const std::string& label, size_t
   const Reader& reader = *run.processes[p];
   out["process"] = p;
   out["meta"] = meta_json(reader);
+  // How the process ended, when not by a normal exit ("was ended by signal 15 (SIGTERM) while
+  // thread 0 was inside aten::mm at train.py:27"), as tdbg show and diff say it.
+  out["ending"] = diff::process_ending(reader);
   int64_t total = reader.op_count();
   out["op_count"] = total;
 

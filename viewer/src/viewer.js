@@ -99,7 +99,8 @@
   function overview() {
     let banner;
     if (runs.length < 2) {
-      banner = h('div', { class: 'banner', id: 'status' }, 'One run: ', runs[0] ? runs[0].path : '?');
+      banner = h('div', { class: 'banner', id: 'status' }, 'One run: ', runs[0] ? runs[0].path : '?',
+        runs[0] && runs[0].ending ? h('span', { id: 'ending' }, ' — the process ' + runs[0].ending) : null);
     } else if (!data.diff) {
       banner = h('div', { class: 'banner', id: 'status' }, 'Two runs (the diff engine was not run).');
     } else if (data.diff.status === 'identical') {
@@ -235,6 +236,8 @@
       h('p', null, 'Kind ', h('span', { class: 'tag' }, fd.kind || '?'), ', cause ', h('span', { class: 'tag', id: 'cause' }, fd.cause || '?'),
         t ? [', tensor: ', h('code', null, t.role + ' ' + t.index + ' ' + (t.dtype || '') + '[' + (t.shape || '') + ']')] : null),
       fd.detail ? h('p', { id: 'cause-detail' }, fd.detail) : null,
+      fd.argument ? h('p', { id: 'argument' }, 'Argument ', h('code', null, fd.argument.name || '#' + fd.argument.index),
+        ': A ', h('code', null, String(fd.argument.value_a)), ', B ', h('code', null, String(fd.argument.value_b))) : null,
       healing(fd),
       warnings.length || notes.length ? h('ul', { id: 'diff-notes' },
         warnings.map(w => h('li', null, h('strong', null, 'warning: '), w)),
