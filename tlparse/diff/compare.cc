@@ -1025,8 +1025,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // recording does not say which one, and a wrong guess only matters if the tensor is read
   // later, which makes the ops after it differ.
   std::unordered_map<uint64_t, std::pair<hashing::DType, tracer::StringId>> live;
+  // A collective writes its first tensor argument in place (broadcast_, allreduce_: what it
+  // receives; allgather_: its outputs), whatever its schema says.
+  constexpr uint32_t kWritesInput0 = tracer::kOpInplace | tracer::kOpCollective;
   auto track_live = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c) {
-    if (a.flags & tracer::kOpInplace) {
+    if (a.flags & kWritesInput0) {
       for (const TensorRecord& t : a.tensors) {
         if (t.role != TensorRole::kInput || t.index != 0) continue;
         if (tensor_comparable(t)) {
@@ -1047,11 +1050,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // collective's result): tensors whose values differ from here on. Input 0 of an in-place
     // op is its output's old version, replaced above.
     if (c.output < 0 && c.input < 0) return;
-    const bool in_place = (a.flags & tracer::kOpInplace) != 0;
+    const bool in_place = (a.flags & kWritesInput0) != 0;
     for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
       const TensorRecord& ta = a.tensors[k];
       const TensorRecord& tb = b.tensors[k];
       if (ta.role == TensorRole::kInput && in_place && ta.index == 0) continue;
+      // A view holds its base's values: the base is what is live (and overwritten). Views
+      // taken of a differing tensor (DDP flattening its parameters to broadcast them) would
+      // otherwise stay live after the base is written with equal values.
+      if (ta.status == tracer::TensorStatus::kView || tb.status == tracer::TensorStatus::kView)
+        continue;
       if (tensor_comparable(ta) && tensor_comparable(tb) && ta.hash != tb.hash)
         live[ta.hash] = {ta.dtype, ta.shape};
     }

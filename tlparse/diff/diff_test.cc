@@ -1319,6 +1319,36 @@ TEST_CASE("a process that ended on an error exit yields to another process's div
   CHECK(first(compare(a, run(true, "0")))["process_a"]["index"] == 0);
 }
 
+TEST_CASE("a collective that overwrites a differing tensor heals it, views of it included") {
+  using T = Recorder::T;
+  // DDP: rank 1 inits its parameters from another seed; the parameters are flattened (views,
+  // then a cat) and broadcast from rank 0, which overwrites them with rank 0's values; from
+  // there the runs are the same.
+  auto rank1 = [](uint64_t seed_rng) {
+    return write_ops([=](Recorder& r) {
+      const uint64_t init = mix(seed_rng, 1);
+      T w{init};
+      w.producer = r.op("aten::uniform_", {T{1}}, {w}, {}, seed_rng, 0, kNoSeq, 12);
+      T flat_view{mix(init, 2), w.producer, "48", TensorStatus::kView};
+      flat_view.producer = r.op("aten::view", {w}, {flat_view}, {}, 0, 0, kNoSeq, 13);
+      T buffer{mix(init, 3)};
+      buffer.producer = r.op("aten::cat", {flat_view}, {buffer}, {}, 0, 0, kNoSeq, 13);
+      r.next_flags = tdbg::tracer::kOpCollective;
+      r.op("c10d::broadcast_", {buffer}, {}, {}, 0, 0, kNoSeq, 13);
+      // The received values (the same in both runs) go back into the parameter.
+      r.next_flags = tdbg::tracer::kOpInplace;
+      r.op("aten::copy_", {T{0, kNoSeq, "32x8", TensorStatus::kNotHashed}, T{500}}, {T{501}}, {}, 0,
+           0, kNoSeq, 14);
+      for (int k = 0; k < 12; ++k)
+        r.op("aten::mul", {T{501u + k}}, {T{502u + k}}, {}, 0, 0, kNoSeq, 20);
+    });
+  };
+  json d = first(compare(rank1(7), rank1(8)));
+  CHECK(d["cause"] == "rng");
+  REQUIRE(d["healed"].is_object());
+  CHECK(d["healed"]["to_end"] == true);
+}
+
 TEST_CASE("a ring that dropped what made a differing input or view says the runs parted before") {
   using T = Recorder::T;
   // Both rings hold seqs 100..; an op reads a tensor (or a view of one) that op 50 made.
@@ -1453,7 +1483,7 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   CHECK(r["first_nonfinite"]["entered"] == "dropped");
   const std::string text = tdbg::diff::format_nonfinite(r);
   CHECK(text.find("NaN entered the recording here") != std::string::npos);
-  CHECK(text.find("(a ring kept the last ones)") != std::string::npos);
+  CHECK(text.find("(a ring kept the last ones, or a bundle trimmed") != std::string::npos);
 
   // A --steps window: an input no recorded op produced may come from before the window.
   auto windowed = [](const std::string& steps) {
