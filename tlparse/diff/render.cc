@@ -393,7 +393,13 @@ std::string format_divergence(const json& result) {
     const json& changes = d.value("structural_changes", json::array());
     for (size_t k = 0; k < changes.size() && k < 5; ++k) {
       const json& h = changes[k];
-      o << "  change:   " << str(h, "type") << "  A" << json_text(h["a_range"]) << "  B" << json_text(h["b_range"]);
+      // Ranges of the thread's op indices (tidx, as `tdbg show --thread` counts them), not seqs.
+      auto range = [](const json& r) {
+        return r.is_array() && r.size() == 2 ? "[" + json_text(r[0]) + ", " + json_text(r[1]) + ")"
+                                             : json_text(r);
+      };
+      o << "  change:   " << str(h, "type") << "  thread ops A" << range(h["a_range"]) << "  B"
+        << range(h["b_range"]);
       std::string names;
       for (const json& op : h["removed"]) names += " -" + str(op, "op");
       for (const json& op : h["inserted"]) names += " +" + str(op, "op");
