@@ -61,7 +61,8 @@ std::string to_environment(bool value) { return value ? "1" : "0"; }
 // side files of one.
 bool is_run_file(const std::string& name) {
   if (name == kRunManifest) return true;
-  for (const char* suffix : {".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal"}) {
+  for (const char* suffix :
+       {".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".sqlite-reserve"}) {
     size_t n = std::strlen(suffix);
     if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
   }

@@ -2,6 +2,7 @@
 // lock; one background thread commits batches to SQLite (WAL) in large transactions.
 #include "tracer/writer.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -191,6 +192,9 @@ struct State {
   std::string lost_error;
   std::vector<std::pair<std::string, std::string>> retry_meta;
   std::vector<ThreadRecord> retry_threads;
+  // `path`-reserve: space taken at creation and given back at the first loss, so that the
+  // commit saying so (and the close's meta) can still land on a full disk. Removed at close.
+  std::string reserve_path;
   std::atomic<int64_t> appended{0};           // see Writer::appended
   std::atomic<int64_t> committed_through{0};  // see Writer::committed_through
 
@@ -314,6 +318,7 @@ class WriterImpl final : public Writer {
       s_->space.notify_all();
     }
     if (s_->thread.joinable()) s_->thread.join();
+    if (!s_->reserve_path.empty()) ::unlink(s_->reserve_path.c_str());
     // The background thread committed everything before it returned. Fold the WAL back into
     // the database and leave rollback mode, so the closed file is one self-contained file
     // that opens read-only anywhere (even in a read-only directory).
@@ -463,6 +468,7 @@ class WriterImpl final : public Writer {
     const int64_t count = batch_op_count(batch);
     if (count == 0 && !s.ops_lost) return;
     if (!s.ops_lost) {
+      if (!s.reserve_path.empty()) ::unlink(s.reserve_path.c_str());
       for (const OpChunk& chunk : batch.ops) {
         for (size_t i = 0; i < chunk.used; ++i) {
           const OpRecord& op = chunk.records[i];
@@ -769,6 +775,10 @@ class WriterImpl final : public Writer {
 
 }  // namespace
 
+// Room kept for the commits after a full disk: the recording_lost meta, the exit status and
+// the close (a few pages of the -wal file).
+constexpr off_t kReserveBytes = 512 * 1024;
+
 StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
                                                  const WriterOptions& options) {
   struct stat st;
@@ -792,9 +802,24 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
   s->path = path;
   s->options = options;
   s->db = db;
+  {
+    // Best effort: without room for it there is no reserve, and nothing else changes.
+    s->reserve_path = path + "-reserve";
+    const int fd = ::open(s->reserve_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      if (::posix_fallocate(fd, 0, kReserveBytes) != 0) {
+        ::unlink(s->reserve_path.c_str());
+        s->reserve_path.clear();
+      }
+      ::close(fd);
+    } else {
+      s->reserve_path.clear();
+    }
+  }
   s->time_base_ns = monotonic_ns();
   s->encoder = OpBlockEncoder(s->time_base_ns);
   auto fail = [&](Status status) -> StatusOr<std::unique_ptr<Writer>> {
+    if (!s->reserve_path.empty()) ::unlink(s->reserve_path.c_str());
     delete s;  // finalizes the statements first (members are destroyed in reverse order)
     sqlite3_close(db);
     ::unlink(path.c_str());
