@@ -348,6 +348,12 @@ class WriterImpl final : public Writer {
     return s_->error;
   }
 
+  void release_reserve() override {
+    std::lock_guard<std::mutex> db_lock(s_->db_mu);
+    if (!s_->reserve_path.empty()) ::unlink(s_->reserve_path.c_str());
+    s_->reserve_path.clear();
+  }
+
   void abandon_after_fork() override {
     // Only flags: no lock, no SQLite call, no join (the thread does not exist here). The
     // state, its statements and the parent's connection are leaked on purpose.

@@ -66,6 +66,9 @@ class Writer {
   // child, call `abandon_after_fork` as before (it neither takes nor releases those locks).
   // Without these calls a fork while the background thread commits can leave SQLite's global
   // mutexes locked in the child, and the child's own `Writer::Create` may then hang.
+  // Gives back the space kept in reserve for a full disk (the `<path>-reserve` file), as
+  // close() does: for a process that ends with a flush and no close (a signal).
+  virtual void release_reserve() {}
   virtual void prepare_fork() {}
   virtual void after_fork_parent() {}
 

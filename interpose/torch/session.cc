@@ -455,7 +455,14 @@ void end_recording(bool close) {
   if (close)
     run_bounded(w, [](tracer::Writer* x) { return x->close(); }, "closing", false);
   else
-    run_bounded(w, [](tracer::Writer* x) { return x->flush(); }, "committing", true);
+    run_bounded(
+        w,
+        [](tracer::Writer* x) {
+          Status st = x->flush();
+          x->release_reserve();
+          return st;
+        },
+        "committing", true);
   // `w` is not deleted: a thread still inside an op may hold the pointer.
 }
 }  // namespace

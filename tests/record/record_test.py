@@ -465,6 +465,8 @@ def case_ending_signals():
         check(meta.get("exit_status") == f"signal {int(want)}",
               f"{name}: exit_status {meta.get('exit_status')!r}, want 'signal {int(want)}'")
         check("end_time_ns" in meta, f"{name}: the database was not closed")
+        check(not glob.glob(os.path.join(run, "*-reserve")),
+              f"{name}: the writer's reserve for a full disk was left behind")
         n = add_ops(run)
         check(n == 1000, f"{name}: {n} of the 1000 recorded adds are in the database")
 
