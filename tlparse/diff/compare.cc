@@ -734,6 +734,20 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     return op ? op_at_source(*side.reader, side.strings, *op) : "";
   };
   out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text);
+  if (detail.find("no recorded op produced it") != std::string::npos) {
+    // An op the recording left out may have made it: before a --steps window, or not
+    // selected by --ops.
+    std::string selection;
+    for (const Side* side : {&p.a, &p.b}) {
+      const std::string steps = side->reader->meta("steps"), ops = side->reader->meta("ops");
+      if (!steps.empty() && selection.find("--steps") == std::string::npos)
+        selection += (selection.empty() ? "" : ", ") + std::string("--steps ") + steps;
+      if (!ops.empty() && selection.find("--ops") == std::string::npos)
+        selection += (selection.empty() ? "" : ", ") + std::string("--ops ") + ops;
+    }
+    if (!selection.empty())
+      detail += "; or an op the recording left out made it (recorded with " + selection + ")";
+  }
   out["detail"] = detail;
   if (out["cause"] == "nondeterministic") {
     // For `explain_nondeterministic`, which removes these: the input that may have changed

@@ -1349,6 +1349,20 @@ TEST_CASE("a collective that overwrites a differing tensor heals it, views of it
   CHECK(d["healed"]["to_end"] == true);
 }
 
+TEST_CASE("an input from no recorded op, in a selective recording, may come from an op left out") {
+  using T = Recorder::T;
+  auto run = [](uint64_t input, const std::string& ops) {
+    return write_ops([=](Recorder& r) { r.op("aten::addmm", {T{input}}, {T{mix(input, 1)}}, {}, 0, 0, kNoSeq, 7); },
+                     [=](tdbg::tracer::Writer& w) { w.set_meta("ops", ops); });
+  };
+  json d = first(compare(run(10, "addmm|mean"), run(11, "addmm|mean")));
+  CHECK(d["cause"] == "external_input");
+  CHECK(d["detail"].get<std::string>().find("or an op the recording left out made it (recorded "
+                                            "with --ops addmm|mean)") != std::string::npos);
+  CHECK(first(compare(run(10, ""), run(11, "")))["detail"].get<std::string>().find("left out") ==
+        std::string::npos);
+}
+
 TEST_CASE("a ring that dropped what made a differing input or view says the runs parted before") {
   using T = Recorder::T;
   // Both rings hold seqs 100..; an op reads a tensor (or a view of one) that op 50 made.
