@@ -1349,6 +1349,22 @@ TEST_CASE("a collective that overwrites a differing tensor heals it, views of it
   CHECK(d["healed"]["to_end"] == true);
 }
 
+TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
+  using T = Recorder::T;
+  // Batch norm under another momentum: the running stats (inputs) differ, the outputs not.
+  auto run = [](uint64_t stats) {
+    return write_ops([=](Recorder& r) {
+      for (int k = 0; k < 4; ++k)
+        r.op("aten::batch_norm", {T{10}, T{stats + uint64_t(k)}}, {T{20}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json r = compare(run(100), run(200));
+  REQUIRE(r["first_divergence"].is_object());
+  const std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("no output differs (inputs or arguments only)") != std::string::npos);
+  CHECK(text.find("distance up to -") == std::string::npos);
+}
+
 TEST_CASE("an input from no recorded op, in a selective recording, may come from an op left out") {
   using T = Recorder::T;
   auto run = [](uint64_t input, const std::string& ops) {

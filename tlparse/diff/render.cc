@@ -150,7 +150,12 @@ void print_growth(std::ostringstream& o, const json& g) {
     << " ops from here on differ";
   if (g.value("structural_changes", 0) > 0) o << ", " << str(g, "structural_changes") << " structural change(s)";
   if (!g.value("complete", true)) o << " (stopped at the scan limit)";
-  o << "; largest summary distance " << num(g["max_distance"]) << "\n";
+  // No distance: only inputs or arguments differ (batch norm's running stats under another
+  // momentum), no output.
+  if (g.value("max_distance", json()).is_null())
+    o << "; no output differs (inputs or arguments only)\n";
+  else
+    o << "; largest summary distance " << num(g["max_distance"]) << "\n";
   const json& steps = g.value("steps", json::array());
   size_t shown = 0;
   for (const json& s : steps) {
@@ -159,7 +164,11 @@ void print_growth(std::ostringstream& o, const json& g) {
       break;
     }
     o << "            step " << str(s, "step") << ": " << str(s, "diverged") << "/" << str(s, "ops")
-      << " ops differ, summary distance up to " << num(s["max_distance"]) << "\n";
+      << " ops differ";
+    if (s.value("max_distance", json()).is_null())
+      o << (s.value("diverged", 0) > 0 ? ", no output among them" : "") << "\n";
+    else
+      o << ", summary distance up to " << num(s["max_distance"]) << "\n";
   }
 }
 
