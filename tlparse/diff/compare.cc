@@ -2253,6 +2253,31 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     result["settings"] = settings_that_differ(a, b, pa, pb);
     if (pa != 0 || pb != 0) result["settings_of"] = {{"a", pa}, {"b", pb}};
   }
+  // Identical runs whose module paths differ (the model wrapped or restructured; the same
+  // values): said, since the paths are how a later divergence would be named. Only the first
+  // ops of each main thread are looked at (a few milliseconds).
+  if (result["first_divergence"].is_null() && !a.processes.empty() && !b.processes.empty()) {
+    auto modules = [](const Reader& r, std::vector<std::pair<int64_t, std::string>>* out) {
+      const auto threads = r.threads();
+      if (threads.empty()) return;
+      (void)r.scan_ops(threads.front().id, 0, 4096, false, [&](const OpRecord& op) {
+        out->emplace_back(op.seq, op.module ? r.string(op.module) : std::string());
+        return true;
+      });
+    };
+    std::vector<std::pair<int64_t, std::string>> ma, mb;
+    modules(*a.processes[0], &ma);
+    modules(*b.processes[0], &mb);
+    for (size_t k = 0; k < ma.size() && k < mb.size(); ++k) {
+      if (ma[k].second == mb[k].second) continue;
+      notes.push_back("module paths differ although every op is the same (the model is "
+                      "wrapped or its modules renamed): first at seq " +
+                      std::to_string(ma[k].first) + ", A " +
+                      (ma[k].second.empty() ? "(none)" : ma[k].second) + ", B " +
+                      (mb[k].second.empty() ? "(none)" : mb[k].second));
+      break;
+    }
+  }
   // Identical runs: a seed the program never set (torch draws one per run) did not matter.
   if (result["first_divergence"].is_null()) {
     json kept = json::array();

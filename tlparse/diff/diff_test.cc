@@ -95,6 +95,8 @@ class Recorder {
     std::string reason = {};  // why not hashed (kNotHashed), as the tracer words it
   };
 
+  std::string root_module = "model";  // the module path ops run in ("model.fc1" nested)
+
   // Ops that a ring dropped: the next op's seq and thread index come `n` later.
   void skip(int64_t n) {
     *next_seq_ += n;
@@ -112,7 +114,7 @@ class Recorder {
     op.depth = static_cast<uint16_t>(depth);
     op.name = w_.intern(name);
     op.step = step;
-    op.module = w_.intern(depth == 0 ? "model" : "model.fc1");
+    op.module = w_.intern(depth == 0 ? root_module : root_module + ".fc1");
     auto file = w_.intern("train.py");
     auto fn = w_.intern("forward");
     op.stack = w_.intern_frame(0, file, line ? line : 100, fn);
@@ -1347,6 +1349,25 @@ TEST_CASE("a collective that overwrites a differing tensor heals it, views of it
   CHECK(d["cause"] == "rng");
   REQUIRE(d["healed"].is_object());
   CHECK(d["healed"]["to_end"] == true);
+}
+
+TEST_CASE("identical runs whose module paths differ get a note") {
+  using T = Recorder::T;
+  auto run = [](const std::string& root) {
+    return write_ops([=](Recorder& r) {
+      r.root_module = root;
+      for (int k = 0; k < 5; ++k) r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json r = compare(run("model"), run("Wrapper.model"));
+  REQUIRE(r["status"] == "identical");
+  bool noted = false;
+  for (const json& n : r["notes"])
+    noted = noted || n.get<std::string>().find("module paths differ although every op is the same") !=
+                         std::string::npos;
+  CHECK(noted);
+  for (const json& n : compare(run("model"), run("model"))["notes"])
+    CHECK(n.get<std::string>().find("module paths differ") == std::string::npos);
 }
 
 TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
