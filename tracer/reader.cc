@@ -223,6 +223,21 @@ class ReaderImpl final : public Reader {
     return text;
   }
 
+  StatusOr<Held> held() const override {
+    Stmt s;
+    TDBG_RETURN_IF_ERROR(
+        prepare(s, "SELECT min(first_seq), max(last_seq), min(first_tidx) FROM op_blocks"));
+    const int rc = s.step();
+    if (rc != SQLITE_ROW) return sql_error(rc, "reading which ops are held");
+    Held h;
+    if (s.col_text(0).empty()) return h;  // no op block: NULLs
+    h.any = true;
+    h.first_seq = s.col_int(0);
+    h.last_seq = s.col_int(1);
+    h.dropped_start = s.col_int(2) > 0;
+    return h;
+  }
+
   Status lookup_status() const override { return lookup_status_; }
 
   std::optional<FrameRecord> frame(FrameId id) const override {

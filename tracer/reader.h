@@ -33,6 +33,15 @@ class Reader {
   // Counts the ops (O(ops): about a second for 10^7; cached for a finished database).
   virtual int64_t op_count() const = 0;
   virtual int64_t op_count(uint32_t thread) const = 0;
+  // What the database holds of its process's ops: the first and last seq, and whether some
+  // thread's ops begin after that thread's first op (a --ring dropped the earlier ones, or a
+  // bundle trimmed them). `any` is false for a database without ops.
+  struct Held {
+    bool any = false;
+    int64_t first_seq = 0, last_seq = -1;
+    bool dropped_start = false;
+  };
+  virtual StatusOr<Held> held() const = 0;
 
   // Interned strings and frames; "" / nullopt for unknown ids.
   virtual std::string string(StringId id) const = 0;

@@ -308,21 +308,12 @@ class Tracker {
   std::string entry_;
 };
 
-// A note when `r` does not hold its threads' first ops (a ring kept the last ones, or a trimmed
-// bundle a window): a start may lie in what was dropped.
-std::optional<std::string> dropped_note(const tracer::Reader& r) {
-  std::optional<std::string> note;
-  Status st = r.query("SELECT min(first_tidx), min(first_seq) FROM op_blocks",
-                      [&](const std::vector<std::string>& row) {
-                        if (row.size() == 2 && !row[0].empty() && std::stoll(row[0]) > 0)
-                          note = r.path() + " holds ops from seq " + row[1] +
-                                 " on (a ring kept the last ones, or a bundle trimmed the "
-                                 "earlier ones): NaN or Inf may have started in the ops it "
-                                 "dropped";
-                        return false;
-                      });
-  if (!st.ok()) return std::nullopt;
-  return note;
+// The note for a database that does not hold its threads' first ops (`held.dropped_start`: a
+// ring kept the last ones, or a trimmed bundle a window): a start may lie in what was dropped.
+std::string dropped_note(const tracer::Reader& r, const tracer::Reader::Held& held) {
+  return r.path() + " holds ops from seq " + std::to_string(held.first_seq) +
+         " on (a ring kept the last ones, or a bundle trimmed the earlier ones): NaN or Inf may "
+         "have started in the ops it dropped";
 }
 
 json options_json(const NonfiniteOptions& options) {
@@ -348,16 +339,11 @@ struct Counts {
 
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
 // process has none; `counts` says what its ops passed over when it has none.
+// `first_held`: the first seq its database holds (a ring's or a trimmed bundle's first op).
 StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOptions& options,
-                             Counts* counts) {
+                             int64_t first_held, Counts* counts) {
   const tracer::Reader& r = *run.processes[p];
   Strings strings(r);
-  int64_t first_held = 0;  // a ring's or a trimmed bundle's first op
-  TDBG_RETURN_IF_ERROR(r.query("SELECT min(first_seq) FROM op_blocks",
-                               [&](const std::vector<std::string>& row) {
-                                 if (!row.empty() && !row[0].empty()) first_held = std::stoll(row[0]);
-                                 return false;
-                               }));
   Tracker tracker(strings, options, first_held);
   std::optional<OpRecord> found;
   Tracker::Verdict verdict = Tracker::Verdict::kExplained;
@@ -537,22 +523,24 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   std::string lost_text;  // a process whose recording stopped short: nothing can be finite
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
-    if (auto note = dropped_note(r)) notes.push_back(*note);
-    // A process still recording, or killed before it closed its database: the answer covers
-    // what it has committed.
-    if (r.meta("end_time_ns").empty())
-      notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " +
-                      process_ending(r) + ": only what it committed is looked at");
-    if (std::string lost = recording_lost(r); !lost.empty()) {
+    TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held, r.held());
+    if (held.dropped_start) notes.push_back(dropped_note(r, held));
+    // A process whose recording stopped short (a full disk), or one still recording or
+    // killed before it closed its database: the answer covers what it holds. One note each
+    // (a short recording may also have failed to close).
+    const std::string lost = recording_lost(r);
+    if (!lost.empty())
       notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " + lost +
                       ": only what it holds is looked at");
-      if (lost_text.empty())
-        lost_text = "recorded only in part: process " + std::to_string(p) + " " + lost +
-                    "; no NaN or Inf starts in what it holds";
-    }
+    else if (r.meta("end_time_ns").empty())
+      notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " +
+                      process_ending(r) + ": only what it committed is looked at");
+    if (!lost.empty() && lost_text.empty())
+      lost_text = "recorded only in part: process " + std::to_string(p) + " " + lost +
+                  "; no NaN or Inf starts in what it holds";
     hosts.insert(r.meta("host"));
     Counts c;
-    TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, &c));
+    TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, held.first_seq, &c));
     if (start.is_null()) {
       counts += c;
     } else {

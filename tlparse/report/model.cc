@@ -232,22 +232,12 @@ StatusOr<json> run_json(const tracer::Run& run, const std::string& label, size_t
   // The window: `window_ops` ops centred on `center` (seq), clamped to what the run holds.
   // With no center (a single run), its start; or, where a ring (or a trimmed bundle) dropped
   // the first ops, its end: what a ring is kept for.
-  int64_t first_held = 0, last_held = -1;
-  bool dropped = false;
-  TDBG_RETURN_IF_ERROR(reader.query(
-      "SELECT min(first_seq), max(last_seq), min(first_tidx) FROM op_blocks",
-      [&](const std::vector<std::string>& row) {
-        if (row.size() == 3 && !row[0].empty()) {
-          first_held = std::stoll(row[0]);
-          last_held = std::stoll(row[1]);
-          dropped = std::stoll(row[2]) > 0;
-        }
-        return false;
-      }));
+  TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held, reader.held());
   int64_t half = options.window_ops / 2;
-  if (center < 0 && dropped) center = std::max<int64_t>(first_held, last_held - half + 1);
-  if (center >= 0 && center < first_held) center = first_held;
-  int64_t from = std::max<int64_t>(first_held, (center < 0 ? 0 : center) - half);
+  if (center < 0 && held.dropped_start)
+    center = std::max<int64_t>(held.first_seq, held.last_seq - half + 1);
+  if (center >= 0 && center < held.first_seq) center = held.first_seq;
+  int64_t from = std::max<int64_t>(held.first_seq, (center < 0 ? 0 : center) - half);
   int64_t to = from + options.window_ops;
   StackTable stacks;
   json ops = json::array();
