@@ -373,6 +373,19 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
       return "; in both runs " + in_a + ", which ran more than once, in another order";
     return "; A's is " + in_a + ", B's is " + in_b;
   };
+  // Tensor `k`'s producer when one run's recording no longer holds it (a --ring kept only the
+  // last ops, a bundle trimmed the earlier ones), as "op N of A" (A's first), else "".
+  auto dropped_producer = [&](int k) -> std::string {
+    if (!producer_text) return "";
+    const TensorRecord& ta = tensor_at(k);
+    if (ta.producer != tracer::kNoSeq && producer_text(false, ta.producer).empty())
+      return "op " + std::to_string(ta.producer) + " of A";
+    if (static_cast<size_t>(k) >= b.tensors.size()) return "";
+    const TensorRecord& tb = b.tensors[static_cast<size_t>(k)];
+    if (tb.producer != tracer::kNoSeq && producer_text(true, tb.producer).empty())
+      return "op " + std::to_string(tb.producer) + " of B";
+    return "";
+  };
   if (!c.structure.empty()) {
     *detail = c.structure;
     return "structure";
@@ -400,15 +413,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     }
     // Made by an op the recording no longer holds (a --ring kept only the last ops, a bundle
     // trimmed the earlier ones): the difference was made there, before the compared ops.
-    const TensorRecord* in_b = static_cast<size_t>(c.input) < b.tensors.size()
-                                   ? &b.tensors[static_cast<size_t>(c.input)]
-                                   : nullptr;
-    const bool dropped_b = in_b && in_b->producer != tracer::kNoSeq && producer_text &&
-                           producer_text(true, in_b->producer).empty();
-    if (producer_text && (producer_text(false, t.producer).empty() || dropped_b)) {
-      const bool in_a = producer_text(false, t.producer).empty();
-      *detail = "input " + std::to_string(t.index) + " differs and op " +
-                std::to_string(in_a ? t.producer : in_b->producer) + " of " + (in_a ? "A" : "B") +
+    if (const std::string dropped = dropped_producer(c.input); !dropped.empty()) {
+      *detail = "input " + std::to_string(t.index) + " differs and " + dropped +
                 ", which made it, is not in the recording (a --ring kept only the last ops, or "
                 "a bundle trimmed the earlier ones): the runs differed before the recorded ops "
                 "begin (record a longer --ring, or with --steps around the step)";
@@ -492,18 +498,10 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   if (c.view >= 0 && !after_structure) {
     // A view whose producer the recording no longer holds (a ring, a trimmed bundle): its
     // hash comes from a base made before the compared ops, whose values may be what differs.
-    const TensorRecord& v = tensor_at(c.view);
-    const TensorRecord* vb = static_cast<size_t>(c.view) < b.tensors.size()
-                                 ? &b.tensors[static_cast<size_t>(c.view)]
-                                 : nullptr;
-    const bool dropped_a = v.producer != tracer::kNoSeq && producer_text &&
-                           producer_text(false, v.producer).empty();
-    const bool dropped_b = vb && vb->producer != tracer::kNoSeq && producer_text &&
-                           producer_text(true, vb->producer).empty();
-    if (dropped_a || dropped_b) {
-      *detail = "input " + std::to_string(v.index) + " is a view of a tensor that op " +
-                std::to_string(dropped_a ? v.producer : vb->producer) + " of " +
-                (dropped_a ? "A" : "B") + " made, which is not in the recording (a --ring kept only the last ops, or a "
+    if (const std::string dropped = dropped_producer(c.view); !dropped.empty()) {
+      *detail = "input " + std::to_string(tensor_at(c.view).index) + " is a view of a tensor that " +
+                dropped +
+                " made, which is not in the recording (a --ring kept only the last ops, or a "
                 "bundle trimmed the earlier ones), and differs (its values or which memory it "
                 "views): the runs differed before the recorded ops begin (record a longer "
                 "--ring, or with --steps around the step)";
@@ -737,14 +735,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   if (detail.find("no recorded op produced it") != std::string::npos) {
     // An op the recording left out may have made it: before a --steps window, or not
     // selected by --ops.
-    std::string selection;
-    for (const Side* side : {&p.a, &p.b}) {
-      const std::string steps = side->reader->meta("steps"), ops = side->reader->meta("ops");
-      if (!steps.empty() && selection.find("--steps") == std::string::npos)
-        selection += (selection.empty() ? "" : ", ") + std::string("--steps ") + steps;
-      if (!ops.empty() && selection.find("--ops") == std::string::npos)
-        selection += (selection.empty() ? "" : ", ") + std::string("--ops ") + ops;
-    }
+    const std::string selection = recorded_selection({p.a.reader, p.b.reader});
     if (!selection.empty())
       detail += "; or an op the recording left out made it (recorded with " + selection + ")";
   }
@@ -1882,6 +1873,17 @@ std::string recording_lost(const tracer::Reader& r) {
   return "stopped being recorded at seq " + number("first_seq") + " (step " +
          number("first_step") + "): " + lost.value("error", std::string("a write failed")) + "; " +
          number("ops") + " op(s) lost after it (the program went on)";
+}
+
+std::string recorded_selection(std::initializer_list<const tracer::Reader*> readers) {
+  std::string steps, ops;
+  for (const tracer::Reader* r : readers) {
+    if (steps.empty()) steps = r->meta("steps");
+    if (ops.empty()) ops = r->meta("ops");
+  }
+  std::string selection = steps.empty() ? "" : "--steps " + steps;
+  if (!ops.empty()) selection += (selection.empty() ? "" : ", ") + std::string("--ops ") + ops;
+  return selection;
 }
 
 std::string process_ending(const tracer::Reader& r) {

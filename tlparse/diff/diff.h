@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +57,11 @@ std::string process_ending(const tracer::Reader& r);
 // 92856 op(s) lost after it (the program went on)" when the recording of `r` lost its ops from
 // some point on (meta `recording_lost`, written by a writer that could not write), else "".
 std::string recording_lost(const tracer::Reader& r);
+
+// What the recordings `readers` selected, as their flags ("--steps 5:9, --ops addmm|mean"),
+// each flag once (the first reader's value that has it), or "" when they recorded everything:
+// an op they left out may have made what no recorded op produced.
+std::string recorded_selection(std::initializer_list<const tracer::Reader*> readers);
 
 // Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print
 // them: the answer ("where, and why") in the first lines, then the details.

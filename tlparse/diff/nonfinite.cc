@@ -401,11 +401,8 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   if (entry == "input") {
     // What the recording left out may have made it: the ops before a --steps window, or the
     // ops --ops did not select.
-    std::string selection;
-    const std::string steps = r.meta("steps"), ops = r.meta("ops");
-    if (!steps.empty()) selection = "--steps " + steps;
-    if (!ops.empty()) selection += (selection.empty() ? "" : ", ") + std::string("--ops ") + ops;
-    if (!selection.empty()) j["recorded_only"] = selection;
+    if (std::string selection = recorded_selection({&r}); !selection.empty())
+      j["recorded_only"] = selection;
   }
   // The non-finite output; where NaN entered through a view, the view.
   int out = nonfinite_output(op);
