@@ -201,7 +201,7 @@ class ReaderImpl final : public Reader {
     const int rc = s.step();
     int64_t n = rc == SQLITE_ROW ? s.col_int(0) : 0;
     // A damaged op_blocks table reads as no ops; `lookup_status` says it is damage.
-    if (rc != SQLITE_ROW && lookup_status_.ok()) lookup_status_ = sql_error(rc, "counting ops");
+    if (rc != SQLITE_ROW) read_failed(rc, "counting ops");
     // Only a finished database is immutable; a live one keeps growing.
     if (immutable_) count_cache_[thread] = n;
     return n;
@@ -447,6 +447,12 @@ class ReaderImpl final : public Reader {
             : sql_error(rc, (std::string("looking up a ") + what).c_str());
   }
 
+  // Keeps the first failed read that answers as if nothing were there (a count of 0, no more
+  // threads) as `lookup_status`.
+  void read_failed(int rc, const char* doing) const {
+    if (lookup_status_.ok()) lookup_status_ = sql_error(rc, doing);
+  }
+
   Status sql_error(int rc, const char* doing) const {
     const char* msg = sqlite3_errmsg(db_);
     int primary = rc & 0xff;
@@ -601,7 +607,7 @@ class ReaderImpl final : public Reader {
       s.bind_int(1, last);
       const int rc = s.step();
       if (rc != SQLITE_ROW) {
-        if (rc != SQLITE_DONE && lookup_status_.ok()) lookup_status_ = sql_error(rc, "listing threads");
+        if (rc != SQLITE_DONE) read_failed(rc, "listing threads");
         break;
       }
       last = s.col_int(0);

@@ -318,7 +318,7 @@ class WriterImpl final : public Writer {
       s_->space.notify_all();
     }
     if (s_->thread.joinable()) s_->thread.join();
-    if (!s_->reserve_path.empty()) ::unlink(s_->reserve_path.c_str());
+    give_back_reserve();
     // The background thread committed everything before it returned. Fold the WAL back into
     // the database and leave rollback mode, so the closed file is one self-contained file
     // that opens read-only anywhere (even in a read-only directory).
@@ -350,8 +350,7 @@ class WriterImpl final : public Writer {
 
   void release_reserve() override {
     std::lock_guard<std::mutex> db_lock(s_->db_mu);
-    if (!s_->reserve_path.empty()) ::unlink(s_->reserve_path.c_str());
-    s_->reserve_path.clear();
+    give_back_reserve();
   }
 
   void abandon_after_fork() override {
@@ -462,6 +461,14 @@ class WriterImpl final : public Writer {
     st.reset();
   }
 
+  // Removes the full-disk reserve (see `State::reserve_path`), once. Under db_mu, or with the
+  // writer thread gone.
+  void give_back_reserve() {
+    if (s_->reserve_path.empty()) return;
+    ::unlink(s_->reserve_path.c_str());
+    s_->reserve_path.clear();
+  }
+
   static int64_t batch_op_count(const Batch& batch) {
     int64_t n = 0;
     for (const OpChunk& chunk : batch.ops) n += static_cast<int64_t>(chunk.used);
@@ -474,7 +481,7 @@ class WriterImpl final : public Writer {
     const int64_t count = batch_op_count(batch);
     if (count == 0 && !s.ops_lost) return;
     if (!s.ops_lost) {
-      if (!s.reserve_path.empty()) ::unlink(s.reserve_path.c_str());
+      give_back_reserve();
       for (const OpChunk& chunk : batch.ops) {
         for (size_t i = 0; i < chunk.used; ++i) {
           const OpRecord& op = chunk.records[i];
