@@ -73,9 +73,9 @@ struct OpInfo {
   bool collective = false;
   // All its work goes through the dispatcher (a composite op: torch's backend-independent
   // kernels, written in ops; or a range with no schema: an autograd node): an output that an
-  // op nested in it hashed is what it returns. A backend kernel may write more into such an output through its data pointer
-  // after the nested op (the slow conv fills its output with the bias by a `copy_`, then
-  // multiplies into it), so its outputs are hashed again.
+  // op nested in it hashed is what it returns. A backend kernel may write more into such an
+  // output through its data pointer after the nested op (the slow conv fills its output with
+  // the bias by a `copy_`, then multiplies into it), so its outputs are hashed again.
   bool composite = false;
   // Reads only its tensors' metadata (sizes, dtype, flags), never their contents: its inputs
   // are not hashed, so an `empty` buffer it looks at is never read as data.
@@ -143,7 +143,8 @@ bool reads_metadata_only(const std::string& name) {
                        "aten::is_leaf", "aten::output_nr", "aten::_version",
                        "aten::requires_grad_", "aten::retain_grad", "aten::retains_grad",
                        "aten::result_type", "aten::_nnz", "aten::is_coalesced",
-                       "aten::storage_offset", "aten::is_contiguous", "aten::is_nonoverlapping_and_dense"});
+                       "aten::storage_offset", "aten::is_contiguous",
+                       "aten::is_nonoverlapping_and_dense"});
 }
 
 // Kernels that draw from their device's default generator without a Generator argument, and
@@ -221,10 +222,11 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
     info->has_schema = true;
     const auto op = c10::Dispatcher::singleton().findOp(schema->operator_name());
     info->inplace_view = op && op->hasTag(at::Tag::inplace_view) && !resizes(name);
+    using c10::DispatchKey;
     info->composite =
-        op && (op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
-               op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-               op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional));
+        op && (op->hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) ||
+               op->hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutograd) ||
+               op->hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutogradNonFunctional));
     const auto& args = schema->arguments();
     for (size_t i = 0; i < args.size(); ++i) {
       info->arg_names.push_back(args[i].name());
@@ -943,6 +945,8 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
   in.written = written;
   if (t.defined() && rec.status != TensorStatus::kNotHashed) {
     const char* reason = unhashable_reason(t);
+    // An op that reads only metadata reads no contents: not hashed either, for that reason.
+    if (!reason && ctx->info->metadata_only) reason = "metadata only: contents not read";
     HashMode mode = settings().hash;
     int64_t writer = tracer::kNoSeq;  // set when a write through another alias made it stale
     bool written_since = false;       // set when it was written in place since it was known
@@ -950,10 +954,6 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, reason);
       if (auto known = g_tensors.find(t)) rec.producer = known->producer;  // who made it
-    } else if (ctx->info->metadata_only) {
-      rec.status = TensorStatus::kNotHashed;
-      rec.reason = intern_literal(ts, w, "metadata only: contents not read");
-      if (auto known = g_tensors.find(t)) rec.producer = known->producer;
     } else if (mode == HashMode::kNone) {
       rec.status = TensorStatus::kSkipped;
     } else if (overwritten) {
