@@ -83,6 +83,21 @@ def diff_text(a, b):
     return subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
 
 
+def identical_runs(name, text, args_a, args_b):
+    """Records the program `text` with each argument list (which only change what it cannot
+    read, such as garbage in freed memory): both runs must print the same and diff identical.
+    Returns the two run directories."""
+    script = write_script(name + ".py", text)
+    a, out_a = record(name + "_a", args_a, script)
+    b, out_b = record(name + "_b", args_b, script)
+    check(out_a == out_b, f"{name}: the runs print the same ({out_a!r} vs {out_b!r})")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"{name}: identical (got {rc}: {r['status']}, "
+          f"{(r.get('first_divergence') or {}).get('detail')})")
+    return a, b
+
+
 def pair(case, args_a, args_b, script=SCRIPT):
     a, out_a = record(case + "_a", args_a, script)
     b, out_b = record(case + "_b", args_b, script)
@@ -155,26 +170,14 @@ def case_meta_init():
     # Module._apply looks at each new, still unwritten buffer (_has_compatible_shallow_copy_type)
     # before anything is written into it. That look reads no contents: whatever garbage the
     # buffers held differs between runs, and the runs are the same.
-    script = write_script("meta_init.py", META_INIT)
-    a, out_a = record("meta_init_a", ["1e30"], script)
-    b, out_b = record("meta_init_b", ["-7.5"], script)
-    check(out_a == out_b, "precondition: both runs print the same losses")
-    rc, r = diff(a, b)
-    check(rc == 0 and r["status"] == "identical",
-          f"identical (got {rc}: {r['status']}, {(r.get('first_divergence') or {}).get('detail')})")
+    identical_runs("meta_init", META_INIT, ["1e30"], ["-7.5"])
 
 
 def case_inplace_view():
     # In-place views (t_, unsqueeze_, transpose_) change a tensor's geometry, not its contents:
     # over unwritten memory they are not hashed, so the garbage there is no difference between
     # two runs of a deterministic program, nor a NaN.
-    script = write_script("inplace_view.py", INPLACE_VIEW)
-    a, out_a = record("inplace_view_a", ["1"], script)
-    b, out_b = record("inplace_view_b", ["2"], script)
-    check(out_a == out_b, f"the runs print the same ({out_a!r} vs {out_b!r})")
-    rc, r = diff(a, b)
-    check(rc == 0 and r["status"] == "identical",
-          f"identical (got {rc}: {r['first_divergence'] and r['first_divergence'].get('detail')})")
+    a, _ = identical_runs("inplace_view", INPLACE_VIEW, ["1"], ["2"])
     p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 0 and json.loads(p.stdout)["status"] == "finite",
           f"tdbg nan finds no NaN in garbage never read (got {p.returncode}: {p.stdout[:300]})")
