@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -96,6 +97,32 @@ std::string preload_list(const std::string& ours, const char* existing) {
   std::string joined;
   for (const std::string& entry : first) joined += (joined.empty() ? "" : ":") + entry;
   return joined;
+}
+
+// Removes the full-disk reserve (`<host>-<pid>[-k].sqlite-reserve`) that a recorded process
+// of this host left because it never closed its database (SIGKILL, the OOM killer): a process
+// that is gone cannot use it, and it would hold 512 KiB of a disk that may be full. The
+// database beside it keeps every committed op. Reserves of processes still running (a
+// daemonized child) or of other hosts (a shared file system) are left alone.
+void remove_orphan_reserves(const std::string& run_dir) {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) return;
+  const std::string prefix = std::string(host) + "-";
+  const std::string suffix = ".sqlite-reserve";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    size_t at = prefix.size(), end = at;
+    while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+    if (end == at || end - at > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(name.substr(at, end - at)));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    fs::remove(entry.path(), ignored);
+  }
 }
 
 StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) {
@@ -372,6 +399,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
     exit_code = 128 + WTERMSIG(status);
     manifest["signal"] = WTERMSIG(status);
   }
+  remove_orphan_reserves(*run_dir);
   manifest["exit_status"] = exit_code;
   manifest["ended"] = utc_now();
   write_manifest(*run_dir, manifest);

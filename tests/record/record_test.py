@@ -495,6 +495,22 @@ def case_ending_signals():
         check(ops > 0, "C++ program: the ops it ran before the signal were kept")
 
 
+def case_killed_program():
+    # SIGKILL (the OOM killer, a scheduler's hard kill) gives the writer no chance to close:
+    # the database keeps what it committed and stays readable, and `tdbg record` removes the
+    # full-disk reserve that the dead process can no longer give back.
+    if not torch_hook_here():
+        return SKIP
+    rc, _, run, db = recorded_until_signal("killed", signal.SIGKILL)
+    check(rc == 128 + signal.SIGKILL, f"exit status {rc}, want {128 + signal.SIGKILL}")
+    check(not glob.glob(os.path.join(run, "*-reserve")),
+          "the killed process's full-disk reserve was left in the run directory")
+    check("end_time_ns" not in meta_of(db), "a SIGKILLed process closed its database")
+    shown = subprocess.run([TDBG, "show", run, "--limit", "1"], capture_output=True, text=True)
+    check(shown.returncode == 0 and "did not close its database" in shown.stdout,
+          f"tdbg show on the killed run: {shown.stdout.strip()} {shown.stderr.strip()}")
+
+
 def case_signal_handlers_kept():
     # tdbg's handlers change nothing the program can see: its own handler runs, a forked child
     # that records nothing ends by the signal at once, and Python reports the default action.
