@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -406,16 +407,19 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   warn_empty_step_window(options.config, *run_dir);
 }
 
-// True if this process's command line holds `--` somewhere after the word `record`.
-bool has_separator_after_record() {
+// The words of this process's command line after the first `--` that follows the word
+// `record` (the program and its arguments), or nothing if there is no such `--`.
+std::optional<std::vector<std::string>> words_after_separator() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::string word;
   bool after_record = false;
+  std::optional<std::vector<std::string>> after;
   while (std::getline(in, word, '\0')) {
-    if (after_record && word == "--") return true;
-    if (word == "record") after_record = true;
+    if (after) after->push_back(word);
+    else if (after_record && word == "--") after.emplace();
+    else if (word == "record") after_record = true;
   }
-  return false;
+  return after;
 }
 
 }  // namespace
@@ -460,9 +464,12 @@ void add_record_command(CLI::App& app) {
   // gives the words after `--` only to a positional, but a positional would also swallow the
   // program's name in `tdbg record ls -l` and let our options steal the program's. So the
   // mode is chosen by whether this command line has a `--` after `record`.
+  // With a `--`, main() hands CLI11 only the words before it (so a stray word there is named
+  // as such, not blamed on the program's words), and the program is read back from the
+  // command line here.
   auto program = std::make_shared<std::vector<std::string>>();
-  if (has_separator_after_record()) {
-    cmd->add_option("program", *program, "PROGRAM ARGS...");
+  if (std::optional<std::vector<std::string>> after = words_after_separator()) {
+    *program = std::move(*after);
   } else {
     cmd->prefix_command();
   }

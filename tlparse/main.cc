@@ -76,8 +76,19 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
     return command;
   };
+  // `tdbg record [options] -- PROGRAM ARGS...`: CLI11 gets only the words before `--`; the
+  // record command reads the program from the command line itself (cmd_record.cc).
+  int parsed_argc = argc;
+  if (argc > 1 && std::string(argv[1]) == "record") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) == "--") {
+        parsed_argc = i;
+        break;
+      }
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(parsed_argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line, like every other error of tdbg, naming the subcommand given.
@@ -86,6 +97,10 @@ int main(int argc, char** argv) {
     while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
     for (char& c : what)
       if (c == '\n') c = ' ';
+    // `tdbg record --stacks 0 -- ...`: an on/off option's value given as a word of its own.
+    if (command == "tdbg record" && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr &&
+        what.find(": -") == std::string::npos)
+      what += "; on/off options take no separate value (--stacks=0 or --no-stacks)";
     std::fprintf(stderr, "%s: %s (see %s --help)\n", command.c_str(), what.c_str(),
                  command.c_str());
     return 2;

@@ -267,6 +267,21 @@ def case_bad_options():
         check(result.stderr.count("\n") == 1 and flags[0] in result.stderr,
               f"{flags}: want a one-line error naming the flag, got {result.stderr!r}")
         check(not os.path.exists(os.path.join(run, "tdbg-run.json")), f"{flags}: ran anyway")
+    # A word before `--` that is no option's value is named, not the program's words; an
+    # on/off option given a value of its own gets the spellings that work.
+    for flags, stray in ((["--stacks", "0"], "0"), (["--ring", "5", "junk"], "junk")):
+        run = fresh("bad")
+        result = subprocess.run([TDBG, "record"] + flags + ["-o", run, "--", "/bin/echo", "hi"],
+                                capture_output=True, text=True)
+        check(result.returncode == 2 and result.stderr.count("\n") == 1
+              and f"not expected: {stray};" in result.stderr and "--no-stacks" in result.stderr
+              and "hi" not in result.stderr and result.stdout == "",
+              f"{flags}: status {result.returncode}, error {result.stderr!r}")
+    # Words after `--` belong to the program, `--` and option names included.
+    result = subprocess.run([TDBG, "record", "--no-stacks", "-o", fresh("dashes"), "--", "/bin/echo",
+                             "a", "--", "--stacks", "1"], capture_output=True, text=True)
+    check(result.returncode == 0 and result.stdout == "a -- --stacks 1\n",
+          f"the program's words after --: {result.returncode} {result.stdout!r} {result.stderr!r}")
     # A mistyped command is named, with the commands there are.
     result = subprocess.run([TDBG, "recrod", "-o", fresh("bad"), "--", "/bin/true"],
                             capture_output=True, text=True)
