@@ -580,20 +580,26 @@ class Growth {
   void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c) {
     ++compared_;
     double distance = -1;
+    bool output_differs = false;  // in values, shape or dtype
     if (c.differs()) {
       ++diverged_;
       for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
         const TensorRecord& ta = a.tensors[k];
         const TensorRecord& tb = b.tensors[k];
-        if (ta.role != TensorRole::kOutput || !tensor_comparable(ta) || !tensor_comparable(tb) ||
-            ta.hash == tb.hash)
-          continue;
+        if (ta.role != TensorRole::kOutput) continue;
+        if (ta.dtype != tb.dtype || ta.shape != tb.shape) output_differs = true;
+        if (!tensor_comparable(ta) || !tensor_comparable(tb) || ta.hash == tb.hash) continue;
+        output_differs = true;
         distance = std::max(distance, summary_distance(ta.summary, tb.summary));
       }
     }
     StepRow& row = step_row(a.step);
     ++row.ops;
     if (c.differs()) ++row.diverged;
+    if (output_differs) {
+      ++row.outputs_differ;
+      ++outputs_differ_;
+    }
     if (distance > row.max_distance) row.max_distance = distance;
     if (distance > max_distance_) max_distance_ = distance;
     window_max_ = std::max(window_max_, distance);
@@ -606,18 +612,21 @@ class Growth {
     int64_t ops = std::max(h.a_end - h.a_begin, h.b_end - h.b_begin);
     compared_ += ops;
     diverged_ += ops;
+    structural_ops_ += ops;
     int64_t left = ops;
     for (auto it = by_step.begin(); it != by_step.end() && left > 0; ++it) {
       const int64_t n = std::next(it) == by_step.end() ? left : std::min(left, it->second);
       StepRow& row = step_row(it->first);
       row.ops += n;
       row.diverged += n;
+      row.structural += n;
       left -= n;
     }
     if (left > 0) {
       StepRow& row = step_row(0);
       row.ops += left;
       row.diverged += left;
+      row.structural += left;
     }
     mark_point();
   }
@@ -625,11 +634,14 @@ class Growth {
     json steps = json::array();
     for (const auto& [step, row] : steps_) {
       steps.push_back({{"step", step}, {"ops", row.ops}, {"diverged", row.diverged},
+                       {"structural_ops", row.structural}, {"outputs_differ", row.outputs_differ},
                        {"max_distance", row.max_distance < 0 ? json(nullptr) : json(row.max_distance)}});
     }
     return {{"ops_compared", compared_},
             {"ops_diverged", diverged_},
             {"structural_changes", hunks_},
+            {"structural_ops", structural_ops_},
+            {"outputs_differ", outputs_differ_},
             {"complete", complete},
             {"max_distance", max_distance_ < 0 ? json(nullptr) : json(max_distance_)},
             {"points", points_},
@@ -641,6 +653,8 @@ class Growth {
  private:
   struct StepRow {
     int64_t ops = 0, diverged = 0;
+    int64_t structural = 0;      // ops in structural changes (counted as diverged, unpaired)
+    int64_t outputs_differ = 0;  // paired ops with an output of other values, shape or dtype
     double max_distance = -1;
   };
   StepRow& step_row(int64_t step) {
@@ -662,7 +676,7 @@ class Growth {
     next_point_ *= 10;
   }
   static constexpr size_t kMaxSteps = 1000;
-  int64_t compared_ = 0, diverged_ = 0, hunks_ = 0;
+  int64_t compared_ = 0, diverged_ = 0, hunks_ = 0, structural_ops_ = 0, outputs_differ_ = 0;
   double max_distance_ = -1, window_max_ = -1;
   int64_t next_point_ = 1;
   json points_ = json::array();
@@ -991,6 +1005,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // Ops (name and tensor kinds) removed minus inserted over every hunk, up to a budget of ops
   // read: all zero means the same ops ran in another order (parameter groups built from a set).
   std::unordered_map<std::string, int64_t> moved;
+  // The same, with each op's user source line: balanced too when the same lines ran their
+  // ops in another order (a loop over a set), not when the ops moved to other lines (layers
+  // created in another order in the code).
+  std::unordered_map<std::string, int64_t> moved_lines;
   int64_t moved_budget = 4096, moved_ops = 0;
   bool moved_known = true;
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
@@ -1006,6 +1024,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       for (const TensorRecord& t : o->tensors)
         key += "|" + std::to_string(static_cast<int>(t.dtype)) + ":" + side.strings.text(t.shape);
       moved[key] += sign;
+      std::string line;
+      if (o->user_frame != 0) {
+        if (auto f = side.reader->frame(o->user_frame))
+          line = side.strings.text(f->file) + ":" + std::to_string(f->line);
+      }
+      moved_lines[key + "@" + line] += sign;
       ++moved_ops;
     }
   };
@@ -1229,11 +1253,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   }
   if (where.kind == Located::kStructure && complete && moved_known && moved_ops > 0 &&
       std::all_of(moved.begin(), moved.end(), [](const auto& kv) { return kv.second == 0; })) {
+    const bool same_lines = std::all_of(moved_lines.begin(), moved_lines.end(),
+                                        [](const auto& kv) { return kv.second == 0; });
     out["detail"] = out.value("detail", std::string()) +
                     "; the same ops ran in another order (" + std::to_string(moved_ops / 2) +
-                    " op(s) moved: an order chosen at run time, such as iterating a set or a "
-                    "dict built in another order)";
+                    " op(s) moved" +
+                    (same_lines ? ", each from the same source line in both runs: an order "
+                                  "chosen at run time, such as iterating a set or a dict built "
+                                  "in another order, or an expression on those lines rewritten)"
+                                : ", from other source lines in each run: statements of the "
+                                  "code in another order, such as layers created in another "
+                                  "order)");
     out["reordered"] = true;
+    out["reordered_lines"] = same_lines ? "same" : "other";
   }
   if (!next_divergence.is_null()) {
     out["next"] = std::move(next_divergence);

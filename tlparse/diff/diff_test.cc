@@ -730,6 +730,26 @@ TEST_CASE("the same ops in another order are named as such, not only as inserts 
   CHECK(d["kind"] == "structure");
   CHECK(d.value("reordered", false));
   CHECK(d["detail"].get<std::string>().find("the same ops ran in another order") != std::string::npos);
+  // Each op from its own line in both runs: the order was chosen at run time (or the line
+  // rewritten), which is where to look.
+  CHECK(d["reordered_lines"] == "same");
+  CHECK(d["detail"].get<std::string>().find("such as iterating a set") != std::string::npos);
+  // The statements moved in the code (layers created in another order): each op runs from
+  // another line in B, and no set or dict is to blame.
+  auto moved_code = write_ops([&](Recorder& r) {
+    r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+    r.op("aten::exp", {T{16}}, {T{17}}, {}, 0, 0, kNoSeq, 5);
+    r.op("aten::sin", {T{18}}, {T{19}}, {}, 0, 0, kNoSeq, 6);
+    r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 7);
+    r.op("aten::tanh", {T{14}}, {T{15}}, {}, 0, 0, kNoSeq, 8);
+    r.op("aten::cos", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 9);
+  });
+  json m = first(compare(write(false), moved_code));
+  CHECK(m.value("reordered", false));
+  CHECK(m["reordered_lines"] == "other");
+  CHECK(m["detail"].get<std::string>().find("set or a dict") == std::string::npos);
+  CHECK(m["detail"].get<std::string>().find("statements of the code in another order") !=
+        std::string::npos);
   // An inserted op is no reorder.
   auto inserted = write_ops([&](Recorder& r) {
     r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
@@ -1384,6 +1404,32 @@ TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
   const std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("no output differs (inputs or arguments only)") != std::string::npos);
   CHECK(text.find("distance up to -") == std::string::npos);
+}
+
+TEST_CASE("growth where every differing op is structural, or outputs differ in shape, says so") {
+  // Another batch size from step 8 on: every later op is in a structural change, and nothing
+  // was paired to compare. "No output differs" would be false.
+  Variation va, vb;
+  vb.batch_change_step = 8;
+  const std::string text = tdbg::diff::format_divergence(compare(write_run(va), write_run(vb)));
+  CHECK(text.find("all in structural changes, no paired values to compare") != std::string::npos);
+  CHECK(text.find("no output differs") == std::string::npos);
+  CHECK(text.find("no output among them") == std::string::npos);
+  // The same op paired, with another output shape (an argument changed): outputs differ.
+  using T = Recorder::T;
+  auto run = [](const std::string& shape) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      for (int k = 0; k < 3; ++k) {
+        T out{uint64_t(12 + k)};
+        out.shape = shape;
+        r.op("aten::relu", {T{11}}, {out}, {}, 0, 0, kNoSeq, 5);
+      }
+    });
+  };
+  const std::string shaped = tdbg::diff::format_divergence(compare(run("4x8"), run("4x9")));
+  CHECK(shaped.find("no output differs") == std::string::npos);
+  CHECK(shaped.find("no output among them") == std::string::npos);
 }
 
 TEST_CASE("an input from no recorded op, in a selective recording, may come from an op left out") {

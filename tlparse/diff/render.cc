@@ -150,10 +150,22 @@ void print_growth(std::ostringstream& o, const json& g) {
     << " ops from here on differ";
   if (g.value("structural_changes", 0) > 0) o << ", " << str(g, "structural_changes") << " structural change(s)";
   if (!g.value("complete", true)) o << " (stopped at the scan limit)";
-  // No distance: only inputs or arguments differ (batch norm's running stats under another
-  // momentum), no output.
+  // No distance: the differing ops are all in structural changes (nothing paired to compare),
+  // their outputs differ only in shape or dtype, or only inputs or arguments differ (batch
+  // norm's running stats under another momentum).
+  auto no_distance = [](const json& row) {
+    const int64_t diverged = row.value("diverged", row.value("ops_diverged", int64_t{0}));
+    if (diverged > 0 && row.value("structural_ops", int64_t{0}) >= diverged)
+      return std::string("all in structural changes, no paired values to compare");
+    if (row.value("outputs_differ", int64_t{0}) > 0)
+      return std::string("outputs differ in shape or dtype, no summary distance");
+    if (row.value("structural_ops", int64_t{0}) > 0)
+      return std::string("no paired op's output differs (inputs or arguments only; the rest "
+                         "are structural changes)");
+    return std::string("no output differs (inputs or arguments only)");
+  };
   if (g.value("max_distance", json()).is_null())
-    o << "; no output differs (inputs or arguments only)\n";
+    o << "; " << no_distance(g) << "\n";
   else
     o << "; largest summary distance " << num(g["max_distance"]) << "\n";
   const json& steps = g.value("steps", json::array());
@@ -166,7 +178,13 @@ void print_growth(std::ostringstream& o, const json& g) {
     o << "            step " << str(s, "step") << ": " << str(s, "diverged") << "/" << str(s, "ops")
       << " ops differ";
     if (s.value("max_distance", json()).is_null())
-      o << (s.value("diverged", 0) > 0 ? ", no output among them" : "") << "\n";
+      o << (s.value("diverged", 0) > 0
+                ? (s.value("structural_ops", int64_t{0}) >= s.value("diverged", int64_t{0})
+                       ? ", all in structural changes"
+                       : s.value("outputs_differ", int64_t{0}) > 0 ? ", outputs differ in shape or dtype"
+                                                                    : ", no output among them")
+                : "")
+        << "\n";
     else
       o << ", summary distance up to " << num(s["max_distance"]) << "\n";
   }
