@@ -36,6 +36,14 @@ enum class TensorStatus : uint8_t {
 // its old contents carry nothing into the op.
 inline constexpr char kReasonOverwritten[] = "overwritten by the op without being read";
 
+// `TensorRecord::reason` of an input hashed where it was read (`kHashed`, no producer) whose
+// memory an op of the `empty` family returned uninitialized, and that no recorded op wrote
+// since: garbage, unless the program filled it outside torch's ops (a write through
+// `.numpy()` or `data_ptr`). The text goes on with " (seq -N)": that op is N ops (by seq)
+// before the reading one, a distance that repeats from step to step, so the texts stay few.
+inline constexpr char kReasonUninitializedRead[] =
+    "memory returned uninitialized by an empty-family op; no recorded op wrote it";
+
 // The name of a `TensorStatus` as the tools print it and the `enums` table stores it
 // (tracer_test checks that the two agree).
 inline const char* tensor_status_name(TensorStatus status) {

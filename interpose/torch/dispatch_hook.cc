@@ -64,6 +64,9 @@ struct OpInfo {
   bool selected = true;                // matches TDBG_OPS
   bool random = false;
   bool uninitialized_output = false;
+  // `lift_fresh`: how `torch.tensor` and `as_tensor` hand over the `empty` they filled with
+  // the program's data outside torch's ops.
+  bool lifts_fresh = false;
   // An in-place view (torch's `inplace_view` tag: t_, transpose_, unsqueeze_, as_strided_,
   // detach_): writes only its argument's geometry, never its contents.
   bool inplace_view = false;
@@ -210,6 +213,7 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
   info->backward = backward;
   info->ignored = name.rfind("profiler::", 0) == 0;
   info->uninitialized_output = returns_uninitialized(name) || resizes(name);
+  info->lifts_fresh = name == "aten::lift_fresh" || name == "aten::lift";
   if (name.rfind(kEngineRange, 0) == 0) info->backward = true;
   info->python_inside = !schema && !name.empty() &&
                         (name.rfind(kEngineRange, 0) == 0 ||
@@ -970,6 +974,14 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
       // contents. Not an op that writes into it (`index_put_`, `scatter_` into an `empty`
       // buffer, a collective receiving into one): that is how such buffers are filled.
       hash_input_read_now(ts, w, t, tracer::kNoSeq, &rec);
+      // Said on the record (a fixed text): `tdbg nan` and `diff` then name the `empty` that
+      // returned it rather than data from outside torch.
+      if (rec.status == TensorStatus::kHashed && !ctx->info->lifts_fresh) {
+        std::string text = tracer::kReasonUninitializedRead;
+        if (known->producer != tracer::kNoSeq && known->producer < op->seq)
+          text += " (seq -" + std::to_string(op->seq - known->producer) + ")";
+        rec.reason = w->intern(text);
+      }
     } else if (known) {
       if (known->status == TensorStatus::kUninitialized) {
         rec.status = TensorStatus::kUninitialized;

@@ -865,6 +865,59 @@ def case_nan_data():
     check(any(i["finite"] is False for i in f["inputs"]), "an input is reported non-finite")
 
 
+UNINITIALIZED = r'''
+import sys, torch
+w = torch.ones(8)
+for step in range(4):
+    if step == 2:
+        buf = torch.empty(8)  # MARK:empty
+        # Filled outside torch's ops, as garbage would be: no recorded op writes it.
+        buf.numpy()[:] = float(sys.argv[1])
+    else:
+        buf = torch.zeros(8)
+    data = torch.tensor([float(sys.argv[2])] * 8)  # MARK:tensor
+    print(step, (w * buf + data).sum().item())  # MARK:read
+'''
+
+
+def case_uninitialized():
+    # Memory an `empty` returned, read by an op with nothing recorded written into it: NaN or a
+    # difference there is named as that memory, with the `empty`'s line, not as data from
+    # outside (the line to fix is the `empty`). torch.tensor's data, copied into an `empty`
+    # and handed over by lift_fresh, stays data from outside.
+    script = write_script("uninitialized.py", UNINITIALIZED)
+    mark = marks(script)
+    nan_run, _ = record("uninit_nan", ["nan", "1"], script)
+    p = subprocess.run([TDBG, "nan", "--json", nan_run], stdout=subprocess.PIPE, text=True)
+    f = json.loads(p.stdout).get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("entered") == "uninitialized",
+          f"NaN entered from uninitialized memory (exit {p.returncode}, entered {f.get('entered')})")
+    line, file = line_of(f)
+    check(line == mark["read"], f"where it is read, line {mark['read']} (got {file}:{line})")
+    makers = [i.get("uninitialized_from") for i in f.get("inputs", []) if i.get("uninitialized_from")]
+    check(len(makers) == 1 and isinstance(makers[0], dict) and makers[0].get("op") == "aten::empty"
+          and makers[0].get("source", "").endswith(f"uninitialized.py:{mark['empty']}"),
+          f"the input names the aten::empty at line {mark['empty']} (got {makers})")
+    text = subprocess.run([TDBG, "nan", nan_run], stdout=subprocess.PIPE, text=True).stdout
+    check("from uninitialized memory" in text, f"the cause says so: {text[:400]!r}")
+    a, _ = record("uninit_a", ["1", "1"], script)
+    b, _ = record("uninit_b", ["2", "1"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "external_input"
+          and "returned uninitialized" in d.get("detail", "")
+          and (d.get("uninitialized_from") or {}).get("source", "").endswith(f"uninitialized.py:{mark['empty']}"),
+          f"diff names the empty (exit {rc}: {d.get('cause')}: {d.get('detail')})")
+    c, _ = record("uninit_c", ["1", "3"], script)
+    rc, r = diff(a, c)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "external_input"
+          and "no recorded op produced it" in d.get("detail", ""),
+          f"torch.tensor data is data from outside (exit {rc}: {d.get('detail')})")
+    line, file = line_of(d.get("a"))
+    check(line == mark["tensor"], f"at the torch.tensor line {mark['tensor']} (got {file}:{line})")
+
+
 def case_inf_conv():
     # Inf beside -Inf in the data (Inf that comes in is not a start: masks) meets a convolution,
     # which makes NaN out of them: the start is the convolution's kernel op, not the op nested

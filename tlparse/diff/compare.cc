@@ -746,6 +746,25 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     return op ? op_at_source(*side.reader, side.strings, *op) : "";
   };
   out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text);
+  if (out["cause"] == "external_input" && c.input >= 0 &&
+      static_cast<size_t>(c.input) < a.tensors.size() &&
+      uninitialized_read(p.a.strings, a.tensors[static_cast<size_t>(c.input)])) {
+    // Read from memory an `empty` returned and nothing recorded wrote: garbage that differs
+    // from run to run, more likely than data from outside (which would have filled it).
+    const TensorRecord& t = a.tensors[static_cast<size_t>(c.input)];
+    std::string maker = "an op of the empty family";
+    if (auto m = uninitialized_maker(*p.a.reader, a, t)) {
+      maker = p.a.strings.text(m->name) + " (seq " + std::to_string(m->seq) + ")";
+      if (const std::string at = op_at_source(*p.a.reader, p.a.strings, *m); !at.empty())
+        maker = at + " (seq " + std::to_string(m->seq) + ")";
+      out["uninitialized_from"] = op_brief_json(*p.a.reader, p.a.strings, *m);
+    }
+    detail = "input " + std::to_string(t.index) + " differs and was read from memory that " +
+             maker +
+             " returned uninitialized, which no recorded op wrote since: uninitialized memory, "
+             "different in every run (torch.empty where zeros or ones were meant), unless the "
+             "program filled it outside torch's ops (.numpy(), data_ptr)";
+  }
   if (detail.find("no recorded op produced it") != std::string::npos) {
     // An op the recording left out may have made it: before a --steps window, or not
     // selected by --ops.

@@ -184,6 +184,7 @@ class Tracker {
 
     Nonfinite in, external;
     bool from_dropped = false;  // the external NaN's producer is an op the ring dropped
+    bool from_uninit = false;   // it was read from memory an `empty` returned uninitialized
     int inputs = 0, unknown_inputs = 0;  // unknown: values not recorded (a kernel's buffer)
     for (const TensorRecord& t : op.tensors) {
       if (t.role != TensorRole::kInput || *never_read(strings_, t) != '\0') continue;
@@ -195,6 +196,7 @@ class Tracker {
           seen_.find(t.hash) == seen_.end()) {
         external |= v;
         from_dropped = from_dropped || (dropped && v.nan);
+        from_uninit = from_uninit || (v.nan && uninitialized_read(strings_, t));
       }
       if (!tensor_comparable(t)) ++unknown_inputs;
     }
@@ -261,7 +263,10 @@ class Tracker {
       }
     }
     if (!entered_nan) return Verdict::kExplained;
-    entry_ = !external.nan ? "argument" : from_dropped ? "dropped" : "input";
+    entry_ = !external.nan    ? "argument"
+             : from_dropped   ? "dropped"
+             : from_uninit    ? "uninitialized"
+                              : "input";
     return Verdict::kEntered;
   }
   // Ops whose NaN or Inf came from their inputs or arguments (not starts).
@@ -272,7 +277,8 @@ class Tracker {
   int64_t skipped() const { return skipped_; }
   // Ops from `from_step` on whose NaN or Inf came from their inputs (from a skipped start).
   int64_t carried_in_window() const { return carried_in_window_; }
-  // How NaN entered at the last op judged kEntered: "input" or "argument".
+  // How NaN entered at the last op judged kEntered: "input", "uninitialized" (an input read
+  // from memory an `empty` returned), "dropped" or "argument".
   const std::string& entry() const { return entry_; }
 
  private:
@@ -427,6 +433,9 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     }
     if (t.producer != tracer::kNoSeq) {
       if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
+    } else if (uninitialized_read(strings, t)) {
+      auto maker = uninitialized_maker(r, op, t);
+      in["uninitialized_from"] = maker ? op_brief_json(r, strings, *maker) : json(true);
     }
     const InputValues values = recorded_values(r, strings, t);
     in["finite"] = values.finite ? json(*values.finite) : json(nullptr);

@@ -438,6 +438,42 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, con
   return j;
 }
 
+// An input hashed where it was read, from memory an op of the `empty` family returned
+// uninitialized and no recorded op wrote since (the hook says so in its reason).
+bool uninitialized_read(Strings& strings, const tracer::TensorRecord& t) {
+  return t.status == tracer::TensorStatus::kHashed && t.reason != 0 &&
+         strings.text(t.reason).rfind(tracer::kReasonUninitializedRead, 0) == 0;
+}
+
+// The op that most likely returned the memory input `t` of `op` read uninitialized: the last
+// op of the `empty` family before it on its thread, within 65,536 ops, with an output of the
+// same dtype and shape.
+std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r,
+                                                    const tracer::OpRecord& op,
+                                                    const tracer::TensorRecord& t) {
+  // The hook says which op: " (seq -N)" after the reason's fixed words.
+  Strings strings(r);
+  const std::string& reason = strings.text(t.reason);
+  if (const size_t at = reason.rfind("(seq -"); at != std::string::npos) {
+    const int64_t back = std::strtoll(reason.c_str() + at + 6, nullptr, 10);
+    if (back > 0 && back <= op.seq) {
+      auto made = r.op(op.seq - back);
+      if (made && (made->flags & tracer::kOpUninitOutput) != 0) return made;
+    }
+  }
+  std::optional<tracer::OpRecord> maker;
+  const int64_t from = std::max<int64_t>(0, op.tidx - 65536);
+  tdbg::Status st = r.scan_ops(op.thread, from, op.tidx, true, [&](const tracer::OpRecord& o) {
+    if ((o.flags & tracer::kOpUninitOutput) == 0) return true;
+    for (const tracer::TensorRecord& out : o.tensors)
+      if (out.role == tracer::TensorRole::kOutput && out.dtype == t.dtype && out.shape == t.shape)
+        maker = o;
+    return true;
+  });
+  if (!st.ok()) return std::nullopt;
+  return maker;
+}
+
 nlohmann::json tensor_json(Strings& strings, const TensorRecord& t) {
   return {{"role", t.role == TensorRole::kInput ? "input" : "output"},
           {"index", t.index},

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -150,6 +151,16 @@ nlohmann::json op_json(const tracer::Reader& reader, Strings& strings, const tra
 nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings,
                              const tracer::OpRecord& op);
 nlohmann::json tensor_json(Strings& strings, const tracer::TensorRecord& t);
+
+// An input hashed where it was read from memory an op of the `empty` family returned
+// uninitialized, that no recorded op wrote since (`tracer::kReasonUninitializedRead`).
+bool uninitialized_read(Strings& strings, const tracer::TensorRecord& t);
+// The op that returned that memory, as the hook recorded it; for a record without it, the
+// last `empty`-family op before `op` on its thread, within 65,536 ops, with an output of `t`'s
+// dtype and shape.
+std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r,
+                                                    const tracer::OpRecord& op,
+                                                    const tracer::TensorRecord& t);
 
 // Which process of `run` is number `p`, for a run of several: {index, path, pid, rank, worker,
 // text} (rank and worker where the process has them).

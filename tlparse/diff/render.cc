@@ -517,6 +517,22 @@ std::string format_nonfinite(const json& result) {
     if (f.value("recorded_only", json()).is_string())
       o << "; or an op the recording left out: it holds only " << str(f, "recorded_only");
     o << "); no op made NaN from finite values\n";
+  } else if (entered == "uninitialized") {
+    // The input that read it names the `empty` (below); the cause says what that means.
+    std::string maker = "an op of the empty family";
+    for (const json& in : f.value("inputs", json::array())) {
+      const json& from = in.value("uninitialized_from", json());
+      if (!from.is_object()) continue;
+      maker = str(from, "op") + " (seq " + str(from, "seq") + ")";
+      if (!str(from, "source").empty()) maker += " at " + str(from, "source");
+      break;
+    }
+    o << "  cause:    NaN entered here from uninitialized memory: an input holds NaN read from "
+         "memory that "
+      << maker
+      << " returned uninitialized and no recorded op wrote since (torch.empty where zeros or "
+         "ones were meant), unless the program filled it outside torch's ops (.numpy(), "
+         "data_ptr); no op made NaN from finite values\n";
   } else if (entered == "dropped") {
     o << "  cause:    NaN entered the recording here: an input holds NaN made by an op before the"
       << " first one this database holds (a --ring kept the last ops, or a bundle was trimmed);"
@@ -607,6 +623,13 @@ std::string format_nonfinite(const json& result) {
       if (!src.empty()) o << " at " << src;
     } else if (prod.is_number()) {
       o << ", from op seq " << json_text(prod);
+    } else if (const json& from = in.value("uninitialized_from", json()); from.is_object()) {
+      o << ", memory returned uninitialized by " << str(from, "op") << " (seq " << str(from, "seq")
+        << ")";
+      if (!str(from, "source").empty()) o << " at " << str(from, "source");
+      o << ", written by no recorded op";
+    } else if (from.is_boolean()) {
+      o << ", memory returned uninitialized by an empty-family op, written by no recorded op";
     } else {
       o << ", not produced by a recorded op";
     }
