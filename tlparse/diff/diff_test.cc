@@ -1371,6 +1371,24 @@ TEST_CASE("a collective that overwrites a differing tensor heals it, views of it
   CHECK(d["healed"]["to_end"] == true);
 }
 
+TEST_CASE("an argument that changed no value is not said to have been overwritten") {
+  using T = Recorder::T;
+  // A gradient clamp with another bound that no value reaches: the op's tensors are the same.
+  auto run = [](const std::string& bound) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::clamp", {T{10}}, {T{11}}, {{"min", bound}}, 0, 0, kNoSeq, 5);
+      for (int k = 0; k < 12; ++k) r.op("aten::mul", {T{11u + k}}, {T{12u + k}}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  json r = compare(run("-1"), run("-0.5"));
+  json d = first(r);
+  CHECK(d["cause"] == "arguments");
+  REQUIRE(d["healed"].is_object());
+  const std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("changed no value") != std::string::npos);
+  CHECK(text.find("was overwritten with the same values") == std::string::npos);
+}
+
 TEST_CASE("identical runs whose module paths differ get a note") {
   using T = Recorder::T;
   auto run = [](const std::string& root) {

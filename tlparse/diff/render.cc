@@ -326,10 +326,17 @@ void print_healing(std::ostringstream& o, const json& d) {
   const json& healed = d.value("healed", json());
   if (!healed.is_object()) return;
   o << "  healed:   from seq " << str(healed, "seq_a") << " (step " << str(healed, "step") << ") ";
+  // An argument that differs while every tensor of the op is the same (a clamp bound no value
+  // reaches): no value ever differed, so none was overwritten.
+  const bool no_value_differed = str(d, "kind") != "structure" && !d.value("tensor", json()).is_object();
   if (healed.value("to_end", false)) {
     o << "to the end, all " << str(healed, "ops_same") << " op(s) compared are the same in both "
-      << "runs: every tensor that differed was overwritten with the same values (as when loaded "
-      << "weights replace a random init), and it changed nothing after\n";
+      << "runs: "
+      << (no_value_differed
+              ? "the op's tensors are the same in both runs, so what differs changed no value"
+              : "every tensor that differed was overwritten with the same values (as when "
+                "loaded weights replace a random init), and it changed nothing after")
+      << "\n";
     return;
   }
   o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: what this "
