@@ -580,16 +580,16 @@ class Growth {
   void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c) {
     ++compared_;
     double distance = -1;
-    bool output_differs = false;  // in values, shape or dtype
+    // In values, or in shape or dtype (`structure`: the pair's tensors are not alike).
+    const bool output_differs = c.output >= 0 || !c.structure.empty();
     if (c.differs()) {
       ++diverged_;
       for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
         const TensorRecord& ta = a.tensors[k];
         const TensorRecord& tb = b.tensors[k];
-        if (ta.role != TensorRole::kOutput) continue;
-        if (ta.dtype != tb.dtype || ta.shape != tb.shape) output_differs = true;
-        if (!tensor_comparable(ta) || !tensor_comparable(tb) || ta.hash == tb.hash) continue;
-        output_differs = true;
+        if (ta.role != TensorRole::kOutput || !tensor_comparable(ta) || !tensor_comparable(tb) ||
+            ta.hash == tb.hash)
+          continue;
         distance = std::max(distance, summary_distance(ta.summary, tb.summary));
       }
     }
@@ -1226,7 +1226,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       ++stats.ops_compared;
       growth.add_pair(*e.a, *e.b, e.cmp);
       ++pairs_compared;
-      if (e.cmp.differs()) ++pairs_differing;
+      // After a structural change, the same values in another memory layout (`W.t()` against
+      // `W.t().contiguous()`) with the same outputs are no value difference: the change
+      // added work, not results.
+      const OpComparison& c = e.cmp;
+      const bool layout_only = c.layout >= 0 && c.structure.empty() && c.input < 0 &&
+                               c.output < 0 && c.arg < 0 && !c.rng;
+      const bool value_differs = c.differs() && !(where.kind == Located::kStructure && layout_only);
+      if (value_differs) ++pairs_differing;
       if (track_healing) {
         if (first_event) {
           track_live(*e.a, *e.b, e.cmp);
@@ -1241,7 +1248,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           }
         }
       }
-      if (where.kind == Located::kStructure && !found_value_after && e.cmp.differs()) {
+      if (where.kind == Located::kStructure && !found_value_after && value_differs) {
         found_value_after = true;
         value_after_depth = e.a->depth;
         json v;

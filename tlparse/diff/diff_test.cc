@@ -765,6 +765,29 @@ TEST_CASE("the same ops in another order are named as such, not only as inserts 
   CHECK_FALSE(i.value("reordered", false));
 }
 
+TEST_CASE("after a structural change, another layout of the same values is no value difference") {
+  using T = Recorder::T;
+  // `W.t()` against `W.t().contiguous()`: B copies, and the matmul reads the same values in
+  // another layout and makes the same output.
+  auto run = [](bool contiguous) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      T in{12};
+      in.shape = "32x8 strides 1x32";
+      if (contiguous) {
+        r.op("aten::contiguous", {in}, {T{12}}, {}, 0, 0, kNoSeq, 5);
+        in.shape = "32x8";
+      }
+      r.op("aten::mm", {T{11}, in}, {T{13}}, {}, 0, 0, kNoSeq, 6);
+      for (int k = 0; k < 4; ++k) r.op("aten::relu", {T{13u + k}}, {T{14u + k}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json d = first(compare(run(false), run(true)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["value_after_structure"].is_null());
+  CHECK(d["values_same"].is_object());
+}
+
 TEST_CASE("the same op on other shapes is a replacement, with the argument that differs") {
   using T = Recorder::T;
   auto write = [](const std::string& k, const std::string& shape) {
