@@ -46,7 +46,8 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
       line += std::string(hashing::dtype_name(t.dtype)) + "[" + strings.text(t.shape) + "]";
       if (diff::tensor_comparable(t)) line += "=" + diff::hex64(t.hash);
     }
-    for (const auto& a : op.args) line += " " + strings.text(a.name) + "=" + strings.text(a.value);
+    for (const auto& a : op.args)
+      line += " " + strings.text(a.name) + "=" + diff::number_text(strings.text(a.value));
     if (op.flags & tracer::kOpRandom) line += " rng=" + diff::hex64(op.rng);
     if (op.flags & tracer::kOpUnfinished) line += " unfinished";
     if (op.flags & tracer::kOpRaised) line += " raised";
@@ -54,7 +55,23 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
     return;
   }
   // A C++ frame with its source line where the binary's debug info gives it.
-  const std::string source = diff::frame_source_text(r, strings, op.user_frame ? op.user_frame : op.stack, false);
+  std::string source = diff::frame_source_text(r, strings, op.user_frame ? op.user_frame : op.stack, false);
+  // A backward op has no stack of its own: the line of the forward op it (or the autograd
+  // node it runs in) differentiates, as `tdbg diff` and `tdbg nan` give it.
+  int64_t fwd_seq = op.fwd;
+  for (int64_t up = op.parent, k = 0; fwd_seq == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
+    auto parent = r.op(up);
+    if (!parent) break;
+    fwd_seq = parent->fwd;
+    up = parent->parent;
+  }
+  if (source.empty() && op.user_frame == 0 && op.stack == 0 && fwd_seq != tracer::kNoSeq) {
+    if (auto fwd = r.op(fwd_seq)) {
+      const std::string line =
+          diff::frame_source_text(r, strings, fwd->user_frame ? fwd->user_frame : fwd->stack, false);
+      if (!line.empty()) source = line + " (forward op's line)";
+    }
+  }
   std::string label = std::string(std::min<int>(op.depth, 16) * 2, ' ') + name;
   std::printf("%8" PRId64 " t%-2u step %-5" PRId64 " %-40s %-24s %s\n", op.seq, op.thread, op.step,
               label.c_str(), strings.text(op.module).c_str(), source.c_str());

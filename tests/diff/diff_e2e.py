@@ -190,6 +190,12 @@ def case_seed():
     d = r["first_divergence"]
     expect_value(d, "rng", "init")
     check(d and d["a"]["random"], "the op is a random op")
+    # `show` gives a backward op the line of the forward op it differentiates, as diff does.
+    shown = subprocess.run([TDBG, "show", "--limit", "0", a], stdout=subprocess.PIPE, text=True).stdout
+    lines = [l for l in shown.splitlines() if "aten::threshold_backward" in l]
+    want = f"train.py:{MARK['fc1']} in Net.forward (forward op's line)"
+    check(lines and all(want in l for l in lines),
+          f"relu's backward shows {want!r} (got {lines[:2]})")
 
 
 def case_threads():
