@@ -107,6 +107,9 @@ test('the static report shows the divergence, filters, scrolls virtually and lin
   await page.fill('#filter-module', '');
   await page.fill('#filter-name', 'AddmmBackward0');
   await page.locator('#op-table .vt-row').first().click();
+  // It has no stack of its own (autograd's thread): the forward op's line and stack, said so.
+  assert.match(await page.textContent('#op-detail'), /train\.py:21 in train_step \(the forward op's line\)/);
+  assert.match(await page.textContent('#op-detail'), /Stack of the forward op/);
   const fwdText = await page.textContent('#fwd-link');
   assert.match(fwdText, /^#\d+$/);
   await page.locator('#fwd-link').click();

@@ -226,8 +226,10 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     op.name = names[i];
     op.step = step;
     op.module = kind.layer >= 0 ? modules[kind.layer] : 0;
-    op.user_frame = user_frames[kind.line];
-    op.stack = stacks[kind.line];
+    // Autograd's engine thread runs no Python: its backward ops have no stack, as in torch.
+    const bool engine = (kind.flags & tracer::kOpBackward) && kind.fwd_offset >= 0;
+    op.user_frame = engine ? 0 : user_frames[kind.line];
+    op.stack = engine ? 0 : stacks[kind.line];
     op.region = static_cast<uint32_t>(step + 1);
     op.start_ns = t;
     op.end_ns = t + 2000 + (pos % 7) * 300;

@@ -364,10 +364,28 @@ json op_json(const Reader& reader, const OpRecord& op, StackTable* stacks, bool 
   j["region"] = op.region;
   j["chain"] = hex64(op.chain);
   j["rng"] = op.rng ? json(hex64(op.rng)) : json(nullptr);
+  // A backward op has no stack of its own: that of the forward op it (or the autograd node it
+  // runs in) differentiates, marked as such, as `tdbg diff` and `show` give it.
+  tracer::FrameId stack = op.stack;
+  if (op.stack == 0 && op.user_frame == 0) {
+    int64_t fwd = op.fwd;
+    for (int64_t up = op.parent, k = 0; fwd == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
+      auto parent = reader.op(up);
+      if (!parent) break;
+      fwd = parent->fwd;
+      up = parent->parent;
+    }
+    if (auto forward = fwd == tracer::kNoSeq ? std::nullopt : reader.op(fwd);
+        forward && (forward->stack != 0 || forward->user_frame != 0)) {
+      stack = forward->stack;
+      j["source"] = source_json(reader, forward->user_frame ? forward->user_frame : forward->stack);
+      j["source_from_forward"] = true;
+    }
+  }
   if (stacks) {
-    j["stack"] = stacks->add(reader, op.stack);
+    j["stack"] = stacks->add(reader, stack);
   } else {
-    j["stack_frames"] = frames_json(reader, op.stack);
+    j["stack_frames"] = frames_json(reader, stack);
   }
   json tensors = json::array();
   for (const TensorRecord& t : op.tensors) {

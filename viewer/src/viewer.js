@@ -277,11 +277,14 @@
       return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
         kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)], ['step', fmt(f.step)],
             f.process_info ? ['process', f.process_info.text] : null,
-            ['source', h('code', null, srcText(f.source))],
+            ['source', [h('code', null, srcText(f.source)), f.source_from_forward ? ' (the forward op\'s line)' : null]],
+            f.backward ? ['in', 'backward' + ((f.enclosing || []).length ? ', inside ' + f.enclosing[f.enclosing.length - 1].op : '')] : null,
+            f.entered === 'uninitialized' ? ['cause', 'NaN entered here from uninitialized memory: an input read memory that an op of the empty family returned and no recorded op wrote (torch.empty where zeros were meant), unless the program filled it outside torch\'s ops'] :
             f.entered === 'dropped' ? ['cause', 'NaN entered the recording here: an input holds NaN made before the first op the recording holds (a --ring kept the last ops); it started earlier'] :
             f.entered ? ['cause', 'NaN entered here through ' + (f.entered === 'input' ? 'an input that no recorded op produced' : 'a NaN argument' + (f.argument ? ' (' + f.argument.name + ' = ' + f.argument.value + ')' : '')) + '; no op made it from finite values'] : null,
             (f.other_starts || []).length > 0 ? ['also', f.other_starts.map((s) => s.op + ' (seq ' + s.seq + ') in process ' + (s.process ? s.process.index : '?')).join('; ')] : null,
-            f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']'] : null]),
+            f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']' +
+              (f.tensor.summary ? ': ' + fmt(f.tensor.summary.nan) + ' NaN, ' + fmt(f.tensor.summary.inf) + ' Inf' : '')] : null]),
         h('h3', null, 'Stack'), stackList(f.stack, f.source));
     });
     if (items.length === 0) return null;
@@ -471,7 +474,7 @@
     append(detail, [
       h('h3', null, 'Op #', o.seq, ' ', h('code', { id: 'detail-name' }, o.name)),
       kv([['step', o.step], ['thread / index', o.thread + ' / ' + o.tidx], ['module', o.module || '—'],
-          ['source', h('code', null, srcText(o.source))],
+          ['source', [h('code', null, srcText(o.source)), o.source_from_forward ? ' (the forward op\'s line)' : null]],
           ['parent', o.parent >= 0 ? h('button', { class: 'link', onclick: () => goTo(o.parent) }, '#' + o.parent) : '—'],
           o.backward ? ['forward op', o.fwd >= 0 ? h('button', { class: 'link', id: 'fwd-link', onclick: () => goTo(o.fwd) }, '#' + o.fwd) : 'unknown'] : null,
           o.rng ? ['generator state', o.rng] : null,
@@ -495,7 +498,8 @@
       (o.kernels || []).length ? h('table', { id: 'kernels' }, h('tr', null, ['kernel', 'grid', 'block', 'stream', 'µs'].map(k => h('th', null, k))),
         o.kernels.map(k => h('tr', null, h('td', { class: 'mono' }, k.name), h('td', null, k.grid), h('td', null, k.block), h('td', null, k.stream),
           h('td', { class: 'num' }, fmt((k.end_ns - k.start_ns) / 1000))))) : h('p', { class: 'muted' }, 'None recorded.'),
-      h('h3', null, 'Stack (most recent call last)'), stackList(frames, o.source)]);
+      h('h3', null, o.source_from_forward ? 'Stack of the forward op (most recent call last)' : 'Stack (most recent call last)'),
+      stackList(frames, o.source)]);
   }
   function opsSection() {
     const runPicker = runs.length > 1 ? h('select', { id: 'run-picker', onchange: e => setRun(Number(e.target.value)) },
