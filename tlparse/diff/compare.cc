@@ -2412,8 +2412,24 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       if (ta == b.processes[p]->meta("num_threads")) threads = ta;
     }
     explain_nondeterministic(first, kernel_settings, threads);
-    if (first.contains("value_after_structure") && first["value_after_structure"].is_object())
-      explain_nondeterministic(first["value_after_structure"], kernel_settings, threads);
+    if (first.contains("value_after_structure") && first["value_after_structure"].is_object()) {
+      json& v = first["value_after_structure"];
+      explain_nondeterministic(v, kernel_settings, threads);
+      // An "equivalent" rewrite (x / 3 for x * (1 / 3), a sum regrouped): the values that the
+      // change carries in differ only in the last bits.
+      if (v.value("cause", "") == "structure") {
+        const double rounding = rounding_level_difference(v.value("tensor", json()));
+        if (rounding >= 0) {
+          char size[32];
+          std::snprintf(size, sizeof(size), "%.1g", rounding);
+          v["detail"] = v.value("detail", std::string()) +
+                        "; the values differ at rounding level only (relative " + size +
+                        "): the change computes the same values with float operations in "
+                        "another order";
+          v["rounding_level"] = true;
+        }
+      }
+    }
     // Recorded with a --steps window: "no recorded op produced it" may only mean an op before
     // the window made it.
     const std::string window = a.processes.empty() ? "" : a.processes[0]->meta("steps");

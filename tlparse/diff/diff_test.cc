@@ -788,6 +788,34 @@ TEST_CASE("after a structural change, another layout of the same values is no va
   CHECK(d["values_same"].is_object());
 }
 
+TEST_CASE("a rewrite whose values differ at rounding level after it says so") {
+  using T = Recorder::T;
+  // `x / 3` against `x * (1 / 3)`: another op, and values that differ in the last bits.
+  auto run = [](bool mul, double sum) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      T out{mul ? 13u : 12u};
+      out.sum = sum;
+      const int64_t made = r.op(mul ? "aten::mul" : "aten::div", {T{11}}, {out}, {}, 0, 0, kNoSeq, 5);
+      T in = out;
+      in.producer = made;
+      T loss{mul ? 15u : 14u};
+      loss.sum = sum;
+      r.op("aten::relu", {in}, {loss}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  json d = first(compare(run(false, 1.0), run(true, 1.00000003)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"].value("rounding_level", false));
+  CHECK(d["value_after_structure"]["detail"].get<std::string>().find("rounding level") !=
+        std::string::npos);
+  // A real difference is no rounding.
+  json e = first(compare(run(false, 1.0), run(true, 1.5)));
+  REQUIRE(e["value_after_structure"].is_object());
+  CHECK_FALSE(e["value_after_structure"].value("rounding_level", false));
+}
+
 TEST_CASE("the same op on other shapes is a replacement, with the argument that differs") {
   using T = Recorder::T;
   auto write = [](const std::string& k, const std::string& shape) {
