@@ -924,6 +924,41 @@ def case_uninitialized():
     check(line == mark["tensor"], f"at the torch.tensor line {mark['tensor']} (got {file}:{line})")
 
 
+STALE_NAN = r'''
+import numpy as np, torch
+torch.manual_seed(0)
+w = torch.randn(4, 1)
+for step in range(4):
+    x = torch.randn(8, 4)  # MARK:made
+    if step == 2:
+        x.numpy()[3, 1] = np.nan  # written behind torch's back: no op, no version bump
+    print(step, (x @ w).sum().item())  # MARK:read
+'''
+
+
+def case_stale_nan():
+    # NaN written into a tensor's memory through NumPy after it was hashed: the recording
+    # cannot see the write, and the matmul that reads it cannot make NaN from the finite values
+    # recorded for its inputs. `tdbg nan` says an input changed outside torch's ops, naming the
+    # candidates, not that the matmul made NaN.
+    script = write_script("stale_nan.py", STALE_NAN)
+    mark = marks(script)
+    run, _ = record("stale_nan", [], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = json.loads(p.stdout).get("first_nonfinite") or {}
+    line, file = line_of(f)
+    check(p.returncode == 1 and line == mark["read"] and f.get("step") == 0,
+          f"the NaN shows at the read, line {mark['read']} (exit {p.returncode}, {file}:{line})")
+    stale = f.get("stale_inputs") or []
+    check(any((s.get("producer") or {}).get("op") == "aten::randn"
+              and (s["producer"].get("source") or "").endswith(f"stale_nan.py:{mark['made']}")
+              for s in stale),
+          f"the randn'd input is named as possibly changed since (got {stale})")
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check("changed outside torch's ops" in text and "made here" not in text,
+          f"the cause says so: {text[:500]!r}")
+
+
 def case_inf_conv():
     # Inf beside -Inf in the data (Inf that comes in is not a start: masks) meets a convolution,
     # which makes NaN out of them: the start is the convolution's kernel op, not the op nested

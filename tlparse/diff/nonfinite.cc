@@ -2,6 +2,8 @@
 // arguments do not explain, found from the recorded summaries, descending into nested ops to
 // the innermost one that produced it.
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -145,6 +147,22 @@ struct Nonfinite {
 // Which non-finite values an argument's text holds ("nan", "-inf", "[1.0, inf]").
 Nonfinite literal_nonfinite(const std::string& text) {
   return Nonfinite{text.find("nan") != std::string::npos, text.find("inf") != std::string::npos};
+}
+
+// Ops that make no NaN from finite inputs of moderate size (|x| < 1e15 in float32 or float64,
+// scalar arguments below 1e6: no product of two of them, nor a sum of such products,
+// overflows): arithmetic without division, matrix products, copies and activations.
+bool makes_no_nan_from_finite(const std::string& name) {
+  static const std::set<std::string> kClosed = {
+      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_",
+      "aten::addmm", "aten::mm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm",
+      "aten::addmv", "aten::mv", "aten::dot", "aten::neg",
+      "aten::abs", "aten::relu", "aten::relu_", "aten::tanh", "aten::sigmoid", "aten::gelu",
+      "aten::silu", "aten::leaky_relu", "aten::clone", "aten::cat", "aten::stack", "aten::sum",
+      "aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::conv2d",
+      "aten::convolution", "aten::_convolution", "aten::mkldnn_convolution",
+      "aten::embedding", "aten::index_select", "aten::max_pool2d", "aten::square"};
+  return kClosed.count(name) > 0;
 }
 
 // Finds where non-finite values *start*. An op whose NaN or Inf output is explained is
@@ -445,6 +463,36 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
       if (values.viewed_producer != tracer::kNoSeq) in["viewed_producer"] = values.viewed_producer;
     }
     inputs.push_back(std::move(in));
+  }
+  // NaN "made" by an op that cannot make it from finite inputs this small (a matmul, an add):
+  // the values recorded for an input are stale. It was changed outside torch's ops after it
+  // was hashed (a write through .numpy() or a data pointer), which the recording cannot see.
+  if (entry.empty() && j["tensor"].is_object() && makes_no_nan_from_finite(strings.text(op.name))) {
+    const json& out = j["tensor"];
+    const json& sum = out.value("summary", json());
+    const std::string dtype = out.value("dtype", std::string());
+    bool all_small = sum.is_object() && sum.value("nan", int64_t{0}) > 0 &&
+                     (dtype == "float32" || dtype == "float64");
+    for (const tracer::ArgRecord& a : op.args) {
+      const std::string& text = strings.text(a.value);
+      char* end = nullptr;
+      const double value = std::strtod(text.c_str(), &end);
+      if (end != text.c_str() && !(std::fabs(value) < 1e6)) all_small = false;  // alpha=1e30
+    }
+    json stale = json::array();
+    for (const json& in : inputs) {
+      if (in.contains("not_read")) continue;
+      const json& v = in.value("values", json());
+      if (!in.value("finite", false) || !v.is_object() ||
+          std::max(std::fabs(v.value("min", 0.0)), std::fabs(v.value("max", 0.0))) >= 1e15) {
+        all_small = false;
+        break;
+      }
+      // A carried hash (not read again at this op), made by a recorded op.
+      if (in.value("status", "") != "hashed" && in.value("producer", json()).is_object())
+        stale.push_back({{"index", in["index"]}, {"producer", in["producer"]}});
+    }
+    if (all_small && !stale.empty()) j["stale_inputs"] = std::move(stale);
   }
   j["inputs"] = std::move(inputs);
   // The non-tensor arguments (an exponent, a learning rate, a fill value): they explain as

@@ -573,6 +573,19 @@ std::string format_nonfinite(const json& result) {
       }
       o << "; the other inputs and the arguments hold no " << (s.value("nan", int64_t{0}) > 0 ? "NaN" : "NaN or Inf")
         << "\n";
+    } else if (const json& stale = f.value("stale_inputs", json()); stale.is_array() && !stale.empty()) {
+      o << "  cause:    " << str(f, "op") << " makes no NaN from finite inputs this small: an "
+        << "input most likely changed outside torch's ops after it was made (a write through "
+           ".numpy() or a data pointer), and the values shown for it are from then, not read "
+           "again: ";
+      for (size_t k = 0; k < stale.size(); ++k) {
+        const json& prod = stale[k].value("producer", json());
+        o << (k == 0 ? "" : k + 1 == stale.size() ? " or " : ", ") << "input "
+          << str(stale[k], "index") << " (from " << str(prod, "op");
+        if (!str(prod, "source").empty()) o << " at " << str(prod, "source");
+        o << ")";
+      }
+      o << "\n";
     } else {
       o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
         << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf)\n";
