@@ -159,6 +159,15 @@ class Aligner {
       if (sa == sb) {
         e->cmp = compare_ops(*oa, a.strings, *ob, b.strings);
         if (e->cmp.structure.empty()) {
+          if (e->cmp.output >= 0) {
+            if (std::optional<Hunk> h = closer_neighbour(*oa, *ob, sa)) {
+              e->is_hunk = true;
+              e->hunk = *h;
+              i_ = h->a_end;
+              j_ = h->b_end;
+              return true;
+            }
+          }
           e->i = i_++;
           e->j = j_++;
           e->a = oa;
@@ -181,6 +190,63 @@ class Aligner {
   }
 
  private:
+  // The largest summary distance between the outputs of `x` and `y` (0 where hashes agree),
+  // or -1 when an output's values cannot be compared.
+  static double output_distance(const OpRecord& x, const OpRecord& y) {
+    double d = 0;
+    for (size_t k = 0; k < x.tensors.size() && k < y.tensors.size(); ++k) {
+      const TensorRecord& tx = x.tensors[k];
+      const TensorRecord& ty = y.tensors[k];
+      if (tx.role != TensorRole::kOutput || tx.hash == ty.hash) continue;
+      if (!tensor_comparable(tx) || !tensor_comparable(ty)) return -1;
+      const double s = summary_distance(tx.summary, ty.summary);
+      if (s < 0) return -1;
+      d = std::max(d, s);
+    }
+    return d;
+  }
+
+  // A's op i_ and B's op j_ have one signature and other outputs. When the op next to one of
+  // them has that signature too, and pairing with it keeps the edit count (the ops after
+  // pair up at once), the two alignments are equally short: the one whose outputs are much
+  // closer is the one the program meant (`(h + x) + 0.3 * x` against `h + (x + 0.3 * x)`: the
+  // outer sums pair, not the outer with the inner). Returns the one-op hunk that the closer
+  // pairing needs first, or nothing to pair i_ with j_. Ops with nested ops are left alone.
+  std::optional<Hunk> closer_neighbour(const OpRecord& oa, const OpRecord& ob, uint64_t sig) {
+    Side& a = p_.a;
+    Side& b = p_.b;
+    const double here = output_distance(oa, ob);
+    if (here <= 0) return std::nullopt;
+    auto leaf = [](Side& s, int64_t t, const OpRecord& op) {
+      const OpRecord* next = s.cursor.at(t + 1);
+      return next == nullptr || next->depth <= op.depth;
+    };
+    auto closer = [&](const OpRecord& x, const OpRecord& y) {
+      if (x.depth != y.depth || !compare_ops(x, a.strings, y, b.strings).structure.empty())
+        return false;
+      const double there = output_distance(x, y);
+      return there >= 0 && there * 10 < here;
+    };
+    if (!leaf(a, i_, oa) || !leaf(b, j_, ob)) return std::nullopt;
+    // B ran an op of this kind first: B's j_ is inserted, A's i_ pairs with B's j_ + 1.
+    if (j_ + 2 < b.count && i_ + 1 < a.count) {
+      const uint64_t a1 = a.cursor.signature_at(i_ + 1), b1 = b.cursor.signature_at(j_ + 1);
+      if (b1 == sig && a1 != b1 && a1 == b.cursor.signature_at(j_ + 2)) {
+        const OpRecord* nb = b.cursor.at(j_ + 1);
+        if (nb && leaf(b, j_ + 1, *nb) && closer(oa, *nb)) return Hunk{i_, i_, j_, j_ + 1};
+      }
+    }
+    // A ran it first: A's i_ is removed, A's i_ + 1 pairs with B's j_.
+    if (i_ + 2 < a.count && j_ + 1 < b.count) {
+      const uint64_t a1 = a.cursor.signature_at(i_ + 1), b1 = b.cursor.signature_at(j_ + 1);
+      if (a1 == sig && a1 != b1 && b1 == a.cursor.signature_at(i_ + 2)) {
+        const OpRecord* na = a.cursor.at(i_ + 1);
+        if (na && leaf(a, i_ + 1, *na) && closer(*na, ob)) return Hunk{i_, i_ + 1, j_, j_};
+      }
+    }
+    return std::nullopt;
+  }
+
   // The first hunk of the shortest edit script of a window starting at (i_, j_), where the
   // two signatures differ. The window grows until the hunk is clearly followed by a match.
   std::optional<Hunk> align_at() {
@@ -736,6 +802,8 @@ std::string op_at_source(const Reader& r, Strings& strings, const OpRecord& op) 
   return src.empty() ? text : text + " at " + src;
 }
 
+double rounding_level_difference(const json& tensor);
+
 void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpComparison& c,
                     bool after_structure, json& out) {
   std::string detail;
@@ -792,6 +860,13 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   out["b"] = op_json(*p.b.reader, p.b.strings, b);
   int tensor = c.input >= 0 ? c.input : c.layout >= 0 ? c.layout : c.output;
   out["tensor"] = tensor >= 0 ? tensor_pair_json(p, a, b, tensor) : json(nullptr);
+  // After a structural change the inputs may differ by construction (`(h + x) + y` against
+  // `h + (x + y)`: the outer sums add other terms) while the output is the same sum up to
+  // rounding: the output is what tells whether the change changed results.
+  if (after_structure && c.input >= 0 && c.output >= 0 && out["cause"] == "structure") {
+    json output = tensor_pair_json(p, a, b, c.output);
+    if (rounding_level_difference(output) >= 0) out["tensor"] = std::move(output);
+  }
   if (c.arg >= 0) {
     const auto& aa = a.args[static_cast<size_t>(c.arg)];
     const auto& ab = b.args[static_cast<size_t>(c.arg)];
@@ -1043,10 +1118,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       for (const TensorRecord& t : o->tensors)
         key += "|" + std::to_string(static_cast<int>(t.dtype)) + ":" + side.strings.text(t.shape);
       moved[key] += sign;
+      // By function and line, not file: two copies of a script (train.py, train_v2.py) are
+      // the same lines.
       std::string line;
       if (o->user_frame != 0) {
         if (auto f = side.reader->frame(o->user_frame))
-          line = side.strings.text(f->file) + ":" + std::to_string(f->line);
+          line = side.strings.text(f->function) + ":" + std::to_string(f->line);
       }
       moved_lines[key + "@" + line] += sign;
       ++moved_ops;

@@ -816,6 +816,47 @@ TEST_CASE("a rewrite whose values differ at rounding level after it says so") {
   CHECK_FALSE(e["value_after_structure"].value("rounding_level", false));
 }
 
+TEST_CASE("a sum regrouped pairs the outer sums, whose outputs agree, not outer with inner") {
+  using T = Recorder::T;
+  // A: `(h + x) + 0.3 * x`; B: `h + (x + 0.3 * x)`. Either extra add is one edit; the outer
+  // sums make the same values up to rounding, the inner sum something else.
+  auto out = [](uint64_t hash, double sum) {
+    T t{hash};
+    t.sum = sum;
+    return t;
+  };
+  auto run = [&](bool regrouped) {
+    return write_ops([&](Recorder& r) {
+      auto from = [](uint64_t hash, int64_t seq) {
+        T t{hash};
+        t.producer = seq;
+        return t;
+      };
+      const int64_t h = r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      const int64_t x = r.op("aten::exp", {T{9}}, {T{12}}, {}, 0, 0, kNoSeq, 5);
+      int64_t last;
+      if (!regrouped) {
+        const int64_t s = r.op("aten::add", {from(11, h), from(12, x)}, {out(20, 3.0)}, {}, 0, 0, kNoSeq, 6);
+        const int64_t m = r.op("aten::mul", {from(12, x)}, {out(21, 0.6)}, {}, 0, 0, kNoSeq, 6);
+        last = r.op("aten::add", {from(20, s), from(21, m)}, {out(22, 3.6)}, {}, 0, 0, kNoSeq, 6);
+      } else {
+        const int64_t m = r.op("aten::mul", {from(12, x)}, {out(21, 0.6)}, {}, 0, 0, kNoSeq, 6);
+        const int64_t s = r.op("aten::add", {from(12, x), from(21, m)}, {out(30, 2.6)}, {}, 0, 0, kNoSeq, 6);
+        last = r.op("aten::add", {from(11, h), from(30, s)}, {out(31, 3.6000001)}, {}, 0, 0, kNoSeq, 6);
+      }
+      r.op("aten::relu", {from(regrouped ? 31u : 22u, last)}, {T{40}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json d = first(compare(run(false), run(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  const json& v = d["value_after_structure"];
+  CHECK(v["a"]["seq"] == 4);  // A's outer add
+  CHECK(v["b"]["seq"] == 4);  // B's outer add, not its inner one (seq 3)
+  CHECK(v.value("rounding_level", false));
+  CHECK(v["tensor"]["role"] == "output");
+}
+
 TEST_CASE("the same op on other shapes is a replacement, with the argument that differs") {
   using T = Recorder::T;
   auto write = [](const std::string& k, const std::string& shape) {

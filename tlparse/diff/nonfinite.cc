@@ -483,7 +483,8 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     for (const json& in : inputs) {
       if (in.contains("not_read")) continue;
       const json& v = in.value("values", json());
-      if (!in.value("finite", false) || !v.is_object() ||
+      const json& finite = in.value("finite", json());
+      if (!finite.is_boolean() || !finite.get<bool>() || !v.is_object() ||
           std::max(std::fabs(v.value("min", 0.0)), std::fabs(v.value("max", 0.0))) >= 1e15) {
         all_small = false;
         break;
