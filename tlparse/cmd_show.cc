@@ -47,7 +47,7 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
       if (diff::tensor_comparable(t)) line += "=" + diff::hex64(t.hash);
     }
     for (const auto& a : op.args)
-      line += " " + strings.text(a.name) + "=" + diff::number_text(strings.text(a.value));
+      line += " " + strings.text(a.name) + "=" + diff::argument_text(strings.text(a.name), strings.text(a.value));
     if (op.flags & tracer::kOpRandom) line += " rng=" + diff::hex64(op.rng);
     if (op.flags & tracer::kOpUnfinished) line += " unfinished";
     if (op.flags & tracer::kOpRaised) line += " raised";
@@ -84,7 +84,7 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
   }
   for (const auto& a : op.args) {
     std::printf("%22s arg %s = %s\n", "", strings.text(a.name).c_str(),
-                diff::number_text(strings.text(a.value)).c_str());
+                diff::argument_text(strings.text(a.name), strings.text(a.value)).c_str());
   }
   if (op.flags & tracer::kOpUnfinished)
     std::printf("%22s unfinished: the process ended (a crash or an abort) while inside this op%s\n", "",

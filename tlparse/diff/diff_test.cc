@@ -119,6 +119,13 @@ class Recorder {
     auto fn = w_.intern("forward");
     op.stack = w_.intern_frame(0, file, line ? line : 100, fn);
     op.user_frame = op.stack;
+    if (next_fwd != kNoSeq) {
+      // A backward op on autograd's thread: no stack of its own, the forward op it
+      // differentiates.
+      op.fwd = next_fwd;
+      op.stack = op.user_frame = 0;
+      next_fwd = kNoSeq;
+    }
     op.rng = rng;
     op.start_ns = clock_ns;
     op.end_ns = clock_ns + 500;
@@ -166,6 +173,7 @@ class Recorder {
 
   int64_t step = 0;
   uint32_t next_flags = 0;  // added to the next op's flags only
+  int64_t next_fwd = kNoSeq;  // the next op is a backward op of this forward op
   bool chain_covers_uninitialized = false;
   int64_t clock_ns = 1000000;  // CLOCK_MONOTONIC of the next op's start, 1 us apart
 
@@ -1692,6 +1700,20 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   CHECK(text.find("NaN entered the recording here") != std::string::npos);
   CHECK(text.find("(a ring kept the last ones, or a bundle trimmed") != std::string::npos);
 
+  // A backward op whose forward op the ring dropped: no line, and why.
+  json b = nonfinite_of(write_ops([](Recorder& r) {
+    r.skip(100);
+    T g{21, 40};
+    g.nan = 8;
+    T y{22};
+    y.nan = 4;
+    r.next_fwd = 30;
+    r.op("aten::threshold_backward", {g}, {y}, {}, 0, 0, kNoSeq, 18);
+  }));
+  REQUIRE(b["status"] == "nonfinite");
+  CHECK(tdbg::diff::format_nonfinite(b).find(
+            "(no source: its forward op (seq 30) is not in the recording") != std::string::npos);
+
   // A --steps window: an input no recorded op produced may come from before the window.
   auto windowed = [](const std::string& steps) {
     return nonfinite_of(write_ops(
@@ -2116,6 +2138,27 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
           std::string::npos);
   }
 
+  SECTION("a start with a nested op that does the work counts once before --from-step") {
+    // `torch.full(..., nan)` at steps 0 and 1 runs a nested `fill_` with the same literal.
+    auto ops = [&](Recorder& r) {
+      for (int step = 0; step < 3; ++step) {
+        r.step = step;
+        T filled{uint64_t(100 + step)};
+        filled.nan = 4;
+        int64_t full = r.op("aten::full", {}, {filled}, {{"fill_value", "nan"}}, 0, 0, kNoSeq, 5);
+        // The `empty` it fills: overwritten without being read, as the hook records it.
+        T buffer{uint64_t(200 + step), kNoSeq, "32x8", TensorStatus::kNotHashed};
+        buffer.reason = tdbg::tracer::kReasonOverwritten;
+        r.op("aten::fill_", {buffer}, {filled}, {{"value", "nan"}}, 0, 1, full, 5);
+      }
+    };
+    tdbg::diff::NonfiniteOptions later;
+    later.from_step = 2;
+    json l = nonfinite(ops, later);
+    CHECK(l["first_nonfinite"]["op"] == "aten::full");
+    CHECK(l["first_nonfinite"]["skipped_before"] == 2);
+  }
+
   SECTION("--from-step after NaN came in: an op reading unrecorded values carries it") {
     // NaN enters with the data at step 1 and spreads; at step 2 a backward op reads a saved
     // tensor (unrecorded values) and its output holds NaN: carried, not a new start, and the
@@ -2311,4 +2354,13 @@ TEST_CASE("native frames get their line from the binary's debug info while it is
   auto old = open(write_native_frame(binary, offset, ""));
   CHECK(!tdbg::diff::native_source(*old, binary, 0, function));
   CHECK(tdbg::diff::native_line_notes(*old).empty());
+}
+
+TEST_CASE("arguments read as the user wrote them: shortest floats, named reductions") {
+  using tdbg::diff::argument_text;
+  CHECK(argument_text("other", "0.98999999999999999") == "0.99");
+  CHECK(argument_text("reduction", "1") == "1 (mean)");
+  CHECK(argument_text("reduction", "2") == "2 (sum)");
+  CHECK(argument_text("reduction", "0") == "0 (none)");
+  CHECK(argument_text("dim", "1") == "1");  // another int stays a number
 }

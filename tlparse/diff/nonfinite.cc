@@ -198,7 +198,11 @@ class Tracker {
     std::vector<Open>& open = open_[op.thread];
     while (!open.empty() && open.back().depth >= op.depth) open.pop_back();
     Nonfinite enclosing;
-    for (const Open& o : open) enclosing |= o.reaches;
+    bool inside_start = false;  // an enclosing op was counted as a start already
+    for (const Open& o : open) {
+      enclosing |= o.reaches;
+      inside_start = inside_start || o.started;
+    }
 
     Nonfinite in, external;
     bool from_dropped = false;  // the external NaN's producer is an op the ring dropped
@@ -229,7 +233,7 @@ class Tracker {
     }
     Nonfinite passed = in;
     passed |= literal;
-    open.push_back(Open{op.depth, passed});
+    open.push_back(Open{op.depth, passed, false});
     // An input whose values were not recorded (autograd's saved tensors, a kernel's buffer)
     // may hold what the run already carries: once NaN (or Inf) was passed on anywhere, say
     // before --from-step, it explains the same kind in an output that reads one.
@@ -247,7 +251,9 @@ class Tracker {
     const bool before_window = op.step < options_.from_step;
     bool counted = false;
     if (before_window) {
-      if (fresh) ++skipped_;
+      // One start per op the program called: `torch.full(..., nan)`'s nested `fill_` is the
+      // same start.
+      if (fresh && !inside_start) ++skipped_;
       counted = fresh;
       fresh = false;
     }
@@ -260,9 +266,10 @@ class Tracker {
         passes_nan = true;
     const bool enters_nan = passes_nan && (external.nan || (literal.nan && !in.nan));
     if (enters_nan && before_window && !counted) {
-      ++skipped_;  // NaN entering is a start too
+      if (!inside_start) ++skipped_;  // NaN entering is a start too
       counted = true;
     }
+    if (counted) open.back().started = true;
     const bool entered_nan = enters_nan && !before_window;
     if ((out.nan || out.inf) && !entered_nan && !counted) {
       ++(ignored ? ignored_ : explained_);
@@ -303,6 +310,7 @@ class Tracker {
   struct Open {
     uint16_t depth;
     Nonfinite reaches;  // what the op's inputs and arguments hold
+    bool started;       // counted as a start before --from-step
   };
   Nonfinite carried_;  // kinds of non-finite value some op has passed on so far
   Nonfinite of(const TensorRecord& t) const {

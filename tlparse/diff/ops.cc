@@ -285,6 +285,16 @@ std::string hex64(uint64_t value) {
   return buf;
 }
 
+std::string argument_text(const std::string& name, const std::string& value) {
+  // at::Reduction: the loss functions' `reduction`, an int in the ATen schema.
+  if (name == "reduction") {
+    if (value == "0") return "0 (none)";
+    if (value == "1") return "1 (mean)";
+    if (value == "2") return "2 (sum)";
+  }
+  return number_text(value);
+}
+
 std::string number_text(const std::string& text) {
   if (text.empty() || text.find_first_of(".eE") == std::string::npos) return text;
   double value = 0;
@@ -386,11 +396,25 @@ static void add_source(const tracer::Reader& reader, Strings& strings, const OpR
                        nlohmann::json& j) {
   tracer::FrameId user = op.user_frame, stack = op.stack;
   bool from_forward = false;
-  if (user == 0 && stack == 0 && op.fwd != tracer::kNoSeq) {
-    if (auto fwd = reader.op(op.fwd)) {
+  // A backward op, or an op inside an autograd node: the forward op that node differentiates.
+  int64_t fwd_seq = op.fwd;
+  if (user == 0 && stack == 0) {
+    for (int64_t up = op.parent, k = 0; fwd_seq == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
+      auto parent = reader.op(up);
+      if (!parent) break;
+      fwd_seq = parent->fwd;
+      up = parent->parent;
+    }
+  }
+  if (user == 0 && stack == 0 && fwd_seq != tracer::kNoSeq) {
+    if (auto fwd = reader.op(fwd_seq)) {
       user = fwd->user_frame;
       stack = fwd->stack;
       from_forward = true;
+    } else {
+      // A ring (or a trimmed bundle) kept only later ops: say why there is no line.
+      j["source_missing"] = "its forward op (seq " + std::to_string(fwd_seq) +
+                            ") is not in the recording (a --ring kept only the last ops)";
     }
   }
   if (user == 0) user = stack;

@@ -122,6 +122,9 @@ std::string hex64(uint64_t value);
 // significant digits so that it reads back exactly ("-0.40000000000000002"), in the shortest
 // form that reads back the same ("-0.4", as Python prints it); any other text as it is.
 std::string number_text(const std::string& text);
+// An argument's value as the tools print it: `number_text`, with the name of an enum that
+// torch passes as a number ("reduction" 1 reads "1 (mean)").
+std::string argument_text(const std::string& name, const std::string& value);
 nlohmann::json summary_json(const hashing::Summary& s);
 // Relative difference |x - y| / max(|x|, |y|), 0 when equal: in [0, 2].
 double relative_difference(double x, double y);

@@ -22,7 +22,10 @@ std::string str(const json& j, const char* key) {
 
 std::string source_text(const json& side) {
   const json& src = side.value("source", json());
-  if (!src.is_object()) return "(no source)";
+  if (!src.is_object()) {
+    const std::string missing = str(side, "source_missing");
+    return missing.empty() ? "(no source)" : "(no source: " + missing + ")";
+  }
   std::string s = frame_text(str(src, "file"), src.value("line", int64_t{0}), str(src, "function"), false);
   if (side.value("source_from_forward", false)) s += " (forward op's line)";
   return s;
@@ -93,7 +96,8 @@ void print_value(std::ostringstream& o, const json& d) {
   const json& arg = d.value("argument", json());
   if (arg.is_object()) {
     o << "  argument: " << str(arg, "name") << " (#" << str(arg, "index") << ")  A "
-      << number_text(str(arg, "value_a")) << "  B " << number_text(str(arg, "value_b")) << "\n";
+      << argument_text(str(arg, "name"), str(arg, "value_a")) << "  B "
+      << argument_text(str(arg, "name"), str(arg, "value_b")) << "\n";
   }
   const json& rng = d.value("rng", json());
   if (rng.is_object()) o << "  rng:      A " << str(rng, "a") << "  B " << str(rng, "b") << "\n";
@@ -668,7 +672,7 @@ std::string format_nonfinite(const json& result) {
   // The other arguments: an exponent, a learning rate or a fill value is often the why.
   std::string args;
   for (const json& a : f.value("args", json::array())) {
-    std::string value = str(a, "value");
+    std::string value = argument_text(str(a, "name"), str(a, "value"));
     if (value.size() > 60) value = value.substr(0, 57) + "...";  // a long list of sizes
     args += (args.empty() ? "" : ", ") + str(a, "name") + " = " + value;
   }
