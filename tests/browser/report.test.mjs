@@ -140,6 +140,8 @@ test('a first difference that healed is said to have changed nothing after it', 
   const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));
   const text = await page.textContent('#healed');
   assert.match(text, new RegExp(`^Healed: from seq ${healed.seq_a} \\(step \\d+\\) to the end, all ${healed.ops_same} op\\(s\\)`));
+  // The headline says it too, as `tdbg diff`'s first line does.
+  assert.equal(await page.textContent('#status-healed'), `; healed: the same again from seq ${healed.seq_a} to the end`);
   assert.deepEqual(seen.errors, []);
 });
 
@@ -152,6 +154,22 @@ test('a divergence where B inserts ops names B\'s op in the headline', async () 
   const status = await page.textContent('#status');
   assert.ok(status.includes(`at op #${fd.b.seq} of B`) && status.includes(fd.b.op), status);
   assert.ok(!status.includes('?') && !status.includes('—,'), status);
+  // The page opens on B's op, the one only B ran, not A's op with that number.
+  assert.equal(await page.textContent('#detail-name'), fd.b.op);
+  assert.match(await page.textContent('#op-detail h3'), new RegExp(`^Op #${fd.b.seq} `));
+  // The context shows each side's own source line.
+  const header = await page.locator('#context tr').first().locator('th').allTextContents();
+  assert.deepEqual(header.slice(-2), ['A source', 'B source']);
+  const first = await page.locator('#context tr.first td').allTextContents();
+  const bSource = fd.b.source ? `${fd.b.source.file.split('/').pop()}:${fd.b.source.line}` : '';
+  assert.ok(bSource && first[5].includes(bSource), `B's row shows B's line ${bSource}: ${first}`);
+  // What the diff found after the change, as `tdbg diff` prints it.
+  const after = fd.value_after_structure;
+  if (after && after.a) {
+    assert.match(await page.textContent('#value-after'), new RegExp(`^First value difference after the change: ${after.a.op} \\(seq A ${after.a.seq}, B ${after.b.seq}`));
+  }
+  // Steps held: the first and the last the run holds.
+  assert.match(await page.textContent('#overview table'), /steps held0–\d+/);
   assert.deepEqual(seen.errors, []);
 });
 

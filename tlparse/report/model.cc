@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <unordered_map>
 
 #include "tlparse/diff/diff.h"
@@ -349,6 +350,23 @@ std::string StackTable::add(const Reader& reader, tracer::FrameId innermost) {
   return key;
 }
 
+// A backward op has no stack of its own (autograd's thread runs no Python): the forward op
+// it, or the autograd node it runs in, differentiates, where the run holds it and it has one.
+std::optional<OpRecord> forward_with_stack(const Reader& reader, const OpRecord& op) {
+  if (op.stack != 0 || op.user_frame != 0) return std::nullopt;
+  int64_t fwd = op.fwd;
+  for (int64_t up = op.parent, k = 0; fwd == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
+    auto parent = reader.op(up);
+    if (!parent) break;
+    fwd = parent->fwd;
+    up = parent->parent;
+  }
+  if (fwd == tracer::kNoSeq) return std::nullopt;
+  auto forward = reader.op(fwd);
+  if (!forward || (forward->stack == 0 && forward->user_frame == 0)) return std::nullopt;
+  return forward;
+}
+
 json op_row_json(const Reader& reader, const OpRecord& op) {
   json j = {{"seq", op.seq}, {"thread", op.thread}, {"tidx", op.tidx}, {"depth", op.depth},
             {"name", reader.string(op.name)}, {"step", op.step},
@@ -356,6 +374,10 @@ json op_row_json(const Reader& reader, const OpRecord& op) {
             {"backward", (op.flags & tracer::kOpBackward) != 0}, {"fwd", op.fwd},
             {"parent", op.parent}, {"start_ns", op.start_ns}, {"end_ns", op.end_ns},
             {"source", source_json(reader, op.user_frame ? op.user_frame : op.stack)}};
+  if (auto forward = forward_with_stack(reader, op)) {
+    j["source"] = source_json(reader, forward->user_frame ? forward->user_frame : forward->stack);
+    j["source_from_forward"] = true;
+  }
   return j;
 }
 
@@ -364,23 +386,11 @@ json op_json(const Reader& reader, const OpRecord& op, StackTable* stacks, bool 
   j["region"] = op.region;
   j["chain"] = hex64(op.chain);
   j["rng"] = op.rng ? json(hex64(op.rng)) : json(nullptr);
-  // A backward op has no stack of its own: that of the forward op it (or the autograd node it
-  // runs in) differentiates, marked as such, as `tdbg diff` and `show` give it.
+  // A backward op's stack is its forward op's (op_row_json took its source), as `tdbg diff`
+  // and `show` give it.
   tracer::FrameId stack = op.stack;
-  if (op.stack == 0 && op.user_frame == 0) {
-    int64_t fwd = op.fwd;
-    for (int64_t up = op.parent, k = 0; fwd == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
-      auto parent = reader.op(up);
-      if (!parent) break;
-      fwd = parent->fwd;
-      up = parent->parent;
-    }
-    if (auto forward = fwd == tracer::kNoSeq ? std::nullopt : reader.op(fwd);
-        forward && (forward->stack != 0 || forward->user_frame != 0)) {
-      stack = forward->stack;
-      j["source"] = source_json(reader, forward->user_frame ? forward->user_frame : forward->stack);
-      j["source_from_forward"] = true;
-    }
+  if (j.value("source_from_forward", false)) {
+    if (auto forward = forward_with_stack(reader, op)) stack = forward->stack;
   }
   if (stacks) {
     j["stack"] = stacks->add(reader, stack);

@@ -115,7 +115,10 @@
         h('code', null, a.op || '?'), ', step ', fmt(a.step), ', ', h('code', null, srcText(a.source)),
         fd.kind === 'structure' && fd.detail ? [' (', fd.detail, ')'] : null,
         fd.cause ? [' — cause: ', h('span', { class: 'tag' }, fd.cause)] : null,
-        fd.kind ? [' ', h('span', { class: 'tag' }, fd.kind)] : null);
+        fd.kind && fd.kind !== fd.cause ? [' (', fd.kind, ' difference)'] : null,
+        fd.healed && fd.healed.to_end ? h('span', { id: 'status-healed' }, '; healed: the same again from seq ' + fmt(fd.healed.seq_a) + ' to the end')
+          : fd.healed && fd.next && (fd.next.a || fd.next.b) ? h('span', { id: 'status-healed' }, '; healed, then diverged again at ' +
+            (fd.next.a || fd.next.b).op + ' (seq ' + fmt((fd.next.a || fd.next.b).seq) + ')') : null);
     }
     const keys = new Set();
     for (const r of runs) for (const k of Object.keys(r.meta || {})) keys.add(k);
@@ -131,7 +134,9 @@
       h('tr', null, h('th', null, 'path'), runs.map(r => h('td', { class: 'mono' }, r.path))),
       h('tr', null, h('th', null, 'processes'), runs.map(r => h('td', { class: 'num' }, (r.processes || []).length))),
       h('tr', null, h('th', null, 'ops'), runs.map(r => h('td', { class: 'num' }, fmt(r.op_count)))),
-      h('tr', null, h('th', null, 'steps'), runs.map(r => h('td', { class: 'num' }, (r.steps || []).length ? fmt(r.steps[r.steps.length - 1].last_step + 1) : '0'))),
+      // The steps the database holds (a ring or a trimmed bundle holds only the last ones).
+      h('tr', null, h('th', null, 'steps held'), runs.map(r => h('td', { class: 'num' }, (r.steps || []).length
+        ? fmt(r.steps[0].step) + '–' + fmt(r.steps[r.steps.length - 1].last_step) : 'none'))),
       h('tr', null, h('th', null, 'threads'), runs.map(r => h('td', { class: 'num' }, ((r.processes || [])[r.process || 0] || {}).threads ? r.processes[r.process || 0].threads.length : 0))),
       h('tr', null, h('th', null, 'ops in this report'), runs.map(r => h('td', { class: 'num' },
         r.window ? fmt(r.window.ops) + ' (#' + fmt(r.window.from_seq) + '…#' + fmt(r.window.to_seq) + ')' : '—'))));
@@ -178,9 +183,11 @@
       rows.push(h('tr', { class: cls },
         h('td', { class: 'num' }, oa ? oa.seq : ''), h('td', { class: 'mono' }, oa ? oa.name : '—'),
         h('td', { class: 'num' }, ob ? ob.seq : ''), h('td', { class: 'mono' }, ob ? ob.name : '—'),
-        h('td', { class: 'mono' }, oa ? srcText(oa.source) : '')));
+        h('td', { class: 'mono' }, oa ? srcText(oa.source) : ''),
+        runs[1] ? h('td', { class: 'mono' }, ob ? srcText(ob.source) : '') : null));
     }
-    return h('table', { id: 'context' }, h('tr', null, h('th', null, 'A #'), h('th', null, 'A op'), h('th', null, 'B #'), h('th', null, 'B op'), h('th', null, 'source')), rows);
+    return h('table', { id: 'context' }, h('tr', null, h('th', null, 'A #'), h('th', null, 'A op'), h('th', null, 'B #'), h('th', null, 'B op'),
+      h('th', null, runs[1] ? 'A source' : 'source'), runs[1] ? h('th', null, 'B source') : null), rows);
   }
   function sideCard(label, side, run) {
     if (!side) return h('div', { class: 'card ' + label.toLowerCase() }, h('h3', null, 'Run ' + label), h('p', { class: 'muted' }, 'No such op on this side.'));
@@ -207,7 +214,9 @@
     if (healed.to_end) {
       return h('p', { id: 'healed' }, h('strong', null, 'Healed: '),
         'from seq ' + fmt(healed.seq_a) + ' (step ' + fmt(healed.step) + ') to the end, all ' + fmt(healed.ops_same) +
-        ' op(s) compared are the same in both runs: every tensor that differed was overwritten with the same values, and it changed nothing after.');
+        ' op(s) compared are the same in both runs: ' + (fd.kind !== 'structure' && !fd.tensor
+          ? 'the op\'s tensors are the same in both runs, so what differs changed no value.'
+          : 'every tensor that differed was overwritten with the same values, and it changed nothing after.'));
     }
     const next = fd.next;
     if (!next || !(next.a || next.b)) return null;
@@ -219,6 +228,22 @@
         h('span', { class: 'tag', id: 'next-cause' }, next.cause || '?'), ' at ', h('code', { class: 'source' }, srcText(side.source))),
       next.detail ? h('p', { id: 'next-detail' }, next.detail +
         (next.argument ? ' (' + next.argument.name + ': A ' + next.argument.value_a + ', B ' + next.argument.value_b + ')' : '')) : null);
+  }
+  // A number's text as `tdbg diff` prints it: the shortest that reads back the same double
+  // (0.05, not 0.050000000000000003), which is what JavaScript's Number gives.
+  function numText(v) {
+    const text = String(v);
+    if (!/^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(text) || !/[.eE]/.test(text)) return text;
+    const n = Number(text);
+    return Number.isFinite(n) ? String(n) : text;
+  }
+  // After a structural change: the first op whose values differ, as `tdbg diff` names it.
+  function valueAfter(v) {
+    if (!v || typeof v !== 'object' || !v.a) return null;
+    return h('p', { id: 'value-after' }, h('strong', null, 'First value difference after the change: '),
+      h('code', null, v.a.op || '?'), ' (seq A ' + fmt(v.a.seq) + ', B ' + fmt(v.b ? v.b.seq : null) + ', step ' + fmt(v.a.step) + ') at ',
+      h('code', { class: 'source' }, srcText(v.a.source)), ' — cause: ', h('span', { class: 'tag' }, v.cause || '?'),
+      v.detail ? [': ', v.detail] : null);
   }
   function divergence() {
     if (runs.length < 2) return null;
@@ -237,7 +262,8 @@
         t ? [', tensor: ', h('code', null, t.role + ' ' + t.index + ' ' + (t.dtype || '') + '[' + (t.shape || '') + ']')] : null),
       fd.detail ? h('p', { id: 'cause-detail' }, fd.detail) : null,
       fd.argument ? h('p', { id: 'argument' }, 'Argument ', h('code', null, fd.argument.name || '#' + fd.argument.index),
-        ': A ', h('code', null, String(fd.argument.value_a)), ', B ', h('code', null, String(fd.argument.value_b))) : null,
+        ': A ', h('code', null, numText(fd.argument.value_a)), ', B ', h('code', null, numText(fd.argument.value_b))) : null,
+      valueAfter(fd.value_after_structure),
       healing(fd),
       warnings.length || notes.length ? h('ul', { id: 'diff-notes' },
         warnings.map(w => h('li', null, h('strong', null, 'warning: '), w)),
@@ -493,7 +519,7 @@
             ['min', 'max', 'sum', 'abs_sum', 'nan', 'inf'].map(k => h('td', { class: 'num' }, fmt(sm[k]))),
             h('td', null, t.producer >= 0 ? h('button', { class: 'link', onclick: () => goTo(t.producer) }, '#' + t.producer) : '—'));
         }))),
-      (o.args || []).length ? [h('h3', null, 'Arguments'), kv(o.args.map(a => [a.name || String(a.index), a.value]))] : null,
+      (o.args || []).length ? [h('h3', null, 'Arguments'), kv(o.args.map(a => [a.name || String(a.index), numText(a.value)]))] : null,
       h('h3', null, 'Kernels'),
       (o.kernels || []).length ? h('table', { id: 'kernels' }, h('tr', null, ['kernel', 'grid', 'block', 'stream', 'µs'].map(k => h('th', null, k))),
         o.kernels.map(k => h('tr', null, h('td', { class: 'mono' }, k.name), h('td', null, k.grid), h('td', null, k.block), h('td', null, k.stream),
@@ -551,7 +577,11 @@
     // Open on the point of interest: the divergence, else run A's first non-finite value.
     const nf = (data.nonfinite || [])[0];
     const nfSeq = nf && nf.first_nonfinite && Number.isInteger(nf.first_nonfinite.seq) ? nf.first_nonfinite.seq : null;
-    if (splitSeq !== null) goTo(splitSeq);
+    // An op only B ran (an insertion) is B's: open run B on it.
+    if (firstDivergence && !firstDivergence.a && firstDivergence.b && Number.isInteger(firstDivergence.b.seq) && runs[1]) {
+      setRun(1);
+      goTo(firstDivergence.b.seq);
+    } else if (splitSeq !== null) goTo(splitSeq);
     else if (nfSeq !== null) goTo(nfSeq);
     window.tdbgViewer = { ready: true, goTo, setRun };
   }
