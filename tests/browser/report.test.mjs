@@ -188,6 +188,19 @@ test('an argument divergence names the argument and both values; a killed run sa
   assert.deepEqual(single.seen.errors, []);
 });
 
+test('the first non-finite value says why and shows the inputs, as tdbg nan does', async () => {
+  const dir = makeRuns('nonfinite', '--ops', '600', '--nonfinite-at', '300', '--single');
+  const nan = spawnSync(tdbg, ['nan', join(dir, 'a')], { encoding: 'utf8' });
+  assert.equal(nan.status, 1);
+  const cause = nan.stdout.split('\n').find(l => l.startsWith('  cause:'));
+  assert.ok(cause, `tdbg nan gives a cause: ${nan.stdout}`);
+  const { page, seen } = await openPage(makeReport(dir, join(dir, 'a')));
+  assert.equal(await page.textContent('#nonfinite .nan-cause'), cause.replace(/^  cause:\s*/, ''));
+  const inputs = nan.stdout.split('\n').filter(l => /^  input \d+:/.test(l)).map(l => l.trim());
+  if (inputs.length) assert.ok((await page.textContent('#nonfinite .nan-inputs')).includes(inputs[0]));
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a run full of HTML and script payloads executes nothing and shows them as text', async () => {
   const dir = makeRuns('hostile', '--ops', '600', '--diverge-at', '300', '--hostile');
   const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));

@@ -469,6 +469,12 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
   }
   data["diff"] = diff;
   data["nonfinite"] = nonfinite;
+  // The command line's own words, which the page shows as they are: the page never says less
+  // than `tdbg diff` and `tdbg nan` would.
+  data["diff_text"] = diff.is_object() ? json(diff::format_divergence(diff)) : json(nullptr);
+  json nonfinite_text = json::array();
+  for (const json& n : nonfinite) nonfinite_text.push_back(diff::format_nonfinite(n));
+  data["nonfinite_text"] = std::move(nonfinite_text);
 
   // Centre of each window: the divergence on that side, else the first non-finite, else 0.
   // A side with no op at a structural divergence (ops inserted in the other run, or removed

@@ -271,7 +271,8 @@
       h('div', { class: 'sides' }, sideCard('A', fd.a, runs[0]), sideCard('B', fd.b, runs[1])),
       t ? [h('h3', null, 'Summaries of the differing tensor'), summariesTable(opA, opB, t.role, t.index) ||
         h('p', { class: 'muted' }, 'The op is outside the window of this report.')] : null,
-      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : fd.b.seq, fd.b ? fd.b.seq : fd.a.seq));
+      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : fd.b.seq, fd.b ? fd.b.seq : fd.a.seq),
+      data.diff_text ? h('details', { id: 'diff-text' }, h('summary', null, 'As tdbg diff prints it'), h('pre', null, data.diff_text)) : null);
   }
 
   function nonfinite() {
@@ -300,6 +301,10 @@
         return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label), h('p', null, held));
       }
       const f = n.first_nonfinite;
+      // The cause and the inputs as `tdbg nan` words them.
+      const said = String((data.nonfinite_text || [])[i] || '').split('\n');
+      const causeLine = said.find(l => l.startsWith('  cause:'));
+      const inputLines = said.filter(l => /^  (input \d+|output \d+|args):/.test(l)).map(l => l.trim());
       return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
         kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)], ['step', fmt(f.step)],
             f.process_info ? ['process', f.process_info.text] : null,
@@ -310,7 +315,9 @@
             f.entered ? ['cause', 'NaN entered here through ' + (f.entered === 'input' ? 'an input that no recorded op produced' : 'a NaN argument' + (f.argument ? ' (' + f.argument.name + ' = ' + f.argument.value + ')' : '')) + '; no op made it from finite values'] : null,
             (f.other_starts || []).length > 0 ? ['also', f.other_starts.map((s) => s.op + ' (seq ' + s.seq + ') in process ' + (s.process ? s.process.index : '?')).join('; ')] : null,
             f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']' +
-              (f.tensor.summary ? ': ' + fmt(f.tensor.summary.nan) + ' NaN, ' + fmt(f.tensor.summary.inf) + ' Inf' : '')] : null]),
+              (f.tensor.summary ? ': ' + fmt(f.tensor.summary.nan) + ' NaN, ' + fmt(f.tensor.summary.inf) + ' Inf' : '')] : null,
+            causeLine && !f.entered ? ['why', h('span', { class: 'nan-cause' }, causeLine.replace(/^  cause:\s*/, ''))] : null]),
+        inputLines.length ? h('pre', { class: 'nan-inputs' }, inputLines.join('\n')) : null,
         h('h3', null, 'Stack'), stackList(f.stack, f.source));
     });
     if (items.length === 0) return null;
