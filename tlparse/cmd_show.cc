@@ -58,14 +58,9 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
   std::string source = diff::frame_source_text(r, strings, op.user_frame ? op.user_frame : op.stack, false);
   // A backward op has no stack of its own: the line of the forward op it (or the autograd
   // node it runs in) differentiates, as `tdbg diff` and `tdbg nan` give it.
-  int64_t fwd_seq = op.fwd;
-  for (int64_t up = op.parent, k = 0; fwd_seq == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
-    auto parent = r.op(up);
-    if (!parent) break;
-    fwd_seq = parent->fwd;
-    up = parent->parent;
-  }
-  if (source.empty() && op.user_frame == 0 && op.stack == 0 && fwd_seq != tracer::kNoSeq) {
+  const int64_t fwd_seq =
+      source.empty() && op.user_frame == 0 && op.stack == 0 ? diff::forward_seq_of(r, op) : tracer::kNoSeq;
+  if (fwd_seq != tracer::kNoSeq) {
     if (auto fwd = r.op(fwd_seq)) {
       const std::string line =
           diff::frame_source_text(r, strings, fwd->user_frame ? fwd->user_frame : fwd->stack, false);

@@ -392,20 +392,23 @@ std::string frame_text(const std::string& file, int64_t line, const std::string&
   return name + " (" + base + ")";
 }
 
+int64_t forward_seq_of(const tracer::Reader& reader, const OpRecord& op) {
+  int64_t fwd = op.fwd;
+  for (int64_t up = op.parent, k = 0; fwd == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
+    auto parent = reader.op(up);
+    if (!parent) break;
+    fwd = parent->fwd;
+    up = parent->parent;
+  }
+  return fwd;
+}
+
 static void add_source(const tracer::Reader& reader, Strings& strings, const OpRecord& op,
                        nlohmann::json& j) {
   tracer::FrameId user = op.user_frame, stack = op.stack;
   bool from_forward = false;
   // A backward op, or an op inside an autograd node: the forward op that node differentiates.
-  int64_t fwd_seq = op.fwd;
-  if (user == 0 && stack == 0) {
-    for (int64_t up = op.parent, k = 0; fwd_seq == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
-      auto parent = reader.op(up);
-      if (!parent) break;
-      fwd_seq = parent->fwd;
-      up = parent->parent;
-    }
-  }
+  const int64_t fwd_seq = user == 0 && stack == 0 ? forward_seq_of(reader, op) : op.fwd;
   if (user == 0 && stack == 0 && fwd_seq != tracer::kNoSeq) {
     if (auto fwd = reader.op(fwd_seq)) {
       user = fwd->user_frame;

@@ -155,6 +155,10 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings,
                              const tracer::OpRecord& op);
 nlohmann::json tensor_json(Strings& strings, const tracer::TensorRecord& t);
 
+// The seq of the forward op that a backward op differentiates: its own `fwd`, else that of the
+// autograd node it runs inside (up to 8 enclosing ops); kNoSeq if none.
+int64_t forward_seq_of(const tracer::Reader& reader, const tracer::OpRecord& op);
+
 // An input hashed where it was read from memory an op of the `empty` family returned
 // uninitialized, that no recorded op wrote since (`tracer::kReasonUninitializedRead`).
 bool uninitialized_read(Strings& strings, const tracer::TensorRecord& t);

@@ -8,6 +8,7 @@
 
 #include "tlparse/diff/diff.h"
 #include "tlparse/diff/native_lines.h"
+#include "tlparse/diff/ops.h"
 #include "tlparse/report/report.h"
 
 namespace tdbg::report {
@@ -354,13 +355,7 @@ std::string StackTable::add(const Reader& reader, tracer::FrameId innermost) {
 // it, or the autograd node it runs in, differentiates, where the run holds it and it has one.
 std::optional<OpRecord> forward_with_stack(const Reader& reader, const OpRecord& op) {
   if (op.stack != 0 || op.user_frame != 0) return std::nullopt;
-  int64_t fwd = op.fwd;
-  for (int64_t up = op.parent, k = 0; fwd == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
-    auto parent = reader.op(up);
-    if (!parent) break;
-    fwd = parent->fwd;
-    up = parent->parent;
-  }
+  const int64_t fwd = diff::forward_seq_of(reader, op);
   if (fwd == tracer::kNoSeq) return std::nullopt;
   auto forward = reader.op(fwd);
   if (!forward || (forward->stack == 0 && forward->user_frame == 0)) return std::nullopt;
