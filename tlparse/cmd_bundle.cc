@@ -29,6 +29,12 @@ void add_bundle_command(CLI::App& app) {
   cmd->add_option("--extract", args->extract, "Unpack a bundle into the folder given with -o");
   cmd->callback([args] {
     if (!args->inspect.empty() || !args->extract.empty()) {
+      // `--inspect B.tar.gz extra`: a run given too is not read; say so, not ignore it.
+      if (!args->run_a.empty() || !args->inspect.empty() == !args->extract.empty())
+        return fail("bundle", !args->run_a.empty()
+                                  ? "--inspect and --extract take only the bundle (unexpected '" +
+                                        args->run_a + "')"
+                                  : "give --inspect or --extract, not both");
       const std::string& path = args->inspect.empty() ? args->extract : args->inspect;
       if (!args->extract.empty()) {
         if (args->out.empty()) return fail("bundle", "--extract needs -o FOLDER");

@@ -85,6 +85,11 @@ set +e
 "$tdbg" bundle --inspect cut.tar.gz 2>err.txt; rc=$?
 set -e
 [ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] || fail "truncated archive: exit $rc, $(cat err.txt)"
+# A word given beside --inspect is named, not ignored.
+set +e
+"$tdbg" bundle --inspect bug.tar.gz extra >/dev/null 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "unexpected 'extra'" err.txt || fail "--inspect with a stray word: exit $rc, $(cat err.txt)"
 
 # view: loopback only, JSON pages, stops on SIGINT with status 0.
 "$tdbg" view runs/a runs/b --port 0 >view.txt 2>&1 &
