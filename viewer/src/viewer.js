@@ -358,7 +358,14 @@
     const diffOps = c.points.reduce((n, p) => n + (p.differing || 0), 0);
     return h('div', null, h('h3', null, 'How far apart the runs are (relative difference of output sums, log scale)'), g,
       h('p', { class: 'muted', id: 'curve-note' }, fmt(diffOps), ' of ', fmt(c.points.reduce((n, p) => n + p.ops, 0)),
-        ' compared ops differ from #', fmt(c.from_seq), ' to #', fmt(c.to_seq), '. Measure: ', c.measure || ''));
+        ' compared ops differ from #', fmt(c.from_seq), ' to #', fmt(c.to_seq), '. Measure: ', c.measure || '',
+        // The curve pairs ops by number: after ops one run inserted or removed, the numbers are
+        // shifted and the pairs are other ops. The diff's alignment is what tells values apart.
+        firstDivergence && firstDivergence.kind === 'structure'
+          ? h('span', { id: 'curve-shifted' }, '. Ops are paired here by number: from the structural change at #' +
+              fmt((firstDivergence.a || firstDivergence.b || {}).seq) + ' on, one run\'s ops are shifted against the other\'s, so the curve ' +
+              'and the red rows there compare other ops; the first divergence above (and its first value difference after the change) is what the aligned comparison found')
+          : null));
   }
   function stepsChart() {
     const sets = runs.map(r => r.steps || []);
