@@ -99,8 +99,23 @@ int main(int argc, char** argv) {
       if (c == '\n') c = ' ';
     // `tdbg record --stacks 0 -- ...`: an on/off option's value given as a word of its own.
     if (command == "tdbg record" && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr &&
-        what.find(": -") == std::string::npos)
-      what += "; on/off options take no separate value (--stacks=0 or --no-stacks)";
+        what.find(": -") == std::string::npos) {
+      // Name the option given before the stray word: `--quiet 1` reads `--quiet=1`.
+      std::string option = "--stacks", value = "0", example = "e.g. ";
+      const size_t colon = what.find(": ");
+      const std::string stray = colon == std::string::npos ? "" : what.substr(colon + 2, what.find(' ', colon + 2) - colon - 2);
+      for (int i = 3; i < parsed_argc && !stray.empty(); ++i) {
+        const std::string before = argv[i - 1];
+        if (argv[i] == stray && before.rfind("--", 0) == 0 && before.find('=') == std::string::npos) {
+          option = before;
+          value = stray;
+          example.clear();
+          break;
+        }
+      }
+      what += "; on/off options take no separate value (" + example + option + "=" + value +
+              " or --no-" + option.substr(2) + ")";
+    }
     std::fprintf(stderr, "%s: %s (see %s --help)\n", command.c_str(), what.c_str(),
                  command.c_str());
     return 2;

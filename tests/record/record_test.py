@@ -269,12 +269,14 @@ def case_bad_options():
         check(not os.path.exists(os.path.join(run, "tdbg-run.json")), f"{flags}: ran anyway")
     # A word before `--` that is no option's value is named, not the program's words; an
     # on/off option given a value of its own gets the spellings that work.
-    for flags, stray in ((["--stacks", "0"], "0"), (["--ring", "5", "junk"], "junk")):
+    for flags, stray, hint in ((["--stacks", "0"], "0", "--stacks=0 or --no-stacks"),
+                               (["--quiet", "1"], "1", "--quiet=1 or --no-quiet"),
+                               (["--ring", "5", "junk"], "junk", "--no-stacks")):
         run = fresh("bad")
         result = subprocess.run([TDBG, "record"] + flags + ["-o", run, "--", "/bin/echo", "hi"],
                                 capture_output=True, text=True)
         check(result.returncode == 2 and result.stderr.count("\n") == 1
-              and f"not expected: {stray};" in result.stderr and "--no-stacks" in result.stderr
+              and f"not expected: {stray};" in result.stderr and hint in result.stderr
               and "hi" not in result.stderr and result.stdout == "",
               f"{flags}: status {result.returncode}, error {result.stderr!r}")
     # Words after `--` belong to the program, `--` and option names included.

@@ -1191,6 +1191,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   };
   int64_t same_run = 0, same_from_seq = -1, same_from_step = 0;
   int64_t pairs_compared = 0, pairs_differing = 0;
+  // Ops in structural changes, and whether the last one replaced ops up to both ends (every
+  // later op changed shape: another batch size), where "no paired value differs" says little.
+  int64_t structural_ops = 0;
+  bool ends_replaced = false;
   json next_divergence;
   auto note_difference = [&](const OpRecord* a, const OpRecord* b, const OpComparison* c) {
     if (next_divergence.is_null() && live.empty() && same_run >= kHealedOps && a && b && c &&
@@ -1218,6 +1222,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     if (!aligner.next(&e)) break;
     progress.update(aligner.i() - where.i, total, "aligning");
     if (e.is_hunk) {
+      structural_ops += std::max(e.hunk.a_end - e.hunk.a_begin, e.hunk.b_end - e.hunk.b_begin);
+      ends_replaced = e.hunk.a_end == p.a.count && e.hunk.b_end == p.b.count &&
+                      e.hunk.a_end > e.hunk.a_begin && e.hunk.b_end > e.hunk.b_begin;
       // Its ops per step (a run that ended early leaves the other's remaining steps in one
       // trailing hunk), read up to a bound.
       std::map<int64_t, int64_t> by_step;
@@ -1382,7 +1389,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   }
   // A structural change after which every aligned op has the same values (activation
   // checkpointing, a reordering): the change moved or added work, not results.
-  if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0)
+  // Not when the changes are most of what ran, or replaced everything to the end: the few ops
+  // paired (a weight made before the loop) then say nothing of the results.
+  if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0 &&
+      structural_ops <= pairs_compared && !ends_replaced)
     out["values_same"] = {{"pairs", pairs_compared}};
   out["structural_changes"] = std::move(hunks);
   out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},
@@ -2369,7 +2379,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const std::string pa = program_of(*a.processes[0]), pb = program_of(*b.processes[0]);
     if (!pa.empty() && !pb.empty() && pa != pb)
       warnings.push_back("the runs are of different programs (A " + pa + ", B " + pb +
-                         "): every difference may be that");
+                         "): every difference may come from the programs being other code");
   }
   result["warnings"] = warnings;
   {

@@ -1281,6 +1281,29 @@ TEST_CASE("a different batch shape is a structural change naming the tensor") {
   CHECK(d["tensor"]["shape_b"] == "16x8");
 }
 
+TEST_CASE("a change that reshapes every later op is no 'added work, not results'") {
+  using T = Recorder::T;
+  // Batch 32 against 16 from the first batch on, to the end: the ops paired are the two that
+  // made the weights after it, and every other op is in the change.
+  auto run = [](const std::string& batch) {
+    return write_ops([&](Recorder& r) {
+      T x{9};
+      x.shape = batch;
+      r.op("aten::randn", {}, {x}, {}, 0, 0, kNoSeq, 2);
+      r.op("aten::ones", {}, {T{10}}, {}, 0, 0, kNoSeq, 3);
+      r.op("aten::mul", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      for (int k = 0; k < 6; ++k) {
+        T in{uint64_t(20 + k)}, out{uint64_t(21 + k)};
+        in.shape = out.shape = batch;
+        r.op(k % 2 ? "aten::tanh" : "aten::mm", {in, T{11}}, {out}, {}, 0, 0, kNoSeq, 6 + k % 2);
+      }
+    });
+  };
+  json d = first(compare(run("32x8"), run("16x8")));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["values_same"].is_null());
+}
+
 TEST_CASE("extra steps at the end are trailing inserted ops") {
   Variation va, vb;
   vb.extra_steps = 2;
@@ -1487,6 +1510,22 @@ TEST_CASE("an argument that changed no value is not said to have been overwritte
   const std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("changed no value") != std::string::npos);
   CHECK(text.find("was overwritten with the same values") == std::string::npos);
+  // The same hook at the next step: healed, then the same argument again.
+  auto twice = [](const std::string& bound) {
+    return write_ops([&](Recorder& r) {
+      for (int step = 0; step < 2; ++step) {
+        r.step = step;
+        r.op("aten::clamp", {T{10}}, {T{11}}, {{"min", bound}}, 0, 0, kNoSeq, 5);
+        for (int k = 0; k < 12; ++k) r.op("aten::mul", {T{11u + k}}, {T{12u + k}}, {}, 0, 0, kNoSeq, 6);
+      }
+    });
+  };
+  json again = compare(twice("-1"), twice("-0.5"));
+  REQUIRE(first(again)["healed"].is_object());
+  REQUIRE(first(again)["next"].is_object());
+  const std::string again_text = tdbg::diff::format_divergence(again);
+  CHECK(again_text.find("changed no value") != std::string::npos);
+  CHECK(again_text.find("was overwritten with the same values") == std::string::npos);
 }
 
 TEST_CASE("identical runs whose module paths differ get a note") {

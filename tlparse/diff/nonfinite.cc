@@ -161,7 +161,11 @@ bool makes_no_nan_from_finite(const std::string& name) {
       "aten::silu", "aten::leaky_relu", "aten::clone", "aten::cat", "aten::stack", "aten::sum",
       "aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::conv2d",
       "aten::convolution", "aten::_convolution", "aten::mkldnn_convolution",
-      "aten::embedding", "aten::index_select", "aten::max_pool2d", "aten::square"};
+      "aten::embedding", "aten::index_select", "aten::max_pool2d", "aten::square",
+      // Softmax subtracts the row's max first: finite rows give finite results.
+      "aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax",
+      "aten::exp", "aten::sin", "aten::cos", "aten::elu", "aten::softplus", "aten::hardtanh",
+      "aten::clamp", "aten::maximum", "aten::minimum", "aten::amax", "aten::amin"};
   return kClosed.count(name) > 0;
 }
 

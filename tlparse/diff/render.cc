@@ -343,8 +343,10 @@ void print_healing(std::ostringstream& o, const json& d) {
       << "\n";
     return;
   }
-  o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: what this "
-    << "difference made was overwritten with the same values\n";
+  o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: "
+    << (no_value_differed ? "the op's tensors are the same in both runs, so what differs changed no value"
+                          : "what this difference made was overwritten with the same values")
+    << "\n";
   const json& next = d.value("next", json());
   if (!next.is_object()) return;
   if (str(next, "kind") == "structure") {

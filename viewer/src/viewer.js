@@ -223,7 +223,8 @@
     const side = next.a || next.b;
     return h('div', { id: 'healed' },
       h('p', null, h('strong', null, 'Healed, then a new divergence: '),
-        fmt(healed.ops_same) + ' op(s) from seq ' + fmt(healed.seq_a) + ' were the same in both runs; then ',
+        fmt(healed.ops_same) + ' op(s) from seq ' + fmt(healed.seq_a) + ' were the same in both runs' +
+          (fd.kind !== 'structure' && !fd.tensor ? ' (the op\'s tensors were the same: what differs changed no value)' : '') + '; then ',
         h('code', null, side.op), ' (seq ' + fmt(side.seq) + (next.a ? '' : ' of B') + ', step ' + fmt(side.step) + ') differs by itself: ',
         h('span', { class: 'tag', id: 'next-cause' }, next.cause || '?'), ' at ', h('code', { class: 'source' }, srcText(side.source))),
       next.detail ? h('p', { id: 'next-detail' }, next.detail +
@@ -242,7 +243,9 @@
     if (!v || typeof v !== 'object' || !v.a) return null;
     return h('p', { id: 'value-after' }, h('strong', null, 'First value difference after the change: '),
       h('code', null, v.a.op || '?'), ' (seq A ' + fmt(v.a.seq) + ', B ' + fmt(v.b ? v.b.seq : null) + ', step ' + fmt(v.a.step) + ') at ',
-      h('code', { class: 'source' }, srcText(v.a.source)), ' — cause: ', h('span', { class: 'tag' }, v.cause || '?'),
+      h('code', { class: 'source' }, srcText(v.a.source)),
+      v.b && srcText(v.b.source) !== srcText(v.a.source) ? [' (B: ', h('code', { class: 'source' }, srcText(v.b.source)), ')'] : null,
+      ' — cause: ', h('span', { class: 'tag' }, v.cause || '?'),
       v.detail ? [': ', v.detail] : null);
   }
   function divergence() {
