@@ -656,9 +656,22 @@ class Growth {
         if (ta.role != TensorRole::kOutput || !tensor_comparable(ta) || !tensor_comparable(tb) ||
             ta.hash == tb.hash)
           continue;
-        distance = std::max(distance, summary_distance(ta.summary, tb.summary));
+        const double d = summary_distance(ta.summary, tb.summary);
+        distance = std::max(distance, d);
+        // After the first pair: whether every later difference is of rounding's size.
+        if (compared_ > 1) {
+          const double limit = ta.dtype == hashing::DType::kFloat32   ? 1e-5
+                               : ta.dtype == hashing::DType::kFloat64 ? 1e-12
+                               : ta.dtype == hashing::DType::kFloat16 ||
+                                       ta.dtype == hashing::DType::kBFloat16
+                                   ? 1e-2
+                                   : -1;
+          if (!(d >= 0 && d <= limit)) later_beyond_rounding_ = true;
+          later_max_ = std::max(later_max_, d);
+        }
       }
     }
+    if (compared_ > 1 && output_differs && c.output < 0) later_beyond_rounding_ = true;
     StepRow& row = step_row(a.step);
     ++row.ops;
     if (c.differs()) ++row.diverged;
@@ -715,6 +728,11 @@ class Growth {
             {"steps_truncated", steps_truncated_}};
   }
   int64_t compared() const { return compared_; }
+  // The largest relative difference of the outputs after the first pair, when every one of
+  // them is of rounding's size for its dtype (another summation order); -1 otherwise.
+  double later_rounding_level() const {
+    return !later_beyond_rounding_ && later_max_ > 0 && hunks_ == 0 ? later_max_ : -1;
+  }
 
  private:
   struct StepRow {
@@ -743,6 +761,8 @@ class Growth {
   }
   static constexpr size_t kMaxSteps = 1000;
   int64_t compared_ = 0, diverged_ = 0, hunks_ = 0, structural_ops_ = 0, outputs_differ_ = 0;
+  double later_max_ = 0;
+  bool later_beyond_rounding_ = false;
   double max_distance_ = -1, window_max_ = -1;
   int64_t next_point_ = 1;
   json points_ = json::array();
@@ -1398,6 +1418,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},
                     {"b", context_json(p.b, where.j, options.context_ops)}};
   out["growth"] = growth.to_json(complete);
+  // `(a + b) + c` against `a + (b + c)`: the first pair takes other operands, and every output
+  // after it agrees up to rounding. Said, so the first difference's figures do not read as
+  // results that moved.
+  if (const double later = growth.later_rounding_level(); complete && later > 0)
+    out["later_rounding_level"] = later;
   return out;
 }
 

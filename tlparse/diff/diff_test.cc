@@ -865,6 +865,31 @@ TEST_CASE("a sum regrouped pairs the outer sums, whose outputs agree, not outer 
   CHECK(v["tensor"]["role"] == "output");
 }
 
+TEST_CASE("a first difference after which every output differs at rounding level says so") {
+  using T = Recorder::T;
+  // `(a + b) + c` against `a + (b + c)`, same op sequence: the first add takes other operands
+  // (a real difference), the second makes the same sum up to rounding, and so on after.
+  auto out = [](uint64_t hash, double sum) {
+    T t{hash};
+    t.sum = sum;
+    return t;
+  };
+  auto run = [&](bool regrouped, double tail) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      r.op("aten::add", {T{11}, T{regrouped ? 13u : 12u}}, {out(regrouped ? 21 : 20, regrouped ? 2.5 : 3.0)}, {}, 0, 0, kNoSeq, 6);
+      r.op("aten::add", {T{regrouped ? 21u : 20u}, T{14}}, {out(regrouped ? 23 : 22, 3.6 * tail)}, {}, 0, 0, kNoSeq, 6);
+      r.op("aten::relu", {T{regrouped ? 23u : 22u}}, {out(regrouped ? 25 : 24, 3.6 * tail)}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json r = compare(run(false, 1.0), run(true, 1.0000001));
+  json d = first(r);
+  REQUIRE(d["later_rounding_level"].is_number());
+  CHECK(tdbg::diff::format_divergence(r).find("differs only at rounding level") != std::string::npos);
+  // A later difference beyond rounding: not said.
+  CHECK_FALSE(first(compare(run(false, 1.0), run(true, 1.5))).contains("later_rounding_level"));
+}
+
 TEST_CASE("the same op on other shapes is a replacement, with the argument that differs") {
   using T = Recorder::T;
   auto write = [](const std::string& k, const std::string& shape) {

@@ -457,6 +457,12 @@ std::string format_divergence(const json& result) {
         << str(same, "pairs") << " pairs, to the end): the change added or moved work, not "
         << "results\n";
   }
+  if (const json& later = d.value("later_rounding_level", json()); later.is_number()) {
+    char size[32];
+    std::snprintf(size, sizeof(size), "%.1g", later.get<double>());
+    o << "  values:   every output after this op differs only at rounding level (largest relative "
+      << size << "): the runs compute the same values, in another order of float operations\n";
+  }
   print_context(o, d.value("context", json()));
   print_growth(o, d.value("growth", json()));
   print_stack(o, a.is_object() ? "A" : "B", a.is_object() ? a : b);
