@@ -94,6 +94,9 @@ struct Pair {
   // permuted`), met while locating: how many, and A's first (-1: none).
   int64_t permuted = 0;
   int64_t first_permuted = -1;
+  // B's tidx of the op compared with A's tidx t is t + b_offset: 0, unless rings that kept
+  // other amounts of two runs line up their ops at another distance (`ring_offset`).
+  int64_t b_offset = 0;
   Status status() const {
     if (!a.cursor.status().ok()) return a.cursor.status();
     return b.cursor.status();
@@ -346,7 +349,6 @@ Located descend(Pair& p, int64_t i, int64_t j, Stats& stats) {
 }
 
 // The same at one position in both threads; ops before `t` are known equal.
-Located innermost(Pair& p, int64_t t, Stats& stats) { return descend(p, t, t, stats); }
 
 // `descend` for the ops of a set comparison (A's `i`, B's `j`, the same signature), but, as
 // `locate` does, an op whose arguments differ over the same inputs, or that reads data from
@@ -364,43 +366,66 @@ Located innermost_pair(Pair& p, int64_t i, int64_t j, Stats& stats) {
 }
 
 StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Progress& progress) {
-  int64_t n = std::min(p.a.count, p.b.count);
+  const int64_t off = p.b_offset;
+  int64_t n = std::min(p.a.count, p.b.count - off);
   // Ops both databases hold (a trimmed bundle may start each side at another op).
-  int64_t k = std::max(p.a.begin, p.b.begin);
-  if (options.bisect) {
+  int64_t k = std::max(p.a.begin, p.b.begin - off);
+  // Chains hash each thread's history: they agree only for ops at the same tidx.
+  if (options.bisect && off == 0) {
     TDBG_ASSIGN_OR_RETURN(k, bisect_chains(p.a, p.b, k, n, stats));
   }
   // The chains say where the streams stop being equal; the fields say whether that is a
   // difference the engine counts (a chain may cover fields it ignores), so confirm here.
   for (int64_t t = k; t < n; ++t) {
-    read_ahead_both(p, t, t);
+    const int64_t u = t + off;  // B's op compared with A's t
+    read_ahead_both(p, t, u);
     const OpRecord* a = p.a.cursor.at(t);
-    const OpRecord* b = p.b.cursor.at(t);
+    const OpRecord* b = p.b.cursor.at(u);
     if (!a || !b) return p.status();
     ++stats.ops_compared;
     progress.update(t, n, "comparing");
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
-    if (!c.structure.empty()) return Located{Located::kStructure, t, t};
+    if (!c.structure.empty()) return Located{Located::kStructure, t, u};
     if (c.permuted && p.permuted++ == 0) p.first_permuted = t;
     // An op whose inputs match and whose arguments (or inputs' memory layouts) differ is the
     // answer as it stands: the ops nested in it only pass the argument on (`mul` with another
     // Python number reaches `copy_` through `to`), and the user called this one.
     if (c.differs() && c.input < 0 && (c.arg >= 0 || c.layout >= 0))
-      return Located{Located::kValue, t, t};
+      return Located{Located::kValue, t, u};
     // Likewise an input read and hashed at this op (data from outside, or written since by a
     // collective or through an alias): the data enters here; nested ops only carry its hash.
     if (c.input >= 0 && a->tensors[static_cast<size_t>(c.input)].status == tracer::TensorStatus::kHashed)
-      return Located{Located::kValue, t, t};
+      return Located{Located::kValue, t, u};
     if (c.differs()) {
-      Located l = innermost(p, t, stats);
+      Located l = descend(p, t, u, stats);
       TDBG_RETURN_IF_ERROR(p.status());
       return l;
     }
     p.a.cursor.release_before(t - 16);
-    p.b.cursor.release_before(t - 16);
+    p.b.cursor.release_before(u - 16);
   }
-  if (p.a.count != p.b.count) return Located{Located::kStructure, n, n};
+  if (p.a.count != p.b.count - off) return Located{Located::kStructure, n, n + off};
   return Located{};
+}
+
+// Two rings (or trimmed bundles) that start each side at another op: B's offset against A
+// that lines up more of the first ops they hold, of the same tidx (0) and each side's first
+// op held (a run that ran one op more before the rings started holds the same later ops one
+// tidx further on). Counted by signature over the first 256 ops; a tie keeps the same tidx.
+int64_t ring_offset(Pair& p) {
+  const int64_t own = p.b.begin - p.a.begin;
+  auto matches = [&](int64_t off) {
+    const int64_t from = std::max(p.a.begin, p.b.begin - off);
+    int64_t same = 0;
+    for (int64_t t = from; t < from + 256 && t < p.a.count && t + off < p.b.count; ++t) {
+      read_ahead_both(p, t, t + off);
+      const uint64_t sa = p.a.cursor.signature_at(t), sb = p.b.cursor.signature_at(t + off);
+      same += sa != 0 && sa == sb;
+    }
+    return same;
+  };
+  const int64_t at_own = matches(own), at_same = matches(0);
+  return at_own > at_same ? own : 0;
 }
 
 // `producer_text(in_b, seq)`, when given, describes a producing op of A's or B's run ("aten::
@@ -2173,13 +2198,22 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         ": both runs hold ops from " + std::to_string(range_a.begin) +
                         " of the thread only (a ring or a trimmed bundle dropped the earlier "
                         "ones): what came before was not compared");
-      if (range_a.begin != range_b.begin)
+      auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
+      if (range_a.begin != range_b.begin) {
+        pair->b_offset = ring_offset(*pair);
+        TDBG_RETURN_IF_ERROR(pair->status());
+        const std::string from =
+            pair->b_offset == 0
+                ? "compared from " + std::to_string(std::max(range_a.begin, range_b.begin))
+                : "compared from there, A's op " + std::to_string(range_a.begin) + " with B's " +
+                      std::to_string(range_b.begin) + ", where the ops both hold line up (B ran " +
+                      std::to_string(pair->b_offset < 0 ? -pair->b_offset : pair->b_offset) +
+                      " op(s) " + (pair->b_offset > 0 ? "more" : "fewer") + " before the rings)";
         notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) +
                         ": A holds ops from " + std::to_string(range_a.begin) + " of the thread, B from " +
                         std::to_string(range_b.begin) + " (a ring or a trimmed bundle dropped the "
-                        "earlier ones): compared from " +
-                        std::to_string(std::max(range_a.begin, range_b.begin)));
-      auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
+                        "earlier ones): " + from);
+      }
       TDBG_ASSIGN_OR_RETURN(Located at, locate(*pair, options, stats, progress));
       if (pair->permuted > 0) {
         std::string first_op;

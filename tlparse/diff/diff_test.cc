@@ -1648,6 +1648,32 @@ TEST_CASE("a ring that dropped what made a differing input or view says the runs
   }
 }
 
+TEST_CASE("rings that kept other amounts line up the ops both hold") {
+  using T = Recorder::T;
+  // Op k of a step loop; `shift` ops ran before it (B ran one op more before the rings
+  // started); `dropped` ops before the ring's first.
+  auto run = [](int shift, int dropped, int total) {
+    return write_ops([=](Recorder& r) {
+      r.skip(dropped);
+      for (int k = dropped - shift; k < total; ++k) {
+        static const char* names[] = {"aten::mm", "aten::relu", "aten::add", "aten::sum", "aten::mul"};
+        r.op(names[k % 5], {T{uint64_t(1000 + k)}}, {T{uint64_t(2000 + k)}}, {}, 0, 0, kNoSeq, 5 + k % 5);
+      }
+    });
+  };
+  // B holds the same ops one tidx further on: the same ops, not an op inserted in B.
+  json shifted = compare(run(0, 100, 140), run(1, 101, 140));
+  INFO(tdbg::diff::format_divergence(shifted));
+  CHECK(shifted["status"] == "identical");
+  bool lined_up = false;
+  for (const json& n : shifted["notes"])
+    lined_up = lined_up || n.get<std::string>().find("where the ops both hold line up") != std::string::npos;
+  CHECK(lined_up);
+  // The same program, rings that dropped other amounts: the same tidx is the same op.
+  json same = compare(run(0, 100, 140), run(0, 105, 140));
+  CHECK(same["status"] == "identical");
+}
+
 TEST_CASE("settings are those of the processes that diverged, not the launcher's") {
   using T = Recorder::T;
   // mp.spawn: the launcher never seeds (torch drew its seed), each rank seeds 0 in A, 1 in B.
