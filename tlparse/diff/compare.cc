@@ -1105,8 +1105,37 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
   if (h.b_end > h.b_begin) s.b = p.b.reader->op_at(p.b.thread, h.b_begin);
   const int64_t removed = h.a_end - h.a_begin, inserted = h.b_end - h.b_begin;
   if (s.a && s.b) {
+    const std::string first = compare_ops(*s.a, p.a.strings, *s.b, p.b.strings).structure;
     s.text = std::to_string(removed) + " op(s) of A replaced by " + std::to_string(inserted) +
-             " op(s) in B; first: " + compare_ops(*s.a, p.a.strings, *s.b, p.b.strings).structure;
+             " op(s) in B; first: " + first;
+    // Other ops first (B's 17th `select` where A, with a batch of 16, stacks): the first op
+    // both sides of the change run, with what differs there (the batch's shape), says more.
+    if (first.rfind("different ops", 0) == 0) {
+      std::vector<OpRecord> ops_a, ops_b;
+      constexpr int64_t kLook = 64;
+      auto read = [](Side& side, int64_t begin, int64_t end, std::vector<OpRecord>& into) {
+        return side.reader->scan_ops(side.thread, begin, std::min(end, begin + kLook), true,
+                                     [&](const OpRecord& o) {
+                                       into.push_back(o);
+                                       return true;
+                                     });
+      };
+      if (read(p.a, h.a_begin, h.a_end, ops_a).ok() && read(p.b, h.b_begin, h.b_end, ops_b).ok()) {
+        bool found = false;
+        for (const OpRecord& oa : ops_a) {
+          for (const OpRecord& ob : ops_b) {
+            if (oa.depth != ob.depth || p.a.strings.text(oa.name) != p.b.strings.text(ob.name)) continue;
+            const std::string there = compare_ops(oa, p.a.strings, ob, p.b.strings).structure;
+            if (!there.empty())
+              s.text += "; where both run " + p.a.strings.text(oa.name) + " (A seq " +
+                        std::to_string(oa.seq) + ", B seq " + std::to_string(ob.seq) + "): " + there;
+            found = true;
+            break;
+          }
+          if (found) break;
+        }
+      }
+    }
   } else if (s.b) {
     s.text = std::to_string(inserted) + " op(s) inserted in B, first " +
              p.b.strings.text(s.b->name);

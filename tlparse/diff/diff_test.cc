@@ -890,6 +890,31 @@ TEST_CASE("a first difference after which every output differs at rounding level
   CHECK_FALSE(first(compare(run(false, 1.0), run(true, 1.5))).contains("later_rounding_level"));
 }
 
+TEST_CASE("a replacement whose first ops differ names the first op both sides run") {
+  using T = Recorder::T;
+  // A DataLoader's collate with a batch of 2 against 3: B selects once more, then both stack.
+  auto run = [](int batch) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      std::vector<T> rows;
+      for (int k = 0; k < batch; ++k) {
+        T row{uint64_t(20 + k)};
+        row.shape = "8";
+        r.op("aten::select", {T{11}}, {row}, {{"index", std::to_string(k)}}, 0, 0, kNoSeq, 5);
+        rows.push_back(row);
+      }
+      T stacked{30};
+      stacked.shape = std::to_string(batch) + "x8";
+      r.op("aten::stack", rows, {stacked}, {}, 0, 0, kNoSeq, 6);
+      r.op("aten::relu", {stacked}, {T{31}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json r = compare(run(2), run(3));
+  json d = first(r);
+  CHECK(d["kind"] == "structure");
+  CHECK(d["detail"].get<std::string>().find("where both run aten::stack") != std::string::npos);
+}
+
 TEST_CASE("the same op on other shapes is a replacement, with the argument that differs") {
   using T = Recorder::T;
   auto write = [](const std::string& k, const std::string& shape) {
