@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "base/command_line.h"
@@ -348,8 +349,6 @@ Located descend(Pair& p, int64_t i, int64_t j, Stats& stats) {
   return {Located::kValue, i + cur, j + cur};
 }
 
-// The same at one position in both threads; ops before `t` are known equal.
-
 // `descend` for the ops of a set comparison (A's `i`, B's `j`, the same signature), but, as
 // `locate` does, an op whose arguments differ over the same inputs, or that reads data from
 // outside, is the answer as it stands.
@@ -665,6 +664,31 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   return "nondeterministic";
 }
 
+// The largest relative difference that rounding makes (another kernel, another summation
+// order) in a tensor of `dtype` (its name, as `hashing::dtype_name` gives it); -1 for a dtype
+// that does not round (integers, bool).
+double rounding_limit(std::string_view dtype) {
+  return dtype == "float32" || dtype == "complex64"      ? 1e-5
+         : dtype == "float64" || dtype == "complex128"   ? 1e-12
+         : dtype == "float16" || dtype == "bfloat16"     ? 1e-2
+                                                         : -1;
+}
+
+// The largest relative difference of a differing tensor's summaries (`tensor_pair_json`) when
+// it is of the size rounding makes for its dtype; -1 when larger, or when there are no
+// summaries to tell.
+double rounding_level_difference(const json& tensor) {
+  if (!tensor.is_object() || !tensor.value("rel_diff", json()).is_object()) return -1;
+  const double limit = rounding_limit(tensor.value("dtype", std::string()));
+  if (limit < 0) return -1;
+  double largest = 0;
+  for (const auto& [name, value] : tensor["rel_diff"].items()) {
+    if (!value.is_number()) return -1;
+    largest = std::max(largest, value.get<double>());
+  }
+  return largest > 0 && largest <= limit ? largest : -1;
+}
+
 // Tracks how a difference spreads over the ops after it, at bounded cost.
 class Growth {
  public:
@@ -685,12 +709,7 @@ class Growth {
         distance = std::max(distance, d);
         // After the first pair: whether every later difference is of rounding's size.
         if (compared_ > 1) {
-          const double limit = ta.dtype == hashing::DType::kFloat32   ? 1e-5
-                               : ta.dtype == hashing::DType::kFloat64 ? 1e-12
-                               : ta.dtype == hashing::DType::kFloat16 ||
-                                       ta.dtype == hashing::DType::kBFloat16
-                                   ? 1e-2
-                                   : -1;
+          const double limit = rounding_limit(hashing::dtype_name(ta.dtype));
           if (!(d >= 0 && d <= limit)) later_beyond_rounding_ = true;
           later_max_ = std::max(later_max_, d);
         }
@@ -753,6 +772,8 @@ class Growth {
             {"steps_truncated", steps_truncated_}};
   }
   int64_t compared() const { return compared_; }
+  // Ops in the structural changes added so far.
+  int64_t structural_ops() const { return structural_ops_; }
   // The largest relative difference of the outputs after the first pair, when every one of
   // them is of rounding's size for its dtype (another summation order); -1 otherwise.
   double later_rounding_level() const {
@@ -847,8 +868,6 @@ std::string op_at_source(const Reader& r, Strings& strings, const OpRecord& op) 
   return src.empty() ? text : text + " at " + src;
 }
 
-double rounding_level_difference(const json& tensor);
-
 void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpComparison& c,
                     bool after_structure, json& out) {
   std::string detail;
@@ -866,10 +885,8 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     // from run to run, more likely than data from outside (which would have filled it).
     const TensorRecord& t = a.tensors[static_cast<size_t>(c.input)];
     std::string maker = "an op of the empty family";
-    if (auto m = uninitialized_maker(*p.a.reader, a, t)) {
-      maker = p.a.strings.text(m->name) + " (seq " + std::to_string(m->seq) + ")";
-      if (const std::string at = op_at_source(*p.a.reader, p.a.strings, *m); !at.empty())
-        maker = at + " (seq " + std::to_string(m->seq) + ")";
+    if (auto m = uninitialized_maker(*p.a.reader, p.a.strings, a, t)) {
+      maker = op_at_source(*p.a.reader, p.a.strings, *m) + " (seq " + std::to_string(m->seq) + ")";
       out["uninitialized_from"] = op_brief_json(*p.a.reader, p.a.strings, *m);
     }
     detail = "input " + std::to_string(t.index) + " differs and was read from memory that " +
@@ -934,25 +951,6 @@ bool racy_on_cpu(const std::string& op) {
                            "embedding", "bincount", "histc", "segment_reduce", "_unsafe"})
     if (op.find(name) != std::string::npos) return true;
   return false;
-}
-
-// The largest relative difference of a differing tensor's summaries (`tensor_pair_json`) when
-// it is of the size rounding makes (another kernel, another summation order) for its dtype;
-// -1 when larger, or when there are no summaries to tell.
-double rounding_level_difference(const json& tensor) {
-  if (!tensor.is_object() || !tensor.value("rel_diff", json()).is_object()) return -1;
-  const std::string dtype = tensor.value("dtype", std::string());
-  const double limit = dtype == "float32" || dtype == "complex64"      ? 1e-5
-                       : dtype == "float64" || dtype == "complex128"   ? 1e-12
-                       : dtype == "float16" || dtype == "bfloat16"     ? 1e-2
-                                                                       : -1;
-  if (limit < 0) return -1;
-  double largest = 0;
-  for (const auto& [name, value] : tensor["rel_diff"].items()) {
-    if (!value.is_number()) return -1;
-    largest = std::max(largest, value.get<double>());
-  }
-  return largest > 0 && largest <= limit ? largest : -1;
 }
 
 // Weighs the explanations of a "nondeterministic" value difference `d` (identical recorded
@@ -1093,6 +1091,34 @@ void note_collective(Pair& p, const OpRecord& a, json& out) {
                   "directories to compare every rank)";
 }
 
+// Of a replacement whose first ops differ (B's 17th `select` where A, with a batch of 16,
+// stacks): the first op both sides of it run, within its first 64 ops, and what differs there
+// ("; where both run aten::stack (A seq 82, B seq 114): different tensor count: 17 vs 33"),
+// or "" when none is found or nothing differs there.
+std::string first_shared_op(Pair& p, const Hunk& h) {
+  constexpr int64_t kLook = 64;
+  auto read = [](Side& side, int64_t begin, int64_t end, std::vector<OpRecord>& into) {
+    return side.reader->scan_ops(side.thread, begin, std::min(end, begin + kLook), true,
+                                 [&](const OpRecord& o) {
+                                   into.push_back(o);
+                                   return true;
+                                 });
+  };
+  std::vector<OpRecord> ops_a, ops_b;
+  if (!read(p.a, h.a_begin, h.a_end, ops_a).ok() || !read(p.b, h.b_begin, h.b_end, ops_b).ok())
+    return "";
+  for (const OpRecord& oa : ops_a) {
+    for (const OpRecord& ob : ops_b) {
+      if (oa.depth != ob.depth || p.a.strings.text(oa.name) != p.b.strings.text(ob.name)) continue;
+      const std::string there = compare_ops(oa, p.a.strings, ob, p.b.strings).structure;
+      if (there.empty()) return "";
+      return "; where both run " + p.a.strings.text(oa.name) + " (A seq " +
+             std::to_string(oa.seq) + ", B seq " + std::to_string(ob.seq) + "): " + there;
+    }
+  }
+  return "";
+}
+
 // The first ops of hunk `h` on each side (none where it takes none), and the change in one
 // sentence: "3 op(s) inserted in B, first aten::linear".
 struct HunkStart {
@@ -1108,34 +1134,8 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
     const std::string first = compare_ops(*s.a, p.a.strings, *s.b, p.b.strings).structure;
     s.text = std::to_string(removed) + " op(s) of A replaced by " + std::to_string(inserted) +
              " op(s) in B; first: " + first;
-    // Other ops first (B's 17th `select` where A, with a batch of 16, stacks): the first op
-    // both sides of the change run, with what differs there (the batch's shape), says more.
-    if (first.rfind("different ops", 0) == 0) {
-      std::vector<OpRecord> ops_a, ops_b;
-      constexpr int64_t kLook = 64;
-      auto read = [](Side& side, int64_t begin, int64_t end, std::vector<OpRecord>& into) {
-        return side.reader->scan_ops(side.thread, begin, std::min(end, begin + kLook), true,
-                                     [&](const OpRecord& o) {
-                                       into.push_back(o);
-                                       return true;
-                                     });
-      };
-      if (read(p.a, h.a_begin, h.a_end, ops_a).ok() && read(p.b, h.b_begin, h.b_end, ops_b).ok()) {
-        bool found = false;
-        for (const OpRecord& oa : ops_a) {
-          for (const OpRecord& ob : ops_b) {
-            if (oa.depth != ob.depth || p.a.strings.text(oa.name) != p.b.strings.text(ob.name)) continue;
-            const std::string there = compare_ops(oa, p.a.strings, ob, p.b.strings).structure;
-            if (!there.empty())
-              s.text += "; where both run " + p.a.strings.text(oa.name) + " (A seq " +
-                        std::to_string(oa.seq) + ", B seq " + std::to_string(ob.seq) + "): " + there;
-            found = true;
-            break;
-          }
-          if (found) break;
-        }
-      }
-    }
+    // Other ops first: the first op both sides run, with what differs there, says more.
+    if (first.rfind("different ops", 0) == 0) s.text += first_shared_op(p, h);
   } else if (s.b) {
     s.text = std::to_string(inserted) + " op(s) inserted in B, first " +
              p.b.strings.text(s.b->name);
@@ -1265,9 +1265,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   };
   int64_t same_run = 0, same_from_seq = -1, same_from_step = 0;
   int64_t pairs_compared = 0, pairs_differing = 0;
-  // Ops in structural changes, and whether the last one replaced ops up to both ends (every
-  // later op changed shape: another batch size), where "no paired value differs" says little.
-  int64_t structural_ops = 0;
+  // Whether the last structural change replaced ops up to both ends (every later op changed
+  // shape: another batch size), where "no paired value differs" says little.
   bool ends_replaced = false;
   json next_divergence;
   auto note_difference = [&](const OpRecord* a, const OpRecord* b, const OpComparison* c) {
@@ -1296,7 +1295,6 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     if (!aligner.next(&e)) break;
     progress.update(aligner.i() - where.i, total, "aligning");
     if (e.is_hunk) {
-      structural_ops += std::max(e.hunk.a_end - e.hunk.a_begin, e.hunk.b_end - e.hunk.b_begin);
       ends_replaced = e.hunk.a_end == p.a.count && e.hunk.b_end == p.b.count &&
                       e.hunk.a_end > e.hunk.a_begin && e.hunk.b_end > e.hunk.b_begin;
       // Its ops per step (a run that ended early leaves the other's remaining steps in one
@@ -1466,7 +1464,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // Not when the changes are most of what ran, or replaced everything to the end: the few ops
   // paired (a weight made before the loop) then say nothing of the results.
   if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0 &&
-      structural_ops <= pairs_compared && !ends_replaced)
+      growth.structural_ops() <= pairs_compared && !ends_replaced)
     out["values_same"] = {{"pairs", pairs_compared}};
   out["structural_changes"] = std::move(hunks);
   out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},

@@ -464,7 +464,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (t.producer != tracer::kNoSeq) {
       if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
     } else if (uninitialized_read(strings, t)) {
-      auto maker = uninitialized_maker(r, op, t);
+      auto maker = uninitialized_maker(r, strings, op, t);
       in["uninitialized_from"] = maker ? op_brief_json(r, strings, *maker) : json(true);
     }
     const InputValues values = recorded_values(r, strings, t);

@@ -475,11 +475,10 @@ bool uninitialized_read(Strings& strings, const tracer::TensorRecord& t) {
 // The op that most likely returned the memory input `t` of `op` read uninitialized: the last
 // op of the `empty` family before it on its thread, within 65,536 ops, with an output of the
 // same dtype and shape.
-std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r,
+std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Strings& strings,
                                                     const tracer::OpRecord& op,
                                                     const tracer::TensorRecord& t) {
   // The hook says which op: " (seq -N)" after the reason's fixed words.
-  Strings strings(r);
   const std::string& reason = strings.text(t.reason);
   if (const size_t at = reason.rfind("(seq -"); at != std::string::npos) {
     const int64_t back = std::strtoll(reason.c_str() + at + 6, nullptr, 10);

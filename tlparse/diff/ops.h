@@ -165,7 +165,7 @@ bool uninitialized_read(Strings& strings, const tracer::TensorRecord& t);
 // The op that returned that memory, as the hook recorded it; for a record without it, the
 // last `empty`-family op before `op` on its thread, within 65,536 ops, with an output of `t`'s
 // dtype and shape.
-std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r,
+std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Strings& strings,
                                                     const tracer::OpRecord& op,
                                                     const tracer::TensorRecord& t);
 
