@@ -351,6 +351,8 @@ std::string StackTable::add(const Reader& reader, tracer::FrameId innermost) {
   return key;
 }
 
+namespace {
+
 // A backward op has no stack of its own (autograd's thread runs no Python): the forward op
 // it, or the autograd node it runs in, differentiates, where the run holds it and it has one.
 std::optional<OpRecord> forward_with_stack(const Reader& reader, const OpRecord& op) {
@@ -362,31 +364,35 @@ std::optional<OpRecord> forward_with_stack(const Reader& reader, const OpRecord&
   return forward;
 }
 
-json op_row_json(const Reader& reader, const OpRecord& op) {
+// An op's row, with the source of `forward` (`forward_with_stack`) for a backward op.
+json row_json(const Reader& reader, const OpRecord& op, const std::optional<OpRecord>& forward) {
   json j = {{"seq", op.seq}, {"thread", op.thread}, {"tidx", op.tidx}, {"depth", op.depth},
             {"name", reader.string(op.name)}, {"step", op.step},
             {"module", reader.string(op.module)}, {"flags", op.flags},
             {"backward", (op.flags & tracer::kOpBackward) != 0}, {"fwd", op.fwd},
             {"parent", op.parent}, {"start_ns", op.start_ns}, {"end_ns", op.end_ns},
             {"source", source_json(reader, op.user_frame ? op.user_frame : op.stack)}};
-  if (auto forward = forward_with_stack(reader, op)) {
+  if (forward) {
     j["source"] = source_json(reader, forward->user_frame ? forward->user_frame : forward->stack);
     j["source_from_forward"] = true;
   }
   return j;
 }
 
+}  // namespace
+
+json op_row_json(const Reader& reader, const OpRecord& op) {
+  return row_json(reader, op, forward_with_stack(reader, op));
+}
+
 json op_json(const Reader& reader, const OpRecord& op, StackTable* stacks, bool with_kernels) {
-  json j = op_row_json(reader, op);
+  // A backward op's source and stack are its forward op's, as `tdbg diff` and `show` give them.
+  const std::optional<OpRecord> forward = forward_with_stack(reader, op);
+  json j = row_json(reader, op, forward);
   j["region"] = op.region;
   j["chain"] = hex64(op.chain);
   j["rng"] = op.rng ? json(hex64(op.rng)) : json(nullptr);
-  // A backward op's stack is its forward op's (op_row_json took its source), as `tdbg diff`
-  // and `show` give it.
-  tracer::FrameId stack = op.stack;
-  if (j.value("source_from_forward", false)) {
-    if (auto forward = forward_with_stack(reader, op)) stack = forward->stack;
-  }
+  const tracer::FrameId stack = forward ? forward->stack : op.stack;
   if (stacks) {
     j["stack"] = stacks->add(reader, stack);
   } else {
