@@ -167,28 +167,26 @@ TEST_CASE("a corrupt database fails when scanned, with one line, never a crash")
 TEST_CASE("held: the seqs a database holds, and whether it begins after its first op") {
   TempDir dir;
   MakeRun(dir.file("r.sqlite"), 5000);
-  auto r = Reader::Open(dir.file("r.sqlite"));
-  REQUIRE(r.ok());
-  auto held = (*r)->held();
-  REQUIRE(held.ok());
-  CHECK(held->any);
-  CHECK(held->first_seq == 0);
-  CHECK(held->last_seq == 4999);
-  CHECK_FALSE(held->dropped_start);
+  // What the database holds now, as a fresh reader sees it.
+  auto held_now = [&] {
+    auto r = Reader::Open(dir.file("r.sqlite"));
+    REQUIRE(r.ok());
+    auto held = (*r)->held();
+    REQUIRE(held.ok());
+    return *held;
+  };
+  Reader::Held held = held_now();
+  CHECK(held.any);
+  CHECK(held.first_seq == 0);
+  CHECK(held.last_seq == 4999);
+  CHECK_FALSE(held.dropped_start);
   // A ring's database: the first blocks deleted, as the writer's ring trims them.
   RunSql(dir.file("r.sqlite"), "DELETE FROM op_blocks WHERE first_seq < 2000");
-  r = Reader::Open(dir.file("r.sqlite"));
-  REQUIRE(r.ok());
-  held = (*r)->held();
-  REQUIRE(held.ok());
-  CHECK(held->first_seq >= 2000);
-  CHECK(held->dropped_start);
+  held = held_now();
+  CHECK(held.first_seq >= 2000);
+  CHECK(held.dropped_start);
   RunSql(dir.file("r.sqlite"), "DELETE FROM op_blocks");
-  r = Reader::Open(dir.file("r.sqlite"));
-  REQUIRE(r.ok());
-  held = (*r)->held();
-  REQUIRE(held.ok());
-  CHECK_FALSE(held->any);
+  CHECK_FALSE(held_now().any);
 }
 
 TEST_CASE("a damaged op_blocks table never reads as a thread with fewer ops") {
