@@ -7,8 +7,27 @@
 #include <algorithm>
 #include <cstring>
 
+// Inline, so that the SQLite extension (which links no libxxhash) checks blocks too.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace tdbg::tracer {
 namespace {
+
+// XXH3-64 (seed 0) of a format-2 block after its header: its checksum.
+uint64_t block_checksum(std::string_view block) {
+  return XXH3_64bits(block.data() + kOpBlockHeaderBytes, block.size() - kOpBlockHeaderBytes);
+}
+
+void put_le64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+
+uint64_t get_le64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
 
 // Bits of an op's presence mask; the common ones first, so the mask is usually one byte.
 enum : uint32_t {
@@ -172,8 +191,8 @@ bool tensor_order(const TensorRecord& a, const TensorRecord& b) {
 }  // namespace
 
 void OpBlockEncoder::clear() {
-  out_.clear();
-  out_.push_back(static_cast<char>(kOpBlockFormat));
+  out_.assign(kOpBlockHeaderBytes, '\0');  // the checksum is filled in by `block`
+  out_[0] = static_cast<char>(kOpBlockFormat);
   ops_ = 0;
   prev_ = internal::PrevOp();
   hashes_.clear();
@@ -307,19 +326,45 @@ void EncodeOpBlock(const std::vector<const OpRecord*>& ops, int64_t time_base_ns
   out->append(encoder.block());
 }
 
+std::string_view OpBlockEncoder::block() {
+  put_le64(&out_[1], block_checksum(out_));
+  return out_;
+}
+
+Status CheckOpBlock(std::string_view block) {
+  if (block.empty()) return Status::Error("corrupt op block (empty)");
+  const uint8_t format = static_cast<uint8_t>(block[0]);
+  if (format == 1) return Status::Ok();
+  if (format != kOpBlockFormat) {
+    return Status::Error("op block in format " + std::to_string(format) +
+                         ", this tdbg reads formats 1 and " + std::to_string(kOpBlockFormat));
+  }
+  if (block.size() < kOpBlockHeaderBytes) return Status::Error("corrupt op block (truncated)");
+  if (get_le64(block.data() + 1) != block_checksum(block)) {
+    return Status::Error("corrupt op block (its checksum does not match: the file is damaged)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<OpBlockHead> ReadOpBlockHead(std::string_view block) {
+  if (block.empty()) return Status::Error("corrupt op block (empty)");
+  In in(block.substr(block[0] == 1 ? 1 : std::min(block.size(), kOpBlockHeaderBytes)));
+  OpBlockHead head;
+  head.thread = static_cast<uint32_t>(in.varint());
+  head.tidx = in.svarint();
+  head.seq = in.svarint();
+  if (!in.ok()) return Status::Error("corrupt op block (no first op)");
+  return head;
+}
+
 Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_details,
                      std::vector<OpRecord>* ops) {
   ops->clear();
   auto corrupt = [](const char* what) {
     return Status::Error(std::string("corrupt op block (") + what + ")");
   };
-  In in(block);
-  const uint8_t format = in.byte();
-  if (!in.ok()) return corrupt("empty");
-  if (format != kOpBlockFormat) {
-    return Status::Error("op block in format " + std::to_string(format) +
-                         ", this tdbg reads format " + std::to_string(kOpBlockFormat));
-  }
+  TDBG_RETURN_IF_ERROR(CheckOpBlock(block));
+  In in(block.substr(block[0] == 1 ? 1 : kOpBlockHeaderBytes));
   if (in.done()) return Status::Ok();  // an empty block
   const uint32_t thread = static_cast<uint32_t>(in.varint());
   internal::PrevOp prev;

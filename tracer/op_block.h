@@ -17,8 +17,12 @@
 
 namespace tdbg::tracer {
 
-// Version of the block encoding, the first byte of every block.
-constexpr uint8_t kOpBlockFormat = 1;
+// Version of the block encoding, the first byte of every block. Format 2 follows it with an
+// XXH3-64 checksum of the rest of the block, so that damage to the file (a zeroed or flipped
+// page) is told from data; format 1 (no checksum) is still read.
+constexpr uint8_t kOpBlockFormat = 2;
+// Bytes before the first op of a format-2 block: the format and the checksum.
+constexpr size_t kOpBlockHeaderBytes = 9;
 
 namespace internal {
 // What the next op of a block is encoded against (docs/schema.md, "Op blocks"): fields of the
@@ -57,8 +61,8 @@ class OpBlockEncoder {
            const ArgRecord* args, size_t arg_count);
   size_t ops() const { return ops_; }
   size_t bytes() const { return out_.size(); }
-  // The encoded block; valid until the next `add` or `clear`.
-  std::string_view block() const { return out_; }
+  // The encoded block, its checksum filled in; valid until the next `add` or `clear`.
+  std::string_view block();
   // Starts a new, empty block.
   void clear();
 
@@ -77,8 +81,21 @@ class OpBlockEncoder {
 void EncodeOpBlock(const std::vector<const OpRecord*>& ops, int64_t time_base_ns,
                    std::string* out);
 
+// Whether a block's checksum matches its bytes (format 2; a format-1 block has none and
+// passes); an error says the block is damaged. Cheaper than decoding (one XXH3 pass).
+Status CheckOpBlock(std::string_view block);
+
+// The first op of a (non-empty) block, from its head alone: what a block's row and index
+// entries must agree with.
+struct OpBlockHead {
+  uint32_t thread = 0;
+  int64_t tidx = 0, seq = 0;
+};
+StatusOr<OpBlockHead> ReadOpBlockHead(std::string_view block);
+
 // Decodes a block into `ops` (cleared first). With `with_details` false, tensors and args are
-// parsed but not kept (faster). A malformed block (corrupt file) is an error, never a crash.
+// parsed but not kept (faster). A malformed block, or one whose checksum fails (a damaged
+// file), is an error, never a crash.
 Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_details,
                      std::vector<OpRecord>* ops);
 

@@ -240,6 +240,66 @@ class ReaderImpl final : public Reader {
 
   Status lookup_status() const override { return lookup_status_; }
 
+  Status verify() const override {
+    // The table, row by row: each block's checksum, and its row's keys against its first op.
+    struct Row {
+      int64_t id, thread, first_tidx, last_tidx, first_seq;
+    };
+    std::vector<Row> rows;
+    Stmt s;
+    TDBG_RETURN_IF_ERROR(prepare(
+        s, "SELECT id, thread, first_tidx, last_tidx, first_seq, ops FROM op_blocks"));
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      Row row{s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4)};
+      auto damaged = [&](const std::string& what) {
+        return Status::Error(path_ + ": ops " + std::to_string(row.first_tidx) + "-" +
+                             std::to_string(row.last_tidx) + " of thread " +
+                             std::to_string(row.thread) + ": " + what);
+      };
+      const std::string_view blob = s.col_blob(5);
+      Status st = CheckOpBlock(blob);
+      if (!st.ok()) return damaged(st.message());
+      auto head = ReadOpBlockHead(blob);
+      if (!head.ok()) return damaged(head.status().message());
+      if (head->thread != row.thread || head->tidx != row.first_tidx || head->seq != row.first_seq)
+        return damaged("corrupt op block (its row's keys are not its first op's)");
+      rows.push_back(row);
+    }
+    if (rc != SQLITE_DONE) return sql_error(rc, "checking the op blocks");
+    // A thread's blocks do not overlap.
+    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+      return std::tie(a.thread, a.first_tidx) < std::tie(b.thread, b.first_tidx);
+    });
+    for (size_t i = 1; i < rows.size(); ++i) {
+      if (rows[i].thread == rows[i - 1].thread && rows[i].first_tidx <= rows[i - 1].last_tidx)
+        return Status::Error(path_ + ": corrupt database (op blocks of thread " +
+                             std::to_string(rows[i].thread) + " overlap at op " +
+                             std::to_string(rows[i].first_tidx) + ")");
+    }
+    // The indexes lookups go through hold exactly the table's keys (a damaged entry would
+    // send a lookup to another block).
+    auto index_matches = [&](const char* index, const char* key, int64_t Row::*field) -> Status {
+      std::vector<std::tuple<int64_t, int64_t, int64_t>> want, got;
+      for (const Row& r : rows) want.emplace_back(r.id, r.thread, r.*field);
+      Stmt q;
+      TDBG_RETURN_IF_ERROR(prepare(q, std::string("SELECT id, thread, ") + key +
+                                          " FROM op_blocks INDEXED BY " + index));
+      int qrc;
+      while ((qrc = q.step()) == SQLITE_ROW) got.emplace_back(q.col_int(0), q.col_int(1), q.col_int(2));
+      if (qrc != SQLITE_DONE) return sql_error(qrc, "checking the op block indexes");
+      std::sort(want.begin(), want.end());
+      std::sort(got.begin(), got.end());
+      if (want != got)
+        return Status::Error(path_ + ": corrupt database (index " + index +
+                             " does not match the op blocks)");
+      return Status::Ok();
+    };
+    TDBG_RETURN_IF_ERROR(index_matches("op_blocks_by_tidx", "first_tidx", &Row::first_tidx));
+    TDBG_RETURN_IF_ERROR(index_matches("op_blocks_by_seq", "first_seq", &Row::first_seq));
+    return lookup_status_;
+  }
+
   std::optional<FrameRecord> frame(FrameId id) const override {
     if (id == 0) return std::nullopt;
     frame_.reset();
@@ -494,8 +554,22 @@ class ReaderImpl final : public Reader {
     s.bind_int(1, thread);
     s.bind_int(2, first_tidx);
     CachedBlock& slot = cache_[next_slot_++ % cache_.size()];
-    slot.valid = s.step() == SQLITE_ROW &&
-                 decode_block(s.col_blob(0), s.col_int(1), true, &slot.ops).ok();
+    const int rc = s.step();
+    slot.valid = false;
+    if (rc == SQLITE_ROW) {
+      // A block that fails to decode is damage: `lookup_status` says so (the lookup itself
+      // answers "no such op").
+      Status st = decode_block(s.col_blob(0), s.col_int(1), true, &slot.ops);
+      if (st.ok() && (slot.ops.empty() || slot.ops.front().tidx != first_tidx ||
+                      slot.ops.front().thread != thread))
+        st = Status::Error(path_ + ": corrupt database (the op block at op " +
+                           std::to_string(first_tidx) + " of thread " + std::to_string(thread) +
+                           " holds other ops)");
+      slot.valid = st.ok();
+      if (!st.ok() && lookup_status_.ok()) lookup_status_ = st;
+    } else if (rc != SQLITE_DONE) {
+      read_failed(rc, "reading an op block");
+    }
     s.reset();
     if (!slot.valid) return nullptr;
     slot.thread = thread;
@@ -562,6 +636,7 @@ class ReaderImpl final : public Reader {
                  "ORDER BY first_tidx"));
       stmt_.bind_int(1, thread_);
       stmt_.bind_int(2, first_tidx);
+      last_tidx_ = std::numeric_limits<int64_t>::min();
       return next_block();
     }
     Status next_block() {
@@ -573,6 +648,16 @@ class ReaderImpl final : public Reader {
         if (rc != SQLITE_ROW) return status_ = r_.sql_error(rc, "reading ops");
         Status st = r_.decode_block(stmt_.col_blob(0), stmt_.col_int(1), details_, &ops_);
         if (!st.ok()) return status_ = st;
+        // Blocks come in tidx order, of this thread; anything else is a damaged index.
+        if (!ops_.empty() && (ops_.front().thread != thread_ || ops_.front().tidx <= last_tidx_)) {
+          return status_ = Status::Error(r_.path_ + ": corrupt database (op " +
+                                         std::to_string(ops_.front().tidx) + " of thread " +
+                                         std::to_string(ops_.front().thread) +
+                                         " found where thread " + std::to_string(thread_) +
+                                         "'s ops after " + std::to_string(last_tidx_) +
+                                         " should be)");
+        }
+        if (!ops_.empty()) last_tidx_ = ops_.back().tidx;
       }
       return Status::Ok();
     }
@@ -582,6 +667,7 @@ class ReaderImpl final : public Reader {
     Stmt stmt_;
     std::vector<OpRecord> ops_;
     size_t pos_ = 0;
+    int64_t last_tidx_ = std::numeric_limits<int64_t>::min();
     Status status_;
   };
 
@@ -633,7 +719,7 @@ class ReaderImpl final : public Reader {
   mutable std::array<CachedBlock, 4> cache_;
   mutable size_t next_slot_ = 0;
   mutable std::unordered_map<StringId, std::string> strings_;
-  mutable Status lookup_status_;  // the first failed string or frame lookup
+  mutable Status lookup_status_;  // the first failed string, frame or op-block lookup
   mutable std::unordered_map<uint32_t, int64_t> count_cache_;
   mutable std::vector<uint32_t> op_threads_;
   mutable bool threads_cached_ = false;

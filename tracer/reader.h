@@ -51,6 +51,11 @@ class Reader {
   // lookups above answer ""/nullopt and go on, so a tool checks this before it prints an
   // answer made of their texts (an op with an empty name is a wrong answer, not an answer).
   virtual Status lookup_status() const = 0;
+  // Reads every op block and checks it: SQLite's pages on the way and each block's checksum
+  // (docs/schema.md, "Op blocks"). O(file size). A lookup reads only the blocks it needs, so
+  // a tool that answers from a few (diff's bisection) calls this before it vouches for the
+  // rest (two runs called identical). The error names the ops of the damaged block.
+  virtual Status verify() const = 0;
   // The stack ending at `innermost`, outermost frame first (innermost last).
   virtual std::vector<FrameRecord> stack(FrameId innermost) const = 0;
 

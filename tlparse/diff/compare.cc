@@ -305,6 +305,7 @@ StatusOr<int64_t> bisect_chains(Side& a, Side& b, int64_t lo, int64_t n, Stats& 
     ++stats.probes;
     auto c = s.reader->chain_at(s.thread, t);
     if (!c) {
+      TDBG_RETURN_IF_ERROR(s.reader->lookup_status());  // a damaged block, named as such
       return Status::Error(s.reader->path() + ": no op " + std::to_string(t) + " in thread " +
                            std::to_string(s.thread));
     }
@@ -2430,6 +2431,20 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
           {"detail", std::string("a recorded process exists only in ") + (in_a ? "A" : "B") + ": " +
                          extra.path()},
           {"process", processes}, {"a", nullptr}, {"b", nullptr}, {"tensor", nullptr}};
+    }
+  }
+  // Bisection read only the blocks it probed; before two runs are called identical, every
+  // block of both is read and checked, so a damaged database is never vouched for.
+  if (result["first_divergence"].is_null()) {
+    const int64_t total = static_cast<int64_t>(a.processes.size() + b.processes.size());
+    int64_t done = 0;
+    for (const tracer::Run* run : {&a, &b}) {
+      for (const auto& r : run->processes) {
+        progress.update(done++, total, "checking");
+        Status st = r->verify();
+        if (!st.ok())
+          return Status::Error(st.message() + "; not called identical while a database is damaged");
+      }
     }
   }
   progress.finish();

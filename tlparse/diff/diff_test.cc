@@ -321,6 +321,41 @@ TEST_CASE("identical runs are identical, found with a handful of chain probes") 
   CHECK(tdbg::diff::format_divergence(r).rfind("identical", 0) == 0);
 }
 
+TEST_CASE("a copy damaged between the ops bisection reads is never called identical") {
+  Variation v;
+  auto a = write_run(v), b = write_run(v);
+  REQUIRE(compare(a, b)["status"] == "identical");
+  // One bit of a block in the middle of B changed (a bad sector): bisection probes only the
+  // last op's chain, which still agrees.
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(b.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT id, ops FROM op_blocks ORDER BY first_seq LIMIT 1 "
+                             "OFFSET (SELECT count(*) / 2 FROM op_blocks)", -1, &st, nullptr) ==
+          SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  const int64_t id = sqlite3_column_int64(st, 0);
+  std::string blob(static_cast<const char*>(sqlite3_column_blob(st, 1)),
+                   static_cast<size_t>(sqlite3_column_bytes(st, 1)));
+  sqlite3_finalize(st);
+  blob[blob.size() - 3] ^= 4;
+  REQUIRE(sqlite3_prepare_v2(db, "UPDATE op_blocks SET ops = ?1 WHERE id = ?2", -1, &st, nullptr) ==
+          SQLITE_OK);
+  sqlite3_bind_blob(st, 1, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, 2, id);
+  REQUIRE(sqlite3_step(st) == SQLITE_DONE);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  auto ra = tdbg::tracer::Run::Open(a);
+  auto rb = tdbg::tracer::Run::Open(b);
+  REQUIRE((ra.ok() && rb.ok()));
+  auto result = tdbg::diff::compare_runs(*ra, *rb, {});
+  REQUIRE_FALSE(result.ok());
+  CHECK(result.status().message().find("checksum does not match") != std::string::npos);
+  CHECK(result.status().message().find("not called identical") != std::string::npos);
+  CHECK(result.status().message().find('\n') == std::string::npos);
+}
+
 TEST_CASE("a nondeterministic op is found by bisection, innermost, inside its parent") {
   Variation va, vb;
   vb.nondeterministic_step = 37;
