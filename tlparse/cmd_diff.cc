@@ -57,6 +57,7 @@ void add_diff_command(CLI::App& app) {
     if (!a.ok()) return fail("diff", a.status().message());
     auto b = tracer::Run::Open(args->run_b);
     if (!b.ok()) return fail("diff", b.status().message());
+    tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     diff::DiffOptions options;
     options.context_ops = args->context;
     options.progress = isatty(STDERR_FILENO) != 0;

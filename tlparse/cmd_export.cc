@@ -33,6 +33,7 @@ void add_export_command(CLI::App& app) {
       if (!opened.ok()) return fail("export", opened.status().message());
       note_skipped("export", opened->skipped);
       b = std::move(opened.value());
+      tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     }
     bool to_stdout = args->out == "-";
     std::string tmp = args->out + ".partial";

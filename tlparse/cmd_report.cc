@@ -34,6 +34,7 @@ void add_report_command(CLI::App& app) {
       if (!opened.ok()) return fail("report", opened.status().message());
       note_skipped("report", opened->skipped);
       b = std::move(opened.value());
+      tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     }
     report::ReportOptions options;
     options.window_ops = args->window;

@@ -33,6 +33,7 @@ void add_view_command(CLI::App& app) {
       if (!opened.ok()) return fail("view", opened.status().message());
       note_skipped("view", opened->skipped);
       b = std::move(opened.value());
+      tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     }
     report::ViewOptions options;
     options.port = args->port;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <queue>
 #include <tuple>
 #include <unordered_map>
@@ -797,6 +798,54 @@ bool nothing_committed(const std::string& path) {
   return be32(header + 28) <= 1 && st.st_size <= static_cast<int64_t>(page_size);
 }
 
+namespace {
+
+// What orders and pairs the processes of a run (Run::Open, PairProcesses).
+struct ProcessKey {
+  bool unknown = false;  // no process metadata committed: after every known process
+  int64_t rank = -1, depth = 0, worker = -1, start = 0, pid = 0, ppid = 0;
+  bool has_rank = false;  // its own torch.distributed rank, or its nearest recorded ancestor's
+};
+
+std::vector<ProcessKey> process_keys(const std::vector<std::unique_ptr<Reader>>& processes) {
+  std::unordered_map<int64_t, size_t> by_pid;
+  std::vector<ProcessKey> keys(processes.size());
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const Reader& r = *processes[i];
+    ProcessKey& k = keys[i];
+    k.unknown = r.meta("start_time_ns").empty();
+    k.start = std::strtoll(r.meta("start_time_ns").c_str(), nullptr, 10);
+    k.pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
+    k.ppid = std::strtoll(r.meta("ppid").c_str(), nullptr, 10);
+    const std::string rank = r.meta("rank");
+    if (!rank.empty()) {
+      k.rank = std::strtoll(rank.c_str(), nullptr, 10);
+      k.has_rank = true;
+    }
+    const std::string worker = r.meta("worker");
+    if (!worker.empty()) k.worker = std::strtoll(worker.c_str(), nullptr, 10);
+    by_pid[k.pid] = i;
+  }
+  for (ProcessKey& k : keys) {
+    // Walk up to the nearest ancestor recorded in this run (bounded: pids can be reused).
+    int64_t ppid = k.ppid;
+    for (size_t hops = 0; hops < keys.size(); ++hops) {
+      auto it = by_pid.find(ppid);
+      if (it == by_pid.end() || it->second >= keys.size() || ppid == k.pid) break;
+      const ProcessKey& parent = keys[it->second];
+      ++k.depth;
+      if (!k.has_rank && parent.has_rank) {
+        k.rank = parent.rank;
+        k.has_rank = true;
+      }
+      ppid = parent.ppid;
+    }
+  }
+  return keys;
+}
+
+}  // namespace
+
 StatusOr<Run> Run::Open(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Status::Error(path + ": no such file or directory");
@@ -805,6 +854,7 @@ StatusOr<Run> Run::Open(const std::string& path) {
   if (!S_ISDIR(st.st_mode)) {
     TDBG_ASSIGN_OR_RETURN(auto reader, Reader::Open(path));
     run.processes.push_back(std::move(reader));
+    run.one_database = true;
     return run;
   }
   DIR* dir = ::opendir(path.c_str());
@@ -849,49 +899,12 @@ StatusOr<Run> Run::Open(const std::string& path) {
   // follow their rank), then by depth in the process tree, then by DataLoader worker id
   // (meta `worker`, "ID/N"), then by start time and pid. Start order alone swaps ranks, or
   // workers, that start at the same moment.
-  struct Key {
-    bool unknown = false;  // no process metadata committed: after every known process
-    int64_t rank = -1, depth = 0, worker = -1, start = 0, pid = 0, ppid = 0;
-    bool has_rank = false;
-  };
-  std::unordered_map<int64_t, size_t> by_pid;
-  std::vector<Key> keys(run.processes.size());
-  for (size_t i = 0; i < run.processes.size(); ++i) {
-    const Reader& r = *run.processes[i];
-    Key& k = keys[i];
-    k.unknown = r.meta("start_time_ns").empty();
-    k.start = std::strtoll(r.meta("start_time_ns").c_str(), nullptr, 10);
-    k.pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
-    k.ppid = std::strtoll(r.meta("ppid").c_str(), nullptr, 10);
-    const std::string rank = r.meta("rank");
-    if (!rank.empty()) {
-      k.rank = std::strtoll(rank.c_str(), nullptr, 10);
-      k.has_rank = true;
-    }
-    const std::string worker = r.meta("worker");
-    if (!worker.empty()) k.worker = std::strtoll(worker.c_str(), nullptr, 10);
-    by_pid[k.pid] = i;
-  }
-  for (Key& k : keys) {
-    // Walk up to the nearest ancestor recorded in this run (bounded: pids can be reused).
-    int64_t ppid = k.ppid;
-    for (size_t hops = 0; hops < keys.size(); ++hops) {
-      auto it = by_pid.find(ppid);
-      if (it == by_pid.end() || it->second >= keys.size() || ppid == k.pid) break;
-      const Key& parent = keys[it->second];
-      ++k.depth;
-      if (!k.has_rank && parent.has_rank) {
-        k.rank = parent.rank;
-        k.has_rank = true;
-      }
-      ppid = parent.ppid;
-    }
-  }
+  const std::vector<ProcessKey> keys = process_keys(run.processes);
   std::vector<size_t> order(run.processes.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const Key& x = keys[a];
-    const Key& y = keys[b];
+    const ProcessKey& x = keys[a];
+    const ProcessKey& y = keys[b];
     return std::tie(x.unknown, x.rank, x.depth, x.worker, x.start, x.pid) <
            std::tie(y.unknown, y.rank, y.depth, y.worker, y.start, y.pid);
   });
@@ -899,6 +912,62 @@ StatusOr<Run> Run::Open(const std::string& path) {
   for (size_t i : order) sorted.push_back(std::move(run.processes[i]));
   run.processes = std::move(sorted);
   return run;
+}
+
+void PairProcesses(Run& a, Run& b) {
+  const std::vector<ProcessKey> ka = process_keys(a.processes), kb = process_keys(b.processes);
+  auto group = [](const ProcessKey& k) { return k.has_rank ? k.rank : -1; };
+  const size_t common = std::min(ka.size(), kb.size());
+  bool paired = true;
+  for (size_t i = 0; i < common && paired; ++i) paired = group(ka[i]) == group(kb[i]);
+  if (paired) return;
+  // Indices of each run by group, in canonical order.
+  std::map<int64_t, std::vector<size_t>> ga, gb;
+  for (size_t i = 0; i < ka.size(); ++i) ga[group(ka[i])].push_back(i);
+  for (size_t i = 0; i < kb.size(); ++i) gb[group(kb[i])].push_back(i);
+  std::vector<std::pair<size_t, size_t>> pairs;
+  std::vector<size_t> extra_a, extra_b;
+  auto without_ops = [](const Run& run, size_t i) { return run.processes[i]->op_count() == 0; };
+  for (auto& [g, list_a] : ga) {
+    std::vector<size_t> list_b = gb.count(g) ? gb[g] : std::vector<size_t>{};
+    // The longer side leaves out its processes without ops first.
+    auto trim = [&](std::vector<size_t>& longer, size_t to, const Run& run, std::vector<size_t>& extra) {
+      for (size_t i = 0; i < longer.size() && longer.size() > to;) {
+        if (without_ops(run, longer[i])) {
+          extra.push_back(longer[i]);
+          longer.erase(longer.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+          ++i;
+        }
+      }
+    };
+    if (list_a.size() > list_b.size()) trim(list_a, list_b.size(), a, extra_a);
+    if (list_b.size() > list_a.size()) trim(list_b, list_a.size(), b, extra_b);
+    const size_t n = std::min(list_a.size(), list_b.size());
+    for (size_t i = 0; i < n; ++i) pairs.emplace_back(list_a[i], list_b[i]);
+    extra_a.insert(extra_a.end(), list_a.begin() + static_cast<std::ptrdiff_t>(n), list_a.end());
+    extra_b.insert(extra_b.end(), list_b.begin() + static_cast<std::ptrdiff_t>(n), list_b.end());
+  }
+  for (auto& [g, list_b] : gb) {
+    if (!ga.count(g)) extra_b.insert(extra_b.end(), list_b.begin(), list_b.end());
+  }
+  std::sort(pairs.begin(), pairs.end());
+  std::sort(extra_a.begin(), extra_a.end());
+  std::sort(extra_b.begin(), extra_b.end());
+  auto reorder = [](Run& run, const std::vector<size_t>& order) {
+    std::vector<std::unique_ptr<Reader>> out;
+    for (size_t i : order) out.push_back(std::move(run.processes[i]));
+    run.processes = std::move(out);
+  };
+  std::vector<size_t> order_a, order_b;
+  for (auto [i, j] : pairs) {
+    order_a.push_back(i);
+    order_b.push_back(j);
+  }
+  order_a.insert(order_a.end(), extra_a.begin(), extra_a.end());
+  order_b.insert(order_b.end(), extra_b.begin(), extra_b.end());
+  reorder(a, order_a);
+  reorder(b, order_b);
 }
 
 }  // namespace tdbg::tracer

@@ -95,11 +95,21 @@ struct Run {
   // One line per database of the directory that was left out because nothing was ever
   // committed to it (a process killed while its database was being created).
   std::vector<std::string> skipped;
+  // Opened from one database file, not a directory: the user picked one process.
+  bool one_database = false;
 
   // Opens a run directory (every `*.sqlite` in it) or a single database file. An empty
   // directory or a directory with no database is an error, as is a database that cannot be
   // read, except one with nothing committed in a directory that holds others (`skipped`).
   static StatusOr<Run> Open(const std::string& path);
 };
+
+// Puts the processes of two runs in an order where the same index is the same process of the
+// program in each: those with a torch.distributed rank (their own or their nearest recorded
+// ancestor's) pair by rank, the others in canonical order; where one run has more processes of
+// a rank (or without one), processes that hold no op (an mp.spawn parent, a launcher that only
+// imported torch) are the ones left unpaired. Unpaired processes go last. Runs whose processes
+// already pair by index keep their order (and so their `tdbg show --process` numbers).
+void PairProcesses(Run& a, Run& b);
 
 }  // namespace tdbg::tracer

@@ -2151,12 +2151,44 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   note_recording_settings(a, b, warnings, &values_compared);
   int64_t pairs_with_ops = 0, pairs_disjoint = 0;
   std::string disjoint_text;
-  // Every process pair is compared; the first divergence is the earliest by (step, start
-  // time): in data-parallel training a rank whose data changed diverges first, and the other
-  // ranks only after the collective that brings them its gradients. (Start times are
-  // CLOCK_MONOTONIC: comparable between the processes of one host.)
+  // Every process pair is compared; the first divergence is the earliest by start time: in
+  // data-parallel training a rank whose data changed diverges first, and the other ranks only
+  // after the collective that brings them its gradients; a DataLoader worker (whose ops are
+  // all at step 0) only after the main process's sampler handed it other indices. Start times
+  // are CLOCK_MONOTONIC, comparable between the processes of one host; across hosts the step
+  // comes first.
+  std::set<std::string> hosts;
+  for (const auto& r : a.processes) hosts.insert(r->meta("host"));
+  const bool one_host = hosts.size() <= 1;
+  auto key_of = [one_host](const OpRecord& o) {
+    return one_host ? std::make_pair(o.start_ns, o.step) : std::make_pair(o.step, o.start_ns);
+  };
   std::pair<int64_t, int64_t> first_key{std::numeric_limits<int64_t>::max(),
                                         std::numeric_limits<int64_t>::max()};
+  // Processes that ended early in the same run: the one that ended first (by the time its
+  // recording closed, at exit or on the fatal signal) is the cause; the others were stopped
+  // because of it (mp.spawn terminates the other ranks when one raises; a collective's peer
+  // fails; a DataLoader's main process raises when a worker dies).
+  struct End {
+    int side = 0;  // 0: not an end; 1: A stopped short; 2: B did
+    int64_t ns = 0;
+  } first_end;
+  auto end_of = [](Pair& pair, const Located& at) {
+    End e;
+    if (at.kind != Located::kStructure) return e;
+    Side* shorter = nullptr;
+    if (at.j >= pair.b.count && at.i < pair.a.count) {
+      e.side = 2;
+      shorter = &pair.b;
+    } else if (at.i >= pair.a.count && at.j < pair.b.count) {
+      e.side = 1;
+      shorter = &pair.a;
+    }
+    const std::string ended = shorter ? shorter->reader->meta("end_time_ns") : std::string();
+    if (ended.empty()) return End{};  // killed before it could close: no time to go by
+    e.ns = std::strtoll(ended.c_str(), nullptr, 10);
+    return e;
+  };
   // A process that stopped on an error exit (an exception: a DataLoader worker's death seen
   // by the main process) is most often the consequence of a divergence elsewhere, which it may
   // reach first by the clock: such a structural end comes after any other process's.
@@ -2185,6 +2217,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     Located best_at;
     int64_t best_seq = std::numeric_limits<int64_t>::max();
     std::pair<int64_t, int64_t> best_key = first_key;
+    End best_end;
     std::vector<uint32_t> only_a, only_b;  // threads without a counterpart
     for (size_t k = 0; k < nthreads; ++k) {
       if (k >= ta.size() || k >= tb.size()) {
@@ -2260,7 +2293,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       if (seq < best_seq || !best) {
         best_seq = seq;
         best_at = at;
-        best_key = o ? std::make_pair(o->step, o->start_ns) : first_key;
+        best_key = o ? key_of(*o) : first_key;
+        best_end = end_of(*pair, at);
         best = std::move(pair);
       }
     }
@@ -2287,7 +2321,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       best_at = structure ? Located{Located::kStructure, v.a.tidx, jb}
                           : innermost_pair(*best, v.a.tidx, jb, stats);
       const OpRecord* o = best->a.cursor.at(v.a.tidx);
-      best_key = o ? std::make_pair(o->step, o->start_ns) : first_key;
+      best_key = o ? key_of(*o) : first_key;
+      best_end = End{};
       only_a.clear();
       only_b.clear();
     };
@@ -2359,10 +2394,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     const bool error_end = best && best_at.kind == Located::kStructure &&
                            (error_exit(*a.processes[index_a]) || error_exit(*b.processes[index_b]));
+    const bool both_end = best_end.side != 0 && best_end.side == first_end.side;
     const bool earlier = result["first_divergence"].is_null() ||
-                         (error_end != first_is_error_exit ? !error_end : best_key < first_key);
+                         (both_end ? best_end.ns < first_end.ns
+                          : error_end != first_is_error_exit ? !error_end
+                                                             : best_key < first_key);
     if (best && earlier) {
       first_key = best_key;
+      first_end = best_end;
       first_is_error_exit = error_end;
       const Reader& da = *a.processes[index_a];
       const Reader& db = *b.processes[index_b];
@@ -2394,15 +2433,29 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       result["first_divergence"] = std::move(d);
     }
   }
-  if (result["first_divergence"].is_null() && a.processes.size() != b.processes.size()) {
+  // Processes of one run only that hold no op (an mp.spawn parent, a launcher that imported
+  // torch): nothing to compare, said once.
+  size_t extra_at = processes;
+  {
+    const tracer::Run& more = a.processes.size() > b.processes.size() ? a : b;
+    std::string pids;
+    while (extra_at < more.processes.size() && more.processes[extra_at]->op_count() == 0)
+      pids += (pids.empty() ? "" : ", ") + more.processes[extra_at++]->meta("pid");
+    if (!pids.empty())
+      notes.push_back(std::to_string(extra_at - processes) + " recorded process(es) exist only in " +
+                      (&more == &a ? "A" : "B") + " and hold no op (pid " + pids +
+                      "; a launcher or an mp.spawn parent that imported torch): not compared");
+  }
+  if (result["first_divergence"].is_null() && a.processes.size() != b.processes.size() &&
+      extra_at < std::max(a.processes.size(), b.processes.size())) {
     bool in_a = a.processes.size() > b.processes.size();
-    const Reader& extra = in_a ? *a.processes[processes] : *b.processes[processes];
+    const Reader& extra = in_a ? *a.processes[extra_at] : *b.processes[extra_at];
     const tracer::Run& fewer = in_a ? b : a;
     const tracer::Run& more = in_a ? a : b;
     // A pool with more workers in one run: the extra one is no divergence when the group,
     // compared as one set, ran the same ops.
     int same_pool = -1;
-    const std::string extra_key = pool_key(more, processes);
+    const std::string extra_key = pool_key(more, extra_at);
     for (size_t g = 0; g < processes && same_pool < 0 && !extra_key.empty(); ++g) {
       if (pool[g] < 0 || pool_key(more, g) != extra_key) continue;
       std::string pids_a, pids_b;
@@ -2417,7 +2470,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     if (same_pool == 1) {
       // identical: noted above
-    } else if (fewer.processes.size() + fewer.skipped.size() >= more.processes.size()) {
+    } else if (fewer.one_database) {
+      notes.push_back(std::string(in_a ? "B" : "A") + " is one database: it is compared with " +
+                      (in_a ? "A" : "B") + "'s process of its rank (or its first); the other " +
+                      std::to_string(more.processes.size() - processes) +
+                      " process(es) of " + (in_a ? "A" : "B") + " are not compared");
+    } else if (fewer.processes.size() + fewer.skipped.size() >=
+               more.processes.size() - (extra_at - processes)) {
       // The other run left out databases its processes never got to write (killed within their
       // first flush interval): the extra process may well be their counterpart.
       notes.push_back(std::string("a recorded process exists only in ") + (in_a ? "A" : "B") +
@@ -2430,7 +2489,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
           {"kind", "structure"}, {"cause", "structure"},
           {"detail", std::string("a recorded process exists only in ") + (in_a ? "A" : "B") + ": " +
                          extra.path()},
-          {"process", processes}, {"a", nullptr}, {"b", nullptr}, {"tensor", nullptr}};
+          {"process", extra_at}, {"a", nullptr}, {"b", nullptr}, {"tensor", nullptr}};
     }
   }
   // Bisection read only the blocks it probed; before two runs are called identical, every
@@ -2478,9 +2537,25 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   };
   if (!a.processes.empty() && !b.processes.empty()) {
     const std::string pa = program_of(*a.processes[0]), pb = program_of(*b.processes[0]);
-    if (!pa.empty() && !pb.empty() && pa != pb)
+    auto known = [](const std::string& p) { return !p.empty() && p.rfind("python", 0) != 0; };
+    if (known(pa) && known(pb) && pa != pb)
       warnings.push_back("the runs are of different programs (A " + pa + ", B " + pb +
                          "): every difference may come from the programs being other code");
+  }
+  // Other world sizes (torch.distributed, meta rank "R/W"): every collective differs.
+  auto world_size = [](const tracer::Run& run) {
+    for (const auto& r : run.processes) {
+      const std::string rank = r->meta("rank");
+      const size_t slash = rank.find('/');
+      if (slash != std::string::npos) return rank.substr(slash + 1);
+    }
+    return std::string();
+  };
+  if (const std::string wa = world_size(a), wb = world_size(b); wa != wb) {
+    auto ranks = [](const std::string& w) { return w.empty() ? std::string("no ranks") : w + " rank(s)"; };
+    warnings.push_back("the runs have other torch.distributed world sizes (A " + ranks(wa) +
+                       ", B " + ranks(wb) + "): ranks are compared with the same rank of the "
+                       "other run, and every collective differs");
   }
   result["warnings"] = warnings;
   {
@@ -2648,10 +2723,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  if (a.processes.size() != b.processes.size()) {
+  if (a.processes.size() != b.processes.size() &&
+      extra_at < std::max(a.processes.size(), b.processes.size())) {
     notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +
-                    std::to_string(b.processes.size()) + ": the first " +
-                    std::to_string(processes) + " are compared pairwise, in canonical order");
+                    std::to_string(b.processes.size()) + ": " + std::to_string(processes) +
+                    " pair(s) compared, by rank, then in start order");
   }
   result["run_a"] = a.path;
   result["run_b"] = b.path;

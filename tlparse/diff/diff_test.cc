@@ -1549,6 +1549,93 @@ TEST_CASE("a process that ended on an error exit yields to another process's div
   CHECK(first(compare(a, run(true, "0")))["process_a"]["index"] == 0);
 }
 
+// The ops of a pair run: `n` linear ops (step k / 3), from `clock_ns` on; op `differ` (if any)
+// makes another output, and the process stops before op `stop` (if any).
+std::function<void(Recorder&)> linear_ops(int n, int differ = -1, int stop = -1) {
+  return [=](Recorder& r) {
+    using T = Recorder::T;
+    for (int k = 0; k < n && k != stop; ++k) {
+      r.step = k / 3;
+      r.op("aten::linear", {T{uint64_t(10 + k)}}, {T{uint64_t(k == differ ? 999 : 20 + k)}}, {}, 0,
+           0, kNoSeq, 30 + k);
+    }
+  };
+}
+
+TEST_CASE("ranks pair by rank when one run has an extra process without ops (a launcher)") {
+  // A: a launcher that imported torch (no rank, no op) started rank 0 and rank 1; B: the same
+  // ranks started from a shell. Ranks hold other ops (rank 1 draws other data).
+  auto rank = [](const std::string& pid, const std::string& ppid, const char* r, uint64_t base,
+                 int64_t clock) {
+    Process p{pid, ppid, "", clock, [base](Recorder& rec) {
+                using T = Recorder::T;
+                for (int k = 0; k < 4; ++k)
+                  rec.op("aten::mm", {T{base + k}}, {T{base + 100 + k}}, {}, 0, 0, kNoSeq, 40);
+              }};
+    p.meta = {{"rank", r}, {"end_time_ns", "5"}};
+    return p;
+  };
+  Process launcher{"10", "1", "", 1000, [](Recorder&) {}};
+  const std::string a = write_processes(
+      {launcher, rank("11", "10", "0/2", 100, 2000), rank("12", "10", "1/2", 500, 2000)});
+  const std::string b =
+      write_processes({rank("21", "1", "0/2", 100, 2000), rank("22", "1", "1/2", 500, 2000)});
+  auto ra = tdbg::tracer::Run::Open(a);
+  auto rb = tdbg::tracer::Run::Open(b);
+  REQUIRE((ra.ok() && rb.ok()));
+  REQUIRE(ra->processes[0]->meta("pid") == "10");  // canonical order: the launcher first
+  tdbg::tracer::PairProcesses(*ra, *rb);
+  CHECK(ra->processes[0]->meta("rank") == "0/2");
+  CHECK(ra->processes[1]->meta("rank") == "1/2");
+  CHECK(ra->processes[2]->meta("pid") == "10");  // unpaired: last
+  auto result = tdbg::diff::compare_runs(*ra, *rb, {});
+  REQUIRE(result.ok());
+  CHECK((*result)["status"] == "identical");
+  const std::string notes = (*result)["notes"].dump();
+  CHECK(notes.find("exist only in A and hold no op (pid 10") != std::string::npos);
+  // Already paired runs keep their order (and `tdbg show --process` numbers).
+  auto rc = tdbg::tracer::Run::Open(a), rd = tdbg::tracer::Run::Open(a);
+  REQUIRE((rc.ok() && rd.ok()));
+  tdbg::tracer::PairProcesses(*rc, *rd);
+  CHECK(rc->processes[0]->meta("pid") == "10");
+}
+
+TEST_CASE("of ranks that ended early, the one that ended first is named, not the one it took down") {
+  // Rank 1 raises (exit status 1); mp.spawn then terminates rank 0 (SIGTERM) later, although
+  // rank 0 stopped at an earlier op of A's clock.
+  auto rank = [](const std::string& pid, const char* r, int stop, const std::string& status,
+                 const char* ended) {
+    Process p{pid, "1", "", 1000, linear_ops(12, -1, stop), status};
+    p.meta = {{"rank", r}, {"end_time_ns", ended}};
+    return p;
+  };
+  const std::string a = write_processes({rank("11", "0/2", -1, "0", "900000"),
+                                         rank("12", "1/2", -1, "0", "900000")});
+  const std::string b = write_processes({rank("21", "0/2", 5, "signal 15", "800000"),
+                                         rank("22", "1/2", 8, "1", "700000")});
+  json d = first(compare(a, b));
+  CHECK(d["cause"] == "ended");
+  CHECK(d["process_a"]["index"] == 1);
+  CHECK(d["detail"].get<std::string>().find("status 1") != std::string::npos);
+  // Rank 0 terminated first (it was the one that failed): rank 0.
+  const std::string c = write_processes({rank("31", "0/2", 5, "signal 15", "600000"),
+                                         rank("32", "1/2", 8, "1", "700000")});
+  CHECK(first(compare(a, c))["process_a"]["index"] == 0);
+}
+
+TEST_CASE("a DataLoader worker's difference after the main process's earlier one is not first") {
+  // The main process draws another sampler permutation at step 3 (op 9); its worker, whose
+  // ops all count as step 0, then loads other items (later by the clock).
+  auto run = [](bool forgot_set_epoch) {
+    return write_processes(
+        {{"100", "1", "", 1000, linear_ops(12, forgot_set_epoch ? 9 : -1)},
+         {"101", "100", "0/1", 50000, linear_ops(3, forgot_set_epoch ? 1 : -1)}});
+  };
+  json d = first(compare(run(false), run(true)));
+  CHECK(d["process_a"]["index"] == 0);
+  CHECK(d["a"]["step"] == 3);
+}
+
 TEST_CASE("a collective that overwrites a differing tensor heals it, views of it included") {
   using T = Recorder::T;
   // DDP: rank 1 inits its parameters from another seed; the parameters are flattened (views,
