@@ -2140,6 +2140,19 @@ std::string process_ending(const tracer::Reader& r) {
 
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
   auto started = std::chrono::steady_clock::now();
+  // A run whose --steps window or --ops pattern selected no op holds nothing to compare: not
+  // "identical" to another such run, nor every op "removed" against a full one.
+  for (const tracer::Run* run : {&a, &b}) {
+    bool any = false;
+    for (const auto& r : run->processes) any = any || r->op_count() > 0;
+    std::string selection;
+    for (const auto& r : run->processes) {
+      if (selection.empty()) selection = recorded_selection({r.get()});
+    }
+    if (!any && !selection.empty())
+      return Status::Error(run->path + " holds no op: its recording selected none (" + selection +
+                           "; steps count torch.optim optimizer steps): nothing to compare");
+  }
   Progress progress(options.progress);
   Stats stats;
   json result = {{"status", "identical"}, {"first_divergence", nullptr}};
@@ -2519,6 +2532,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // Without hashes every op "is the same": nothing can be said to heal.
   if (!values_compared && result["first_divergence"].is_object()) {
     result["first_divergence"]["healed"] = nullptr;
+    // Nor can paired ops be said to hold the same values, nor growth measure any.
+    result["first_divergence"].erase("values_same");
+    if (result["first_divergence"].value("growth", json()).is_object())
+      result["first_divergence"]["growth"]["values_recorded"] = false;
     result["first_divergence"].erase("next");
   }
   // Two different programs (a run compared with the wrong one): the first process's script

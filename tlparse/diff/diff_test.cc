@@ -1337,6 +1337,46 @@ TEST_CASE("data from outside a --steps window may come from before it") {
         std::string::npos);
 }
 
+TEST_CASE("a run whose --steps window selected no op is an error, not identical or all removed") {
+  using T = Recorder::T;
+  auto empty = [] {
+    return write_ops([](Recorder&) {}, [](tdbg::tracer::Writer& w) { w.set_meta("steps", "5000:5010"); });
+  };
+  const std::string full = write_ops([](Recorder& r) { r.op("aten::relu", {T{1}}, {T{2}}); });
+  for (auto [x, y] : {std::pair{empty(), empty()}, std::pair{full, empty()}}) {
+    auto ra = tdbg::tracer::Run::Open(x);
+    auto rb = tdbg::tracer::Run::Open(y);
+    REQUIRE((ra.ok() && rb.ok()));
+    auto result = tdbg::diff::compare_runs(*ra, *rb, {});
+    REQUIRE_FALSE(result.ok());
+    CHECK(result.status().message().find("holds no op: its recording selected none (--steps 5000:5010") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("hash mode none: after a change, nothing is said of values it did not record") {
+  using T = Recorder::T;
+  auto write = [](bool extra) {
+    return write_ops(
+        [extra](Recorder& r) {
+          for (int k = 0; k < 6; ++k) {
+            if (extra && k == 2) r.op("aten::mul", {T{7}}, {T{8}});
+            r.op("aten::relu", {T{uint64_t(10 + k)}}, {T{uint64_t(20 + k)}});
+          }
+        },
+        [](tdbg::tracer::Writer& w) { w.set_meta("hash_mode", "none"); });
+  };
+  json r = compare(write(false), write(true));
+  json d = first(r);
+  CHECK(d["kind"] == "structure");
+  CHECK_FALSE(d.contains("values_same"));
+  CHECK(d["growth"]["values_recorded"] == false);
+  const std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("values:   every op paired") == std::string::npos);
+  CHECK(text.find("values were not recorded, so how far the difference spread is unknown") !=
+        std::string::npos);
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;
@@ -1506,6 +1546,17 @@ json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options 
   auto result = tdbg::diff::first_nonfinite(*run, options);
   if (!result.ok()) FAIL(result.status().message());
   return *result;
+}
+
+TEST_CASE("first_nonfinite on a recording that selected ops says only those were looked at") {
+  using T = Recorder::T;
+  const std::string path =
+      write_ops([](Recorder& r) { r.op("aten::mean", {T{1}}, {T{2}}); },
+                [](tdbg::tracer::Writer& w) { w.set_meta("ops", "^aten::mean$"); });
+  json r = nonfinite_of(path);
+  CHECK(r["status"] == "finite");
+  CHECK(r["notes"].dump().find("only the ops the recording selected were looked at (--ops "
+                               "^aten::mean$)") != std::string::npos);
 }
 
 TEST_CASE("a process that ended on an error exit yields to another process's divergence") {

@@ -583,6 +583,17 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   Counts counts;
   json notes = json::array();
   for (const std::string& line : run.skipped) notes.push_back(line);
+  // A recording that selected ops (--steps, --ops) holds only those: said once.
+  for (const auto& r : run.processes) {
+    const std::string steps = r->meta("steps"), ops = r->meta("ops");
+    if (steps.empty() && ops.empty()) continue;
+    notes.push_back("only the ops the recording selected were looked at (" +
+                    (steps.empty() ? "" : "--steps " + steps) +
+                    (!steps.empty() && !ops.empty() ? ", " : "") +
+                    (ops.empty() ? "" : "--ops " + ops) +
+                    "): NaN or Inf may have started in ops it left out");
+    break;
+  }
   // Every process has its own first start (a DataLoader worker's ops come before the main
   // process reads the batch they made); each is found, then one is chosen.
   std::vector<json> starts;
