@@ -655,10 +655,22 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
                       std::to_string(unhashed->index) +
                       " was not hashed (its values are not recorded) and may differ";
   if (c.provenance >= 0) {
-    *detail += "; input " + std::to_string(tensor_at(c.provenance).index) +
+    // The same op made it in both runs, a view in one and new data in the other: its own
+    // input was a tensor tdbg knew in one run and data it had not hashed in the other (from
+    // outside torch's ops, or left out by --hash outputs). That input, not a kernel or another
+    // input whose hash matched, most likely brings the difference in.
+    const TensorRecord& t = tensor_at(c.provenance);
+    const std::string maker = producer_text ? producer_text(false, t.producer) : std::string();
+    if (unhashed == nullptr) *detail = "identical arguments, generator state and compared inputs, different output";
+    *detail += "; input " + std::to_string(t.index) +
                " was made another way in each run (a view of an earlier tensor in one, new data "
-               "in the other), so its values were not compared";
-    return "nondeterministic";
+               "in the other), so its values were not compared: it most likely brings the "
+               "difference in" +
+               (maker.empty() ? std::string()
+                              : ", from the data " + maker + " took it from, which tdbg knew "
+                                "as a recorded tensor in one run and had not hashed in the other "
+                                "(data from outside torch's ops, or not hashed under --hash outputs)");
+    return "external_input";
   }
   // The other explanation, an input changed outside torch's ops since its hash was carried, is
   // weighed by `compare_runs` against the runs' settings (see `carried_input`).

@@ -560,6 +560,33 @@ TEST_CASE("after a structural change, an input made another way is named, not bl
         std::string::npos);
 }
 
+TEST_CASE("an input a view in one run and new data in the other is named, not a matching input") {
+  // --hash outputs: A slices a tensor tdbg knows (a view); B slices data it never hashed (new
+  // data at the slice). The next op's other input (a bias, carried from the optimizer's add_)
+  // matches: it must not be blamed on a write outside torch.
+  using T = Recorder::T;
+  auto write = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      T bias{5};
+      bias.producer = r.op("aten::add_", {T{4}}, {bias}, {}, 0, 0, kNoSeq, 39);
+      bias.status = TensorStatus::kKnown;
+      T base{11, kNoSeq, "64x8", b_side ? TensorStatus::kSkipped : TensorStatus::kKnown};
+      T batch = b_side ? T{22, kNoSeq, "8x8"} : T{21, kNoSeq, "8x8", TensorStatus::kView};
+      batch.summary = b_side;
+      batch.producer = r.op("aten::slice", {base}, {batch}, {{"start", "32"}}, 0, 0, kNoSeq, 17);
+      if (b_side) batch.status = TensorStatus::kKnown;
+      r.op("aten::addmm", {bias, batch}, {T{b_side ? 32u : 31u, kNoSeq, "8x16"}}, {}, 0, 0, kNoSeq, 28);
+    }, [](tdbg::tracer::Writer& w) { w.set_meta("hash_mode", "outputs"); });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["a"]["op"] == "aten::addmm");
+  CHECK(d["cause"] == "external_input");
+  const std::string detail = d["detail"];
+  CHECK(detail.find("input 1 was made another way in each run") != std::string::npos);
+  CHECK(detail.find("from the data aten::slice at") != std::string::npos);
+  CHECK(detail.find("input 0") == std::string::npos);
+}
+
 TEST_CASE("an op reached from another line in each run shows both lines") {
   using T = Recorder::T;
   auto write = [](int line, const char* index) {
