@@ -914,6 +914,11 @@ StatusOr<Run> Run::Open(const std::string& path) {
   return run;
 }
 
+Status Run::lookup_status() const {
+  for (const auto& r : processes) TDBG_RETURN_IF_ERROR(r->lookup_status());
+  return Status::Ok();
+}
+
 void PairProcesses(Run& a, Run& b) {
   const std::vector<ProcessKey> ka = process_keys(a.processes), kb = process_keys(b.processes);
   auto group = [](const ProcessKey& k) { return k.has_rank ? k.rank : -1; };

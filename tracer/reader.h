@@ -102,6 +102,11 @@ struct Run {
   // directory or a directory with no database is an error, as is a database that cannot be
   // read, except one with nothing committed in a directory that holds others (`skipped`).
   static StatusOr<Run> Open(const std::string& path);
+
+  // The first failed lookup of any of its databases (Reader::lookup_status): a tool checks it
+  // before it hands out what it read (a report, a trace, a bundle), which would otherwise
+  // show ops without names or stacks as if recorded so.
+  Status lookup_status() const;
 };
 
 // Puts the processes of two runs in an order where the same index is the same process of the

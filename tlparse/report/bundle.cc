@@ -436,6 +436,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   if (!run_b.empty()) {
     TDBG_ASSIGN_OR_RETURN(tracer::Run opened, tracer::Run::Open(run_b));
     b = std::move(opened);
+    tracer::PairProcesses(a, *b);  // the same process of the program at each index
   }
   ReportOptions report_options;
   TDBG_ASSIGN_OR_RETURN(json data, build_report_data(a, b ? &*b : nullptr, report_options));
@@ -661,6 +662,10 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   if (options.redact_paths) md << "\nThe home directory and user name were replaced in every path (`--redact-paths`).\n";
   result.redacted_names.assign(redactor.redacted_names().begin(), redactor.redacted_names().end());
   TDBG_RETURN_IF_ERROR(add("README.md", md.str()));
+  // Damage met while copying (a frame or string that does not resolve) would leave a clean-
+  // looking database without it: no bundle.
+  TDBG_RETURN_IF_ERROR(a.lookup_status());
+  if (b) TDBG_RETURN_IF_ERROR(b->lookup_status());
 
   Status closed = archive.close(out_tmp);
   if (!closed.ok() || std::rename(out_tmp.c_str(), out.c_str()) != 0)

@@ -4,6 +4,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,7 +14,9 @@
 
 #include "tlparse/diff/diff.h"
 #include "tlparse/report/bundle.h"
+#include "tlparse/report/chrome_trace.h"
 #include "tlparse/report/fixture.h"
+#include "tlparse/report/report.h"
 #include "tlparse/report/test_util.h"
 #include "tracer/reader.h"
 
@@ -86,6 +89,43 @@ TEST_CASE("a bundle round-trips: inspect, extract, open the databases") {
         testing::read_file(dir.file("train.py")));
   // Extracting again into the same folder refuses to overwrite.
   CHECK_FALSE(extract_bundle(out, x).ok());
+}
+
+TEST_CASE("a run whose strings or frames do not resolve gives no report, trace or bundle") {
+  for (const char* table : {"frames", "strings"}) {
+    TempDir dir;
+    fixture::FixtureOptions o;
+    o.ops = 500;
+    o.diverge_at = 300;
+    REQUIRE(fixture::make_runs(dir.path(), o).ok());
+    // What a zeroed page of the table leaves: ids the op records hold resolve to nothing.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(dir.file("b/rank0.sqlite").c_str(), &db) == SQLITE_OK);
+    const std::string sql = std::string("DELETE FROM ") + table +
+                            (std::string(table) == "strings" ? " WHERE text LIKE 'aten::%'" : "");
+    REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    INFO(table);
+    const std::string out = dir.file("bug.tar.gz");
+    // The damaged run alone (the pair's diff already checks its lookups).
+    auto r = write_bundle(dir.file("b"), "", out, BundleOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find("corrupt database") != std::string::npos);
+    CHECK_FALSE(std::ifstream(out).good());
+    auto b = tracer::Run::Open(dir.file("b"));
+    REQUIRE(b.ok());
+    ReportOptions no_diff;
+    no_diff.with_diff = false;
+    for (const ReportOptions& options : {ReportOptions{}, no_diff})
+      CHECK_FALSE(build_report_data(*b, nullptr, options).ok());
+    // The trace names every op (it shows no source lines).
+    if (std::string(table) == "strings") {
+      std::FILE* f = std::fopen(dir.file("trace.json").c_str(), "wb");
+      REQUIRE(f);
+      CHECK_FALSE(write_chrome_trace(*b, nullptr, ChromeTraceOptions{}, f).ok());
+      std::fclose(f);
+    }
+  }
 }
 
 TEST_CASE("names outside ASCII bundle, inspect and extract in the C locale") {

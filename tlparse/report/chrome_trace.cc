@@ -252,6 +252,9 @@ Status write_chrome_trace(const tracer::Run& a, const tracer::Run* b,
   }
   std::fputs("\n]}\n", out);
   if (std::ferror(out)) return Status::Error("write error");
+  // Damage met on the way (a string or frame that does not resolve): not a trace to keep.
+  TDBG_RETURN_IF_ERROR(a.lookup_status());
+  if (b) TDBG_RETURN_IF_ERROR(b->lookup_status());
   return Status::Ok();
 }
 

@@ -520,6 +520,9 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
     data["curve"] = nullptr;
   }
   data["runs"] = std::move(runs);
+  // Damage met on the way (a string or frame that does not resolve): not a report to show.
+  TDBG_RETURN_IF_ERROR(a.lookup_status());
+  if (b) TDBG_RETURN_IF_ERROR(b->lookup_status());
   return data;
 }
 
