@@ -126,6 +126,29 @@ void remove_orphan_reserves(const std::string& run_dir) {
   }
 }
 
+// The pid of a live process that holds one of `files` open (a recording still writing into
+// the directory), or 0. Walks /proc/<pid>/fd of every process this user can see.
+pid_t live_writer(const std::vector<fs::path>& files) {
+  std::set<fs::path> wanted;
+  std::error_code ec;
+  for (const fs::path& f : files) {
+    fs::path canonical = fs::canonical(f, ec);
+    if (!ec) wanted.insert(canonical);
+  }
+  if (wanted.empty()) return 0;
+  for (const auto& proc : fs::directory_iterator("/proc", ec)) {
+    const std::string name = proc.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code fd_ec;
+    for (const auto& fd : fs::directory_iterator(proc.path() / "fd", fd_ec)) {
+      std::error_code link_ec;
+      if (wanted.count(fs::read_symlink(fd.path(), link_ec)) != 0)
+        return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return 0;
+}
+
 StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) {
   std::error_code ec;
   fs::file_status status = fs::status(dir, ec);
@@ -148,6 +171,11 @@ StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) 
       return Status::Error(dir +
                            ": not empty and not a tdbg run directory (choose another -o, or "
                            "--force to record into it anyway)");
+    // A recording still writing here is never replaced: removing its files under it would
+    // lose what it records and leave another run's metadata beside them.
+    if (const pid_t pid = live_writer(run_files); pid != 0)
+      return Status::Error(dir + ": a recording is still writing into it (pid " +
+                           std::to_string(pid) + " holds its database open); choose another -o");
     if (!run_files.empty() && !force)
       return Status::Error(dir + ": holds an earlier recording (--force replaces it)");
     for (const auto& file : run_files) {

@@ -234,6 +234,33 @@ def case_run_directory():
           f"second recording without --force: {result.returncode} {result.stderr!r}")
 
 
+def case_force_live():
+    """--force never removes the files of a recording still writing into the directory."""
+    if not torch_hook_here():
+        return SKIP
+    run = fresh("force_live")
+    first = subprocess.Popen(
+        [TDBG, "record", "-o", run, "--", TORCH_PYTHON, "-c",
+         "import torch, time\nx = torch.ones(3) + 1\ntime.sleep(6)\nprint((x * 2).sum().item())"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not databases(run) and time.time() < deadline and first.poll() is None:
+        time.sleep(0.1)
+    check(databases(run) and first.poll() is None, "the first recording made no database in time")
+    live = databases(run)
+    result = subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"],
+                            capture_output=True, text=True)
+    check(result.returncode == 2 and "still writing into it" in result.stderr,
+          f"--force over a live recording: status {result.returncode}, {result.stderr!r}")
+    out, err = first.communicate(timeout=120)
+    check(first.returncode == 0 and out.strip() == "12.0",
+          f"the live recording: status {first.returncode}, {out!r} {err[-300:]!r}")
+    check(databases(run) == live, f"its database was replaced: {databases(run)} vs {live}")
+    shown = subprocess.run([TDBG, "show", run], capture_output=True, text=True)
+    check(shown.returncode == 0 and "aten::mul" in shown.stdout,
+          f"show of the live run after it ended: {shown.returncode} {shown.stderr!r}")
+
+
 def case_environment():
     run = fresh("environment")
     env = dict(os.environ, LD_PRELOAD="", TDBG_RING="7")
