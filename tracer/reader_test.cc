@@ -362,6 +362,39 @@ TEST_CASE("a killed writer's database copied without its -wal file says what is 
   ExpectOpenError(dir.file("copy.sqlite"), "-wal file (which holds the data) is missing");
 }
 
+TEST_CASE("a killed writer's -wal damaged early is an error, not a run that ended early") {
+  TempDir dir;
+  const std::string path = dir.file("live.sqlite");
+  auto w = Writer::Create(path);
+  REQUIRE(w.ok());
+  testing::RealisticOps gen(**w, 0, 1);
+  for (int64_t seq = 0; seq < 3000; ++seq) {
+    (*w)->append_op(gen.next(seq));
+    if (seq % 300 == 299) REQUIRE((*w)->flush().ok());
+  }
+  // The files as a SIGKILL leaves them: the log not yet checkpointed into the main file.
+  const std::string wal = ReadBytes(path + "-wal");
+  REQUIRE(wal.size() > 100000);
+  const std::string copy = dir.file("copy.sqlite");
+  WriteBytes(copy, ReadBytes(path));
+  WriteBytes(copy + "-wal", wal);
+  {
+    auto r = Reader::Open(copy);
+    REQUIRE(r.ok());
+    CHECK((*r)->op_count() == 3000);  // whole: no false alarm
+  }
+  // One bit flipped a third into the log: SQLite would end the log there, silently.
+  std::string bad = wal;
+  bad[bad.size() / 3] ^= 1;
+  std::remove((copy + "-shm").c_str());
+  WriteBytes(copy + "-wal", bad);
+  ExpectOpenError(copy, "its -wal file is damaged: frame ");
+  // A torn last frame (the writer killed inside a write) is no damage: what precedes reads.
+  std::remove((copy + "-shm").c_str());
+  WriteBytes(copy + "-wal", wal.substr(0, wal.size() - 100));
+  CHECK(Reader::Open(copy).ok());
+}
+
 TEST_CASE("runs: a directory of databases in start order, or one file") {
   TempDir dir;
   auto empty = Run::Open(dir.path());
