@@ -85,7 +85,11 @@ bool in_library_namespace(const std::string& name) {
       ++j;
     }
     const std::string id = arguments.substr(i, j - i);
+    // A member of the template argument before it (`AnyModuleHolder<LinearImpl>::
+    // InvokeForward`): that argument was judged already.
+    const bool member = i >= 2 && arguments[i - 1] == ':' && arguments[i - 2] == ':';
     i = j;
+    if (member) continue;
     if (id.rfind(kAnonymous, 0) == 0) return false;  // a type of the program's own file
     if (library(id) || id.rfind("__", 0) == 0) continue;
     bool builtin = false;

@@ -27,4 +27,16 @@ TEST_CASE("a torch template is the program's only when instantiated for a type o
   CHECK(in_library_namespace(
       "torch::nn::ModuleHolder<torch::nn::LinearImpl>::ModuleHolder<int, int, void>(int&&, int&&)"));
   CHECK_FALSE(in_library_namespace("torch::nn::ModuleHolder<NetImpl>::ModuleHolder<int, void>(int&&)"));
+  // A member of a template argument (`AnyModuleHolder<...>::InvokeForward`): Sequential's
+  // plumbing for torch's own modules is torch's; for the program's module it is the program's.
+  CHECK(in_library_namespace(
+      "torch::nn::AnyValue torch::unpack<torch::nn::AnyValue, at::Tensor const&, "
+      "torch::nn::AnyModuleHolder<torch::nn::TanhImpl, at::Tensor const&>::InvokeForward, "
+      "torch::nn::AnyModuleHolder<torch::nn::TanhImpl, at::Tensor const&>::CheckedGetter, 0ul>("
+      "torch::nn::AnyModuleHolder<torch::nn::TanhImpl, at::Tensor const&>::InvokeForward, "
+      "torch::nn::AnyModuleHolder<torch::nn::TanhImpl, at::Tensor const&>::CheckedGetter, "
+      "torch::Indices<0ul>)"));
+  CHECK_FALSE(in_library_namespace(
+      "torch::nn::AnyValue torch::unpack<torch::nn::AnyValue, at::Tensor const&, "
+      "torch::nn::AnyModuleHolder<NetImpl, at::Tensor const&>::InvokeForward, 0ul>(int)"));
 }

@@ -24,7 +24,8 @@ struct Swish : torch::autograd::Function<Swish> {
                                                  torch::autograd::variable_list grad) {
     auto x = ctx->get_saved_variables()[0];
     auto s = torch::sigmoid(x);
-    return {grad[0] * (s + x * s * (1 - s))};
+    // torch::ones_like runs below autograd (as every C++ factory does): still the backward's op.
+    return {grad[0] * (s + x * s * (torch::ones_like(s) - s))};
   }
 };
 

@@ -645,6 +645,7 @@ struct OpContext : public at::ObserverContext, public Pooled<OpContext> {
   // that runs Python code of its own (see `starts_location_scope`).
   OpContext* scope = nullptr;
   bool below_autograd = false;     // started with autograd's dispatch keys excluded
+  bool node = false;               // an autograd node's range (backward), not an op
   bool record_function_off = false;  // this op switched RecordFunction off for its internals
   bool saw_internal = false;       // ran an internal op (learning, see `Internals`)
   bool saw_random_internal = false;
@@ -1436,8 +1437,10 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
                                                      .excluded_.has_any(c10::autograd_dispatch_keyset);
   if (below_autograd && !settings().config.internal_ops) {
     // Inside the kernel of `outer`, or of an op on another thread that runs part of its work
-    // on this intra-op worker.
-    if (outer && !outer->below_autograd) {
+    // on this intra-op worker. An autograd node is no kernel: the ops its backward calls below
+    // autograd (torch::rand_like, torch::zeros_like in a C++ custom Function, which the C++
+    // factories run with autograd excluded) are the backward's own.
+    if (outer && !outer->below_autograd && !outer->node) {
       note_internal(fn, ts, outer, info);
       return nullptr;
     }
@@ -1450,6 +1453,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   ctx->thread = &ts;
   ctx->info = info;
   ctx->below_autograd = below_autograd;
+  ctx->node = backward_range;
   // The outermost recorded enclosing op: nested ops judge untracked inputs against its inputs.
   ctx->root = outer ? outer->root : nullptr;
   if (outer) {

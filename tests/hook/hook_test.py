@@ -1063,6 +1063,10 @@ def case_cpp():
     check(rows and all(f and ("Swish::backward(" in f or "CppNode<(anonymous namespace)::Swish>" in f)
                        for _, f in rows),
           "the ops of Swish's backward are placed in Swish's backward: %s" % rows[:4])
+    # A C++ factory (torch::ones_like) runs its op with autograd's keys excluded, as a
+    # kernel's internal op would: in a backward it is still the backward's own op.
+    check(any(name == "aten::ones_like" for name, _ in rows),
+          "torch::ones_like in Swish's backward is recorded: %s" % [n for n, _ in rows])
 
 
 def case_cpp_thread():
