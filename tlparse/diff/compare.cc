@@ -2224,6 +2224,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   };
   const std::vector<int> pool = pool_groups(a, b, processes);
   std::map<int, PoolVerdict> pool_verdicts;
+  json others = json::array(), first_brief;  // the other processes' divergences, in brief
   for (size_t p = 0; p < processes; ++p) {
     const Reader& ra = *a.processes[p];
     const Reader& rb = *b.processes[p];
@@ -2424,7 +2425,25 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                          (both_end ? best_end.ns < first_end.ns
                           : error_end != first_is_error_exit ? !error_end
                                                              : best_key < first_key);
+    // The other processes' divergences, in brief: a rank that received the first one's
+    // values through a collective, a process a signal stopped (what the user asks next).
+    json brief;
+    if (best) {
+      const OpRecord* o = best->a.cursor.at(best_at.i);
+      if (!o) o = best->b.cursor.at(best_at.j);
+      Strings& strings = best->a.cursor.at(best_at.i) ? best->a.strings : best->b.strings;
+      brief = {{"process", index_a},
+               {"rank", a.processes[index_a]->meta("rank")},
+               {"worker", a.processes[index_a]->meta("worker")},
+               {"kind", best_at.kind == Located::kStructure ? "structure" : "value"},
+               {"op", o ? json(strings.text(o->name)) : json(nullptr)},
+               {"seq", o ? json(o->seq) : json(nullptr)},
+               {"step", o ? json(o->step) : json(nullptr)}};
+    }
+    if (best && !earlier) others.push_back(std::move(brief));
     if (best && earlier) {
+      if (!first_brief.is_null()) others.push_back(std::move(first_brief));
+      first_brief = std::move(brief);
       first_key = best_key;
       first_end = best_end;
       first_is_error_exit = error_end;
@@ -2458,6 +2477,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       result["first_divergence"] = std::move(d);
     }
   }
+  if (result["first_divergence"].is_object() && !others.empty())
+    result["first_divergence"]["other_processes"] = std::move(others);
   // Processes of one run only that hold no op (an mp.spawn parent, a launcher that imported
   // torch): nothing to compare, said once.
   size_t extra_at = processes;

@@ -1709,9 +1709,16 @@ TEST_CASE("a DataLoader worker's difference after the main process's earlier one
         {{"100", "1", "", 1000, linear_ops(12, forgot_set_epoch ? 9 : -1)},
          {"101", "100", "0/1", 50000, linear_ops(3, forgot_set_epoch ? 1 : -1)}});
   };
-  json d = first(compare(run(false), run(true)));
+  json r = compare(run(false), run(true));
+  json d = first(r);
   CHECK(d["process_a"]["index"] == 0);
   CHECK(d["a"]["step"] == 3);
+  // The worker's own difference is still said, in brief, as a later one.
+  REQUIRE(d["other_processes"].size() == 1);
+  CHECK(d["other_processes"][0]["process"] == 1);
+  CHECK(d["other_processes"][0]["worker"] == "0/1");
+  CHECK(tdbg::diff::format_divergence(r).find("also:     process 1 (DataLoader worker 0/1) differs later, from aten::linear (seq 1, step 0)") !=
+        std::string::npos);
 }
 
 TEST_CASE("a collective that overwrites a differing tensor heals it, views of it included") {

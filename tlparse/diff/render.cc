@@ -470,6 +470,20 @@ std::string format_divergence(const json& result) {
     o << "  values:   every output after this op differs only at rounding level (largest relative "
       << size << "): the runs compute the same values, in another order of float operations\n";
   }
+  // The other processes that differ: later by the clock (a rank that got the first one's values
+  // through a collective, a process stopped because of it).
+  const json& others = d.value("other_processes", json::array());
+  for (size_t k = 0; k < others.size() && k < 4; ++k) {
+    const json& x = others[k];
+    const std::string rank = str(x, "rank"), worker = str(x, "worker");
+    o << "  also:     process " << str(x, "process")
+      << (!worker.empty() ? " (DataLoader worker " + worker + ")" : rank.empty() ? "" : " (rank " + rank + ")")
+      << " differs later, " << (str(x, "kind") == "structure" ? "structurally " : "")
+      << "from " << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step")
+      << "): most likely a consequence (values received through a collective, a shared file, "
+         "or a process stopped because of this one)\n";
+  }
+  if (others.size() > 4) o << "  also:     " << others.size() - 4 << " more process(es) differ later\n";
   print_context(o, d.value("context", json()));
   print_growth(o, d.value("growth", json()));
   print_stack(o, a.is_object() ? "A" : "B", a.is_object() ? a : b);
