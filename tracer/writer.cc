@@ -204,7 +204,8 @@ struct State {
 
   // Statements, used only by the background thread under `db_mu`.
   Stmt ins_string, ins_frame, ins_meta, ins_thread, ins_block, ins_region, ins_module,
-      ins_kernel, begin, commit, del_kernels, del_blocks, straddling, get_block, del_block;
+      ins_kernel, begin, commit, del_kernels, del_blocks, del_regions, straddling, get_block,
+      del_block;
   // Last tidx committed per thread: ops must come in increasing tidx per thread.
   std::unordered_map<uint32_t, int64_t> last_tidx;
   int64_t max_seq = -1;
@@ -335,6 +336,7 @@ class WriterImpl final : public Writer {
     s_->commit = Stmt();
     s_->del_kernels = Stmt();
     s_->del_blocks = Stmt();
+    s_->del_regions = Stmt();
     s_->straddling = Stmt();
     s_->get_block = Stmt();
     s_->del_block = Stmt();
@@ -736,14 +738,16 @@ class WriterImpl final : public Writer {
   }
 
   // Ring mode: deletes the ops with seq <= max_seq - ring_ops (whole blocks, and the old part
-  // of a block that straddles the cutoff) and their kernels, in the same transaction as the
-  // new ones.
+  // of a block that straddles the cutoff), their kernels and the regions that ended before
+  // them, in the same transaction as the new ones.
   void trim_ring(const Batch& batch) {
     State& s = *s_;
     if (batch.ops.empty()) return;
     const int64_t cutoff = s.max_seq - s.options.ring_ops;  // delete seq <= cutoff
     if (cutoff < 0) return;
-    for (Stmt* d : {&s.del_blocks, &s.del_kernels}) {
+    // Regions that ended before the ring's first op (each step's, each record_function range)
+    // hold no op any more: kept, they would grow the database with the run's length.
+    for (Stmt* d : {&s.del_blocks, &s.del_kernels, &s.del_regions}) {
       d->bind_int(1, cutoff);
       step_insert(*d, "(ring) deleting old ops");
     }
@@ -892,6 +896,7 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
       {&s->commit, "COMMIT"},
       {&s->del_kernels, "DELETE FROM kernels WHERE op <= ?1"},
       {&s->del_blocks, "DELETE FROM op_blocks WHERE last_seq <= ?1"},
+      {&s->del_regions, "DELETE FROM regions WHERE end_seq >= 0 AND end_seq <= ?1"},
       {&s->straddling, "SELECT thread, first_tidx FROM op_blocks WHERE first_seq <= ?1"},
       {&s->get_block, "SELECT ops FROM op_blocks WHERE thread = ?1 AND first_tidx = ?2"},
       {&s->del_block, "DELETE FROM op_blocks WHERE thread = ?1 AND first_tidx = ?2"},

@@ -479,13 +479,23 @@ TEST_CASE("ring mode keeps the last N ops with their details") {
   const std::string path = dir.file("r.sqlite");
   auto w = MustCreate(path, WriterOptions{5, 1000});
   testing::RealisticOps gen0(*w, 0, 1), gen1(*w, 1, 1);
+  // A region per 100 ops (a step, a record_function range), inside one that stays open.
+  w->append_region(RegionRecord{1, 0, 0, RegionKind::kUser, 0, kNoSeq, 0, 0});
   for (int64_t seq = 0; seq < 20000; ++seq) {
     w->append_op(seq % 4 == 3 ? gen1.next(seq) : gen0.next(seq));
+    if (seq % 100 == 99)
+      w->append_region(RegionRecord{static_cast<uint32_t>(2 + seq / 100), 0, 0, RegionKind::kUser,
+                                    seq - 99, seq, seq / 100, 1});
     if (seq % 700 == 0) REQUIRE(w->flush().ok());
   }
   REQUIRE(w->close().ok());
   auto r = MustOpen(path);
   CHECK(r->op_count() == 1000);
+  // The regions of the ops held, and the open one: not the 200 the run had.
+  const std::vector<RegionRecord> regions = r->regions();
+  CHECK(regions.size() <= 1 + 1000 / 100 + 8);
+  CHECK(std::any_of(regions.begin(), regions.end(), [](const RegionRecord& x) { return x.id == 1; }));
+  CHECK(std::any_of(regions.begin(), regions.end(), [](const RegionRecord& x) { return x.end_seq == 19999; }));
   int64_t expect = 19000;
   REQUIRE(r->scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
                       [&](const OpRecord& op) {
