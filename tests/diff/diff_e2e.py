@@ -1512,6 +1512,15 @@ def case_crash():
                     r'"seq":[0-9]+,"source":\{"binary":"[^"]*","file":"[^"]*/shape_error\.cpp"',
                     html) is not None,
           f"C++: the report's ops have their source lines (exit {p.returncode} {p.stderr[-200:]!r})")
+    # The bundle snapshots the program's source, not the torch and libstdc++ headers its
+    # inlined frames point into.
+    bundle = os.path.join(WORK, "crash_cpp.tar.gz")
+    p = subprocess.run([TDBG, "bundle", a, b, "-o", bundle], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    with tarfile.open(bundle) as tar:
+        sources = [n.split("/sources/", 1)[1] for n in tar.getnames() if "/sources/" in n]
+    check(p.returncode == 0 and sources and all(n.endswith("shape_error.cpp") for n in sources),
+          f"C++: the bundle's sources are the program's only (exit {p.returncode}): {sources}")
 
     # The program rebuilt after the recording: the file at the recorded path is another binary
     # (its build-id differs), so its debug info says nothing about these offsets.

@@ -200,6 +200,16 @@ bool user_source(const std::string& path) {
   for (const char* p : kLibraryParts) {
     if (path.find(p) != std::string::npos) return false;
   }
+  // The system's and libraries' C++ headers (torch's templates, libstdc++), which a C++
+  // program's inlined frames point into.
+  static const char* const kHeaderRoots[] = {"/usr/include/", "/usr/local/include/", "/usr/lib/gcc/"};
+  for (const char* p : kHeaderRoots) {
+    if (path.rfind(p, 0) == 0) return false;
+  }
+  if (path.find("/include/torch/") != std::string::npos ||
+      path.find("/include/ATen/") != std::string::npos ||
+      path.find("/include/c10/") != std::string::npos)
+    return false;
   return path.find("/../") == std::string::npos && path.find("/./") == std::string::npos;
 }
 
