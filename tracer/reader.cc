@@ -256,6 +256,8 @@ class ReaderImpl final : public Reader {
     for (uint32_t t : op_threads()) n += op_count(t);
     return n;
   }
+  bool any_op() const override { return !op_threads().empty(); }
+
   int64_t op_count(uint32_t thread) const override {
     auto it = count_cache_.find(thread);
     if (it != count_cache_.end()) return it->second;
@@ -995,7 +997,7 @@ void PairProcesses(Run& a, Run& b) {
   for (size_t i = 0; i < kb.size(); ++i) gb[group(kb[i])].push_back(i);
   std::vector<std::pair<size_t, size_t>> pairs;
   std::vector<size_t> extra_a, extra_b;
-  auto without_ops = [](const Run& run, size_t i) { return run.processes[i]->op_count() == 0; };
+  auto without_ops = [](const Run& run, size_t i) { return !run.processes[i]->any_op(); };
   for (auto& [g, list_a] : ga) {
     std::vector<size_t> list_b = gb.count(g) ? gb[g] : std::vector<size_t>{};
     // The longer side leaves out its processes without ops first.

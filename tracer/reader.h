@@ -33,6 +33,8 @@ class Reader {
   // Counts the ops (O(ops): about a second for 10^7; cached for a finished database).
   virtual int64_t op_count() const = 0;
   virtual int64_t op_count(uint32_t thread) const = 0;
+  // Whether the database holds any op: one index probe (op_count reads every block's row).
+  virtual bool any_op() const = 0;
   // What the database holds of its process's ops: the first and last seq, and whether some
   // thread's ops begin after that thread's first op (a --ring dropped the earlier ones, or a
   // bundle trimmed them). `any` is false for a database without ops.

@@ -16,6 +16,7 @@
 
 #include "hashing/tensor_hash.h"
 #include "tlparse/diff/diff.h"
+#include "tracer/op_block.h"
 #include "tracer/reader.h"
 #include "tracer/writer.h"
 
@@ -110,7 +111,10 @@ Status generate(const std::string& path, int64_t n, Variant variant) {
 
 StatusOr<std::string> cached_run(const std::string& dir, int64_t n, Variant v) {
   const char* tag = v == Variant::kBase ? "base" : v == Variant::kValue ? "value" : "insert";
-  std::string path = dir + "/run_" + std::to_string(n) + "_" + tag + ".sqlite";
+  // The block format in the name: a cached run of an older format would be measured without
+  // what the current one costs (format 2's checksums).
+  std::string path = dir + "/run_" + std::to_string(n) + "_" + tag + "_f" +
+                     std::to_string(tracer::kOpBlockFormat) + ".sqlite";
   if (fs::exists(path)) return path;
   auto t = Clock::now();
   TDBG_RETURN_IF_ERROR(generate(path, n, v));
@@ -228,6 +232,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "diff_bench: wrong divergence found: %s\n", fd.dump().c_str());
       return 2;
     }
+    // Identical runs: bisection answers in two probes, then every block of both is read and
+    // checked before the verdict (Reader::verify).
+    auto same = time_compare(*base, *base, first_only);
+    if (!same.ok() || same->result["status"] != "identical") {
+      std::fprintf(stderr, "diff_bench: identical runs not called identical\n");
+      return 2;
+    }
     // The text approach: dump both runs one line per op, then GNU diff.
     std::string ta = data + "/dump_a.txt", tb = data + "/dump_b.txt";
     Timed dump_a = time_shell("'" + tdbg_exe + "' show --plain --limit 0 '" + *base + "' > '" + ta + "'");
@@ -244,6 +255,8 @@ int main(int argc, char** argv) {
                 bis->cpu, bis->result["chain_probes"].get<int64_t>());
     std::printf("  first divergence, linear scan       %9.4f / %9.4f   bisection %.0fx faster (CPU)\n",
                 lin->seconds, lin->cpu, lin->cpu / std::max(bis->cpu, 1e-6));
+    std::printf("  identical runs, every block checked %9.4f / %9.4f   %.1f M ops/s CPU (both runs read whole)\n",
+                same->seconds, same->cpu, 2.0 * double(n) / std::max(same->cpu, 1e-6) / 1e6);
     std::printf("  full comparison with alignment      %9.4f / %9.4f   %.2f M ops/s wall, %.2f M ops/s CPU "
                 "(n ops per run; bisection skips the equal first half, the %" PRId64 " op pairs after "
                 "the insertion at n/2 are aligned and compared one by one: %.2f M pairs/s CPU)\n",

@@ -2156,7 +2156,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // "identical" to another such run, nor every op "removed" against a full one.
   for (const tracer::Run* run : {&a, &b}) {
     bool any = false;
-    for (const auto& r : run->processes) any = any || r->op_count() > 0;
+    for (const auto& r : run->processes) any = any || r->any_op();
     std::string selection;
     for (const auto& r : run->processes) {
       if (selection.empty()) selection = recorded_selection({r.get()});
@@ -2485,7 +2485,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   {
     const tracer::Run& more = a.processes.size() > b.processes.size() ? a : b;
     std::string pids;
-    while (extra_at < more.processes.size() && more.processes[extra_at]->op_count() == 0)
+    while (extra_at < more.processes.size() && !more.processes[extra_at]->any_op())
       pids += (pids.empty() ? "" : ", ") + more.processes[extra_at++]->meta("pid");
     if (!pids.empty())
       notes.push_back(std::to_string(extra_at - processes) + " recorded process(es) exist only in " +
