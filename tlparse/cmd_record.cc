@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstdio>
@@ -296,6 +297,49 @@ void warn_empty_step_window(const interpose::Config& config, const std::string& 
                config.steps.c_str());
 }
 
+// Edit distance of two short names (for "did you mean").
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// A `TDBG_*` variable of the environment that no part of tdbg reads (`TDBG_HAHS=none`) would
+// be ignored without a word, and the recording made with the defaults: said once.
+void note_unknown_variables(const interpose::Config& config) {
+  if (config.quiet) return;
+  std::vector<std::string> known = {"TDBG_TORCH_LIB"};
+#define FLAG(type, name, def, doc) known.push_back(environment_name(#name));
+#include "interpose/flags.inc"
+#undef FLAG
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    if (entry.rfind("TDBG_", 0) != 0) continue;
+    const std::string name = entry.substr(0, entry.find('='));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string closest;
+    size_t best = 3;  // only a near miss is suggested
+    for (const std::string& k : known) {
+      const size_t d = edit_distance(name, k);
+      if (d < best) {
+        best = d;
+        closest = k;
+      }
+    }
+    std::fprintf(stderr, "tdbg record: note: %s is set but is no tdbg setting%s; it is ignored\n",
+                 name.c_str(), closest.empty() ? "" : (" (did you mean " + closest + "?)").c_str());
+  }
+}
+
 void run_record(const Options& options, std::vector<std::string> command, bool out_given) {
   if (!command.empty() && command.front() == "--") command.erase(command.begin());
   if (command.empty()) {
@@ -339,6 +383,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   }
   config.out = *run_dir;
 
+  note_unknown_variables(config);
   // The child sees exactly the resolved configuration, whatever the environment held before.
 #define FLAG(type, name, def, doc) \
   setenv(environment_name(#name).c_str(), to_environment(config.name).c_str(), 1);

@@ -281,6 +281,12 @@ def case_environment():
     preload = [l for l in result.stdout.splitlines() if l.startswith("LD_PRELOAD=")]
     check(preload == ["LD_PRELOAD=%s:%s" % (os.path.realpath(PRELOAD), env["LD_PRELOAD"])],
           f"existing LD_PRELOAD not kept after ours: {preload}")
+    # A misspelt variable is said, not silently ignored.
+    env = dict(os.environ, TDBG_HAHS="none")
+    result = subprocess.run([TDBG, "record", "-o", fresh("environment3"), "--", "/bin/true"],
+                            capture_output=True, text=True, env=env)
+    check(result.returncode == 0 and "note: TDBG_HAHS is set but is no tdbg setting (did you mean "
+          "TDBG_HASH?); it is ignored" in result.stderr, f"misspelt TDBG_HAHS: {result.stderr!r}")
 
 
 def case_bad_options():
