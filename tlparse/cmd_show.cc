@@ -118,8 +118,13 @@ void add_show_command(CLI::App& app) {
     diff::Strings strings(r);
     if (!args->plain) {
       // Numbered from 0, as --process and `tdbg diff` number them.
-      std::printf("%s: %" PRId64 " ops, %zu thread(s), process %zu (of 0-%zu)\n", r.path().c_str(),
-                  r.op_count(), r.threads().size(), args->process, run->processes.size() - 1);
+      const std::string rank = r.meta("rank"), worker = r.meta("worker");
+      const std::string who = !worker.empty() ? " (DataLoader worker " + worker + ")"
+                              : !rank.empty() ? " (rank " + rank + ")"
+                                              : "";
+      std::printf("%s: %" PRId64 " ops, %zu thread(s), process %zu of 0-%zu%s\n", r.path().c_str(),
+                  r.op_count(), r.threads().size(), args->process, run->processes.size() - 1,
+                  who.c_str());
       if (const std::string ending = diff::process_ending(r); !ending.empty())
         std::printf("the process %s\n", ending.c_str());
     }

@@ -1972,7 +1972,7 @@ TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier
     CHECK(f["other_starts"][0]["entered"] == "input");
     const std::string text = tdbg::diff::format_nonfinite(r);
     CHECK(text.find("non-finite at aten::div (seq 0, in DataLoader worker 1/2)") != std::string::npos);
-    CHECK(text.find("process:  process 2 of 3 (DataLoader worker 1/2, pid 102)") != std::string::npos);
+    CHECK(text.find("process:  process 2 of 0-2 (DataLoader worker 1/2, pid 102)") != std::string::npos);
     CHECK(text.find("also:     process 0: aten::linear (seq 0, step 3) at train.py:18, NaN entered "
                     "from an input") != std::string::npos);
   }
