@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -814,7 +815,18 @@ StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
   auto reader = std::make_unique<ReaderImpl>(path, db);
   reader->immutable_ = !has_wal;
   reader->wal_missing_ = wal_mode && !has_wal;
-  TDBG_RETURN_IF_ERROR(reader->init());
+  Status init = reader->init();
+  if (!init.ok() && has_wal) {
+    // Reading through a -wal file needs its -shm index beside it, which SQLite creates when
+    // it is missing (a killed run copied without it): not in a directory it cannot write.
+    const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
+    struct stat shm;
+    if (!file_exists(path + "-shm", &shm) && ::access(dir.c_str(), W_OK) != 0)
+      return Status::Error(path + ": its -wal file (a process that did not close its database) "
+                           "needs a -shm index beside it, which cannot be created in this "
+                           "read-only directory: copy the run's files to a writable one");
+  }
+  TDBG_RETURN_IF_ERROR(init);
   return std::unique_ptr<Reader>(std::move(reader));
 }
 

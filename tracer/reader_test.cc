@@ -4,6 +4,8 @@
 
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -393,6 +395,41 @@ TEST_CASE("a killed writer's -wal damaged early is an error, not a run that ende
   std::remove((copy + "-shm").c_str());
   WriteBytes(copy + "-wal", wal.substr(0, wal.size() - 100));
   CHECK(Reader::Open(copy).ok());
+}
+
+TEST_CASE("a killed run's -wal in a directory that cannot be written says what to do") {
+  TempDir dir;
+  const std::string path = dir.file("live.sqlite");
+  auto w = Writer::Create(path);
+  REQUIRE(w.ok());
+  testing::RealisticOps gen(**w, 0, 1);
+  for (int64_t seq = 0; seq < 500; ++seq) (*w)->append_op(gen.next(seq));
+  REQUIRE((*w)->flush().ok());
+  // Copied without its -shm index into a directory the reader cannot write.
+  const std::string ro = dir.file("ro");
+  REQUIRE(::mkdir(ro.c_str(), 0755) == 0);
+  WriteBytes(ro + "/copy.sqlite", ReadBytes(path));
+  WriteBytes(ro + "/copy.sqlite-wal", ReadBytes(path + "-wal"));
+  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);
+  REQUIRE(::chmod(ro.c_str(), 0555) == 0);
+  const std::string want = "cannot be created in this read-only directory: copy the run's files";
+  if (::geteuid() != 0) {
+    ExpectOpenError(ro + "/copy.sqlite", want);
+  } else {
+    // root writes anywhere: read as an unprivileged user, in a child.
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+      auto r = Reader::Open(ro + "/copy.sqlite");
+      ::_exit(!r.ok() && r.status().message().find(want) != std::string::npos ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  ::chmod(ro.c_str(), 0755);
 }
 
 TEST_CASE("runs: a directory of databases in start order, or one file") {
