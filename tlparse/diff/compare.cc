@@ -723,7 +723,9 @@ class Growth {
         // After the first pair: whether every later difference is of rounding's size.
         if (compared_ > 1) {
           const double limit = rounding_limit(hashing::dtype_name(ta.dtype));
-          if (!(d >= 0 && d <= limit)) later_beyond_rounding_ = true;
+          // A float view without a summary of its own says nothing (its base's output does);
+          // other values of a dtype that does not round are beyond rounding.
+          if (limit < 0 || d > limit) later_beyond_rounding_ = true;
           later_max_ = std::max(later_max_, d);
         }
       }
@@ -847,10 +849,8 @@ json tensor_pair_json(Pair& p, const OpRecord& a, const OpRecord& b, int index) 
             {"summary_a", summary_json(ta.summary)},
             {"summary_b", summary_json(tb.summary)}};
   if (ta.summary.valid && tb.summary.valid) {
-    j["rel_diff"] = {{"min", relative_difference(ta.summary.min, tb.summary.min)},
-                     {"max", relative_difference(ta.summary.max, tb.summary.max)},
-                     {"sum", relative_difference(ta.summary.sum, tb.summary.sum)},
-                     {"abs_sum", relative_difference(ta.summary.abs_sum, tb.summary.abs_sum)}};
+    const SummaryDifferences d = summary_differences(ta.summary, tb.summary);
+    j["rel_diff"] = {{"min", d.min}, {"max", d.max}, {"sum", d.sum}, {"abs_sum", d.abs_sum}};
   } else {
     j["rel_diff"] = nullptr;
   }

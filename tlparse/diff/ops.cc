@@ -316,21 +316,26 @@ nlohmann::json summary_json(const hashing::Summary& s) {
           {"nan", s.nan_count}, {"inf", s.inf_count}};
 }
 
-double relative_difference(double x, double y) {
+double relative_difference(double x, double y, double scale) {
   if (x == y) return 0;
-  double scale = std::max(std::fabs(x), std::fabs(y));
+  scale = std::max({std::fabs(x), std::fabs(y), std::isfinite(scale) ? std::fabs(scale) : 0.0});
   if (!(scale > 0) || !std::isfinite(scale)) return 2;
-  return std::fabs(x - y) / scale;
+  return std::min(2.0, std::fabs(x - y) / scale);
+}
+
+SummaryDifferences summary_differences(const hashing::Summary& a, const hashing::Summary& b) {
+  const double magnitude =
+      std::max({std::fabs(a.min), std::fabs(a.max), std::fabs(b.min), std::fabs(b.max)});
+  return {relative_difference(a.min, b.min, magnitude), relative_difference(a.max, b.max, magnitude),
+          relative_difference(a.sum, b.sum, std::max(a.abs_sum, b.abs_sum)),
+          relative_difference(a.abs_sum, b.abs_sum)};
 }
 
 double summary_distance(const hashing::Summary& a, const hashing::Summary& b) {
   if (!a.valid || !b.valid) return -1;
   if (a.nan_count != b.nan_count || a.inf_count != b.inf_count) return 2;
-  double d = relative_difference(a.min, b.min);
-  d = std::max(d, relative_difference(a.max, b.max));
-  d = std::max(d, relative_difference(a.sum, b.sum));
-  d = std::max(d, relative_difference(a.abs_sum, b.abs_sum));
-  return d;
+  const SummaryDifferences d = summary_differences(a, b);
+  return std::max({d.min, d.max, d.sum, d.abs_sum});
 }
 
 // A recorded frame as JSON, with a native frame's source line (native_lines.h).

@@ -126,10 +126,19 @@ std::string number_text(const std::string& text);
 // torch passes as a number ("reduction" 1 reads "1 (mean)").
 std::string argument_text(const std::string& name, const std::string& value);
 nlohmann::json summary_json(const hashing::Summary& s);
-// Relative difference |x - y| / max(|x|, |y|), 0 when equal: in [0, 2].
-double relative_difference(double x, double y);
-// Largest relative difference over min/max/sum/abs_sum; 2 when non-finite counts differ;
-// -1 when either summary is invalid.
+// Relative difference |x - y| / max(|x|, |y|, scale), 0 when equal: in [0, 2]. `scale`, the
+// size of what x and y are part of, keeps values near 0 from reading as large differences.
+double relative_difference(double x, double y, double scale = 0);
+// The relative differences of two tensors' summaries, each against the tensors' own size (a
+// sum that cancels to about 0, a gradient of softmax - onehot, is not a large difference when
+// it moves by 1e-8): min and max against the largest magnitude of either tensor, sum against
+// the larger abs_sum, abs_sum against itself.
+struct SummaryDifferences {
+  double min = 0, max = 0, sum = 0, abs_sum = 0;
+};
+SummaryDifferences summary_differences(const hashing::Summary& a, const hashing::Summary& b);
+// Largest of `summary_differences`; 2 when non-finite counts differ; -1 when either summary
+// is invalid.
 double summary_distance(const hashing::Summary& a, const hashing::Summary& b);
 // A frame as {file, line, function}. A native frame of a C++ program whose line its binary's
 // debug info gives (native_lines.h) is {file: the source file, line, function, binary, offset,
