@@ -925,8 +925,32 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
       return t.role == TensorRole::kInput && t.status == tracer::TensorStatus::kNotHashed &&
              p.a.strings.text(t.reason) != tracer::kReasonOverwritten;
     });
-    if (const TensorRecord* carried = unhashed_input ? nullptr : carried_longest(a))
-      out["carried_input"] = {{"index", carried->index}, {"producer", carried->producer}};
+    if (const TensorRecord* carried = unhashed_input ? nullptr : carried_longest(a)) {
+      // Every input whose hash was carried may be the one written outside torch's ops: with
+      // several (a bias from the optimizer, a batch cloned then written through .numpy()),
+      // each is named with the op that made it, not the oldest alone.
+      // The one carried longest first (data wrapped once, long ago).
+      std::vector<const TensorRecord*> all = {carried};
+      for (const TensorRecord& t : a.tensors) {
+        if (&t != carried && t.role == TensorRole::kInput && t.producer != tracer::kNoSeq &&
+            (t.status == tracer::TensorStatus::kKnown || t.status == tracer::TensorStatus::kView))
+          all.push_back(&t);
+      }
+      std::string subject = "input " + std::to_string(carried->index);
+      std::string after = "after op " + std::to_string(carried->producer) + " made it";
+      if (all.size() > 1) {
+        subject.clear();
+        for (const TensorRecord* t : all) {
+          const std::string maker = producer_text(false, t->producer);
+          subject += (subject.empty() ? "" : " or ") + std::string("input ") +
+                     std::to_string(t->index) + " (made by " + (maker.empty() ? "" : maker + ", ") +
+                     "op " + std::to_string(t->producer) + ")";
+        }
+        after = "after it was made";
+      }
+      out["carried_input"] = {{"index", carried->index}, {"producer", carried->producer},
+                              {"subject", subject}, {"after", after}};
+    }
     bool cpu = true;
     for (const TensorRecord& t : a.tensors) cpu = cpu && p.a.strings.text(t.device) == "cpu";
     out["on_cpu"] = cpu;
@@ -1003,7 +1027,8 @@ void explain_nondeterministic(json& d, const std::string& kernel_settings,
     return;
   }
   if (!carried.is_object()) return;
-  const std::string input = "input " + json_text(carried["index"]);
+  const std::string input = carried.value("subject", "input " + json_text(carried["index"]));
+  const std::string after = carried.value("after", "after op " + json_text(carried["producer"]) + " made it");
   const std::string producer = "op " + json_text(carried["producer"]);
   if (on_cpu) {
     const std::string same = "identical inputs";
@@ -1018,15 +1043,15 @@ void explain_nondeterministic(json& d, const std::string& kernel_settings,
                     "), as another kernel or summation order gives: a backend the program "
                     "switched (torch.backends.mkldnn.flags, torch.backends.mkl), another build of "
                     "torch or its math libraries, or another CPU's instruction set. Less likely, " +
-                    input + " changed outside torch's ops after " + producer +
-                    " made it (a write through .numpy() or a data pointer; its hash was carried, "
+                    input + " changed outside torch's ops " + after +
+                    " (a write through .numpy() or a data pointer; its hash was carried, "
                     "not read again)";
       return;
     }
     d["cause"] = "external_input";
     d["detail"] = detail + "; a CPU kernel repeats exactly with the same settings, so " + input +
-                  " most likely changed outside torch's ops after " + producer +
-                  " made it (a write through .numpy() or a data pointer): its hash was carried "
+                  " most likely changed outside torch's ops " + after +
+                  " (a write through .numpy() or a data pointer): the hash was carried "
                   "from there, not read again";
   } else {
     d["detail"] = detail + "; or " + input + " was changed outside torch's ops (through a data "
