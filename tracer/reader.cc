@@ -58,6 +58,10 @@ std::string sqlite_uri(const std::string& path, const std::string& query) {
 // (https://sqlite.org/fileformat2.html#walformat): cumulative over 32-bit word pairs, big
 // endian when the magic number's low bit is set.
 std::string wal_damage(const std::string& wal) {
+  // A live writer appends while the log is read: a frame read half-written, then later ones
+  // whole, is a race, not damage. Judged only on a log that did not change while read.
+  struct stat before, after;
+  if (::stat(wal.c_str(), &before) != 0) return "";
   FILE* f = std::fopen(wal.c_str(), "rb");
   if (!f) return "";
   std::string bytes;
@@ -65,13 +69,19 @@ std::string wal_damage(const std::string& wal) {
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
   std::fclose(f);
+  if (::stat(wal.c_str(), &after) != 0 || after.st_size != before.st_size ||
+      after.st_mtim.tv_sec != before.st_mtim.tv_sec ||
+      after.st_mtim.tv_nsec != before.st_mtim.tv_nsec ||
+      static_cast<off_t>(bytes.size()) != after.st_size)
+    return "";
   if (bytes.size() < 32) return "";
   const auto* h = reinterpret_cast<const unsigned char*>(bytes.data());
+  const std::string db = wal.substr(0, wal.size() - 4);
   const uint32_t magic = be32(h);
-  if (magic != 0x377f0682 && magic != 0x377f0683) return "";
-  const bool big = magic & 1;
   const uint32_t page_size = be32(h + 8);
-  if (page_size < 512 || page_size > 65536 || (page_size & (page_size - 1)) != 0) return "";
+  const bool header_sane = (magic == 0x377f0682 || magic == 0x377f0683) && page_size >= 512 &&
+                           page_size <= 65536 && (page_size & (page_size - 1)) == 0;
+  const bool big = magic & 1;
   auto word = [big](const unsigned char* p) {
     return big ? be32(p)
                : uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
@@ -83,26 +93,40 @@ std::string wal_damage(const std::string& wal) {
       s1 += word(p + i + 4) + s0;
     }
   };
-  sum(h, 24);
-  const bool header_ok = s0 == be32(h + 24) && s1 == be32(h + 28);
+  if (header_sane) sum(h, 24);
+  const bool header_ok = header_sane && s0 == be32(h + 24) && s1 == be32(h + 28);
+  if (!header_ok) {
+    // SQLite ignores a log whose header fails: only damage leaves one with frames after it (a
+    // log is reset by writing its header first). Frames are counted at SQLite's page size.
+    const size_t frame = 24 + 16384;
+    if (bytes.size() < 32 + frame) return "";
+    return db + ": its -wal file is damaged: the write-ahead log's header fails its checksum, and "
+                "SQLite reads none of its " + std::to_string((bytes.size() - 32) / frame) +
+           " frame(s) (a disk error or a damaged copy)";
+  }
   const size_t frame = 24 + page_size;
   size_t bad = 0, valid = 0, lost = 0;
   for (size_t at = 32; at + frame <= bytes.size(); at += frame) {
     const unsigned char* fh = h + at;
-    if (std::memcmp(fh + 8, h + 16, 8) != 0) break;  // another log's frames: the end
-    if (bad == 0 && header_ok) {
-      sum(fh, 8);
-      sum(fh + 24, page_size);
-      if (s0 == be32(fh + 16) && s1 == be32(fh + 20)) {
-        ++valid;
-        continue;
+    const bool this_log = std::memcmp(fh + 8, h + 16, 8) == 0;
+    if (bad == 0) {
+      if (this_log) {
+        sum(fh, 8);
+        sum(fh + 24, page_size);
+        if (s0 == be32(fh + 16) && s1 == be32(fh + 20)) {
+          ++valid;
+          continue;
+        }
       }
+      // The end of the log as SQLite reads it: a torn last frame, an earlier log's frames
+      // (other salts), or damage, if frames of this log follow.
+      bad = valid + 1;
+    } else if (this_log) {
+      ++lost;
     }
-    if (bad == 0) bad = valid + 1;
-    else ++lost;
   }
   if (bad == 0 || lost == 0) return "";
-  return wal.substr(0, wal.size() - 4) + ": its -wal file is damaged: frame " +
+  return db + ": its -wal file is damaged: frame " +
          std::to_string(bad) + " of the write-ahead log fails its checksum, and SQLite reads "
          "nothing of the " + std::to_string(lost) +
          " later frame(s) of the log (a disk error or a damaged copy)";

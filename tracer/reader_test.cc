@@ -391,6 +391,18 @@ TEST_CASE("a killed writer's -wal damaged early is an error, not a run that ende
   std::remove((copy + "-shm").c_str());
   WriteBytes(copy + "-wal", bad);
   ExpectOpenError(copy, "its -wal file is damaged: frame ");
+  // One bit of a frame's salt (SQLite takes that frame for the end of the log) or of the
+  // log's header (SQLite then ignores the whole log).
+  const size_t frame = 24 + 16384;
+  REQUIRE(wal.size() > 32 + 6 * frame);
+  for (size_t at : {32 + 3 * frame + 9, size_t{5}, size_t{26}}) {
+    INFO("byte " << at);
+    bad = wal;
+    bad[at] ^= 1;
+    std::remove((copy + "-shm").c_str());
+    WriteBytes(copy + "-wal", bad);
+    ExpectOpenError(copy, "its -wal file is damaged: ");
+  }
   // A torn last frame (the writer killed inside a write) is no damage: what precedes reads.
   std::remove((copy + "-shm").c_str());
   WriteBytes(copy + "-wal", wal.substr(0, wal.size() - 100));
