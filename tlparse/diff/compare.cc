@@ -1571,15 +1571,27 @@ std::vector<int> pool_groups(const tracer::Run& a, const tracer::Run& b, size_t 
   std::vector<bool> eligible(processes);
   for (size_t p = 0; p < processes; ++p)
     eligible[p] = !pool_key(a, p).empty() && !pool_key(b, p).empty();
+  // Workers of a pool run at the same time; siblings that ran one after the other (a shell
+  // script's train, then resume) are phases, compared process by process.
+  auto lifetime = [](const tracer::Run& run, size_t p) {
+    const Reader& r = *run.processes[p];
+    const std::string start = r.meta("start_time_ns"), end = r.meta("end_time_ns");
+    return std::make_pair(start.empty() ? std::numeric_limits<int64_t>::min() : std::stoll(start),
+                          end.empty() ? std::numeric_limits<int64_t>::max() : std::stoll(end));
+  };
   for (const tracer::Run* run : {&a, &b}) {
-    std::map<std::string, int> first;
+    std::map<std::string, std::vector<int>> siblings;
     for (size_t p = 0; p < processes; ++p) {
       if (!eligible[p]) continue;
-      auto [it, fresh] = first.emplace(pool_key(*run, p), static_cast<int>(p));
-      if (!fresh) {
-        const int x = root(it->second), y = root(static_cast<int>(p));
+      std::vector<int>& earlier = siblings[pool_key(*run, p)];
+      const auto [start, end] = lifetime(*run, p);
+      for (int q : earlier) {
+        const auto [q_start, q_end] = lifetime(*run, static_cast<size_t>(q));
+        if (start >= q_end || q_start >= end) continue;  // one ended before the other began
+        const int x = root(q), y = root(static_cast<int>(p));
         parent[std::max(x, y)] = std::min(x, y);
       }
+      earlier.push_back(static_cast<int>(p));
     }
   }
   std::vector<int> group(processes, -1);
@@ -2800,9 +2812,30 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   if (a.processes.size() != b.processes.size() &&
       extra_at < std::max(a.processes.size(), b.processes.size())) {
+    // Which processes were left out, by pid and command line (a resumed training's second
+    // phase is another process: the user needs to see it was not looked at).
+    const bool more_a = a.processes.size() > b.processes.size();
+    const tracer::Run& more = more_a ? a : b;
+    std::string left;
+    for (size_t p = extra_at; p < more.processes.size() && p < extra_at + 3; ++p) {
+      const Reader& r = *more.processes[p];
+      std::string command;
+      const json argv = json::parse(r.meta("cmdline"), nullptr, false);
+      if (argv.is_array())
+        for (size_t k = 0; k < argv.size() && k < 6; ++k)
+          if (argv[k].is_string())
+            command += (command.empty() ? "" : " ") +
+                       argv[k].get<std::string>().substr(argv[k].get<std::string>().find_last_of('/') + 1);
+      left += (left.empty() ? "" : "; ") + std::string("process ") + std::to_string(p) + " (pid " +
+              r.meta("pid") + (command.empty() ? "" : ": " + command) + ")";
+    }
+    if (more.processes.size() > extra_at + 3)
+      left += "; " + std::to_string(more.processes.size() - extra_at - 3) + " more";
     notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +
                     std::to_string(b.processes.size()) + ": " + std::to_string(processes) +
-                    " pair(s) compared, by rank, then in start order");
+                    " pair(s) compared (by rank, then by depth in the process tree and start "
+                    "order); not compared, " + (more_a ? "A" : "B") + "'s " + left +
+                    " (compare one database with another to pick the pair)");
   }
   result["run_a"] = a.path;
   result["run_b"] = b.path;

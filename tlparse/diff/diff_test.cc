@@ -1749,8 +1749,45 @@ TEST_CASE("a DataLoader worker's difference after the main process's earlier one
   REQUIRE(d["other_processes"].size() == 1);
   CHECK(d["other_processes"][0]["process"] == 1);
   CHECK(d["other_processes"][0]["worker"] == "0/1");
-  CHECK(tdbg::diff::format_divergence(r).find("also:     process 1 (DataLoader worker 0/1) differs later, from aten::linear (seq 1, step 0)") !=
+  CHECK(tdbg::diff::format_divergence(r).find(
+            "also:     process 1 (DataLoader worker 0/1) differs later, from aten::linear (seq 1, "
+            "step 0): it may follow from this difference or have a cause of its own") !=
         std::string::npos);
+}
+
+TEST_CASE("siblings that ran one after the other are phases, not a pool taking tasks in any order") {
+  // A shell script trains, saves, then a second python process resumes (both children of the
+  // unrecorded shell); B's resume forgets to load the optimizer state (another op at 2).
+  auto phase = [](const std::string& pid, int64_t start, int64_t end, int differ) {
+    Process p{pid, "1", "", start, linear_ops(6, differ)};
+    p.meta = {{"end_time_ns", std::to_string(end)}};
+    return p;
+  };
+  const std::string a = write_processes({phase("10", 1000, 5000, -1), phase("11", 6000, 9000, -1)});
+  const std::string b = write_processes({phase("20", 1000, 5000, -1), phase("21", 6000, 9000, 2)});
+  json r = compare(a, b);
+  json d = first(r);
+  CHECK(d["process_a"]["index"] == 1);
+  CHECK(r["notes"].dump().find("multiprocessing Pool") == std::string::npos);
+  // Workers that overlap in time are still a pool.
+  const std::string c = write_processes({phase("30", 1000, 9000, -1), phase("31", 2000, 9000, -1)});
+  const std::string e = write_processes({phase("40", 1000, 9000, -1), phase("41", 2000, 9000, 2)});
+  CHECK(compare(c, e)["notes"].dump().find("multiprocessing Pool") != std::string::npos);
+}
+
+TEST_CASE("processes left out of the comparison are named with their pid and command line") {
+  auto phase = [](const std::string& pid, int64_t start, const char* argv) {
+    Process p{pid, "1", "", start, linear_ops(6)};
+    p.meta = {{"cmdline", argv}};
+    return p;
+  };
+  const std::string a = write_processes({phase("10", 1000, R"(["/usr/bin/python3", "train.py"])")});
+  const std::string b = write_processes(
+      {phase("20", 1000, R"(["/usr/bin/python3", "train.py", "--phase", "first"])"),
+       phase("21", 9000, R"(["/usr/bin/python3", "train.py", "--phase", "second"])")});
+  json r = compare(a, b);
+  CHECK(r["notes"].dump().find("not compared, B's process 1 (pid 21: python3 train.py --phase "
+                               "second)") != std::string::npos);
 }
 
 TEST_CASE("a collective that overwrites a differing tensor heals it, views of it included") {

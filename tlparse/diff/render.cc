@@ -480,8 +480,10 @@ std::string format_divergence(const json& result) {
       << (!worker.empty() ? " (DataLoader worker " + worker + ")" : rank.empty() ? "" : " (rank " + rank + ")")
       << " differs later, " << (str(x, "kind") == "structure" ? "structurally " : "")
       << "from " << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step")
-      << "): most likely a consequence (values received through a collective, a shared file, "
-         "or a process stopped because of this one)\n";
+      << (!rank.empty() && worker.empty() && !str(d.value("process_a", json()), "rank").empty()
+              ? "): most likely a consequence (the values of this rank reach it through a "
+                "collective, or it was stopped because of it)\n"
+              : "): it may follow from this difference or have a cause of its own\n");
   }
   if (others.size() > 4) o << "  also:     " << others.size() - 4 << " more process(es) differ later\n";
   print_context(o, d.value("context", json()));
