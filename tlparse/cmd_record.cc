@@ -174,8 +174,24 @@ StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) 
                            "--force to record into it anyway)");
     // A recording still writing here is never replaced: removing its files under it would
     // lose what it records and leave another run's metadata beside them.
+    // A `tdbg record` still running here, whose program has not loaded torch yet (no database
+    // to hold open): its manifest has no exit status and names a live recorder.
+    {
+      std::ifstream in(fs::path(dir) / kRunManifest);
+      const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+      if (manifest.is_object() && manifest.value("exit_status", nlohmann::json()).is_null() &&
+          manifest.value("recorder_pid", nlohmann::json()).is_number_integer()) {
+        const pid_t recorder = static_cast<pid_t>(manifest["recorder_pid"].get<int64_t>());
+        std::ifstream cmdline("/proc/" + std::to_string(recorder) + "/cmdline");
+        std::string argv((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+        if (recorder > 0 && recorder != getpid() && ::kill(recorder, 0) == 0 &&
+            argv.find(std::string("record") + '\0') != std::string::npos)
+          return Status::Error(dir + ": a recording is still running into it (tdbg record, pid " +
+                               std::to_string(recorder) + "); choose another -o");
+      }
+    }
     if (const pid_t pid = live_writer(run_files); pid != 0)
-      return Status::Error(dir + ": a recording is still writing into it (pid " +
+      return Status::Error(dir + ": a recording is still running into it (pid " +
                            std::to_string(pid) + " holds its database open); choose another -o");
     if (!run_files.empty() && !force)
       return Status::Error(dir + ": holds an earlier recording (--force replaces it)");
@@ -394,7 +410,8 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   nlohmann::json manifest = {{"tdbg_version", "0.1.0"},
                              {"command", command},
                              {"started", utc_now()},
-                             {"exit_status", nullptr}};
+                             {"exit_status", nullptr},
+                             {"recorder_pid", static_cast<int64_t>(getpid())}};
   {
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof(cwd)) != nullptr) manifest["cwd"] = cwd;

@@ -250,7 +250,7 @@ def case_force_live():
     live = databases(run)
     result = subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"],
                             capture_output=True, text=True)
-    check(result.returncode == 2 and "still writing into it" in result.stderr,
+    check(result.returncode == 2 and "still running into it" in result.stderr,
           f"--force over a live recording: status {result.returncode}, {result.stderr!r}")
     out, err = first.communicate(timeout=120)
     check(first.returncode == 0 and out.strip() == "12.0",
@@ -259,6 +259,36 @@ def case_force_live():
     shown = subprocess.run([TDBG, "show", run], capture_output=True, text=True)
     check(shown.returncode == 0 and "aten::mul" in shown.stdout,
           f"show of the live run after it ended: {shown.returncode} {shown.stderr!r}")
+    # Nor one whose program has not loaded torch yet (no database to hold open).
+    run = fresh("force_live_late")
+    first = subprocess.Popen(
+        [TDBG, "record", "-o", run, "--", TORCH_PYTHON, "-c",
+         "import time\ntime.sleep(4)\nimport torch\nprint(torch.ones(3).sum().item())"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while not os.path.exists(os.path.join(run, "tdbg-run.json")) and time.time() < deadline:
+        time.sleep(0.05)
+    result = subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"],
+                            capture_output=True, text=True)
+    out, err = first.communicate(timeout=120)
+    check(result.returncode == 2 and "still running into it" in result.stderr,
+          f"--force before the program loaded torch: status {result.returncode}, {result.stderr!r}")
+    check(first.returncode == 0 and out.strip() == "3.0" and len(databases(run)) == 1,
+          f"the late recording: status {first.returncode}, {databases(run)}")
+    # Nor a process recording by hand (LD_PRELOAD, no tdbg record to ask): its open database.
+    run = fresh("force_live_preload")
+    env = dict(os.environ, LD_PRELOAD=PRELOAD, TDBG_OUT=run, TDBG_QUIET="1")
+    first = subprocess.Popen([TORCH_PYTHON, "-c", "import torch, time\nx = torch.ones(3) + 1\n"
+                              "time.sleep(5)\nprint(x.sum().item())"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 60
+    while not databases(run) and time.time() < deadline and first.poll() is None:
+        time.sleep(0.1)
+    result = subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"],
+                            capture_output=True, text=True)
+    out, err = first.communicate(timeout=120)
+    check(result.returncode == 2 and "holds its database open" in result.stderr,
+          f"--force over a process recording by hand: {result.returncode}, {result.stderr!r}")
 
 
 def case_environment():
