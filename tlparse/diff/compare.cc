@@ -387,6 +387,22 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
     if (!c.structure.empty()) return Located{Located::kStructure, t, u};
     if (c.permuted && p.permuted++ == 0) p.first_permuted = t;
+    if (c.differs()) {
+      // The same op, exactly, one further on in the other run: an op inserted (or removed)
+      // here whose neighbour has the same name and shapes (AdamW's param.mul_(1) before Adam's
+      // exp_avg.mul_(0.9)): a structural change, which the alignment lays out.
+      auto identical = [&](Side& x, int64_t i, Side& y, int64_t j) {
+        const OpRecord* ox = x.cursor.at(i);
+        const OpRecord* oy = y.cursor.at(j);
+        if (!ox || !oy || ox->depth != oy->depth) return false;
+        const OpComparison k = compare_ops(*ox, x.strings, *oy, y.strings);
+        return k.structure.empty() && !k.differs();
+      };
+      if (identical(p.a, t, p.b, u + 1) || identical(p.a, t + 1, p.b, u)) {
+        TDBG_RETURN_IF_ERROR(p.status());
+        return Located{Located::kStructure, t, u};
+      }
+    }
     // An op whose inputs match and whose arguments (or inputs' memory layouts) differ is the
     // answer as it stands: the ops nested in it only pass the argument on (`mul` with another
     // Python number reaches `copy_` through `to`), and the user called this one.

@@ -1436,6 +1436,34 @@ TEST_CASE("hash mode none: after a change, nothing is said of values it did not 
         std::string::npos);
 }
 
+TEST_CASE("an inserted op like its neighbour is an insertion, not a value pair and a heal") {
+  using T = Recorder::T;
+  // AdamW with weight_decay 0 against Adam: param.mul_(1) before exp_avg.mul_(0.9), the same
+  // op on a tensor of the same shape; every value is the same.
+  auto run = [](bool adamw) {
+    return write_ops([adamw](Recorder& r) {
+      for (int step = 0; step < 3; ++step) {
+        r.step = step;
+        const uint64_t base = 100 * static_cast<uint64_t>(step);
+        r.op("aten::add", {T{base + 1}}, {T{base + 2}}, {}, 0, 0, kNoSeq, 10);
+        T param{base + 3};
+        param.sum = 7;  // another tensor than exp_avg: other values
+        if (adamw) r.op("aten::mul_", {param}, {param}, {{"other", "1"}}, 0, 0, kNoSeq, 22);
+        r.op("aten::mul_", {T{base + 4}}, {T{base + 5}}, {{"other", "0.9"}}, 0, 0, kNoSeq, 23);
+        r.op("aten::add_", {T{base + 5}}, {T{base + 6}}, {}, 0, 0, kNoSeq, 24);
+      }
+    });
+  };
+  json r = compare(run(false), run(true));
+  INFO(tdbg::diff::format_divergence(r));
+  json d = first(r);
+  CHECK(d["kind"] == "structure");
+  CHECK(d["b"]["op"] == "aten::mul_");
+  CHECK(d["b"]["seq"] == 1);
+  CHECK(d["healed"].is_null());
+  CHECK(d["values_same"].is_object());
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;
