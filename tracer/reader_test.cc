@@ -349,15 +349,24 @@ TEST_CASE("a block whose checksum fails is damage for every read, named with its
   CHECK((*r)->op_at(0, 0).has_value());
 }
 
+// A writer left open after `ops` realistic ops, flushed every `flush_every` and at the end:
+// the files as a killed process leaves them (the -wal log not checkpointed into the database).
+std::unique_ptr<Writer> LiveWriter(const std::string& path, int64_t ops, int64_t flush_every) {
+  auto w = Writer::Create(path);
+  REQUIRE(w.ok());
+  testing::RealisticOps gen(**w, 0, 1);
+  for (int64_t seq = 0; seq < ops; ++seq) {
+    (*w)->append_op(gen.next(seq));
+    if (seq % flush_every == flush_every - 1 || seq == ops - 1) REQUIRE((*w)->flush().ok());
+  }
+  return std::move(*w);
+}
+
 TEST_CASE("a killed writer's database copied without its -wal file says what is missing") {
   TempDir dir;
   const std::string path = dir.file("killed.sqlite");
   {
-    auto w = Writer::Create(path);
-    REQUIRE(w.ok());
-    testing::RealisticOps gen(**w, 0, 1);
-    for (int64_t seq = 0; seq < 100; ++seq) (*w)->append_op(gen.next(seq));
-    REQUIRE((*w)->flush().ok());
+    auto w = LiveWriter(path, 100, 100);
     // Copy the main file alone while the writer is live, as a careless `cp x.sqlite` would.
     WriteBytes(dir.file("copy.sqlite"), ReadBytes(path));
   }
@@ -367,13 +376,7 @@ TEST_CASE("a killed writer's database copied without its -wal file says what is 
 TEST_CASE("a killed writer's -wal damaged early is an error, not a run that ended early") {
   TempDir dir;
   const std::string path = dir.file("live.sqlite");
-  auto w = Writer::Create(path);
-  REQUIRE(w.ok());
-  testing::RealisticOps gen(**w, 0, 1);
-  for (int64_t seq = 0; seq < 3000; ++seq) {
-    (*w)->append_op(gen.next(seq));
-    if (seq % 300 == 299) REQUIRE((*w)->flush().ok());
-  }
+  auto w = LiveWriter(path, 3000, 300);
   // The files as a SIGKILL leaves them: the log not yet checkpointed into the main file.
   const std::string wal = ReadBytes(path + "-wal");
   REQUIRE(wal.size() > 100000);
@@ -412,11 +415,7 @@ TEST_CASE("a killed writer's -wal damaged early is an error, not a run that ende
 TEST_CASE("a killed run's -wal in a directory that cannot be written says what to do") {
   TempDir dir;
   const std::string path = dir.file("live.sqlite");
-  auto w = Writer::Create(path);
-  REQUIRE(w.ok());
-  testing::RealisticOps gen(**w, 0, 1);
-  for (int64_t seq = 0; seq < 500; ++seq) (*w)->append_op(gen.next(seq));
-  REQUIRE((*w)->flush().ok());
+  auto w = LiveWriter(path, 500, 500);
   // Copied without its -shm index into a directory the reader cannot write.
   const std::string ro = dir.file("ro");
   REQUIRE(::mkdir(ro.c_str(), 0755) == 0);

@@ -234,22 +234,32 @@ def case_run_directory():
           f"second recording without --force: {result.returncode} {result.stderr!r}")
 
 
+def start_and_wait(argv, ready, env=None, timeout=60):
+    """Starts `argv` and waits until `ready()` holds (or it ended, or `timeout` s passed)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + timeout
+    while not ready() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    return proc
+
+
+def force_into(run):
+    return subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"],
+                          capture_output=True, text=True)
+
+
 def case_force_live():
     """--force never removes the files of a recording still writing into the directory."""
     if not torch_hook_here():
         return SKIP
     run = fresh("force_live")
-    first = subprocess.Popen(
+    first = start_and_wait(
         [TDBG, "record", "-o", run, "--", TORCH_PYTHON, "-c",
          "import torch, time\nx = torch.ones(3) + 1\ntime.sleep(6)\nprint((x * 2).sum().item())"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while not databases(run) and time.time() < deadline and first.poll() is None:
-        time.sleep(0.1)
+        lambda: databases(run))
     check(databases(run) and first.poll() is None, "the first recording made no database in time")
     live = databases(run)
-    result = subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"],
-                            capture_output=True, text=True)
+    result = force_into(run)
     check(result.returncode == 2 and "still running into it" in result.stderr,
           f"--force over a live recording: status {result.returncode}, {result.stderr!r}")
     out, err = first.communicate(timeout=120)
@@ -261,15 +271,11 @@ def case_force_live():
           f"show of the live run after it ended: {shown.returncode} {shown.stderr!r}")
     # Nor one whose program has not loaded torch yet (no database to hold open).
     run = fresh("force_live_late")
-    first = subprocess.Popen(
+    first = start_and_wait(
         [TDBG, "record", "-o", run, "--", TORCH_PYTHON, "-c",
          "import time\ntime.sleep(4)\nimport torch\nprint(torch.ones(3).sum().item())"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 30
-    while not os.path.exists(os.path.join(run, "tdbg-run.json")) and time.time() < deadline:
-        time.sleep(0.05)
-    result = subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"],
-                            capture_output=True, text=True)
+        lambda: os.path.exists(os.path.join(run, "tdbg-run.json")), timeout=30)
+    result = force_into(run)
     out, err = first.communicate(timeout=120)
     check(result.returncode == 2 and "still running into it" in result.stderr,
           f"--force before the program loaded torch: status {result.returncode}, {result.stderr!r}")
@@ -278,15 +284,10 @@ def case_force_live():
     # Nor a process recording by hand (LD_PRELOAD, no tdbg record to ask): its open database.
     run = fresh("force_live_preload")
     env = dict(os.environ, LD_PRELOAD=PRELOAD, TDBG_OUT=run, TDBG_QUIET="1")
-    first = subprocess.Popen([TORCH_PYTHON, "-c", "import torch, time\nx = torch.ones(3) + 1\n"
-                              "time.sleep(5)\nprint(x.sum().item())"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.time() + 60
-    while not databases(run) and time.time() < deadline and first.poll() is None:
-        time.sleep(0.1)
-    result = subprocess.run([TDBG, "record", "--force", "-o", run, "--", "/bin/true"],
-                            capture_output=True, text=True)
-    out, err = first.communicate(timeout=120)
+    first = start_and_wait([TORCH_PYTHON, "-c", "import torch, time\nx = torch.ones(3) + 1\n"
+                            "time.sleep(5)\nprint(x.sum().item())"], lambda: databases(run), env=env)
+    result = force_into(run)
+    first.communicate(timeout=120)
     check(result.returncode == 2 and "holds its database open" in result.stderr,
           f"--force over a process recording by hand: {result.returncode}, {result.stderr!r}")
 
