@@ -2228,7 +2228,7 @@ TEST_CASE("first_nonfinite: a run without any op is unchecked, not finite") {
   // first op: nothing says its values were finite.
   json r = nonfinite_of(write_ops([](Recorder&) {}));
   CHECK(r["status"] == "unchecked");
-  CHECK(r["reason"].get<std::string>().find("without any op") != std::string::npos);
+  CHECK(r["reason"].get<std::string>().find("holds no op (none was recorded") != std::string::npos);
   CHECK(tdbg::diff::format_nonfinite(r).rfind("unchecked: ", 0) == 0);
   // One finite op is enough to answer.
   using T = Recorder::T;

@@ -635,8 +635,9 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   if (starts.empty() && (!any_values || !any_ops)) {
     return json{{"status", "unchecked"},
                 {"first_nonfinite", nullptr},
-                {"reason", !any_ops ? std::string("recorded without any op: there are no values to "
-                                                  "look in")
+                {"reason", !any_ops ? std::string("holds no op (none was recorded, or none yet "
+                                                  "where a process is still recording): there are "
+                                                  "no values to look in")
                                     : std::string("recorded with --hash none: it holds no tensor "
                                                   "values to look in (record with --hash outputs "
                                                   "or all)")},
