@@ -2515,8 +2515,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       }
       if (moved.is_null()) {
         const bool b_ended = d.value("ended", "") == "B";
+        // The ops compared before the end: from where both runs hold ops (rings that kept
+        // other windows), not from the ended side's first op.
+        const int64_t a_from = std::max(best->a.begin, best->b.begin - best->b_offset);
         explain_ending(d, b_ended ? db : da, b_ended ? best->b.thread : best->a.thread,
-                       b_ended ? best_at.j - best->b.begin : best_at.i - best->a.begin);
+                       b_ended ? best_at.j - (a_from + best->b_offset) : best_at.i - a_from);
       }
       d.erase("ended");
       d["thread_move"] = std::move(moved);

@@ -1464,6 +1464,32 @@ TEST_CASE("an inserted op like its neighbour is an insertion, not a value pair a
   CHECK(d["values_same"].is_object());
 }
 
+TEST_CASE("a ring that ended early counts the ops both rings hold, not its own") {
+  using T = Recorder::T;
+  // A's ring (killed at op 100) kept ops 0-99, B's ops 20-119: 80 are compared.
+  auto run = [](int64_t dropped, int64_t until, const char* ending) {
+    return write_ops(
+        [=](Recorder& r) {
+          r.skip(dropped);
+          static const char* const kNames[] = {"aten::relu", "aten::add", "aten::mul",
+                                               "aten::tanh", "aten::exp", "aten::neg", "aten::abs"};
+          for (int64_t k = dropped; k < until; ++k)
+            r.op(kNames[k % 7], {T{uint64_t(10 + k)}}, {T{uint64_t(1000 + k)}});
+        },
+        [=](tdbg::tracer::Writer& w) {
+          w.set_meta("pid", "42");
+          w.set_meta("exit_status", ending);
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  json r = compare(run(0, 100, "signal 9"), run(20, 120, "0"));
+  INFO(tdbg::diff::format_divergence(r));
+  json d = first(r);
+  CHECK(d["cause"] == "ended");
+  CHECK(d["detail"].get<std::string>().rfind(
+            "A's process was ended by signal 9 (SIGKILL) after 80 op(s) of this thread, all as in B", 0) == 0);
+}
+
 TEST_CASE("a removed op and a replaced op") {
   Variation va, vr, vp;
   vr.remove_step = 14;
