@@ -1592,8 +1592,9 @@ std::vector<int> pool_groups(const tracer::Run& a, const tracer::Run& b, size_t 
   auto lifetime = [](const tracer::Run& run, size_t p) {
     const Reader& r = *run.processes[p];
     const std::string start = r.meta("start_time_ns"), end = r.meta("end_time_ns");
-    return std::make_pair(start.empty() ? std::numeric_limits<int64_t>::min() : std::stoll(start),
-                          end.empty() ? std::numeric_limits<int64_t>::max() : std::stoll(end));
+    return std::make_pair(
+        start.empty() ? std::numeric_limits<int64_t>::min() : std::strtoll(start.c_str(), nullptr, 10),
+        end.empty() ? std::numeric_limits<int64_t>::max() : std::strtoll(end.c_str(), nullptr, 10));
   };
   for (const tracer::Run* run : {&a, &b}) {
     std::map<std::string, std::vector<int>> siblings;
