@@ -19,6 +19,13 @@ uint64_t block_checksum(std::string_view block) {
   return XXH3_64bits(block.data() + kOpBlockHeaderBytes, block.size() - kOpBlockHeaderBytes);
 }
 
+// The bytes of a block after its header (format 1: the format byte; format 2: also the
+// checksum); empty when the block is shorter than its header.
+std::string_view block_body(std::string_view block) {
+  const size_t header = !block.empty() && block[0] == 1 ? 1 : kOpBlockHeaderBytes;
+  return block.size() < header ? std::string_view() : block.substr(header);
+}
+
 void put_le64(char* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
 }
@@ -348,7 +355,7 @@ Status CheckOpBlock(std::string_view block) {
 
 StatusOr<OpBlockHead> ReadOpBlockHead(std::string_view block) {
   if (block.empty()) return Status::Error("corrupt op block (empty)");
-  In in(block.substr(block[0] == 1 ? 1 : std::min(block.size(), kOpBlockHeaderBytes)));
+  In in(block_body(block));
   OpBlockHead head;
   head.thread = static_cast<uint32_t>(in.varint());
   head.tidx = in.svarint();
@@ -364,7 +371,7 @@ Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_det
     return Status::Error(std::string("corrupt op block (") + what + ")");
   };
   TDBG_RETURN_IF_ERROR(CheckOpBlock(block));
-  In in(block.substr(block[0] == 1 ? 1 : kOpBlockHeaderBytes));
+  In in(block_body(block));
   if (in.done()) return Status::Ok();  // an empty block
   const uint32_t thread = static_cast<uint32_t>(in.varint());
   internal::PrevOp prev;

@@ -2483,9 +2483,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // values through a collective, a process a signal stopped (what the user asks next).
     json brief;
     if (best) {
-      const OpRecord* o = best->a.cursor.at(best_at.i);
-      if (!o) o = best->b.cursor.at(best_at.j);
-      Strings& strings = best->a.cursor.at(best_at.i) ? best->a.strings : best->b.strings;
+      const OpRecord* in_a = best->a.cursor.at(best_at.i);
+      const OpRecord* o = in_a ? in_a : best->b.cursor.at(best_at.j);
+      Strings& strings = in_a ? best->a.strings : best->b.strings;
       brief = {{"process", index_a},
                {"rank", a.processes[index_a]->meta("rank")},
                {"worker", a.processes[index_a]->meta("worker")},
@@ -2842,10 +2842,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       std::string command;
       const json argv = json::parse(r.meta("cmdline"), nullptr, false);
       if (argv.is_array())
-        for (size_t k = 0; k < argv.size() && k < 6; ++k)
-          if (argv[k].is_string())
-            command += (command.empty() ? "" : " ") +
-                       argv[k].get<std::string>().substr(argv[k].get<std::string>().find_last_of('/') + 1);
+        for (size_t k = 0; k < argv.size() && k < 6; ++k) {
+          if (!argv[k].is_string()) continue;
+          const std::string word = argv[k].get<std::string>();
+          command += (command.empty() ? "" : " ") + word.substr(word.find_last_of('/') + 1);
+        }
       left += (left.empty() ? "" : "; ") + std::string("process ") + std::to_string(p) + " (pid " +
               r.meta("pid") + (command.empty() ? "" : ": " + command) + ")";
     }
@@ -2873,8 +2874,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   result["notes"] = notes;
   // A damaged database can read as a thread that ends early, or a text that differs: the
   // answer would be about the damage.
-  for (const auto* run : {&a, &b})
-    for (const auto& r : run->processes) TDBG_RETURN_IF_ERROR(r->lookup_status());
+  TDBG_RETURN_IF_ERROR(a.lookup_status());
+  TDBG_RETURN_IF_ERROR(b.lookup_status());
   return result;
 }
 

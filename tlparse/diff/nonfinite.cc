@@ -585,12 +585,9 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   for (const std::string& line : run.skipped) notes.push_back(line);
   // A recording that selected ops (--steps, --ops) holds only those: said once.
   for (const auto& r : run.processes) {
-    const std::string steps = r->meta("steps"), ops = r->meta("ops");
-    if (steps.empty() && ops.empty()) continue;
-    notes.push_back("only the ops the recording selected were looked at (" +
-                    (steps.empty() ? "" : "--steps " + steps) +
-                    (!steps.empty() && !ops.empty() ? ", " : "") +
-                    (ops.empty() ? "" : "--ops " + ops) +
+    const std::string selection = recorded_selection({r.get()});
+    if (selection.empty()) continue;
+    notes.push_back("only the ops the recording selected were looked at (" + selection +
                     "): NaN or Inf may have started in ops it left out");
     break;
   }

@@ -152,14 +152,14 @@ void print_growth(std::ostringstream& o, const json& g) {
   if (!g.is_object()) return;
   o << "\n  growth:   " << str(g, "ops_diverged") << " of " << str(g, "ops_compared")
     << " ops from here on differ";
-  if (!g.value("values_recorded", true)) {
-    // --hash none: ops differ only in structure, shapes or arguments here; values are unknown.
-    o << " in structure, shapes or arguments";
-    if (g.value("structural_changes", 0) > 0) o << ", " << str(g, "structural_changes") << " structural change(s)";
+  // --hash none: ops differ only in structure, shapes or arguments here; values are unknown.
+  const bool values = g.value("values_recorded", true);
+  if (!values) o << " in structure, shapes or arguments";
+  if (g.value("structural_changes", 0) > 0) o << ", " << str(g, "structural_changes") << " structural change(s)";
+  if (!values) {
     o << "; values were not recorded, so how far the difference spread is unknown\n";
     return;
   }
-  if (g.value("structural_changes", 0) > 0) o << ", " << str(g, "structural_changes") << " structural change(s)";
   if (!g.value("complete", true)) o << " (stopped at the scan limit)";
   // No distance: the differing ops are all in structural changes (nothing paired to compare),
   // their outputs differ only in shape or dtype, or only inputs or arguments differ (batch
