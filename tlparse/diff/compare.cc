@@ -759,6 +759,18 @@ class Growth {
     window_max_ = std::max(window_max_, distance);
     mark_point();
   }
+  // A pair the aligner made of a forward op and an op autograd ran: unrelated work, which
+  // counts as changed structure, not as values.
+  void add_crossed_pair(const OpRecord& a) {
+    ++compared_;
+    ++diverged_;
+    ++structural_ops_;
+    StepRow& row = step_row(a.step);
+    ++row.ops;
+    ++row.diverged;
+    ++row.structural;
+    mark_point();
+  }
   // `by_step`: the hunk's ops per step (of its longer side), as far as they were read; the
   // rest count in the last step read.
   void add_hunk(const Hunk& h, const std::map<int64_t, int64_t>& by_step) {
@@ -1434,15 +1446,23 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       }
     } else {
       ++stats.ops_compared;
-      growth.add_pair(*e.a, *e.b, e.cmp);
-      ++pairs_compared;
+      // A pair the aligner made across the change of a forward op with an op autograd ran (a
+      // `mul` of one run's forward and a `mul` inside the other's MulBackward0) compares
+      // unrelated tensors: no value difference to name.
+      const bool same_pass = ((e.a->flags ^ e.b->flags) & tracer::kOpBackward) == 0;
+      if (same_pass)
+        growth.add_pair(*e.a, *e.b, e.cmp);
+      else
+        growth.add_crossed_pair(*e.a);
+      if (same_pass) ++pairs_compared;
       // After a structural change, the same values in another memory layout (`W.t()` against
       // `W.t().contiguous()`) with the same outputs are no value difference: the change
       // added work, not results.
       const OpComparison& c = e.cmp;
       const bool layout_only = c.layout >= 0 && c.structure.empty() && c.input < 0 &&
                                c.output < 0 && c.arg < 0 && !c.rng;
-      const bool value_differs = c.differs() && !(where.kind == Located::kStructure && layout_only);
+      const bool value_differs =
+          same_pass && c.differs() && !(where.kind == Located::kStructure && layout_only);
       if (value_differs) ++pairs_differing;
       if (track_healing) {
         if (first_event) {
@@ -1838,7 +1858,14 @@ std::string flagged_ops(const Reader& r, const LastTopLevel& last, uint32_t flag
     chain.push_back(&op);
   }
   Strings strings(r);
-  std::string text = op_at_source(r, strings, *chain.back());
+  OpRecord op = *chain.back();
+  for (const OpRecord* c : chain)  // a backward op: where its forward op ran
+    if (op.user_frame == 0 && op.stack == 0 && c->fwd != tracer::kNoSeq)
+      if (auto fwd = r.op(c->fwd); fwd) {
+        op.user_frame = fwd->user_frame;
+        op.stack = fwd->stack;
+      }
+  std::string text = op_at_source(r, strings, op);
   if (chain.size() > 1) {
     text += " (";
     for (size_t k = chain.size() - 1; k-- > 0;)
@@ -2201,7 +2228,18 @@ std::string process_ending(const tracer::Reader& r) {
               (is_main(t) ? " (main)" : "") + " was inside " + ops;
   }
   if (more > 0) inside += "; " + std::to_string(more) + " more thread(s) were inside ops";
-  return how + inside;
+  if (!inside.empty()) return how + inside;
+  // Inside no op at the end: where an error was raised last (the exception that ended a Python
+  // program, raised in a backward function, say), when a thread's last op ended by one.
+  for (const tracer::ThreadRecord& t : threads) {
+    const LastTopLevel last = last_top_level(r, t.id);
+    const std::string raised = flagged_ops(r, last, tracer::kOpRaised);
+    if (raised.empty()) continue;
+    return how + ", after an error raised inside " + raised + " at step " +
+           std::to_string(last.ops[0].step) +
+           (is_main(t) ? "" : " (thread " + std::to_string(t.id) + ")");
+  }
+  return how;
 }
 
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {

@@ -1220,6 +1220,51 @@ TEST_CASE("operands swapped with the same outputs are no divergence, with other 
   CHECK(d["cause"] != "ended");
 }
 
+TEST_CASE("after a structural change, a forward op paired with an op inside a backward function is no value difference") {
+  // A detaches a tensor before its `mul`; B forgot to, so its backward runs a MulBackward0
+  // (with a `mul` of other tensors inside) and dies with an error in AddmmBackward0. The
+  // aligner pairs A's forward `mul` with B's backward one: unrelated tensors, no cause.
+  using T = Recorder::T;
+  auto write = [](bool b_side) {
+    return write_ops(
+        [&](Recorder& r) {
+          const int64_t fwd = r.op("aten::addmm", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 17);
+          if (!b_side) {
+            r.op("aten::detach", {T{11}}, {T{12}}, {}, 0, 0, kNoSeq, 31);
+            r.op("aten::mul", {T{12}}, {T{13}}, {{"other", "0.5"}}, 0, 0, kNoSeq, 24);
+            return;
+          }
+          r.next_flags = tdbg::tracer::kOpBackward;
+          const int64_t node = r.op("MulBackward0", {T{50}}, {T{51}}, {}, 0, 0, kNoSeq, 29);
+          r.next_flags = tdbg::tracer::kOpBackward;
+          r.op("aten::mul", {T{50}}, {T{52}}, {{"other", "0.1"}}, 0, 1, node, 29);
+          r.next_flags = tdbg::tracer::kOpBackward | tdbg::tracer::kOpRaised;
+          r.next_fwd = fwd;
+          r.op("AddmmBackward0", {T{52}}, {}, {}, 0, 0, kNoSeq, 0);
+        },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("pid", "42");
+          w.set_meta("exit_status", b_side ? "1" : "0");
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  json r = compare(write(false), write(true));
+  json d = first(r);
+  CHECK(d["kind"] == "structure");
+  CHECK(d["value_after_structure"].is_null());
+  CHECK(d["growth"]["max_distance"].is_null());
+  const std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("first value difference") == std::string::npos);
+  CHECK(text.find("all in structural changes, no paired values to compare") != std::string::npos);
+  // Where B's error came from: the backward function it was raised in, at its forward op's line.
+  bool noted = false;
+  for (const json& n : r["notes"])
+    noted = noted || n.get<std::string>().find(
+                         "exited with status 1 (an uncaught Python exception exits with 1), after an "
+                         "error raised inside AddmmBackward0 at train.py:17 at step 0") != std::string::npos;
+  CHECK(noted);
+}
+
 TEST_CASE("a run that a fault ended inside an op names that op, compared by its inputs") {
   using T = Recorder::T;
   // relu, mul, relu; B's mul did not finish (no outputs), its input hash is `mul_input`.
@@ -1944,12 +1989,12 @@ TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
 }
 
 TEST_CASE("growth where every differing op is structural, or outputs differ in shape, says so") {
-  // Another batch size from step 8 on: every later op is in a structural change, and nothing
-  // was paired to compare. "No output differs" would be false.
+  // Another batch size at step 8: the ops of that step are structural changes, and the ops
+  // paired around them have the same values. "No output differs" would be false.
   Variation va, vb;
   vb.batch_change_step = 8;
   const std::string text = tdbg::diff::format_divergence(compare(write_run(va), write_run(vb)));
-  CHECK(text.find("all in structural changes, no paired values to compare") != std::string::npos);
+  CHECK(text.find("all in structural changes: every op paired has the same values") != std::string::npos);
   CHECK(text.find("no output differs") == std::string::npos);
   CHECK(text.find("no output among them") == std::string::npos);
   // The same op paired, with another output shape (an argument changed): outputs differ.
