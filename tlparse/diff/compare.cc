@@ -16,6 +16,8 @@
 #include <set>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "base/command_line.h"
 #include "base/json_text.h"
@@ -1243,6 +1245,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // ops in another order (a loop over a set), not when the ops moved to other lines (layers
   // created in another order in the code).
   std::unordered_map<std::string, int64_t> moved_lines;
+  // The same, with the user's whole call chain (function and line of each frame, up to
+  // kCallFrames): balanced when the same calls ran in another order, not when the same
+  // function was called from other places (an update moved before another call).
+  std::unordered_map<std::string, int64_t> moved_calls;
+  constexpr int kCallFrames = 8;
+  // Each moved op, by its key with line, in order: its thread index and what it computed (its
+  // tensors' hashes and its arguments), to compare the ops that moved with their
+  // counterparts.
+  struct MovedOp {
+    int64_t tidx;
+    uint64_t values;
+  };
+  std::unordered_map<std::string, std::vector<MovedOp>> moved_a, moved_b;
   int64_t moved_budget = 4096, moved_ops = 0;
   bool moved_known = true;
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
@@ -1260,12 +1275,26 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       moved[key] += sign;
       // By function and line, not file: two copies of a script (train.py, train_v2.py) are
       // the same lines.
-      std::string line;
-      if (o->user_frame != 0) {
-        if (auto f = side.reader->frame(o->user_frame))
-          line = side.strings.text(f->function) + ":" + std::to_string(f->line);
+      std::string line, calls;
+      tracer::FrameId frame = o->user_frame;
+      for (int k = 0; k < kCallFrames && frame != 0; ++k) {
+        auto f = side.reader->frame(frame);
+        if (!f) break;
+        const std::string at = side.strings.text(f->function) + ":" + std::to_string(f->line);
+        if (k == 0) line = at;
+        calls += "<" + at;
+        frame = f->parent;
       }
       moved_lines[key + "@" + line] += sign;
+      moved_calls[key + "@" + calls] += sign;
+      uint64_t values = 0;
+      auto combine = [&values](uint64_t v) {
+        values ^= v + 0x9e3779b97f4a7c15ull + (values << 6) + (values >> 2);
+      };
+      for (const TensorRecord& t : o->tensors) combine(t.hash);
+      for (const tracer::ArgRecord& arg : o->args)
+        combine(std::hash<std::string>{}(side.strings.text(arg.value)));
+      (sign > 0 ? moved_a : moved_b)[key + "@" + line].push_back({t, values});
       ++moved_ops;
     }
   };
@@ -1509,19 +1538,85 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   }
   if (where.kind == Located::kStructure && complete && moved_known && moved_ops > 0 &&
       std::all_of(moved.begin(), moved.end(), [](const auto& kv) { return kv.second == 0; })) {
-    const bool same_lines = std::all_of(moved_lines.begin(), moved_lines.end(),
-                                        [](const auto& kv) { return kv.second == 0; });
+    auto balanced = [](const std::unordered_map<std::string, int64_t>& m) {
+      return std::all_of(m.begin(), m.end(), [](const auto& kv) { return kv.second == 0; });
+    };
+    const bool same_lines = balanced(moved_lines);
+    const bool same_calls = same_lines && balanced(moved_calls);
     out["detail"] = out.value("detail", std::string()) +
                     "; the same ops ran in another order (" + std::to_string(moved_ops / 2) +
                     " op(s) moved" +
-                    (same_lines ? ", each from the same source line in both runs: an order "
+                    (same_calls ? ", each from the same source line in both runs: an order "
                                   "chosen at run time, such as iterating a set or a dict built "
                                   "in another order, or an expression on those lines rewritten)"
-                                : ", from other source lines in each run: statements of the "
-                                  "code in another order, such as layers created in another "
-                                  "order)");
+                     : same_lines ? ", each from the same source line, called from other lines "
+                                    "in each run: calls of the code in another order, such as "
+                                    "an update moved before or after another call)"
+                                  : ", from other source lines in each run: statements of the "
+                                    "code in another order, such as layers created in another "
+                                    "order)");
     out["reordered"] = true;
-    out["reordered_lines"] = same_lines ? "same" : "other";
+    out["reordered_lines"] = same_calls ? "same" : same_lines ? "calls" : "other";
+    // Ops that moved are compared with their counterparts, which the alignment left unpaired:
+    // each op of B with an op of A on the same line that computed the same (the same tensors
+    // and arguments, in whatever order they ran); those left over are paired in order, and
+    // the first such pair that differs computed other values (an EMA of the weights updated
+    // before the optimizer step instead of after: the same ops on other inputs).
+    std::optional<std::pair<int64_t, int64_t>> moved_differs;  // tidx in A, in B
+    int64_t moved_differing = 0;
+    for (auto& [key, in_a] : moved_a) {
+      std::vector<MovedOp>& in_b = moved_b[key];
+      std::unordered_multiset<uint64_t> b_values;
+      for (const MovedOp& m : in_b) b_values.insert(m.values);
+      std::unordered_multiset<uint64_t> a_values;
+      for (const MovedOp& m : in_a) a_values.insert(m.values);
+      std::vector<const MovedOp*> left_a, left_b;
+      for (const MovedOp& m : in_a) {
+        auto it = b_values.find(m.values);
+        if (it == b_values.end()) left_a.push_back(&m);
+        else b_values.erase(it);
+      }
+      for (const MovedOp& m : in_b) {
+        auto it = a_values.find(m.values);
+        if (it == a_values.end()) left_b.push_back(&m);
+        else a_values.erase(it);
+      }
+      for (size_t k = 0; k < left_a.size() && k < left_b.size(); ++k) {
+        ++moved_differing;
+        if (!moved_differs || left_a[k]->tidx < moved_differs->first)
+          moved_differs = std::make_pair(left_a[k]->tidx, left_b[k]->tidx);
+      }
+    }
+    if (moved_differs) {
+      out["moved_ops_differ"] = moved_differing;
+      auto ma = p.a.reader->op_at(p.a.thread, moved_differs->first);
+      auto mb = p.b.reader->op_at(p.b.thread, moved_differs->second);
+      // Named when no paired op differs, or only steps later (the EMA read at the end): a
+      // paired op that differs in the same step is nearer the change (an expression
+      // regrouped, whose moved inner sums compute other values by design).
+      const json& after = out.value("value_after_structure", json());
+      if (ma && mb && (!after.is_object() || !after.value("a", json()).is_object() ||
+                       after["a"].value("step", int64_t{0}) > ma->step)) {
+        const OpComparison c = compare_ops(*ma, p.a.strings, *mb, p.b.strings);
+        json v;
+        describe_value(p, *ma, *mb, c, true, v);
+        v["moved"] = true;
+        // Its producers were not paired (they moved too, or are the ops it now runs after):
+        // the inputs as recorded, views included, say what it read.
+        for (size_t k = 0; k < ma->tensors.size() && k < mb->tensors.size(); ++k) {
+          const TensorRecord& ta = ma->tensors[k];
+          const TensorRecord& tb = mb->tensors[k];
+          if (ta.role != TensorRole::kInput || tb.role != TensorRole::kInput || ta.hash == tb.hash ||
+              ta.status == tracer::TensorStatus::kNotHashed || tb.status == tracer::TensorStatus::kNotHashed)
+            continue;
+          v["cause"] = "structure";
+          v["detail"] = "the op ran at another point of each run (it moved with the change) and "
+                        "read other values: input " + std::to_string(ta.index) + " differs";
+          break;
+        }
+        out["value_after_structure"] = std::move(v);
+      }
+    }
   }
   if (!next_divergence.is_null()) {
     out["next"] = std::move(next_divergence);
@@ -1538,12 +1633,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // Not when the changes are most of what ran, or replaced everything to the end: the few ops
   // paired (a weight made before the loop) then say nothing of the results.
   if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0 &&
-      growth.structural_ops() <= pairs_compared && !ends_replaced)
+      growth.structural_ops() <= pairs_compared && !ends_replaced && !out.contains("moved_ops_differ"))
     out["values_same"] = {{"pairs", pairs_compared}};
   out["structural_changes"] = std::move(hunks);
   out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},
                     {"b", context_json(p.b, where.j, options.context_ops)}};
   out["growth"] = growth.to_json(complete);
+  if (out.contains("moved_ops_differ")) out["growth"]["moved_ops_differ"] = out["moved_ops_differ"];
   // `(a + b) + c` against `a + (b + c)`: the first pair takes other operands, and every output
   // after it agrees up to rounding. Said, so the first difference's figures do not read as
   // results that moved.

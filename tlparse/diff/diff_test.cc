@@ -117,7 +117,9 @@ class Recorder {
     op.module = w_.intern(depth == 0 ? root_module : root_module + ".fc1");
     auto file = w_.intern("train.py");
     auto fn = w_.intern("forward");
-    op.stack = w_.intern_frame(0, file, line ? line : 100, fn);
+    const tdbg::tracer::FrameId caller =
+        caller_line ? w_.intern_frame(0, file, caller_line, w_.intern("<module>")) : 0;
+    op.stack = w_.intern_frame(caller, file, line ? line : 100, fn);
     op.user_frame = op.stack;
     if (next_fwd != kNoSeq) {
       // A backward op on autograd's thread: no stack of its own, the forward op it
@@ -172,6 +174,7 @@ class Recorder {
   }
 
   int64_t step = 0;
+  int caller_line = 0;      // nonzero: ops run in a function called from this line
   uint32_t next_flags = 0;  // added to the next op's flags only
   int64_t next_fwd = kNoSeq;  // the next op is a backward op of this forward op
   bool chain_covers_uninitialized = false;
@@ -809,6 +812,9 @@ TEST_CASE("the same ops in another order are named as such, not only as inserts 
   // rewritten), which is where to look.
   CHECK(d["reordered_lines"] == "same");
   CHECK(d["detail"].get<std::string>().find("such as iterating a set") != std::string::npos);
+  // The moved ops computed the same as in A: nothing differs.
+  CHECK_FALSE(d.contains("moved_ops_differ"));
+  CHECK(d["value_after_structure"].is_null());
   // The statements moved in the code (layers created in another order): each op runs from
   // another line in B, and no set or dict is to blame.
   auto moved_code = write_ops([&](Recorder& r) {
@@ -838,6 +844,57 @@ TEST_CASE("the same ops in another order are named as such, not only as inserts 
   json i = first(compare(write(false), inserted));
   CHECK(i["kind"] == "structure");
   CHECK_FALSE(i.value("reordered", false));
+}
+
+TEST_CASE("ops that moved are compared with their counterparts: an EMA updated before the optimizer step") {
+  using T = Recorder::T;
+  // Each step: a forward op, the optimizer's in-place update of the weight, and the EMA's
+  // update from the weight (a function at line 11, called from line 21 after the step in A,
+  // from line 18 before it in B). B's EMA reads the weight before its update: other values.
+  auto write = [](bool before) {
+    return write_ops([&](Recorder& r) {
+      uint64_t weight = 100, ema = 200;
+      for (int s = 0; s < 3; ++s) {
+        r.step = s;
+        r.op("aten::mm", {T{weight}}, {T{uint64_t(300 + s)}}, {}, 0, 0, kNoSeq, 15);
+        auto ema_update = [&](int caller) {
+          r.caller_line = caller;
+          const uint64_t next = ema * 31 + weight;
+          r.op("aten::add_", {T{ema}, T{weight}}, {T{next}}, {{"alpha", "0.1"}}, 0, 0, kNoSeq, 11);
+          ema = next;
+          r.caller_line = 0;
+        };
+        if (before) ema_update(18);
+        // The optimizer's step, more ops than the EMA's (which the alignment then moves).
+        r.op("aten::mul", {T{uint64_t(300 + s)}}, {T{uint64_t(400 + s)}}, {}, 0, 0, kNoSeq, 19);
+        r.op("aten::sqrt", {T{uint64_t(400 + s)}}, {T{uint64_t(500 + s)}}, {}, 0, 0, kNoSeq, 19);
+        r.next_flags = tdbg::tracer::kOpInplace;
+        r.op("aten::sub_", {T{weight}, T{uint64_t(500 + s)}}, {T{weight + 1}}, {}, 0, 0, kNoSeq, 19);
+        ++weight;
+        if (!before) ema_update(21);
+      }
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d.value("reordered", false));
+  // The same line, called from other lines: a call moved, not a set iterated in another order.
+  CHECK(d["reordered_lines"] == "calls");
+  CHECK(d["detail"].get<std::string>().find("called from other lines") != std::string::npos);
+  // Not "the change added or moved work, not results": the EMA differs.
+  CHECK(d["values_same"].is_null());
+  CHECK(d["moved_ops_differ"] == 3);
+  REQUIRE(d["value_after_structure"].is_object());
+  const json& v = d["value_after_structure"];
+  CHECK(v.value("moved", false));
+  CHECK(v["a"]["op"] == "aten::add_");
+  CHECK(v["a"]["step"] == 0);
+  CHECK(v["cause"] == "structure");
+  CHECK(v["detail"].get<std::string>().find("input 1 differs") != std::string::npos);
+  const std::string text = tdbg::diff::format_divergence(compare(write(false), write(true)));
+  CHECK(text.find("first value difference after the change, in an op that moved: aten::add_") !=
+        std::string::npos);
+  CHECK(text.find("every op paired has the same values") == std::string::npos);
 }
 
 TEST_CASE("after a structural change, another layout of the same values is no value difference") {

@@ -167,9 +167,12 @@ void print_growth(std::ostringstream& o, const json& g) {
   auto no_distance = [](const json& row) {
     const int64_t diverged = row.value("diverged", row.value("ops_diverged", int64_t{0}));
     if (diverged > 0 && row.value("structural_ops", int64_t{0}) >= diverged)
-      return std::string(row.value("ops_compared", diverged) > diverged
-                             ? "all in structural changes: every op paired has the same values"
-                             : "all in structural changes, no paired values to compare");
+      return row.contains("moved_ops_differ")
+                 ? "all in structural changes; " + str(row, "moved_ops_differ") +
+                       " op(s) that moved compute other values than in the other run"
+             : row.value("ops_compared", diverged) > diverged
+                 ? std::string("all in structural changes: every op paired has the same values")
+                 : std::string("all in structural changes, no paired values to compare");
     if (row.value("outputs_differ", int64_t{0}) > 0)
       return std::string("outputs differ in shape or dtype, no summary distance");
     if (row.value("structural_ops", int64_t{0}) > 0)
@@ -457,7 +460,8 @@ std::string format_divergence(const json& result) {
     const json& after = d.value("value_after_structure", json());
     if (after.is_object()) {
       const std::string step_a = str(after["a"], "step"), step_b = str(after["b"], "step");
-      o << "\n  first value difference after the change: " << str(after["a"], "op") << " (seq A "
+      o << "\n  first value difference after the change"
+        << (after.value("moved", false) ? ", in an op that moved" : "") << ": " << str(after["a"], "op") << " (seq A "
         << str(after["a"], "seq") << ", B " << str(after["b"], "seq")
         << (step_a == step_b ? ", step " + step_a : ", step A " + step_a + ", B " + step_b) << ")\n";
       print_value(o, after);

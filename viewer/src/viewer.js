@@ -241,8 +241,11 @@
   // After a structural change: the first op whose values differ, as `tdbg diff` names it.
   function valueAfter(v) {
     if (!v || typeof v !== 'object' || !v.a) return null;
-    return h('p', { id: 'value-after' }, h('strong', null, 'First value difference after the change: '),
-      h('code', null, v.a.op || '?'), ' (seq A ' + fmt(v.a.seq) + ', B ' + fmt(v.b ? v.b.seq : null) + ', step ' + fmt(v.a.step) + ') at ',
+    const stepA = fmt(v.a.step), stepB = v.b ? fmt(v.b.step) : stepA;
+    return h('p', { id: 'value-after' },
+      h('strong', null, 'First value difference after the change' + (v.moved ? ', in an op that moved' : '') + ': '),
+      h('code', null, v.a.op || '?'), ' (seq A ' + fmt(v.a.seq) + ', B ' + fmt(v.b ? v.b.seq : null) +
+        (stepA === stepB ? ', step ' + stepA : ', step A ' + stepA + ', B ' + stepB) + ') at ',
       h('code', { class: 'source' }, srcText(v.a.source)),
       v.b && srcText(v.b.source) !== srcText(v.a.source) ? [' (B: ', h('code', { class: 'source' }, srcText(v.b.source)), ')'] : null,
       ' — cause: ', h('span', { class: 'tag' }, v.cause || '?'),
