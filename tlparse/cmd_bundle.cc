@@ -57,6 +57,9 @@ void add_bundle_command(CLI::App& app) {
       return;
     }
     if (args->run_a.empty() || args->out.empty()) return fail("bundle", "needs RUN [RUN_B] -o bug.tar.gz");
+    if (const std::string why = output_refusal(args->out, {args->run_a, args->run_b}, OutputKind::kGzip);
+        !why.empty())
+      return fail("bundle", args->out + ": not written: " + why);
     args->options.sources = !args->no_sources;
     auto result = report::write_bundle(args->run_a, args->run_b, args->out, args->options);
     if (!result.ok()) return fail("bundle", result.status().message());

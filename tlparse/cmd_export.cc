@@ -24,6 +24,9 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->out, "Output file ('-' for stdout)")->required();
   cmd->add_flag("--no-kernels", args->no_kernels, "Leave GPU kernels out");
   cmd->callback([args] {
+    if (const std::string why = output_refusal(args->out, {args->run_a, args->run_b}, OutputKind::kJson);
+        !why.empty())
+      return fail("export", args->out + ": not written: " + why);
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("export", a.status().message());
     note_skipped("export", a->skipped);

@@ -122,9 +122,13 @@ void add_show_command(CLI::App& app) {
       const std::string who = !worker.empty() ? " (DataLoader worker " + worker + ")"
                               : !rank.empty() ? " (rank " + rank + ")"
                                               : "";
-      std::printf("%s: %" PRId64 " ops, %zu thread(s), process %zu of 0-%zu%s\n", r.path().c_str(),
-                  r.op_count(), r.threads().size(), args->process, run->processes.size() - 1,
-                  who.c_str());
+      const std::string process =
+          run->processes.size() == 1
+              ? "one process" + who
+              : "process " + std::to_string(args->process) + " of 0-" +
+                    std::to_string(run->processes.size() - 1) + who;
+      std::printf("%s: %" PRId64 " ops, %zu thread(s), %s\n", r.path().c_str(), r.op_count(),
+                  r.threads().size(), process.c_str());
       if (const std::string ending = diff::process_ending(r); !ending.empty())
         std::printf("the process %s\n", ending.c_str());
     }

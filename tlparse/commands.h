@@ -61,6 +61,16 @@ inline CLI::Validator whole_number() {
       "");
 }
 
+// What a command writes, as far as `output_refusal` tells an earlier output of it from other
+// files it must not replace.
+enum class OutputKind { kGzip, kJson };
+
+// Why the command must not write `out` ("" when it may): a file of one of the `runs` it reads
+// (their databases, a file in a run folder), any existing database, or an existing file that
+// is not of `kind` (an earlier bundle is replaced; `train.py` is not).
+std::string output_refusal(const std::string& out, const std::vector<std::string>& runs,
+                           OutputKind kind);
+
 void add_record_command(CLI::App& app);   // interpose/: record a program
 void add_diff_command(CLI::App& app);     // first divergence between two runs
 void add_nan_command(CLI::App& app);      // first non-finite value in a run

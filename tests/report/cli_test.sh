@@ -91,6 +91,28 @@ set +e
 set -e
 [ $rc -eq 2 ] && grep -q "unexpected 'extra'" err.txt || fail "--inspect with a stray word: exit $rc, $(cat err.txt)"
 
+# -o that would replace a recording or a file that is no output of the command: refused, exit 2,
+# nothing changed. An earlier bundle or trace is replaced.
+db=$(ls runs/a/*.sqlite | head -1)
+before=$(sha256sum "$db" runs/b/*.sqlite)
+echo 'print("train")' >train.py
+for target in "$db" runs/a/new.tar.gz train.py; do
+  set +e
+  "$tdbg" bundle runs/a runs/b -o "$target" >/dev/null 2>err.txt; rc=$?
+  set -e
+  [ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q 'not written' err.txt ||
+    fail "bundle -o $target: exit $rc, $(cat err.txt)"
+  set +e
+  "$tdbg" export --chrome-trace runs/a -o "$target" >/dev/null 2>err.txt; rc=$?
+  set -e
+  [ $rc -eq 2 ] && grep -q 'not written' err.txt || fail "export -o $target: exit $rc, $(cat err.txt)"
+done
+[ "$before" = "$(sha256sum "$db" runs/b/*.sqlite)" ] || fail "a refused -o changed a recording"
+[ "$(cat train.py)" = 'print("train")' ] && [ ! -e runs/a/new.tar.gz ] || fail "a refused -o wrote"
+"$tdbg" bundle runs/a runs/b -o bug.tar.gz >/dev/null || fail "bundle over an earlier bundle exited $?"
+"$tdbg" export --chrome-trace runs/a -o t.json >/dev/null && "$tdbg" export --chrome-trace runs/a -o t.json >/dev/null ||
+  fail "export over an earlier trace exited $?"
+
 # view: loopback only, JSON pages, stops on SIGINT with status 0.
 "$tdbg" view runs/a runs/b --port 0 >view.txt 2>&1 &
 pid=$!

@@ -1,0 +1,77 @@
+// Why a command must not write its output file where the user pointed it: over a recording
+// (a run's database, its log, a file in the run folder it reads) or over a file that is no
+// output of the command (`tdbg bundle run -o train.py`). A refused write loses nothing; an
+// accepted one replaces the file whole (written beside it, then renamed).
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "tlparse/commands.h"
+
+namespace tdbg::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The file's first bytes ("" when it cannot be read).
+std::string head(const std::string& path, size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(n, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(n));
+  bytes.resize(static_cast<size_t>(in.gcount()));
+  return bytes;
+}
+
+bool is_database(const std::string& bytes) {
+  static const char kSqlite[] = "SQLite format 3";  // with its NUL: 16 bytes
+  if (bytes.size() >= sizeof(kSqlite) && std::memcmp(bytes.data(), kSqlite, sizeof(kSqlite)) == 0)
+    return true;
+  // A write-ahead log (big-endian magic 0x377f0682 or 0x377f0683).
+  return bytes.size() >= 4 && static_cast<unsigned char>(bytes[0]) == 0x37 &&
+         static_cast<unsigned char>(bytes[1]) == 0x7f && static_cast<unsigned char>(bytes[2]) == 0x06 &&
+         (static_cast<unsigned char>(bytes[3]) & 0xfe) == 0x82;
+}
+
+}  // namespace
+
+std::string output_refusal(const std::string& out, const std::vector<std::string>& runs,
+                           OutputKind kind) {
+  if (out == "-") return "";
+  std::error_code ec;
+  const fs::path target = fs::weakly_canonical(out, ec);
+  if (ec) return "";  // the write says why it fails
+  for (const std::string& run : runs) {
+    if (run.empty()) continue;
+    const fs::path from = fs::weakly_canonical(run, ec);
+    if (ec) continue;
+    if (fs::is_directory(from, ec)) {
+      const fs::path rel = target.lexically_relative(from);
+      if (!rel.empty() && *rel.begin() != "..")
+        return "it is inside the run folder " + run +
+               " that it is made from: name a file outside it, so that the recording stays as it is";
+    } else if (target == from || target.string() == from.string() + "-wal" ||
+               target.string() == from.string() + "-shm" ||
+               target.string() == from.string() + "-journal") {
+      return "it is a file of the run " + run + ": name another file";
+    }
+  }
+  struct stat st;
+  if (::stat(out.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return "";
+  const std::string bytes = head(out, 32);
+  if (is_database(bytes))
+    return "it is a database (a recording?), which writing would replace: name another file";
+  if (kind == OutputKind::kGzip) {
+    if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f ||
+        static_cast<unsigned char>(bytes[1]) != 0x8b)
+      return "it exists and is not a bundle (a .tar.gz): remove it first, or name another file";
+  } else if (kind == OutputKind::kJson) {
+    const size_t at = bytes.find_first_not_of(" \t\r\n");
+    if (at == std::string::npos || (bytes[at] != '{' && bytes[at] != '['))
+      return "it exists and is not a JSON file: remove it first, or name another file";
+  }
+  return "";
+}
+
+}  // namespace tdbg::cli
