@@ -76,6 +76,13 @@ test('the static report shows the divergence, filters, scrolls virtually and lin
   assert.ok(why && why.length > 10, `the diff has a detail: ${why}`);
   assert.equal(await page.textContent('#cause-detail'), why);
   assert.ok(await page.locator('#summaries').isVisible());
+  // The relative differences are the diff's own figures (sum against the larger abs_sum), not
+  // another formula.
+  const rel = JSON.parse(diffed.stdout).first_divergence.tensor.rel_diff;
+  for (const k of ['min', 'max', 'sum', 'abs_sum']) {
+    const cells = await page.locator('#summaries tr').filter({ has: page.locator('th', { hasText: new RegExp(`^${k}$`) }) }).locator('td').allTextContents();
+    assert.equal(Number(cells[2]).toPrecision(4), Number(rel[k]).toPrecision(4), `${k}: page ${cells[2]}, diff ${rel[k]}`);
+  }
   assert.equal(await page.locator('#context tr.first').count(), 1);
 
   // The difference curve: a split marker and differing points.

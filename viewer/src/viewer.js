@@ -154,22 +154,45 @@
       return h('li', { class: user ? 'user' : null }, text);
     }));
   }
-  function summariesTable(opA, opB, role, index) {
+  // The relative difference of two summary values as `tdbg diff` measures it (tlparse/diff/ops.cc
+  // relative_difference): against the larger of |x|, |y| and `scale`, at most 2.
+  function relativeDifference(x, y, scale) {
+    if (x === y) return 0;
+    const m = Math.max(Math.abs(x), Math.abs(y), Number.isFinite(scale) ? Math.abs(scale) : 0);
+    if (!(m > 0) || !Number.isFinite(m)) return 2;
+    return Math.min(2, Math.abs(x - y) / m);
+  }
+  // Each summary's relative difference, as `tdbg diff` prints it (ops.cc summary_differences):
+  // min and max against the largest magnitude of either tensor, sum against the larger abs_sum,
+  // so that a value near 0 moving by a rounding error is no large difference. `given`: the diff's
+  // own figures (`tensor.rel_diff`), used where present.
+  function summaryDifferences(sa, sb, given) {
+    const num = v => (typeof v === 'number' ? v : NaN);
+    const magnitude = Math.max(Math.abs(num(sa.min)), Math.abs(num(sa.max)), Math.abs(num(sb.min)), Math.abs(num(sb.max)));
+    const out = {
+      min: relativeDifference(num(sa.min), num(sb.min), magnitude),
+      max: relativeDifference(num(sa.max), num(sb.max), magnitude),
+      sum: relativeDifference(num(sa.sum), num(sb.sum), Math.max(num(sa.abs_sum), num(sb.abs_sum))),
+      abs_sum: relativeDifference(num(sa.abs_sum), num(sb.abs_sum), 0),
+    };
+    for (const k of Object.keys(out)) if (given && typeof given[k] === 'number') out[k] = given[k];
+    return out;
+  }
+  function summariesTable(opA, opB, role, index, given) {
     const find = o => o && (o.tensors || []).find(t => t.role === role && t.index === index);
     const ta = find(opA), tb = find(opB);
     if (!ta && !tb) return null;
     const keys = ['min', 'max', 'sum', 'abs_sum', 'nan', 'inf'];
     const sa = (ta && ta.summary) || {}, sb = (tb && tb.summary) || {};
+    const rels = summaryDifferences(sa, sb, given);
     return h('table', { id: 'summaries' },
       h('tr', null, h('th', null, role + ' ' + index), h('th', null, 'A'), h('th', null, 'B'), h('th', null, 'relative difference')),
       h('tr', null, h('th', null, 'hash'), h('td', { class: 'mono' }, ta ? ta.hash : '—'), h('td', { class: 'mono' }, tb ? tb.hash : '—'), h('td', null, ta && tb && ta.hash !== tb.hash ? h('span', { class: 'bad' }, 'differs') : 'same')),
       keys.map(k => {
         const x = sa[k], y = sb[k];
         let rel = '—';
-        if (typeof x === 'number' && typeof y === 'number') {
-          const d = Math.abs(x - y), m = Math.max(Math.abs(x), Math.abs(y));
-          rel = m > 0 ? fmt(d / m) : '0';
-        }
+        if (typeof x === 'number' && typeof y === 'number')
+          rel = k in rels ? fmt(rels[k]) : x === y ? 'same' : h('span', { class: 'bad' }, 'differs');
         return h('tr', null, h('th', null, k), h('td', { class: 'num' }, fmt(x)), h('td', { class: 'num' }, fmt(y)), h('td', { class: 'num' }, rel));
       }));
   }
@@ -275,7 +298,7 @@
         warnings.map(w => h('li', null, h('strong', null, 'warning: '), w)),
         notes.map(n => h('li', null, 'note: ', n))) : null,
       h('div', { class: 'sides' }, sideCard('A', fd.a, runs[0]), sideCard('B', fd.b, runs[1])),
-      t ? [h('h3', null, 'Summaries of the differing tensor'), summariesTable(opA, opB, t.role, t.index) ||
+      t ? [h('h3', null, 'Summaries of the differing tensor'), summariesTable(opA, opB, t.role, t.index, t.rel_diff) ||
         h('p', { class: 'muted' }, 'The op is outside the window of this report.')] : null,
       h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : fd.b.seq, fd.b ? fd.b.seq : fd.a.seq),
       data.diff_text ? h('details', { id: 'diff-text' }, h('summary', null, 'As tdbg diff prints it'), h('pre', null, data.diff_text)) : null);
