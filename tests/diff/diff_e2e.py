@@ -341,6 +341,27 @@ def case_number():
     check(d and d["a"]["op"] == "aten::mul", f"op is aten::mul (got {d and d['a']['op']})")
 
 
+def case_int_values():
+    # Integer tensors (token ids, counts) that differ in value only: said so, not called a
+    # change of shape or dtype, which no op has.
+    script = write_script("int_values.py", (
+        "import sys, torch\n"
+        "v = int(sys.argv[1])\n"
+        "x = torch.arange(6, dtype=torch.int64) * v\n"
+        "y = x + 3\n"
+        "z = (y * 2) > 7\n"
+        "print(z.tolist())\n"))
+    a, _ = record("int_values_a", ["1"], script)
+    b, _ = record("int_values_b", ["2"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    check(rc == 1 and d.get("cause") == "arguments" and (d.get("a") or {}).get("op") == "aten::mul",
+          f"the changed multiplier is the first divergence (got {d.get('cause')} at {(d.get('a') or {}).get('op')})")
+    text = diff_text(a, b)
+    check("shape or dtype" not in text, "no 'shape or dtype' where only values differ")
+    check("integer or bool values" in text, "the growth says integer or bool values differ")
+
+
 def case_loader():
     # A differently shuffled DataLoader: the sampler draws the permutation from its generator,
     # so the first difference is a random op whose generator state differs: `rng`.

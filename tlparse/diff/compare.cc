@@ -755,6 +755,10 @@ class Growth {
     if (output_differs) {
       ++row.outputs_differ;
       ++outputs_differ_;
+      if (!c.structure.empty()) {
+        ++row.shapes_differ;
+        ++shapes_differ_;
+      }
     }
     if (distance > row.max_distance) row.max_distance = distance;
     if (distance > max_distance_) max_distance_ = distance;
@@ -803,6 +807,7 @@ class Growth {
     for (const auto& [step, row] : steps_) {
       steps.push_back({{"step", step}, {"ops", row.ops}, {"diverged", row.diverged},
                        {"structural_ops", row.structural}, {"outputs_differ", row.outputs_differ},
+                       {"shapes_differ", row.shapes_differ},
                        {"max_distance", row.max_distance < 0 ? json(nullptr) : json(row.max_distance)}});
     }
     return {{"ops_compared", compared_},
@@ -810,6 +815,7 @@ class Growth {
             {"structural_changes", hunks_},
             {"structural_ops", structural_ops_},
             {"outputs_differ", outputs_differ_},
+            {"shapes_differ", shapes_differ_},
             {"complete", complete},
             {"max_distance", max_distance_ < 0 ? json(nullptr) : json(max_distance_)},
             {"points", points_},
@@ -830,6 +836,7 @@ class Growth {
     int64_t ops = 0, diverged = 0;
     int64_t structural = 0;      // ops in structural changes (counted as diverged, unpaired)
     int64_t outputs_differ = 0;  // paired ops with an output of other values, shape or dtype
+    int64_t shapes_differ = 0;   // of those, the ops with an output of another shape or dtype
     double max_distance = -1;
   };
   StepRow& step_row(int64_t step) {
@@ -852,6 +859,7 @@ class Growth {
   }
   static constexpr size_t kMaxSteps = 1000;
   int64_t compared_ = 0, diverged_ = 0, hunks_ = 0, structural_ops_ = 0, outputs_differ_ = 0;
+  int64_t shapes_differ_ = 0;
   double later_max_ = 0;
   bool later_beyond_rounding_ = false;
   double max_distance_ = -1, window_max_ = -1;

@@ -174,7 +174,10 @@ void print_growth(std::ostringstream& o, const json& g) {
                  ? std::string("all in structural changes: every op paired has the same values")
                  : std::string("all in structural changes, no paired values to compare");
     if (row.value("outputs_differ", int64_t{0}) > 0)
-      return std::string("outputs differ in shape or dtype, no summary distance");
+      return std::string(row.value("shapes_differ", int64_t{1}) > 0
+                             ? "outputs differ in shape or dtype, no summary distance"
+                             : "outputs differ in values without summaries (integer or bool "
+                               "tensors), no summary distance");
     if (row.value("structural_ops", int64_t{0}) > 0)
       return std::string("no paired op's output differs (inputs or arguments only; the rest "
                          "are structural changes)");
@@ -197,8 +200,10 @@ void print_growth(std::ostringstream& o, const json& g) {
       o << (s.value("diverged", 0) > 0
                 ? (s.value("structural_ops", int64_t{0}) >= s.value("diverged", int64_t{0})
                        ? ", all in structural changes"
-                       : s.value("outputs_differ", int64_t{0}) > 0 ? ", outputs differ in shape or dtype"
-                                                                    : ", no output among them")
+                       : s.value("outputs_differ", int64_t{0}) > 0
+                           ? (s.value("shapes_differ", int64_t{1}) > 0 ? ", outputs differ in shape or dtype"
+                                                                       : ", outputs differ in integer or bool values")
+                           : ", no output among them")
                 : "")
         << "\n";
     else
