@@ -453,6 +453,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
 
   // Learn every secret first, so that each is scrubbed wherever it appears afterwards.
   Redactor redactor(options.redact_paths, options.home, options.user);
+  redactor.remember_environment(environ);
   std::vector<const tracer::Run*> runs = {&a};
   if (b) runs.push_back(&*b);
   for (const auto* run : runs) {
@@ -666,8 +667,9 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     md << "No credential-like environment variable or argument was found.\n";
   } else {
     md << "The values of these credential-like names were replaced by `" << Redactor::kMark
-       << "` everywhere in the bundle (databases, report, facts):\n\n";
-    for (const auto& n : redactor.redacted_names()) md << "- `" << redactor.apply(n) << "`\n";
+       << "` everywhere in the bundle (databases, report, facts, source snapshots):\n\n";
+    const std::set<std::string> names = redactor.redacted_names();  // (apply may add to it)
+    for (const auto& n : names) md << "- `" << redactor.apply(n) << "`\n";
   }
   if (options.redact_paths) md << "\nThe home directory and user name were replaced in every path (`--redact-paths`).\n";
   result.redacted_names.assign(redactor.redacted_names().begin(), redactor.redacted_names().end());

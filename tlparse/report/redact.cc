@@ -18,13 +18,17 @@ bool name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
 }
 
-void replace_all(std::string* text, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
+// Replaces every `from`; whether there was one.
+bool replace_all(std::string* text, const std::string& from, const std::string& to) {
+  if (from.empty()) return false;
   size_t at = 0;
+  bool any = false;
   while ((at = text->find(from, at)) != std::string::npos) {
     text->replace(at, from.size(), to);
     at += to.size();
+    any = true;
   }
+  return any;
 }
 
 // Replaces `word` where it is not part of a longer name (so user "al" leaves "alpha" alone).
@@ -75,11 +79,26 @@ Redactor::Redactor(bool redact_paths, std::string home, std::string user)
 
 void Redactor::remember(const std::string& name, const std::string& value) {
   names_.insert(name);
+  remember_value(name, value, 4);
+}
+
+void Redactor::remember_value(const std::string& name, const std::string& value, size_t shortest) {
   // Short values ("1", "yes") would scrub unrelated text; they are only removed where found.
-  if (value.size() >= 4 && std::find(values_.begin(), values_.end(), value) == values_.end()) {
-    values_.push_back(value);
-    std::sort(values_.begin(), values_.end(),
-              [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  if (value.size() < shortest) return;
+  for (const auto& known : values_)
+    if (known.first == value) return;
+  values_.push_back({value, name});
+  std::sort(values_.begin(), values_.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+}
+
+void Redactor::remember_environment(const char* const* environment) {
+  for (const char* const* e = environment; e && *e; ++e) {
+    const std::string entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || !looks_like_secret_name(entry.substr(0, eq))) continue;
+    // Named only where found: the shell's variables are not all in the recording.
+    remember_value(entry.substr(0, eq), entry.substr(eq + 1), 8);
   }
 }
 
@@ -121,39 +140,56 @@ std::string Redactor::meta(const std::string& key, const std::string& value) {
 
 std::string Redactor::apply(std::string_view text_in) const {
   std::string text(text_in);
-  for (const auto& v : values_) replace_all(&text, v, kMark);
-  // NAME=value and "NAME": "value" where NAME looks secret (a command line or an environment
-  // dump inside some other string).
+  for (const auto& [value, name] : values_)
+    if (replace_all(&text, value, kMark)) names_.insert(name);
+  // NAME=value, NAME = "value", NAME='value' and "NAME": "value" where NAME looks secret (a
+  // command line, an environment dump, a keyword argument or a config line in some other
+  // string or a source file).
   for (size_t i = 0; i < text.size(); ++i) {
     size_t value_at = std::string::npos;
     size_t name_end = i;
+    char quote = 0;
     if (text[i] == '=') {
+      // Not a comparison (==, !=, <=, >=) or an augmented assignment's operator.
+      if ((i + 1 < text.size() && text[i + 1] == '=') ||
+          (i > 0 && std::string_view("=!<>+-*/%&|^:").find(text[i - 1]) != std::string_view::npos))
+        continue;
       value_at = i + 1;
+      while (name_end > 0 && text[name_end - 1] == ' ') --name_end;  // NAME = value
+      while (value_at < text.size() && text[value_at] == ' ') ++value_at;
+      if (value_at < text.size() && (text[value_at] == '"' || text[value_at] == '\'')) {
+        quote = text[value_at];
+        ++value_at;
+      }
     } else if (text.compare(i, 4, "\": \"") == 0 || text.compare(i, 3, "\":\"") == 0) {
       value_at = i + (text[i + 2] == ' ' ? 4 : 3);
+      quote = '"';
     } else {
       continue;
     }
     size_t name_start = name_end;
     while (name_start > 0 && name_char(text[name_start - 1])) --name_start;
     if (name_start == name_end) continue;
-    if (!looks_like_secret_name(std::string_view(text).substr(name_start, name_end - name_start))) {
-      continue;
-    }
+    const std::string name = text.substr(name_start, name_end - name_start);
+    if (!looks_like_secret_name(name)) continue;
     size_t value_end = value_at;
-    bool quoted = text[i] != '=';
     while (value_end < text.size()) {
       char c = text[value_end];
-      if (quoted ? (c == '"' && text[value_end - 1] != '\\')
-                 : (std::isspace(static_cast<unsigned char>(c)) || c == '"' || c == '\'' ||
-                    c == '&' || c == ';' || c == ',')) {
+      if (quote ? (c == quote && text[value_end - 1] != '\\') || c == '\n'
+                : (std::isspace(static_cast<unsigned char>(c)) || c == '"' || c == '\'' ||
+                   c == '&' || c == ';' || c == ',')) {
         break;
       }
       ++value_end;
     }
     if (value_end == value_at) continue;
     if (text.compare(value_at, value_end - value_at, kMark) == 0) continue;
+    // An unquoted expression (`token = make_token()`, `key=args.key`) names no secret: only a
+    // quoted value, or an unquoted one in a command line or environment text (no space
+    // before the =).
+    if (!quote && name_end != i) continue;
     text.replace(value_at, value_end - value_at, kMark);
+    names_.insert(name);
     i = value_at + std::char_traits<char>::length(kMark) - 1;
   }
   if (redact_paths_) {

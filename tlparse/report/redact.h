@@ -28,8 +28,14 @@ class Redactor {
   // every secret value it removed so that `apply` scrubs it from every other string too.
   std::string meta(const std::string& key, const std::string& value);
 
-  // Scrubs `text`: known secret values, `NAME=value` pairs whose NAME looks secret, and (with
-  // `redact_paths`) the home directory and user name.
+  // Also scrubs the values (8 characters or more) of the credential-like variables of
+  // `environment` (the bundling shell's `environ`): a recording keeps only the variables that
+  // change how torch computes, yet the program may have put a key in a string it recorded.
+  void remember_environment(const char* const* environment);
+
+  // Scrubs `text`: known secret values, `NAME=value` and `NAME = "value"` pairs whose NAME
+  // looks secret, and (with `redact_paths`) the home directory and user name. The names whose
+  // values it removed join `redacted_names`.
   std::string apply(std::string_view text) const;
   // `apply` on every string (keys and values) of a JSON document.
   nlohmann::json apply_json(const nlohmann::json& doc) const;
@@ -41,11 +47,12 @@ class Redactor {
  private:
   std::string redact_json_value(const std::string& key, const std::string& value);
   void remember(const std::string& name, const std::string& value);
+  void remember_value(const std::string& name, const std::string& value, size_t shortest);
 
   bool redact_paths_;
   std::string home_, user_;
-  std::set<std::string> names_;
-  std::vector<std::string> values_;  // secret values seen, longest first
+  mutable std::set<std::string> names_;  // grows as `apply` finds secrets
+  std::vector<std::pair<std::string, std::string>> values_;  // secret values and their names, longest first
 };
 
 }  // namespace tdbg::report

@@ -286,5 +286,27 @@ TEST_CASE("the redactor scrubs environment, command line and every later string"
   CHECK(r.redacted_names().count("--token") == 1);
 }
 
+TEST_CASE("the redactor scrubs quoted values in source text, and the shell's credential variables") {
+  Redactor r(false, "", "");
+  // A config file: spaces around =, single or double quotes; the names found are listed.
+  CHECK(r.apply("API_KEY = \"v1-spaces-quoted\"\n") == "API_KEY = \"[REDACTED]\"\n");
+  CHECK(r.apply("API_KEY=\"v2-quoted\"") == "API_KEY=\"[REDACTED]\"");
+  CHECK(r.apply("connect(password='v5lower', user='bob')") == "connect(password='[REDACTED]', user='bob')");
+  CHECK(r.redacted_names().count("API_KEY") == 1);
+  CHECK(r.redacted_names().count("password") == 1);
+  // Code, not a secret: comparisons, and an unquoted expression after a spaced =.
+  CHECK(r.apply("if token == \"abc\": pass") == "if token == \"abc\": pass");
+  CHECK(r.apply("token = make_token()") == "token = make_token()");
+  CHECK(r.apply("key != 'x'") == "key != 'x'");
+  // A key the program put in a recorded string, from a variable the recording does not keep:
+  // the bundling shell's value is scrubbed, and named only once found.
+  const char* env[] = {"WANDB_API_KEY=wandbsecret999", "HF_TOKEN=short", "PATH=/usr/bin", nullptr};
+  r.remember_environment(env);
+  CHECK(r.redacted_names().count("WANDB_API_KEY") == 0);
+  CHECK(r.apply("run wandb wandbsecret999 and more") == "run wandb [REDACTED] and more");
+  CHECK(r.redacted_names().count("WANDB_API_KEY") == 1);
+  CHECK(r.apply("short and /usr/bin") == "short and /usr/bin");  // short values, other names: kept
+}
+
 }  // namespace
 }  // namespace tdbg::report
