@@ -68,6 +68,9 @@ void add_bundle_command(CLI::App& app) {
                 static_cast<long long>(r.ops_kept), static_cast<long long>(r.ops_total));
     if (!r.redacted_names.empty()) std::printf(", %zu secret(s) redacted", r.redacted_names.size());
     std::printf("\n");
+    for (const std::string& p : r.still_recording)
+      std::fprintf(stderr, "tdbg bundle: note: %s was still recording: the bundle holds what it had "
+                           "committed when bundling began\n", p.c_str());
   });
 }
 

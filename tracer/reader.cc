@@ -332,6 +332,18 @@ class ReaderImpl final : public Reader {
 
   Status lookup_status() const override { return lookup_status_; }
 
+  Status pin_snapshot() override {
+    if (!sqlite3_get_autocommit(db_)) return Status::Ok();  // pinned already
+    int rc = sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr);
+    // BEGIN defers the snapshot to the first read: read now.
+    if (rc == SQLITE_OK)
+      rc = sqlite3_exec(db_, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return sql_error(rc, "starting a read transaction");
+    count_cache_.clear();
+    immutable_ = true;  // as far as this reader sees
+    return Status::Ok();
+  }
+
   Status verify() const override {
     // The table, row by row: each block's checksum, and its row's keys against its first op.
     struct Row {

@@ -58,6 +58,11 @@ class Reader {
   // a tool that answers from a few (diff's bisection) calls this before it vouches for the
   // rest (two runs called identical). The error names the ops of the damaged block.
   virtual Status verify() const = 0;
+  // From now until the reader is closed, every read sees the database as it is now, whatever a
+  // live writer commits later: one consistent state for a tool that reads it many times over
+  // (a bundle: its report, its diff and its copy agree). A writer's log then grows until the
+  // reader closes.
+  virtual Status pin_snapshot() = 0;
   // The stack ending at `innermost`, outermost frame first (innermost last).
   virtual std::vector<FrameRecord> stack(FrameId innermost) const = 0;
 

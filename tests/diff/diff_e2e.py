@@ -764,6 +764,57 @@ def case_still_running():
         proc.wait()
 
 
+BUSY = r"""
+import time, torch
+torch.manual_seed(0)
+w = torch.randn(4, 4, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.01)
+print("ready", flush=True)
+end = time.time() + 60
+while time.time() < end:
+    opt.zero_grad()
+    (w @ w).tanh().sum().backward()
+    opt.step()
+"""
+
+
+def case_bundle_live():
+    # A run bundled while it records ops: its report, diff and databases are read at one
+    # moment (they agree), and the bundle says it was still recording, not that it crashed.
+    script = write_script("busy.py", BUSY)
+    out = os.path.join(WORK, "busy")
+    shutil.rmtree(out, ignore_errors=True)
+    proc = subprocess.Popen([TDBG, "record", "--flush-ms", "20", "-o", out, "--", PYTHON, script],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        check(proc.stdout.readline() == "ready\n", "precondition: the program runs")
+        time.sleep(1.0)
+        bundle = os.path.join(WORK, "busy.tar.gz")
+        p = subprocess.run([TDBG, "bundle", "--keep-all", out, "-o", bundle],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        proc.kill()
+        proc.wait()
+    m = re.search(r"(\d+) of (\d+) ops kept", p.stdout)
+    check(p.returncode == 0 and m and m.group(1) == m.group(2),
+          f"every op counted is kept, no more (got {p.returncode}: {p.stdout.strip()})")
+    check("was still recording" in p.stderr, f"bundle notes the live process (got {p.stderr!r})")
+    ex = os.path.join(WORK, "busy_ex")
+    shutil.rmtree(ex, ignore_errors=True)
+    subprocess.run([TDBG, "bundle", "--extract", bundle, "-o", ex], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(os.path.join(ex, "busy", "README.md")) as f:
+        readme = f.read()
+    check("Still recording when bundled" in readme, "the README says the run was still recording")
+    shown = subprocess.run([TDBG, "show", os.path.join(ex, "busy", "runs", "a"), "--limit", "1"],
+                           stdout=subprocess.PIPE, text=True).stdout
+    head = shown.splitlines()[:2]
+    check(m and f": {m.group(2)} ops," in head[0],
+          f"the bundled database holds the ops counted (got {head[0]!r})")
+    check("still recording when it was bundled" in " ".join(head) and "killed" not in " ".join(head),
+          f"the bundled run is not called killed (got {head})")
+
+
 def case_thread_pool():
     # A ThreadPoolExecutor hands tasks to whichever thread is free: thread k of A and of B hold
     # different tasks in identical runs. Compared as one set they are identical; a changed task

@@ -1884,9 +1884,9 @@ std::string signal_ending(const Reader& r) {
   return "was ended by signal " + sig;
 }
 
-// Whether the process that writes `r` still runs on this machine: it holds the database open
-// (a run diffed while it is being recorded). Its pid alone could be another process by now.
-bool still_recording(const Reader& r) {
+}  // namespace
+
+bool still_recording(const tracer::Reader& r) {
   const std::string pid = r.meta("pid");
   if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return false;
   std::error_code ec;
@@ -1899,6 +1899,8 @@ bool still_recording(const Reader& r) {
   return false;
 }
 
+namespace {
+
 // How a recorded process ended, when not by a normal exit: "" for exit status 0 (or a run
 // recorded before the status was kept, which closed its database).
 std::string abnormal_ending(const Reader& r) {
@@ -1909,6 +1911,9 @@ std::string abnormal_ending(const Reader& r) {
   if (r.meta("end_time_ns").empty() && still_recording(r))
     return "is still running (pid " + r.meta("pid") + " holds its database open): compared as "
            "far as it has committed (every --flush-ms)";
+  if (r.meta("end_time_ns").empty() && !r.meta("bundled_while_recording").empty())
+    return "was still recording when it was bundled (" + r.meta("bundled_while_recording") +
+           "): the bundle holds what it had committed then";
   if (r.meta("end_time_ns").empty())
     return "did not close its database (killed with SIGKILL or by the out-of-memory killer, or "
            "crashed; its last ops, up to --flush-ms, may be missing)";

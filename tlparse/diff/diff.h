@@ -53,6 +53,10 @@ StatusOr<nlohmann::json> first_nonfinite(const tracer::Run& run,
 // database (...)"; "" for exit status 0.
 std::string process_ending(const tracer::Reader& r);
 
+// Whether the process that writes `r` still runs on this machine: it holds the database open
+// (a run diffed while it is being recorded). Its pid alone could be another process by now.
+bool still_recording(const tracer::Reader& r);
+
 // "stopped being recorded at seq 23352 (step 287): cannot commit: database or disk is full;
 // 92856 op(s) lost after it (the program went on)" when the recording of `r` lost its ops from
 // some point on (meta `recording_lost`, written by a writer that could not write), else "".

@@ -29,6 +29,7 @@
 
 #include "base/command_line.h"
 #include "base/json_text.h"
+#include "tlparse/diff/diff.h"
 #include "tlparse/report/redact.h"
 #include "tlparse/report/report.h"
 #include "tracer/writer.h"
@@ -96,8 +97,9 @@ class TempDir {
 // Rewrites one process database into `dst`, keeping ops with seq in [from, to) and passing
 // every string through `redactor`. Adds the ops kept to `kept`; `last_seq` gets the last seq
 // kept (-1 for none).
+// `live_at`: when the process was still recording (its database read as it was then), else "".
 Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t from, int64_t to,
-                    Redactor& redactor, int64_t* kept, int64_t* last_seq) {
+                    Redactor& redactor, const std::string& live_at, int64_t* kept, int64_t* last_seq) {
   TDBG_ASSIGN_OR_RETURN(auto w, tracer::Writer::Create(dst));
   std::unordered_map<tracer::StringId, tracer::StringId> strings{{0, 0}};
   auto S = [&](tracer::StringId id) -> tracer::StringId {
@@ -139,6 +141,8 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
     w->set_meta(key, redactor.meta(key, value));
   }
   w->set_meta("bundle_window", json_text(json{{"from_seq", from}, {"to_seq", to}}));
+  // Not "killed or crashed" to whoever opens the bundle: it had not ended yet.
+  if (!live_at.empty()) w->set_meta("bundled_while_recording", live_at);
   for (auto t : r.threads()) {
     t.name = redactor.apply(t.name);
     w->add_thread(t);
@@ -448,6 +452,17 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     b = std::move(opened);
     tracer::PairProcesses(a, *b);  // the same process of the program at each index
   }
+  // A process still being recorded is read as it is now, once: the report, the diff and the
+  // databases of the bundle then tell of the same ops. Each is said to be still recording.
+  const std::string read_at = iso_now();
+  std::set<const tracer::Reader*> live;
+  for (tracer::Run* run : {&a, b ? &*b : nullptr}) {
+    if (!run) continue;
+    for (const auto& p : run->processes) {
+      if (diff::still_recording(*p)) live.insert(p.get());
+      TDBG_RETURN_IF_ERROR(p->pin_snapshot());
+    }
+  }
   ReportOptions report_options;
   TDBG_ASSIGN_OR_RETURN(json data, build_report_data(a, b ? &*b : nullptr, report_options));
 
@@ -526,7 +541,12 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       while (!used.insert(name).second) name = "p" + std::to_string(p) + "-" + name;
       std::string dst = tmp->path() + "/" + label + "/" + name;
       int64_t last_kept = -1;
-      TDBG_RETURN_IF_ERROR(copy_process(reader, dst, from, to, redactor, &result.ops_kept, &last_kept));
+      const std::string live_at = live.count(&reader) ? read_at : "";
+      if (!live_at.empty())
+        result.still_recording.push_back("run " + label + "'s " + base_name(reader.path()) + " (pid " +
+                                          reader.meta("pid") + ")");
+      TDBG_RETURN_IF_ERROR(
+          copy_process(reader, dst, from, to, redactor, live_at, &result.ops_kept, &last_kept));
       if (trim) {
         // The window near the end of a run is shorter: list the ops it really kept.
         trimmed.push_back({{"run", label}, {"process", base_name(reader.path())},
@@ -634,6 +654,12 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     } else {
       md << "**The runs diverge**; see `diff.json`.\n\n";
     }
+  }
+  if (!result.still_recording.empty()) {
+    md << "**Still recording when bundled** (" << read_at << "): ";
+    for (size_t k = 0; k < result.still_recording.size(); ++k)
+      md << (k ? ", " : "") << result.still_recording[k];
+    md << ". The bundle holds what had been committed then; the program went on.\n\n";
   }
   md << "## What is inside\n\n"
      << "- `report/index.html`: the report; open it in a browser (no server or network needed).\n"

@@ -30,6 +30,9 @@ struct BundleResult {
   std::vector<std::string> entries;             // paths inside the archive
   std::vector<std::string> redacted_names;
   int64_t ops_kept = 0, ops_total = 0;
+  // The processes that were still recording ("run a's vm-12.sqlite (pid 12)"): read as they
+  // were when the bundle began.
+  std::vector<std::string> still_recording;
 };
 
 // Writes `out` (a .tar.gz) from run `run_a` and, when not empty, `run_b`.
