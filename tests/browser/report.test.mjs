@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -152,6 +152,21 @@ test('a first difference that healed is said to have changed nothing after it', 
   assert.deepEqual(seen.errors, []);
 });
 
+test('switching the table to run B shows B\'s op in the panel, labelled', async () => {
+  const dir = makeRuns('switch', '--ops', '600', '--diverge-at', '300');
+  const fd = JSON.parse(spawnSync(tdbg, ['diff', '--json', join(dir, 'a'), join(dir, 'b')], { encoding: 'utf8' }).stdout).first_divergence;
+  const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));
+  assert.equal(await page.textContent('#detail-run'), ' · run A');
+  const hashA = fd.tensor.hash_a, hashB = fd.tensor.hash_b;
+  assert.ok((await page.textContent('#tensors')).includes(hashA));
+  await page.selectOption('#run-picker', '1');
+  await page.waitForFunction(() => document.querySelector('#detail-run') && document.querySelector('#detail-run').textContent === ' · run B');
+  const tensors = await page.textContent('#tensors');
+  assert.ok(tensors.includes(hashB) && !tensors.includes(hashA), `B's tensors: ${tensors}`);
+  assert.equal(await page.textContent('#detail-name'), fd.b.op);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a divergence where B inserts ops names B\'s op in the headline', async () => {
   const dir = makeRuns('inserted', '--ops', '600', '--insert-at', '300');
   const diffed = spawnSync(tdbg, ['diff', '--json', join(dir, 'a'), join(dir, 'b')], { encoding: 'utf8' });
@@ -195,6 +210,58 @@ test('an argument divergence names the argument and both values; a killed run sa
   assert.match(await single.page.textContent('#ending'), /the process was ended by signal 15 \(SIGTERM\)/);
   assert.deepEqual(seen.errors, []);
   assert.deepEqual(single.seen.errors, []);
+});
+
+// Real recordings of a small torch program (the report of several processes, of a run that
+// ended early): the page says what `tdbg diff` says, where in the run and which processes.
+function recordTorch(dir, name, script, args) {
+  const run = join(dir, name);
+  spawnSync(tdbg, ['record', '--quiet', '-o', run, '--', '/usr/bin/python3', script, ...args], { encoding: 'utf8' });
+  return run;
+}
+
+test('the report of several processes names them, and a run that ended early says so', async () => {
+  const dir = join(work, 'torch');
+  mkdirSync(dir);
+  const script = join(dir, 'loader.py');
+  writeFileSync(script, [
+    'import sys, torch',
+    'from torch.utils.data import DataLoader, Dataset',
+    'class DS(Dataset):',
+    '    def __len__(self): return 8',
+    '    def __getitem__(self, i): return torch.randn(4)',
+    'if __name__ == "__main__":',
+    '    torch.manual_seed(int(sys.argv[1]))',
+    '    w = torch.randn(4, requires_grad=True)',
+    '    opt = torch.optim.SGD([w], lr=0.1)',
+    '    for step, x in enumerate(DataLoader(DS(), batch_size=4, num_workers=2)):',
+    '        if step == int(sys.argv[2]): raise RuntimeError("stop")',
+    '        opt.zero_grad(); (x @ w).sum().backward(); opt.step()',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, ['0', '9']);
+  const b = recordTorch(dir, 'b', script, ['1', '9']);
+  const diffed = JSON.parse(spawnSync(tdbg, ['diff', '--json', a, b], { encoding: 'utf8' }).stdout);
+  const fd = diffed.first_divergence;
+  assert.ok(fd && fd.process_a && Array.isArray(fd.other_processes) && fd.other_processes.length > 0,
+    `the seed makes every process differ: ${JSON.stringify(fd && fd.other_processes)}`);
+  const head = spawnSync(tdbg, ['diff', a, b], { encoding: 'utf8' }).stdout.split('\n')[0];
+  const where = head.match(/\(seq \d+, ([^)]*)\)/)[1];
+  let { page, seen } = await openPage(makeReport(dir, a, b));
+  assert.ok((await page.textContent('#status')).includes(where), `banner says "${where}" as the CLI: ${head}`);
+  const listed = await page.textContent('#processes');
+  assert.ok(listed.includes('process: ' + fd.process_a.text), listed);
+  assert.equal(await page.locator('#processes li.also').count(), fd.other_processes.length);
+  assert.match(await page.textContent('#overview table'), / in all; \d+ in process \d+, shown/);
+  assert.deepEqual(seen.errors, []);
+  // B stops with an error at step 1: it ended early there, not "diverged" a step later.
+  const c = recordTorch(dir, 'c', script, ['0', '1']);
+  const ended = JSON.parse(spawnSync(tdbg, ['diff', '--json', a, c], { encoding: 'utf8' }).stdout).first_divergence;
+  assert.equal(ended.cause, 'ended');
+  ({ page, seen } = await openPage(makeReport(dir, a, c)));
+  const status = await page.textContent('#status');
+  assert.match(status, /^Ended early/);
+  assert.ok(status.includes('step ' + ended.ended_step), status);
+  assert.deepEqual(seen.errors, []);
 });
 
 test('the first non-finite value says why and shows the inputs, as tdbg nan does', async () => {

@@ -95,6 +95,41 @@
     return set;
   });
 
+  // Where in the run a divergence is, as `tdbg diff` words it (tlparse/diff/render.cc,
+  // where_in_run): the DataLoader worker (whose step says nothing), the step a run ended in,
+  // both steps where they differ, and the thread where it is not the first.
+  function whereInRun(fd, side) {
+    const proc = fd.process_a || {};
+    let where;
+    if (proc.worker !== undefined && proc.worker !== null && proc.worker !== '') {
+      where = 'in DataLoader worker ' + proc.worker;
+    } else {
+      where = 'step ' + fmt(fd.ended_step !== undefined ? fd.ended_step : (side || {}).step);
+      if (fd.a && fd.b && fd.a.step !== fd.b.step) where = 'step A ' + fmt(fd.a.step) + ', B ' + fmt(fd.b.step);
+    }
+    const th = fd.threads;
+    if (th && (th.a !== 0 || th.b !== 0))
+      where += th.a === th.b ? ', thread ' + th.a : ', thread A ' + th.a + ', B ' + th.b;
+    return where;
+  }
+  // The process that differs, and the others that differ later ("also:" on the command line).
+  function processLines(fd) {
+    const pa = fd.process_a, pb = fd.process_b;
+    const lines = [];
+    if (pa && pa.text) {
+      lines.push(h('li', { class: 'process' }, h('strong', null, 'process: '),
+        pb && pb.text && pb.index !== pa.index ? 'A ' + pa.text + '; B ' + pb.text : pa.text));
+    }
+    for (const x of Array.isArray(fd.other_processes) ? fd.other_processes : []) {
+      const who = x.worker !== undefined && x.worker !== null && x.worker !== '' ? ' (DataLoader worker ' + x.worker + ')'
+        : x.rank !== undefined && x.rank !== null && x.rank !== '' ? ' (rank ' + x.rank + ')' : '';
+      lines.push(h('li', { class: 'also' }, h('strong', null, 'also: '), 'process ' + fmt(x.process) + who + ' differs later, ' +
+        (x.kind === 'structure' ? 'structurally ' : '') + 'from ', h('code', null, x.op || '?'),
+        ' (seq ' + fmt(x.seq) + ', step ' + fmt(x.step) + ')'));
+    }
+    return lines.length ? h('ul', { id: 'processes' }, lines) : null;
+  }
+
   // ---- Overview: status and metadata side by side.
   function overview() {
     let banner;
@@ -110,9 +145,11 @@
       // Ops only B runs (an insertion) have no A side: name B's op, said so.
       const onlyB = !fd.a && fd.b;
       const a = fd.a || fd.b || {};
+      // A run that stopped (a crash, an error exit) ended early; it is no other program.
+      const ended = fd.cause === 'ended';
       banner = h('div', { class: 'banner diverged', id: 'status' },
-        h('strong', null, 'Diverged'), onlyB ? ' at op #' + fmt(a.seq) + ' of B ' : ' at op #' + fmt(a.seq) + ' ',
-        h('code', null, a.op || '?'), ', step ', fmt(a.step), ', ', h('code', null, srcText(a.source)),
+        h('strong', null, ended ? 'Ended early' : 'Diverged'), onlyB ? ' at op #' + fmt(a.seq) + ' of B ' : ' at op #' + fmt(a.seq) + ' ',
+        h('code', null, a.op || '?'), ', ', whereInRun(fd, a), ', ', h('code', null, srcText(a.source)),
         fd.kind === 'structure' && fd.detail ? [' (', fd.detail, ')'] : null,
         fd.cause ? [' — cause: ', h('span', { class: 'tag' }, fd.cause)] : null,
         fd.kind && fd.kind !== fd.cause ? [' (', fd.kind, ' difference)'] : null,
@@ -133,7 +170,13 @@
       h('tr', null, h('th', null, ''), runs.map(r => h('th', null, 'Run ' + r.label))),
       h('tr', null, h('th', null, 'path'), runs.map(r => h('td', { class: 'mono' }, r.path))),
       h('tr', null, h('th', null, 'processes'), runs.map(r => h('td', { class: 'num' }, (r.processes || []).length))),
-      h('tr', null, h('th', null, 'ops'), runs.map(r => h('td', { class: 'num' }, fmt(r.op_count)))),
+      // Several processes: the run's total, and the shown process's (whose ops the page lists).
+      h('tr', null, h('th', null, 'ops'), runs.map(r => {
+        const ps = r.processes || [];
+        if (ps.length < 2) return h('td', { class: 'num' }, fmt(r.op_count));
+        const total = ps.reduce((n, p) => n + (typeof p.op_count === 'number' ? p.op_count : 0), 0);
+        return h('td', { class: 'num' }, fmt(total) + ' in all; ' + fmt(r.op_count) + ' in process ' + fmt(r.process) + ', shown');
+      })),
       // The steps the database holds (a ring or a trimmed bundle holds only the last ones).
       h('tr', null, h('th', null, 'steps held'), runs.map(r => h('td', { class: 'num' }, (r.steps || []).length
         ? fmt(r.steps[0].step) + '–' + fmt(r.steps[r.steps.length - 1].last_step) : 'none'))),
@@ -290,6 +333,7 @@
       h('p', null, 'Kind ', h('span', { class: 'tag' }, fd.kind || '?'), ', cause ', h('span', { class: 'tag', id: 'cause' }, fd.cause || '?'),
         t ? [', tensor: ', h('code', null, t.role + ' ' + t.index + ' ' + (t.dtype || '') + '[' + (t.shape || '') + ']')] : null),
       fd.detail ? h('p', { id: 'cause-detail' }, fd.detail) : null,
+      processLines(fd),
       fd.argument ? h('p', { id: 'argument' }, 'Argument ', h('code', null, fd.argument.name || '#' + fd.argument.index),
         ': A ', h('code', null, numText(fd.argument.value_a)), ', B ', h('code', null, numText(fd.argument.value_b))) : null,
       valueAfter(fd.value_after_structure),
@@ -478,7 +522,8 @@
   vt.appendChild(spacer);
   vt.appendChild(rowsLayer);
   const countLabel = h('span', { class: 'muted', id: 'op-count' });
-  const detail = h('div', { class: 'card', id: 'op-detail' }, h('p', { class: 'muted' }, 'Select an op to see its tensors, arguments, stack and kernels.'));
+  const detailHint = 'Select an op to see its tensors, arguments, stack and kernels.';
+  const detail = h('div', { class: 'card', id: 'op-detail' }, h('p', { class: 'muted' }, detailHint));
   const filter = { name: '', module: '', step: null };
 
   function renderRows() {
@@ -504,11 +549,19 @@
     }
     countLabel.textContent = n + (server ? ' ops' : ' ops in this report\'s window');
   }
+  // Another run in the table: the op panel follows, to this run's op with the same seq (or
+  // back to its hint), never left on the other run's op.
   function setRun(i) {
+    const was = selected;
     current = i;
     selected = null;
     source = server ? new RemoteSource(i, renderRows) : new StaticSource(runs[i]);
-    source.setFilter({ ...filter }, () => { vt.scrollTop = 0; renderRows(); });
+    source.setFilter({ ...filter }, () => {
+      vt.scrollTop = 0;
+      renderRows();
+      if (was !== null) goTo(was);
+    });
+    if (was === null) detail.replaceChildren(h('p', { class: 'muted' }, detailHint));
   }
   function applyFilter() {
     source.setFilter({ ...filter }, () => { vt.scrollTop = 0; renderRows(); });
@@ -541,7 +594,8 @@
     const other = runs.length > 1 && !server ? opBySeq[1 - current].get(o.seq) : null;
     detail.replaceChildren();  // then `append`, which flattens arrays and skips nulls
     append(detail, [
-      h('h3', null, 'Op #', o.seq, ' ', h('code', { id: 'detail-name' }, o.name)),
+      h('h3', null, 'Op #', o.seq, ' ', h('code', { id: 'detail-name' }, o.name),
+        runs.length > 1 ? h('span', { class: 'muted', id: 'detail-run' }, ' · run ' + run.label) : null),
       kv([['step', o.step], ['thread / index', o.thread + ' / ' + o.tidx], ['module', o.module || '—'],
           ['source', [h('code', null, srcText(o.source)), o.source_from_forward ? ' (the forward op\'s line)' : null]],
           ['parent', o.parent >= 0 ? h('button', { class: 'link', onclick: () => goTo(o.parent) }, '#' + o.parent) : '—'],
