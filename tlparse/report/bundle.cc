@@ -365,7 +365,11 @@ class ArchiveWriter {
   }
   Status error(const std::string& what) {
     const char* msg = archive_error_string(a_);
-    return Status::Error(what + ": " + (msg ? msg : "archive error"));
+    // libarchive's "Failed to open 'x'" leaves out why: the system's reason, where it has one.
+    const int err = archive_errno(a_);
+    std::string text = msg ? msg : "archive error";
+    if (err > 0 && text.find(std::strerror(err)) == std::string::npos) text += ": " + std::string(std::strerror(err));
+    return Status::Error(what + ": " + text);
   }
   struct archive* a_;
 };
@@ -818,14 +822,28 @@ Status extract_bundle(const std::string& path, const std::string& dir) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Status::Error(dir + ": " + errno_text());
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return Status::Error(dir + ": not a folder");
-  return read_archive(path, [&](struct archive* a, archive_entry* e) -> Status {
-    std::string name = entry_name(e);
-    std::string target = dir;
-    std::istringstream parts(name);
+  auto components = [](archive_entry* e) {
+    std::istringstream parts(entry_name(e));
     std::vector<std::string> comps;
     for (std::string part; std::getline(parts, part, '/');) {
       if (!part.empty() && part != ".") comps.push_back(part);
     }
+    return comps;
+  };
+  // A file that is there already (an earlier extraction) is named before anything is written:
+  // no half-extracted tree.
+  TDBG_RETURN_IF_ERROR(read_archive(path, [&](struct archive*, archive_entry* e) -> Status {
+    const std::vector<std::string> comps = components(e);
+    if (archive_entry_filetype(e) == AE_IFDIR || comps.empty()) return Status::Ok();
+    std::string target = dir;
+    for (const std::string& c : comps) target += "/" + c;
+    if (lstat(target.c_str(), &st) == 0)
+      return Status::Error(target + ": exists already (extract into a new or empty folder); nothing was written");
+    return Status::Ok();
+  }));
+  return read_archive(path, [&](struct archive* a, archive_entry* e) -> Status {
+    std::string target = dir;
+    const std::vector<std::string> comps = components(e);
     bool is_dir = archive_entry_filetype(e) == AE_IFDIR;
     for (size_t i = 0; i < comps.size(); ++i) {
       target += "/" + comps[i];

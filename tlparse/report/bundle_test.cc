@@ -89,6 +89,16 @@ TEST_CASE("a bundle round-trips: inspect, extract, open the databases") {
         testing::read_file(dir.file("train.py")));
   // Extracting again into the same folder refuses to overwrite.
   CHECK_FALSE(extract_bundle(out, x).ok());
+  // A folder with one file of the bundle in it already: refused before anything is written.
+  const std::string y = dir.file("y");
+  std::filesystem::create_directories(y + "/bug");
+  std::ofstream(y + "/bug/README.md") << "mine\n";
+  Status conflict = extract_bundle(out, y);
+  CHECK_FALSE(conflict.ok());
+  CHECK(conflict.message().find("exists already") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(y + "/bug/runs"));
+  CHECK_FALSE(std::filesystem::exists(y + "/bug/report"));
+  CHECK(testing::read_file(y + "/bug/README.md") == "mine\n");
 }
 
 TEST_CASE("a run whose strings or frames do not resolve gives no report, trace or bundle") {
