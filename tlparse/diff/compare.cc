@@ -1307,6 +1307,31 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     }
   };
   int value_after_depth = -1;  // depth of the value difference after a structural change
+  // The seq of the first op at or after the first structural change, in each run.
+  int64_t change_seq_a = std::numeric_limits<int64_t>::max(), change_seq_b = change_seq_a;
+  // An input that "comes from ops changed by the structural change" but was made in each run by
+  // another op from before the change (a head's weight tied to the embedding's in one run):
+  // the op reads another tensor; say which ops made it.
+  auto made_before_change = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c, json& v) {
+    if (v.value("cause", "") != "structure" || c.input < 0) return;
+    const size_t k = static_cast<size_t>(c.input);
+    if (k >= a.tensors.size() || k >= b.tensors.size()) return;
+    const TensorRecord& ta = a.tensors[k];
+    const TensorRecord& tb = b.tensors[k];
+    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq || ta.producer >= change_seq_a ||
+        tb.producer >= change_seq_b)
+      return;
+    auto pa = p.a.reader->op(ta.producer);
+    auto pb = p.b.reader->op(tb.producer);
+    if (!pa || !pb) return;
+    const std::string in_a = op_at_source(*p.a.reader, p.a.strings, *pa);
+    const std::string in_b = op_at_source(*p.b.reader, p.b.strings, *pb);
+    if (in_a == in_b) return;  // the same op: its values changed later
+    v["detail"] = "input " + std::to_string(ta.index) + " comes from another op in each run, both " +
+                  "before the change (A: op " + std::to_string(ta.producer) + ", " + in_a + "; B: op " +
+                  std::to_string(tb.producer) + ", " + in_b + "): the op reads another tensor (a " +
+                  "weight tied to another, or another variable passed)";
+  };
   // Healing: every tensor whose values differ has been overwritten with the same values in
   // both runs (a random init that a checkpoint load replaces), and the ops compared since are
   // all the same. `live` holds the tensors whose values differ and that no in-place op has
@@ -1435,6 +1460,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
       if (first_event && where.kind == Located::kStructure) {
+        // Where the change begins in each run (the first op at or after it).
+        if (auto oa = p.a.reader->op_at(p.a.thread, e.hunk.a_begin)) change_seq_a = oa->seq;
+        if (auto ob = p.b.reader->op_at(p.b.thread, e.hunk.b_begin)) change_seq_b = ob->seq;
         const Hunk& h = e.hunk;
         const HunkStart hs = hunk_start(p, h);
         const std::optional<OpRecord>& oa = hs.a;
@@ -1520,6 +1548,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         value_after_depth = e.a->depth;
         json v;
         describe_value(p, *e.a, *e.b, e.cmp, true, v);
+        made_before_change(*e.a, *e.b, e.cmp, v);
         out["value_after_structure"] = std::move(v);
       } else if (found_value_after && value_after_depth >= 0) {
         // An op whose output differs for no reason of its own ("nondeterministic": dropout)

@@ -846,6 +846,34 @@ TEST_CASE("the same ops in another order are named as such, not only as inserts 
   CHECK_FALSE(i.value("reordered", false));
 }
 
+TEST_CASE("after a structural change, an input made before it by another op in each run names both ops") {
+  // Weight tying: the head reads the embedding's weight in B, its own in A. Both were made
+  // before the change (an op A runs and B does not), so "made by the change" would be false.
+  using T = Recorder::T;
+  auto write = [](bool tied) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::normal_", {T{1}}, {T{10}}, {}, 0, 0, kNoSeq, 56);
+      r.op("aten::uniform_", {T{2}}, {T{20}}, {}, 0, 0, kNoSeq, 59);
+      if (!tied) r.op("aten::detach", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 68);
+      auto from = [](uint64_t hash, int64_t seq) {
+        T t{hash};
+        t.producer = seq;
+        return t;
+      };
+      r.op("aten::linear", {T{30}, tied ? from(10, 0) : from(20, 1)}, {T{tied ? 41u : 40u}}, {}, 0, 0,
+           kNoSeq, 65);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  const std::string detail = d["value_after_structure"]["detail"];
+  CHECK(detail.find("input 1 comes from another op in each run, both before the change (A: op 1, "
+                    "aten::uniform_ at train.py:59; B: op 0, aten::normal_ at train.py:56)") !=
+        std::string::npos);
+  CHECK(detail.find("changed by the structural change") == std::string::npos);
+}
+
 TEST_CASE("ops that moved are compared with their counterparts: an EMA updated before the optimizer step") {
   using T = Recorder::T;
   // Each step: a forward op, the optimizer's in-place update of the weight, and the EMA's
