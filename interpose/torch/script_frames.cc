@@ -30,7 +30,9 @@ SourceLocation add_script_frames(SourceLocation loc, bool (*is_user)(const std::
     // `filename` is the scripted function's name ("fused", "forward").
     parent = w->intern_frame(parent, w->intern(file), static_cast<int32_t>(std::get<1>(*where)),
                              w->intern(entry.filename));
-    if (is_user(file)) loc.user_frame = parent;
+    // TorchScript's builtins are compiled from source strings ("<string>", `float * Tensor`
+    // runs its `mul(float, Tensor)`): no line of the user's, who keeps the caller's.
+    if (is_user(file) && file.rfind('<', 0) != 0) loc.user_frame = parent;
   }
   loc.stack = parent;
   return loc;

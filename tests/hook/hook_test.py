@@ -540,16 +540,21 @@ def case_torchscript_line():
         @torch.jit.script
         def outer(x, y):
             return inner(x * y) + 1.0
+        @torch.jit.script
+        def gelu(x):
+            return x * torch.sigmoid(1.702 * x)
         x = torch.randn(4)
         for _ in range(3):  # the profiling executor runs the graph differently each time
             z = outer(x, x)  # LINE_OF_CALL
         z.sum()  # LINE_OF_SUM
+        gelu(x)  # LINE_OF_GELU
     """, name="user_script.py")
     con = r.db()
     script = os.path.join(os.path.dirname(r.dir), "user_script.py")
     with open(script) as f:
         marks = {m: i + 1 for i, text in enumerate(f) for m in ("LINE_OF_RELU", "LINE_OF_CALL",
-                                                                "LINE_OF_SUM") if m in text}
+                                                                "LINE_OF_SUM", "LINE_OF_GELU")
+                 if m in text}
     relus = con.execute("select f.file, f.line, f.function, o.stack from op_view o "
                         "join frame_view f on f.id = o.user_frame "
                         "where o.name = 'aten::relu'").fetchall()
@@ -570,6 +575,13 @@ def case_torchscript_line():
     total = first_op(con, "aten::sum")
     line = one(con, "select line from frame_view where id = ?", total[6])[0]
     check(line == marks["LINE_OF_SUM"], "an op after the scripted call has its own line: %d" % line)
+    # `1.702 * x` runs TorchScript's builtin mul(float, Tensor), compiled from a source string
+    # ("<string>"): never the user's line; the script's file is.
+    files = [f for (f,) in con.execute(
+        "select f.file from op_view o join frame_view f on f.id = o.user_frame "
+        "where o.name = 'aten::mul' and o.seq > (select max(seq) from op_view where name = 'aten::sum')")]
+    check(files and all(f == script for f in files),
+          "the scripted gelu's muls are placed in the user's script, not '<string>': %s" % files)
 
 
 def case_source_line():
