@@ -72,10 +72,19 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
               label.c_str(), strings.text(op.module).c_str(), source.c_str());
   for (const auto& t : op.tensors) {
     std::string status = tracer::tensor_status_name(t.status);
-    std::printf("%22s %s%u %s[%s] %s %s%s\n", "", t.role == tracer::TensorRole::kInput ? "in " : "out",
+    // Why it was not hashed ("sparse layout", "overwritten by the op without being read"), and
+    // where a tensor lives other than the CPU.
+    const std::string& reason = strings.text(t.reason);
+    const std::string& device = strings.text(t.device);
+    std::string extra = reason.empty() ? "" : "(" + reason + ")";
+    if (reason.empty() && device.empty() && t.dtype == hashing::DType::kUnknown &&
+        t.status == tracer::TensorStatus::kNotHashed)
+      extra = "(None: an optional tensor not given)";
+    if (!device.empty() && device != "cpu") extra += (extra.empty() ? "" : " ") + std::string("on ") + device;
+    std::printf("%22s %s%u %s[%s] %s %s%s%s\n", "", t.role == tracer::TensorRole::kInput ? "in " : "out",
                 t.index, hashing::dtype_name(t.dtype), strings.text(t.shape).c_str(),
                 status.c_str(), diff::tensor_comparable(t) ? diff::hex64(t.hash).c_str() : "",
-                short_summary(t.summary).c_str());
+                short_summary(t.summary).c_str(), extra.empty() ? "" : (" " + extra).c_str());
   }
   for (const auto& a : op.args) {
     std::printf("%22s arg %s = %s\n", "", strings.text(a.name).c_str(),

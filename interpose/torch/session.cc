@@ -148,6 +148,18 @@ void write_torch_settings(tracer::Writer* w, bool at_close) {
                 ctx.deterministicAlgorithmsWarnOnly() ? "1" : "0");
     w->set_meta("cudnn_deterministic", ctx.deterministicCuDNN() ? "1" : "0");
     w->set_meta("cudnn_benchmark", ctx.benchmarkCuDNN() ? "1" : "0");
+    w->set_meta("mkldnn_enabled", ctx.userEnabledMkldnn() ? "1" : "0");
+    const at::Float32MatmulPrecision precision = ctx.float32MatmulPrecision();
+    w->set_meta("float32_matmul_precision",
+                precision == at::Float32MatmulPrecision::HIGHEST ? "highest"
+                : precision == at::Float32MatmulPrecision::HIGH  ? "high"
+                                                                 : "medium");
+#if defined(__x86_64__) || defined(__i386__)
+    // torch.set_flush_denormal: the calling thread's MXCSR flush-to-zero and
+    // denormals-are-zero bits (this runs on the thread that opens or closes the database,
+    // the program's main thread for a script).
+    w->set_meta("flush_denormal", (__builtin_ia32_stmxcsr() & 0x8040) == 0x8040 ? "1" : "0");
+#endif
     w->set_meta("seed", std::to_string(at::detail::getDefaultCPUGenerator().current_seed()));
     // Thread counts as last read while ops ran (see `note_thread_counts`): asking torch at
     // load would initialize thread pools the script may still configure, and at exit can

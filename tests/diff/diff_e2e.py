@@ -341,6 +341,40 @@ def case_number():
     check(d and d["a"]["op"] == "aten::mul", f"op is aten::mul (got {d and d['a']['op']})")
 
 
+def case_kernel_settings():
+    # Settings that change how CPU kernels compute, set by the program after import: named as
+    # the cause of a "nondeterministic" output, and cuDNN's flags (no kernel of the CPU) not.
+    script = write_script("kernel_settings.py", (
+        "import sys, torch\n"
+        "mode = sys.argv[1]\n"
+        "torch.set_flush_denormal(mode == 'flush')\n"
+        "if mode == 'nomkldnn':\n"
+        "    torch.backends.mkldnn.enabled = False\n"
+        "    torch.backends.cudnn.deterministic = True\n"
+        "    torch.backends.cudnn.benchmark = True\n"
+        "torch.manual_seed(0)\n"
+        "x = torch.randn(4, 3, 16, 16)\n"
+        "w = torch.randn(8, 3, 3, 3)\n"
+        "tiny = x * 1e-20 * 1e-20  # float32 denormals, flushed to 0 by FTZ/DAZ\n"
+        "y = torch.conv2d(x, w)\n"
+        "print(float(tiny.abs().sum()), float(y.sum()))\n"))
+    base, _ = record("kernel_settings_base", ["base"], script)
+    flush, _ = record("kernel_settings_flush", ["flush"], script)
+    rc, r = diff(base, flush)
+    d = r.get("first_divergence") or {}
+    check(rc == 1 and d.get("cause") == "nondeterministic" and "flush_denormal (A 0, B 1)" in d.get("detail", ""),
+          f"set_flush_denormal is named (got {d.get('cause')}: {d.get('detail')})")
+    mkl, _ = record("kernel_settings_nomkldnn", ["nomkldnn"], script)
+    rc, r = diff(base, mkl)
+    d = r.get("first_divergence") or {}
+    detail = d.get("detail", "")
+    check(rc == 1 and (d.get("a") or {}).get("op") in ("aten::convolution", "aten::_convolution",
+                                                       "aten::mkldnn_convolution")
+          and "mkldnn_enabled (A 1, B 0)" in detail and "cudnn" not in detail
+          and "not hashed" not in detail,  # the bias of None brings nothing in
+          f"mkldnn is named, cuDNN's flags are not (got {(d.get('a') or {}).get('op')}: {detail})")
+
+
 def case_int_values():
     # Integer tensors (token ids, counts) that differ in value only: said so, not called a
     # change of shape or dtype, which no op has.

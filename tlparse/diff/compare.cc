@@ -451,7 +451,8 @@ int64_t ring_offset(Pair& p) {
 // name those ops, not only their numbers.
 const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
                      bool after_structure, std::string* detail,
-                     const std::function<std::string(bool, int64_t)>& producer_text = {}) {
+                     const std::function<std::string(bool, int64_t)>& producer_text = {},
+                     const std::function<bool(const TensorRecord&)>& carries_nothing = {}) {
   auto tensor_at = [&](int i) -> const TensorRecord& { return a.tensors[static_cast<size_t>(i)]; };
   // B's tensor `i` when A's and B's were made by other ops: the same producer sits at the same
   // distance before the op (the streams are equal up to here). Another distance: the program
@@ -641,6 +642,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     if (t.role != TensorRole::kInput) continue;
     if (tensor_comparable(t) && (k >= b.tensors.size() || tensor_comparable(b.tensors[k])))
       continue;
+    // An input that brings no values in (a buffer the op overwrites unread, a None).
+    if (carries_nothing && carries_nothing(t)) continue;
     // One made by another op in each run (a sparse matrix swapped for another) is the answer.
     if (const TensorRecord* other = after_structure ? nullptr : made_by_other_op(static_cast<int>(k))) {
       *detail = other_op_text(t, *other) + "; not hashed, so its values were not compared): the "
@@ -928,7 +931,12 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     auto op = side.reader->op(seq);
     return op ? op_at_source(*side.reader, side.strings, *op) : "";
   };
-  out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text);
+  auto carries_nothing = [&p](const TensorRecord& t) {
+    const std::string& device = p.a.strings.text(t.device);
+    return p.a.strings.text(t.reason) == tracer::kReasonOverwritten ||
+           (t.dtype == hashing::DType::kUnknown && device.empty());
+  };
+  out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing);
   if (out["cause"] == "external_input" && c.input >= 0 &&
       static_cast<size_t>(c.input) < a.tensors.size() &&
       uninitialized_read(p.a.strings, a.tensors[static_cast<size_t>(c.input)])) {
@@ -989,9 +997,15 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
       out["carried_input"] = {{"index", carried->index}, {"producer", carried->producer},
                               {"subject", subject}, {"after", after}};
     }
-    bool cpu = true;
-    for (const TensorRecord& t : a.tensors) cpu = cpu && p.a.strings.text(t.device) == "cpu";
-    out["on_cpu"] = cpu;
+    // (An absent optional tensor, a conv's bias of None, has no device.)
+    bool cpu = true, any = false;
+    for (const TensorRecord& t : a.tensors) {
+      const std::string& device = p.a.strings.text(t.device);
+      if (device.empty()) continue;
+      any = true;
+      cpu = cpu && device == "cpu";
+    }
+    out["on_cpu"] = cpu && any;
   }
   out["a"] = op_json(*p.a.reader, p.a.strings, a);
   out["b"] = op_json(*p.b.reader, p.b.strings, b);
@@ -1037,7 +1051,8 @@ bool racy_on_cpu(const std::string& op) {
 //   carried (not read again) most likely changed outside torch's ops: `external_input`;
 // - a CPU op that accumulates on `threads` threads: its racing order;
 // - else (an accelerator) a nondeterministic kernel, or that carried input.
-void explain_nondeterministic(json& d, const std::string& kernel_settings,
+void explain_nondeterministic(json& d,
+                              const std::vector<std::pair<std::string, std::string>>& settings,
                               const std::string& threads) {
   const json carried = d.value("carried_input", json());
   const bool on_cpu = d.value("on_cpu", false);
@@ -1045,6 +1060,20 @@ void explain_nondeterministic(json& d, const std::string& kernel_settings,
   d.erase("on_cpu");
   if (d.value("cause", "") != "nondeterministic") return;
   std::string detail = d.value("detail", "");
+  const std::string op = d.value("a", json()).is_object() ? d["a"].value("op", std::string()) : "";
+  // Only the settings that bear on a kernel of the op's device: cuDNN's and cuBLAS's not on
+  // the CPU, nor the determinism switch for a CPU op that does not accumulate across threads
+  // (it changes no CPU kernel but those).
+  std::string kernel_settings;
+  for (const auto& [key, text] : settings) {
+    if (on_cpu && (key.rfind("cudnn_", 0) == 0 || key.rfind("$CUBLAS_", 0) == 0 ||
+                   key.rfind("$CUDA", 0) == 0 || key == "cuda_runtime_version" ||
+                   key == "cuda_driver_version" ||
+                   (key.rfind("deterministic_", 0) == 0 && !racy_on_cpu(op))))
+      continue;
+    if (!on_cpu && (key == "mkldnn_enabled" || key == "flush_denormal")) continue;
+    kernel_settings += (kernel_settings.empty() ? "" : ", ") + text;
+  }
   if (!kernel_settings.empty()) {
     // Right after "different output", ahead of what follows.
     const std::string why = "; the runs differ in settings that change how kernels compute: " +
@@ -1055,7 +1084,6 @@ void explain_nondeterministic(json& d, const std::string& kernel_settings,
     d["detail"] = detail;
     return;
   }
-  const std::string op = d.value("a", json()).is_object() ? d["a"].value("op", std::string()) : "";
   const bool racy = on_cpu && threads != "1" && racy_on_cpu(op);
   if (racy) {
     d["detail"] = detail + "; this CPU kernel accumulates in the order its " +
@@ -2278,7 +2306,8 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
   const bool both_closed = !ra.meta("end_time_ns").empty() && !rb.meta("end_time_ns").empty();
   for (const char* key : {"num_threads", "num_interop_threads", "deterministic_algorithms",
                           "deterministic_algorithms_warn_only", "cudnn_deterministic",
-                          "cudnn_benchmark", "seed"}) {
+                          "cudnn_benchmark", "mkldnn_enabled", "float32_matmul_precision",
+                          "flush_denormal", "seed"}) {
     const std::string va = ra.meta(key), vb = rb.meta(key);
     if (both_closed && va != vb) out.push_back({{"key", key}, {"a", va}, {"b", vb}});
   }
@@ -2937,16 +2966,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
   }
   // Settings that change how kernels compute, where the runs differ in them.
-  std::string kernel_settings;
+  std::vector<std::pair<std::string, std::string>> kernel_settings;  // key, "key (A x, B y)"
   for (const json& st : result["settings"]) {
     const std::string key = st.value("key", "");
     if (key.rfind("num_", 0) != 0 && key.find("determinis") == std::string::npos &&
         key.find("version") == std::string::npos && key != "cudnn_benchmark" &&
+        key != "mkldnn_enabled" && key != "float32_matmul_precision" && key != "flush_denormal" &&
         key != "cpu_model" && key.rfind("$OMP_", 0) != 0 && key.rfind("$MKL_", 0) != 0 &&
         key.rfind("$OPENBLAS_", 0) != 0 && key.rfind("$CUBLAS_", 0) != 0)
       continue;
-    kernel_settings += (kernel_settings.empty() ? "" : ", ") + key + " (A " + st.value("a", "") +
-                       ", B " + st.value("b", "") + ")";
+    auto value = [](const std::string& v) { return v.empty() ? std::string("(unset)") : v; };
+    kernel_settings.push_back({key, key + " (A " + value(st.value("a", "")) + ", B " +
+                                        value(st.value("b", "")) + ")"});
   }
   json& first = result["first_divergence"];
   if (first.is_object()) {
