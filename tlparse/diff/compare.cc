@@ -746,8 +746,11 @@ class Growth {
           const double limit = rounding_limit(hashing::dtype_name(ta.dtype));
           // A float view without a summary of its own says nothing (its base's output does);
           // other values of a dtype that does not round are beyond rounding.
-          if (limit < 0 || d > limit) later_beyond_rounding_ = true;
+          // Equal summaries of differing values (the sign of an infinity, which the summaries
+          // do not keep; elements in another order) vouch for nothing either.
+          if (limit < 0 || d > limit || d == 0) later_beyond_rounding_ = true;
           later_max_ = std::max(later_max_, d);
+          if (ta.summary.inf_count > 0 || tb.summary.inf_count > 0) later_infinities_ = true;
         }
       }
     }
@@ -830,6 +833,8 @@ class Growth {
   int64_t structural_ops() const { return structural_ops_; }
   // The largest relative difference of the outputs after the first pair, when every one of
   // them is of rounding's size for its dtype (another summation order); -1 otherwise.
+  // Whether some of those outputs hold infinities, whose signs the summaries do not keep.
+  bool later_infinities() const { return later_infinities_; }
   double later_rounding_level() const {
     return !later_beyond_rounding_ && later_max_ > 0 && hunks_ == 0 ? later_max_ : -1;
   }
@@ -865,6 +870,7 @@ class Growth {
   int64_t shapes_differ_ = 0;
   double later_max_ = 0;
   bool later_beyond_rounding_ = false;
+  bool later_infinities_ = false;
   double max_distance_ = -1, window_max_ = -1;
   int64_t next_point_ = 1;
   json points_ = json::array();
@@ -1708,8 +1714,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // `(a + b) + c` against `a + (b + c)`: the first pair takes other operands, and every output
   // after it agrees up to rounding. Said, so the first difference's figures do not read as
   // results that moved.
-  if (const double later = growth.later_rounding_level(); complete && later > 0)
+  if (const double later = growth.later_rounding_level(); complete && later > 0) {
     out["later_rounding_level"] = later;
+    if (growth.later_infinities()) out["later_rounding_level_infinities"] = true;
+  }
   return out;
 }
 

@@ -1042,6 +1042,38 @@ TEST_CASE("a first difference after which every output differs at rounding level
   CHECK_FALSE(first(compare(run(false, 1.0), run(true, 1.5))).contains("later_rounding_level"));
 }
 
+TEST_CASE("equal summaries of differing values, and infinities, vouch for no rounding level") {
+  using T = Recorder::T;
+  // A flips the sign of an infinity ([+inf, 1] against [-inf, 1]): every summary is equal (the
+  // counts keep no sign) while the hashes differ. `tail`: B's later sums move by that much too.
+  auto out = [](uint64_t hash, double sum) {
+    T t{hash};
+    t.sum = sum;
+    t.inf = 1;
+    return t;
+  };
+  auto run = [&](bool flipped, double tail) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::lift_fresh", {T{flipped ? 11u : 10u}}, {out(flipped ? 21 : 20, 1.0)}, {}, 0, 0, kNoSeq, 4);
+      r.op("aten::mul", {T{flipped ? 21u : 20u}}, {out(flipped ? 23 : 22, 2.0 * tail)}, {}, 0, 0, kNoSeq, 5);
+      r.op("aten::add", {T{flipped ? 23u : 22u}}, {out(flipped ? 25 : 24, 3.0 * tail)}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  json r = compare(run(false, 1.0), run(true, 1.0));
+  json d = first(r);
+  CHECK_FALSE(d.contains("later_rounding_level"));
+  std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("summaries equal though values differ") != std::string::npos);
+  CHECK(text.find("largest summary distance 0\n") == std::string::npos);
+  // A last-bit change besides: the rounding level is said, with the infinities it cannot vouch for.
+  r = compare(run(false, 1.0), run(true, 1.0000001));
+  d = first(r);
+  REQUIRE(d["later_rounding_level"].is_number());
+  CHECK(d.value("later_rounding_level_infinities", false));
+  text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("some hold infinities, whose signs the summaries do not keep") != std::string::npos);
+}
+
 TEST_CASE("a sum that cancels to about 0 and a view without a summary are no drift") {
   using T = Recorder::T;
   // Another thread count: the first op differs at rounding level; later a gradient of

@@ -183,8 +183,14 @@ void print_growth(std::ostringstream& o, const json& g) {
                          "are structural changes)");
     return std::string("no output differs (inputs or arguments only)");
   };
+  // Differing values whose summaries are all equal: what differs is what they do not keep.
+  const char* kEqualSummaries =
+      "summaries equal though values differ (what differs is not in min, max, sums or counts: "
+      "the sign of an infinity, or the same values in another order)";
   if (g.value("max_distance", json()).is_null())
     o << "; " << no_distance(g) << "\n";
+  else if (g["max_distance"].is_number() && g["max_distance"].get<double>() == 0)
+    o << "; " << kEqualSummaries << "\n";
   else
     o << "; largest summary distance " << num(g["max_distance"]) << "\n";
   const json& steps = g.value("steps", json::array());
@@ -206,6 +212,8 @@ void print_growth(std::ostringstream& o, const json& g) {
                            : ", no output among them")
                 : "")
         << "\n";
+    else if (s["max_distance"].is_number() && s["max_distance"].get<double>() == 0)
+      o << ", summaries equal\n";
     else
       o << ", summary distance up to " << num(s["max_distance"]) << "\n";
   }
@@ -481,7 +489,12 @@ std::string format_divergence(const json& result) {
     char size[32];
     std::snprintf(size, sizeof(size), "%.1g", later.get<double>());
     o << "  values:   every output after this op differs only at rounding level (largest relative "
-      << size << "): the runs compute the same values, in another order of float operations\n";
+      << size << "): the runs compute the same values, in another order of float operations"
+      << (d.value("later_rounding_level_infinities", false)
+              ? "; some hold infinities, whose signs the summaries do not keep (compare them with "
+                "tdbg show)"
+              : "")
+      << "\n";
   }
   // The other processes that differ: later by the clock (a rank that got the first one's values
   // through a collective, a process stopped because of it).
