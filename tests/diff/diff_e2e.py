@@ -196,6 +196,15 @@ def case_seed():
     want = f"train.py:{MARK['fc1']} in Net.forward (forward op's line)"
     check(lines and all(want in l for l in lines),
           f"relu's backward shows {want!r} (got {lines[:2]})")
+    # The trace export marks the op diff names, with its cause.
+    trace = os.path.join(WORK, "seed_trace.json")
+    subprocess.run([TDBG, "export", "--chrome-trace", a, b, "-o", trace], check=True)
+    with open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    marks = [e for e in events if e.get("name") == "first divergence"]
+    check(d and len(marks) == 2 and all(m["args"]["cause"] == d["cause"] for m in marks)
+          and {m["args"]["seq"] for m in marks} == {d["a"]["seq"], d["b"]["seq"]},
+          f"the trace marks diff's op in both runs (got {[m['args'] for m in marks]})")
 
 
 def case_threads():

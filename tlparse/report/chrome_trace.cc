@@ -3,6 +3,7 @@
 #include "tlparse/report/chrome_trace.h"
 
 #include "base/json_quote.h"
+#include "tlparse/diff/diff.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -110,8 +111,11 @@ int64_t first_start_ns(const Reader& r) {
   return t;
 }
 
+// `first_seq`: the op `tdbg diff` names as the first divergence in this process (-1: none
+// here), marked "terrible" with an instant event "first divergence" carrying the cause.
 Status write_process(const Reader& r, const std::string& label, int pid, int64_t t0,
-                     const std::vector<bool>* divergent, const ChromeTraceOptions& options,
+                     const std::vector<bool>* divergent, int64_t first_seq,
+                     const std::string& cause, const ChromeTraceOptions& options,
                      EventSink* sink) {
   std::string pid_s = std::to_string(pid);
   std::string pname = label + ": " + r.path();
@@ -138,7 +142,6 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
     if (g.end_seq != tracer::kNoSeq) times[g.end_seq];
   }
   std::unordered_map<uint32_t, int64_t> thread_end;
-  bool marked_first = false;
   std::unordered_map<tracer::StringId, std::string> names;
   auto name_of = [&](tracer::StringId id) -> const std::string& {
     auto it = names.find(id);
@@ -150,8 +153,9 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
     if (it != times.end()) it->second = {op.start_ns, op.end_ns};
     int64_t& te = thread_end[op.thread];
     te = std::max(te, op.end_ns);
-    bool diverged = divergent && static_cast<size_t>(op.seq) < divergent->size() &&
-                    (*divergent)[op.seq];
+    const bool first = op.seq == first_seq;
+    bool diverged = first || (divergent && static_cast<size_t>(op.seq) < divergent->size() &&
+                              (*divergent)[op.seq]);
     std::string e = R"({"ph":"X","pid":)" + pid_s + R"(,"tid":)" + std::to_string(op.thread) +
                     R"(,"name":)" + name_of(op.name) + R"(,"cat":")" +
                     ((op.flags & tracer::kOpBackward) ? "backward" : "op") + R"(","ts":)" +
@@ -167,15 +171,14 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
     if (op.flags & tracer::kOpUnfinished) e += R"(,"unfinished":true)";
     if (op.flags & tracer::kOpRaised) e += R"(,"raised":true)";
     e += "}";
-    if (diverged) e += marked_first ? R"(,"cname":"bad")" : R"(,"cname":"terrible")";
+    if (diverged) e += first ? R"(,"cname":"terrible")" : R"(,"cname":"bad")";
     e += "}";
     sink->event(e);
-    if (diverged && !marked_first) {
-      marked_first = true;
+    if (first) {
       sink->event(R"({"ph":"i","s":"p","pid":)" + pid_s + R"(,"tid":)" +
                   std::to_string(op.thread) + R"(,"name":"first divergence","ts":)" +
                   micros(op.start_ns - t0) + R"(,"args":{"seq":)" + std::to_string(op.seq) +
-                  R"(,"op":)" + name_of(op.name) + "}}");
+                  R"(,"op":)" + name_of(op.name) + R"(,"cause":)" + json_quote(cause) + "}}");
     }
     return true;
   }));
@@ -225,11 +228,27 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
 Status write_chrome_trace(const tracer::Run& a, const tracer::Run* b,
                           const ChromeTraceOptions& options, std::FILE* out) {
   std::vector<std::vector<bool>> divergent;
+  // The first divergence as `tdbg diff` finds it (the op it names in each run's process).
+  size_t first_process = SIZE_MAX;
+  int64_t first_a = -1, first_b = -1;
+  std::string cause;
   if (b) {
     size_t n = std::min(a.processes.size(), b->processes.size());
     divergent.resize(n);
     for (size_t p = 0; p < n; ++p) {
       TDBG_RETURN_IF_ERROR(divergent_seqs(*a.processes[p], *b->processes[p], &divergent[p]));
+    }
+    TDBG_ASSIGN_OR_RETURN(nlohmann::json diffed, diff::compare_runs(a, *b, diff::DiffOptions{}));
+    const nlohmann::json& fd = diffed.value("first_divergence", nlohmann::json());
+    if (fd.is_object()) {
+      first_process = fd.value("process", size_t{0});
+      auto seq_of = [&fd](const char* side) {
+        const nlohmann::json& op = fd.value(side, nlohmann::json());
+        return op.is_object() ? op.value("seq", int64_t{-1}) : int64_t{-1};
+      };
+      first_a = seq_of("a");
+      first_b = seq_of("b");
+      cause = fd.value("cause", std::string());
     }
   }
   std::fputs(R"({"displayTimeUnit":"ns","otherData":{"generator":"tdbg export"},"traceEvents":[)",
@@ -244,9 +263,10 @@ Status write_chrome_trace(const tracer::Run& a, const tracer::Run* b,
     if (t0 == INT64_MAX) t0 = 0;
     for (size_t p = 0; p < run->processes.size(); ++p) {
       const std::vector<bool>* marks = p < divergent.size() ? &divergent[p] : nullptr;
+      const int64_t first = p == first_process ? (run_index == 0 ? first_a : first_b) : -1;
       TDBG_RETURN_IF_ERROR(write_process(*run->processes[p], run_index == 0 ? "A" : "B",
                                          run_index * 1000 + static_cast<int>(p) + 1, t0, marks,
-                                         options, &sink));
+                                         first, cause, options, &sink));
     }
     ++run_index;
   }
