@@ -263,10 +263,13 @@ class ReaderImpl final : public Reader {
     std::vector<ThreadRecord> out;
     Stmt s;
     if (prepare(s, "SELECT id, os_tid, name FROM threads ORDER BY id").ok()) {
-      while (s.step() == SQLITE_ROW) {
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW) {
         out.push_back(
             ThreadRecord{static_cast<uint32_t>(s.col_int(0)), s.col_int(1), s.col_text(2)});
       }
+      // A damaged page ends the list early: an error for `lookup_status`, not a short list.
+      if (rc != SQLITE_DONE) read_failed(rc, "reading threads");
     }
     // Threads that have ops but were never described still count.
     for (uint32_t t : op_threads()) {
@@ -345,6 +348,12 @@ class ReaderImpl final : public Reader {
   }
 
   Status verify() const override {
+    // The other tables, whole: a damaged page there ends a list early (`read_failed`).
+    (void)threads();
+    (void)regions();
+    (void)modules();
+    (void)kernels(std::nullopt);
+    TDBG_RETURN_IF_ERROR(lookup_status_);
     // The table, row by row: each block's checksum, and its row's keys against its first op.
     struct Row {
       int64_t id, thread, first_tidx, last_tidx, first_seq;
@@ -497,7 +506,8 @@ class ReaderImpl final : public Reader {
              .ok()) {
       return out;
     }
-    while (s.step() == SQLITE_ROW) {
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
       RegionRecord r;
       r.id = static_cast<uint32_t>(s.col_int(0));
       r.thread = static_cast<uint32_t>(s.col_int(1));
@@ -509,6 +519,8 @@ class ReaderImpl final : public Reader {
       r.parent = static_cast<uint32_t>(s.col_int(7));
       out.push_back(r);
     }
+    // A damaged page ends the list early: an error for `lookup_status`, not a short list.
+    if (rc != SQLITE_DONE) read_failed(rc, "reading regions");
     return out;
   }
 
@@ -518,7 +530,8 @@ class ReaderImpl final : public Reader {
     if (!prepare(s, "SELECT id, kind, name, hash, size, time_ns FROM modules ORDER BY id").ok()) {
       return out;
     }
-    while (s.step() == SQLITE_ROW) {
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
       ModuleRecord m;
       m.id = static_cast<uint32_t>(s.col_int(0));
       m.kind = static_cast<StringId>(s.col_int(1));
@@ -528,6 +541,8 @@ class ReaderImpl final : public Reader {
       m.time_ns = s.col_int(5);
       out.push_back(m);
     }
+    // A damaged page ends the list early: an error for `lookup_status`, not a short list.
+    if (rc != SQLITE_DONE) read_failed(rc, "reading modules");
     return out;
   }
 
@@ -540,7 +555,8 @@ class ReaderImpl final : public Reader {
                    : prepare(s, std::string(cols) + " ORDER BY rowid");
     if (!st.ok()) return out;
     if (op) s.bind_int(1, *op);
-    while (s.step() == SQLITE_ROW) {
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
       KernelRecord k;
       k.op = s.is_null(0) ? kNoSeq : s.col_int(0);
       k.module = static_cast<uint32_t>(s.col_int(1));
@@ -553,6 +569,8 @@ class ReaderImpl final : public Reader {
       k.end_ns = s.col_int(8);
       out.push_back(k);
     }
+    // A damaged page ends the list early: an error for `lookup_status`, not a short list.
+    if (rc != SQLITE_DONE) read_failed(rc, "reading kernels");
     return out;
   }
 
