@@ -1823,6 +1823,42 @@ json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options 
   return *result;
 }
 
+TEST_CASE("first_nonfinite passes over NaN made and cleaned inside one top-level op") {
+  using T = Recorder::T;
+  // torch's norm backward for a zero vector: a nested div makes 0/0, the next nested op masks
+  // it in place, and nothing outside the backward function ever reads a NaN. `cleaned`: the
+  // masked_fill_ is there; without it the NaN is passed on.
+  auto run = [](bool cleaned) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::sub", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 9);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      const int64_t node = r.op("autograd::engine::evaluate_function: NormBackward1", {}, {}, {}, 0, 0, kNoSeq, 9);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      const int64_t fn = r.op("NormBackward1", {T{2}}, {}, {}, 0, 1, node, 9);
+      T nan{30};
+      nan.nan = 3;
+      r.next_flags = tdbg::tracer::kOpBackward;
+      r.op("aten::div", {T{2}}, {nan}, {}, 0, 2, fn, 9);
+      if (cleaned) {
+        r.next_flags = tdbg::tracer::kOpBackward | tdbg::tracer::kOpInplace;
+        r.op("aten::masked_fill_", {nan}, {T{31}}, {{"value", "0"}}, 0, 2, fn, 9);
+      }
+      r.next_flags = tdbg::tracer::kOpBackward;
+      r.op("aten::mul", {cleaned ? T{31} : nan}, {cleaned ? T{32} : nan}, {}, 0, 2, fn, 9);
+      r.op("aten::add_", {T{40}}, {T{41}}, {}, 0, 0, kNoSeq, 12);
+    });
+  };
+  json clean = nonfinite_of(run(true));
+  CHECK(clean["status"] == "finite");
+  CHECK(clean["contained"] == 1);
+  CHECK(tdbg::diff::format_nonfinite(clean).find("1 NaN/Inf start(s) cleaned inside the op that made them") !=
+        std::string::npos);
+  // Passed on (the mul reads it and returns NaN): the div is the start.
+  json passed = nonfinite_of(run(false));
+  CHECK(passed["status"] == "nonfinite");
+  CHECK(passed["first_nonfinite"]["op"] == "aten::div");
+}
+
 TEST_CASE("first_nonfinite on a recording that selected ops says only those were looked at") {
   using T = Recorder::T;
   const std::string path =

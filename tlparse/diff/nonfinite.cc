@@ -363,7 +363,9 @@ struct Counts {
   int64_t ignored = 0;    // Inf starts that --nan-only looks past
   int64_t carried = 0;    // ops from --from-step on holding NaN or Inf they read (explained)
   int64_t max_step = -1;  // the last step of any op
+  int64_t contained = 0;  // made and cleaned inside one top-level op
   Counts& operator+=(const Counts& o) {
+    contained += o.contained;
     explained += o.explained;
     skipped += o.skipped;
     ignored += o.ignored;
@@ -376,6 +378,51 @@ struct Counts {
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
 // process has none; `counts` says what its ops passed over when it has none.
 // `first_held`: the first seq its database holds (a ring's or a trimmed bundle's first op).
+// Whether the non-finite values nested op `start` made were cleaned before its top-level op
+// ended: every op after it inside that top-level op that reads them either writes them over
+// in place with finite values (`masked_fill_`) or makes finite values from them, and none is
+// left holding them (what it made, or what an op made from it, is passed on otherwise). A
+// top-level start, or one whose values outlive its top-level op, is a start.
+StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
+  if (start.depth == 0) return false;
+  std::set<uint64_t> live;  // hashes of non-finite tensors made inside, not yet cleaned
+  for (const TensorRecord& t : start.tensors)
+    if (t.role == TensorRole::kOutput && t.summary.valid && tensor_comparable(t) &&
+        (t.summary.nan_count > 0 || t.summary.inf_count > 0))
+      live.insert(t.hash);
+  if (live.empty()) return false;
+  constexpr int64_t kLookAhead = 4096;  // ops inside one top-level op, at most
+  bool ended = false, escaped = false;
+  Status st = r.scan_ops(start.thread, start.tidx + 1,
+                         std::min(r.op_count(start.thread), start.tidx + 1 + kLookAhead), true,
+                         [&](const OpRecord& o) {
+    if (o.depth == 0) {
+      ended = true;
+      return false;
+    }
+    bool reads = false;
+    for (const TensorRecord& t : o.tensors)
+      if (t.role == TensorRole::kInput && live.count(t.hash)) reads = true;
+    if (!reads) return true;
+    // A view of a live tensor holds its values: not followed, so not cleaned.
+    for (const TensorRecord& t : o.tensors) {
+      if (t.role != TensorRole::kOutput) continue;
+      if (!t.summary.valid || !tensor_comparable(t)) {
+        escaped = true;
+        return false;
+      }
+      if (t.summary.nan_count > 0 || t.summary.inf_count > 0) live.insert(t.hash);
+    }
+    // In place: input 0's old values are gone.
+    if (o.flags & tracer::kOpInplace)
+      for (const TensorRecord& t : o.tensors)
+        if (t.role == TensorRole::kInput && t.index == 0) live.erase(t.hash);
+    return true;
+  });
+  TDBG_RETURN_IF_ERROR(st);
+  return ended && !escaped && live.empty();
+}
+
 StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOptions& options,
                              int64_t first_held, Counts* counts) {
   const tracer::Reader& r = *run.processes[p];
@@ -384,7 +431,14 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   std::optional<OpRecord> found;
   Tracker::Verdict verdict = Tracker::Verdict::kExplained;
   int64_t max_step = -1;
-  Status st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
+  int64_t resume = 0;      // the seq the search goes on from
+  int64_t contained = 0;   // starts made and cleaned inside one top-level op, passed over
+  Counts before;
+  std::string entry;  // how NaN entered at `op`, when no op made it
+  OpRecord op;
+  while (true) {
+  found.reset();
+  Status st = r.scan_ops(std::nullopt, resume, std::numeric_limits<int64_t>::max(), true,
                          [&](const OpRecord& op) {
                            max_step = std::max(max_step, op.step);
                            verdict = tracker.judge(op);
@@ -396,13 +450,12 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   if (!found) {
     TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
     *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(),
-                     tracker.carried_in_window(), max_step};
+                     tracker.carried_in_window(), max_step, contained};
     return json(nullptr);
   }
   // Before the descent below judges the start's nested ops, which come after it.
-  const Counts before{tracker.explained(), tracker.skipped(), tracker.ignored()};
-  std::string entry;  // how NaN entered at `op`, when no op made it
-  OpRecord op = std::move(*found);
+  before = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(), 0, -1, contained};
+  op = std::move(*found);
   if (verdict == Tracker::Verdict::kFresh) {
     // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
     // value: go down to the first child with a non-finite output, level by level.
@@ -423,9 +476,19 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
         descended = true;
       }
     }
+    // Made inside a top-level op and cleaned there before anything outside it read it: no
+    // start of the run's (torch's norm backward divides by a zero norm, then masks the 0/0).
+    TDBG_ASSIGN_OR_RETURN(const bool cleaned, cleaned_inside(r, op));
+    if (cleaned) {
+      ++contained;
+      resume = op.seq + 1;
+      continue;
+    }
   } else {
     // The op where NaN entered is the answer as it stands: its nested ops read the same data.
     entry = tracker.entry();
+  }
+  break;
   }
   json j = op_json(r, strings, op);
   j["process"] = p;
@@ -523,6 +586,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   j["explained_before"] = before.explained;
   j["skipped_before"] = before.skipped;
   j["ignored_before"] = before.ignored;
+  j["contained_before"] = before.contained;
   return j;
 }
 
@@ -668,6 +732,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
               {"explained", counts.explained},
               {"skipped", counts.skipped},
               {"ignored", counts.ignored},
+              {"contained", counts.contained},
               {"run", run.path},
               {"options", options_json(options)},
               {"notes", notes}};

@@ -316,9 +316,13 @@ void print_values(std::ostringstream& o, const json& in) {
 // What the search passed over before its answer, each op counted once, "; "-separated with a
 // leading separator: ops that only carried NaN or Inf (from an input, or an Inf argument: a
 // mask), Inf starts that --nan-only ignores, and starts before --from-step.
-std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int64_t from_step) {
+std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int64_t from_step,
+                        int64_t contained) {
   const char* sep = "; ";
   std::ostringstream o;
+  if (contained > 0)
+    o << sep << contained << " NaN/Inf start(s) cleaned inside the op that made them (a nested op's "
+      << "0/0 that the next op masks, as torch's norm backward does for a zero vector)";
   if (ignored > 0)
     o << sep << ignored << " Inf start(s) ignored by --nan-only (Inf made from finite values:"
       << " an overflow, x/0, log(0))";
@@ -543,12 +547,13 @@ std::string format_nonfinite(const json& result) {
     const int64_t explained = result.value("explained", int64_t{0});
     const int64_t skipped = result.value("skipped", int64_t{0});
     const int64_t ignored = result.value("ignored", int64_t{0});
-    if (explained == 0 && skipped == 0 && ignored == 0) {
+    const int64_t contained = result.value("contained", int64_t{0});
+    if (explained == 0 && skipped == 0 && ignored == 0 && contained == 0) {
       o << "finite: no op output holds " << what << " in " << str(result, "run") << "\n";
     } else {
       o << "finite: no " << what << " starts in " << str(result, "run");
       if (from_step > 0) o << " from step " << from_step;
-      o << passed_over(explained, skipped, ignored, from_step) << "\n";
+      o << passed_over(explained, skipped, ignored, from_step, contained) << "\n";
     }
     print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
     return o.str();
@@ -675,7 +680,8 @@ std::string format_nonfinite(const json& result) {
   if (others.size() > 5) o << "  also:     " << others.size() - 5 << " more process(es) with a start\n";
   const std::string before =
       passed_over(f.value("explained_before", int64_t{0}), f.value("skipped_before", int64_t{0}),
-                  f.value("ignored_before", int64_t{0}), from_step);
+                  f.value("ignored_before", int64_t{0}), from_step,
+                  f.value("contained_before", int64_t{0}));
   if (!before.empty()) o << "  (after: " << before.substr(2) << ")\n";
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
   // `masked_fill(isinf, 0)`. Say how to look past it.
