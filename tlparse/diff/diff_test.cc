@@ -1823,6 +1823,20 @@ json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options 
   return *result;
 }
 
+TEST_CASE("a command line written with other spacing is no setting that differs") {
+  using T = Recorder::T;
+  auto run = [](const std::string& cmdline) {
+    return write_ops([&](Recorder& r) { r.op("aten::relu", {T{1}}, {T{2}}); },
+                     [&](tdbg::tracer::Writer& w) { w.set_meta("cmdline", cmdline); });
+  };
+  json r = compare(run(R"(["python3", "train.py"])"), run(R"(["python3","train.py"])"));
+  for (const json& st : r["settings"]) CHECK(st["key"] != "cmdline");
+  r = compare(run(R"(["python3", "train.py"])"), run(R"(["python3", "train2.py"])"));
+  bool named = false;
+  for (const json& st : r["settings"]) named = named || st["key"] == "cmdline";
+  CHECK(named);
+}
+
 TEST_CASE("first_nonfinite passes over NaN made and cleaned inside one top-level op") {
   using T = Recorder::T;
   // torch's norm backward for a zero vector: a nested div makes 0/0, the next nested op masks
