@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "tlparse/commands.h"
+#include "tlparse/report/bundle.h"
 
 namespace tdbg::cli {
 namespace {
@@ -42,10 +43,16 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
   std::error_code ec;
   const fs::path target = fs::weakly_canonical(out, ec);
   if (ec) return "";  // the write says why it fails
+  // A run's manifest, wherever it is.
+  if (target.filename() == "tdbg-run.json")
+    return "it is a run folder's manifest: name another file";
   for (const std::string& run : runs) {
     if (run.empty()) continue;
-    const fs::path from = fs::weakly_canonical(run, ec);
+    fs::path from = fs::weakly_canonical(run, ec);
     if (ec) continue;
+    // One database of a run folder given: the folder is the run's all the same.
+    if (!fs::is_directory(from, ec) && fs::exists(from.parent_path() / "tdbg-run.json", ec))
+      from = from.parent_path();
     if (fs::is_directory(from, ec)) {
       const fs::path rel = target.lexically_relative(from);
       if (!rel.empty() && *rel.begin() != "..")
@@ -63,13 +70,28 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
   if (is_database(bytes))
     return "it is a database (a recording?), which writing would replace: name another file";
   if (kind == OutputKind::kGzip) {
-    if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f ||
-        static_cast<unsigned char>(bytes[1]) != 0x8b)
-      return "it exists and is not a bundle (a .tar.gz): remove it first, or name another file";
+    // An earlier bundle: a .tar.gz whose entries are a bundle's (its README and facts).
+    bool bundle = false;
+    if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
+        static_cast<unsigned char>(bytes[1]) == 0x8b) {
+      auto entries = report::inspect_bundle(out, nullptr);
+      if (entries.ok()) {
+        bool readme = false, facts = false;
+        for (const report::BundleEntry& e : *entries) {
+          const fs::path name(e.path);
+          readme = readme || name.filename() == "README.md";
+          facts = facts || name.filename() == "facts.json";
+        }
+        bundle = readme && facts;
+      }
+    }
+    if (!bundle)
+      return "it exists and is not a tdbg bundle: remove it first, or name another file";
   } else if (kind == OutputKind::kJson) {
-    const size_t at = bytes.find_first_not_of(" \t\r\n");
-    if (at == std::string::npos || (bytes[at] != '{' && bytes[at] != '['))
-      return "it exists and is not a JSON file: remove it first, or name another file";
+    // An earlier trace: JSON with trace events near its start.
+    const std::string start = head(out, 4096);
+    if (start.find("\"traceEvents\"") == std::string::npos)
+      return "it exists and is not a Chrome trace: remove it first, or name another file";
   }
   return "";
 }

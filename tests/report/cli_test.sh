@@ -96,7 +96,9 @@ set -e
 db=$(ls runs/a/*.sqlite | head -1)
 before=$(sha256sum "$db" runs/b/*.sqlite)
 echo 'print("train")' >train.py
-for target in "$db" runs/a/new.tar.gz train.py; do
+tar -czf mine.tar.gz train.py  # the user's own archive, no bundle
+echo '{"lr": 0.1}' >config.json
+for target in "$db" runs/a/new.tar.gz train.py mine.tar.gz elsewhere/tdbg-run.json; do
   set +e
   "$tdbg" bundle runs/a runs/b -o "$target" >/dev/null 2>err.txt; rc=$?
   set -e
@@ -109,6 +111,18 @@ for target in "$db" runs/a/new.tar.gz train.py; do
 done
 [ "$before" = "$(sha256sum "$db" runs/b/*.sqlite)" ] || fail "a refused -o changed a recording"
 [ "$(cat train.py)" = 'print("train")' ] && [ ! -e runs/a/new.tar.gz ] || fail "a refused -o wrote"
+tar -tzf mine.tar.gz | grep -qx train.py || fail "the user's archive was replaced"
+set +e
+"$tdbg" export --chrome-trace runs/a -o config.json >/dev/null 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q '{"lr": 0.1}' config.json || fail "export over a JSON file that is no trace: exit $rc"
+# One database of a run folder given: the folder is protected all the same.
+touch runs/a/tdbg-run.json
+set +e
+"$tdbg" export --chrome-trace "$db" -o runs/a/trace.json >/dev/null 2>err.txt; rc=$?
+set -e
+rm runs/a/tdbg-run.json
+[ $rc -eq 2 ] && [ ! -e runs/a/trace.json ] || fail "export of a run's database into its folder: exit $rc"
 "$tdbg" bundle runs/a runs/b -o bug.tar.gz >/dev/null || fail "bundle over an earlier bundle exited $?"
 "$tdbg" export --chrome-trace runs/a -o t.json >/dev/null && "$tdbg" export --chrome-trace runs/a -o t.json >/dev/null ||
   fail "export over an earlier trace exited $?"
