@@ -170,7 +170,20 @@ std::string Redactor::apply(std::string_view text_in) const {
     size_t name_start = name_end;
     while (name_start > 0 && name_char(text[name_start - 1])) --name_start;
     if (name_start == name_end) continue;
-    const std::string name = text.substr(name_start, name_end - name_start);
+    std::string name = text.substr(name_start, name_end - name_start);
+    if (text[i] == '=' && !looks_like_secret_name(name)) {
+      // An annotated assignment, `api_key: str = "..."` (a dataclass field): the name is
+      // before the colon.
+      size_t colon = name_start;
+      while (colon > 0 && text[colon - 1] == ' ') --colon;
+      if (colon > 0 && text[colon - 1] == ':') {
+        size_t end = colon - 1;
+        while (end > 0 && text[end - 1] == ' ') --end;
+        size_t start = end;
+        while (start > 0 && name_char(text[start - 1])) --start;
+        if (start < end) name = text.substr(start, end - start);
+      }
+    }
     if (!looks_like_secret_name(name)) continue;
     size_t value_end = value_at;
     while (value_end < text.size()) {

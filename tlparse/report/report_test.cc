@@ -291,6 +291,8 @@ TEST_CASE("the redactor scrubs quoted values in source text, and the shell's cre
   // A config file: spaces around =, single or double quotes; the names found are listed.
   CHECK(r.apply("API_KEY = \"v1-spaces-quoted\"\n") == "API_KEY = \"[REDACTED]\"\n");
   CHECK(r.apply("API_KEY=\"v2-quoted\"") == "API_KEY=\"[REDACTED]\"");
+  CHECK(r.apply("    api_key: str = \"sk-field\"") == "    api_key: str = \"[REDACTED]\"");
+  CHECK(r.apply("    batch: int = 32") == "    batch: int = 32");
   CHECK(r.apply("connect(password='v5lower', user='bob')") == "connect(password='[REDACTED]', user='bob')");
   CHECK(r.redacted_names().count("API_KEY") == 1);
   CHECK(r.redacted_names().count("password") == 1);
