@@ -58,6 +58,8 @@ struct OpInfo {
   std::vector<std::string> arg_names;  // schema argument names
   std::vector<ArgKind> arg_kinds;
   std::vector<bool> arg_written;       // the op writes this argument (in-place or out=)
+  size_t returns = 0;                  // the schema's return values (without varargs)
+  bool varargs = false;                // the schema takes or returns a variable number
   int generator_arg = -1;              // index of a Generator argument
   int device_arg = -1;                 // index of a `device` argument
   bool ignored = false;                // profiler bookkeeping: never recorded
@@ -232,6 +234,8 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
                op->hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutograd) ||
                op->hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutogradNonFunctional));
     const auto& args = schema->arguments();
+    info->returns = schema->returns().size();
+    info->varargs = schema->is_vararg() || schema->is_varret();
     for (size_t i = 0; i < args.size(); ++i) {
       info->arg_names.push_back(args[i].name());
       ArgKind kind = arg_kind(args[i]);
@@ -1349,6 +1353,20 @@ void end_region(RegionContext* ctx) { close_region(*ctx->thread, ctx->region); }
 // An internal op of `outer` (not recorded): noted for learning, and if it draws random numbers
 // the state of its generator is recorded on `outer` (its first such draw).
 void note_internal(const at::RecordFunction& fn, ThreadState& ts, OpContext* outer,
+                   const OpInfo* info);
+
+// The op's own arguments and results among what RecordFunction hands over. torch 1.13's boxed
+// calls (the TorchScript interpreter) pass their whole stack: the values live below the op's
+// arguments come first (a tensor still used after it), and the same values again before its
+// results. The op's own are the last ones, as many as its schema has.
+c10::ArrayRef<const c10::IValue> own_values(c10::ArrayRef<const c10::IValue> values,
+                                             const OpInfo* info, bool results) {
+  if (!info || !info->has_schema || info->varargs) return values;
+  const size_t n = results ? info->returns : info->arg_kinds.size();
+  return values.size() > n ? values.slice(values.size() - n) : values;
+}
+
+void note_internal(const at::RecordFunction& fn, ThreadState& ts, OpContext* outer,
                    const OpInfo* info) {
   outer->saw_internal = true;
   if (!info->random) return;
@@ -1357,7 +1375,7 @@ void note_internal(const at::RecordFunction& fn, ThreadState& ts, OpContext* out
   tracer::OpRecord& op = ts.pending[outer->pending_index];
   if (op.flags & tracer::kOpRandom) return;
   c10::ArrayRef<const c10::IValue> inputs;
-  if (fn.needsInputs()) inputs = fn.inputs();
+  if (fn.needsInputs()) inputs = own_values(fn.inputs(), info, false);
   mark_random(info, inputs, &op, &ts.pending_content[outer->pending_index]);
 }
 
@@ -1582,7 +1600,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   } reading{ts};
   ts.reading_inputs = ctx->pending_index + 1;
   c10::ArrayRef<const c10::IValue> inputs;
-  if (fn.needsInputs()) inputs = fn.inputs();
+  if (fn.needsInputs()) inputs = own_values(fn.inputs(), info, false);
   const bool schema_args = info->has_schema && inputs.size() == info->arg_kinds.size();
   // A reused slot has capacity; a new one grows once, not through 1, 2, 4.
   if (op.tensors.capacity() < inputs.size() + 2) op.tensors.reserve(inputs.size() + 2);
@@ -1651,7 +1669,10 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
         if (ts.inputs[i].written || ctx->info->collective)
           g_tensors.note_write(ts.inputs[i].tensor, ctx->seq);
     uint16_t index = 0;
-    for (const c10::IValue& v : fn.outputs()) {
+    const std::vector<c10::IValue>& all_outputs = fn.outputs();
+    for (const c10::IValue& v :
+         own_values(c10::ArrayRef<const c10::IValue>(all_outputs.data(), all_outputs.size()),
+                    ctx->info, true)) {
       for_each_tensor(v, [&](const at::Tensor& t) {
         record_output(ts, w, ctx, t, index++, &op, &content);
       });

@@ -584,6 +584,36 @@ def case_torchscript_line():
           "the scripted gelu's muls are placed in the user's script, not '<string>': %s" % files)
 
 
+def case_torchscript_stack():
+    # The TorchScript interpreter's boxed calls hand RecordFunction its whole stack: a value
+    # still used after the op (`a`, read again by the division) came first among the inputs
+    # and the outputs. Each op records its own arguments and results only, named.
+    r = run_python("""
+        import torch
+        @torch.jit.script
+        def f(x: torch.Tensor) -> torch.Tensor:
+            a = torch.relu(x)
+            b = a.sum(-1, keepdim=True)
+            return a / b
+        x = torch.rand(3, 4)
+        for _ in range(3):  # the profiling executor's later runs are the optimized graph
+            y = f(x)
+    """, name="user_script.py")
+    con = r.db()
+    sums = con.execute("select o.seq, "
+                       "(select count(*) from tensor_view t where t.op = o.seq and t.role = 'input'), "
+                       "(select count(*) from tensor_view t where t.op = o.seq and t.role = 'output'), "
+                       "(select group_concat(a.name) from arg_view a where a.op = o.seq) "
+                       "from op_view o where o.name = 'aten::sum'").fetchall()
+    check(len(sums) == 3 and all(s[1:] == (1, 1, "dim,keepdim,dtype") for s in sums),
+          "each scripted sum has its one input, one output and named arguments: %s" % sums)
+    divs = con.execute("select o.seq, t.producer from op_view o join tensor_view t on t.op = o.seq "
+                       "and t.role = 'input' and t.idx = 0 where o.name = 'aten::div'").fetchall()
+    relus = [s for (s,) in con.execute("select seq from op_view where name = 'aten::relu'")]
+    check(len(divs) == 3 and all(p in relus for _, p in divs),
+          "each division's input 0 is made by the relu, not the sum: %s (relus %s)" % (divs, relus))
+
+
 def case_source_line():
     r = run_python("""
         import torch
