@@ -274,6 +274,11 @@ test('the first non-finite value says why and shows the inputs, as tdbg nan does
   assert.equal(await page.textContent('#nonfinite .nan-cause'), cause.replace(/^  cause:\s*/, ''));
   const inputs = nan.stdout.split('\n').filter(l => /^  input \d+:/.test(l)).map(l => l.trim());
   if (inputs.length) assert.ok((await page.textContent('#nonfinite .nan-inputs')).includes(inputs[0]));
+  // Its module and the ops it ran inside, as tdbg nan names them.
+  const f = JSON.parse(spawnSync(tdbg, ['nan', '--json', join(dir, 'a')], { encoding: 'utf8' }).stdout).first_nonfinite;
+  const card = await page.textContent('#nonfinite');
+  assert.ok(f.module && card.includes(f.module), `the module ${f.module} is on the card: ${card}`);
+  for (const e of f.enclosing || []) assert.ok(card.includes(e.op), `the enclosing ${e.op} is on the card`);
   assert.deepEqual(seen.errors, []);
 });
 

@@ -383,15 +383,21 @@
         kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)], ['step', fmt(f.step)],
             f.process_info ? ['process', f.process_info.text] : null,
             ['source', [h('code', null, srcText(f.source)), f.source_from_forward ? ' (the forward op\'s line)' : null]],
-            f.backward ? ['in', 'backward' + ((f.enclosing || []).length ? ', inside ' + f.enclosing[f.enclosing.length - 1].op : '')] : null,
+            f.module ? ['module', h('code', null, f.module)] : null,
+            // The ops it ran inside, innermost first, as `tdbg nan` prints them.
+            (f.enclosing || []).length ? ['inside', (f.backward ? 'backward: ' : '') + f.enclosing.map(e => e.op).reverse().join(' < ')]
+              : f.backward ? ['in', 'backward'] : null,
             f.entered === 'uninitialized' ? ['cause', 'NaN entered here from uninitialized memory: an input read memory that an op of the empty family returned and no recorded op wrote (torch.empty where zeros were meant), unless the program filled it outside torch\'s ops'] :
             f.entered === 'dropped' ? ['cause', 'NaN entered the recording here: an input holds NaN made before the first op the recording holds (a --ring kept the last ops); it started earlier'] :
             f.entered ? ['cause', 'NaN entered here through ' + (f.entered === 'input' ? 'an input that no recorded op produced' : 'a NaN argument' + (f.argument ? ' (' + f.argument.name + ' = ' + f.argument.value + ')' : '')) + '; no op made it from finite values'] : null,
-            (f.other_starts || []).length > 0 ? ['also', f.other_starts.map((s) => s.op + ' (seq ' + s.seq + ') in process ' + (s.process ? s.process.index : '?')).join('; ')] : null,
+            (f.other_starts || []).length > 0 ? ['also', f.other_starts.map((s) => s.op + ' (seq ' + s.seq + ', step ' + fmt(s.step) +
+              (s.source ? ', ' + srcText(s.source) : '') + ') in process ' + (s.process ? s.process.index : '?')).join('; ')] : null,
             f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']' +
               (f.tensor.summary ? ': ' + fmt(f.tensor.summary.nan) + ' NaN, ' + fmt(f.tensor.summary.inf) + ' Inf' : '')] : null,
             causeLine && !f.entered ? ['why', h('span', { class: 'nan-cause' }, causeLine.replace(/^  cause:\s*/, ''))] : null]),
         inputLines.length ? h('pre', { class: 'nan-inputs' }, inputLines.join('\n')) : null,
+        // What the search notes (ops a ring dropped before the first held: re-record with --steps).
+        (n.notes || []).length ? h('ul', { class: 'nan-notes' }, n.notes.map(x => h('li', null, 'note: ', x))) : null,
         h('h3', null, 'Stack'), stackList(f.stack, f.source));
     });
     if (items.length === 0) return null;
