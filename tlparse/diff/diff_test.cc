@@ -1837,6 +1837,35 @@ TEST_CASE("a command line written with other spacing is no setting that differs"
   CHECK(named);
 }
 
+TEST_CASE("first_nonfinite follows an expand of a tensor holding Inf as all of it") {
+  using T = Recorder::T;
+  // Inf in a [4] gradient, expanded (stride 0) to [4x3], times a row of zeros: NaN from
+  // Inf * 0, the expand's values are the whole gradient's.
+  const std::string path = write_ops([](Recorder& r) {
+    T inf{10};
+    inf.shape = "4";
+    inf.inf = 1;
+    const int64_t div = r.op("aten::div", {T{1}}, {inf}, {}, 0, 0, kNoSeq, 9);
+    inf.producer = div;
+    T view{11, div, "4x3 strides 1x0", TensorStatus::kView};
+    view.summary = false;
+    const int64_t expand = r.op("aten::expand", {inf}, {view}, {}, 0, 0, kNoSeq, 9);
+    view.producer = expand;
+    T nan{12};
+    nan.nan = 3;
+    nan.shape = "4x3";
+    r.op("aten::mul", {view, T{2}}, {nan}, {}, 0, 0, kNoSeq, 9);
+  });
+  tdbg::diff::NonfiniteOptions nan_only;
+  nan_only.nan_only = true;
+  json r = nonfinite_of(path, nan_only);
+  REQUIRE(r["status"] == "nonfinite");
+  CHECK(r["first_nonfinite"]["op"] == "aten::mul");
+  const json& in = r["first_nonfinite"]["inputs"][0];
+  CHECK(in["values_of"] == "view");
+  CHECK(in["finite"] == false);
+}
+
 TEST_CASE("first_nonfinite passes over NaN made and cleaned inside one top-level op") {
   using T = Recorder::T;
   // torch's norm backward for a zero vector: a nested div makes 0/0, the next nested op masks

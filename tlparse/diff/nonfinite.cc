@@ -95,8 +95,9 @@ struct InputValues {
 // What input `t` holds, as far as the recording tells. A known tensor may carry only its hash:
 // its summary is then its producer's output's. A view carries no summary; it is followed to
 // the tensor it views (through a few views of views). A view with as many elements as that
-// tensor (`t()`, `view`, `permute`) holds the same values, NaN and Inf included; a smaller one
-// (a slice) lies within its range, and is all finite when it is, but may leave its NaN out.
+// tensor (`t()`, `view`, `permute`), or more (`expand`, which repeats them), holds the same
+// values, NaN and Inf included; a smaller one (a slice) lies within its range, and is all
+// finite when it is, but may leave its NaN out.
 InputValues recorded_values(const tracer::Reader& r, Strings& strings, const TensorRecord& t) {
   InputValues v;
   if (cannot_be_nonfinite(strings, t)) v.finite = true;
@@ -128,7 +129,7 @@ InputValues recorded_values(const tracer::Reader& r, Strings& strings, const Ten
       if (!base && in.role == TensorRole::kInput && tensor_comparable(in)) base = &in;
     if (base == nullptr) return v;
     const int64_t view_n = element_count(strings.text(cur.shape));
-    whole = whole && view_n >= 0 && view_n == element_count(strings.text(base->shape));
+    whole = whole && view_n >= 0 && view_n >= element_count(strings.text(base->shape));
     cur = *base;
   }
   return v;

@@ -654,7 +654,7 @@ std::string format_nonfinite(const json& result) {
       o << "\n";
     } else {
       o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
-        << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf)\n";
+        << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf, 0 * inf)\n";
     }
   }
   // The other processes' starts: the run has several, and the user may look at either.
