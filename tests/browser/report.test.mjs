@@ -176,8 +176,10 @@ test('a divergence where B inserts ops names B\'s op in the headline', async () 
   const status = await page.textContent('#status');
   assert.ok(status.includes(`at op #${fd.b.seq} of B`) && status.includes(fd.b.op), status);
   assert.ok(!status.includes('?') && !status.includes('—,'), status);
-  // The page opens on B's op, the one only B ran, not A's op with that number.
+  // The page opens on B's op, the one only B ran, not A's op with that number, and the run
+  // picker says B.
   assert.equal(await page.textContent('#detail-name'), fd.b.op);
+  assert.equal(await page.inputValue('#run-picker'), '1');
   assert.match(await page.textContent('#op-detail h3'), new RegExp(`^Op #${fd.b.seq} `));
   // The context shows each side's own source line.
   const header = await page.locator('#context tr').first().locator('th').allTextContents();

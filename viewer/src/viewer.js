@@ -562,6 +562,9 @@
     const was = selected;
     current = i;
     selected = null;
+    // The picker says which run the table shows, however it was switched.
+    const picker = document.getElementById('run-picker');
+    if (picker) picker.value = String(i);
     source = server ? new RemoteSource(i, renderRows) : new StaticSource(runs[i]);
     source.setFilter({ ...filter }, () => {
       vt.scrollTop = 0;
