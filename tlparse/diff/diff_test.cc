@@ -1837,6 +1837,20 @@ TEST_CASE("a command line written with other spacing is no setting that differs"
   CHECK(named);
 }
 
+TEST_CASE("first_nonfinite in one DataLoader worker's database opened alone names the worker") {
+  using T = Recorder::T;
+  const std::string path = write_ops(
+      [](Recorder& r) {
+        T nan{10};
+        nan.nan = 1;
+        r.op("aten::log", {T{1}}, {nan}, {}, 0, 0, kNoSeq, 7);
+      },
+      [](tdbg::tracer::Writer& w) { w.set_meta("worker", "0/2"); });
+  json r = nonfinite_of(path);
+  REQUIRE(r["status"] == "nonfinite");
+  CHECK(tdbg::diff::format_nonfinite(r).rfind("non-finite at aten::log (seq 0, in DataLoader worker 0/2)", 0) == 0);
+}
+
 TEST_CASE("first_nonfinite follows an expand of a tensor holding Inf as all of it") {
   using T = Recorder::T;
   // Inf in a [4] gradient, expanded (stride 0) to [4x3], times a row of zeros: NaN from

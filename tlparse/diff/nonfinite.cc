@@ -750,6 +750,9 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   std::string why;
   const size_t chosen = choose_start(run, starts, &why);
   json j = std::move(starts[chosen]);
+  // One DataLoader worker's database opened alone: still a worker, whose step says nothing.
+  if (run.processes.size() == 1 && !run.processes[0]->meta("worker").empty())
+    j["worker"] = run.processes[0]->meta("worker");
   if (run.processes.size() > 1) {
     j["process_info"] = process_json(run, j["process"].get<size_t>());
     j["processes"] = run.processes.size();

@@ -562,7 +562,7 @@ std::string format_nonfinite(const json& result) {
   const json s = t.is_object() ? t.value("summary", json()) : json();
   // A DataLoader worker runs no optimizer: its ops' step (0) says nothing; name the worker.
   const json& process = f.value("process_info", json());
-  const std::string worker = process.is_object() ? str(process, "worker") : "";
+  const std::string worker = process.is_object() ? str(process, "worker") : str(f, "worker");
   o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", "
     << (worker.empty() ? "step " + str(f, "step") : "in DataLoader worker " + worker);
   // The first thread of a process runs its main program; name any other one.
