@@ -1837,6 +1837,31 @@ TEST_CASE("a command line written with other spacing is no setting that differs"
   CHECK(named);
 }
 
+TEST_CASE("an AccumulateGrad op is placed at the forward op that used the parameter") {
+  using T = Recorder::T;
+  int64_t addmm = -1, accumulate_add = -1;
+  const std::string path = write_ops([&](Recorder& r) {
+    addmm = r.op("aten::addmm", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 12);
+    r.next_flags = tdbg::tracer::kOpBackward;
+    r.next_fwd = addmm;
+    const int64_t node = r.op("AddmmBackward0", {T{3}}, {}, {}, 0, 0, kNoSeq, 0);
+    r.next_flags = tdbg::tracer::kOpBackward;
+    T grad{4};
+    const int64_t mm = r.op("aten::mm", {T{3}}, {grad}, {}, 0, 1, node, 0);
+    grad.producer = mm;
+    r.next_flags = tdbg::tracer::kOpBackward;
+    const int64_t acc = r.op("torch::autograd::AccumulateGrad", {grad}, {}, {}, 0, 0, kNoSeq, 0);
+    r.next_flags = tdbg::tracer::kOpBackward | tdbg::tracer::kOpInplace;
+    accumulate_add = r.op("aten::add_", {T{5}, grad}, {T{6}}, {}, 0, 1, acc, 0);
+  });
+  auto run = tdbg::tracer::Run::Open(path);
+  REQUIRE(run.ok());
+  const auto& reader = *run->processes[0];
+  auto op = reader.op(accumulate_add);
+  REQUIRE(op);
+  CHECK(tdbg::diff::forward_seq_of(reader, *op) == addmm);
+}
+
 TEST_CASE("first_nonfinite in one DataLoader worker's database opened alone names the worker") {
   using T = Recorder::T;
   const std::string path = write_ops(

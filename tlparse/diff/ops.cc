@@ -397,15 +397,36 @@ std::string frame_text(const std::string& file, int64_t line, const std::string&
   return name + " (" + base + ")";
 }
 
-int64_t forward_seq_of(const tracer::Reader& reader, const OpRecord& op) {
+// The forward op of `op`'s autograd node: its own, or an enclosing op's.
+static int64_t node_forward_seq(const tracer::Reader& reader, const OpRecord& op,
+                                std::vector<OpRecord>* chain) {
   int64_t fwd = op.fwd;
+  if (chain) chain->push_back(op);
   for (int64_t up = op.parent, k = 0; fwd == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
     auto parent = reader.op(up);
     if (!parent) break;
     fwd = parent->fwd;
     up = parent->parent;
+    if (chain) chain->push_back(*parent);
   }
   return fwd;
+}
+
+int64_t forward_seq_of(const tracer::Reader& reader, const OpRecord& op) {
+  std::vector<OpRecord> chain;
+  const int64_t fwd = node_forward_seq(reader, op, &chain);
+  if (fwd != tracer::kNoSeq || !(op.flags & tracer::kOpBackward)) return fwd;
+  // A node with no forward op (AccumulateGrad, which adds a parameter's gradient into .grad):
+  // the forward op of the node that made the gradient it takes, which used the parameter.
+  for (const OpRecord& o : chain)
+    for (const tracer::TensorRecord& t : o.tensors) {
+      if (t.role != tracer::TensorRole::kInput || t.producer == tracer::kNoSeq) continue;
+      auto made = reader.op(t.producer);
+      if (!made || !(made->flags & tracer::kOpBackward)) continue;
+      const int64_t from = node_forward_seq(reader, *made, nullptr);
+      if (from != tracer::kNoSeq) return from;
+    }
+  return tracer::kNoSeq;
 }
 
 static void add_source(const tracer::Reader& reader, Strings& strings, const OpRecord& op,
