@@ -56,8 +56,8 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
     if (fs::is_directory(from, ec)) {
       const fs::path rel = target.lexically_relative(from);
       if (!rel.empty() && *rel.begin() != "..")
-        return "it is inside the run folder " + run +
-               " that it is made from: name a file outside it, so that the recording stays as it is";
+        return std::string(rel == "." ? "it is the run folder " : "it is inside the run folder ") +
+               run + " that it is made from: name a file outside it, so that the recording stays as it is";
     } else if (target == from || target.string() == from.string() + "-wal" ||
                target.string() == from.string() + "-shm" ||
                target.string() == from.string() + "-journal") {

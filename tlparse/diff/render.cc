@@ -492,13 +492,13 @@ std::string format_divergence(const json& result) {
   if (const json& later = d.value("later_rounding_level", json()); later.is_number()) {
     char size[32];
     std::snprintf(size, sizeof(size), "%.1g", later.get<double>());
-    o << "  values:   every output after this op differs only at rounding level (largest relative "
-      << size << "): the runs compute the same values, in another order of float operations"
-      << (d.value("later_rounding_level_infinities", false)
-              ? "; some hold infinities, whose signs the summaries do not keep (compare them with "
-                "tdbg show)"
-              : "")
-      << "\n";
+    if (d.value("later_rounding_level_infinities", false))
+      o << "  values:   every output after this op differs only at rounding level in its finite "
+        << "values (largest relative " << size << "); some hold infinities, whose signs the "
+        << "summaries do not keep: compare them with tdbg show before taking the runs as the same\n";
+    else
+      o << "  values:   every output after this op differs only at rounding level (largest relative "
+        << size << "): the runs compute the same values, in another order of float operations\n";
   }
   // The other processes that differ: later by the clock (a rank that got the first one's values
   // through a collective, a process stopped because of it).
