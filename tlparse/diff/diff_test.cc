@@ -1823,6 +1823,21 @@ json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options 
   return *result;
 }
 
+TEST_CASE("a value difference from the same line in another module shows both modules") {
+  using T = Recorder::T;
+  // Blocks iterated in another order: the same line runs in blocks.2 in B where A ran blocks.0.
+  auto run = [](const std::string& module, uint64_t in) {
+    return write_ops([&](Recorder& r) {
+      r.root_module = module;
+      r.op("aten::relu", {T{in}}, {T{in + 100}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  const std::string text = tdbg::diff::format_divergence(compare(run("Net.blocks.0", 1), run("Net.blocks.2", 2)));
+  CHECK(text.find("where:    A ") != std::string::npos);
+  CHECK(text.find("Net.blocks.0") != std::string::npos);
+  CHECK(text.find("Net.blocks.2") != std::string::npos);
+}
+
 TEST_CASE("a command line written with other spacing is no setting that differs") {
   using T = Recorder::T;
   auto run = [](const std::string& cmdline) {

@@ -68,7 +68,9 @@ void print_value(std::ostringstream& o, const json& d) {
   // recorded without stacks has no line to differ.
   const bool source_a = a.value("source", json()).is_object();
   const bool source_b = b.is_object() && b.value("source", json()).is_object();
-  const bool other_lines = source_a && source_b && source_text(a) != source_text(b);
+  // Or from another module (a block iterated in another order: the same line in each run).
+  const bool other_lines = source_a && source_b &&
+                           (source_text(a) != source_text(b) || str(a, "module") != str(b, "module"));
   // The same line of the same function in another file: two copies of one script (the usual
   // way to try a change), not another code path.
   const bool other_file_only =
