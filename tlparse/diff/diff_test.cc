@@ -1891,6 +1891,39 @@ TEST_CASE("first_nonfinite in one DataLoader worker's database opened alone name
   CHECK(tdbg::diff::format_nonfinite(r).rfind("non-finite at aten::log (seq 0, in DataLoader worker 0/2)", 0) == 0);
 }
 
+TEST_CASE("first_nonfinite never calls cleaned what an in-place op left NaN, or a copy kept") {
+  using T = Recorder::T;
+  // Inside a backward function: a div makes NaN (hash 30); then either `clamp_` writes it back
+  // unchanged (the same hash, NaN still in it), or a `clone` keeps a copy (the same hash) before
+  // `nan_to_num_` cleans the original. Both pass NaN on: the div is the start.
+  auto run = [](bool clone) {
+    return write_ops([&](Recorder& r) {
+      r.next_flags = tdbg::tracer::kOpBackward;
+      const int64_t node = r.op("autograd::engine::evaluate_function: FBackward", {}, {}, {}, 0, 0, kNoSeq, 9);
+      T nan{30};
+      nan.nan = 2;
+      r.next_flags = tdbg::tracer::kOpBackward;
+      r.op("aten::div", {T{2}}, {nan}, {}, 0, 1, node, 9);
+      if (clone) {
+        r.next_flags = tdbg::tracer::kOpBackward;
+        r.op("aten::clone", {nan}, {nan}, {}, 0, 1, node, 10);
+        r.next_flags = tdbg::tracer::kOpBackward | tdbg::tracer::kOpInplace;
+        r.op("aten::nan_to_num_", {nan}, {T{31}}, {}, 0, 1, node, 11);
+      } else {
+        r.next_flags = tdbg::tracer::kOpBackward | tdbg::tracer::kOpInplace;
+        r.op("aten::clamp_", {nan}, {nan}, {{"min", "-1"}, {"max", "1"}}, 0, 1, node, 10);
+      }
+      r.op("aten::add_", {T{40}}, {T{41}}, {}, 0, 0, kNoSeq, 12);
+    });
+  };
+  for (bool clone : {false, true}) {
+    INFO((clone ? "clone, then nan_to_num_ of the original" : "clamp_ leaves the NaN"));
+    json r = nonfinite_of(run(clone));
+    CHECK(r["status"] == "nonfinite");
+    CHECK(r["first_nonfinite"]["op"] == "aten::div");
+  }
+}
+
 TEST_CASE("first_nonfinite follows an expand of a tensor holding Inf as all of it") {
   using T = Recorder::T;
   // Inf in a [4] gradient, expanded (stride 0) to [4x3], times a row of zeros: NaN from
@@ -1948,8 +1981,9 @@ TEST_CASE("first_nonfinite passes over NaN made and cleaned inside one top-level
   json clean = nonfinite_of(run(true));
   CHECK(clean["status"] == "finite");
   CHECK(clean["contained"] == 1);
-  CHECK(tdbg::diff::format_nonfinite(clean).find("1 NaN/Inf start(s) cleaned inside the op that made them") !=
-        std::string::npos);
+  const std::string text = tdbg::diff::format_nonfinite(clean);
+  CHECK(text.find("1 NaN/Inf start(s) cleaned inside the op that ran them") != std::string::npos);
+  CHECK(text.find("  contained: aten::div (seq 3, step 0)") != std::string::npos);
   // Passed on (the mul reads it and returns NaN): the div is the start.
   json passed = nonfinite_of(run(false));
   CHECK(passed["status"] == "nonfinite");

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -358,6 +359,9 @@ json options_json(const NonfiniteOptions& options) {
 }
 
 // What a process's ops before its start (or all of them) passed over, each op counted once.
+// Contained starts named, at most.
+constexpr size_t kContainedShown = 5;
+
 struct Counts {
   int64_t explained = 0;  // NaN or Inf from their inputs or arguments
   int64_t skipped = 0;    // starts before --from-step
@@ -365,8 +369,11 @@ struct Counts {
   int64_t carried = 0;    // ops from --from-step on holding NaN or Inf they read (explained)
   int64_t max_step = -1;  // the last step of any op
   int64_t contained = 0;  // made and cleaned inside one top-level op
+  json contained_ops = json::array();  // the first of those, each an op brief with its step
   Counts& operator+=(const Counts& o) {
     contained += o.contained;
+    for (const json& c : o.contained_ops)
+      if (contained_ops.size() < kContainedShown) contained_ops.push_back(c);
     explained += o.explained;
     skipped += o.skipped;
     ignored += o.ignored;
@@ -386,11 +393,14 @@ struct Counts {
 // top-level start, or one whose values outlive its top-level op, is a start.
 StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
   if (start.depth == 0) return false;
-  std::set<uint64_t> live;  // hashes of non-finite tensors made inside, not yet cleaned
+  // The non-finite tensors made inside and not yet cleaned, by hash, with how many tensors
+  // hold it: a copy (`clone`, `x * 1`) has its original's hash, and cleaning one leaves the
+  // other.
+  std::map<uint64_t, int64_t> live;
   for (const TensorRecord& t : start.tensors)
     if (t.role == TensorRole::kOutput && t.summary.valid && tensor_comparable(t) &&
         (t.summary.nan_count > 0 || t.summary.inf_count > 0))
-      live.insert(t.hash);
+      ++live[t.hash];
   if (live.empty()) return false;
   constexpr int64_t kLookAhead = 4096;  // ops inside one top-level op, at most
   bool ended = false, escaped = false;
@@ -405,19 +415,21 @@ StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
     for (const TensorRecord& t : o.tensors)
       if (t.role == TensorRole::kInput && live.count(t.hash)) reads = true;
     if (!reads) return true;
-    // A view of a live tensor holds its values: not followed, so not cleaned.
+    // In place: input 0's old values are gone (first: an in-place op that leaves NaN as it
+    // was, `clamp_`, writes the same hash back below).
+    if (o.flags & tracer::kOpInplace)
+      for (const TensorRecord& t : o.tensors)
+        if (t.role == TensorRole::kInput && t.index == 0)
+          if (auto it = live.find(t.hash); it != live.end() && --it->second == 0) live.erase(it);
     for (const TensorRecord& t : o.tensors) {
       if (t.role != TensorRole::kOutput) continue;
+      // A view of a live tensor holds its values: not followed, so not cleaned.
       if (!t.summary.valid || !tensor_comparable(t)) {
         escaped = true;
         return false;
       }
-      if (t.summary.nan_count > 0 || t.summary.inf_count > 0) live.insert(t.hash);
+      if (t.summary.nan_count > 0 || t.summary.inf_count > 0) ++live[t.hash];
     }
-    // In place: input 0's old values are gone.
-    if (o.flags & tracer::kOpInplace)
-      for (const TensorRecord& t : o.tensors)
-        if (t.role == TensorRole::kInput && t.index == 0) live.erase(t.hash);
     return true;
   });
   TDBG_RETURN_IF_ERROR(st);
@@ -434,6 +446,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   int64_t max_step = -1;
   int64_t resume = 0;      // the seq the search goes on from
   int64_t contained = 0;   // starts made and cleaned inside one top-level op, passed over
+  json contained_ops = json::array();
   Counts before;
   std::string entry;  // how NaN entered at `op`, when no op made it
   OpRecord op;
@@ -451,11 +464,12 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   if (!found) {
     TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
     *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(),
-                     tracker.carried_in_window(), max_step, contained};
+                     tracker.carried_in_window(), max_step, contained, contained_ops};
     return json(nullptr);
   }
   // Before the descent below judges the start's nested ops, which come after it.
-  before = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(), 0, -1, contained};
+  before = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(), 0, -1, contained,
+                  contained_ops};
   op = std::move(*found);
   if (verdict == Tracker::Verdict::kFresh) {
     // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
@@ -482,6 +496,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     TDBG_ASSIGN_OR_RETURN(const bool cleaned, cleaned_inside(r, op));
     if (cleaned) {
       ++contained;
+      if (contained_ops.size() < kContainedShown) contained_ops.push_back(op_json(r, strings, op));
       resume = op.seq + 1;
       continue;
     }
@@ -588,6 +603,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   j["skipped_before"] = before.skipped;
   j["ignored_before"] = before.ignored;
   j["contained_before"] = before.contained;
+  j["contained_starts_before"] = before.contained_ops;
   return j;
 }
 
@@ -734,6 +750,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
               {"skipped", counts.skipped},
               {"ignored", counts.ignored},
               {"contained", counts.contained},
+              {"contained_starts", counts.contained_ops},
               {"run", run.path},
               {"options", options_json(options)},
               {"notes", notes}};

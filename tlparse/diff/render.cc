@@ -323,8 +323,9 @@ std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int
   const char* sep = "; ";
   std::ostringstream o;
   if (contained > 0)
-    o << sep << contained << " NaN/Inf start(s) cleaned inside the op that made them (a nested op's "
-      << "0/0 that the next op masks, as torch's norm backward does for a zero vector)";
+    o << sep << contained << " NaN/Inf start(s) cleaned inside the op that ran them (a nested op's "
+      << "NaN or Inf that the next nested ops wrote over with finite values before it returned, "
+      << "such as torch's norm backward for a zero vector; listed under contained:)";
   if (ignored > 0)
     o << sep << ignored << " Inf start(s) ignored by --nan-only (Inf made from finite values:"
       << " an overflow, x/0, log(0))";
@@ -333,6 +334,20 @@ std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int
     o << sep << explained << " op(s) whose NaN/Inf came from their inputs or an Inf/NaN argument"
       << " (such as attention masks)";
   return o.str();
+}
+
+// The starts passed over as cleaned inside the op that ran them, where each was.
+void print_contained(std::ostringstream& o, const json& starts) {
+  if (!starts.is_array()) return;
+  for (const json& c : starts) {
+    if (!c.is_object()) continue;
+    o << "  contained: " << str(c, "op") << " (seq " << str(c, "seq") << ", step " << str(c, "step")
+      << ") at " << source_text(c);
+    const json& enclosing = c.value("enclosing", json::array());
+    if (enclosing.is_array() && !enclosing.empty())
+      o << " · inside " << str(enclosing[enclosing.size() - 1], "op");
+    o << "\n";
+  }
 }
 
 void print_notes(std::ostringstream& o, const json& result) {
@@ -556,6 +571,7 @@ std::string format_nonfinite(const json& result) {
       o << "finite: no " << what << " starts in " << str(result, "run");
       if (from_step > 0) o << " from step " << from_step;
       o << passed_over(explained, skipped, ignored, from_step, contained) << "\n";
+      print_contained(o, result.value("contained_starts", json()));
     }
     print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
     return o.str();
@@ -685,6 +701,7 @@ std::string format_nonfinite(const json& result) {
                   f.value("ignored_before", int64_t{0}), from_step,
                   f.value("contained_before", int64_t{0}));
   if (!before.empty()) o << "  (after: " << before.substr(2) << ")\n";
+  print_contained(o, f.value("contained_starts_before", json()));
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
   // `masked_fill(isinf, 0)`. Say how to look past it.
   if (!nan_only && s.is_object() && s.value("nan", int64_t{0}) == 0 && entered.empty()) {

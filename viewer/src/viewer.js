@@ -364,7 +364,8 @@
       if (!n || n.status !== 'nonfinite' || !n.first_nonfinite) {
         // Each op passed over counted once, as what it is (as `tdbg nan` words it).
         const passed = n ? [
-          n.contained > 0 ? fmt(n.contained) + ' NaN/Inf start(s) cleaned inside the op that made them (a nested op\'s 0/0 that the next op masks, as torch\'s norm backward does for a zero vector)' : null,
+          n.contained > 0 ? fmt(n.contained) + ' NaN/Inf start(s) cleaned inside the op that ran them (' +
+            (n.contained_starts || []).map(c => c.op + ' at ' + srcText(c.source) + ', step ' + fmt(c.step)).join('; ') + ')' : null,
           n.ignored > 0 ? fmt(n.ignored) + ' Inf start(s) ignored by --nan-only (Inf made from finite values)' : null,
           n.skipped > 0 ? fmt(n.skipped) + ' start(s) before the first step asked for skipped' : null,
           n.explained > 0 ? fmt(n.explained) + ' op(s) whose NaN/Inf came from their inputs or an Inf/NaN argument (such as attention masks)' : null,
