@@ -38,6 +38,11 @@ void add_export_command(CLI::App& app) {
       b = std::move(opened.value());
       tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     }
+    // A run still recording is read as it is now, once: every part of the trace tells of
+    // the same ops.
+    for (tracer::Run* run : {&a.value(), b ? &*b : nullptr})
+      if (run)
+        if (Status pinned = run->pin_snapshot(); !pinned.ok()) return fail("export", pinned.message());
     bool to_stdout = args->out == "-";
     std::string tmp = args->out + ".partial";
     std::FILE* out = to_stdout ? stdout : std::fopen(tmp.c_str(), "wb");

@@ -36,6 +36,11 @@ void add_report_command(CLI::App& app) {
       b = std::move(opened.value());
       tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     }
+    // A run still recording is read as it is now, once: every part of the page tells of
+    // the same ops.
+    for (tracer::Run* run : {&a.value(), b ? &*b : nullptr})
+      if (run)
+        if (Status pinned = run->pin_snapshot(); !pinned.ok()) return fail("report", pinned.message());
     report::ReportOptions options;
     options.window_ops = args->window;
     options.with_diff = !args->no_diff;

@@ -1046,6 +1046,11 @@ StatusOr<Run> Run::Open(const std::string& path) {
   return run;
 }
 
+Status Run::pin_snapshot() {
+  for (auto& p : processes) TDBG_RETURN_IF_ERROR(p->pin_snapshot());
+  return Status::Ok();
+}
+
 Status Run::lookup_status() const {
   for (const auto& r : processes) TDBG_RETURN_IF_ERROR(r->lookup_status());
   return Status::Ok();

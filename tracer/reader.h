@@ -114,6 +114,10 @@ struct Run {
   // before it hands out what it read (a report, a trace, a bundle), which would otherwise
   // show ops without names or stacks as if recorded so.
   Status lookup_status() const;
+
+  // Pins every database at its state now (Reader::pin_snapshot): a tool that reads a run many
+  // times over (a report, a trace, a bundle) then tells of one moment of a run still recording.
+  Status pin_snapshot();
 };
 
 // Puts the processes of two runs in an order where the same index is the same process of the

@@ -462,10 +462,9 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   std::set<const tracer::Reader*> live;
   for (tracer::Run* run : {&a, b ? &*b : nullptr}) {
     if (!run) continue;
-    for (const auto& p : run->processes) {
+    for (const auto& p : run->processes)
       if (diff::still_recording(*p)) live.insert(p.get());
-      TDBG_RETURN_IF_ERROR(p->pin_snapshot());
-    }
+    TDBG_RETURN_IF_ERROR(run->pin_snapshot());
   }
   ReportOptions report_options;
   TDBG_ASSIGN_OR_RETURN(json data, build_report_data(a, b ? &*b : nullptr, report_options));
