@@ -943,6 +943,34 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
            (t.dtype == hashing::DType::kUnknown && device.empty());
   };
   out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing);
+  // A view of other memory in each run: the tensors it views, by the ops that made them (a
+  // weight tied to another: `W.t()` of the embedding's weight in one run, of its own in the
+  // other).
+  if (c.view >= 0 && out["cause"] == "structure" && static_cast<size_t>(c.view) < a.tensors.size() &&
+      static_cast<size_t>(c.view) < b.tensors.size()) {
+    auto base_maker = [](Side& side, const TensorRecord& view) -> std::string {
+      TensorRecord cur = view;
+      for (int hops = 0; hops < 6 && cur.producer != tracer::kNoSeq; ++hops) {
+        auto prod = side.reader->op(cur.producer);
+        if (!prod) return "";
+        const TensorRecord* out = nullptr;
+        for (const TensorRecord& t : prod->tensors)
+          if (t.role == TensorRole::kOutput && t.hash == cur.hash) out = &t;
+        if (out == nullptr || out->status != tracer::TensorStatus::kView)
+          return op_at_source(*side.reader, side.strings, *prod) + " (op " + std::to_string(prod->seq) + ")";
+        const TensorRecord* base = nullptr;  // the view op's first tensor input
+        for (const TensorRecord& t : prod->tensors)
+          if (!base && t.role == TensorRole::kInput && t.hash != 0) base = &t;
+        if (base == nullptr) return "";
+        cur = *base;
+      }
+      return "";
+    };
+    const std::string in_a = base_maker(p.a, a.tensors[static_cast<size_t>(c.view)]);
+    const std::string in_b = base_maker(p.b, b.tensors[static_cast<size_t>(c.view)]);
+    if (!in_a.empty() && !in_b.empty() && in_a != in_b)
+      detail += "; it views what " + in_a + " made in A, what " + in_b + " made in B";
+  }
   if (out["cause"] == "external_input" && c.input >= 0 &&
       static_cast<size_t>(c.input) < a.tensors.size() &&
       uninitialized_read(p.a.strings, a.tensors[static_cast<size_t>(c.input)])) {

@@ -1838,6 +1838,35 @@ TEST_CASE("a value difference from the same line in another module shows both mo
   CHECK(text.find("Net.blocks.2") != std::string::npos);
 }
 
+TEST_CASE("a view of other memory in each run names the ops that made what it views") {
+  using T = Recorder::T;
+  // `h @ W.t()` with W the embedding's weight in B (tied), a separate weight in A. Each
+  // parameter is an alias of what its init op made (a view, compared by what it views).
+  auto run = [](bool tied) {
+    return write_ops([&](Recorder& r) {
+      auto param = [&](uint64_t hash, const char* init, int line) {
+        T made{hash, r.op(init, {T{hash - 9}}, {T{hash}}, {}, 0, 0, kNoSeq, line)};
+        T alias{hash + 1, kNoSeq, "16x6", TensorStatus::kView};
+        alias.summary = false;
+        alias.producer = r.op("aten::alias", {made}, {alias}, {}, 0, 0, kNoSeq, line);
+        return alias;
+      };
+      const T emb = param(10, "aten::mul", 6);
+      const T out = param(20, "aten::normal_", 7);
+      T view{tied ? 12u : 22u, kNoSeq, "6x16", TensorStatus::kView};
+      view.summary = false;
+      view.producer = r.op("aten::t", {tied ? emb : out}, {view}, {}, 0, 0, kNoSeq, 15);
+      r.op("aten::mm", {T{5}, view}, {T{tied ? 41u : 40u}}, {}, 0, 0, kNoSeq, 15);
+    });
+  };
+  json d = first(compare(run(false), run(true)));
+  CHECK(d["cause"] == "structure");
+  INFO(d["detail"].get<std::string>());
+  CHECK(d["detail"].get<std::string>().find(
+            "it views what aten::normal_ at train.py:7 (op 2) made in A, what aten::mul at train.py:6 (op 0) made in B") !=
+        std::string::npos);
+}
+
 TEST_CASE("a command line written with other spacing is no setting that differs") {
   using T = Recorder::T;
   auto run = [](const std::string& cmdline) {
