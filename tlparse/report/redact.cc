@@ -140,8 +140,24 @@ std::string Redactor::meta(const std::string& key, const std::string& value) {
 
 std::string Redactor::apply(std::string_view text_in) const {
   std::string text(text_in);
-  for (const auto& [value, name] : values_)
+  for (const auto& [value, name] : values_) {
     if (replace_all(&text, value, kMark)) names_.insert(name);
+    // A long secret cut short where it was recorded (a record_function name, truncated): its
+    // first kPrefix characters and as many more as match.
+    constexpr size_t kPrefix = 12;
+    // (Not a path, such as HF_HOME's, whose start is every path below it.)
+    if (value.size() < 16 || value[0] == '/' || value[0] == '~' ||
+        value.find_first_of(" \t") != std::string::npos)
+      continue;
+    const std::string prefix = value.substr(0, kPrefix);
+    for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) {
+      size_t n = kPrefix;
+      while (at + n < text.size() && n < value.size() && text[at + n] == value[n]) ++n;
+      text.replace(at, n, kMark);
+      names_.insert(name);
+      at += std::char_traits<char>::length(kMark);
+    }
+  }
   // NAME=value, NAME = "value", NAME='value' and "NAME": "value" where NAME looks secret (a
   // command line, an environment dump, a keyword argument or a config line in some other
   // string or a source file).

@@ -308,6 +308,14 @@ TEST_CASE("the redactor scrubs quoted values in source text, and the shell's cre
   CHECK(r.apply("run wandb wandbsecret999 and more") == "run wandb [REDACTED] and more");
   CHECK(r.redacted_names().count("WANDB_API_KEY") == 1);
   CHECK(r.apply("short and /usr/bin") == "short and /usr/bin");  // short values, other names: kept
+  // A long key cut short where it was recorded: its start is scrubbed all the same.
+  const char* long_key[] = {"OPENAI_API_KEY=sk-proj-0123456789abcdefghij", nullptr};
+  r.remember_environment(long_key);
+  CHECK(r.apply("run sk-proj-0123456789ab") == "run [REDACTED]");
+  CHECK(r.apply("sk-proj-01 is too short to say") == "sk-proj-01 is too short to say");
+  const char* home[] = {"HF_HOME=/root/.cache/huggingface", nullptr};
+  r.remember_environment(home);
+  CHECK(r.apply("/root/.cache/torch/hub/x.py") == "/root/.cache/torch/hub/x.py");
 }
 
 }  // namespace
