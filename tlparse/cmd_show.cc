@@ -77,9 +77,6 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
     const std::string& reason = strings.text(t.reason);
     const std::string& device = strings.text(t.device);
     std::string extra = reason.empty() ? "" : "(" + reason + ")";
-    if (reason.empty() && device.empty() && t.dtype == hashing::DType::kUnknown &&
-        t.status == tracer::TensorStatus::kNotHashed)
-      extra = "(None: an optional tensor not given)";
     if (!device.empty() && device != "cpu") extra += (extra.empty() ? "" : " ") + std::string("on ") + device;
     std::printf("%22s %s%u %s[%s] %s %s%s%s\n", "", t.role == tracer::TensorRole::kInput ? "in " : "out",
                 t.index, hashing::dtype_name(t.dtype), strings.text(t.shape).c_str(),

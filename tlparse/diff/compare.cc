@@ -938,9 +938,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     return op ? op_at_source(*side.reader, side.strings, *op) : "";
   };
   auto carries_nothing = [&p](const TensorRecord& t) {
-    const std::string& device = p.a.strings.text(t.device);
-    return p.a.strings.text(t.reason) == tracer::kReasonOverwritten ||
-           (t.dtype == hashing::DType::kUnknown && device.empty());
+    return *never_read(p.a.strings, t) != '\0';
   };
   out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing);
   // A view of other memory in each run: the tensors it views, by the ops that made them (a
@@ -1588,11 +1586,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       // `mul` of one run's forward and a `mul` inside the other's MulBackward0) compares
       // unrelated tensors: no value difference to name.
       const bool same_pass = ((e.a->flags ^ e.b->flags) & tracer::kOpBackward) == 0;
-      if (same_pass)
+      if (same_pass) {
         growth.add_pair(*e.a, *e.b, e.cmp);
-      else
+        ++pairs_compared;
+      } else {
         growth.add_crossed_pair(*e.a);
-      if (same_pass) ++pairs_compared;
+      }
       // After a structural change, the same values in another memory layout (`W.t()` against
       // `W.t().contiguous()`) with the same outputs are no value difference: the change
       // added work, not results.
@@ -2073,12 +2072,13 @@ std::string flagged_ops(const Reader& r, const LastTopLevel& last, uint32_t flag
   }
   Strings strings(r);
   OpRecord op = *chain.back();
-  for (const OpRecord* c : chain)  // a backward op: where its forward op ran
-    if (op.user_frame == 0 && op.stack == 0 && c->fwd != tracer::kNoSeq)
-      if (auto fwd = r.op(c->fwd); fwd) {
-        op.user_frame = fwd->user_frame;
-        op.stack = fwd->stack;
-      }
+  if (const int64_t fwd_seq = op.user_frame == 0 && op.stack == 0 ? forward_seq_of(r, op)
+                                                                     : tracer::kNoSeq;
+      fwd_seq != tracer::kNoSeq)  // a backward op: where its forward op ran
+    if (auto fwd = r.op(fwd_seq); fwd) {
+      op.user_frame = fwd->user_frame;
+      op.stack = fwd->stack;
+    }
   std::string text = op_at_source(r, strings, op);
   if (chain.size() > 1) {
     text += " (";

@@ -53,17 +53,6 @@ bool cannot_be_nonfinite(Strings& strings, const TensorRecord& t) {
   return false;
 }
 
-// Why input `t` cannot bring NaN or Inf into its op's outputs although its values were not
-// recorded, or "": an undefined tensor (an optional tensor passed as None, such as a loss's
-// `weight`), or a buffer the op overwrites without reading it (an `out=` argument, `self` of
-// `fill_`). Neither is one of the op's inputs in the sense of where values come from.
-const char* never_read(Strings& strings, const TensorRecord& t) {
-  if (t.status != tracer::TensorStatus::kNotHashed || t.reason == 0) return "";
-  const std::string& reason = strings.text(t.reason);  // the tracer's words, fixed
-  if (reason == "undefined tensor") return "undefined";
-  if (reason == "overwritten by the op without being read") return "overwritten";
-  return "";
-}
 
 // The number of elements of a tensor of shape text `shape` ("16x16 strides 1x16"; "" for a
 // 0-dim tensor), or -1 when it cannot be read ("nested").
@@ -358,10 +347,10 @@ json options_json(const NonfiniteOptions& options) {
   return json{{"nan_only", options.nan_only}, {"from_step", options.from_step}};
 }
 
-// What a process's ops before its start (or all of them) passed over, each op counted once.
 // Contained starts named, at most.
 constexpr size_t kContainedShown = 5;
 
+// What a process's ops before its start (or all of them) passed over, each op counted once.
 struct Counts {
   int64_t explained = 0;  // NaN or Inf from their inputs or arguments
   int64_t skipped = 0;    // starts before --from-step
@@ -383,13 +372,9 @@ struct Counts {
   }
 };
 
-// The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
-// process has none; `counts` says what its ops passed over when it has none.
-// `first_held`: the first seq its database holds (a ring's or a trimmed bundle's first op).
 // Whether the non-finite values nested op `start` made were cleaned before its top-level op
-// ended: every op after it inside that top-level op that reads them either writes them over
-// in place with finite values (`masked_fill_`) or makes finite values from them, and none is
-// left holding them (what it made, or what an op made from it, is passed on otherwise). A
+// ended: every tensor inside it that holds them (its outputs, copies and non-finite results
+// made from them) was written over in place with finite values (`masked_fill_`) by then. A
 // top-level start, or one whose values outlive its top-level op, is a start.
 StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
   if (start.depth == 0) return false;
@@ -436,6 +421,9 @@ StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
   return ended && !escaped && live.empty();
 }
 
+// The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
+// process has none; `counts` says what its ops passed over when it has none.
+// `first_held`: the first seq its database holds (a ring's or a trimmed bundle's first op).
 StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOptions& options,
                              int64_t first_held, Counts* counts) {
   const tracer::Reader& r = *run.processes[p];
@@ -450,61 +438,64 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   Counts before;
   std::string entry;  // how NaN entered at `op`, when no op made it
   OpRecord op;
+  // A start that turns out to be contained is passed over, and the search goes on after it.
   while (true) {
-  found.reset();
-  Status st = r.scan_ops(std::nullopt, resume, std::numeric_limits<int64_t>::max(), true,
-                         [&](const OpRecord& op) {
-                           max_step = std::max(max_step, op.step);
-                           verdict = tracker.judge(op);
-                           if (verdict == Tracker::Verdict::kExplained) return true;
-                           found = op;
-                           return false;
-                         });
-  TDBG_RETURN_IF_ERROR(st);
-  if (!found) {
-    TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
-    *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(),
-                     tracker.carried_in_window(), max_step, contained, contained_ops};
-    return json(nullptr);
-  }
-  // Before the descent below judges the start's nested ops, which come after it.
-  before = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(), 0, -1, contained,
-                  contained_ops};
-  op = std::move(*found);
-  if (verdict == Tracker::Verdict::kFresh) {
-    // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
-    // value: go down to the first child with a non-finite output, level by level.
-    bool descended = true;
-    while (descended) {
-      descended = false;
-      std::optional<OpRecord> child;
-      uint16_t depth = op.depth;
-      st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true, [&](const OpRecord& o) {
-        if (o.depth <= depth) return false;
-        if (tracker.judge(o) != Tracker::Verdict::kFresh) return true;
-        child = o;
-        return false;
-      });
-      TDBG_RETURN_IF_ERROR(st);
-      if (child) {
-        op = std::move(*child);
-        descended = true;
+    found.reset();
+    Status st = r.scan_ops(std::nullopt, resume, std::numeric_limits<int64_t>::max(), true,
+                           [&](const OpRecord& op) {
+                             max_step = std::max(max_step, op.step);
+                             verdict = tracker.judge(op);
+                             if (verdict == Tracker::Verdict::kExplained) return true;
+                             found = op;
+                             return false;
+                           });
+    TDBG_RETURN_IF_ERROR(st);
+    if (!found) {
+      TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
+      *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(),
+                       tracker.carried_in_window(), max_step, contained, contained_ops};
+      return json(nullptr);
+    }
+    // Before the descent below judges the start's nested ops, which come after it.
+    before = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(), 0, -1, contained,
+                    contained_ops};
+    op = std::move(*found);
+    if (verdict == Tracker::Verdict::kFresh) {
+      // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
+      // value: go down to the first child with a non-finite output, level by level.
+      bool descended = true;
+      while (descended) {
+        descended = false;
+        std::optional<OpRecord> child;
+        uint16_t depth = op.depth;
+        st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true,
+                        [&](const OpRecord& o) {
+                          if (o.depth <= depth) return false;
+                          if (tracker.judge(o) != Tracker::Verdict::kFresh) return true;
+                          child = o;
+                          return false;
+                        });
+        TDBG_RETURN_IF_ERROR(st);
+        if (child) {
+          op = std::move(*child);
+          descended = true;
+        }
       }
+      // Made inside a top-level op and cleaned there before anything outside it read it: no
+      // start of the run's (torch's norm backward divides by a zero norm, then masks the 0/0).
+      TDBG_ASSIGN_OR_RETURN(const bool cleaned, cleaned_inside(r, op));
+      if (cleaned) {
+        ++contained;
+        if (contained_ops.size() < kContainedShown)
+          contained_ops.push_back(op_json(r, strings, op));
+        resume = op.seq + 1;
+        continue;
+      }
+    } else {
+      // The op where NaN entered is the answer as it stands: its nested ops read the same data.
+      entry = tracker.entry();
     }
-    // Made inside a top-level op and cleaned there before anything outside it read it: no
-    // start of the run's (torch's norm backward divides by a zero norm, then masks the 0/0).
-    TDBG_ASSIGN_OR_RETURN(const bool cleaned, cleaned_inside(r, op));
-    if (cleaned) {
-      ++contained;
-      if (contained_ops.size() < kContainedShown) contained_ops.push_back(op_json(r, strings, op));
-      resume = op.seq + 1;
-      continue;
-    }
-  } else {
-    // The op where NaN entered is the answer as it stands: its nested ops read the same data.
-    entry = tracker.entry();
-  }
-  break;
+    break;
   }
   json j = op_json(r, strings, op);
   j["process"] = p;

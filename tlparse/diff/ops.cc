@@ -491,6 +491,14 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, con
   return j;
 }
 
+const char* never_read(Strings& strings, const tracer::TensorRecord& t) {
+  if (t.status != tracer::TensorStatus::kNotHashed || t.reason == 0) return "";
+  const std::string& reason = strings.text(t.reason);  // the tracer's words, fixed
+  if (reason == "undefined tensor") return "undefined";
+  if (reason == tracer::kReasonOverwritten) return "overwritten";
+  return "";
+}
+
 // An input hashed where it was read, from memory an op of the `empty` family returned
 // uninitialized and no recorded op wrote since (the hook says so in its reason).
 bool uninitialized_read(Strings& strings, const tracer::TensorRecord& t) {

@@ -168,6 +168,12 @@ nlohmann::json tensor_json(Strings& strings, const tracer::TensorRecord& t);
 // autograd node it runs inside (up to 8 enclosing ops); kNoSeq if none.
 int64_t forward_seq_of(const tracer::Reader& reader, const tracer::OpRecord& op);
 
+// Why input `t` brings no values into its op although they were not recorded, or "":
+// "undefined" (an optional tensor passed as None, such as a loss's `weight` or a conv's bias),
+// or "overwritten" (a buffer the op writes without reading it: an `out=` argument, `self` of
+// `fill_`). Neither is one of the op's inputs in the sense of where values come from.
+const char* never_read(Strings& strings, const tracer::TensorRecord& t);
+
 // An input hashed where it was read from memory an op of the `empty` family returned
 // uninitialized, that no recorded op wrote since (`tracer::kReasonUninitializedRead`).
 bool uninitialized_read(Strings& strings, const tracer::TensorRecord& t);
