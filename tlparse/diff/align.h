@@ -24,4 +24,11 @@ std::optional<std::vector<Hunk>> shortest_edit_script(const uint64_t* a, size_t 
                                                       const uint64_t* b, size_t m,
                                                       int max_edits);
 
+// The shortest edit script from all of `b` to a prefix of `a`, of any length: `a`'s ops after
+// that prefix cost nothing and are in no hunk. For a run that ended early (`b`), whose ops
+// are the start of what it would have run. `*a_used` receives the prefix's length.
+std::optional<std::vector<Hunk>> edit_script_to_prefix(const uint64_t* a, size_t n,
+                                                       const uint64_t* b, size_t m,
+                                                       int max_edits, int64_t* a_used);
+
 }  // namespace tdbg::diff

@@ -144,3 +144,65 @@ TEST_CASE("a script longer than the bound is refused") {
   CHECK_FALSE(shortest_edit_script(va.data(), va.size(), vb.data(), vb.size(), 5));
   CHECK(shortest_edit_script(va.data(), va.size(), vb.data(), vb.size(), 20));
 }
+
+namespace {
+
+// The least insertions plus removals from all of `b` to any prefix of `a`, by dynamic
+// programming: what `edit_script_to_prefix` must reach.
+int64_t least_prefix_edits(const std::string& a, const std::string& b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<int64_t>> d(n + 1, std::vector<int64_t>(m + 1, 0));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int64_t>(i);
+  for (size_t j = 0; j <= m; ++j) d[0][j] = static_cast<int64_t>(j);
+  for (size_t i = 1; i <= n; ++i)
+    for (size_t j = 1; j <= m; ++j)
+      d[i][j] = a[i - 1] == b[j - 1] ? d[i - 1][j - 1] : 1 + std::min(d[i - 1][j], d[i][j - 1]);
+  int64_t best = d[0][m];
+  for (size_t i = 1; i <= n; ++i) best = std::min(best, d[i][m]);
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("a run cut short aligns with a prefix of the other, its extra ops inserted") {
+  // B inserted "XY" and then stopped; the rest of A costs nothing. The whole-window script
+  // would rather pair B's ops with a later look-alike in A ("XYcd" further on).
+  const std::string a = "abcdefghijXYcdZZ", b = "abXYcde";
+  auto va = seq(a), vb = seq(b);
+  int64_t used = -1;
+  auto h = tdbg::diff::edit_script_to_prefix(va.data(), va.size(), vb.data(), vb.size(), 100, &used);
+  REQUIRE(h);
+  REQUIRE(h->size() == 1);
+  CHECK((*h)[0].a_begin == 2);
+  CHECK((*h)[0].a_end == 2);
+  CHECK((*h)[0].b_begin == 2);
+  CHECK((*h)[0].b_end == 4);
+  CHECK(used == 5);
+  CHECK(apply(a.substr(0, used), b, *h) == b);
+  auto whole = diff(a, b);
+  CHECK(whole.front().a_end - whole.front().a_begin > 0);  // the whole-window script differs
+  // Nothing of B left: no edits, nothing of A used.
+  auto empty_b = tdbg::diff::edit_script_to_prefix(va.data(), va.size(), vb.data(), 0, 100, &used);
+  REQUIRE(empty_b);
+  CHECK(empty_b->empty());
+  CHECK(used == 0);
+}
+
+TEST_CASE("the prefix script is minimal and reproduces the target on random sequences") {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 300; ++round) {
+    std::string a, b;
+    const int n = static_cast<int>(rng() % 40), m = static_cast<int>(rng() % 30);
+    for (int i = 0; i < n; ++i) a += static_cast<char>('a' + rng() % 3);
+    for (int i = 0; i < m; ++i) b += static_cast<char>('a' + rng() % 4);
+    auto va = seq(a), vb = seq(b);
+    int64_t used = -1;
+    auto h = tdbg::diff::edit_script_to_prefix(va.data(), va.size(), vb.data(), vb.size(), 200,
+                                               &used);
+    REQUIRE(h);
+    REQUIRE(used >= 0);
+    REQUIRE(used <= n);
+    CHECK(apply(a.substr(0, static_cast<size_t>(used)), b, *h) == b);
+    CHECK(edits(*h) == least_prefix_edits(a, b));
+  }
+}

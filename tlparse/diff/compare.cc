@@ -89,10 +89,15 @@ struct Side {
   OpCursor cursor;
 };
 
+bool ended_early(const Reader& r);
+
 struct Pair {
   Pair(const Reader& ra, uint32_t ta, TidxRange na, const Reader& rb, uint32_t tb, TidxRange nb)
-      : a(ra, ta, na), b(rb, tb, nb) {}
+      : a(ra, ta, na), b(rb, tb, nb), a_cut_short(ended_early(ra)), b_cut_short(ended_early(rb)) {}
   Side a, b;
+  // Each run's process ended early (`abnormal_ending`): its threads' last ops are not where
+  // the program would have ended, and the alignment treats them as a prefix.
+  bool a_cut_short, b_cut_short;
   // Ops that took the same inputs in another order with equal outputs (`OpComparison::
   // permuted`), met while locating: how many, and A's first (-1: none).
   int64_t permuted = 0;
@@ -131,6 +136,9 @@ constexpr int64_t kFirstWindow = 1024;
 constexpr int64_t kMaxWindow = 1 << 16;
 constexpr int kMaxEdits = 2048;
 constexpr int64_t kResyncOps = 32;
+// A run that ended early is aligned with a prefix of the other unless that pairs less than this
+// share of the ops that aligning whole windows pairs (see `prefer_prefix_script`).
+constexpr double kPrefixShare = 0.5;
 
 // Walks two threads' ops in alignment from (i, j): pairs of ops with equal signatures, and
 // hunks where one side inserted, removed or replaced ops.
@@ -253,6 +261,93 @@ class Aligner {
     return std::nullopt;
   }
 
+  // How many ops a script of the window at (i_, j_) pairs with an op of another step than
+  // the ops at i_ and j_ are of each other (the window's own step offset).
+  int64_t shifted_pairs(const std::vector<Hunk>& script) const {
+    Side& a = p_.a;
+    Side& b = p_.b;
+    const OpRecord* first_a = a.cursor.at(i_);
+    const OpRecord* first_b = b.cursor.at(j_);
+    if (!first_a || !first_b) return 0;
+    const int64_t offset = first_a->step - first_b->step;
+    int64_t shifted = 0, x = 0, y = 0;
+    auto count = [&](int64_t len) {
+      for (int64_t t = 0; t < len; ++t) {
+        const OpRecord* oa = a.cursor.at(i_ + x + t);
+        const OpRecord* ob = b.cursor.at(j_ + y + t);
+        if (!oa || !ob) return;
+        if (oa->step - ob->step != offset) ++shifted;
+      }
+    };
+    for (const Hunk& h : script) {
+      count(h.a_begin - x);
+      x = h.a_end;
+      y = h.b_end;
+    }
+    count(std::min(a.count - i_ - x, b.count - j_ - y));
+    return shifted;
+  }
+
+  // Where the window holds the rest of a thread of a run that ended early (a crash, an error,
+  // a kill), that thread's ops are the start of what it would have run. Aligning all of the
+  // other run's window with them pairs its last ops with whatever looks like them further on
+  // (a step later, in another backward) and calls what it did run removed; aligning them with
+  // a prefix of the other's window does not. That script replaces `*script` unless it pairs
+  // less than kPrefixShare of the ops that `*script` pairs, and kResyncOps fewer: then it only
+  // inserts what the whole script pairs after a removal (a warm-up that the cut run skipped).
+  // It must also be cheaper than `*script` without what that does after the cut run's last op,
+  // or it is only another script of the same cost. Where both runs ended early, the one with
+  // fewer edits. `*a_used` is how much of A's window the chosen script covers.
+  void prefer_prefix_script(const std::vector<uint64_t>& sa, const std::vector<uint64_t>& sb,
+                            bool a_ends, bool b_ends, std::vector<Hunk>* script,
+                            int64_t* a_used) const {
+    const int64_t wa = static_cast<int64_t>(sa.size()), wb = static_cast<int64_t>(sb.size());
+    int64_t whole_paired = wa, whole_edits = 0;
+    for (const Hunk& h : *script) {
+      whole_paired -= h.a_end - h.a_begin;
+      whole_edits += (h.a_end - h.a_begin) + (h.b_end - h.b_begin);
+    }
+    // What the whole script's last hunk does after one run's last op: free in a prefix script.
+    int64_t free_removed = 0, free_inserted = 0;
+    if (!script->empty() && script->back().a_end == wa && script->back().b_end == wb) {
+      free_removed = script->back().a_end - script->back().a_begin;
+      free_inserted = script->back().b_end - script->back().b_begin;
+    }
+    const int64_t whole_shifted = shifted_pairs(*script);
+    int64_t best_edits = -1;
+    auto consider = [&](const std::vector<uint64_t>& whole, const std::vector<uint64_t>& cut,
+                        bool swapped) {
+      int64_t used = 0;
+      auto candidate = edit_script_to_prefix(whole.data(), whole.size(), cut.data(), cut.size(),
+                                             kMaxEdits, &used);
+      if (!candidate) return;
+      int64_t edits = 0, paired = static_cast<int64_t>(cut.size());
+      for (Hunk& h : *candidate) {
+        edits += (h.a_end - h.a_begin) + (h.b_end - h.b_begin);
+        paired -= h.b_end - h.b_begin;
+        if (swapped) {
+          std::swap(h.a_begin, h.b_begin);
+          std::swap(h.a_end, h.b_end);
+        }
+      }
+      if (paired == 0 && whole_paired == 0) return;  // nothing pairs: all replaced
+      if (static_cast<double>(paired) < kPrefixShare * static_cast<double>(whole_paired) &&
+          whole_paired - paired >= kResyncOps)
+        return;
+      // Only a script cheaper than the whole one on the same ops tells something new, and
+      // only one that pairs no more ops of other steps: a cut run's last steps paired a step
+      // early with the other's are cheaper (what the other runs after them is free) but wrong.
+      if (edits >= whole_edits - (swapped ? free_inserted : free_removed)) return;
+      if (shifted_pairs(*candidate) > whole_shifted) return;
+      if (best_edits >= 0 && edits >= best_edits) return;
+      best_edits = edits;
+      *script = std::move(*candidate);
+      *a_used = swapped ? static_cast<int64_t>(sa.size()) : used;
+    };
+    if (b_ends && p_.b_cut_short) consider(sa, sb, false);
+    if (a_ends && p_.a_cut_short) consider(sb, sa, true);
+  }
+
   // The first hunk of the shortest edit script of a window starting at (i_, j_), where the
   // two signatures differ. The window grows until the hunk is clearly followed by a match.
   std::optional<Hunk> align_at() {
@@ -269,9 +364,12 @@ class Aligner {
       bool whole = i_ + wa == a.count && j_ + wb == b.count;
       bool last_try = whole || w >= kMaxWindow;
       auto script = shortest_edit_script(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits);
+      int64_t a_used = wa;
+      if (script) prefer_prefix_script(sa, sb, i_ + wa == a.count, j_ + wb == b.count, &*script,
+                                       &a_used);
       if (script && !script->empty()) {
         const Hunk& h = script->front();
-        int64_t next = script->size() > 1 ? (*script)[1].a_begin : wa;
+        int64_t next = script->size() > 1 ? (*script)[1].a_begin : a_used;
         if (h.a_begin == 0 && h.b_begin == 0 && (last_try || next - h.a_end >= kResyncOps)) {
           return Hunk{i_ + h.a_begin, i_ + h.a_end, j_ + h.b_begin, j_ + h.b_end};
         }
@@ -2025,6 +2123,8 @@ std::string abnormal_ending(const Reader& r) {
     return "exited with status " + ending + (ending == "1" ? " (an uncaught Python exception exits with 1)" : "");
   return "";
 }
+
+bool ended_early(const Reader& r) { return !abnormal_ending(r).empty(); }
 
 // A thread's last top-level op: its tidx (-1 when the thread has no op), with the ops nested
 // in it (itself first, then in tidx order; without tensors), and the thread's first tidx.

@@ -1546,6 +1546,69 @@ TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it
   CHECK(d["detail"] == "1 op(s) of A removed in B, first aten::mul; B's thread ends here");
 }
 
+TEST_CASE("a run that ended early after extra work lines up with the start of the other's steps") {
+  using T = Recorder::T;
+  // A GAN step: the critic's forward and backward, its optimizer, the generator's forward and
+  // backward, its optimizer. B forgot a detach: the critic's backward also runs the
+  // generator's backward (4 extra ops), the generator's optimizer zeroes 2 more grads, and the
+  // generator's backward raises (B exits with status 1). B's ops after the extra ones look
+  // like A's of the next step too; pairing them there would call A's critic optimizer step
+  // removed although B ran it, and compare ops of other steps.
+  auto write = [](bool b_side) {
+    return write_ops(
+        [&](Recorder& r) {
+          auto block = [&](const char* kind, int n, const std::string& shape = "32x8") {
+            for (int k = 0; k < n; ++k) {
+              T out{mix(std::hash<std::string>{}(kind), uint64_t(r.step * 16 + k))};
+              out.shape = shape;
+              r.op(std::string("aten::") + kind + std::to_string(k), {T{1}}, {out}, {}, 0, 0,
+                   kNoSeq, 5);
+            }
+          };
+          for (int step = 0; step < 3; ++step) {
+            block("fwd", 6);
+            block("dbwd", 5);
+            if (b_side && step == 0) block("gbwd", 4, "8x4");
+            block("dopt", 4, "4x4");
+            ++r.step;
+            block("fwd", 3);
+            if (b_side && step == 0) block("zero", 2, "8x4");
+            if (b_side && step == 0) {
+              block("dbwd", 2);
+              return;  // raised inside the generator's backward
+            }
+            block("dbwd", 5);
+            block("gbwd", 4, "8x4");
+            block("gopt", 4, "8x4");
+            ++r.step;
+          }
+        },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("pid", "42");
+          w.set_meta("exit_status", b_side ? "1" : "0");
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  const json& changes = d["structural_changes"];
+  REQUIRE(changes.size() >= 1);
+  CHECK(changes[0]["type"] == "inserted");
+  CHECK(changes[0]["b_range"] == json::array({11, 15}));
+  // A's critic optimizer step and the generator's forward (A's 11..17) pair with B's: no
+  // change before A's 18 removes an op.
+  for (const json& c : changes) {
+    INFO(c.dump());
+    if (c["a_range"][0].get<int64_t>() < 18) CHECK(c["a_range"][0] == c["a_range"][1]);
+  }
+  // The zeroed grads are B's, inserted after A's forward of the generator step.
+  REQUIRE(changes.size() >= 2);
+  CHECK(changes[1]["type"] == "inserted");
+  CHECK(changes[1]["a_range"] == json::array({18, 18}));
+  CHECK(changes[1]["b_range"] == json::array({22, 24}));
+  CHECK(d["value_after_structure"].is_null());  // no value difference: B's ops all agree
+}
+
 TEST_CASE("data from outside a --steps window may come from before it") {
   using T = Recorder::T;
   auto write = [](uint64_t input) {
