@@ -40,11 +40,13 @@ std::vector<Hunk> merge_slid(std::vector<Hunk> hunks, const uint64_t* a, const u
   return out;
 }
 
-// The shortest script from `a` to `b`, or, where `a_tail_free`, from a prefix of `a` (its
-// length into `*a_used`) to all of `b`.
-std::optional<std::vector<Hunk>> edit_script(const uint64_t* a, size_t n, const uint64_t* b,
-                                             size_t m, int max_edits, bool a_tail_free,
-                                             int64_t* a_used) {
+}  // namespace
+
+std::optional<std::vector<Hunk>> edit_script_free_tails(const uint64_t* a, size_t n,
+                                                        const uint64_t* b, size_t m,
+                                                        int max_edits, bool a_tail_free,
+                                                        bool b_tail_free, int64_t* a_used,
+                                                        int64_t* b_used) {
   const int64_t N = static_cast<int64_t>(n), M = static_cast<int64_t>(m);
   const int64_t max_d = std::min<int64_t>(max_edits, N + M);
   if (max_d < 0) return std::nullopt;
@@ -54,7 +56,7 @@ std::optional<std::vector<Hunk>> edit_script(const uint64_t* a, size_t n, const 
   std::vector<int64_t> v(static_cast<size_t>(2 * max_d + 3), 0);
   // `frontiers[d]` holds v[-d-1 .. d+1] as it was before round d: what the walk back needs.
   std::vector<std::vector<int64_t>> frontiers;
-  int64_t final_d = -1, end_x = N;
+  int64_t final_d = -1, end_x = N, end_y = M;
   for (int64_t d = 0; d <= max_d && final_d < 0; ++d) {
     frontiers.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
     for (int64_t k = -d; k <= d; k += 2) {
@@ -67,21 +69,24 @@ std::optional<std::vector<Hunk>> edit_script(const uint64_t* a, size_t n, const 
       int64_t y = x - k;
       while (x < N && y < M && a[x] == b[y]) ++x, ++y;
       v[offset + k] = x;
-      // Of the diagonals that consume `b` in this round, the one furthest into `a` pairs the
-      // most ops (pairs are (x + y - d) / 2).
-      if (y >= M && (x >= N || a_tail_free) && (final_d < 0 || x > end_x)) {
+      // Of the diagonals that end in this round, the one furthest along pairs the most ops
+      // (pairs are (x + y - d) / 2).
+      const bool ends = (x >= N && y >= M) || (y >= M && a_tail_free) || (x >= N && b_tail_free);
+      if (ends && (final_d < 0 || x + y > end_x + end_y)) {
         final_d = d;
         end_x = x;
+        end_y = y;
       }
     }
   }
   if (final_d < 0) return std::nullopt;
 
   if (a_used) *a_used = end_x;
-  // Walk back from (end_x, M), collecting the edit steps (x, y, is_removal) in reverse.
+  if (b_used) *b_used = end_y;
+  // Walk back from (end_x, end_y), collecting the edit steps (x, y, is_removal) in reverse.
   struct Step { int64_t x, y; bool removal; };
   std::vector<Step> steps;
-  int64_t x = end_x, y = M;
+  int64_t x = end_x, y = end_y;
   for (int64_t d = final_d; d > 0; --d) {
     const std::vector<int64_t>& f = frontiers[static_cast<size_t>(d)];
     auto at = [&](int64_t k) { return f[static_cast<size_t>(k + d + 1)]; };
@@ -116,18 +121,16 @@ std::optional<std::vector<Hunk>> edit_script(const uint64_t* a, size_t n, const 
   return merge_slid(std::move(hunks), a, b);
 }
 
-}  // namespace
-
 std::optional<std::vector<Hunk>> shortest_edit_script(const uint64_t* a, size_t n,
                                                       const uint64_t* b, size_t m,
                                                       int max_edits) {
-  return edit_script(a, n, b, m, max_edits, false, nullptr);
+  return edit_script_free_tails(a, n, b, m, max_edits, false, false, nullptr, nullptr);
 }
 
 std::optional<std::vector<Hunk>> edit_script_to_prefix(const uint64_t* a, size_t n,
                                                        const uint64_t* b, size_t m,
                                                        int max_edits, int64_t* a_used) {
-  return edit_script(a, n, b, m, max_edits, true, a_used);
+  return edit_script_free_tails(a, n, b, m, max_edits, true, false, a_used, nullptr);
 }
 
 }  // namespace tdbg::diff

@@ -31,4 +31,15 @@ std::optional<std::vector<Hunk>> edit_script_to_prefix(const uint64_t* a, size_t
                                                        const uint64_t* b, size_t m,
                                                        int max_edits, int64_t* a_used);
 
+// The shortest edit script where the ops after a prefix of `a` (where `a_tail_free`) or of `b`
+// (where `b_tail_free`) cost nothing: windows cut from longer sequences, whose last ops
+// pair with ops past the other window's end. It ends where one sequence is used up, the
+// other free; of the ends as short, the one that pairs the most. `*a_used` and `*b_used`
+// receive the prefixes' lengths.
+std::optional<std::vector<Hunk>> edit_script_free_tails(const uint64_t* a, size_t n,
+                                                        const uint64_t* b, size_t m,
+                                                        int max_edits, bool a_tail_free,
+                                                        bool b_tail_free, int64_t* a_used,
+                                                        int64_t* b_used);
+
 }  // namespace tdbg::diff

@@ -206,3 +206,92 @@ TEST_CASE("the prefix script is minimal and reproduces the target on random sequ
     CHECK(edits(*h) == least_prefix_edits(a, b));
   }
 }
+
+namespace {
+
+// The least edits to turn a prefix of `a` (all of it unless `a_free`) into a prefix of `b`
+// (all of it unless `b_free`), by dynamic programming.
+int64_t least_free_tail_edits(const std::string& a, const std::string& b, bool a_free, bool b_free) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<int64_t>> d(n + 1, std::vector<int64_t>(m + 1, 0));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int64_t>(i);
+  for (size_t j = 0; j <= m; ++j) d[0][j] = static_cast<int64_t>(j);
+  for (size_t i = 1; i <= n; ++i)
+    for (size_t j = 1; j <= m; ++j)
+      d[i][j] = a[i - 1] == b[j - 1] ? d[i - 1][j - 1] : 1 + std::min(d[i - 1][j], d[i][j - 1]);
+  int64_t best = d[n][m];
+  if (a_free) for (size_t i = 0; i <= n; ++i) best = std::min(best, d[i][m]);
+  if (b_free) for (size_t j = 0; j <= m; ++j) best = std::min(best, d[n][j]);
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("windows cut from runs whose steps differ in length do not drift a step apart") {
+  // Op signatures of one training step of a 2-layer MLP (96 ops, from a recording), and of
+  // the same step with `loss = loss + 0.0 * out.abs().mean()` (114 ops: 4 forward ops, the
+  // backward's 13 and one `add` more). Over windows of equal length, the whole-window script
+  // pairs each of B's first steps with A's step after next: it leaves less of A's longer
+  // window unpaired at the end, and removes 87 ops of A per step that B ran. With the
+  // windows' ends free, every step pairs with its counterpart.
+const std::vector<uint64_t> step_a = {
+      0, 1, 2, 3, 4, 5, 6, 2, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+      25, 24, 26, 27, 28, 29, 30, 31, 32, 33, 34, 24, 30, 35, 36, 37, 38, 39, 22, 40, 41, 42, 43,
+      44, 45, 30, 46, 47, 33, 48, 49, 30, 50, 51, 0, 1, 2, 3, 52, 51, 51, 53, 47, 47, 54, 36, 36,
+      55, 32, 32, 52, 51, 53, 47, 54, 36, 55, 32, 56, 57, 58, 43, 59, 60, 61, 27, 62, 63, 17, 64};
+  const std::vector<uint64_t> step_b = {
+      65, 64, 66, 67, 0, 1, 2, 3, 4, 5, 6, 2, 7, 8, 9, 10, 68, 69, 70, 71, 66, 11, 12, 13, 14, 72,
+      73, 74, 19, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 75, 22, 23, 24, 25, 24, 26, 27, 28,
+      29, 30, 31, 32, 33, 34, 24, 30, 35, 36, 37, 38, 39, 22, 40, 41, 42, 43, 44, 45, 30, 46, 47,
+      33, 48, 49, 30, 50, 51, 0, 1, 2, 3, 52, 51, 51, 53, 47, 47, 54, 36, 36, 55, 32, 32, 52, 51,
+      53, 47, 54, 36, 55, 32, 56, 57, 58, 43, 59, 60, 61, 27, 62, 63, 17, 64};
+  std::vector<uint64_t> a, b;
+  for (int step = 0; step < 13; ++step) {
+    a.insert(a.end(), step_a.begin(), step_a.end());
+    b.insert(b.end(), step_b.begin(), step_b.end());
+  }
+  a.resize(1200);
+  b.resize(1200);
+  auto whole = shortest_edit_script(a.data(), a.size(), b.data(), b.size(), 2048);
+  REQUIRE(whole);
+  int64_t longest_removal = 0;
+  for (const Hunk& x : *whole) longest_removal = std::max(longest_removal, x.a_end - x.a_begin);
+  CHECK(longest_removal >= 80);  // the drift this guards against
+  int64_t a_used = -1, b_used = -1;
+  auto h = tdbg::diff::edit_script_free_tails(a.data(), a.size(), b.data(), b.size(), 2048, true,
+                                              true, &a_used, &b_used);
+  REQUIRE(h);
+  CHECK(b_used == 1200);
+  int64_t inserted = 0;
+  for (const Hunk& x : *h) {
+    INFO(x.a_begin << " " << x.a_end << " " << x.b_begin << " " << x.b_end);
+    CHECK(x.a_end - x.a_begin <= 1);  // at most an op replaced, never a step's ops removed
+    inserted += x.b_end - x.b_begin;
+  }
+  CHECK(inserted == b_used - a_used + [&] {
+    int64_t removed = 0;
+    for (const Hunk& x : *h) removed += x.a_end - x.a_begin;
+    return removed;
+  }());
+  CHECK(a_used >= 1200 * 96 / 114 - 18);  // one A step per B step (give or take its extra ops)
+}
+
+TEST_CASE("the free-tail script is minimal and reproduces the target on random sequences") {
+  std::mt19937 rng(23);
+  for (int round = 0; round < 400; ++round) {
+    std::string a, b;
+    const int n = static_cast<int>(rng() % 40), m = static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) a += static_cast<char>('a' + rng() % 3);
+    for (int i = 0; i < m; ++i) b += static_cast<char>('a' + rng() % 3);
+    const bool a_free = rng() % 2, b_free = rng() % 2;
+    auto va = seq(a), vb = seq(b);
+    int64_t a_used = -1, b_used = -1;
+    auto h = tdbg::diff::edit_script_free_tails(va.data(), va.size(), vb.data(), vb.size(), 200,
+                                                a_free, b_free, &a_used, &b_used);
+    REQUIRE(h);
+    CHECK((a_used == n || (a_free && b_used == m)) | (b_free && a_used == n));
+    CHECK(apply(a.substr(0, static_cast<size_t>(a_used)), b.substr(0, static_cast<size_t>(b_used)), *h) ==
+          b.substr(0, static_cast<size_t>(b_used)));
+    CHECK(edits(*h) == least_free_tail_edits(a, b, a_free, b_free));
+  }
+}

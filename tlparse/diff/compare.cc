@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -182,6 +183,7 @@ class Aligner {
               return true;
             }
           }
+          started_ = true;
           e->i = i_++;
           e->j = j_++;
           e->a = oa;
@@ -191,6 +193,7 @@ class Aligner {
       }
       std::optional<Hunk> h = align_at();
       if (!h) return false;
+      if (!started_) slide_up_to_lines(*h);
       e->is_hunk = true;
       e->hunk = *h;
     } else {
@@ -200,6 +203,7 @@ class Aligner {
     }
     i_ = e->hunk.a_end;
     j_ = e->hunk.b_end;
+    started_ = true;
     return true;
   }
 
@@ -261,6 +265,119 @@ class Aligner {
     return std::nullopt;
   }
 
+  // The user's source line an op ran at (its file's name and line), 0 where it has none (ops
+  // autograd runs): for telling apart ops of one signature that ran at other lines.
+  uint64_t line_key(Side& s, int64_t tidx) {
+    const OpRecord* op = s.cursor.at(tidx);
+    if (!op || op->user_frame == 0) return 0;
+    auto frame = s.reader->frame(op->user_frame);
+    if (!frame) return 0;
+    const std::string& file = s.strings.text(frame->file);
+    const size_t slash = file.rfind('/');
+    const uint64_t h = std::hash<std::string>{}(slash == std::string::npos ? file : file.substr(slash + 1));
+    return (h * 0x9E3779B97F4A7C15ull) ^ static_cast<uint64_t>(frame->line) ^ 1;
+  }
+
+  // A block that one run inserts (or removes) next to a copy of itself can sit on either copy
+  // at the same cost: `with no_grad(): model(x)` inserted before the training forward is
+  // `linear t addmm` at line 29 or line 30. Each pure insertion or removal of the window's
+  // script (at (i_, j_), `a_used` and `b_used` long) slides to where the most paired ops
+  // ran at the same line in both runs; ties stay.
+  void slide_to_lines(std::vector<Hunk>& script, const std::vector<uint64_t>& sa,
+                      const std::vector<uint64_t>& sb, int64_t a_used, int64_t b_used) {
+    for (size_t k = 0; k < script.size(); ++k) {
+      Hunk& h = script[k];
+      const bool insertion = h.a_begin == h.a_end && h.b_begin < h.b_end;
+      const bool removal = h.b_begin == h.b_end && h.a_begin < h.a_end;
+      if (!insertion && !removal) continue;
+      // The side the hunk consumes (`mine`) and the other, in window coordinates.
+      const std::vector<uint64_t>& mine = insertion ? sb : sa;
+      const int64_t begin = insertion ? h.b_begin : h.a_begin;
+      const int64_t end = insertion ? h.b_end : h.a_end;
+      const int64_t at = insertion ? h.a_begin : h.b_begin;  // on the other side
+      const int64_t prev_mine = k == 0 ? 0 : (insertion ? script[k - 1].b_end : script[k - 1].a_end);
+      const int64_t prev_other = k == 0 ? 0 : (insertion ? script[k - 1].a_end : script[k - 1].b_end);
+      const int64_t next_mine = k + 1 < script.size() ? (insertion ? script[k + 1].b_begin : script[k + 1].a_begin)
+                                                      : (insertion ? b_used : a_used);
+      const int64_t next_other = k + 1 < script.size() ? (insertion ? script[k + 1].a_begin : script[k + 1].b_begin)
+                                                       : (insertion ? a_used : b_used);
+      int64_t up = 0, down = 0;
+      while (begin - up - 1 >= prev_mine && at - up - 1 >= prev_other &&
+             mine[static_cast<size_t>(begin - up - 1)] == mine[static_cast<size_t>(end - up - 1)])
+        ++up;
+      while (end + down < next_mine && at + down < next_other &&
+             mine[static_cast<size_t>(begin + down)] == mine[static_cast<size_t>(end + down)])
+        ++down;
+      if (up == 0 && down == 0) continue;
+      // The ops of the other side in [at - up, at + down) pair with `mine` before the hunk
+      // (offset begin - at) or after it (offset end - at), by where the hunk sits.
+      auto same_line = [&](int64_t other, int64_t mine_idx) {
+        const uint64_t ka = insertion ? line_key(p_.a, i_ + other) : line_key(p_.a, i_ + mine_idx);
+        const uint64_t kb = insertion ? line_key(p_.b, j_ + mine_idx) : line_key(p_.b, j_ + other);
+        return ka != 0 && ka == kb;
+      };
+      int64_t best_shift = 0, best_score = -1;
+      for (int64_t shift = -up; shift <= down; ++shift) {
+        int64_t score = 0;
+        for (int64_t o = at - up; o < at + down; ++o)
+          score += same_line(o, o < at + shift ? o + (begin - at) : o + (end - at)) ? 1 : 0;
+        if (score > best_score || (score == best_score && shift == 0)) {
+          best_score = score;
+          best_shift = shift;
+        }
+      }
+      if (best_shift == 0) continue;
+      h.a_begin += best_shift;
+      h.a_end += best_shift;
+      h.b_begin += best_shift;
+      h.b_end += best_shift;
+    }
+  }
+
+  // `slide_to_lines` for the first hunk, upwards into the ops before where the aligner
+  // started (the split point, before which both runs paired op for op): the inserted block
+  // found at the split may be the copy after the one the program added.
+  void slide_up_to_lines(Hunk& h) {
+    const bool insertion = h.a_begin == h.a_end && h.b_begin < h.b_end;
+    const bool removal = h.b_begin == h.b_end && h.a_begin < h.a_end;
+    if (!insertion && !removal) return;
+    Side& mine = insertion ? p_.b : p_.a;
+    Side& other = insertion ? p_.a : p_.b;
+    const int64_t begin = insertion ? h.b_begin : h.a_begin;
+    const int64_t end = insertion ? h.b_end : h.a_end;
+    const int64_t at = insertion ? h.a_begin : h.b_begin;
+    constexpr int64_t kLookback = 256;
+    int64_t up = 0;
+    while (up < kLookback && begin - up - 1 >= mine.begin && at - up - 1 >= other.begin) {
+      const uint64_t before = mine.cursor.signature_at(begin - up - 1);
+      if (before == 0 || before != mine.cursor.signature_at(end - up - 1) ||
+          before != other.cursor.signature_at(at - up - 1))
+        break;
+      ++up;
+    }
+    if (up == 0) return;
+    auto key = [&](Side& s, int64_t t) { return line_key(s, t); };
+    // Shifted up by `shift`, the other side's op at - t pairs with mine's begin - t where
+    // t > shift, else with end - t.
+    int64_t best_shift = 0, best_score = -1;
+    for (int64_t shift = 0; shift <= up; ++shift) {
+      int64_t score = 0;
+      for (int64_t t = 1; t <= up; ++t) {
+        const uint64_t ko = key(other, at - t);
+        score += ko != 0 && ko == key(mine, t > shift ? begin - t : end - t) ? 1 : 0;
+      }
+      if (score > best_score) {
+        best_score = score;
+        best_shift = shift;
+      }
+    }
+    if (best_shift == 0) return;
+    h.a_begin -= best_shift;
+    h.a_end -= best_shift;
+    h.b_begin -= best_shift;
+    h.b_end -= best_shift;
+  }
+
   // How many ops a script of the window at (i_, j_) pairs with an op of another step than
   // the ops at i_ and j_ are of each other (the window's own step offset).
   int64_t shifted_pairs(const std::vector<Hunk>& script) const {
@@ -292,12 +409,12 @@ class Aligner {
   // a kill), that thread's ops are the start of what it would have run. Aligning all of the
   // other run's window with them pairs its last ops with whatever looks like them further on
   // (a step later, in another backward) and calls what it did run removed; aligning them with
-  // a prefix of the other's window does not. That script replaces `*script` unless it pairs
-  // less than kPrefixShare of the ops that `*script` pairs, and kResyncOps fewer: then it only
-  // inserts what the whole script pairs after a removal (a warm-up that the cut run skipped).
-  // It must also be cheaper than `*script` without what that does after the cut run's last op,
-  // or it is only another script of the same cost. Where both runs ended early, the one with
-  // fewer edits. `*a_used` is how much of A's window the chosen script covers.
+  // a prefix of the other's window does not. That script replaces `*script` when it is
+  // cheaper than `*script` without what that does after the cut run's last op (see below for
+  // how much), and it does not pair less than kPrefixShare of the
+  // ops that `*script` pairs and kResyncOps fewer (then it only inserts what the whole script
+  // pairs after a removal: a warm-up that the cut run skipped). Where both runs ended early,
+  // the one with fewer edits. `*a_used` is how much of A's window the chosen script covers.
   void prefer_prefix_script(const std::vector<uint64_t>& sa, const std::vector<uint64_t>& sb,
                             bool a_ends, bool b_ends, std::vector<Hunk>* script,
                             int64_t* a_used) const {
@@ -334,11 +451,17 @@ class Aligner {
       if (static_cast<double>(paired) < kPrefixShare * static_cast<double>(whole_paired) &&
           whole_paired - paired >= kResyncOps)
         return;
-      // Only a script cheaper than the whole one on the same ops tells something new, and
-      // only one that pairs no more ops of other steps: a cut run's last steps paired a step
-      // early with the other's are cheaper (what the other runs after them is free) but wrong.
-      if (edits >= whole_edits - (swapped ? free_inserted : free_removed)) return;
-      if (shifted_pairs(*candidate) > whole_shifted) return;
+      // Only a script cheaper than the whole one on the same ops tells something new: one
+      // that pairs fewer ops of other steps (the cut run's ops paired with the other's a step
+      // later), or as few and much cheaper (kResyncOps edits fewer). A cut run's last steps
+      // paired a step early are cheaper too, what the other runs after them being free, but
+      // wrong; a cut run's last op left unpaired is a little cheaper than an insertion the
+      // other made before it.
+      const int64_t whole_cost = whole_edits - (swapped ? free_inserted : free_removed);
+      if (edits >= whole_cost) return;
+      const int64_t shifted = shifted_pairs(*candidate);
+      if (shifted > whole_shifted) return;
+      if (shifted == whole_shifted && whole_cost - edits < kResyncOps) return;
       if (best_edits >= 0 && edits >= best_edits) return;
       best_edits = edits;
       *script = std::move(*candidate);
@@ -349,11 +472,32 @@ class Aligner {
   }
 
   // The first hunk of the shortest edit script of a window starting at (i_, j_), where the
-  // two signatures differ. The window grows until the hunk is clearly followed by a match.
+  // two signatures differ. The window grows until the hunk is clearly followed by a match, or
+  // is the same in two windows in a row: a change repeated in every step of a small model
+  // leaves fewer than kResyncOps ops between its hunks, and a window of many steps holds
+  // more edits than kMaxEdits. When a window is too different, the previous window's first
+  // hunk stands; with none, the windows are all replaced.
   std::optional<Hunk> align_at() {
     Side& a = p_.a;
     Side& b = p_.b;
+    // The script of an earlier window, where it reaches here: its next hunk, when it lies
+    // well inside that window, is what this window would find (dense changes otherwise cost
+    // a script of a large window per hunk).
+    while (!cached_.empty() && (cached_.front().a_begin < i_ || cached_.front().b_begin < j_))
+      cached_.pop_front();
+    if (!cached_.empty() && cached_.front().a_begin == i_ && cached_.front().b_begin == j_ &&
+        cached_.front().a_end <= cached_a_limit_ && cached_.front().b_end <= cached_b_limit_) {
+      const Hunk h = cached_.front();
+      cached_.pop_front();
+      return h;
+    }
+    cached_.clear();
     std::vector<uint64_t> sa, sb;
+    std::optional<Hunk> previous;
+    auto same = [](const Hunk& x, const Hunk& y) {
+      return x.a_begin == y.a_begin && x.a_end == y.a_end && x.b_begin == y.b_begin &&
+             x.b_end == y.b_end;
+    };
     for (int64_t w = kFirstWindow;; w *= 4) {
       int64_t wa = std::min(w, a.count - i_), wb = std::min(w, b.count - j_);
       sa.clear();
@@ -363,27 +507,55 @@ class Aligner {
       if (!p_.status().ok()) return std::nullopt;
       bool whole = i_ + wa == a.count && j_ + wb == b.count;
       bool last_try = whole || w >= kMaxWindow;
-      auto script = shortest_edit_script(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits);
-      int64_t a_used = wa;
-      if (script) prefer_prefix_script(sa, sb, i_ + wa == a.count, j_ + wb == b.count, &*script,
-                                       &a_used);
+      // A window that stops before its thread's end stops at an arbitrary op: what follows
+      // it is free, or the script would rather pair ops early than leave the longer run's
+      // window end unpaired (runs whose steps differ in length drift a step apart).
+      const bool a_cut = i_ + wa < a.count, b_cut = j_ + wb < b.count;
+      int64_t a_used = wa, b_used = wb;
+      auto script = edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits,
+                                           a_cut, b_cut, &a_used, &b_used);
+      if (script && (a_cut || b_cut)) {
+        int64_t paired = a_used;
+        for (const Hunk& h : *script) paired -= h.a_end - h.a_begin;
+        if (paired == 0) script.reset();  // nothing pairs: too different
+      }
+      if (script) prefer_prefix_script(sa, sb, !a_cut, !b_cut, &*script, &a_used);
+      if (script) slide_to_lines(*script, sa, sb, a_used, b_used);
       if (script && !script->empty()) {
         const Hunk& h = script->front();
         int64_t next = script->size() > 1 ? (*script)[1].a_begin : a_used;
-        if (h.a_begin == 0 && h.b_begin == 0 && (last_try || next - h.a_end >= kResyncOps)) {
-          return Hunk{i_ + h.a_begin, i_ + h.a_end, j_ + h.b_begin, j_ + h.b_end};
+        if (h.a_begin == 0 && h.b_begin == 0) {
+          const Hunk found{i_ + h.a_begin, i_ + h.a_end, j_ + h.b_begin, j_ + h.b_end};
+              if (last_try || next - h.a_end >= kResyncOps || (previous && same(*previous, found))) {
+            // Keep the rest of the script for the hunks after this one, up to three quarters
+            // of the window (past that a hunk may be the window's edge, not the runs').
+            if (!last_try || whole) {
+              for (size_t k = 1; k < script->size(); ++k) {
+                const Hunk& r = (*script)[k];
+                cached_.push_back(Hunk{i_ + r.a_begin, i_ + r.a_end, j_ + r.b_begin, j_ + r.b_end});
+              }
+              cached_a_limit_ = whole ? a.count : i_ + wa - wa / 4;
+              cached_b_limit_ = whole ? b.count : j_ + wb - wb / 4;
+            }
+            return found;
+          }
+          previous = found;
         }
       } else if (script && script->empty()) {
         // Equal signatures but different structure (a hash collision of signatures or a
         // field the signature leaves out): one replaced op.
         return Hunk{i_, i_ + 1, j_, j_ + 1};
       }
-      if (last_try) return Hunk{i_, i_ + wa, j_, j_ + wb};  // too different: all replaced
+      if (!script && previous) return *previous;
+      if (last_try) return previous ? *previous : Hunk{i_, i_ + wa, j_, j_ + wb};  // too different: all replaced
     }
   }
 
   Pair& p_;
   int64_t i_, j_;
+  bool started_ = false;     // an event was returned (ops before i_, j_ are no longer free)
+  std::deque<Hunk> cached_;  // the rest of the last accepted window's script (absolute tidx)
+  int64_t cached_a_limit_ = 0, cached_b_limit_ = 0;  // its hunks are trusted up to here
 };
 
 // Where a thread pair first differs.
@@ -1843,9 +2015,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0 &&
       growth.structural_ops() <= pairs_compared && !ends_replaced && !out.contains("moved_ops_differ"))
     out["values_same"] = {{"pairs", pairs_compared}};
+  // Around the first change: it may start before the split point, on the copy of a repeated
+  // block that ran at the other line (`slide_up_to_lines`).
+  int64_t context_a = where.i, context_b = where.j;
+  if (where.kind == Located::kStructure && !hunks.empty()) {
+    context_a = std::min(context_a, hunks[0]["a_range"][0].get<int64_t>());
+    context_b = std::min(context_b, hunks[0]["b_range"][0].get<int64_t>());
+  }
   out["structural_changes"] = std::move(hunks);
-  out["context"] = {{"a", context_json(p.a, where.i, options.context_ops)},
-                    {"b", context_json(p.b, where.j, options.context_ops)}};
+  out["context"] = {{"a", context_json(p.a, context_a, options.context_ops)},
+                    {"b", context_json(p.b, context_b, options.context_ops)}};
   out["growth"] = growth.to_json(complete);
   if (out.contains("moved_ops_differ")) out["growth"]["moved_ops_differ"] = out["moved_ops_differ"];
   // `(a + b) + c` against `a + (b + c)`: the first pair takes other operands, and every output

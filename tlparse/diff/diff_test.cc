@@ -1609,6 +1609,73 @@ TEST_CASE("a run that ended early after extra work lines up with the start of th
   CHECK(d["value_after_structure"].is_null());  // no value difference: B's ops all agree
 }
 
+TEST_CASE("a change repeated in every step of a long run is a few inserted ops per step") {
+  using T = Recorder::T;
+  // A small model's step (20 ops, several of one kind), 800 steps; from step 100 on B adds a
+  // term to the loss (3 ops) whose values change nothing. Dense changes (fewer than 32 ops
+  // apart over 16,000 ops) once made the alignment give up: "everything replaced".
+  auto write = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      for (int step = 0; step < 800; ++step) {
+        r.step = step;
+        auto op = [&](const char* name, uint64_t value, const std::string& shape = "32x8") {
+          T out{mix(value, uint64_t(step))};
+          out.shape = shape;
+          r.op(name, {T{1}}, {out}, {}, 0, 0, kNoSeq, 5);
+        };
+        op("aten::linear", 1);
+        op("aten::relu", 2);
+        op("aten::linear", 3);
+        op("aten::mse_loss", 4, "");
+        if (b_side && step >= 100) {
+          op("aten::abs", 5);
+          op("aten::mean", 6, "");
+          op("aten::add", 7, "");
+        }
+        for (int k = 0; k < 8; ++k) op("aten::mm", 10 + k, k % 2 ? "8x8" : "32x8");
+        for (int k = 0; k < 8; ++k) op("aten::add_", 20 + k, k % 2 ? "8x8" : "32x8");
+      }
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  const json& changes = d["structural_changes"];
+  REQUIRE(changes.size() >= 3);
+  for (size_t k = 0; k < 3; ++k) {
+    INFO(changes[k].dump());
+    CHECK(changes[k]["type"] == "inserted");
+    CHECK(changes[k]["b_range"][1].get<int64_t>() - changes[k]["b_range"][0].get<int64_t>() == 3);
+  }
+  CHECK(changes[0]["a_range"][0] == 100 * 20 + 4);
+  CHECK(d["values_same"].is_object());
+}
+
+TEST_CASE("a block inserted before a copy of itself is the copy at the new line") {
+  using T = Recorder::T;
+  // B runs the forward twice (`with torch.no_grad(): model(x)` at line 29, then the training
+  // forward at line 30), with the same values: the inserted block is line 29's, not line 30's.
+  auto write = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      auto forward = [&](int line) {
+        for (int k = 0; k < 3; ++k) r.op("aten::linear", {T{1}}, {T{uint64_t(40 + k)}}, {}, 0, 0, kNoSeq, line);
+      };
+      r.op("aten::randn", {}, {T{2}}, {}, 0, 0, kNoSeq, 20);
+      if (b_side) forward(29);
+      forward(30);
+      r.op("aten::mse_loss", {T{43}}, {T{44, kNoSeq, ""}}, {}, 0, 0, kNoSeq, 31);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  INFO(d["structural_changes"].dump());
+  REQUIRE(d["structural_changes"].size() == 1);
+  const json& h = d["structural_changes"][0];
+  CHECK(h["type"] == "inserted");
+  CHECK(h["b_range"] == json::array({1, 4}));
+  CHECK(d["b"]["source"]["line"] == 29);
+  CHECK(d["context"]["b"][3]["source"].get<std::string>().find(":29") != std::string::npos);
+}
+
 TEST_CASE("data from outside a --steps window may come from before it") {
   using T = Recorder::T;
   auto write = [](uint64_t input) {
