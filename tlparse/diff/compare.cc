@@ -1211,6 +1211,23 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     return *never_read(p.a.strings, t) != '\0';
   };
   out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing);
+  // An input that differs by more than rounding: a small difference in the output is that
+  // input's, made smaller (an EMA's 0.01 of the weights, a mean), not float operations in
+  // another order.
+  for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
+    const TensorRecord& ta = a.tensors[k];
+    const TensorRecord& tb = b.tensors[k];
+    if (ta.role != TensorRole::kInput || tb.role != TensorRole::kInput || ta.hash == tb.hash ||
+        !tensor_comparable(ta) || !tensor_comparable(tb) || !ta.summary.valid ||
+        !tb.summary.valid)
+      continue;
+    const double limit = rounding_limit(hashing::dtype_name(ta.dtype));
+    const double d = summary_distance(ta.summary, tb.summary);
+    if (limit >= 0 && d > limit) {
+      out["input_beyond_rounding"] = ta.index;
+      break;
+    }
+  }
   // A view of other memory in each run: the tensors it views, by the ops that made them (a
   // weight tied to another: `W.t()` of the embedding's weight in one run, of its own in the
   // other).
@@ -3327,7 +3344,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       explain_nondeterministic(v, kernel_settings, threads, /*after_structure=*/true);
       // An "equivalent" rewrite (x / 3 for x * (1 / 3), a sum regrouped): the values that the
       // change carries in differ only in the last bits.
-      if (v.value("cause", "") == "structure") {
+      if (v.value("cause", "") == "structure" && !v.contains("input_beyond_rounding")) {
         const double rounding = rounding_level_difference(v.value("tensor", json()));
         if (rounding >= 0) {
           char size[32];

@@ -974,6 +974,28 @@ TEST_CASE("a rewrite whose values differ at rounding level after it says so") {
   json e = first(compare(run(false, 1.0), run(true, 1.5)));
   REQUIRE(e["value_after_structure"].is_object());
   CHECK_FALSE(e["value_after_structure"].value("rounding_level", false));
+  // Nor a real difference made small: the input differs by 1e-3, the output (a mean, an
+  // EMA's 0.01 of it) by 1e-6. `out * 1.0001` inserted before a loss was "the same values
+  // with float operations in another order".
+  auto scaled = [](bool mul, double in_sum, double out_sum) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      T out{mul ? 13u : 12u};
+      out.sum = in_sum;
+      const int64_t made = r.op(mul ? "aten::mul" : "aten::div", {T{11}}, {out}, {}, 0, 0, kNoSeq, 5);
+      T in = out;
+      in.producer = made;
+      T loss{mul ? 15u : 14u};
+      loss.sum = out_sum;
+      r.op("aten::mean", {in}, {loss}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  json f = first(compare(scaled(false, 1.0, 1.0), scaled(true, 1.001, 1.000001)));
+  REQUIRE(f["value_after_structure"].is_object());
+  CHECK_FALSE(f["value_after_structure"].value("rounding_level", false));
+  CHECK(f["value_after_structure"]["detail"].get<std::string>().find("rounding level") ==
+        std::string::npos);
+  CHECK(f["value_after_structure"]["input_beyond_rounding"] == 0);
 }
 
 TEST_CASE("a sum regrouped pairs the outer sums, whose outputs agree, not outer with inner") {
