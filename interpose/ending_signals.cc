@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -91,7 +92,18 @@ void end_with(int sig) {
   syscall(SYS_tgkill, this_pid(), static_cast<pid_t>(syscall(SYS_gettid)), sig);
 }
 
+// Where this thread reads memory behind a tensor that torch did not allocate
+// (`tdbg_preload_guarded_read`): a fault there abandons the read instead of ending the
+// program. Initial-exec TLS, safe in a signal handler: this library is preloaded.
+__attribute__((tls_model("initial-exec"))) thread_local sigjmp_buf* t_read_guard = nullptr;
+
 void on_ending_signal(int sig, siginfo_t* info, void*) {
+  if ((sig == SIGSEGV || sig == SIGBUS) && info != nullptr && info->si_code > 0 &&
+      t_read_guard != nullptr) {
+    sigjmp_buf* guard = t_read_guard;
+    t_read_guard = nullptr;
+    siglongjmp(*guard, 1);
+  }
   const int saved = errno;
   const bool watched = this_pid() == g_watch_pid.load() && g_wake[1] >= 0;
   if (watched) {
@@ -255,6 +267,24 @@ bool end_before_own_request(int sig) {
 }
 
 }  // namespace tdbg::preload
+
+extern "C" __attribute__((visibility("default"))) int tdbg_preload_guarded_read(
+    void (*read)(void*), void* arg) {
+  using tdbg::preload::t_read_guard;
+  // Only where the fault handlers are tdbg's: a program's own handler sees its faults as
+  // before, and so does a process whose handlers tdbg never installed.
+  if (t_read_guard != nullptr || !tdbg::preload::ending_handler_installed(SIGSEGV) ||
+      !tdbg::preload::ending_handler_installed(SIGBUS)) {
+    read(arg);
+    return 0;
+  }
+  sigjmp_buf guard;
+  if (sigsetjmp(guard, 1) != 0) return -1;  // the handler cleared t_read_guard
+  t_read_guard = &guard;
+  read(arg);
+  t_read_guard = nullptr;
+  return 0;
+}
 
 extern "C" __attribute__((visibility("default"))) void tdbg_preload_watch_signals(void) {
   tdbg::preload::watch_ending_signals();

@@ -44,6 +44,14 @@ int tdbg_preload_exit_status(int* status, int* signal);
 // ends as it would have (interpose/ending_signals.cc). Once per process; thread-safe.
 void tdbg_preload_watch_signals(void);
 
+// Exported by libtdbg_preload.so: runs `read(arg)` on this thread, returning 0 when it
+// completes, or -1 when it touched memory that cannot be read (SIGSEGV or SIGBUS: a file
+// mapping past a truncated file's end, unmapped memory) and was abandoned there. For reading
+// memory that torch did not allocate and the program may never read (a tensor over a NumPy
+// memmap): the read must take no lock and allocate nothing it would leak. Without tdbg's
+// fault handlers (the program installed its own), `read` runs unguarded.
+int tdbg_preload_guarded_read(void (*read)(void*), void* arg);
+
 // Steps of libtorch's C++ optimizers (torch::optim::SGD::step, Adam, AdamW, LBFGS, Adagrad,
 // RMSprop), which open no record-function range: called on the stepping thread before and
 // after the real step; `optimizer` is a static string such as "SGD", `self` the optimizer

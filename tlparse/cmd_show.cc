@@ -90,8 +90,9 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
   if (op.flags & tracer::kOpUnfinished)
     std::printf("%22s unfinished: the process ended (a crash or an abort) while inside this op%s\n", "",
                 (op.flags & tracer::kOpInputsIncomplete)
-                    ? ", as tdbg read its inputs (memory behind a tensor that cannot be read, such "
-                      "as a truncated mmap; the op would have read it too): later inputs missing"
+                    ? ", as tdbg read its inputs (a fault in tdbg's own reading: where the "
+                      "program installed its own SIGSEGV/SIGBUS handler, tdbg cannot step over "
+                      "memory that cannot be read, such as a truncated mmap): later inputs missing"
                     : "");
   if (op.flags & tracer::kOpRaised)
     std::printf("%22s raised: an error (an exception) ended this op; it has no outputs\n", "");

@@ -904,6 +904,11 @@ bool hash_into(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRe
       return false;
     }
   }
+  if (!r.hashed) {  // memory that faulted when read (`hash_host_tensor`), a view too large
+    rec->status = TensorStatus::kNotHashed;
+    rec->reason = intern_literal(ts, w, r.error != nullptr ? r.error : "not hashed");
+    return false;
+  }
   rec->status = TensorStatus::kHashed;
   rec->hash = r.hash;
   rec->summary = r.summary;

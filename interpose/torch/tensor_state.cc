@@ -9,6 +9,8 @@
 #include <torch/version.h>
 #endif
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -67,6 +69,32 @@ const char* unhashable_reason(const at::Tensor& t) {
   return nullptr;
 }
 
+namespace {
+
+// Memory that torch's own allocators did not hand out: torch's CPU allocations carry their
+// own address as the DataPtr's context, a NumPy array's (`from_numpy`), a file mapping's
+// (`from_file`) or a `from_blob` deleter's do not.
+bool foreign_memory(const at::Tensor& t) {
+  const c10::DataPtr& ptr = t.storage().data_ptr();
+  return ptr.get_context() != ptr.get();
+}
+
+struct GuardedHash {
+  const hashing::TensorView* view;
+  hashing::HashOptions options;
+  hashing::HashResult result;
+};
+
+using GuardedRead = int (*)(void (*)(void*), void*);
+
+GuardedRead guarded_read() {
+  static const GuardedRead fn =
+      reinterpret_cast<GuardedRead>(dlsym(RTLD_DEFAULT, "tdbg_preload_guarded_read"));
+  return fn;
+}
+
+}  // namespace
+
 hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads) {
   hashing::TensorView view;
   view.data = t.data_ptr();
@@ -77,7 +105,26 @@ hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads) {
   hashing::HashOptions options;
   options.threads = threads < 1 ? 1 : threads;
   options.summaries = true;
-  return hashing::hash_tensor(view, options);
+  GuardedRead guard = t.numel() > 0 && foreign_memory(t) ? guarded_read() : nullptr;
+  if (guard == nullptr) return hashing::hash_tensor(view, options);
+  // Memory the program may never read, and that may not be readable (a memmap whose file
+  // was truncated, an address that is not mapped): a fault there abandons the hash, on this
+  // thread alone, and the program goes on as it would have.
+  GuardedHash job{&view, options, {}};
+  job.options.threads = 1;
+  const int rc = guard(
+      [](void* arg) {
+        auto* j = static_cast<GuardedHash*>(arg);
+        j->result = hashing::hash_tensor(*j->view, j->options);
+      },
+      &job);
+  if (rc != 0) {
+    hashing::HashResult unreadable;
+    unreadable.error = "memory that cannot be read (a file mapping past its file's end, or "
+                       "memory not mapped): tdbg stopped reading it";
+    return unreadable;
+  }
+  return job.result;
 }
 
 bool copied_to_host(const at::Tensor& t) {

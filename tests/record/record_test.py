@@ -592,6 +592,43 @@ def case_killed_program():
           f"tdbg show on the killed run: {shown.stdout.strip()} {shown.stderr.strip()}")
 
 
+def case_unreadable_memory():
+    # A tensor over memory that cannot be read: a NumPy memmap whose file was truncated after
+    # it was mapped (SIGBUS past the file's end), and an address that is not mapped (SIGSEGV).
+    # The program reads only what can be read; tdbg must not read the rest and crash it. The
+    # tensor is recorded as not hashed, and the part the program reads is hashed where read.
+    if not torch_hook_here():
+        return SKIP
+    work = fresh("unreadable")
+    os.makedirs(work)
+    data = os.path.join(work, "data.bin")
+    script = os.path.join(work, "unreadable.py")
+    with open(script, "w") as f:
+        f.write(
+            "import ctypes, os, sys, numpy as np, torch\n"
+            f"fn = {data!r}\n"
+            "np.arange(1 << 20, dtype=np.float32).tofile(fn)\n"
+            "mm = np.memmap(fn, dtype=np.float32, mode='r+')\n"
+            "os.truncate(fn, 4096 * 4)\n"
+            "t = torch.from_numpy(mm)\n"
+            "print('sum', t[:1024].sum().item(), flush=True)\n"
+            "bad = np.ctypeslib.as_array(ctypes.cast(ctypes.c_void_p(4096), "
+            "ctypes.POINTER(ctypes.c_float)), (1 << 16,))\n"
+            "u = torch.from_numpy(bad)\n"
+            "print('empty', u[:0].sum().item(), flush=True)\n")
+    plain = subprocess.run([TORCH_PYTHON, script], capture_output=True, text=True)
+    check(plain.returncode == 0, f"the program itself fails: {plain.stderr.strip()[-300:]}")
+    run = fresh("unreadable_run")
+    got = record(run, [TORCH_PYTHON, script], capture_output=True, text=True)
+    check(got.returncode == 0 and got.stdout == plain.stdout,
+          f"recorded: exit {got.returncode}, printed {got.stdout!r}, want 0 and {plain.stdout!r}")
+    shown = subprocess.run([TDBG, "show", run], capture_output=True, text=True)
+    check(shown.returncode == 0, f"tdbg show: {shown.stderr.strip()}")
+    unreadable = shown.stdout.count("memory that cannot be read")
+    check(unreadable >= 2, f"the unreadable tensors are not named as such:\n{shown.stdout[:2000]}")
+    check("sum 523776" in shown.stdout, "the part the program read was not hashed where read")
+
+
 def case_signal_handlers_kept():
     # tdbg's handlers change nothing the program can see: its own handler runs, a forked child
     # that records nothing ends by the signal at once, and Python reports the default action.
