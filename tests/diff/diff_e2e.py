@@ -1531,8 +1531,9 @@ def case_crash():
           f"was ended by signal 11 (SIGSEGV) inside dlcrash::scale at crash_dl.py:{dl_line}" in d.get("detail", ""),
           f"DataLoader: the worker's crash is named with its op and line: "
           f"{r['first_divergence'] and r['first_divergence'].get('detail')} {r.get('notes')}")
-    # Unreadable memory behind an input (a mapped file truncated under it): the SIGBUS comes
-    # as tdbg reads the input, and the op is still the one named, its inputs so far kept.
+    # Unreadable memory behind an input (a mapped file truncated under it): tdbg's read of
+    # the input steps over the fault (the input is "not hashed", memory that cannot be read),
+    # the op's own read ends the program with SIGBUS, as without tdbg, and the op is named.
     bus_line = marks(script)["bus_call"]
     a_bus, _ = record("crash_a_bus", ["-1", "bus"], script)
     b, p = record_ending("crash_b_bus", ["2", "bus"], script)
@@ -1544,8 +1545,9 @@ def case_crash():
           f"bus: the run ended inside the sum that read the truncated file (got {d})")
     blocks = flagged_in_show(b)
     check(len(blocks) == 1 and "aten::sum" in blocks[0][0]
-          and "as tdbg read its inputs" in blocks[-1][-1],
-          f"bus: tdbg show marks aten::sum unfinished, read as its inputs were: {blocks}")
+          and "memory that cannot be read" in blocks[0][1]
+          and "unfinished" in blocks[-1][-1] and "as tdbg read its inputs" not in blocks[-1][-1],
+          f"bus: tdbg show marks aten::sum unfinished, its input not read by tdbg: {blocks}")
     # An op that raised (a Python exception out of the op): kept with its inputs, flagged
     # raised; the same inputs with an error in one run only is where the runs part, and two
     # runs that raise and catch the same error are identical.

@@ -278,63 +278,119 @@ class Aligner {
     return (h * 0x9E3779B97F4A7C15ull) ^ static_cast<uint64_t>(frame->line) ^ 1;
   }
 
-  // A block that one run inserts (or removes) next to a copy of itself can sit on either copy
-  // at the same cost: `with no_grad(): model(x)` inserted before the training forward is
-  // `linear t addmm` at line 29 or line 30. Each pure insertion or removal of the window's
-  // script (at (i_, j_), `a_used` and `b_used` long) slides to where the most paired ops
-  // ran at the same line in both runs; ties stay.
-  void slide_to_lines(std::vector<Hunk>& script, const std::vector<uint64_t>& sa,
-                      const std::vector<uint64_t>& sb, int64_t a_used, int64_t b_used) {
-    for (size_t k = 0; k < script.size(); ++k) {
-      Hunk& h = script[k];
-      const bool insertion = h.a_begin == h.a_end && h.b_begin < h.b_end;
-      const bool removal = h.b_begin == h.b_end && h.a_begin < h.a_end;
-      if (!insertion && !removal) continue;
-      // The side the hunk consumes (`mine`) and the other, in window coordinates.
-      const std::vector<uint64_t>& mine = insertion ? sb : sa;
-      const int64_t begin = insertion ? h.b_begin : h.a_begin;
-      const int64_t end = insertion ? h.b_end : h.a_end;
-      const int64_t at = insertion ? h.a_begin : h.b_begin;  // on the other side
-      const int64_t prev_mine = k == 0 ? 0 : (insertion ? script[k - 1].b_end : script[k - 1].a_end);
-      const int64_t prev_other = k == 0 ? 0 : (insertion ? script[k - 1].a_end : script[k - 1].b_end);
-      const int64_t next_mine = k + 1 < script.size() ? (insertion ? script[k + 1].b_begin : script[k + 1].a_begin)
-                                                      : (insertion ? b_used : a_used);
-      const int64_t next_other = k + 1 < script.size() ? (insertion ? script[k + 1].a_begin : script[k + 1].b_begin)
-                                                       : (insertion ? a_used : b_used);
-      int64_t up = 0, down = 0;
-      while (begin - up - 1 >= prev_mine && at - up - 1 >= prev_other &&
-             mine[static_cast<size_t>(begin - up - 1)] == mine[static_cast<size_t>(end - up - 1)])
-        ++up;
-      while (end + down < next_mine && at + down < next_other &&
-             mine[static_cast<size_t>(begin + down)] == mine[static_cast<size_t>(end + down)])
-        ++down;
-      if (up == 0 && down == 0) continue;
-      // The ops of the other side in [at - up, at + down) pair with `mine` before the hunk
-      // (offset begin - at) or after it (offset end - at), by where the hunk sits.
-      auto same_line = [&](int64_t other, int64_t mine_idx) {
-        const uint64_t ka = insertion ? line_key(p_.a, i_ + other) : line_key(p_.a, i_ + mine_idx);
-        const uint64_t kb = insertion ? line_key(p_.b, j_ + mine_idx) : line_key(p_.b, j_ + other);
-        return ka != 0 && ka == kb;
-      };
-      int64_t best_shift = 0, best_score = -1;
-      for (int64_t shift = -up; shift <= down; ++shift) {
-        int64_t score = 0;
-        for (int64_t o = at - up; o < at + down; ++o)
-          score += same_line(o, o < at + shift ? o + (begin - at) : o + (end - at)) ? 1 : 0;
-        if (score > best_score || (score == best_score && shift == 0)) {
-          best_score = score;
-          best_shift = shift;
-        }
-      }
-      if (best_shift == 0) continue;
-      h.a_begin += best_shift;
-      h.a_end += best_shift;
-      h.b_begin += best_shift;
-      h.b_end += best_shift;
-    }
+  // What an op computed (`op_content`: its tensors' hashes, arguments, generator state), or 0
+  // where it cannot be read.
+  uint64_t content_key(Side& s, int64_t tidx) {
+    const OpRecord* op = s.cursor.at(tidx);
+    return op ? op_content(*op, s.strings) : 0;
   }
 
-  // `slide_to_lines` for the first hunk, upwards into the ops before where the aligner
+  // Shortest scripts are many where ops repeat, and Myers' picks one without looking at what
+  // the ops computed or where they ran: a block inserted next to a copy of itself
+  // (`with no_grad(): model(x)` before the training forward: `linear t addmm` at line 29 or
+  // line 30), `a * b + c` rewritten as `addcmul` (the sum for one gradient paired with the sum
+  // for the other). Each region of the window's script (hunks less than kRegionGap ops apart,
+  // with matched ops around them) is aligned again by dynamic programming: as many pairs as
+  // before, then as many pairs that computed the same values, then as many that ran at the
+  // same source line. The edit count stays; regions larger than kRegionOps stay as they are.
+  void refine_regions(std::vector<Hunk>& script, const std::vector<uint64_t>& sa,
+                      const std::vector<uint64_t>& sb, int64_t a_used, int64_t b_used) {
+    constexpr int64_t kRegionGap = 16, kRegionOps = 400;
+    std::vector<Hunk> out;
+    size_t k = 0;
+    int64_t done_a = 0;  // window ops before this are settled (A side; B is at the same gap)
+    while (k < script.size()) {
+      size_t last = k;
+      while (last + 1 < script.size() && script[last + 1].a_begin - script[last].a_end < kRegionGap)
+        ++last;
+      const Hunk& first = script[k];
+      const Hunk& end = script[last];
+      const int64_t size = std::max(end.a_end - first.a_begin, end.b_end - first.b_begin);
+      // Matched ops taken in on each side: half the gap to the next region, at most the
+      // region's size and 16.
+      const int64_t gap_before = first.a_begin - done_a;
+      const int64_t gap_after = (last + 1 < script.size() ? script[last + 1].a_begin : a_used) - end.a_end;
+      const int64_t gap_after_b = (last + 1 < script.size() ? script[last + 1].b_begin : b_used) - end.b_end;
+      const int64_t reach = std::max<int64_t>(16, size);
+      const int64_t before = std::min({reach, gap_before, first.b_begin});
+      const int64_t after = std::min({reach, last + 1 < script.size() ? gap_after / 2 : gap_after, gap_after_b});
+      const int64_t ra0 = first.a_begin - before, rb0 = first.b_begin - before;
+      const int64_t ra1 = end.a_end + after, rb1 = end.b_end + after;
+      std::vector<Hunk> redone;
+      if (ra1 - ra0 <= kRegionOps && rb1 - rb0 <= kRegionOps &&
+          realign(sa, sb, ra0, ra1, rb0, rb1, &redone)) {
+        out.insert(out.end(), redone.begin(), redone.end());
+      } else {
+        out.insert(out.end(), script.begin() + static_cast<long>(k), script.begin() + static_cast<long>(last) + 1);
+      }
+      done_a = ra1;
+      k = last + 1;
+    }
+    script = std::move(out);
+  }
+
+  // The alignment of window ops A[ra0, ra1) and B[rb0, rb1) (both ends matched) with the most
+  // pairs, then the most pairs of equal content, then of equal lines, as hunks; false when an
+  // op cannot be read.
+  bool realign(const std::vector<uint64_t>& sa, const std::vector<uint64_t>& sb, int64_t ra0,
+               int64_t ra1, int64_t rb0, int64_t rb1, std::vector<Hunk>* hunks) {
+    const int64_t n = ra1 - ra0, m = rb1 - rb0;
+    std::vector<uint64_t> ca(static_cast<size_t>(n)), cb(static_cast<size_t>(m));
+    std::vector<uint64_t> la(static_cast<size_t>(n)), lb(static_cast<size_t>(m));
+    for (int64_t x = 0; x < n; ++x) {
+      ca[static_cast<size_t>(x)] = content_key(p_.a, i_ + ra0 + x);
+      la[static_cast<size_t>(x)] = line_key(p_.a, i_ + ra0 + x);
+    }
+    for (int64_t y = 0; y < m; ++y) {
+      cb[static_cast<size_t>(y)] = content_key(p_.b, j_ + rb0 + y);
+      lb[static_cast<size_t>(y)] = line_key(p_.b, j_ + rb0 + y);
+    }
+    if (!p_.status().ok()) return false;
+    constexpr int64_t kPair = 1 << 20, kSameContent = 1 << 10;
+    auto weight = [&](int64_t x, int64_t y) -> int64_t {
+      if (sa[static_cast<size_t>(ra0 + x)] != sb[static_cast<size_t>(rb0 + y)]) return -1;
+      int64_t w = kPair;
+      if (ca[static_cast<size_t>(x)] != 0 && ca[static_cast<size_t>(x)] == cb[static_cast<size_t>(y)]) w += kSameContent;
+      if (la[static_cast<size_t>(x)] != 0 && la[static_cast<size_t>(x)] == lb[static_cast<size_t>(y)]) w += 1;
+      return w;
+    };
+    // best[x][y]: the best score of A's first x ops against B's first y.
+    std::vector<int64_t> best(static_cast<size_t>((n + 1) * (m + 1)), 0);
+    auto at = [&](int64_t x, int64_t y) -> int64_t& { return best[static_cast<size_t>(x * (m + 1) + y)]; };
+    for (int64_t x = 1; x <= n; ++x)
+      for (int64_t y = 1; y <= m; ++y) {
+        int64_t v = std::max(at(x - 1, y), at(x, y - 1));
+        const int64_t w = weight(x - 1, y - 1);
+        if (w > 0) v = std::max(v, at(x - 1, y - 1) + w);
+        at(x, y) = v;
+      }
+    // Walk back, collecting the pairs.
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    for (int64_t x = n, y = m; x > 0 && y > 0;) {
+      const int64_t w = weight(x - 1, y - 1);
+      if (w > 0 && at(x, y) == at(x - 1, y - 1) + w) {
+        pairs.push_back({x - 1, y - 1});
+        --x;
+        --y;
+      } else if (at(x, y) == at(x - 1, y)) {
+        --x;
+      } else {
+        --y;
+      }
+    }
+    std::reverse(pairs.begin(), pairs.end());
+    int64_t x = 0, y = 0;
+    auto gap_to = [&](int64_t px, int64_t py) {
+      if (px > x || py > y) hunks->push_back(Hunk{ra0 + x, ra0 + px, rb0 + y, rb0 + py});
+      x = px + 1;
+      y = py + 1;
+    };
+    for (const auto& [px, py] : pairs) gap_to(px, py);
+    if (x < n || y < m) hunks->push_back(Hunk{ra0 + x, ra1, rb0 + y, rb1});
+    return true;
+  }
+
+  // For the first hunk, upwards into the ops before where the aligner
   // started (the split point, before which both runs paired op for op): the inserted block
   // found at the split may be the copy after the one the program added.
   void slide_up_to_lines(Hunk& h) {
@@ -520,7 +576,7 @@ class Aligner {
         if (paired == 0) script.reset();  // nothing pairs: too different
       }
       if (script) prefer_prefix_script(sa, sb, !a_cut, !b_cut, &*script, &a_used);
-      if (script) slide_to_lines(*script, sa, sb, a_used, b_used);
+      if (script) refine_regions(*script, sa, sb, a_used, b_used);
       if (script && !script->empty()) {
         const Hunk& h = script->front();
         int64_t next = script->size() > 1 ? (*script)[1].a_begin : a_used;
@@ -1625,6 +1681,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   };
   std::unordered_map<std::string, std::vector<MovedOp>> moved_a, moved_b;
   int64_t moved_budget = 4096, moved_ops = 0;
+  // The recent pairs (A's seq to B's), to tell whether a nested pair's enclosing ops were
+  // paired with each other.
+  std::unordered_map<int64_t, int64_t> paired_seq;
+  std::deque<int64_t> paired_order;
+  int64_t split_seq_a = std::numeric_limits<int64_t>::max(), split_seq_b = split_seq_a;
+  if (const OpRecord* at_a = p.a.cursor.at(where.i)) split_seq_a = at_a->seq;
+  if (const OpRecord* at_b = p.b.cursor.at(where.j)) split_seq_b = at_b->seq;
   bool moved_known = true;
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
     for (int64_t t = begin; moved_known && t < end; ++t) {
@@ -1872,7 +1935,26 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       // A pair the aligner made across the change of a forward op with an op autograd ran (a
       // `mul` of one run's forward and a `mul` inside the other's MulBackward0) compares
       // unrelated tensors: no value difference to name.
-      const bool same_pass = ((e.a->flags ^ e.b->flags) & tracer::kOpBackward) == 0;
+      // Likewise a nested op whose enclosing op is not paired with the other's: the ops it
+      // is nested in were replaced (`x.mean()` for `x.sum() / n`: MeanBackward0's `expand` of
+      // the loss's gradient, paired with SumBackward0's `expand` of that gradient already
+      // divided), so it computes a part of other work.
+      // Enclosing ops from before the split point paired op for op.
+      bool same_parent = e.a->depth == e.b->depth;
+      if (same_parent && e.a->depth > 0 && e.a->parent != tracer::kNoSeq &&
+          e.b->parent != tracer::kNoSeq &&
+          !(e.a->parent < split_seq_a && e.b->parent < split_seq_b)) {
+        auto it = paired_seq.find(e.a->parent);
+        same_parent = it != paired_seq.end() && it->second == e.b->parent;
+      }
+      paired_seq[e.a->seq] = e.b->seq;
+      paired_order.push_back(e.a->seq);
+      if (paired_order.size() > 4096) {
+        paired_seq.erase(paired_order.front());
+        paired_order.pop_front();
+      }
+      const bool same_pass =
+          ((e.a->flags ^ e.b->flags) & tracer::kOpBackward) == 0 && same_parent;
       if (same_pass) {
         growth.add_pair(*e.a, *e.b, e.cmp);
         ++pairs_compared;

@@ -1698,6 +1698,76 @@ TEST_CASE("a block inserted before a copy of itself is the copy at the new line"
   CHECK(d["context"]["b"][3]["source"].get<std::string>().find(":29") != std::string::npos);
 }
 
+TEST_CASE("of equally short alignments, the one pairing ops that computed the same values wins") {
+  using T = Recorder::T;
+  // `z * scale + shift` rewritten as `addcmul(shift, z, scale)`: the backward of the add
+  // (sum for shift's gradient) and of the mul (two muls, sum for scale's gradient) become
+  // one node (four muls, both sums). Every alignment that pairs the sums with sums is as
+  // short; only one pairs each sum with the sum that computed the same gradient.
+  auto write = [](bool fused) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::mm", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 11);
+      auto sum_view = [&](uint64_t in, uint64_t out) {
+        T s{out};
+        s.shape = "16";
+        r.op("aten::sum", {T{in}}, {s}, {}, 0, 0, kNoSeq, 15);
+        T v{out + 1};
+        v.shape = "16";
+        r.op("aten::view", {s}, {v}, {}, 0, 0, kNoSeq, 15);
+      };
+      if (fused) {
+        r.op("AddcmulBackward0", {T{5}}, {}, {}, 0, 0, kNoSeq, 13);
+        for (uint64_t k = 0; k < 4; ++k) r.op("aten::mul", {T{5}}, {T{60 + k}}, {}, 0, 0, kNoSeq, 13);
+        sum_view(5, 70);   // shift's gradient
+        sum_view(61, 80);  // scale's gradient
+      } else {
+        r.op("AddBackward0", {T{5}}, {}, {}, 0, 0, kNoSeq, 15);
+        sum_view(5, 70);
+        r.op("MulBackward0", {T{5}}, {}, {}, 0, 0, kNoSeq, 15);
+        r.op("aten::mul", {T{5}}, {T{60}}, {}, 0, 0, kNoSeq, 15);
+        r.op("aten::mul", {T{5}}, {T{61}}, {}, 0, 0, kNoSeq, 15);
+        sum_view(61, 80);
+      }
+      r.op("aten::add_", {T{2}, T{71}}, {T{90}}, {}, 0, 0, kNoSeq, 17);
+      r.op("aten::add_", {T{2}, T{81}}, {T{91}}, {}, 0, 0, kNoSeq, 17);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  INFO(d["structural_changes"].dump());
+  CHECK(d["value_after_structure"].is_null());  // each sum paired with its own
+}
+
+TEST_CASE("a nested op whose enclosing op was replaced is no value difference") {
+  using T = Recorder::T;
+  // `loss.mean()` for `loss.sum() / n`: MeanBackward0 expands the loss's gradient, then
+  // divides; B's DivBackward0 divides first and SumBackward0 expands what it divided. The two
+  // `expand`s pair, with other values, but the gradients that come out are the same.
+  auto write = [](bool sum_div) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::mse", {T{1}}, {T{2, kNoSeq, ""}}, {}, 0, 0, kNoSeq, 20);
+      T grad{3, kNoSeq, ""};
+      T expanded{sum_div ? 5u : 4u};
+      T divided{6};
+      if (sum_div) {
+        const int64_t node = r.op("DivBackward0", {grad}, {}, {}, 0, 0, kNoSeq, 21);
+        r.op("aten::div", {grad}, {T{7, kNoSeq, ""}}, {}, 0, 1, node, 21);
+        const int64_t sum = r.op("SumBackward0", {T{7, kNoSeq, ""}}, {}, {}, 0, 0, kNoSeq, 21);
+        r.op("aten::expand", {T{7, kNoSeq, ""}}, {divided}, {}, 0, 1, sum, 21);
+      } else {
+        const int64_t node = r.op("MeanBackward0", {grad}, {}, {}, 0, 0, kNoSeq, 21);
+        r.op("aten::expand", {grad}, {expanded}, {}, 0, 1, node, 21);
+        r.op("aten::div", {expanded}, {divided}, {}, 0, 1, node, 21);
+      }
+      r.op("aten::mm", {divided}, {T{8}}, {}, 0, 0, kNoSeq, 22);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  INFO(d["structural_changes"].dump());
+  CHECK(d["value_after_structure"].is_null());
+}
+
 TEST_CASE("data from outside a --steps window may come from before it") {
   using T = Recorder::T;
   auto write = [](uint64_t input) {
