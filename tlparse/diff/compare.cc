@@ -568,8 +568,10 @@ class Aligner {
       // window end unpaired (runs whose steps differ in length drift a step apart).
       const bool a_cut = i_ + wa < a.count, b_cut = j_ + wb < b.count;
       int64_t a_used = wa, b_used = wb;
+      // Where one window is cut, the other's last ops may pair past its end: both tails are
+      // free (the runs' ends are fixed only when both windows reach them).
       auto script = edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits,
-                                           a_cut, b_cut, &a_used, &b_used);
+                                           a_cut || b_cut, a_cut || b_cut, &a_used, &b_used);
       if (script && (a_cut || b_cut)) {
         int64_t paired = a_used;
         for (const Hunk& h : *script) paired -= h.a_end - h.a_begin;
