@@ -171,6 +171,19 @@ class Aligner {
       const OpRecord* oa = a.cursor.at(i_);
       const OpRecord* ob = b.cursor.at(j_);
       if (!oa || !ob) return false;
+      if (sa == sb && active_ && i_ >= cached_a_limit_) refill_cache();
+      // The script of the last window puts a hunk here although the ops look alike: it chose
+      // another copy of them (`refine_regions`), which pairing the next alike ops would undo.
+      if (sa == sb && next_cached_here()) {
+        const Hunk h = cached_.front();
+        cached_.pop_front();
+        e->is_hunk = true;
+        e->hunk = h;
+        i_ = h.a_end;
+        j_ = h.b_end;
+        started_ = true;
+        return true;
+      }
       if (sa == sb) {
         e->cmp = compare_ops(*oa, a.strings, *ob, b.strings);
         if (e->cmp.structure.empty()) {
@@ -265,17 +278,63 @@ class Aligner {
     return std::nullopt;
   }
 
-  // The user's source line an op ran at (its file's name and line), 0 where it has none (ops
-  // autograd runs): for telling apart ops of one signature that ran at other lines.
+  // Where an op ran in the user's code, 0 where it has no line (ops autograd runs): for
+  // telling apart ops of one signature that ran at other places.
   uint64_t line_key(Side& s, int64_t tidx) {
     const OpRecord* op = s.cursor.at(tidx);
     if (!op || op->user_frame == 0) return 0;
-    auto frame = s.reader->frame(op->user_frame);
-    if (!frame) return 0;
-    const std::string& file = s.strings.text(frame->file);
-    const size_t slash = file.rfind('/');
-    const uint64_t h = std::hash<std::string>{}(slash == std::string::npos ? file : file.substr(slash + 1));
-    return (h * 0x9E3779B97F4A7C15ull) ^ static_cast<uint64_t>(frame->line) ^ 1;
+    // The user's line and its callers' (the same forward called from line 29 and from line
+    // 30 runs the same innermost lines), and the module the op ran in (`blocks.0` called
+    // twice against `blocks.1`), by file name, not path.
+    uint64_t key = std::hash<std::string>{}(s.strings.text(op->module)) | 1;
+    tracer::FrameId id = op->user_frame;
+    for (int depth = 0; depth < 8 && id != 0; ++depth) {
+      auto frame = s.reader->frame(id);
+      if (!frame) break;
+      const std::string& file = s.strings.text(frame->file);
+      const size_t slash = file.rfind('/');
+      const uint64_t h = std::hash<std::string>{}(slash == std::string::npos ? file : file.substr(slash + 1));
+      key = (key * 0x9E3779B97F4A7C15ull) ^ h ^ static_cast<uint64_t>(frame->line);
+      id = frame->parent;
+    }
+    return key == 0 ? 1 : key;
+  }
+
+  // In a stretch of changes, where the walk reaches the end of what the last window's script
+  // is trusted for, a window from here (where the ops are alike) plans the next hunks: its
+  // regions then see the ops before each hunk. A window begun only where the ops first differ
+  // has already paired them, and its hunk cannot move onto the earlier copy of a block (an
+  // `opt.step()` inserted before the original, in every step).
+  void refill_cache() {
+    Side& a = p_.a;
+    Side& b = p_.b;
+    active_ = false;
+    cached_.clear();
+    const int64_t wa = std::min(kFirstWindow, a.count - i_), wb = std::min(kFirstWindow, b.count - j_);
+    std::vector<uint64_t> sa, sb;
+    for (int64_t k = 0; k < wa; ++k) sa.push_back(a.cursor.signature_at(i_ + k));
+    for (int64_t k = 0; k < wb; ++k) sb.push_back(b.cursor.signature_at(j_ + k));
+    if (!p_.status().ok()) return;
+    const bool cut = i_ + wa < a.count || j_ + wb < b.count;
+    int64_t a_used = wa, b_used = wb;
+    auto script = edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits,
+                                         cut, cut, &a_used, &b_used);
+    if (!script || script->empty()) return;
+    refine_regions(*script, sa, sb, a_used, b_used);
+    for (const Hunk& r : *script)
+      cached_.push_back(Hunk{i_ + r.a_begin, i_ + r.a_end, j_ + r.b_begin, j_ + r.b_end});
+    cached_a_limit_ = cut ? i_ + wa - wa / 4 : a.count;
+    cached_b_limit_ = cut ? j_ + wb - wb / 4 : b.count;
+    active_ = true;
+  }
+
+  // Whether the next hunk of the last window's script starts at (i_, j_) and lies well
+  // inside that window; hunks the walk has passed are dropped.
+  bool next_cached_here() {
+    while (!cached_.empty() && (cached_.front().a_begin < i_ || cached_.front().b_begin < j_))
+      cached_.pop_front();
+    return !cached_.empty() && cached_.front().a_begin == i_ && cached_.front().b_begin == j_ &&
+           cached_.front().a_end <= cached_a_limit_ && cached_.front().b_end <= cached_b_limit_;
   }
 
   // What an op computed (`op_content`: its tensors' hashes, arguments, generator state), or 0
@@ -301,7 +360,11 @@ class Aligner {
     int64_t done_a = 0;  // window ops before this are settled (A side; B is at the same gap)
     while (k < script.size()) {
       size_t last = k;
-      while (last + 1 < script.size() && script[last + 1].a_begin - script[last].a_end < kRegionGap)
+      // Dense changes (one every few ops, in every step) make regions of a few hunks each,
+      // small enough to align again.
+      while (last + 1 < script.size() && script[last + 1].a_begin - script[last].a_end < kRegionGap &&
+             script[last + 1].a_end - script[k].a_begin < kRegionOps / 4 &&
+             script[last + 1].b_end - script[k].b_begin < kRegionOps / 4)
         ++last;
       const Hunk& first = script[k];
       const Hunk& end = script[last];
@@ -539,10 +602,7 @@ class Aligner {
     // The script of an earlier window, where it reaches here: its next hunk, when it lies
     // well inside that window, is what this window would find (dense changes otherwise cost
     // a script of a large window per hunk).
-    while (!cached_.empty() && (cached_.front().a_begin < i_ || cached_.front().b_begin < j_))
-      cached_.pop_front();
-    if (!cached_.empty() && cached_.front().a_begin == i_ && cached_.front().b_begin == j_ &&
-        cached_.front().a_end <= cached_a_limit_ && cached_.front().b_end <= cached_b_limit_) {
+    if (next_cached_here()) {
       const Hunk h = cached_.front();
       cached_.pop_front();
       return h;
@@ -584,7 +644,7 @@ class Aligner {
         int64_t next = script->size() > 1 ? (*script)[1].a_begin : a_used;
         if (h.a_begin == 0 && h.b_begin == 0) {
           const Hunk found{i_ + h.a_begin, i_ + h.a_end, j_ + h.b_begin, j_ + h.b_end};
-              if (last_try || next - h.a_end >= kResyncOps || (previous && same(*previous, found))) {
+          if (last_try || next - h.a_end >= kResyncOps || (previous && same(*previous, found))) {
             // Keep the rest of the script for the hunks after this one, up to three quarters
             // of the window (past that a hunk may be the window's edge, not the runs').
             if (!last_try || whole) {
@@ -594,6 +654,7 @@ class Aligner {
               }
               cached_a_limit_ = whole ? a.count : i_ + wa - wa / 4;
               cached_b_limit_ = whole ? b.count : j_ + wb - wb / 4;
+              active_ = true;
             }
             return found;
           }
@@ -612,6 +673,7 @@ class Aligner {
   Pair& p_;
   int64_t i_, j_;
   bool started_ = false;     // an event was returned (ops before i_, j_ are no longer free)
+  bool active_ = false;      // the walk is in a stretch of changes that `cached_` plans
   std::deque<Hunk> cached_;  // the rest of the last accepted window's script (absolute tidx)
   int64_t cached_a_limit_ = 0, cached_b_limit_ = 0;  // its hunks are trusted up to here
 };

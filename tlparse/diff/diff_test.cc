@@ -1801,6 +1801,41 @@ TEST_CASE("a change in every step up to the end lines up to the end") {
   CHECK(d["values_same"].is_object());
 }
 
+TEST_CASE("a call inserted before a copy of itself in every step is the new line in every step") {
+  using T = Recorder::T;
+  // B calls `opt.step()` at line 19 and again at line 20, A only at line 20, for 150 steps.
+  // The first step makes the optimizer's state (`zeros`) in its first call; from then on,
+  // every step's inserted ops are line 19's, also past the alignment's first window (where
+  // the ops of both calls look alike, the walk follows the window's script).
+  auto write = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      for (int step = 0; step < 150; ++step) {
+        r.step = step;
+        for (int k = 0; k < 8; ++k)  // the forward: longer than the optimizer's step
+          r.op("aten::linear", {T{1}}, {T{mix(uint64_t(k), uint64_t(step))}}, {}, 0, 0, kNoSeq, 10);
+        bool first_call = step == 0;
+        auto opt = [&](int line, uint64_t salt) {
+          if (first_call) r.op("aten::zeros", {}, {T{7}}, {}, 0, 0, kNoSeq, line);
+          first_call = false;
+          for (int k = 0; k < 4; ++k)
+            r.op("aten::add_", {T{2}}, {T{mix(uint64_t(k) + salt, uint64_t(step))}}, {}, 0, 0, kNoSeq, line);
+        };
+        if (b_side) opt(19, step == 0 ? 0 : 100);  // its first step computes A's
+        opt(20, b_side ? 200 : 0);
+      }
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  const json& changes = d["structural_changes"];
+  REQUIRE(changes.size() >= 10);
+  for (size_t k = 1; k < changes.size(); ++k) {
+    INFO(changes[k].dump());
+    CHECK(changes[k]["type"] == "inserted");
+    for (const json& o : changes[k]["inserted"]) CHECK(o["source"] == "train.py:19");
+  }
+}
+
 TEST_CASE("data from outside a --steps window may come from before it") {
   using T = Recorder::T;
   auto write = [](uint64_t input) {
