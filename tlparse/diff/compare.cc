@@ -632,6 +632,10 @@ class Aligner {
       // free (the runs' ends are fixed only when both windows reach them).
       auto script = edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits,
                                            a_cut || b_cut, a_cut || b_cut, &a_used, &b_used);
+      // More than kMaxEdits here: a larger window has at least as many (its ends are free
+      // too), so growing it only costs time (minutes, where every step differs in shape).
+      if (!script && !previous && (a_cut || b_cut))
+        return Hunk{i_, i_ + wa, j_, j_ + wb};  // too different: this window replaced
       if (script && (a_cut || b_cut)) {
         int64_t paired = a_used;
         for (const Hunk& h : *script) paired -= h.a_end - h.a_begin;
