@@ -1748,7 +1748,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     uint64_t values;
   };
   std::unordered_map<std::string, std::vector<MovedOp>> moved_a, moved_b;
-  int64_t moved_budget = 4096, moved_ops = 0;
+  int64_t moved_budget = 65536, moved_ops = 0;
   // The recent pairs (A's seq to B's), to tell whether a nested pair's enclosing ops were
   // paired with each other.
   std::unordered_map<int64_t, int64_t> paired_seq;
@@ -2179,8 +2179,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // checkpointing, a reordering): the change moved or added work, not results.
   // Not when the changes are most of what ran, or replaced everything to the end: the few ops
   // paired (a weight made before the loop) then say nothing of the results.
+  // Nor when the ops in the changes were too many to tell whether they only moved: moved ops
+  // (an EMA updated before the optimizer step) may have computed other values.
   if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0 &&
-      growth.structural_ops() <= pairs_compared && !ends_replaced && !out.contains("moved_ops_differ"))
+      growth.structural_ops() <= pairs_compared && !ends_replaced && !out.contains("moved_ops_differ") &&
+      moved_known)
     out["values_same"] = {{"pairs", pairs_compared}};
   // Around the first change: it may start before the split point, on the copy of a repeated
   // block that ran at the other line (`slide_up_to_lines`).
@@ -2839,9 +2842,6 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
 
 namespace {
 // The exit status of process `p` of `run` ("" when it has no such process).
-std::string other_status(const tracer::Run& run, size_t p) {
-  return p < run.processes.size() ? run.processes[p]->meta("exit_status") : "";
-}
 }  // namespace
 
 std::string recording_lost(const tracer::Reader& r) {
@@ -3369,6 +3369,23 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                        ", B " + ranks(wb) + "): ranks are compared with the same rank of the "
                        "other run, and every collective differs");
   }
+  // The same ops, and endings that differ (one run aborted or raised after its last op, the
+  // other exited normally): the ops say nothing of why, but "identical" alone would hide it.
+  if (result["first_divergence"].is_null()) {
+    for (size_t p = 0; p < processes; ++p) {
+      const Reader& ra = *a.processes[p];
+      const Reader& rb = *b.processes[p];
+      const std::string ea = abnormal_ending(ra), eb = abnormal_ending(rb);
+      if (ea == eb) continue;
+      auto ending = [](const std::string& how) {
+        return how.empty() ? std::string("exited normally") : how;
+      };
+      warnings.push_back("the runs ran the same ops but ended differently: A's process " +
+                         std::to_string(p) + " " + ending(ea) + ", B's " + ending(eb) +
+                         " (after their last op: outside torch's ops, or at exit)");
+      result["ended_differently"] = true;
+    }
+  }
   result["warnings"] = warnings;
   {
     // The processes of the first divergence (in a multi-process run the launcher, process 0,
@@ -3445,10 +3462,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         " (pid " + r.meta("pid") + ") " + process_ending(r) +
                         ": it stops where the signal came, and ops the other run has after that "
                         "point are no divergence of the program");
-      } else if (const std::string status = r.meta("exit_status");
-                 !status.empty() && status != "0" && status != other_status(side == &a ? b : a, p)) {
-        // An error exit the other run does not share (a DataLoader timeout, an exception),
-        // wherever the first divergence is: often why the run stopped.
+      } else if (const std::string status = r.meta("exit_status"); !status.empty() && status != "0") {
+        // An error exit (a DataLoader timeout, an exception), wherever the first divergence
+        // is: often why the run stopped. Also where both runs exit with it: they may raise
+        // in other places.
         notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
                         " (pid " + r.meta("pid") + ") " + process_ending(r));
       }

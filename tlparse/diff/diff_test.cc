@@ -879,10 +879,10 @@ TEST_CASE("ops that moved are compared with their counterparts: an EMA updated b
   // Each step: a forward op, the optimizer's in-place update of the weight, and the EMA's
   // update from the weight (a function at line 11, called from line 21 after the step in A,
   // from line 18 before it in B). B's EMA reads the weight before its update: other values.
-  auto write = [](bool before) {
+  auto write = [](bool before, int steps = 3) {
     return write_ops([&](Recorder& r) {
       uint64_t weight = 100, ema = 200;
-      for (int s = 0; s < 3; ++s) {
+      for (int s = 0; s < steps; ++s) {
         r.step = s;
         r.op("aten::mm", {T{weight}}, {T{uint64_t(300 + s)}}, {}, 0, 0, kNoSeq, 15);
         auto ema_update = [&](int caller) {
@@ -923,6 +923,11 @@ TEST_CASE("ops that moved are compared with their counterparts: an EMA updated b
   CHECK(text.find("first value difference after the change, in an op that moved: aten::add_") !=
         std::string::npos);
   CHECK(text.find("every op paired has the same values") == std::string::npos);
+  // More moved ops than are compared (65536): nothing is said of their values, and values
+  // are not called the same.
+  json many = first(compare(write(false, 33000), write(true, 33000)));
+  CHECK(many["kind"] == "structure");
+  CHECK(many["values_same"].is_null());
 }
 
 TEST_CASE("after a structural change, another layout of the same values is no value difference") {
@@ -1262,8 +1267,17 @@ TEST_CASE("a run ended by a signal, differing command lines and --internal-ops a
                      });
   };
   json r = compare(write("a.pt", "0"), write("b.pt", "signal 15"));
-  REQUIRE(r["warnings"].size() == 1);
+  REQUIRE(r["warnings"].size() == 2);
   CHECK(r["warnings"][0].get<std::string>().rfind("only B was recorded with --internal-ops", 0) == 0);
+  // The same ops, and only B ended by a signal: "identical" is not all there is to say.
+  CHECK(r["status"] == "identical");
+  CHECK(r["ended_differently"] == true);
+  CHECK(r["warnings"][1].get<std::string>().rfind(
+            "the runs ran the same ops but ended differently: A's process 0 exited normally, B's "
+            "was ended by signal 15 (SIGTERM)", 0) == 0);
+  // Both ended by it: nothing to warn of.
+  json both = compare(write("a.pt", "signal 15"), write("b.pt", "signal 15"));
+  CHECK(both.find("ended_differently") == both.end());
   CHECK(r["settings"] == json::parse(R"([{"key": "cmdline", "a": "[\"python3\", \"train.py\", \"a.pt\"]",
                                          "b": "[\"python3\", \"train.py\", \"b.pt\"]"}])"));
   REQUIRE(r["notes"].size() == 1);
