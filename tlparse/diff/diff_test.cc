@@ -2140,6 +2140,9 @@ TEST_CASE("a value difference from the same line in another module shows both mo
   CHECK(text.find("where:    A ") != std::string::npos);
   CHECK(text.find("Net.blocks.0") != std::string::npos);
   CHECK(text.find("Net.blocks.2") != std::string::npos);
+  // The same file and line: not "another file".
+  CHECK(text.find("(the same line, in another module in each run)") != std::string::npos);
+  CHECK(text.find("another file") == std::string::npos);
 }
 
 TEST_CASE("a view of other memory in each run names the ops that made what it views") {

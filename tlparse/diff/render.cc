@@ -73,8 +73,10 @@ void print_value(std::ostringstream& o, const json& d) {
                            (source_text(a) != source_text(b) || str(a, "module") != str(b, "module"));
   // The same line of the same function in another file: two copies of one script (the usual
   // way to try a change), not another code path.
+  const bool same_source = other_lines && source_text(a) == source_text(b);
   const bool other_file_only =
-      other_lines && a["source"].value("line", json()) == b["source"].value("line", json()) &&
+      other_lines && !same_source &&
+      a["source"].value("line", json()) == b["source"].value("line", json()) &&
       a["source"].value("function", json()) == b["source"].value("function", json());
   if (other_lines) {
     o << "  where:    A " << where_text(a) << "\n";
@@ -85,6 +87,8 @@ void print_value(std::ostringstream& o, const json& d) {
   o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail");
   if (other_file_only)
     o << " (the same line of another file in each run)";
+  else if (same_source)
+    o << " (the same line, in another module in each run)";
   else if (other_lines)
     o << " (reached from another line in each run: another code path?)";
   o << "\n";
