@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tlparse/diff/align.h"
+#include "tlparse/diff/mlp_step_testdata.h"
 
 using tdbg::diff::Hunk;
 using tdbg::diff::shortest_edit_script;
@@ -147,9 +148,9 @@ TEST_CASE("a script longer than the bound is refused") {
 
 namespace {
 
-// The least insertions plus removals from all of `b` to any prefix of `a`, by dynamic
-// programming: what `edit_script_to_prefix` must reach.
-int64_t least_prefix_edits(const std::string& a, const std::string& b) {
+// The least edits to turn a prefix of `a` (all of it unless `a_free`) into a prefix of `b`
+// (all of it unless `b_free`), by dynamic programming.
+int64_t least_free_tail_edits(const std::string& a, const std::string& b, bool a_free, bool b_free) {
   const size_t n = a.size(), m = b.size();
   std::vector<std::vector<int64_t>> d(n + 1, std::vector<int64_t>(m + 1, 0));
   for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int64_t>(i);
@@ -157,8 +158,9 @@ int64_t least_prefix_edits(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= n; ++i)
     for (size_t j = 1; j <= m; ++j)
       d[i][j] = a[i - 1] == b[j - 1] ? d[i - 1][j - 1] : 1 + std::min(d[i - 1][j], d[i][j - 1]);
-  int64_t best = d[0][m];
-  for (size_t i = 1; i <= n; ++i) best = std::min(best, d[i][m]);
+  int64_t best = d[n][m];
+  if (a_free) for (size_t i = 0; i <= n; ++i) best = std::min(best, d[i][m]);
+  if (b_free) for (size_t j = 0; j <= m; ++j) best = std::min(best, d[n][j]);
   return best;
 }
 
@@ -203,29 +205,10 @@ TEST_CASE("the prefix script is minimal and reproduces the target on random sequ
     REQUIRE(used >= 0);
     REQUIRE(used <= n);
     CHECK(apply(a.substr(0, static_cast<size_t>(used)), b, *h) == b);
-    CHECK(edits(*h) == least_prefix_edits(a, b));
+    CHECK(edits(*h) == least_free_tail_edits(a, b, true, false));
   }
 }
 
-namespace {
-
-// The least edits to turn a prefix of `a` (all of it unless `a_free`) into a prefix of `b`
-// (all of it unless `b_free`), by dynamic programming.
-int64_t least_free_tail_edits(const std::string& a, const std::string& b, bool a_free, bool b_free) {
-  const size_t n = a.size(), m = b.size();
-  std::vector<std::vector<int64_t>> d(n + 1, std::vector<int64_t>(m + 1, 0));
-  for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int64_t>(i);
-  for (size_t j = 0; j <= m; ++j) d[0][j] = static_cast<int64_t>(j);
-  for (size_t i = 1; i <= n; ++i)
-    for (size_t j = 1; j <= m; ++j)
-      d[i][j] = a[i - 1] == b[j - 1] ? d[i - 1][j - 1] : 1 + std::min(d[i - 1][j], d[i][j - 1]);
-  int64_t best = d[n][m];
-  if (a_free) for (size_t i = 0; i <= n; ++i) best = std::min(best, d[i][m]);
-  if (b_free) for (size_t j = 0; j <= m; ++j) best = std::min(best, d[n][j]);
-  return best;
-}
-
-}  // namespace
 
 TEST_CASE("windows cut from runs whose steps differ in length do not drift a step apart") {
   // Op signatures of one training step of a 2-layer MLP (96 ops, from a recording), and of
@@ -234,21 +217,12 @@ TEST_CASE("windows cut from runs whose steps differ in length do not drift a ste
   // pairs each of B's first steps with A's step after next: it leaves less of A's longer
   // window unpaired at the end, and removes 87 ops of A per step that B ran. With the
   // windows' ends free, every step pairs with its counterpart.
-const std::vector<uint64_t> step_a = {
-      0, 1, 2, 3, 4, 5, 6, 2, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-      25, 24, 26, 27, 28, 29, 30, 31, 32, 33, 34, 24, 30, 35, 36, 37, 38, 39, 22, 40, 41, 42, 43,
-      44, 45, 30, 46, 47, 33, 48, 49, 30, 50, 51, 0, 1, 2, 3, 52, 51, 51, 53, 47, 47, 54, 36, 36,
-      55, 32, 32, 52, 51, 53, 47, 54, 36, 55, 32, 56, 57, 58, 43, 59, 60, 61, 27, 62, 63, 17, 64};
-  const std::vector<uint64_t> step_b = {
-      65, 64, 66, 67, 0, 1, 2, 3, 4, 5, 6, 2, 7, 8, 9, 10, 68, 69, 70, 71, 66, 11, 12, 13, 14, 72,
-      73, 74, 19, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 75, 22, 23, 24, 25, 24, 26, 27, 28,
-      29, 30, 31, 32, 33, 34, 24, 30, 35, 36, 37, 38, 39, 22, 40, 41, 42, 43, 44, 45, 30, 46, 47,
-      33, 48, 49, 30, 50, 51, 0, 1, 2, 3, 52, 51, 51, 53, 47, 47, 54, 36, 36, 55, 32, 32, 52, 51,
-      53, 47, 54, 36, 55, 32, 56, 57, 58, 43, 59, 60, 61, 27, 62, 63, 17, 64};
+  using tdbg::diff::testdata::kMlpStep;
+  using tdbg::diff::testdata::kMlpStepWithAbs;
   std::vector<uint64_t> a, b;
   for (int step = 0; step < 13; ++step) {
-    a.insert(a.end(), step_a.begin(), step_a.end());
-    b.insert(b.end(), step_b.begin(), step_b.end());
+    a.insert(a.end(), kMlpStep.begin(), kMlpStep.end());
+    b.insert(b.end(), kMlpStepWithAbs.begin(), kMlpStepWithAbs.end());
   }
   a.resize(1200);
   b.resize(1200);

@@ -18,6 +18,7 @@
 
 #include "base/elf_identity.h"
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/mlp_step_testdata.h"
 #include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
 #include "tracer/reader.h"
@@ -1788,22 +1789,12 @@ TEST_CASE("a change in every step up to the end lines up to the end") {
   // step with `loss + 0.0 * out.abs().mean()` (114 ops), B's from step 100 of 300. Near the
   // end, a window reaches the end of A's thread but not of B's (B's steps are longer): A's
   // end was fixed there and the script paired B's steps with A's step after next.
-  const std::vector<int> step_a = {
-      0, 1, 2, 3, 4, 5, 6, 2, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-      25, 24, 26, 27, 28, 29, 30, 31, 32, 33, 34, 24, 30, 35, 36, 37, 38, 39, 22, 40, 41, 42, 43,
-      44, 45, 30, 46, 47, 33, 48, 49, 30, 50, 51, 0, 1, 2, 3, 52, 51, 51, 53, 47, 47, 54, 36, 36,
-      55, 32, 32, 52, 51, 53, 47, 54, 36, 55, 32, 56, 57, 58, 43, 59, 60, 61, 27, 62, 63, 17, 64};
-  const std::vector<int> step_b = {
-      65, 64, 66, 67, 0, 1, 2, 3, 4, 5, 6, 2, 7, 8, 9, 10, 68, 69, 70, 71, 66, 11, 12, 13, 14, 72,
-      73, 74, 19, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 75, 22, 23, 24, 25, 24, 26, 27, 28,
-      29, 30, 31, 32, 33, 34, 24, 30, 35, 36, 37, 38, 39, 22, 40, 41, 42, 43, 44, 45, 30, 46, 47,
-      33, 48, 49, 30, 50, 51, 0, 1, 2, 3, 52, 51, 51, 53, 47, 47, 54, 36, 36, 55, 32, 32, 52, 51,
-      53, 47, 54, 36, 55, 32, 56, 57, 58, 43, 59, 60, 61, 27, 62, 63, 17, 64};
-  auto write = [&](bool b_side) {
+  auto write = [](bool b_side) {
     return write_ops([&](Recorder& r) {
       for (int step = 0; step < 300; ++step) {
         r.step = step;
-        for (int kind : b_side && step >= 100 ? step_b : step_a)
+        for (int kind : b_side && step >= 100 ? tdbg::diff::testdata::kMlpStepWithAbs
+                                              : tdbg::diff::testdata::kMlpStep)
           r.op("op" + std::to_string(kind), {T{1}}, {T{mix(uint64_t(kind), uint64_t(step))}}, {}, 0,
                0, kNoSeq, 5);
       }
