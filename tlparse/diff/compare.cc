@@ -306,25 +306,54 @@ class Aligner {
   // has already paired them, and its hunk cannot move onto the earlier copy of a block (an
   // `opt.step()` inserted before the original, in every step).
   void refill_cache() {
-    Side& a = p_.a;
-    Side& b = p_.b;
     active_ = false;
     cached_.clear();
-    const int64_t wa = std::min(kFirstWindow, a.count - i_), wb = std::min(kFirstWindow, b.count - j_);
+    const int64_t wa = std::min(kFirstWindow, p_.a.count - i_), wb = std::min(kFirstWindow, p_.b.count - j_);
     std::vector<uint64_t> sa, sb;
-    for (int64_t k = 0; k < wa; ++k) sa.push_back(a.cursor.signature_at(i_ + k));
-    for (int64_t k = 0; k < wb; ++k) sb.push_back(b.cursor.signature_at(j_ + k));
-    if (!p_.status().ok()) return;
-    const bool cut = i_ + wa < a.count || j_ + wb < b.count;
+    if (!window_signatures(wa, wb, &sa, &sb)) return;
     int64_t a_used = wa, b_used = wb;
-    auto script = edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits,
-                                         cut, cut, &a_used, &b_used);
+    auto script = window_script(sa, sb, &a_used, &b_used);
     if (!script || script->empty()) return;
     refine_regions(*script, sa, sb, a_used, b_used);
-    for (const Hunk& r : *script)
+    plan(*script, 0, wa, wb);
+  }
+
+  // The signatures of A's ops [i_, i_ + wa) and B's [j_, j_ + wb); false on a read error.
+  bool window_signatures(int64_t wa, int64_t wb, std::vector<uint64_t>* sa, std::vector<uint64_t>* sb) {
+    sa->clear();
+    sb->clear();
+    for (int64_t k = 0; k < wa; ++k) sa->push_back(p_.a.cursor.signature_at(i_ + k));
+    for (int64_t k = 0; k < wb; ++k) sb->push_back(p_.b.cursor.signature_at(j_ + k));
+    return p_.status().ok();
+  }
+
+  // The shortest script of the window of `sa` and `sb` at (i_, j_). A window that stops
+  // before its thread's end stops at an arbitrary op: what follows it is free, or the script
+  // would rather pair ops early than leave the longer run's window end unpaired (runs whose
+  // steps differ in length drift a step apart). Where one window is cut, the other's last ops
+  // may pair past its end: both tails are free (the runs' ends are fixed only when both
+  // windows reach them).
+  std::optional<std::vector<Hunk>> window_script(const std::vector<uint64_t>& sa,
+                                                 const std::vector<uint64_t>& sb,
+                                                 int64_t* a_used, int64_t* b_used) const {
+    const bool cut = i_ + static_cast<int64_t>(sa.size()) < p_.a.count ||
+                     j_ + static_cast<int64_t>(sb.size()) < p_.b.count;
+    return edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits, cut,
+                                  cut, a_used, b_used);
+  }
+
+  // Keeps the hunks of a window's script from `from` on (window coordinates, the window at
+  // (i_, j_), `wa` and `wb` long) as the plan of the walk: trusted up to three quarters of the
+  // window (past that a hunk may be the window's edge, not the runs'), or to the threads' ends
+  // where the window reaches both.
+  void plan(const std::vector<Hunk>& script, size_t from, int64_t wa, int64_t wb) {
+    for (size_t k = from; k < script.size(); ++k) {
+      const Hunk& r = script[k];
       cached_.push_back(Hunk{i_ + r.a_begin, i_ + r.a_end, j_ + r.b_begin, j_ + r.b_end});
-    cached_a_limit_ = cut ? i_ + wa - wa / 4 : a.count;
-    cached_b_limit_ = cut ? j_ + wb - wb / 4 : b.count;
+    }
+    const bool whole = i_ + wa == p_.a.count && j_ + wb == p_.b.count;
+    cached_a_limit_ = whole ? p_.a.count : i_ + wa - wa / 4;
+    cached_b_limit_ = whole ? p_.b.count : j_ + wb - wb / 4;
     active_ = true;
   }
 
@@ -369,8 +398,8 @@ class Aligner {
       const Hunk& first = script[k];
       const Hunk& end = script[last];
       const int64_t size = std::max(end.a_end - first.a_begin, end.b_end - first.b_begin);
-      // Matched ops taken in on each side: half the gap to the next region, at most the
-      // region's size and 16.
+      // Matched ops taken in on each side: as many as the region holds (16 at least), but not
+      // past the previous region, nor past half the gap to the next one.
       const int64_t gap_before = first.a_begin - done_a;
       const int64_t gap_after = (last + 1 < script.size() ? script[last + 1].a_begin : a_used) - end.a_end;
       const int64_t gap_after_b = (last + 1 < script.size() ? script[last + 1].b_begin : b_used) - end.b_end;
@@ -475,15 +504,14 @@ class Aligner {
       ++up;
     }
     if (up == 0) return;
-    auto key = [&](Side& s, int64_t t) { return line_key(s, t); };
     // Shifted up by `shift`, the other side's op at - t pairs with mine's begin - t where
     // t > shift, else with end - t.
     int64_t best_shift = 0, best_score = -1;
     for (int64_t shift = 0; shift <= up; ++shift) {
       int64_t score = 0;
       for (int64_t t = 1; t <= up; ++t) {
-        const uint64_t ko = key(other, at - t);
-        score += ko != 0 && ko == key(mine, t > shift ? begin - t : end - t) ? 1 : 0;
+        const uint64_t ko = line_key(other, at - t);
+        score += ko != 0 && ko == line_key(mine, t > shift ? begin - t : end - t) ? 1 : 0;
       }
       if (score > best_score) {
         best_score = score;
@@ -616,22 +644,12 @@ class Aligner {
     };
     for (int64_t w = kFirstWindow;; w *= 4) {
       int64_t wa = std::min(w, a.count - i_), wb = std::min(w, b.count - j_);
-      sa.clear();
-      sb.clear();
-      for (int64_t k = 0; k < wa; ++k) sa.push_back(a.cursor.signature_at(i_ + k));
-      for (int64_t k = 0; k < wb; ++k) sb.push_back(b.cursor.signature_at(j_ + k));
-      if (!p_.status().ok()) return std::nullopt;
+      if (!window_signatures(wa, wb, &sa, &sb)) return std::nullopt;
       bool whole = i_ + wa == a.count && j_ + wb == b.count;
       bool last_try = whole || w >= kMaxWindow;
-      // A window that stops before its thread's end stops at an arbitrary op: what follows
-      // it is free, or the script would rather pair ops early than leave the longer run's
-      // window end unpaired (runs whose steps differ in length drift a step apart).
       const bool a_cut = i_ + wa < a.count, b_cut = j_ + wb < b.count;
       int64_t a_used = wa, b_used = wb;
-      // Where one window is cut, the other's last ops may pair past its end: both tails are
-      // free (the runs' ends are fixed only when both windows reach them).
-      auto script = edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits,
-                                           a_cut || b_cut, a_cut || b_cut, &a_used, &b_used);
+      auto script = window_script(sa, sb, &a_used, &b_used);
       // More than kMaxEdits here: a larger window has at least as many (its ends are free
       // too), so growing it only costs time (minutes, where every step differs in shape).
       if (!script && !previous && (a_cut || b_cut))
@@ -649,17 +667,8 @@ class Aligner {
         if (h.a_begin == 0 && h.b_begin == 0) {
           const Hunk found{i_ + h.a_begin, i_ + h.a_end, j_ + h.b_begin, j_ + h.b_end};
           if (last_try || next - h.a_end >= kResyncOps || (previous && same(*previous, found))) {
-            // Keep the rest of the script for the hunks after this one, up to three quarters
-            // of the window (past that a hunk may be the window's edge, not the runs').
-            if (!last_try || whole) {
-              for (size_t k = 1; k < script->size(); ++k) {
-                const Hunk& r = (*script)[k];
-                cached_.push_back(Hunk{i_ + r.a_begin, i_ + r.a_end, j_ + r.b_begin, j_ + r.b_end});
-              }
-              cached_a_limit_ = whole ? a.count : i_ + wa - wa / 4;
-              cached_b_limit_ = whole ? b.count : j_ + wb - wb / 4;
-              active_ = true;
-            }
+            // The rest of the script serves the hunks after this one.
+            if (!last_try || whole) plan(*script, 1, wa, wb);
             return found;
           }
           previous = found;
@@ -2838,10 +2847,6 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
   return out;
 }
 
-}  // namespace
-
-namespace {
-// The exit status of process `p` of `run` ("" when it has no such process).
 }  // namespace
 
 std::string recording_lost(const tracer::Reader& r) {
