@@ -1713,6 +1713,92 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
   return s;
 }
 
+// Whether a hunk changes how the two runs count steps only by calls of the optimizer's step: an
+// extra or missing `optimizer.step()` (every op the advancing side ran there is inside an
+// optimizer step region), after which the step numbers differ but each run's next iteration
+// still pairs with the other's. Any other hunk that moves one run's step count ahead (a step's
+// forward and backward lost, a step run on half the batches) pairs other iterations from there.
+class StepCalls {
+ public:
+  explicit StepCalls(Pair& p) : p_(p) {}
+
+  // False once a hunk has shifted the step numbers by more than optimizer step calls.
+  bool steps_comparable() const { return comparable_; }
+
+  void add_hunk(const Hunk& h) {
+    if (!comparable_ || h.a_end >= p_.a.count || h.b_end >= p_.b.count) return;
+    const int64_t advance_a = advance(p_.a, h.a_begin, h.a_end);
+    const int64_t advance_b = advance(p_.b, h.b_begin, h.b_end);
+    if (advance_a == advance_b) return;
+    if (advance_a < 0 || advance_b < 0) {
+      comparable_ = false;
+      return;
+    }
+    // The side whose steps advance more ran only optimizer steps there; the other none.
+    const bool a_ahead = advance_a > advance_b;
+    comparable_ = (a_ahead ? advance_b : advance_a) == 0 &&
+                  (a_ahead ? inside_steps(p_.a, regions_a_, h.a_begin, h.a_end)
+                           : inside_steps(p_.b, regions_b_, h.b_begin, h.b_end));
+  }
+
+ private:
+  using Regions = std::optional<std::vector<std::pair<int64_t, int64_t>>>;
+
+  // Steps completed over [begin, end): the step of the op at `end` less that at `begin`; -1
+  // when they cannot be read.
+  static int64_t advance(Side& s, int64_t begin, int64_t end) {
+    if (begin == end) return 0;
+    auto first = s.reader->op_at(s.thread, begin);
+    auto after = s.reader->op_at(s.thread, end);
+    if (!first || !after) return -1;
+    return after->step - first->step;
+  }
+
+  // Whether every op of the thread in [begin, end) ran inside an optimizer step region, up to
+  // a bound of ops read (a hunk larger than an optimizer step of a large model is no step).
+  static bool inside_steps(Side& s, Regions& regions, int64_t begin, int64_t end) {
+    constexpr int64_t kMaxOps = 1 << 16;
+    if (end - begin > kMaxOps) return false;
+    if (!regions) {
+      regions.emplace();
+      Status st = s.reader->query(
+          "SELECT start_seq, end_seq FROM regions WHERE kind = 1 AND thread = " +
+              std::to_string(s.thread) + " ORDER BY start_seq",
+          [&](const std::vector<std::string>& row) {
+            if (row.size() < 2 || row[0].empty()) return true;
+            const int64_t last = row[1].empty() ? std::numeric_limits<int64_t>::max()
+                                                : std::stoll(row[1]);
+            regions->emplace_back(std::stoll(row[0]), last);
+            return true;
+          });
+      if (!st.ok()) regions->clear();
+    }
+    if (regions->empty()) return false;
+    // Ops outside the regions that the same call ran (Python's `record_function` makes its
+    // handle tensor before the range opens) are its ops too: those of the calls' source lines.
+    std::unordered_set<tracer::FrameId> calls;
+    std::vector<tracer::FrameId> outside;
+    Status st = s.reader->scan_ops(s.thread, begin, end, false, [&](const OpRecord& o) {
+      // The last region starting at or before the op; step regions do not nest.
+      auto it = std::upper_bound(regions->begin(), regions->end(), o.seq,
+                                 [](int64_t seq, const auto& r) { return seq < r.first; });
+      if (it != regions->begin() && o.seq <= std::prev(it)->second) {
+        calls.insert(o.user_frame);
+      } else {
+        outside.push_back(o.user_frame);
+      }
+      return true;
+    });
+    if (!st.ok() || calls.empty()) return false;
+    return std::all_of(outside.begin(), outside.end(),
+                       [&](tracer::FrameId f) { return f != 0 && calls.count(f) > 0; });
+  }
+
+  Pair& p_;
+  bool comparable_ = true;
+  Regions regions_a_, regions_b_;
+};
+
 // Full description of where a thread pair diverges, with what follows it.
 StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& options,
                         Stats& stats, Progress& progress) {
@@ -1909,6 +1995,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (a && b && c) track_live(*a, *b, *c);
     }
   };
+  StepCalls step_calls(p);
   bool first_event = true;
   while (true) {
     // The first change of a structural divergence is read whatever the budget: it is the
@@ -1954,6 +2041,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                                        {"ops_same", same_run}}}};
       }
       if (!first_event) note_difference(nullptr, nullptr, nullptr);
+      step_calls.add_hunk(e.hunk);
       count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
@@ -2062,9 +2150,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         }
       }
       // A pair of two iterations (A's step 2 with B's step 1, after B lost a step's ops) compares
-      // other data, whatever the ops: no value difference to name either.
+      // other data, whatever the ops: no value difference to name either. Unless the step
+      // numbers differ only by optimizer steps one run called more often (`StepCalls`).
       if (where.kind == Located::kStructure && !found_value_after && value_differs &&
-          e.a->step == e.b->step) {
+          (e.a->step == e.b->step || step_calls.steps_comparable())) {
         found_value_after = true;
         value_after_depth = e.a->depth;
         json v;

@@ -931,6 +931,81 @@ TEST_CASE("ops that moved are compared with their counterparts: an EMA updated b
   CHECK(many["values_same"].is_null());
 }
 
+TEST_CASE("an extra optimizer.step() call: the next iteration's first op that reads other weights") {
+  using T = Recorder::T;
+  // Each iteration: a forward op reading the weight, then `optimizer.step()` (line 30): the
+  // record_function handle made before the step region opens, a momentum update and the
+  // weight's in-place update inside it. B calls the step twice per iteration (`kExtraStep`),
+  // or once more after another op (`kExtraForward`), which no longer pairs iterations.
+  enum Variant { kBase, kExtraStep, kExtraForward };
+  auto write = [](Variant v) {
+    std::vector<std::pair<int64_t, int64_t>> regions;
+    std::string path = write_ops(
+        [&](Recorder& r) {
+          uint64_t weight = 100;
+          int64_t weight_seq = kNoSeq, grad_seq = kNoSeq;
+          uint64_t grad = 0;
+          auto forward = [&](uint64_t data, int line) {
+            const uint64_t out = weight * 7 + data;
+            const int64_t mm = r.op("aten::mm", {T{data}, T{weight, weight_seq}}, {T{out}}, {}, 0, 0,
+                                    kNoSeq, line);
+            const int64_t relu = r.op("aten::relu", {T{out, mm}}, {T{out * 3}}, {}, 0, 0, kNoSeq, line);
+            const int64_t loss = r.op("aten::mse_loss", {T{out * 3, relu}}, {T{out * 5}}, {}, 0, 0, kNoSeq, line + 1);
+            const int64_t seed = r.op("aten::ones_like", {T{out * 5, loss}}, {T{1}}, {}, 0, 0, kNoSeq, line + 2);
+            const int64_t back = r.op("aten::mse_loss_backward", {T{1, seed}, T{out * 3, relu}}, {T{out * 9}}, {},
+                                      0, 0, kNoSeq, line + 2);
+            grad = out * 11;
+            grad_seq = r.op("aten::threshold_backward", {T{out * 9, back}}, {T{grad}}, {}, 0, 0, kNoSeq, line + 2);
+          };
+          auto step_call = [&]() {
+            r.op("aten::zeros", {}, {T{7}}, {{"size", "[1]"}}, 0, 0, kNoSeq, 30);
+            const int64_t begin =
+                r.op("aten::mul", {T{grad, grad_seq}}, {T{grad * 3}}, {}, 0, 0, kNoSeq, 30);
+            r.next_flags = tdbg::tracer::kOpInplace;
+            weight_seq = r.op("aten::sub_", {T{weight, weight_seq}, T{grad * 3, begin}},
+                              {T{weight * 13 + grad}}, {}, 0, 0, kNoSeq, 30);
+            weight = weight * 13 + grad;
+            regions.emplace_back(begin, weight_seq);
+            ++r.step;
+          };
+          for (int s = 0; s < 12; ++s) {
+            forward(900 + s, 20);
+            step_call();
+            if (v == kExtraStep) step_call();
+            if (v == kExtraForward && s == 0) {
+              r.op("aten::dropout", {T{grad, grad_seq}}, {T{grad * 17}}, {}, 0, 0, kNoSeq, 26);
+              step_call();
+            }
+          }
+        },
+        [&](tdbg::tracer::Writer& w) {
+          uint32_t id = 1;
+          for (auto [begin, end] : regions) {
+            tdbg::tracer::RegionRecord region;
+            region.id = id++;
+            region.name = w.intern("Optimizer.step#SGD.step");
+            region.kind = tdbg::tracer::RegionKind::kStep;
+            region.start_seq = begin;
+            region.end_seq = end;
+            w.append_region(region);
+          }
+        });
+    return path;
+  };
+  json d = first(compare(write(kBase), write(kExtraStep)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  const json& v = d["value_after_structure"];
+  CHECK(v["a"]["op"] == "aten::mm");
+  CHECK(v["a"]["step"] == 1);
+  CHECK(v["b"]["step"] == 2);
+  CHECK(v["cause"] == "structure");
+  // Ops other than the step's shifted the steps: other iterations pair from there.
+  d = first(compare(write(kBase), write(kExtraForward)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["value_after_structure"].is_null());
+}
+
 TEST_CASE("after a structural change, another layout of the same values is no value difference") {
   using T = Recorder::T;
   // `W.t()` against `W.t().contiguous()`: B copies, and the matmul reads the same values in
