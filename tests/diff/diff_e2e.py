@@ -722,6 +722,112 @@ for step in range(3):
 """
 
 
+PARAM_GROUPS = """
+import sys, torch, torch.nn as nn
+torch.set_num_threads(1)
+torch.manual_seed(0)
+grouping, bias_decay = sys.argv[1], float(sys.argv[2])
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 48)
+        self.proj = nn.Linear(48, 16)
+    def forward(self, x):
+        return x + self.proj(torch.relu(self.fc(self.ln(x))))
+model = nn.Sequential(nn.Embedding(10, 16), Block(), Block(), nn.LayerNorm(16), nn.Linear(16, 10))
+decay, no_decay = [], []
+for p in model.parameters():
+    (decay if p.dim() >= 2 or grouping == "one" else no_decay).append(p)
+opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                         {"params": no_decay, "weight_decay": bias_decay}], lr=1e-2)
+x = torch.randint(0, 10, (4, 6))
+y = torch.randint(0, 10, (4, 6))
+for step in range(3):
+    loss = nn.functional.cross_entropy(model(x).reshape(-1, 10), y.reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()  # MARK:step
+    print(step, f"{loss.item():.8f}")
+"""
+
+
+def case_param_groups():
+    # Parameters in two optimizer groups (no decay on biases and norms) against one group: the
+    # optimizer visits them in another order, and same-shaped weights of other blocks are
+    # alike to the alignment. With the same hyperparameters nothing differs; with another
+    # decay for the biases the first difference is that decay's argument, not another weight
+    # read by a mispaired op.
+    script = write_script("param_groups.py", PARAM_GROUPS)
+    step_line = marks(script)["step"]
+    a, out_a = record("groups_a", ["two", "0.1"], script)
+    b, out_b = record("groups_b", ["one", "0.1"], script)
+    check(out_a == out_b, f"precondition: the same losses ({out_a!r} vs {out_b!r})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("kind") == "structure" and d.get("reordered"),
+          f"the same ops in another order (got {d.get('kind')}, {d.get('detail')})")
+    check(d.get("value_after_structure") is None and d.get("values_same") is not None,
+          f"every paired and moved op computed the same (got {d.get('value_after_structure')}, "
+          f"moved_ops_differ {d.get('moved_ops_differ')})")
+    c, _ = record("groups_c", ["two", "0.0"], script)
+    rc, r = diff(a, c)
+    d = r["first_divergence"] or {}
+    check(d.get("kind") == "value" and d.get("cause") == "arguments",
+          f"one group's decay: an argument (got {d.get('kind')}, {d.get('cause')})")
+    rc, r = diff(b, c)
+    d = r["first_divergence"] or {}
+    v = d.get("value_after_structure") or {}
+    line, _ = line_of(v.get("a"))
+    check(v.get("cause") == "arguments" and (v.get("a") or {}).get("op") == "aten::mul_"
+          and line == step_line,
+          f"regrouped with another decay: the decay's mul_ at the step's line {step_line} "
+          f"(got {v.get('cause')}, {(v.get('a') or {}).get('op')} at {line}, {v.get('detail')})")
+
+
+EXTRA_STEP = """
+import sys, torch, torch.nn as nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+g = torch.Generator().manual_seed(1)
+X = torch.randn(32, 8, generator=g)
+Y = torch.randn(32, 2, generator=g)
+for step in range(6):
+    x = X[(step * 8) % 32:(step * 8) % 32 + 8]
+    y = Y[(step * 8) % 32:(step * 8) % 32 + 8]
+    opt.zero_grad()
+    out = model(x)  # MARK:forward
+    loss = (out - y).pow(2).mean()
+    loss.backward()
+    opt.step()
+    if sys.argv[1] == "twice":
+        opt.step()  # MARK:extra
+    print(step, f"{loss.item():.6f}")
+"""
+
+
+def case_extra_step():
+    # optimizer.step() called twice: B's step numbers run ahead, and the next forward still
+    # reads weights the extra step changed.
+    script = write_script("extra_step.py", EXTRA_STEP)
+    m = marks(script)
+    a, _ = record("extra_step_a", ["once"], script)
+    b, _ = record("extra_step_b", ["twice"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, _ = line_of(d.get("b"))
+    check(d.get("kind") == "structure" and line == m["extra"],
+          f"the extra step's ops inserted at line {m['extra']} (got {d.get('kind')}, line {line})")
+    v = d.get("value_after_structure") or {}
+    line, _ = line_of(v.get("a"))
+    check(v.get("cause") == "structure" and (v.get("a") or {}).get("op") == "aten::linear"
+          and line == m["forward"] and v["a"]["step"] + 1 == v["b"]["step"],
+          f"the next forward's linear reads other weights (got {v.get('cause')}, "
+          f"{(v.get('a') or {}).get('op')} at {line}, {v.get('detail')})")
+
+
 def case_activation_checkpoint():
     # Checkpointing adds the recomputed forwards, not other values: the recomputed block is one
     # insertion (not paired op by op with a look-alike inside it), and no paired op differs.

@@ -1852,6 +1852,37 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   if (const OpRecord* at_a = p.a.cursor.at(where.i)) split_seq_a = at_a->seq;
   if (const OpRecord* at_b = p.b.cursor.at(where.j)) split_seq_b = at_b->seq;
   bool moved_known = true;
+  // An op as the reordering sees it: by name and tensor kinds (an op replaced by the same op
+  // on other shapes, `topk` with another k, is a change, not a move), with its user source
+  // line and call chain (function and line, not file: two copies of a script, train.py and
+  // train_v2.py, are the same lines), and what it computed (its tensors' hashes and its
+  // arguments).
+  struct Identity {
+    std::string key, line, calls;
+    uint64_t values = 0;
+  };
+  auto identity = [&](Side& side, const OpRecord& o) {
+    Identity id;
+    id.key = side.strings.text(o.name);
+    for (const TensorRecord& t : o.tensors)
+      id.key += "|" + std::to_string(static_cast<int>(t.dtype)) + ":" + side.strings.text(t.shape);
+    tracer::FrameId frame = o.user_frame;
+    for (int k = 0; k < kCallFrames && frame != 0; ++k) {
+      auto f = side.reader->frame(frame);
+      if (!f) break;
+      const std::string at = side.strings.text(f->function) + ":" + std::to_string(f->line);
+      if (k == 0) id.line = at;
+      id.calls += "<" + at;
+      frame = f->parent;
+    }
+    auto combine = [&id](uint64_t v) {
+      id.values ^= v + 0x9e3779b97f4a7c15ull + (id.values << 6) + (id.values >> 2);
+    };
+    for (const TensorRecord& t : o.tensors) combine(t.hash);
+    for (const tracer::ArgRecord& arg : o.args)
+      combine(std::hash<std::string>{}(side.strings.text(arg.value)));
+    return id;
+  };
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
     for (int64_t t = begin; moved_known && t < end; ++t) {
       auto o = side.reader->op_at(side.thread, t);
@@ -1859,36 +1890,41 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         moved_known = false;
         return;
       }
-      // By name and tensor kinds: an op replaced by the same op on other shapes (`topk` with
-      // another k) is a change, not a move.
-      std::string key = side.strings.text(o->name);
-      for (const TensorRecord& t : o->tensors)
-        key += "|" + std::to_string(static_cast<int>(t.dtype)) + ":" + side.strings.text(t.shape);
-      moved[key] += sign;
-      // By function and line, not file: two copies of a script (train.py, train_v2.py) are
-      // the same lines.
-      std::string line, calls;
-      tracer::FrameId frame = o->user_frame;
-      for (int k = 0; k < kCallFrames && frame != 0; ++k) {
-        auto f = side.reader->frame(frame);
-        if (!f) break;
-        const std::string at = side.strings.text(f->function) + ":" + std::to_string(f->line);
-        if (k == 0) line = at;
-        calls += "<" + at;
-        frame = f->parent;
-      }
-      moved_lines[key + "@" + line] += sign;
-      moved_calls[key + "@" + calls] += sign;
-      uint64_t values = 0;
-      auto combine = [&values](uint64_t v) {
-        values ^= v + 0x9e3779b97f4a7c15ull + (values << 6) + (values >> 2);
-      };
-      for (const TensorRecord& t : o->tensors) combine(t.hash);
-      for (const tracer::ArgRecord& arg : o->args)
-        combine(std::hash<std::string>{}(side.strings.text(arg.value)));
-      (sign > 0 ? moved_a : moved_b)[key + "@" + line].push_back({t, values});
+      const Identity id = identity(side, *o);
+      moved[id.key] += sign;
+      moved_lines[id.key + "@" + id.line] += sign;
+      moved_calls[id.key + "@" + id.calls] += sign;
+      (sign > 0 ? moved_a : moved_b)[id.key + "@" + id.line].push_back({t, id.values});
       ++moved_ops;
     }
+  };
+  // Paired ops whose values differ, by key with line as for moved ops: with the moved ops of
+  // their key, what each run computed there. When the two runs computed the same values at
+  // a key, only in another order (parameters in other optimizer groups: the alignment pairs
+  // one weight's `zeros_like` with another's of the same shape), its pairs that differ are
+  // mispaired work, not values that differ. The first pairs that differ are kept, to name
+  // the first whose key is not so balanced.
+  std::unordered_map<std::string, std::vector<uint64_t>> unequal_a, unequal_b;
+  std::unordered_map<std::string, int64_t> unequal_count;
+  struct DifferingPair {
+    int64_t ta, tb;
+    std::string key_a, key_b;
+    bool eligible;  // of one iteration in both runs: may be named (see below)
+  };
+  std::vector<DifferingPair> differing_pairs;
+  constexpr size_t kDifferingPairsKept = 256;
+  auto note_unequal = [&](const OpRecord& a, const OpRecord& b, bool eligible) {
+    if (!moved_known || (moved_budget -= 2) < 0) {
+      moved_known = false;
+      return;
+    }
+    const Identity ia = identity(p.a, a), ib = identity(p.b, b);
+    const std::string ka = ia.key + "@" + ia.line, kb = ib.key + "@" + ib.line;
+    unequal_a[ka].push_back(ia.values);
+    unequal_b[kb].push_back(ib.values);
+    ++unequal_count[ka];
+    if (differing_pairs.size() < kDifferingPairsKept)
+      differing_pairs.push_back({a.tidx, b.tidx, ka, kb, eligible});
   };
   int value_after_depth = -1;  // depth of the value difference after a structural change
   // The seq of the first op at or after the first structural change, in each run.
@@ -2134,7 +2170,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                                c.output < 0 && c.arg < 0 && !c.rng;
       const bool value_differs =
           same_pass && c.differs() && !(where.kind == Located::kStructure && layout_only);
-      if (value_differs) ++pairs_differing;
+      // A pair of two iterations (A's step 2 with B's step 1, after B lost a step's ops) compares
+      // other data, whatever the ops: no value difference to name either. Unless the step
+      // numbers differ only by optimizer steps one run called more often (`StepCalls`).
+      const bool one_iteration = e.a->step == e.b->step || step_calls.steps_comparable();
+      if (value_differs) {
+        ++pairs_differing;
+        if (where.kind == Located::kStructure) note_unequal(*e.a, *e.b, one_iteration);
+      }
       if (track_healing) {
         if (first_event) {
           track_live(*e.a, *e.b, e.cmp);
@@ -2149,11 +2192,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           }
         }
       }
-      // A pair of two iterations (A's step 2 with B's step 1, after B lost a step's ops) compares
-      // other data, whatever the ops: no value difference to name either. Unless the step
-      // numbers differ only by optimizer steps one run called more often (`StepCalls`).
-      if (where.kind == Located::kStructure && !found_value_after && value_differs &&
-          (e.a->step == e.b->step || step_calls.steps_comparable())) {
+      if (where.kind == Located::kStructure && !found_value_after && value_differs && one_iteration) {
         found_value_after = true;
         value_after_depth = e.a->depth;
         json v;
@@ -2178,6 +2217,50 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     first_event = false;
   }
   TDBG_RETURN_IF_ERROR(p.status());
+  // Keys at which both runs computed the same values, in another order or paired otherwise.
+  auto balanced_values = [&](const std::string& key) {
+    std::vector<uint64_t> va = unequal_a[key], vb = unequal_b[key];
+    for (const MovedOp& m : moved_a[key]) va.push_back(m.values);
+    for (const MovedOp& m : moved_b[key]) vb.push_back(m.values);
+    std::sort(va.begin(), va.end());
+    std::sort(vb.begin(), vb.end());
+    return va == vb;
+  };
+  if (where.kind == Located::kStructure && complete && moved_known && !differing_pairs.empty()) {
+    std::unordered_map<std::string, bool> balanced;
+    auto mispaired = [&](const DifferingPair& d) {
+      if (d.key_a != d.key_b) return false;
+      auto it = balanced.find(d.key_a);
+      if (it == balanced.end()) it = balanced.emplace(d.key_a, balanced_values(d.key_a)).first;
+      return it->second;
+    };
+    const bool all_kept = static_cast<int64_t>(differing_pairs.size()) == pairs_differing;
+    const DifferingPair* named = nullptr;
+    const DifferingPair* first_real = nullptr;
+    int64_t real = 0;
+    for (const DifferingPair& d : differing_pairs) {
+      if (d.eligible && !named) named = &d;
+      if (mispaired(d)) continue;
+      ++real;
+      if (d.eligible && !first_real) first_real = &d;
+    }
+    if (all_kept) pairs_differing = real;
+    if (named && named != first_real && (first_real || all_kept)) {
+      if (first_real) {
+        auto oa = p.a.reader->op_at(p.a.thread, first_real->ta);
+        auto ob = p.b.reader->op_at(p.b.thread, first_real->tb);
+        if (oa && ob) {
+          const OpComparison c = compare_ops(*oa, p.a.strings, *ob, p.b.strings);
+          json v;
+          describe_value(p, *oa, *ob, c, true, v);
+          made_before_change(*oa, *ob, c, v);
+          out["value_after_structure"] = std::move(v);
+        }
+      } else {
+        out["value_after_structure"] = nullptr;
+      }
+    }
+  }
   if (where.kind == Located::kStructure && out.find("a") == out.end()) {
     out["a"] = nullptr;
     out["b"] = nullptr;
@@ -2214,12 +2297,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     int64_t moved_differing = 0;
     for (auto& [key, in_a] : moved_a) {
       std::vector<MovedOp>& in_b = moved_b[key];
-      std::vector<uint64_t> va, vb;
-      for (const MovedOp& m : in_a) va.push_back(m.values);
-      for (const MovedOp& m : in_b) vb.push_back(m.values);
-      std::sort(va.begin(), va.end());
-      std::sort(vb.begin(), vb.end());
-      if (va == vb) continue;
+      if (balanced_values(key)) continue;
       for (size_t k = 0; k < in_a.size() && k < in_b.size(); ++k) {
         if (in_a[k].values == in_b[k].values) continue;
         ++moved_differing;
