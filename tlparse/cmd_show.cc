@@ -3,6 +3,7 @@
 // numbers or times, for text tools such as `diff`.
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -29,7 +30,13 @@ struct ShowArgs {
 std::string short_summary(const hashing::Summary& s) {
   if (!s.valid) return "";
   char buf[160];
-  std::snprintf(buf, sizeof(buf), " min %.6g max %.6g sum %.6g abs %.6g", s.min, s.max, s.sum, s.abs_sum);
+  if (std::isnan(s.min) || std::isnan(s.max)) {
+    // No finite value to take a min and max of (all NaN or infinite): not a NaN min.
+    std::snprintf(buf, sizeof(buf), " min/max (no finite value) sum %.6g abs %.6g", s.sum, s.abs_sum);
+  } else {
+    std::snprintf(buf, sizeof(buf), " min %.6g max %.6g sum %.6g abs %.6g", s.min, s.max, s.sum,
+                  s.abs_sum);
+  }
   std::string out = buf;
   if (s.nan_count || s.inf_count) {
     out += " nan " + std::to_string(s.nan_count) + " inf " + std::to_string(s.inf_count);

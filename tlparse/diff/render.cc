@@ -47,6 +47,8 @@ std::string where_text(const json& side) {
 
 std::string num(const json& v) {
   if (!v.is_number()) return "-";
+  // A summary's min and max of a tensor without one finite value (all NaN or infinite).
+  if (std::isnan(v.get<double>())) return "(no finite value)";
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.9g", v.get<double>());
   return buf;
@@ -118,7 +120,10 @@ void print_value(std::ostringstream& o, const json& d) {
     for (const char* k : {"min", "max", "sum", "abs_sum"}) {
       char line[160];
       std::snprintf(line, sizeof(line), "  %-8s %17s %17s %12s\n", k, num(sa[k]).c_str(),
-                    num(sb[k]).c_str(), rel.is_object() ? num(rel[k]).c_str() : "-");
+                    num(sb[k]).c_str(),
+                    rel.is_object() && rel[k].is_number() && !std::isnan(rel[k].get<double>())
+                        ? num(rel[k]).c_str()
+                        : "-");
       o << line;
     }
     char line[160];
