@@ -245,7 +245,14 @@ class ReaderImpl final : public Reader {
     TDBG_RETURN_IF_ERROR(prepare(string_, "SELECT text FROM strings WHERE id = ?1"));
     TDBG_RETURN_IF_ERROR(
         prepare(frame_, "SELECT parent, file, line, function FROM frames WHERE id = ?1"));
-    return Status::Ok();
+    // Keys and indexes read in one transaction: a live writer's commit between the table's
+    // read and an index's is no damage.
+    if (immutable_) return check_indexes();
+    int rc = sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return sql_error(rc, "starting a read transaction");
+    Status keys = check_indexes();
+    sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    return keys;
   }
 
   const std::string& path() const override { return path_; }
@@ -358,7 +365,6 @@ class ReaderImpl final : public Reader {
     struct Row {
       int64_t id, thread, first_tidx, last_tidx, first_seq;
     };
-    std::vector<Row> rows;
     Stmt s;
     TDBG_RETURN_IF_ERROR(prepare(
         s, "SELECT id, thread, first_tidx, last_tidx, first_seq, ops FROM op_blocks"));
@@ -377,10 +383,67 @@ class ReaderImpl final : public Reader {
       if (!head.ok()) return damaged(head.status().message());
       if (head->thread != row.thread || head->tidx != row.first_tidx || head->seq != row.first_seq)
         return damaged("corrupt op block (its row's keys are not its first op's)");
-      rows.push_back(row);
     }
     if (rc != SQLITE_DONE) return sql_error(rc, "checking the op blocks");
-    // A thread's blocks do not overlap.
+    TDBG_RETURN_IF_ERROR(check_block_keys());
+    TDBG_RETURN_IF_ERROR(check_indexes());
+    return lookup_status_;
+  }
+
+  // The op block indexes alone (no table page read: O(index pages), a few ms for 10^7 ops):
+  // each in its keys' order, both over the same blocks. Every reader checks it when it opens;
+  // `BlockCursor` checks that the blocks its seeks find follow each other, and `verify` the
+  // indexes against the table.
+  Status check_indexes() const {
+    std::vector<int64_t> ids[2];
+    const char* names[2] = {"op_blocks_by_tidx", "op_blocks_by_seq"};
+    const char* keys[2] = {"first_tidx", "first_seq"};
+    for (int k = 0; k < 2; ++k) {
+      Stmt q;
+      TDBG_RETURN_IF_ERROR(prepare(q, std::string("SELECT rowid, thread, ") + keys[k] +
+                                          " FROM op_blocks INDEXED BY " + names[k] +
+                                          " ORDER BY thread, " + keys[k]));
+      int rc;
+      std::pair<int64_t, int64_t> last{std::numeric_limits<int64_t>::min(), 0};
+      while ((rc = q.step()) == SQLITE_ROW) {
+        const std::pair<int64_t, int64_t> key{q.col_int(1), q.col_int(2)};
+        // by_tidx is unique; by_seq too in a sound file (a seq belongs to one op).
+        if (!ids[k].empty() && !(last < key))
+          return Status::Error(path_ + ": corrupt database (index " + names[k] + " is out of order)");
+        last = key;
+        ids[k].push_back(q.col_int(0));
+      }
+      if (rc != SQLITE_DONE) return sql_error(rc, "checking the op block indexes");
+      std::sort(ids[k].begin(), ids[k].end());
+    }
+    if (ids[0] != ids[1])
+      return Status::Error(path_ + ": corrupt database (the op block indexes list other blocks)");
+    return Status::Ok();
+  }
+
+  // The op blocks' keys, without their ops: a thread's blocks do not overlap, and the indexes
+  // that lookups go through hold exactly the table's keys (a damaged index entry sends a
+  // lookup to another block, or none: ops missing, or a walk that never ends). O(blocks) page
+  // reads of the table: for `verify`.
+  Status check_block_keys() const {
+    struct Row {
+      int64_t id, thread, first_tidx, last_tidx, first_seq;
+    };
+    std::vector<Row> rows;
+    {
+      Stmt s;
+      TDBG_RETURN_IF_ERROR(
+          prepare(s, "SELECT id, thread, first_tidx, last_tidx, first_seq FROM op_blocks"));
+      int rc;
+      while ((rc = s.step()) == SQLITE_ROW)
+        rows.push_back({s.col_int(0), s.col_int(1), s.col_int(2), s.col_int(3), s.col_int(4)});
+      if (rc != SQLITE_DONE) return sql_error(rc, "checking the op blocks");
+    }
+    for (const Row& r : rows) {
+      if (r.first_tidx < 0 || r.last_tidx < r.first_tidx || r.first_seq < 0)
+        return Status::Error(path_ + ": corrupt database (op block " + std::to_string(r.id) +
+                             " of thread " + std::to_string(r.thread) + " has keys out of range)");
+    }
     std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
       return std::tie(a.thread, a.first_tidx) < std::tie(b.thread, b.first_tidx);
     });
@@ -390,8 +453,6 @@ class ReaderImpl final : public Reader {
                              std::to_string(rows[i].thread) + " overlap at op " +
                              std::to_string(rows[i].first_tidx) + ")");
     }
-    // The indexes lookups go through hold exactly the table's keys (a damaged entry would
-    // send a lookup to another block).
     auto index_matches = [&](const char* index, const char* key, int64_t Row::*field) -> Status {
       std::vector<std::tuple<int64_t, int64_t, int64_t>> want, got;
       for (const Row& r : rows) want.emplace_back(r.id, r.thread, r.*field);
@@ -399,8 +460,19 @@ class ReaderImpl final : public Reader {
       TDBG_RETURN_IF_ERROR(prepare(q, std::string("SELECT id, thread, ") + key +
                                           " FROM op_blocks INDEXED BY " + index));
       int qrc;
-      while ((qrc = q.step()) == SQLITE_ROW) got.emplace_back(q.col_int(0), q.col_int(1), q.col_int(2));
+      // In the index's order: its keys ascend (a damaged key breaks the seeks' binary search).
+      bool ordered = true;
+      while ((qrc = q.step()) == SQLITE_ROW) {
+        got.emplace_back(q.col_int(0), q.col_int(1), q.col_int(2));
+        if (got.size() > 1) {
+          const auto& prev = got[got.size() - 2];
+          ordered = ordered && std::make_pair(std::get<1>(prev), std::get<2>(prev)) <=
+                                   std::make_pair(std::get<1>(got.back()), std::get<2>(got.back()));
+        }
+      }
       if (qrc != SQLITE_DONE) return sql_error(qrc, "checking the op block indexes");
+      if (!ordered)
+        return Status::Error(path_ + ": corrupt database (index " + index + " is out of order)");
       std::sort(want.begin(), want.end());
       std::sort(got.begin(), got.end());
       if (want != got)
@@ -410,7 +482,18 @@ class ReaderImpl final : public Reader {
     };
     TDBG_RETURN_IF_ERROR(index_matches("op_blocks_by_tidx", "first_tidx", &Row::first_tidx));
     TDBG_RETURN_IF_ERROR(index_matches("op_blocks_by_seq", "first_seq", &Row::first_seq));
-    return lookup_status_;
+    // Their inner pages: each block found by the seeks that lookups make (a damaged divider
+    // key sends a seek past the block, though a scan of the leaves sees every entry).
+    for (const Row& r : rows) {
+      const uint32_t thread = static_cast<uint32_t>(r.thread);
+      auto by_tidx = block_before(block_at_, thread, r.first_tidx);
+      auto by_seq = block_before(block_at_seq_, thread, r.first_seq);
+      if (!by_tidx || by_tidx->first != r.first_tidx || !by_seq || by_seq->first != r.first_tidx)
+        return Status::Error(path_ + ": corrupt database (the op block indexes do not find ops " +
+                             std::to_string(r.first_tidx) + "-" + std::to_string(r.last_tidx) +
+                             " of thread " + std::to_string(r.thread) + ")");
+    }
+    return Status::Ok();
   }
 
   std::optional<FrameRecord> frame(FrameId id) const override {
@@ -758,6 +841,7 @@ class ReaderImpl final : public Reader {
                  "ORDER BY first_tidx"));
       stmt_.bind_int(1, thread_);
       stmt_.bind_int(2, first_tidx);
+      start_ = first_tidx;
       last_tidx_ = std::numeric_limits<int64_t>::min();
       return next_block();
     }
@@ -766,7 +850,7 @@ class ReaderImpl final : public Reader {
       pos_ = 0;
       while (ops_.empty()) {
         int rc = stmt_.step();
-        if (rc == SQLITE_DONE) return Status::Ok();
+        if (rc == SQLITE_DONE) return ended();
         if (rc != SQLITE_ROW) return status_ = r_.sql_error(rc, "reading ops");
         Status st = r_.decode_block(stmt_.col_blob(0), stmt_.col_int(1), details_, &ops_);
         if (!st.ok()) return status_ = st;
@@ -779,9 +863,39 @@ class ReaderImpl final : public Reader {
                                          "'s ops after " + std::to_string(last_tidx_) +
                                          " should be)");
         }
+        // A thread's blocks follow each other (a ring drops the oldest whole): a gap is a seek
+        // that a damaged index sent past blocks.
+        if (!ops_.empty() && last_tidx_ != std::numeric_limits<int64_t>::min() &&
+            ops_.front().tidx != last_tidx_ + 1)
+          return status_ = missing(ops_.front().tidx - 1);
         if (!ops_.empty()) last_tidx_ = ops_.back().tidx;
       }
       return Status::Ok();
+    }
+    // The scan's end: the thread's last block read, unless a damaged index ended it early.
+    Status ended() {
+      // Through each index: one that is damaged may end where the scan did.
+      for (const char* sql : {"SELECT last_tidx FROM op_blocks INDEXED BY op_blocks_by_tidx "
+                              "WHERE thread = ?1 ORDER BY first_tidx DESC LIMIT 1",
+                              "SELECT last_tidx FROM op_blocks INDEXED BY op_blocks_by_seq "
+                              "WHERE thread = ?1 ORDER BY first_seq DESC LIMIT 1"}) {
+        Stmt last;
+        TDBG_RETURN_IF_ERROR(r_.prepare(last, sql));
+        last.bind_int(1, thread_);
+        // (No block read: any block at or after the start is missing.)
+        constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
+        const int64_t read_to = last_tidx_ != kNone ? last_tidx_ : start_ == kNone ? kNone : start_ - 1;
+        if (last.step() == SQLITE_ROW && last.col_int(0) > read_to && last.col_int(0) >= start_)
+          return status_ = missing(last.col_int(0));
+      }
+      return Status::Ok();
+    }
+    Status missing(int64_t to) const {
+      const int64_t from = last_tidx_ == std::numeric_limits<int64_t>::min() ? std::max<int64_t>(start_, 0)
+                                                                           : last_tidx_ + 1;
+      return Status::Error(r_.path_ + ": corrupt database (ops " + std::to_string(from) +
+                           "-" + std::to_string(to) + " of thread " + std::to_string(thread_) +
+                           " missing from where its index leads)");
     }
     const ReaderImpl& r_;
     uint32_t thread_;
@@ -789,6 +903,7 @@ class ReaderImpl final : public Reader {
     Stmt stmt_;
     std::vector<OpRecord> ops_;
     size_t pos_ = 0;
+    int64_t start_ = 0;  // the scan's first block begins at or after this tidx
     int64_t last_tidx_ = std::numeric_limits<int64_t>::min();
     Status status_;
   };
@@ -803,27 +918,43 @@ class ReaderImpl final : public Reader {
   // Threads that have ops, by walking the primary key: O(threads · log ops).
   std::vector<uint32_t> op_threads() const {
     if (immutable_ && threads_cached_) return op_threads_;
-    std::vector<uint32_t> out;
-    Stmt s;
-    if (!prepare(s, "SELECT thread FROM op_blocks WHERE thread > ?1 ORDER BY thread LIMIT 1")
-             .ok()) {
-      return out;
-    }
-    int64_t last = -1;
-    for (;;) {
-      s.reset();
-      s.bind_int(1, last);
-      const int rc = s.step();
-      if (rc != SQLITE_ROW) {
-        if (rc != SQLITE_DONE) read_failed(rc, "listing threads");
-        break;
+    // Through each index: a damaged one may skip threads, or answer none.
+    std::vector<uint32_t> out[2];
+    const char* names[2] = {"op_blocks_by_tidx", "op_blocks_by_seq"};
+    for (int k = 0; k < 2; ++k) {
+      Stmt s;
+      if (!prepare(s, std::string("SELECT thread FROM op_blocks INDEXED BY ") + names[k] +
+                          " WHERE thread > ?1 ORDER BY thread LIMIT 1")
+               .ok()) {
+        return {};
       }
-      last = s.col_int(0);
-      out.push_back(static_cast<uint32_t>(last));
+      int64_t last = -1;
+      for (;;) {
+        s.reset();
+        s.bind_int(1, last);
+        const int rc = s.step();
+        if (rc != SQLITE_ROW) {
+          if (rc != SQLITE_DONE) read_failed(rc, "listing threads");
+          break;
+        }
+        if (s.col_int(0) <= last) {
+          // A damaged index answers a thread not after the last: the walk would never end.
+          corrupt_index(std::string(names[k]) + " lists thread " + std::to_string(s.col_int(0)) +
+                        " after thread " + std::to_string(last));
+          break;
+        }
+        last = s.col_int(0);
+        out[k].push_back(static_cast<uint32_t>(last));
+      }
     }
-    op_threads_ = out;
+    if (out[0] != out[1]) corrupt_index("the op block indexes list other threads");
+    op_threads_ = out[0];
     threads_cached_ = true;
-    return out;
+    return out[0];
+  }
+
+  void corrupt_index(const std::string& what) const {
+    if (lookup_status_.ok()) lookup_status_ = Status::Error(path_ + ": corrupt database (" + what + ")");
   }
 
   std::string path_;

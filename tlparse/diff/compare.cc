@@ -711,8 +711,10 @@ StatusOr<int64_t> bisect_chains(Side& a, Side& b, int64_t lo, int64_t n, Stats& 
     auto c = s.reader->chain_at(s.thread, t);
     if (!c) {
       TDBG_RETURN_IF_ERROR(s.reader->lookup_status());  // a damaged block, named as such
-      return Status::Error(s.reader->path() + ": no op " + std::to_string(t) + " in thread " +
-                           std::to_string(s.thread));
+      // Inside the thread's range of ops, which its blocks' keys gave: a block its index lost.
+      return Status::Error(s.reader->path() + ": corrupt database (op " + std::to_string(t) +
+                           " of thread " + std::to_string(s.thread) +
+                           " missing from where its index leads)");
     }
     return *c;
   };
@@ -2392,19 +2394,27 @@ uint32_t thread_at(const std::vector<tracer::ThreadRecord>& threads, size_t k) {
 // `Reader::op_count` may count rows, linear in the run); [0, op_count) when the query is not
 // available.
 TidxRange thread_tidx_range(const Reader& r, uint32_t thread) {
-  auto edge = [&](const char* column, const char* order, int64_t add) -> std::optional<int64_t> {
+  auto edge = [&](const char* column, const char* key, const char* order,
+                  int64_t add) -> std::optional<int64_t> {
     std::optional<int64_t> value;
-    Status st = r.query(std::string("SELECT ") + column + " FROM op_blocks WHERE thread = " +
-                            std::to_string(thread) + " ORDER BY first_tidx " + order + " LIMIT 1",
+    Status st = r.query(std::string("SELECT ") + column + " FROM op_blocks INDEXED BY op_blocks_by_" +
+                            key + " WHERE thread = " + std::to_string(thread) + " ORDER BY first_" +
+                            key + " " + order + " LIMIT 1",
                         [&](const std::vector<std::string>& row) {
                           if (!row.empty() && !row[0].empty()) value = std::stoll(row[0]) + add;
                           return false;
                         });
     return st.ok() ? value : std::nullopt;
   };
-  std::optional<int64_t> end = edge("last_tidx", "DESC", 1);
+  // Through each index: where one is damaged, the other's wider range makes the ops it lost
+  // missing ops (the reader's error), not a thread that ends early.
+  std::optional<int64_t> end = edge("last_tidx", "tidx", "DESC", 1);
+  const std::optional<int64_t> end_by_seq = edge("last_tidx", "seq", "DESC", 1);
+  if (end && end_by_seq) end = std::max(*end, *end_by_seq);
   if (!end) return TidxRange{0, r.op_count(thread)};
-  return TidxRange{std::min(*end, edge("first_tidx", "ASC", 0).value_or(0)), *end};
+  return TidxRange{std::min({*end, edge("first_tidx", "tidx", "ASC", 0).value_or(0),
+                             edge("first_tidx", "seq", "ASC", 0).value_or(0)}),
+                   *end};
 }
 
 // Worker pools. The processes of a multiprocessing Pool (or a ProcessPoolExecutor) take their
