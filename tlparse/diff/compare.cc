@@ -525,9 +525,9 @@ class Aligner {
     h.b_end -= best_shift;
   }
 
-  // How many ops a script of the window at (i_, j_) pairs with an op of another step than
-  // the ops at i_ and j_ are of each other (the window's own step offset).
-  int64_t shifted_pairs(const std::vector<Hunk>& script) const {
+  // How many ops a script of the window at (i_, j_) (wa ops of A, wb of B) pairs with an op of
+  // another step than the ops at i_ and j_ are of each other (the window's own step offset).
+  int64_t shifted_pairs(const std::vector<Hunk>& script, int64_t wa, int64_t wb) const {
     Side& a = p_.a;
     Side& b = p_.b;
     const OpRecord* first_a = a.cursor.at(i_);
@@ -548,7 +548,7 @@ class Aligner {
       x = h.a_end;
       y = h.b_end;
     }
-    count(std::min(a.count - i_ - x, b.count - j_ - y));
+    count(std::min(wa - x, wb - y));
     return shifted;
   }
 
@@ -577,7 +577,8 @@ class Aligner {
       free_removed = script->back().a_end - script->back().a_begin;
       free_inserted = script->back().b_end - script->back().b_begin;
     }
-    const int64_t whole_shifted = shifted_pairs(*script);
+    if (!(b_ends && p_.b_cut_short) && !(a_ends && p_.a_cut_short)) return;
+    const int64_t whole_shifted = shifted_pairs(*script, wa, wb);
     int64_t best_edits = -1;
     auto consider = [&](const std::vector<uint64_t>& whole, const std::vector<uint64_t>& cut,
                         bool swapped) {
@@ -606,7 +607,7 @@ class Aligner {
       // other made before it.
       const int64_t whole_cost = whole_edits - (swapped ? free_inserted : free_removed);
       if (edits >= whole_cost) return;
-      const int64_t shifted = shifted_pairs(*candidate);
+      const int64_t shifted = shifted_pairs(*candidate, wa, wb);
       if (shifted > whole_shifted) return;
       if (shifted == whole_shifted && whole_cost - edits < kResyncOps) return;
       if (best_edits >= 0 && edits >= best_edits) return;
