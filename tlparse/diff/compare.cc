@@ -1099,6 +1099,17 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
                                 "(data from outside torch's ops, or not hashed under --hash outputs)");
     return "external_input";
   }
+  // An op that takes no tensor and draws no random numbers computes from its arguments alone
+  // (`zeros`, `arange`): other data with equal arguments came from outside torch's ops, which
+  // it read (`torch.from_file`, memory it wraps).
+  if (c.output >= 0 && !(a.flags & tracer::kOpRandom) &&
+      std::none_of(a.tensors.begin(), a.tensors.end(),
+                   [](const TensorRecord& t) { return t.role == TensorRole::kInput; })) {
+    *detail = "identical arguments and no tensor input, different output: the op reads data "
+              "from outside torch's ops (a file such as torch.from_file's, or memory it wraps), "
+              "which differs";
+    return "external_input";
+  }
   // The other explanation, an input changed outside torch's ops since its hash was carried, is
   // weighed by `compare_runs` against the runs' settings (see `carried_input`).
   return "nondeterministic";

@@ -1006,6 +1006,23 @@ TEST_CASE("an extra optimizer.step() call: the next iteration's first op that re
   CHECK(d["value_after_structure"].is_null());
 }
 
+TEST_CASE("an op with no tensor input that makes other data with equal arguments read it from outside") {
+  using T = Recorder::T;
+  // `torch.from_file` of a file one run changed: no tensor input, no generator, the same
+  // arguments; not a nondeterministic kernel.
+  auto run = [](uint64_t data) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::from_file", {}, {T{data}}, {{"filename", "'x.bin'"}, {"size", "16"}}, 0, 0, kNoSeq, 7);
+      r.op("aten::sin", {T{data, 0}}, {T{data * 3}}, {}, 0, 0, kNoSeq, 8);
+    });
+  };
+  json d = first(compare(run(5), run(6)));
+  CHECK(d["kind"] == "value");
+  CHECK(d["a"]["op"] == "aten::from_file");
+  CHECK(d["cause"] == "external_input");
+  CHECK(d["detail"].get<std::string>().find("outside torch's ops") != std::string::npos);
+}
+
 TEST_CASE("after a structural change, another layout of the same values is no value difference") {
   using T = Recorder::T;
   // `W.t()` against `W.t().contiguous()`: B copies, and the matmul reads the same values in
