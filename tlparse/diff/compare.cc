@@ -3603,17 +3603,25 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // values): said, since the paths are how a later divergence would be named. Only the first
   // ops of each main thread are looked at (a few milliseconds).
   if (result["first_divergence"].is_null() && !a.processes.empty() && !b.processes.empty()) {
-    auto modules = [](const Reader& r, std::vector<std::pair<int64_t, std::string>>* out) {
+    // From the first op both hold (a --ring run holds its thread's last ops only).
+    const Reader& ra = *a.processes[0];
+    const Reader& rb = *b.processes[0];
+    const auto threads_a = ra.threads(), threads_b = rb.threads();
+    int64_t from = 0;
+    if (!threads_a.empty() && !threads_b.empty())
+      from = std::max(thread_tidx_range(ra, threads_a.front().id).begin,
+                      thread_tidx_range(rb, threads_b.front().id).begin);
+    auto modules = [from](const Reader& r, std::vector<std::pair<int64_t, std::string>>* out) {
       const auto threads = r.threads();
       if (threads.empty()) return;
-      (void)r.scan_ops(threads.front().id, 0, 4096, false, [&](const OpRecord& op) {
+      (void)r.scan_ops(threads.front().id, from, from + 4096, false, [&](const OpRecord& op) {
         out->emplace_back(op.seq, op.module ? r.string(op.module) : std::string());
         return true;
       });
     };
     std::vector<std::pair<int64_t, std::string>> ma, mb;
-    modules(*a.processes[0], &ma);
-    modules(*b.processes[0], &mb);
+    modules(ra, &ma);
+    modules(rb, &mb);
     for (size_t k = 0; k < ma.size() && k < mb.size(); ++k) {
       if (ma[k].second == mb[k].second) continue;
       notes.push_back("module paths differ although every op is the same (the model is "

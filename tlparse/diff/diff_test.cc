@@ -2673,6 +2673,23 @@ TEST_CASE("identical runs whose module paths differ get a note") {
   CHECK(noted);
   for (const json& n : compare(run("model"), run("model"))["notes"])
     CHECK(n.get<std::string>().find("module paths differ") == std::string::npos);
+  // A --ring run (its last ops only) against the whole run: the paths compared are those of
+  // the same ops, not the ring's first against the other's first.
+  auto ring = [](bool dropped) {
+    return write_ops([=](Recorder& r) {
+      r.root_module = "M.l";
+      if (dropped) {
+        r.skip(20);
+      } else {
+        for (int k = 0; k < 20; ++k) r.op("aten::relu", {T{uint64_t(10 + k)}}, {T{uint64_t(11 + k)}}, {}, 0, 0, kNoSeq, 7);
+      }
+      r.root_module = "";
+      for (int k = 0; k < 30; ++k) r.op("aten::mul", {T{uint64_t(40 + k)}}, {T{uint64_t(41 + k)}}, {}, 0, 0, kNoSeq, 9);
+    });
+  };
+  json rr = compare(ring(true), ring(false));
+  REQUIRE(rr["status"] == "identical");
+  for (const json& n : rr["notes"]) CHECK(n.get<std::string>().find("module paths differ") == std::string::npos);
 }
 
 TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
