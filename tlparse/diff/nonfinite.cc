@@ -707,7 +707,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
                 {"reason", !any_ops ? std::string("holds no op (none was recorded, or none yet "
                                                   "where a process is still recording): there are "
                                                   "no values to look in")
-                                    : std::string("recorded with --hash none: it holds no tensor "
+                                    : std::string("was recorded with --hash none: it holds no tensor "
                                                   "values to look in (record with --hash outputs "
                                                   "or all)")},
                 {"run", run.path},

@@ -558,7 +558,7 @@ std::string format_nonfinite(const json& result) {
   const int64_t from_step = options.value("from_step", int64_t{0});
   const char* what = nan_only ? "NaN" : "NaN or Inf";
   if (str(result, "status") == "unchecked") {
-    o << "unchecked: " << str(result, "run") << " was " << str(result, "reason") << "\n";
+    o << "unchecked: " << str(result, "run") << " " << str(result, "reason") << "\n";
     return o.str();
   }
   if (str(result, "status") == "carried") {
@@ -601,8 +601,11 @@ std::string format_nonfinite(const json& result) {
   o << ")";
   if (t.is_object()) {
     o << ": output " << str(t, "index") << " " << str(t, "dtype") << "[" << str(t, "shape") << "]";
+    // A complex tensor's counts are of its real and imaginary parts.
+    const bool complex = str(t, "dtype").rfind("complex", 0) == 0;
     if (s.is_object())
-      o << " has " << str(s, "nan") << " NaN, " << str(s, "inf") << " Inf";
+      o << " has " << str(s, "nan") << " NaN, " << str(s, "inf") << " Inf"
+        << (complex ? " (real and imaginary parts counted apart)" : "");
     else
       o << " (a view of its NaN input)";
   }
