@@ -520,6 +520,12 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
     data["curve"] = nullptr;
   }
   data["runs"] = std::move(runs);
+  // The kernels table read whole: the window's ops looked up theirs through its index, which a
+  // damaged table page may leave answering "none" (a report that shows no kernels).
+  for (const tracer::Run* run : {&a, b}) {
+    if (!run) continue;
+    for (const auto& r : run->processes) (void)r->kernels(std::nullopt);
+  }
   // Damage met on the way (a string or frame that does not resolve): not a report to show.
   TDBG_RETURN_IF_ERROR(a.lookup_status());
   if (b) TDBG_RETURN_IF_ERROR(b->lookup_status());

@@ -2,7 +2,11 @@
 // synthetic run pairs written with tracer::Writer (tlparse/report/fixture.h).
 #include <catch2/catch.hpp>
 
+#include <sqlite3.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "tlparse/report/chrome_trace.h"
@@ -162,6 +166,49 @@ TEST_CASE("a single run centres on its first non-finite value") {
   CHECK(d["nonfinite"][0]["first_nonfinite"]["seq"] == 2500);
   CHECK(d["runs"][0]["window"]["center_seq"] == 2500);
   CHECK(d["curve"].is_null());
+}
+
+TEST_CASE("a report of a run whose kernels table is damaged is an error, not ops without kernels") {
+  fixture::FixtureOptions o;
+  o.ops = 300;
+  o.with_b = false;
+  TempDir dir;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  std::string db;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("a")))
+    if (e.path().extension() == ".sqlite") db = e.path().string();
+  REQUIRE(!db.empty());
+  // A CPU run's kernels table (empty, one page), zeroed (a bad sector): a report that looks up
+  // no op's kernels would show it as a run without kernels.
+  int64_t page = 0, page_size = 0;
+  {
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &h) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(h, "DELETE FROM kernels; VACUUM", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(h, "SELECT max(pageno), (SELECT page_size FROM pragma_page_size) FROM "
+                               "dbstat WHERE name = 'kernels'",
+                               -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    page = sqlite3_column_int64(st, 0);
+    page_size = sqlite3_column_int64(st, 1);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+  }
+  REQUIRE(page > 1);
+  {
+    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((page - 1) * page_size);
+    const std::string zeros(static_cast<size_t>(page_size), '\0');
+    f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  auto run = tracer::Run::Open(dir.file("a"));
+  REQUIRE(run.ok());
+  ReportOptions ro;
+  ro.window_ops = 100;
+  auto data = build_report_data(*run, nullptr, ro);
+  REQUIRE_FALSE(data.ok());
+  CHECK(data.status().message().find("corrupt") != std::string::npos);
 }
 
 TEST_CASE("a single run that a ring cut shows its last ops, not the start it does not hold") {
