@@ -2143,6 +2143,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         // (`explain_ending` says why, from how its process ended).
         if (oa && !ob && h.b_end == p.b.count) out["ended"] = "B";
         if (ob && !oa && h.a_end == p.a.count) out["ended"] = "A";
+        // Both ran other ops here, up to the end of a run that ended early: it ended in the
+        // change (a shape error in a new loss, a new op that faulted), which the headline says.
+        if (oa && ob && h.b_end == p.b.count && p.b_cut_short && !p.a_cut_short) out["ended_in_change"] = "B";
+        if (oa && ob && h.a_end == p.a.count && p.a_cut_short && !p.b_cut_short) out["ended_in_change"] = "A";
         out["detail"] = detail;
       }
     } else {
@@ -2795,6 +2799,16 @@ int64_t last_finished_seq(const Reader& r, uint32_t thread, const LastTopLevel& 
 // as its last: the run stopped there, which is no change of the program. The cause becomes
 // `ended`. `matched` ops of the thread came before it and agree with the other run's. The
 // caller erases the "ended" mark `describe` left.
+// Where a thread that ended early stopped: " inside aten::x at t.py:3" (in an op that never
+// ended), ", after an error raised inside aten::x at t.py:3", or "".
+std::string ending_place(const Reader& r, uint32_t thread) {
+  const LastTopLevel last = last_top_level(r, thread);
+  const std::string inside = flagged_ops(r, last, tracer::kOpUnfinished);
+  if (!inside.empty()) return " inside " + inside;
+  const std::string raised = flagged_ops(r, last, tracer::kOpRaised);
+  return raised.empty() ? "" : ", after an error raised inside " + raised;
+}
+
 void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) {
   const std::string side = d.value("ended", "");
   if (side.empty()) return;
@@ -3422,6 +3436,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                        b_ended ? best_at.j - (a_from + best->b_offset) : best_at.i - a_from);
       }
       d.erase("ended");
+      if (d.contains("ended_in_change")) {
+        const bool b_ended = d["ended_in_change"] == "B";
+        const Reader& r = b_ended ? db : da;
+        d["detail"] = d.value("detail", std::string()) + "; then " + (b_ended ? "B" : "A") +
+                      "'s process " + abnormal_ending(r) +
+                      ending_place(r, b_ended ? best->b.thread : best->a.thread);
+      }
       d["thread_move"] = std::move(moved);
       d["process"] = index_a;
       if (a.processes.size() > 1) {

@@ -1557,6 +1557,41 @@ TEST_CASE("a run that a fault ended inside an op names that op, compared by its 
   CHECK(d["tensor"]["role"] == "input");
 }
 
+TEST_CASE("a run that ended inside ops the other never ran says so in the headline") {
+  using T = Recorder::T;
+  // A new loss in B raised (a shape error) where A goes on with its own ops: the change is the
+  // structure, and the headline says B's process ended there, and how.
+  auto write = [](bool b_side) {
+    return write_ops(
+        [&](Recorder& r) {
+          r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
+          if (!b_side) {
+            for (int k = 0; k < 6; ++k) r.op("aten::mul", {T{11u + k}}, {T{12u + k}}, {}, 0, 0, kNoSeq, 6);
+            return;
+          }
+          r.op("aten::zeros", {}, {T{50}}, {}, 0, 0, kNoSeq, 8);
+          r.next_flags = tdbg::tracer::kOpRaised;
+          r.op("aten::broadcast_tensors", {T{11}, T{50}}, {}, {}, 0, 0, kNoSeq, 9);
+        },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("pid", "42");
+          w.set_meta("exit_status", b_side ? "1" : "0");
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  json r = compare(write(false), write(true));
+  json d = first(r);
+  CHECK(d["kind"] == "structure");
+  CHECK(d["ended_in_change"] == "B");
+  const std::string detail = d["detail"];
+  INFO(detail);
+  CHECK(detail.find("then B's process exited with status 1") != std::string::npos);
+  CHECK(detail.find("after an error raised inside aten::broadcast_tensors at train.py:9") != std::string::npos);
+  // Swapped: A is the run that ended.
+  const std::string swapped = first(compare(write(true), write(false)))["detail"];
+  CHECK(swapped.find("then A's process exited with status 1") != std::string::npos);
+}
+
 TEST_CASE("a fault deep inside an op, or on another thread, still reads as the run ending there") {
   using T = Recorder::T;
   // An extension op that runs 300 ops and then faults inside a nested op of its own.
