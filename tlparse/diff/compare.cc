@@ -1688,9 +1688,19 @@ std::string first_shared_op(Pair& p, const Hunk& h) {
   std::vector<OpRecord> ops_a, ops_b;
   if (!read(p.a, h.a_begin, h.a_end, ops_a).ok() || !read(p.b, h.b_begin, h.b_end, ops_b).ok())
     return "";
+  // The op's user source line (function and line, not file): an op of the same name at other
+  // lines is other work (B's `torch.zeros(3, 7)` and the handle tensor `zero_grad`'s
+  // record_function makes), not the same op on other shapes.
+  auto line = [](Side& side, const OpRecord& o) -> std::string {
+    if (o.user_frame == 0) return "";
+    auto f = side.reader->frame(o.user_frame);
+    return f ? side.strings.text(f->function) + ":" + std::to_string(f->line) : std::string();
+  };
   for (const OpRecord& oa : ops_a) {
     for (const OpRecord& ob : ops_b) {
-      if (oa.depth != ob.depth || p.a.strings.text(oa.name) != p.b.strings.text(ob.name)) continue;
+      if (oa.depth != ob.depth || p.a.strings.text(oa.name) != p.b.strings.text(ob.name) ||
+          line(p.a, oa) != line(p.b, ob))
+        continue;
       const std::string there = compare_ops(oa, p.a.strings, ob, p.b.strings).structure;
       if (there.empty()) return "";
       return "; where both run " + p.a.strings.text(oa.name) + " (A seq " +

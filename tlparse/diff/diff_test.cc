@@ -1244,6 +1244,26 @@ TEST_CASE("a replacement whose first ops differ names the first op both sides ru
   json d = first(r);
   CHECK(d["kind"] == "structure");
   CHECK(d["detail"].get<std::string>().find("where both run aten::stack") != std::string::npos);
+  // An op of that name at another line is other work: B's new `torch.zeros(3, 7)` (line 8)
+  // is not A's zeros of line 9 on another shape.
+  auto zeros = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      if (b_side) {
+        T z{40};
+        z.shape = "3x7";
+        r.op("aten::zeros", {}, {z}, {}, 0, 0, kNoSeq, 8);
+      } else {
+        r.op("aten::cross_entropy_loss", {T{11}}, {T{41}}, {}, 0, 0, kNoSeq, 7);
+        T handle{42};
+        handle.shape = "1";
+        r.op("aten::zeros", {}, {handle}, {}, 0, 0, kNoSeq, 9);
+      }
+    });
+  };
+  d = first(compare(zeros(false), zeros(true)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["detail"].get<std::string>().find("where both run") == std::string::npos);
 }
 
 TEST_CASE("the same op on other shapes is a replacement, with the argument that differs") {
