@@ -2819,7 +2819,9 @@ std::string ending_place(const Reader& r, uint32_t thread) {
   return raised.empty() ? "" : ", after an error raised inside " + raised;
 }
 
-void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) {
+// `ran`: the ops the ended thread ran before its end (its tidx there), more than `matched`
+// where a --ring dropped its first ones.
+void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched, int64_t ran) {
   const std::string side = d.value("ended", "");
   if (side.empty()) return;
   const std::string how = abnormal_ending(r);
@@ -2873,10 +2875,14 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched) 
     if (!raised.empty()) where = ", an error raised inside " + raised + ",";
   }
   d["detail"] = side + "'s process " + how + where +
-                (matched == 0 && where.empty() ? " before this thread's first op" + elsewhere
-                                               : " after " + std::to_string(matched) +
-                                                     " op(s) of this thread, all as in " + other +
-                                                     elsewhere) +
+                (matched == 0 && where.empty() && ran <= 0
+                     ? " before this thread's first op" + elsewhere
+                     : ran > matched
+                           ? " after " + std::to_string(ran) + " op(s) of this thread; the last " +
+                                 std::to_string(matched) + ", which both runs hold (a --ring kept the " +
+                                 "others in one run at most), are all as in " + other + elsewhere
+                           : " after " + std::to_string(matched) + " op(s) of this thread, all as in " +
+                                 other + elsewhere) +
                 rest;
 }
 
@@ -3443,7 +3449,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         // other windows), not from the ended side's first op.
         const int64_t a_from = std::max(best->a.begin, best->b.begin - best->b_offset);
         explain_ending(d, b_ended ? db : da, b_ended ? best->b.thread : best->a.thread,
-                       b_ended ? best_at.j - (a_from + best->b_offset) : best_at.i - a_from);
+                       b_ended ? best_at.j - (a_from + best->b_offset) : best_at.i - a_from,
+                       b_ended ? best_at.j : best_at.i);
       }
       d.erase("ended");
       if (d.contains("ended_in_change")) {
