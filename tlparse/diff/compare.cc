@@ -2733,14 +2733,17 @@ std::string flagged_ops(const Reader& r, const LastTopLevel& last, uint32_t flag
   }
   Strings strings(r);
   OpRecord op = *chain.back();
+  bool forward_line = false;
   if (const int64_t fwd_seq = op.user_frame == 0 && op.stack == 0 ? forward_seq_of(r, op)
                                                                      : tracer::kNoSeq;
       fwd_seq != tracer::kNoSeq)  // a backward op: where its forward op ran
     if (auto fwd = r.op(fwd_seq); fwd) {
       op.user_frame = fwd->user_frame;
       op.stack = fwd->stack;
+      forward_line = op.user_frame != 0 || op.stack != 0;
     }
-  std::string text = op_at_source(r, strings, op);
+  // (A backward function's own line is not recorded: autograd runs it with no Python stack.)
+  std::string text = op_at_source(r, strings, op) + (forward_line ? " (its forward op's line)" : "");
   if (chain.size() > 1) {
     text += " (";
     for (size_t k = chain.size() - 1; k-- > 0;)

@@ -1527,7 +1527,8 @@ TEST_CASE("after a structural change, a forward op paired with an op inside a ba
   for (const json& n : r["notes"])
     noted = noted || n.get<std::string>().find(
                          "exited with status 1 (an uncaught Python exception exits with 1), after an "
-                         "error raised inside AddmmBackward0 at train.py:17 at step 0") != std::string::npos;
+                         "error raised inside AddmmBackward0 at train.py:17 (its forward op's line) at "
+                         "step 0") != std::string::npos;
   CHECK(noted);
 }
 
