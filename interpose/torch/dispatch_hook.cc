@@ -96,6 +96,9 @@ struct OpInfo {
   // The node of a C++ custom autograd Function ("torch::autograd::CppNode<MyFn>"): its
   // backward is the program's C++ code.
   bool cpp_node = false;
+  // A Python custom autograd Function's forward (its class name, no schema, no namespace):
+  // an exception its Python code raised leaves the range as if it had ended normally.
+  bool python_forward = false;
 
   // What runs inside this op, learned from its first calls (see `Internals`).
   std::atomic<uint8_t> internals{0};
@@ -221,6 +224,8 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
                         (name.rfind(kEngineRange, 0) == 0 ||
                          !std::isdigit(static_cast<unsigned char>(name.back())));
   info->cpp_node = !schema && name.rfind("torch::autograd::CppNode<", 0) == 0;
+  info->python_forward = !schema && !backward && !name.empty() && name.find("::") == std::string::npos &&
+                         name.find('#') == std::string::npos;
   info->collective = is_collective(name);
   info->metadata_only = reads_metadata_only(name);
   info->composite = !schema;
@@ -1665,7 +1670,9 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
     tracer::OpRecord& op = ts.pending[ctx->pending_index];
     uint64_t& content = ts.pending_content[ctx->pending_index];
     op.end_ns = monotonic_ns();
-    if (std::uncaught_exceptions() > ctx->uncaught_exceptions) op.flags |= tracer::kOpRaised;
+    if (std::uncaught_exceptions() > ctx->uncaught_exceptions ||
+        (ctx->info->python_forward && thread_has_python() && python_error_set()))
+      op.flags |= tracer::kOpRaised;
     // Written inputs first: their storage's other tensors (`p` when the op wrote `p.data`) are
     // stale from now on, and the outputs recorded next are not. A collective writes all its
     // tensors (in place, maybe later), so an alias (`broadcast(p.data)`, then `p`) is too.

@@ -616,6 +616,18 @@ const void* python_innermost_code() {
   return result;
 }
 
+bool python_error_set() {
+  using ThreadState = void*;
+  // Optional: a thread's state is current only while it holds the GIL (PyErr_Occurred reads
+  // that state and must not run without it).
+  static const auto current = reinterpret_cast<ThreadState (*)()>(dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet"));
+  static const auto occurred = reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyErr_Occurred"));
+  if (!current || !occurred) return false;
+  const PythonApi& py = api();
+  ThreadState mine = py.PyGILState_GetThisThreadState();
+  return mine != nullptr && current() == mine && occurred() != nullptr;
+}
+
 uintptr_t python_optimizer_identity() {
   const PythonApi& py = api();
   if (!py.PyMapping_GetItemString || !py.PyTuple_GetItem || !py.PyTuple_Size) return 0;

@@ -21,6 +21,12 @@ bool thread_has_python();
 // nullptr; takes the GIL for the read. Call only when `thread_has_python()`.
 const void* python_innermost_code();
 
+// Whether this thread holds the GIL with a Python exception set: a custom autograd Function
+// whose Python forward raised ends its range normally, before the error propagates (torch
+// returns NULL to Python rather than throwing). False without the GIL (it is never taken).
+// Call only when `thread_has_python()`.
+bool python_error_set();
+
 // The identity of the optimizer whose `step` opened the record-function range starting now
 // (the Python object torch's profiling wrapper got as `args[0]`), or 0 when not found. Takes
 // the GIL. Call only when `thread_has_python()`.

@@ -720,6 +720,34 @@ def case_python_in_ranges():
                         ).fetchall()
     check(plain and all(s[0] is None or s[0] == 0 for s in plain),
           "a C++ node's ops keep no stack of their own: %s" % plain)
+    # A custom Function whose Python forward raised: torch ends its range before the error
+    # reaches Python (no C++ exception), and it is still flagged as raised (flag 64); the
+    # same Function's forward that returned is not.
+    raised = run_python('''
+        import torch
+
+        class Picky(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, fail):
+                if fail:
+                    raise ValueError("no")
+                return x * 2
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2, None
+
+        x = torch.ones(3, requires_grad=True)
+        try:
+            Picky.apply(x, True)
+        except ValueError:
+            pass
+        Picky.apply(x, False).sum()
+    ''', name="picky.py")
+    flags = [row[0] for row in raised.db().execute(
+        "select flags from op_view where name = 'Picky' order by seq")]
+    check(len(flags) == 2 and flags[0] & 64 and not flags[1] & 64,
+          "a custom Function forward that raised is flagged raised, one that returned not: %s" % flags)
     # Checkpointing recomputes the forward in backward: in the custom Function's backward
     # (reentrant) or in a saved tensor's unpack hook inside a C++ node (non-reentrant). The
     # recomputed ops get the forward's line and module, not the backward call's or none.
