@@ -157,6 +157,13 @@ class Aligner {
   int64_t i() const { return i_; }
   int64_t j() const { return j_; }
 
+  // Where the ops here look alike, plans them by a window's script before any is paired (see
+  // `describe`); where they differ, `align_at` does when the walk reaches them.
+  void plan_here() {
+    if (started_ || i_ >= p_.a.count || j_ >= p_.b.count) return;
+    if (p_.a.cursor.signature_at(i_) == p_.b.cursor.signature_at(j_)) refill_cache();
+  }
+
   // Fills `e` with the next event; false at the end of both threads or on a read error.
   bool next(Event* e) {
     Side& a = p_.a;
@@ -429,19 +436,30 @@ class Aligner {
     const int64_t n = ra1 - ra0, m = rb1 - rb0;
     std::vector<uint64_t> ca(static_cast<size_t>(n)), cb(static_cast<size_t>(m));
     std::vector<uint64_t> la(static_cast<size_t>(n)), lb(static_cast<size_t>(m));
+    std::vector<uint64_t> ma(static_cast<size_t>(n)), mb(static_cast<size_t>(m));
+    auto module_key = [](Side& s, int64_t tidx) -> uint64_t {
+      const OpRecord* op = s.cursor.at(tidx);
+      return op && op->module != 0 ? std::hash<std::string>{}(s.strings.text(op->module)) | 1 : 0;
+    };
     for (int64_t x = 0; x < n; ++x) {
       ca[static_cast<size_t>(x)] = content_key(p_.a, i_ + ra0 + x);
       la[static_cast<size_t>(x)] = line_key(p_.a, i_ + ra0 + x);
+      ma[static_cast<size_t>(x)] = module_key(p_.a, i_ + ra0 + x);
     }
     for (int64_t y = 0; y < m; ++y) {
       cb[static_cast<size_t>(y)] = content_key(p_.b, j_ + rb0 + y);
       lb[static_cast<size_t>(y)] = line_key(p_.b, j_ + rb0 + y);
+      mb[static_cast<size_t>(y)] = module_key(p_.b, j_ + rb0 + y);
     }
     if (!p_.status().ok()) return false;
-    constexpr int64_t kPair = 1 << 20, kSameContent = 1 << 10;
+    // Each weight above the sum of the lower ones over a region (kRegionOps pairs): the same
+    // module first (a block called twice: its second call is the inserted one, whatever its
+    // first ops computed), then the same values, then the same line.
+    constexpr int64_t kPair = int64_t{1} << 30, kSameModule = 1 << 20, kSameContent = 1 << 10;
     auto weight = [&](int64_t x, int64_t y) -> int64_t {
       if (sa[static_cast<size_t>(ra0 + x)] != sb[static_cast<size_t>(rb0 + y)]) return -1;
       int64_t w = kPair;
+      if (ma[static_cast<size_t>(x)] != 0 && ma[static_cast<size_t>(x)] == mb[static_cast<size_t>(y)]) w += kSameModule;
       if (ca[static_cast<size_t>(x)] != 0 && ca[static_cast<size_t>(x)] == cb[static_cast<size_t>(y)]) w += kSameContent;
       if (la[static_cast<size_t>(x)] != 0 && la[static_cast<size_t>(x)] == lb[static_cast<size_t>(y)]) w += 1;
       return w;
@@ -773,6 +791,19 @@ Located innermost_pair(Pair& p, int64_t i, int64_t j, Stats& stats) {
   return descend(p, i, j, stats);
 }
 
+// Whether some op of the 256 before A's t and B's u ran in the same module in both runs (a
+// non-empty path): the runs name their modules alike.
+bool modules_agreed_before(Pair& p, int64_t t, int64_t u) {
+  for (int64_t k = 1; k <= 256 && t - k >= p.a.begin && u - k >= p.b.begin; ++k) {
+    const OpRecord* a = p.a.cursor.at(t - k);
+    const OpRecord* b = p.b.cursor.at(u - k);
+    if (!a || !b) return false;
+    if (a->module != 0 && b->module != 0 && p.a.strings.text(a->module) == p.b.strings.text(b->module))
+      return true;
+  }
+  return false;
+}
+
 StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Progress& progress) {
   const int64_t off = p.b_offset;
   int64_t n = std::min(p.a.count, p.b.count - off);
@@ -809,6 +840,24 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
       if (identical(p.a, t, p.b, u + 1) || identical(p.a, t + 1, p.b, u)) {
         TDBG_RETURN_IF_ERROR(p.status());
         return Located{Located::kStructure, t, u};
+      }
+      // The same op in another module in each run, where the runs named the modules alike so
+      // far: other work at this point (a block called once more, `x = b(x)` twice), whose
+      // reads of other weights are no value difference; the alignment lays it out. (A model
+      // wrapped or renamed in one run differs in every module path from the start.)
+      if (a->module != 0 && b->module != 0 &&
+          p.a.strings.text(a->module) != p.b.strings.text(b->module) &&
+          modules_agreed_before(p, t, u)) {
+        // From where the modules part: the ops before this one in the other work computed the
+        // same values (a LayerNorm initialized alike in every block).
+        int64_t back = 0;
+        for (; back < 4096 && t - back - 1 >= p.a.begin && u - back - 1 >= p.b.begin; ++back) {
+          const OpRecord* pa = p.a.cursor.at(t - back - 1);
+          const OpRecord* pb = p.b.cursor.at(u - back - 1);
+          if (!pa || !pb || p.a.strings.text(pa->module) == p.b.strings.text(pb->module)) break;
+        }
+        TDBG_RETURN_IF_ERROR(p.status());
+        return Located{Located::kStructure, t - back, u - back};
       }
     }
     // An op whose inputs match and whose arguments (or inputs' memory layouts) differ is the
@@ -2057,10 +2106,15 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   };
   StepCalls step_calls(p);
   bool first_event = true;
+  // A structural split where the ops look alike (the same op in another module in each run:
+  // a block called once more): the window's script, refined, says which copy is the change;
+  // pairing the alike ops first would make the later copy the inserted one.
+  if (where.kind == Located::kStructure) aligner.plan_here();
+  bool first_hunk = true;  // the change the answer names: the first hunk, after any pairs
   while (true) {
     // The first change of a structural divergence is read whatever the budget: it is the
     // answer (`--scan-limit 0` limits only what follows).
-    const bool answer_pending = first_event && where.kind == Located::kStructure;
+    const bool answer_pending = first_hunk && where.kind == Located::kStructure;
     if (growth.compared() >= budget && !answer_pending) {
       complete = false;
       break;
@@ -2105,7 +2159,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
-      if (first_event && where.kind == Located::kStructure) {
+      if (first_hunk && where.kind == Located::kStructure) {
         // Where the change begins in each run (the first op at or after it).
         if (auto oa = p.a.reader->op_at(p.a.thread, e.hunk.a_begin)) change_seq_a = oa->seq;
         if (auto ob = p.b.reader->op_at(p.b.thread, e.hunk.b_begin)) change_seq_b = ob->seq;
@@ -2159,6 +2213,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         if (oa && ob && h.a_end == p.a.count && p.a_cut_short && !p.b_cut_short) out["ended_in_change"] = "A";
         out["detail"] = detail;
       }
+      first_hunk = false;
     } else {
       ++stats.ops_compared;
       // A pair the aligner made across the change of a forward op with an op autograd ran (a

@@ -1023,6 +1023,46 @@ TEST_CASE("an op with no tensor input that makes other data with equal arguments
   CHECK(d["detail"].get<std::string>().find("outside torch's ops") != std::string::npos);
 }
 
+TEST_CASE("a block called once more is the inserted call, not a value difference in the next block") {
+  using T = Recorder::T;
+  // `for b in blocks: x = b(x)` with B calling blocks.0 twice: each call a norm (no weight:
+  // the same output for the same input) and a linear that reads the block's own weight. B's
+  // second call of blocks.0 takes the same input A's blocks.1 does.
+  auto run = [](bool twice) {
+    return write_ops([&](Recorder& r) {
+      uint64_t x = 7;
+      int64_t made = kNoSeq;
+      auto call = [&](int block) {
+        r.root_module = "Net.blocks." + std::to_string(block);
+        const uint64_t normed = x * 3 + 1;
+        const int64_t norm = r.op("aten::layer_norm", {T{x, made}}, {T{normed}}, {}, 0, 0, kNoSeq, 13);
+        const uint64_t weight = 1000 + uint64_t(block);
+        x = normed * 5 + weight;
+        made = r.op("aten::linear", {T{normed, norm}, T{weight, kNoSeq, "8x8"}}, {T{x}}, {}, 0, 0, kNoSeq, 14);
+        r.op("aten::relu", {T{x, made}}, {T{x + 1}}, {}, 0, 0, kNoSeq, 15);
+        x = x + 1;
+      };
+      r.root_module = "Net";
+      r.op("aten::embedding", {T{3}}, {T{x}}, {}, 0, 0, kNoSeq, 10);
+      call(0);
+      if (twice) call(0);
+      call(1);
+      r.root_module = "Net.head";
+      r.op("aten::linear", {T{x, made}, T{2000, kNoSeq, "8x8"}}, {T{x * 11}}, {}, 0, 0, kNoSeq, 20);
+    });
+  };
+  json d = first(compare(run(false), run(true)));
+  INFO(d.dump().substr(0, 2000));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["structural_changes"].size() >= 1);
+  const json& c = d["structural_changes"][0];
+  CHECK(c["type"] == "inserted");
+  CHECK(c["a_range"] == json::array({4, 4}));
+  CHECK(c["b_range"] == json::array({4, 7}));
+  REQUIRE(d["b"].is_object());
+  CHECK(d["b"]["module"] == "Net.blocks.0");
+}
+
 TEST_CASE("after a structural change, another layout of the same values is no value difference") {
   using T = Recorder::T;
   // `W.t()` against `W.t().contiguous()`: B copies, and the matmul reads the same values in
