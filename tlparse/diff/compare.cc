@@ -882,23 +882,68 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
 }
 
 // Two rings (or trimmed bundles) that start each side at another op: B's offset against A
-// that lines up more of the first ops they hold, of the same tidx (0) and each side's first
-// op held (a run that ran one op more before the rings started holds the same later ops one
-// tidx further on). Counted by signature over the first 256 ops; a tie keeps the same tidx.
+// that lines up most of the first ops they hold: the same tidx (0), each side's first op held
+// (a run that ran one op more before the rings started holds the same later ops one tidx
+// further on), or an offset near either.
 int64_t ring_offset(Pair& p) {
   const int64_t own = p.b.begin - p.a.begin;
-  auto matches = [&](int64_t off) {
+  // The share of the first 256 ops both hold at this offset that are alike: the same
+  // signature, and more so the same values too (a loop's ops repeat their signatures every
+  // step; their values tell the steps apart). Shares, not counts: each offset overlaps the
+  // other run by another number of ops.
+  // First, how many ops from the start of what both hold are alike, up to kPrefix (by
+  // signature: values may differ already; the alignment takes any change after them); then
+  // the share of the first 256 alike, values counting too (a loop's ops repeat their
+  // signatures every step, and a longer overlap is no better match).
+  constexpr int64_t kPrefix = 64;
+  struct Score {
+    int64_t prefix = 0;
+    double share = 0;
+    bool operator>(const Score& o) const {
+      return prefix != o.prefix ? prefix > o.prefix : share > o.share;
+    }
+    bool operator==(const Score& o) const { return prefix == o.prefix && share == o.share; }
+  };
+  auto matches = [&](int64_t off) -> Score {
     const int64_t from = std::max(p.a.begin, p.b.begin - off);
-    int64_t same = 0;
-    for (int64_t t = from; t < from + 256 && t < p.a.count && t + off < p.b.count; ++t) {
+    int64_t same = 0, n = 0;
+    Score score;
+    bool in_prefix = true;
+    for (int64_t t = from; t < from + 256 && t < p.a.count && t + off < p.b.count; ++t, ++n) {
       read_ahead_both(p, t, t + off);
       const uint64_t sa = p.a.cursor.signature_at(t), sb = p.b.cursor.signature_at(t + off);
-      same += sa != 0 && sa == sb;
+      const OpRecord* oa = sa != 0 && sa == sb ? p.a.cursor.at(t) : nullptr;
+      const OpRecord* ob = oa ? p.b.cursor.at(t + off) : nullptr;
+      const bool alike = oa && ob && op_content(*oa, p.a.strings) == op_content(*ob, p.b.strings);
+      in_prefix = in_prefix && sa != 0 && sa == sb;
+      score.prefix += in_prefix && score.prefix < kPrefix;
+      same += (sa != 0 && sa == sb) + alike;
     }
-    return same;
+    score.share = n < 8 ? 0.0 : static_cast<double>(same) / static_cast<double>(2 * n);
+    return score;
   };
-  const int64_t at_own = matches(own), at_same = matches(0);
-  return at_own > at_same ? own : 0;
+  // The same tidx, each side's first op held, and near either (one run ran a few ops more
+  // before its ring began and a few more inside it: neither lines the rings up). Most matches
+  // win; a tie keeps the same tidx, then the first ops held, then the nearer offset.
+  int64_t best = 0, best_distance = 0;
+  Score best_same = matches(0);
+  auto consider = [&](int64_t off, int64_t distance) {
+    const Score same = matches(off);
+    if (same > best_same || (same == best_same && distance < best_distance)) {
+      best = off;
+      best_same = same;
+      best_distance = distance;
+    }
+  };
+  consider(own, 1);
+  constexpr int64_t kNear = 32;
+  for (int64_t d = 1; d <= kNear; ++d) {
+    for (int64_t base : {int64_t{0}, own}) {
+      consider(base - d, 1 + d);
+      consider(base + d, 1 + d);
+    }
+  }
+  return best;
 }
 
 // `producer_text(in_b, seq)`, when given, describes a producing op of A's or B's run ("aten::
@@ -3333,8 +3378,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         const std::string from =
             pair->b_offset == 0
                 ? "compared from " + std::to_string(std::max(range_a.begin, range_b.begin))
-                : "compared from there, A's op " + std::to_string(range_a.begin) + " with B's " +
-                      std::to_string(range_b.begin) + ", where the ops both hold line up (B ran " +
+                : "compared from there, A's op " +
+                      std::to_string(std::max(range_a.begin, range_b.begin - pair->b_offset)) +
+                      " with B's " +
+                      std::to_string(std::max(range_a.begin + pair->b_offset, range_b.begin)) +
+                      ", where the ops both hold line up (B ran " +
                       std::to_string(pair->b_offset < 0 ? -pair->b_offset : pair->b_offset) +
                       " op(s) " + (pair->b_offset > 0 ? "more" : "fewer") + " before the rings)";
         notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) +

@@ -2109,6 +2109,38 @@ TEST_CASE("an inserted op like its neighbour is an insertion, not a value pair a
   CHECK(d["values_same"].is_object());
 }
 
+TEST_CASE("two rings line up where one run ran a few ops more before its ring and in it") {
+  using T = Recorder::T;
+  // The same program's ops (content index c); B ran 6 more before (its tidx = c + 6) and
+  // 2 more inside its ring (after c = 250). A's ring holds c 100..399, B's from c 102 (its
+  // tidx 108): neither the same tidx (0) nor each side's first op (8) lines them up; 6 does.
+  auto run = [](bool b_side) {
+    return write_ops(
+        [=](Recorder& r) {
+          const int64_t extra_before = b_side ? 6 : 0, first_held = b_side ? 102 : 100;
+          r.skip(first_held + extra_before);
+          for (int64_t c = first_held; c < 400; ++c) {
+            const std::string name = "aten::op" + std::to_string(c % 97);
+            r.op(name, {T{uint64_t(10 + c)}}, {T{uint64_t(5000 + c)}});
+            if (b_side && c == 250) {
+              r.op("aten::mul", {T{77}}, {T{78}});
+              r.op("aten::mul", {T{78}}, {T{79}});
+            }
+          }
+        },
+        [=](tdbg::tracer::Writer& w) { w.set_meta("pid", "42"); });
+  };
+  json d = first(compare(run(false), run(true)));
+  INFO(d.dump().substr(0, 1500));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["structural_changes"].size() >= 1);
+  const json& c = d["structural_changes"][0];
+  // A's tidx 251 (content 251) meets B's two extra muls (its tidx 257, 258).
+  CHECK(c["type"] == "inserted");
+  CHECK(c["a_range"] == json::array({251, 251}));
+  CHECK(c["b_range"] == json::array({257, 259}));
+}
+
 TEST_CASE("a ring that ended early counts the ops both rings hold, not its own") {
   using T = Recorder::T;
   // A's ring (killed at op 100) kept ops 0-99, B's ops 20-119: 80 are compared.
