@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "tracer/op_block.h"
+#include "tracer/names_check.h"
 #include "tracer/schema.h"
 #include "tracer/sql_functions.h"
 #include "tracer/sqlite_util.h"
@@ -245,12 +246,16 @@ class ReaderImpl final : public Reader {
     TDBG_RETURN_IF_ERROR(prepare(string_, "SELECT text FROM strings WHERE id = ?1"));
     TDBG_RETURN_IF_ERROR(
         prepare(frame_, "SELECT parent, file, line, function FROM frames WHERE id = ?1"));
-    // Keys and indexes read in one transaction: a live writer's commit between the table's
-    // read and an index's is no damage.
-    if (immutable_) return check_indexes();
+    // Keys and indexes, names and their check, read in one transaction: a live writer's commit
+    // between two reads is no damage.
+    auto checks = [this]() -> Status {
+      TDBG_RETURN_IF_ERROR(check_indexes());
+      return check_names();
+    };
+    if (immutable_) return checks();
     int rc = sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr);
     if (rc != SQLITE_OK) return sql_error(rc, "starting a read transaction");
-    Status keys = check_indexes();
+    Status keys = checks();
     sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
     return keys;
   }
@@ -388,6 +393,50 @@ class ReaderImpl final : public Reader {
     TDBG_RETURN_IF_ERROR(check_block_keys());
     TDBG_RETURN_IF_ERROR(check_indexes());
     return lookup_status_;
+  }
+
+  // The names tables (strings, frames) against the check the writer committed with them
+  // (`names_check.h`; a database written before it has none). O(names), a few thousand rows.
+  Status check_names() const {
+    std::string want;
+    {
+      Stmt q;
+      TDBG_RETURN_IF_ERROR(prepare(q, std::string("SELECT value FROM meta WHERE key = '") +
+                                          internal::kNamesCheckKey + "'"));
+      const int rc = q.step();
+      if (rc == SQLITE_ROW) want = q.col_text(0);
+      else if (rc != SQLITE_DONE) return sql_error(rc, "reading the names check");
+    }
+    if (want.empty()) return Status::Ok();
+    int64_t rows = 0;
+    uint64_t sum = 0;
+    {
+      Stmt q;
+      TDBG_RETURN_IF_ERROR(prepare(q, "SELECT id, text FROM strings"));
+      int rc;
+      while ((rc = q.step()) == SQLITE_ROW) {
+        ++rows;
+        sum += internal::string_row_hash(q.col_int(0), q.col_text(1));
+      }
+      if (rc != SQLITE_DONE) return sql_error(rc, "reading strings");
+    }
+    {
+      Stmt q;
+      TDBG_RETURN_IF_ERROR(prepare(q, "SELECT id, parent, file, line, function FROM frames"));
+      int rc;
+      while ((rc = q.step()) == SQLITE_ROW) {
+        ++rows;
+        FrameRecord f{static_cast<FrameId>(q.col_int(0)), static_cast<FrameId>(q.col_int(1)),
+                      static_cast<StringId>(q.col_int(2)), static_cast<int32_t>(q.col_int(3)),
+                      static_cast<StringId>(q.col_int(4))};
+        sum += internal::frame_row_hash(f);
+      }
+      if (rc != SQLITE_DONE) return sql_error(rc, "reading frames");
+    }
+    if (internal::names_check_text(rows, sum) != want)
+      return Status::Error(path_ + ": corrupt database (its strings or frames do not match the "
+                           "check written with them: a name or a source line is damaged)");
+    return Status::Ok();
   }
 
   // The op block indexes alone (no table page read: O(index pages), a few ms for 10^7 ops):

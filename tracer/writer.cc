@@ -26,6 +26,7 @@
 
 #include "base/quiet_thread.h"
 #include "tracer/op_block.h"
+#include "tracer/names_check.h"
 #include "tracer/schema.h"
 #include "tracer/sql_functions.h"
 #include "tracer/sqlite_util.h"
@@ -206,6 +207,9 @@ struct State {
   Stmt ins_string, ins_frame, ins_meta, ins_thread, ins_block, ins_region, ins_module,
       ins_kernel, begin, commit, del_kernels, del_blocks, del_regions, straddling, get_block,
       del_block;
+  // The names tables as committed (`names_check.h`): rows and the sum of their hashes.
+  int64_t names_rows = 0;
+  uint64_t names_sum = 0;
   // Last tidx committed per thread: ops must come in increasing tidx per thread.
   std::unordered_map<uint32_t, int64_t> last_tidx;
   int64_t max_seq = -1;
@@ -551,12 +555,17 @@ class WriterImpl final : public Writer {
       return;
     }
     s.begin.reset();
+    // The names check as it will be once this transaction commits.
+    int64_t names_rows = s.names_rows + static_cast<int64_t>(strings.size() + frames.size());
+    uint64_t names_sum = s.names_sum;
     for (auto& [id, text] : strings) {
       s.ins_string.bind_int(1, id);
       s.ins_string.bind_text(2, text);
       step_insert(s.ins_string, "a string");
+      names_sum += internal::string_row_hash(id, text);
     }
     for (const FrameRecord& f : frames) {
+      names_sum += internal::frame_row_hash(f);
       s.ins_frame.bind_int(1, f.id);
       s.ins_frame.bind_nonzero(2, f.parent);
       s.ins_frame.bind_nonzero(3, f.file);
@@ -583,6 +592,12 @@ class WriterImpl final : public Writer {
         s.ins_meta.bind_text(2, value);
         step_insert(s.ins_meta, "meta");
       }
+    }
+    if (!strings.empty() || !frames.empty() || s.names_rows == 0) {
+      const std::string check = internal::names_check_text(names_rows, names_sum);
+      s.ins_meta.bind_text(1, internal::kNamesCheckKey);
+      s.ins_meta.bind_text(2, check);
+      step_insert(s.ins_meta, "meta");
     }
     for (const auto* list : {&retry_threads, &batch.threads}) {
       for (const ThreadRecord& t : *list) {
@@ -649,6 +664,8 @@ class WriterImpl final : public Writer {
       requeue(why);
       return;
     }
+    s.names_rows = names_rows;
+    s.names_sum = names_sum;
     if (s.ops_lost) s.lost_ops += batch_op_count(batch);
     const int64_t us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)

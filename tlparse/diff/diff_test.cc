@@ -3107,6 +3107,15 @@ TEST_CASE("first_nonfinite: a string id that does not resolve is a corrupt datab
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   REQUIRE(sqlite3_exec(db, "DELETE FROM strings WHERE text = 'aten::log'", nullptr, nullptr, nullptr) ==
           SQLITE_OK);
+  // Opening checks the names against the check written with them.
+  {
+    auto damaged = tdbg::tracer::Run::Open(path);
+    REQUIRE_FALSE(damaged.ok());
+    CHECK(damaged.status().message().find("corrupt database (its strings or frames") != std::string::npos);
+  }
+  // Without that check (a database written before it), the lookup that fails says so.
+  REQUIRE(sqlite3_exec(db, "DELETE FROM meta WHERE key = 'names_check'", nullptr, nullptr, nullptr) ==
+          SQLITE_OK);
   sqlite3_close(db);
   auto run = tdbg::tracer::Run::Open(path);
   REQUIRE(run.ok());

@@ -120,8 +120,9 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
     return fresh;
   };
   for (const auto& [key, value] : r.all_meta()) {
-    // The writer owns these two (format marker, and the time base its `start` column uses).
-    if (key == "format" || key == "time_base_ns") continue;
+    // The writer owns these (format marker, the time base its `start` column uses, and the
+    // check of the names it writes).
+    if (key == "format" || key == "time_base_ns" || key == "names_check") continue;
     if (key == "in_flight") {
       // Ids into the strings and frames tables, which this copy numbers afresh.
       json threads = json::parse(value, nullptr, /*allow_exceptions=*/false);

@@ -114,8 +114,17 @@ TEST_CASE("a run whose strings or frames do not resolve gives no report, trace o
     const std::string sql = std::string("DELETE FROM ") + table +
                             (std::string(table) == "strings" ? " WHERE text LIKE 'aten::%'" : "");
     REQUIRE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
-    sqlite3_close(db);
     INFO(table);
+    // Opening checks the names against the check written with them.
+    {
+      auto damaged = tracer::Run::Open(dir.file("b"));
+      REQUIRE_FALSE(damaged.ok());
+      CHECK(damaged.status().message().find("corrupt database") != std::string::npos);
+    }
+    // Without that check (a database written before it), each tool's lookups say so.
+    REQUIRE(sqlite3_exec(db, "DELETE FROM meta WHERE key = 'names_check'", nullptr, nullptr, nullptr) ==
+            SQLITE_OK);
+    sqlite3_close(db);
     const std::string out = dir.file("bug.tar.gz");
     // The damaged run alone (the pair's diff already checks its lookups).
     auto r = write_bundle(dir.file("b"), "", out, BundleOptions{});
