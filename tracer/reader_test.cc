@@ -54,6 +54,26 @@ void RunSql(const std::string& path, const char* sql) {
   sqlite3_close(db);
 }
 
+// The byte ranges of the root pages of the schema objects that `where` selects from
+// sqlite_master (`tbl_name = 'op_blocks'`): where to damage a file.
+std::vector<std::pair<size_t, size_t>> RootPages(const std::string& path, const std::string& where) {
+  std::vector<std::pair<size_t, size_t>> out;
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  const std::string sql =
+      "SELECT rootpage, (SELECT page_size FROM pragma_page_size) FROM sqlite_master WHERE " + where;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const size_t size = static_cast<size_t>(sqlite3_column_int64(st, 1));
+    const size_t page = static_cast<size_t>(sqlite3_column_int64(st, 0));
+    out.emplace_back((page - 1) * size, page * size);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
 // Opens `path` expecting an error: one line, naming the file, containing `problem`.
 void ExpectOpenError(const std::string& path, const std::string& problem) {
   auto r = Reader::Open(path);
@@ -203,23 +223,8 @@ TEST_CASE("a damaged op_blocks table never reads as a thread with fewer ops") {
   }
   // The pages of op_blocks' root and its indexes' roots: zeroed, SQLite itself reads an
   // empty table there, which no check short of a full integrity check tells from one.
-  std::vector<std::pair<size_t, size_t>> roots;  // byte ranges
-  {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open_v2(dir.file("good.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-            SQLITE_OK);
-    sqlite3_stmt* st = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db, "SELECT rootpage, (SELECT page_size FROM pragma_page_size) "
-                               "FROM sqlite_master WHERE tbl_name = 'op_blocks' AND rootpage > 0",
-                               -1, &st, nullptr) == SQLITE_OK);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      const size_t size = static_cast<size_t>(sqlite3_column_int64(st, 1));
-      const size_t page = static_cast<size_t>(sqlite3_column_int64(st, 0));
-      roots.emplace_back((page - 1) * size, page * size);
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-  }
+  const std::vector<std::pair<size_t, size_t>> roots =
+      RootPages(dir.file("good.sqlite"), "tbl_name = 'op_blocks' AND rootpage > 0");
   // Zeroed pages (a bad sector, a torn copy) across the file: each op count is the whole
   // count, or the damage is said (`lookup_status`), as tdbg diff checks after comparing.
   int damage_said = 0;
@@ -373,23 +378,8 @@ TEST_CASE("a flipped bit in an op block index is said as damage when opened, nev
   }
   REQUIRE(expected.rfind("error", 0) != 0);
   // The indexes' root pages (the whole index in a run of this size).
-  std::vector<std::pair<size_t, size_t>> pages;
-  {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open_v2(dir.file("good.sqlite").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
-            SQLITE_OK);
-    sqlite3_stmt* st = nullptr;
-    REQUIRE(sqlite3_prepare_v2(db, "SELECT rootpage, (SELECT page_size FROM pragma_page_size) "
-                               "FROM sqlite_master WHERE type = 'index' AND tbl_name = 'op_blocks'",
-                               -1, &st, nullptr) == SQLITE_OK);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      const size_t size = static_cast<size_t>(sqlite3_column_int64(st, 1));
-      const size_t page = static_cast<size_t>(sqlite3_column_int64(st, 0));
-      pages.emplace_back((page - 1) * size, page * size);
-    }
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-  }
+  const std::vector<std::pair<size_t, size_t>> pages =
+      RootPages(dir.file("good.sqlite"), "type = 'index' AND tbl_name = 'op_blocks'");
   REQUIRE(pages.size() == 2);
   // Each byte of the cells' area (the page's end, where the keys are) and its header: a
   // reader that opens reads every op, as a tool that lists them (show, nan) does without
