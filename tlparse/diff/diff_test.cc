@@ -3040,6 +3040,22 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   CHECK(text.find("NaN entered the recording here") != std::string::npos);
   CHECK(text.find("(a ring kept the last ones, or a bundle trimmed") != std::string::npos);
 
+  // The same through an input whose values were not recorded (a view: no summary), made by an
+  // op the ring dropped, into an op whose other inputs are finite: AccumulateGrad's add_ of a
+  // NaN gradient. Not "made here".
+  json v = nonfinite_of(write_ops([](Recorder& r) {
+    r.skip(100);
+    T grad{21, 40};
+    grad.summary = false;
+    T sum{22};
+    sum.nan = 4;
+    r.next_flags = tdbg::tracer::kOpInplace;
+    r.op("aten::add_", {T{20}, grad}, {sum}, {{"alpha", "1"}}, 0, 0, kNoSeq, 0);
+  }));
+  REQUIRE(v["status"] == "nonfinite");
+  CHECK(v["first_nonfinite"]["op"] == "aten::add_");
+  CHECK(v["first_nonfinite"]["entered"] == "dropped");
+
   // A backward op whose forward op the ring dropped: no line, and why.
   json b = nonfinite_of(write_ops([](Recorder& r) {
     r.skip(100);

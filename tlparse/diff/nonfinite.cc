@@ -203,12 +203,16 @@ class Tracker {
     bool from_dropped = false;  // the external NaN's producer is an op the ring dropped
     bool from_uninit = false;   // it was read from memory an `empty` returned uninitialized
     int inputs = 0, unknown_inputs = 0;  // unknown: values not recorded (a kernel's buffer)
+    // An input whose values were not recorded, made by an op a ring dropped: NaN made before
+    // the ring may come in through it.
+    bool unknown_from_dropped = false;
     for (const TensorRecord& t : op.tensors) {
       if (t.role != TensorRole::kInput || *never_read(strings_, t) != '\0') continue;
       ++inputs;
       Nonfinite v = of(t);
       in |= v;
       const bool dropped = t.producer != tracer::kNoSeq && t.producer < first_held_;
+      unknown_from_dropped = unknown_from_dropped || (dropped && !(t.summary.valid && tensor_comparable(t)));
       if ((t.producer == tracer::kNoSeq || dropped) && t.summary.valid && tensor_comparable(t) &&
           seen_.find(t.hash) == seen_.end()) {
         external |= v;
@@ -233,7 +237,8 @@ class Tracker {
     // may hold what the run already carries: once NaN (or Inf) was passed on anywhere, say
     // before --from-step, it explains the same kind in an output that reads one.
     const bool may_carry = unknown_inputs > 0;
-    const bool made_nan = out.nan && !in.nan && !literal.nan && !(may_carry && carried_.nan);
+    const bool made_nan = out.nan && !in.nan && !literal.nan && !(may_carry && carried_.nan) &&
+                          !unknown_from_dropped;
     const bool made_inf = out.inf && !in.inf && !literal.inf && !(may_carry && carried_.inf);
     bool fresh = made_nan || (!options_.nan_only && made_inf);
     // An Inf start that --nan-only looks past: counted as such, not as explained.
@@ -259,7 +264,10 @@ class Tracker {
     for (const TensorRecord& t : op.tensors)
       if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan)
         passes_nan = true;
-    const bool enters_nan = passes_nan && (external.nan || (literal.nan && !in.nan));
+    const bool dropped_nan = unknown_from_dropped && out.nan && !in.nan && !literal.nan;
+    if (dropped_nan) from_dropped = true;
+    const bool enters_nan =
+        passes_nan && (external.nan || (literal.nan && !in.nan) || dropped_nan);
     if (enters_nan && before_window && !counted) {
       if (!inside_start) ++skipped_;  // NaN entering is a start too
       counted = true;
@@ -283,7 +291,8 @@ class Tracker {
       }
     }
     if (!entered_nan) return Verdict::kExplained;
-    entry_ = !external.nan    ? "argument"
+    entry_ = dropped_nan && !external.nan ? "dropped"
+             : !external.nan  ? "argument"
              : from_dropped   ? "dropped"
              : from_uninit    ? "uninitialized"
                               : "input";
