@@ -300,21 +300,29 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> malformed;
 };
 
-// A --steps window that recorded nothing, said once after the run: steps are counted from
-// torch.optim optimizers' step(), and a loop that updates its weights by hand (or a script
-// shorter than the window) never reaches it. Silent where any process recorded an op.
-void warn_empty_step_window(const interpose::Config& config, const std::string& run_dir) {
-  if (config.steps.empty() || config.quiet) return;
+// A --steps window or an --ops pattern that recorded nothing, said once after the run: steps
+// are counted from torch.optim optimizers' step(), and a loop that updates its weights by
+// hand (or a script shorter than the window) never reaches it; a pattern may match no op's
+// name. Silent where any process recorded an op.
+void warn_empty_selection(const interpose::Config& config, const std::string& run_dir) {
+  if ((config.steps.empty() && config.ops.empty()) || config.quiet) return;
   StatusOr<tracer::Run> run = tracer::Run::Open(run_dir);
-  if (!run.ok()) return;  // no database: no process loaded torch, nothing to say about steps
+  if (!run.ok()) return;  // no database: no process loaded torch, nothing to say
   int64_t ops = 0;
   for (const auto& process : run->processes) ops += process->op_count();
   if (ops > 0) return;
-  std::fprintf(stderr,
-               "tdbg record: --steps %s recorded no op: no process reached those steps (steps "
-               "count torch.optim optimizer steps; a loop that updates its weights by hand "
-               "stays at step 0)\n",
-               config.steps.c_str());
+  if (!config.steps.empty()) {
+    std::fprintf(stderr,
+                 "tdbg record: --steps %s recorded no op: no process reached those steps (steps "
+                 "count torch.optim optimizer steps; a loop that updates its weights by hand "
+                 "stays at step 0)\n",
+                 config.steps.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "tdbg record: --ops %s recorded no op: it matches no op's name (names such as "
+                 "aten::addmm; a regular expression searched in each name)\n",
+                 config.ops.c_str());
+  }
 }
 
 // Edit distance of two short names (for "did you mean").
@@ -498,7 +506,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   manifest["exit_status"] = exit_code;
   manifest["ended"] = utc_now();
   write_manifest(*run_dir, manifest);
-  warn_empty_step_window(options.config, *run_dir);
+  warn_empty_selection(options.config, *run_dir);
 }
 
 // The words of this process's command line after the first `--` that follows the word

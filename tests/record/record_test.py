@@ -446,6 +446,15 @@ def case_empty_step_window():
               and (not warned or f"--steps {window} recorded no op" in said[0]
                    and "optimizer steps" in said[0]),
               f"--steps {window}: warned {warned} (got {p.returncode}, {p.stderr[-400:]!r})")
+    # Likewise an --ops pattern that matches no op's name, and one that does.
+    for pattern, warned in (("zzz_nothing", True), ("aten::mul", False)):
+        run = fresh("ops_" + pattern.replace(":", "_"))
+        p = subprocess.run([TDBG, "record", "--ops", pattern, "-o", run, "--", TORCH_PYTHON,
+                            "-c", code], capture_output=True, text=True)
+        said = [line for line in p.stderr.splitlines() if "recorded no op" in line]
+        check(p.returncode == 0 and len(said) == (1 if warned else 0)
+              and (not warned or f"--ops {pattern} recorded no op" in said[0]),
+              f"--ops {pattern}: warned {warned} (got {p.returncode}, {p.stderr[-400:]!r})")
 
 
 def case_keyboard_interrupt():
