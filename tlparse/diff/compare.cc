@@ -2031,9 +2031,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   };
   std::vector<DifferingPair> differing_pairs;
   constexpr size_t kDifferingPairsKept = 256;
+  // Its own budget: a run whose values differ everywhere after the change keeps the moved
+  // ops' count (the reorder) and loses only this.
+  int64_t unequal_budget = 65536;
+  bool unequal_known = true;
   auto note_unequal = [&](const OpRecord& a, const OpRecord& b, bool eligible) {
-    if (!moved_known || (moved_budget -= 2) < 0) {
-      moved_known = false;
+    if (!unequal_known || --unequal_budget < 0) {
+      unequal_known = false;
       return;
     }
     const Identity ia = identity(p.a, a), ib = identity(p.b, b);
@@ -2347,14 +2351,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   TDBG_RETURN_IF_ERROR(p.status());
   // Keys at which both runs computed the same values, in another order or paired otherwise.
   auto balanced_values = [&](const std::string& key) {
-    std::vector<uint64_t> va = unequal_a[key], vb = unequal_b[key];
+    std::vector<uint64_t> va, vb;
+    if (unequal_known) {
+      va = unequal_a[key];
+      vb = unequal_b[key];
+    }
     for (const MovedOp& m : moved_a[key]) va.push_back(m.values);
     for (const MovedOp& m : moved_b[key]) vb.push_back(m.values);
     std::sort(va.begin(), va.end());
     std::sort(vb.begin(), vb.end());
     return va == vb;
   };
-  if (where.kind == Located::kStructure && complete && moved_known && !differing_pairs.empty()) {
+  if (where.kind == Located::kStructure && complete && moved_known && unequal_known &&
+      !differing_pairs.empty()) {
     std::unordered_map<std::string, bool> balanced;
     auto mispaired = [&](const DifferingPair& d) {
       if (d.key_a != d.key_b) return false;
