@@ -3760,21 +3760,21 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const Reader& ra = *a.processes[0];
     const Reader& rb = *b.processes[0];
     const auto threads_a = ra.threads(), threads_b = rb.threads();
-    int64_t from = 0;
-    if (!threads_a.empty() && !threads_b.empty())
-      from = std::max(thread_tidx_range(ra, threads_a.front().id).begin,
-                      thread_tidx_range(rb, threads_b.front().id).begin);
-    auto modules = [from](const Reader& r, std::vector<std::pair<int64_t, std::string>>* out) {
-      const auto threads = r.threads();
-      if (threads.empty()) return;
-      (void)r.scan_ops(threads.front().id, from, from + 4096, false, [&](const OpRecord& op) {
-        out->emplace_back(op.seq, op.module ? r.string(op.module) : std::string());
-        return true;
-      });
-    };
     std::vector<std::pair<int64_t, std::string>> ma, mb;
-    modules(ra, &ma);
-    modules(rb, &mb);
+    if (!threads_a.empty() && !threads_b.empty()) {
+      const uint32_t ta = threads_a.front().id, tb = threads_b.front().id;
+      const int64_t from =
+          std::max(thread_tidx_range(ra, ta).begin, thread_tidx_range(rb, tb).begin);
+      auto modules = [from](const Reader& r, uint32_t thread,
+                            std::vector<std::pair<int64_t, std::string>>* out) {
+        (void)r.scan_ops(thread, from, from + 4096, false, [&](const OpRecord& op) {
+          out->emplace_back(op.seq, op.module ? r.string(op.module) : std::string());
+          return true;
+        });
+      };
+      modules(ra, ta, &ma);
+      modules(rb, tb, &mb);
+    }
     for (size_t k = 0; k < ma.size() && k < mb.size(); ++k) {
       if (ma[k].second == mb[k].second) continue;
       notes.push_back("module paths differ although every op is the same (the model is "
