@@ -326,28 +326,42 @@ std::string AllOps(const Reader& r) {
   return out;
 }
 
+// Writes `bytes` at `path` (replacing the file) with byte `at` xored with `mask`: the flip a
+// bad disk or a torn copy leaves.
+void WriteFlipped(const std::string& path, std::string bytes, size_t at, uint8_t mask) {
+  bytes[at] = static_cast<char>(static_cast<uint8_t>(bytes[at]) ^ mask);
+  std::remove(path.c_str());
+  WriteBytes(path, bytes);
+}
+
+// A sound run of `ops` ops written at `path`: its bytes and every op as read (`AllOps`), to
+// compare damaged copies with.
+struct GoodRun {
+  std::string bytes, ops;
+};
+GoodRun MakeGoodRun(const std::string& path, int64_t ops) {
+  MakeRun(path, ops);
+  GoodRun good{ReadBytes(path), ""};
+  auto r = Reader::Open(path);
+  REQUIRE(r.ok());
+  REQUIRE((*r)->verify().ok());
+  good.ops = AllOps(**r);
+  REQUIRE(good.ops.rfind("error", 0) != 0);
+  return good;
+}
+
 TEST_CASE("a flipped byte anywhere in the file is said as damage or changes nothing read") {
   TempDir dir;
-  MakeRun(dir.file("good.sqlite"), 20000);
-  const std::string good = ReadBytes(dir.file("good.sqlite"));
-  std::string expected;
-  {
-    auto r = Reader::Open(dir.file("good.sqlite"));
-    REQUIRE(r.ok());
-    REQUIRE((*r)->verify().ok());
-    expected = AllOps(**r);
-  }
-  REQUIRE(expected.rfind("error", 0) != 0);
+  const GoodRun run = MakeGoodRun(dir.file("good.sqlite"), 20000);
+  const std::string& good = run.bytes;
+  const std::string& expected = run.ops;
   // One byte every ~2.5 KB: op blocks' bytes (hashes, summaries, deltas), b-tree pages, free
   // space. Each flip is caught by opening, by `verify` (a block's checksum or SQLite's page
   // checks), or it hit bytes nothing reads: the ops read are exactly the good file's.
   int said = 0, harmless = 0;
   for (size_t at = 4096 + 17; at < good.size(); at += 2503) {
-    std::string bad = good;
-    bad[at] = static_cast<char>(bad[at] ^ 0x5a);
     const std::string path = dir.file("flipped.sqlite");
-    std::remove(path.c_str());
-    WriteBytes(path, bad);
+    WriteFlipped(path, good, at, 0x5a);
     auto r = Reader::Open(path);
     if (!r.ok()) {
       ++said;
@@ -368,15 +382,9 @@ TEST_CASE("a flipped byte anywhere in the file is said as damage or changes noth
 
 TEST_CASE("a flipped bit in an op block index is said as damage when opened, never a shorter run") {
   TempDir dir;
-  MakeRun(dir.file("good.sqlite"), 20000);
-  const std::string good = ReadBytes(dir.file("good.sqlite"));
-  std::string expected;
-  {
-    auto r = Reader::Open(dir.file("good.sqlite"));
-    REQUIRE(r.ok());
-    expected = AllOps(**r);
-  }
-  REQUIRE(expected.rfind("error", 0) != 0);
+  const GoodRun run = MakeGoodRun(dir.file("good.sqlite"), 20000);
+  const std::string& good = run.bytes;
+  const std::string& expected = run.ops;
   // The indexes' root pages (the whole index in a run of this size).
   const std::vector<std::pair<size_t, size_t>> pages =
       RootPages(dir.file("good.sqlite"), "type = 'index' AND tbl_name = 'op_blocks'");
@@ -389,12 +397,8 @@ TEST_CASE("a flipped bit in an op block index is said as damage when opened, nev
   for (auto [from, to] : pages) {
     for (size_t at = from; at < to; ++at) {
       if (at >= from + 64 && at < to - 1024) continue;
-      std::string bad = good;
-      bad[at] = static_cast<char>(bad[at] ^ 0x04);
-      if (bad == good) continue;
       const std::string path = dir.file("flipped.sqlite");
-      std::remove(path.c_str());
-      WriteBytes(path, bad);
+      WriteFlipped(path, good, at, 0x04);
       auto r = Reader::Open(path);
       if (!r.ok()) {
         ++said;

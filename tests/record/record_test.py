@@ -437,24 +437,18 @@ def case_empty_step_window():
     code = ("import torch\nw = torch.ones(3, requires_grad=True)\n"
             "for i in range(6):\n    (w * w).sum().backward()\n"
             "    with torch.no_grad():\n        w -= 0.1 * w.grad\n    w.grad = None\n")
-    for window, warned in (("4:6", True), ("0:1", False)):
-        run = fresh("steps_" + window.replace(":", "_"))
-        p = subprocess.run([TDBG, "record", "--steps", window, "-o", run, "--", TORCH_PYTHON,
+    # Likewise an --ops pattern that matches no op's name; one that does is silent too.
+    for option, value, warned, why in (("--steps", "4:6", True, "optimizer steps"),
+                                       ("--steps", "0:1", False, ""),
+                                       ("--ops", "zzz_nothing", True, "matches no op"),
+                                       ("--ops", "aten::mul", False, "")):
+        run = fresh(option[2:] + "_" + value.replace(":", "_"))
+        p = subprocess.run([TDBG, "record", option, value, "-o", run, "--", TORCH_PYTHON,
                             "-c", code], capture_output=True, text=True)
         said = [line for line in p.stderr.splitlines() if "recorded no op" in line]
         check(p.returncode == 0 and len(said) == (1 if warned else 0)
-              and (not warned or f"--steps {window} recorded no op" in said[0]
-                   and "optimizer steps" in said[0]),
-              f"--steps {window}: warned {warned} (got {p.returncode}, {p.stderr[-400:]!r})")
-    # Likewise an --ops pattern that matches no op's name, and one that does.
-    for pattern, warned in (("zzz_nothing", True), ("aten::mul", False)):
-        run = fresh("ops_" + pattern.replace(":", "_"))
-        p = subprocess.run([TDBG, "record", "--ops", pattern, "-o", run, "--", TORCH_PYTHON,
-                            "-c", code], capture_output=True, text=True)
-        said = [line for line in p.stderr.splitlines() if "recorded no op" in line]
-        check(p.returncode == 0 and len(said) == (1 if warned else 0)
-              and (not warned or f"--ops {pattern} recorded no op" in said[0]),
-              f"--ops {pattern}: warned {warned} (got {p.returncode}, {p.stderr[-400:]!r})")
+              and (not warned or f"{option} {value} recorded no op" in said[0] and why in said[0]),
+              f"{option} {value}: warned {warned} (got {p.returncode}, {p.stderr[-400:]!r})")
 
 
 def case_keyboard_interrupt():
