@@ -808,6 +808,63 @@ for step in range(6):
 """
 
 
+
+MICRO_BATCHES = """
+import sys, torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+torch.set_num_threads(1)
+class Block(nn.Module):
+    def __init__(self, d=16):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.ff = nn.Sequential(nn.Linear(d, 32), nn.GELU(), nn.Linear(32, d))
+    def forward(self, x):
+        h = self.ln(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.ff(x)
+model = nn.Sequential(nn.Embedding(20, 16), Block(), Block(), nn.Linear(16, 20))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+data = torch.randint(0, 20, (32, 9), generator=torch.Generator().manual_seed(1))
+micro = int(sys.argv[1])
+for step in range(3):
+    batch = data[step * 8:step * 8 + 8]
+    opt.zero_grad()
+    for m in range(micro):
+        part = batch[m * 8 // micro:(m + 1) * 8 // micro]
+        logits = model(part[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, 20), part[:, 1:].reshape(-1)) / micro  # MARK:loss
+        loss.backward()
+    opt.step()
+    print(step, f"{loss.item():.6f}")
+"""
+
+
+def case_micro_batches():
+    # The batch split into two micro-batches: no op of the forward and backward has the same
+    # shapes in both runs, and a step holds more ops than the first alignment window. The
+    # first micro-batch pairs with A's batch op for op (replaced: other shapes), the optimizer's
+    # ops pair again, and the first value difference is the loss's division by 2.
+    script = write_script("micro_batches.py", MICRO_BATCHES)
+    m = marks(script)
+    a, _ = record("micro_a", ["1"], script)
+    b, _ = record("micro_b", ["2"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    changes = d.get("structural_changes") or []
+    first = changes[0] if changes else {}
+    size = max((first.get("a_range") or [0, 0])[1] - (first.get("a_range") or [0, 0])[0],
+               (first.get("b_range") or [0, 0])[1] - (first.get("b_range") or [0, 0])[0])
+    check(rc == 1 and d.get("kind") == "structure" and 0 < size < 64,
+          f"a few ops of other shapes replaced first, not the rest of the runs (got {d.get('kind')}, "
+          f"first change {first.get('a_range')} {first.get('b_range')})")
+    v = d.get("value_after_structure") or {}
+    line, _ = line_of(v.get("a"))
+    check((v.get("a") or {}).get("op") == "aten::div" and line == m["loss"]
+          and v.get("cause") == "structure",
+          f"the loss's division by the micro-batch count (got {(v.get('a') or {}).get('op')} at "
+          f"{line}, {v.get('cause')}, {v.get('detail')})")
+
 def case_extra_step():
     # optimizer.step() called twice: B's step numbers run ahead, and the next forward still
     # reads weights the extra step changed.

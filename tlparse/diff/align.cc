@@ -54,11 +54,15 @@ std::optional<std::vector<Hunk>> edit_script_free_tails(const uint64_t* a, size_
   // touched in round d.
   const int64_t offset = max_d + 1;
   std::vector<int64_t> v(static_cast<size_t>(2 * max_d + 3), 0);
-  // `frontiers[d]` holds v[-d-1 .. d+1] as it was before round d: what the walk back needs.
-  std::vector<std::vector<int64_t>> frontiers;
+  // Round d's frontier, v[-d-1 .. d+1] as it was before round d (what the walk back needs),
+  // is `frontiers[d * d + 2 * d ...]`, 2d + 3 entries: all rounds in one buffer, reused by
+  // the next call on this thread (a failed search of 2048 rounds fills 4 M entries; one
+  // allocation per round, zeroed pages each call, cost more than the search).
+  thread_local std::vector<int32_t> frontiers;
+  frontiers.clear();
   int64_t final_d = -1, end_x = N, end_y = M;
   for (int64_t d = 0; d <= max_d && final_d < 0; ++d) {
-    frontiers.emplace_back(v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
+    frontiers.insert(frontiers.end(), v.begin() + (offset - d - 1), v.begin() + (offset + d + 2));
     for (int64_t k = -d; k <= d; k += 2) {
       int64_t x;
       if (k == -d || (k != d && v[offset + k - 1] < v[offset + k + 1])) {
@@ -88,8 +92,8 @@ std::optional<std::vector<Hunk>> edit_script_free_tails(const uint64_t* a, size_
   std::vector<Step> steps;
   int64_t x = end_x, y = end_y;
   for (int64_t d = final_d; d > 0; --d) {
-    const std::vector<int64_t>& f = frontiers[static_cast<size_t>(d)];
-    auto at = [&](int64_t k) { return f[static_cast<size_t>(k + d + 1)]; };
+    const int32_t* f = frontiers.data() + d * d + 2 * d;
+    auto at = [&](int64_t k) -> int64_t { return f[k + d + 1]; };
     int64_t k = x - y;
     int64_t prev_k = (k == -d || (k != d && at(k - 1) < at(k + 1))) ? k + 1 : k - 1;
     int64_t prev_x = at(prev_k);

@@ -661,18 +661,27 @@ class Aligner {
       return x.a_begin == y.a_begin && x.a_end == y.a_end && x.b_begin == y.b_begin &&
              x.b_end == y.b_end;
     };
+    // Too different by signature: aligned by kind, or else the window is replaced.
+    auto by_kind_or = [this](const Hunk& replaced) -> std::optional<Hunk> {
+      if (std::optional<Hunk> h = align_by_kind()) return h;
+      if (!p_.status().ok()) return std::nullopt;
+      return replaced;
+    };
+    // After a hunk aligned by kind, the next change is most likely the same one a step later:
+    // one small window by signature before aligning by kind again.
+    const int64_t max_window = by_kind_ ? kFirstWindow : kMaxWindow;
     for (int64_t w = kFirstWindow;; w *= 4) {
       int64_t wa = std::min(w, a.count - i_), wb = std::min(w, b.count - j_);
       if (!window_signatures(wa, wb, &sa, &sb)) return std::nullopt;
       bool whole = i_ + wa == a.count && j_ + wb == b.count;
-      bool last_try = whole || w >= kMaxWindow;
+      bool last_try = whole || w >= max_window;
       const bool a_cut = i_ + wa < a.count, b_cut = j_ + wb < b.count;
       int64_t a_used = wa, b_used = wb;
       auto script = window_script(sa, sb, &a_used, &b_used);
       // More than kMaxEdits here: a larger window has at least as many (its ends are free
       // too), so growing it only costs time (minutes, where every step differs in shape).
       if (!script && !previous && (a_cut || b_cut))
-        return Hunk{i_, i_ + wa, j_, j_ + wb};  // too different: this window replaced
+        return by_kind_or(Hunk{i_, i_ + wa, j_, j_ + wb});  // too different: this window replaced
       if (script && (a_cut || b_cut)) {
         int64_t paired = a_used;
         for (const Hunk& h : *script) paired -= h.a_end - h.a_begin;
@@ -688,6 +697,7 @@ class Aligner {
           if (last_try || next - h.a_end >= kResyncOps || (previous && same(*previous, found))) {
             // The rest of the script serves the hunks after this one.
             if (!last_try || whole) plan(*script, 1, wa, wb);
+            by_kind_ = false;
             return found;
           }
           previous = found;
@@ -698,14 +708,89 @@ class Aligner {
         return Hunk{i_, i_ + 1, j_, j_ + 1};
       }
       if (!script && previous) return *previous;
-      if (last_try) return previous ? *previous : Hunk{i_, i_ + wa, j_, j_ + wb};  // too different: all replaced
+      if (last_try) return previous ? *previous : by_kind_or(Hunk{i_, i_ + wa, j_, j_ + wb});  // too different: all replaced
     }
+  }
+
+  // Where no window's script by signature pairs ops, the runs may still run the same code on
+  // other sizes: a batch split into more micro-batches, a longer sequence, so that no op of
+  // the forward and backward has the same shapes in both. Aligned by kind (`op_kind`, and
+  // the step: ops of one step pair only with ops of the step at the same distance from the
+  // window's start, so that a cut window does not pair a step's ops with the next step's),
+  // the runs of pairs whose signatures differ are replaced ops, and the optimizer's ops (of
+  // the parameters' shapes) pair again. The first hunk, or nullopt when no window pairs
+  // kResyncOps ops by kind (or on a read error); the rest of the script is planned.
+  std::optional<Hunk> align_by_kind() {
+    Side& a = p_.a;
+    Side& b = p_.b;
+    const OpRecord* first_a = a.cursor.at(i_);
+    const OpRecord* first_b = b.cursor.at(j_);
+    if (!first_a || !first_b) return std::nullopt;
+    const int64_t step_a = first_a->step, step_b = first_b->step;
+    std::vector<uint64_t> sa, sb, ka, kb;
+    auto kinds = [](Side& s, int64_t from, int64_t n, int64_t step0, std::vector<uint64_t>& out) {
+      out.clear();
+      for (int64_t k = 0; k < n; ++k) {
+        const OpRecord* op = s.cursor.at(from + k);
+        out.push_back(op ? op_kind(*op, s.strings) ^ (static_cast<uint64_t>(op->step - step0) *
+                                                      0x9E3779B97F4A7C15ull)
+                         : 0);
+      }
+    };
+    for (int64_t w = kFirstWindow; w <= kMaxWindow; w *= 4) {
+      const int64_t wa = std::min(w, a.count - i_), wb = std::min(w, b.count - j_);
+      if (!window_signatures(wa, wb, &sa, &sb)) return std::nullopt;
+      kinds(a, i_, wa, step_a, ka);
+      kinds(b, j_, wb, step_b, kb);
+      if (!p_.status().ok()) return std::nullopt;
+      int64_t a_used = wa, b_used = wb;
+      auto script = window_script(ka, kb, &a_used, &b_used);
+      if (!script) return std::nullopt;  // a larger window has as many edits
+      std::vector<Hunk> hunks;
+      int64_t x = 0, y = 0, paired = 0;
+      std::optional<Hunk> open;  // pairs of one kind whose signatures differ
+      auto close = [&] {
+        if (open) hunks.push_back(*open);
+        open.reset();
+      };
+      auto pairs = [&](int64_t len) {
+        for (int64_t t = 0; t < len; ++t, ++x, ++y) {
+          ++paired;
+          if (sa[static_cast<size_t>(x)] == sb[static_cast<size_t>(y)]) {
+            close();
+          } else if (open) {
+            open->a_end = x + 1;
+            open->b_end = y + 1;
+          } else {
+            open = Hunk{x, x + 1, y, y + 1};
+          }
+        }
+      };
+      for (const Hunk& h : *script) {
+        pairs(h.a_begin - x);
+        close();
+        hunks.push_back(h);
+        x = h.a_end;
+        y = h.b_end;
+      }
+      pairs(std::min(a_used - x, b_used - y));
+      close();
+      const bool whole = i_ + wa == a.count && j_ + wb == b.count;
+      if (hunks.empty() || hunks.front().a_begin != 0 || hunks.front().b_begin != 0) return std::nullopt;
+      if (paired < kResyncOps && !whole) continue;
+      const Hunk& h = hunks.front();
+      plan(hunks, 1, wa, wb);
+      by_kind_ = true;
+      return Hunk{i_ + h.a_begin, i_ + h.a_end, j_ + h.b_begin, j_ + h.b_end};
+    }
+    return std::nullopt;
   }
 
   Pair& p_;
   int64_t i_, j_;
   bool started_ = false;     // an event was returned (ops before i_, j_ are no longer free)
   bool active_ = false;      // the walk is in a stretch of changes that `cached_` plans
+  bool by_kind_ = false;     // the last hunk was found by `align_by_kind`
   std::deque<Hunk> cached_;  // the rest of the last accepted window's script (absolute tidx)
   int64_t cached_a_limit_ = 0, cached_b_limit_ = 0;  // its hunks are trusted up to here
 };

@@ -57,6 +57,14 @@ uint64_t op_signature(const OpRecord& op, Strings& strings) {
   return h == 0 ? 1 : h;
 }
 
+uint64_t op_kind(const OpRecord& op, Strings& strings) {
+  uint64_t h = mix(0x6b696e646f666f70ull, strings.hash(op.name));
+  for (const TensorRecord& t : op.tensors)
+    h = mix(h, (static_cast<uint64_t>(t.role) << 8) | static_cast<uint64_t>(t.dtype));
+  h = mix(h, op.args.size());
+  return h == 0 ? 1 : h;
+}
+
 uint64_t op_content(const OpRecord& op, Strings& strings) {
   uint64_t h = op_signature(op, strings);
   for (size_t i = 0; i < op.tensors.size(); ++i) {

@@ -48,6 +48,11 @@ bool tensor_comparable(const tracer::TensorRecord& t);
 // separately.
 uint64_t op_signature(const tracer::OpRecord& op, Strings& strings);
 
+// The kind of an op: its signature without the tensors' shapes. Ops of one kind that differ
+// in signature ran the same code on other sizes (a batch split into more micro-batches, a
+// longer sequence).
+uint64_t op_kind(const tracer::OpRecord& op, Strings& strings);
+
 // What an op did, wherever it ran: its signature, the hashes of its comparable tensors that are
 // not views (as `compare_ops` compares them), its argument texts and its generator state. For
 // comparing sets of ops whose order is not the program's (work handed to a pool of workers).
