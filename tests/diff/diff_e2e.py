@@ -827,13 +827,17 @@ model = nn.Sequential(nn.Embedding(20, 16), Block(), Block(), nn.Linear(16, 20))
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 data = torch.randint(0, 20, (32, 9), generator=torch.Generator().manual_seed(1))
 micro = int(sys.argv[1])
+scale = micro if sys.argv[2] == "split" else 1
 for step in range(3):
     batch = data[step * 8:step * 8 + 8]
     opt.zero_grad()
     for m in range(micro):
-        part = batch[m * 8 // micro:(m + 1) * 8 // micro]
+        if sys.argv[2] == "split":
+            part = batch[m * 8 // micro:(m + 1) * 8 // micro]
+        else:
+            part = torch.randint(0, 20, (8, 9))  # MARK:more
         logits = model(part[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, 20), part[:, 1:].reshape(-1)) / micro  # MARK:loss
+        loss = F.cross_entropy(logits.reshape(-1, 20), part[:, 1:].reshape(-1)) / scale  # MARK:loss
         loss.backward()
     opt.step()
     print(step, f"{loss.item():.6f}")
@@ -847,8 +851,8 @@ def case_micro_batches():
     # ops pair again, and the first value difference is the loss's division by 2.
     script = write_script("micro_batches.py", MICRO_BATCHES)
     m = marks(script)
-    a, _ = record("micro_a", ["1"], script)
-    b, _ = record("micro_b", ["2"], script)
+    a, _ = record("micro_a", ["1", "split"], script)
+    b, _ = record("micro_b", ["2", "split"], script)
     rc, r = diff(a, b)
     d = r["first_divergence"] or {}
     changes = d.get("structural_changes") or []
@@ -864,6 +868,21 @@ def case_micro_batches():
           and v.get("cause") == "structure",
           f"the loss's division by the micro-batch count (got {(v.get('a') or {}).get('op')} at "
           f"{line}, {v.get('cause')}, {v.get('detail')})")
+    # Two micro-batches of the same shape per step against one: B's second micro-batch is
+    # inserted in each step. A cheaper script pairs it with A's next step and calls A's
+    # optimizer step removed, drifting a step further apart every two steps.
+    a, _ = record("more_a", ["1", "more"], script)
+    b, _ = record("more_b", ["2", "more"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    changes = d.get("structural_changes") or []
+    line, _ = line_of(d.get("b"))
+    kinds = [c.get("type") for c in changes]
+    check(d.get("kind") == "structure" and line == m["more"] and kinds == ["inserted"] * 3,
+          f"a micro-batch inserted in B in each of the 3 steps, from line {m['more']} (got "
+          f"{d.get('kind')}, line {line}, {kinds})")
+    check(d.get("value_after_structure") is not None,
+          f"the optimizer's first update differs after the change (got {d.get('detail')})")
 
 def case_extra_step():
     # optimizer.step() called twice: B's step numbers run ahead, and the next forward still

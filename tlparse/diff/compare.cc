@@ -88,6 +88,24 @@ struct Side {
   int64_t count;
   int64_t begin;
   OpCursor cursor;
+  // The step of the thread's last op (optimizer steps the thread saw end), -1 where it has
+  // no op or it cannot be read. Read apart from `cursor`, whose window it would move.
+  int64_t last_step() {
+    if (last_step_ == kUnread) {
+      last_step_ = -1;
+      if (count > begin)
+        (void)reader->scan_ops(thread, count - 1, count, /*with_tensors=*/false,
+                               [&](const OpRecord& op) {
+                                 last_step_ = op.step;
+                                 return false;
+                               });
+    }
+    return last_step_;
+  }
+
+ private:
+  static constexpr int64_t kUnread = -2;
+  int64_t last_step_ = kUnread;
 };
 
 bool ended_early(const Reader& r);
@@ -319,7 +337,7 @@ class Aligner {
     std::vector<uint64_t> sa, sb;
     if (!window_signatures(wa, wb, &sa, &sb)) return;
     int64_t a_used = wa, b_used = wb;
-    auto script = window_script(sa, sb, &a_used, &b_used);
+    auto script = step_script(sa, sb, &a_used, &b_used);
     if (!script || script->empty()) return;
     refine_regions(*script, sa, sb, a_used, b_used);
     plan(*script, 0, wa, wb);
@@ -347,6 +365,45 @@ class Aligner {
                      j_ + static_cast<int64_t>(sb.size()) < p_.b.count;
     return edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits, cut,
                                   cut, a_used, b_used);
+  }
+
+  // `window_script`, unless it pairs ops of other steps than the window's first ops are of
+  // each other while both threads end at the same step: then the script of the window where
+  // ops pair only within the same step. Runs that step alike but differ in what a step holds
+  // (gradient accumulated over two micro-batches instead of one: A `F B O F B O`, B
+  // `F B F B O`) have a cheaper script that pairs B's second micro-batch with A's next step
+  // and calls one of A's optimizer steps in two removed; counted in steps, B inserted a
+  // micro-batch in each. Threads that end at other steps (an extra `opt.step()`) keep the
+  // script that shifts their steps.
+  std::optional<std::vector<Hunk>> step_script(const std::vector<uint64_t>& sa,
+                                               const std::vector<uint64_t>& sb,
+                                               int64_t* a_used, int64_t* b_used) {
+    auto script = window_script(sa, sb, a_used, b_used);
+    if (!script || p_.a.last_step() < 0 || p_.a.last_step() != p_.b.last_step()) return script;
+    const int64_t wa = static_cast<int64_t>(sa.size()), wb = static_cast<int64_t>(sb.size());
+    if (shifted_pairs(*script, wa, wb) == 0) return script;
+    const OpRecord* first_a = p_.a.cursor.at(i_);
+    const OpRecord* first_b = p_.b.cursor.at(j_);
+    if (!first_a || !first_b) return script;
+    auto keyed = [](Side& s, int64_t from, const std::vector<uint64_t>& sig, int64_t step0) {
+      std::vector<uint64_t> out(sig.size());
+      for (size_t k = 0; k < sig.size(); ++k) {
+        const OpRecord* op = s.cursor.at(from + static_cast<int64_t>(k));
+        out[k] = op ? sig[k] ^ (static_cast<uint64_t>(op->step - step0) * 0x9E3779B97F4A7C15ull) : 0;
+      }
+      return out;
+    };
+    const std::vector<uint64_t> ka = keyed(p_.a, i_, sa, first_a->step);
+    const std::vector<uint64_t> kb = keyed(p_.b, j_, sb, first_b->step);
+    int64_t ka_used = wa, kb_used = wb;
+    auto by_step = window_script(ka, kb, &ka_used, &kb_used);
+    if (!by_step) return script;
+    int64_t paired = ka_used;
+    for (const Hunk& h : *by_step) paired -= h.a_end - h.a_begin;
+    if (paired == 0) return script;
+    *a_used = ka_used;
+    *b_used = kb_used;
+    return by_step;
   }
 
   // Keeps the hunks of a window's script from `from` on (window coordinates, the window at
@@ -677,7 +734,7 @@ class Aligner {
       bool last_try = whole || w >= max_window;
       const bool a_cut = i_ + wa < a.count, b_cut = j_ + wb < b.count;
       int64_t a_used = wa, b_used = wb;
-      auto script = window_script(sa, sb, &a_used, &b_used);
+      auto script = step_script(sa, sb, &a_used, &b_used);
       // More than kMaxEdits here: a larger window has at least as many (its ends are free
       // too), so growing it only costs time (minutes, where every step differs in shape).
       if (!script && !previous && (a_cut || b_cut))
