@@ -884,6 +884,58 @@ def case_micro_batches():
     check(d.get("value_after_structure") is not None,
           f"the optimizer's first update differs after the change (got {d.get('detail')})")
 
+
+BLOCK_ORDER = """
+import sys, torch, torch.nn as nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 8)
+    def forward(self, x):
+        return x + self.fc(self.ln(x))  # MARK:block
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 8)
+        self.blocks = nn.ModuleList([Block(), Block()])
+    def forward(self, x):
+        h = self.inp(x)
+        for b in (self.blocks if sys.argv[1] == "forward" else self.blocks[::-1]):
+            h = b(h)
+        return h
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(4, 8)
+for step in range(2):
+    h = model(x)
+    loss = h.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(step, f"{loss.item():.6f}")
+"""
+
+
+def case_block_order():
+    # The same blocks run in the other order: every op is the same op, in another module,
+    # reading other weights. No op is inserted or removed, so the first difference is a value
+    # (the first block's linear reads the other block's weight), not a structural change
+    # with none listed.
+    script = write_script("block_order.py", BLOCK_ORDER)
+    m = marks(script)
+    a, _ = record("order_a", ["forward"], script)
+    b, _ = record("order_b", ["reversed"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, _ = line_of(d.get("a"))
+    check(rc == 1 and d.get("kind") == "value" and line == m["block"]
+          and not d.get("structural_changes"),
+          f"a value difference at line {m['block']}, no structural change (got {d.get('kind')}, "
+          f"line {line}, {d.get('detail')}, {len(d.get('structural_changes') or [])} change(s))")
+
 def case_extra_step():
     # optimizer.step() called twice: B's step numbers run ahead, and the next forward still
     # reads weights the extra step changed.

@@ -946,6 +946,22 @@ bool modules_agreed_before(Pair& p, int64_t t, int64_t u) {
   return false;
 }
 
+// Whether the ops from A's `t` and B's `u` on have the same signatures, op for op, for
+// kAgreeOps ops or to both threads' ends: no op inserted or removed near here. Blocks run in
+// another order (`for b in blocks[::-1]`) run the same ops in other modules: a value
+// difference, not other work.
+bool signatures_agree(Pair& p, int64_t t, int64_t u) {
+  constexpr int64_t kAgreeOps = 16384;
+  for (int64_t k = 0; k < kAgreeOps; ++k) {
+    const bool a_ends = t + k >= p.a.count, b_ends = u + k >= p.b.count;
+    if (a_ends || b_ends) return a_ends && b_ends;
+    read_ahead_both(p, t + k, u + k);
+    // (Nothing is released: the caller holds pointers to the ops at t and u.)
+    if (p.a.cursor.signature_at(t + k) != p.b.cursor.signature_at(u + k)) return false;
+  }
+  return true;
+}
+
 StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Progress& progress) {
   const int64_t off = p.b_offset;
   int64_t n = std::min(p.a.count, p.b.count - off);
@@ -989,7 +1005,7 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
       // wrapped or renamed in one run differs in every module path from the start.)
       if (a->module != 0 && b->module != 0 &&
           p.a.strings.text(a->module) != p.b.strings.text(b->module) &&
-          modules_agreed_before(p, t, u)) {
+          modules_agreed_before(p, t, u) && !signatures_agree(p, t, u)) {
         // From where the modules part: the ops before this one in the other work computed the
         // same values (a LayerNorm initialized alike in every block).
         int64_t back = 0;
