@@ -94,6 +94,7 @@ class Recorder {
     bool summary = true;  // false: a view, recorded with its hash only
     double min = -1, max = 1;
     std::string reason = {};  // why not hashed (kNotHashed), as the tracer words it
+    DType dtype = DType::kFloat32;
   };
 
   std::string root_module = "model";  // the module path ops run in ("model.fc1" nested)
@@ -141,7 +142,7 @@ class Recorder {
       TensorRecord r;
       r.role = role;
       r.index = index;
-      r.dtype = DType::kFloat32;
+      r.dtype = t.dtype;
       r.shape = w_.intern(t.shape);
       r.device = w_.intern("cpu");
       r.status = t.status;
@@ -3056,6 +3057,38 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   CHECK(v["first_nonfinite"]["op"] == "aten::add_");
   CHECK(v["first_nonfinite"]["entered"] == "dropped");
 
+  // Likewise through a view that a held op made of such an input (`aten::t` of the dropped
+  // op's gradient, then AccumulateGrad's add_).
+  json vv = nonfinite_of(write_ops([](Recorder& r) {
+    r.skip(100);
+    T grad{21, 40};
+    grad.summary = false;
+    T view{23};
+    view.summary = false;
+    const int64_t t = r.op("aten::t", {grad}, {view}, {}, 0, 0, kNoSeq, 0);
+    T in{23, t};
+    in.summary = false;
+    T sum{22};
+    sum.nan = 4;
+    r.next_flags = tdbg::tracer::kOpInplace;
+    r.op("aten::add_", {T{20}, in}, {sum}, {{"alpha", "1"}}, 0, 0, kNoSeq, 0);
+  }));
+  REQUIRE(vv["status"] == "nonfinite");
+  CHECK(vv["first_nonfinite"]["op"] == "aten::add_");
+  CHECK(vv["first_nonfinite"]["entered"] == "dropped");
+
+  // NaN made in a nested op of what the ring kept: the innermost op, as in a full run (the
+  // thread's tidx run past its op count).
+  json nested = nonfinite_of(write_ops([](Recorder& r) {
+    r.skip(100);
+    T y{32};
+    y.nan = 4;
+    const int64_t linear = r.op("aten::linear", {T{30}, T{31}}, {y}, {}, 0, 0, kNoSeq, 18);
+    r.op("aten::addmm", {T{30}, T{31}}, {y}, {}, 0, 1, linear, 18);
+  }));
+  REQUIRE(nested["status"] == "nonfinite");
+  CHECK(nested["first_nonfinite"]["op"] == "aten::addmm");
+
   // A backward op whose forward op the ring dropped: no line, and why.
   json b = nonfinite_of(write_ops([](Recorder& r) {
     r.skip(100);
@@ -3087,6 +3120,27 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   CHECK(in_window["first_nonfinite"]["recorded_only"] == "--steps 5:9");
   CHECK(tdbg::diff::format_nonfinite(in_window).find("it holds only --steps 5:9") != std::string::npos);
   CHECK_FALSE(windowed("")["first_nonfinite"].contains("recorded_only"));
+}
+
+TEST_CASE("first_nonfinite: an op whose output is bool passes no NaN on") {
+  using T = Recorder::T;
+  // `torch.isnan(x)` reads NaN data from outside first; its bool output (no summary) holds
+  // none. NaN enters where an op passes it on: the `mul` that reads the same data.
+  json r = nonfinite_of(write_ops([](Recorder& r) {
+    T x{10};
+    x.nan = 1;
+    T mask{11};
+    mask.summary = false;
+    mask.dtype = DType::kBool;
+    r.op("aten::isnan", {x}, {mask}, {}, 0, 0, kNoSeq, 6);
+    T y{12};
+    y.nan = 1;
+    r.op("aten::mul", {x, T{13}}, {y}, {}, 0, 0, kNoSeq, 7);
+  }));
+  REQUIRE(r["status"] == "nonfinite");
+  CHECK(r["first_nonfinite"]["op"] == "aten::mul");
+  CHECK(r["first_nonfinite"]["entered"] == "input");
+  CHECK(tdbg::diff::format_nonfinite(r).find("a view of its NaN input") == std::string::npos);
 }
 
 TEST_CASE("first_nonfinite names the thread in the headline when it is not the first one") {

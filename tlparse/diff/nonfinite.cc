@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tlparse/diff/diff.h"
@@ -212,7 +213,10 @@ class Tracker {
       Nonfinite v = of(t);
       in |= v;
       const bool dropped = t.producer != tracer::kNoSeq && t.producer < first_held_;
-      unknown_from_dropped = unknown_from_dropped || (dropped && !(t.summary.valid && tensor_comparable(t)));
+      const bool unknown = !(t.summary.valid && tensor_comparable(t));
+      // (Or a view, made by a held op, of such an input: `aten::t` of a dropped op's output.)
+      unknown_from_dropped = unknown_from_dropped ||
+                             (unknown && (dropped || (t.hash != 0 && views_of_dropped_.count(t.hash))));
       if ((t.producer == tracer::kNoSeq || dropped) && t.summary.valid && tensor_comparable(t) &&
           seen_.find(t.hash) == seen_.end()) {
         external |= v;
@@ -260,9 +264,11 @@ class Tracker {
     if (fresh) return Verdict::kFresh;
     // NaN came in here if the op passes on NaN (an output holding it, or a view of the NaN
     // input, which has no summary) that it read from outside or got as a literal.
+    // (A bool or integer output holds no NaN: `isnan` reads NaN and passes none on.)
     bool passes_nan = out.nan;
     for (const TensorRecord& t : op.tensors)
-      if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan)
+      if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid && passed.nan &&
+          hashing::dtype_is_floating(t.dtype))
         passes_nan = true;
     const bool dropped_nan = unknown_from_dropped && out.nan && !in.nan && !literal.nan;
     if (dropped_nan) from_dropped = true;
@@ -279,11 +285,15 @@ class Tracker {
       if (!before_window && !ignored) ++carried_in_window_;
     }
     // Remember what is passed on: outputs that hold non-finite values, and outputs without
-    // summaries (views) of ops that read some.
+    // summaries (views) of ops that read some, or that read values a ring dropped.
     for (const TensorRecord& t : op.tensors) {
       if (t.role != TensorRole::kOutput || t.hash == 0) continue;
+      if (unknown_from_dropped && !t.summary.valid) {
+        if (views_of_dropped_.size() > (1u << 20)) views_of_dropped_.clear();  // bounded
+        views_of_dropped_.insert(t.hash);
+      }
       Nonfinite v = of(t);
-      if (!t.summary.valid) v = passed;
+      if (!t.summary.valid) v = hashing::dtype_is_floating(t.dtype) ? passed : Nonfinite{};
       if (v.nan || v.inf) {
         if (seen_.size() > (1u << 20)) seen_.clear();  // bounded
         seen_[t.hash] = v;
@@ -335,6 +345,8 @@ class Tracker {
   const NonfiniteOptions& options_;
   int64_t skipped_ = 0;
   std::unordered_map<uint64_t, Nonfinite> seen_;
+  // Outputs without values recorded (views) of ops that read values a ring dropped.
+  std::unordered_set<uint64_t> views_of_dropped_;
   std::unordered_map<tracer::StringId, Nonfinite> literals_;
   std::unordered_map<uint32_t, std::vector<Open>> open_;  // by thread: the enclosing ops
   int64_t explained_ = 0;
@@ -398,8 +410,8 @@ StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
   if (live.empty()) return false;
   constexpr int64_t kLookAhead = 4096;  // ops inside one top-level op, at most
   bool ended = false, escaped = false;
-  Status st = r.scan_ops(start.thread, start.tidx + 1,
-                         std::min(r.op_count(start.thread), start.tidx + 1 + kLookAhead), true,
+  // (A thread's tidx run past its op count where a --ring dropped its first ops.)
+  Status st = r.scan_ops(start.thread, start.tidx + 1, start.tidx + 1 + kLookAhead, true,
                          [&](const OpRecord& o) {
     if (o.depth == 0) {
       ended = true;
@@ -477,7 +489,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
         descended = false;
         std::optional<OpRecord> child;
         uint16_t depth = op.depth;
-        st = r.scan_ops(op.thread, op.tidx + 1, r.op_count(op.thread), true,
+        st = r.scan_ops(op.thread, op.tidx + 1, std::numeric_limits<int64_t>::max(), true,
                         [&](const OpRecord& o) {
                           if (o.depth <= depth) return false;
                           if (tracker.judge(o) != Tracker::Verdict::kFresh) return true;
