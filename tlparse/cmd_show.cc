@@ -151,8 +151,8 @@ void add_show_command(CLI::App& app) {
     std::optional<uint32_t> thread = args->thread;
     int64_t from = 0, to = std::numeric_limits<int64_t>::max();
     if (thread) {
-      // A thread's scan is by tidx: start at the tidx of the requested op.
-      to = r.op_count(*thread);
+      // A thread's scan is by tidx (to its end: a --ring's tidx start after its first ops):
+      // start at the tidx of the requested op.
       if (args->op) {
         auto op = r.op(*args->op);
         if (!op) return fail("show", args->run + ": no op " + std::to_string(*args->op));

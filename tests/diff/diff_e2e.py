@@ -1417,6 +1417,12 @@ def case_selection():
     p = subprocess.run([TDBG, "show", b, "--op", "0", "--limit", "1"], stdout=subprocess.PIPE, text=True)
     check("(op 0 is not in this database" in p.stdout,
           f"tdbg show --op of a dropped op says so (got {p.stdout!r})")
+    # One thread's ops: its tidx start past the ring's op count.
+    p = subprocess.run([TDBG, "show", b, "--thread", "0", "--plain"], stdout=subprocess.PIPE,
+                       text=True)
+    shown = [l for l in p.stdout.splitlines() if " step=" in l]
+    check(p.returncode == 0 and len(shown) == 20,
+          f"tdbg show --thread 0 lists the ring's 20 ops (got {len(shown)}: {p.stdout[:300]!r})")
     for option, value, said in (("--thread", "7", "no op of thread 7 in this process (its threads: 0)"),
                                 ("--step", "99", "no op of step 99 (the last step held is "),
                                 ("--step", "0", "no op of step 0 (the first step held is ")):

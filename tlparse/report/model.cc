@@ -279,7 +279,11 @@ StatusOr<json> run_json(const tracer::Run& run, const std::string& label, size_t
 // from `from` for up to `scan_ops` ops, down-sampled to `points` buckets (max per bucket).
 StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
                                 const ReportOptions& options) {
-  int64_t end = std::min(a.op_count(), b.op_count());
+  // By seq, to the last op both hold (a --ring's seqs run past its op count).
+  TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held_a, a.held());
+  TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held_b, b.held());
+  if (!held_a.any || !held_b.any) return json(nullptr);
+  int64_t end = std::min(held_a.last_seq, held_b.last_seq) + 1;
   int64_t to = std::min(end, from + options.curve_scan_ops);
   if (to <= from) return json(nullptr);
   int64_t span = to - from;

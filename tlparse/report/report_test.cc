@@ -150,6 +150,21 @@ TEST_CASE("identical runs give an empty curve of differences") {
   CHECK(data_or.value()["curve"]["first_differing_seq"] == -1);
 }
 
+TEST_CASE("the curve of differences of two rings covers the ops they hold") {
+  // Rings that dropped the first 1000 ops: seqs run past the op count.
+  fixture::FixtureOptions o;
+  o.ops = 2000;
+  o.ring_from = 1000;
+  o.diverge_at = 1500;
+  auto p = make_pair(o);
+  auto data_or = build_report_data(p->a, &p->b, ReportOptions{});
+  REQUIRE(data_or.ok());
+  const json& c = data_or.value()["curve"];
+  REQUIRE(c.is_object());
+  CHECK(c["first_differing_seq"].get<int64_t>() >= 1500);
+  CHECK(!c["points"].empty());
+}
+
 TEST_CASE("a single run centres on its first non-finite value") {
   fixture::FixtureOptions o;
   o.ops = 3000;
