@@ -2318,6 +2318,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // pairing the alike ops first would make the later copy the inserted one.
   if (where.kind == Located::kStructure) aligner.plan_here();
   bool first_hunk = true;  // the change the answer names: the first hunk, after any pairs
+  Hunk first_change;       // that hunk, once met
   while (true) {
     // The first change of a structural divergence is read whatever the budget: it is the
     // answer (`--scan-limit 0` limits only what follows).
@@ -2416,9 +2417,27 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         if (ob && !oa && h.a_end == p.a.count) out["ended"] = "A";
         // Both ran other ops here, up to the end of a run that ended early: it ended in the
         // change (a shape error in a new loss, a new op that faulted), which the headline says.
-        if (oa && ob && h.b_end == p.b.count && p.b_cut_short && !p.a_cut_short) out["ended_in_change"] = "B";
-        if (oa && ob && h.a_end == p.a.count && p.a_cut_short && !p.b_cut_short) out["ended_in_change"] = "A";
+        // Ops inserted up to the end of a run that ended early (`h @ torch.ones(3, 3)` added,
+        // raising) are such a change too, the other run's ops after them removed.
+        if (ob && h.b_end == p.b.count && (oa || h.a_end < p.a.count) && p.b_cut_short &&
+            !p.a_cut_short)
+          out["ended_in_change"] = "B";
+        if (oa && h.a_end == p.a.count && (ob || h.b_end < p.b.count) && p.a_cut_short &&
+            !p.b_cut_short)
+          out["ended_in_change"] = "A";
         out["detail"] = detail;
+        first_change = e.hunk;
+      } else if (where.kind == Located::kStructure && !out.contains("ended_in_change")) {
+        // A run that ended a few ops after the first change, in a change of its own (the
+        // added ops that raised aligned after a few alike ones), ended in that change too.
+        constexpr int64_t kNear = 64;
+        const Hunk& h = e.hunk;
+        if (h.b_end == p.b.count && h.b_begin - first_change.b_end <= kNear && p.b_cut_short &&
+            !p.a_cut_short && h.a_begin < p.a.count)
+          out["ended_in_change"] = "B";
+        if (h.a_end == p.a.count && h.a_begin - first_change.a_end <= kNear && p.a_cut_short &&
+            !p.b_cut_short && h.b_begin < p.b.count)
+          out["ended_in_change"] = "A";
       }
       first_hunk = false;
     } else {
