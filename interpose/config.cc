@@ -22,7 +22,7 @@ std::string environment_name(const char* flag) {
 }
 
 void report_malformed(const std::string& variable, const char* value, const char* expected) {
-  std::fprintf(stderr, "tdbg: %s=%s is not %s; using the default\n", variable.c_str(), value,
+  std::fprintf(stderr, "tdbg: error: %s=%s is not %s; using the default\n", variable.c_str(), value,
                expected);
 }
 

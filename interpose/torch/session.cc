@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -249,14 +250,28 @@ void read_settings() {
   } else if (h == "none") {
     g_settings.hash = HashMode::kNone;
   } else {
-    std::fprintf(stderr, "tdbg: TDBG_HASH=%s is not all|outputs|none; hashing all\n", h.c_str());
+    // A value that cannot be used is an error, said even when quiet; the recording goes on
+    // with the default, which the run's settings then hold (not the text that was set).
+    std::fprintf(stderr, "tdbg: error: TDBG_HASH=%s is not all, outputs or none; hashing all\n",
+                 h.c_str());
+    g_settings.config.hash = "all";
   }
   if (!g_settings.config.steps.empty() &&
       !parse_steps(g_settings.config.steps, &g_settings.step_begin, &g_settings.step_end)) {
-    std::fprintf(stderr, "tdbg: TDBG_STEPS=%s is not A:B; recording all steps\n",
+    std::fprintf(stderr, "tdbg: error: TDBG_STEPS=%s is not A:B; recording all steps\n",
                  g_settings.config.steps.c_str());
+    g_settings.config.steps.clear();
     g_settings.step_begin = 0;
     g_settings.step_end = INT64_MAX;
+  }
+  if (!g_settings.config.ops.empty()) {
+    try {
+      std::regex check(g_settings.config.ops, std::regex::ECMAScript);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tdbg: error: TDBG_OPS=%s is not a valid regex (%s); recording all ops\n",
+                   g_settings.config.ops.c_str(), e.what());
+      g_settings.config.ops.clear();
+    }
   }
   g_settings.has_op_filter = !g_settings.config.ops.empty();
 }

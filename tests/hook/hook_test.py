@@ -22,9 +22,10 @@ ARGS = None
 class Run:
     """One recorded run: its directory, standard output and databases."""
 
-    def __init__(self, out_dir, stdout):
+    def __init__(self, out_dir, stdout, stderr=""):
         self.dir = out_dir
         self.stdout = stdout
+        self.stderr = stderr
         self.paths = sorted(glob.glob(os.path.join(out_dir, "*.sqlite")))
 
     def db(self, pid=None):
@@ -95,7 +96,7 @@ def run_command(cmd, env=None, record=True, cwd=None, timeout=600):
     if proc.returncode != 0:
         raise AssertionError("%s exited with %d:\n%s" % (cmd, proc.returncode,
                                                          proc.stderr.decode()[-3000:]))
-    return Run(out_dir, proc.stdout.decode())
+    return Run(out_dir, proc.stdout.decode(), proc.stderr.decode())
 
 
 def one(con, sql, *params):
@@ -994,6 +995,18 @@ def case_config():
     con = r.db()
     count = one(con, "select count(*) from op_view")[0]
     check(count <= 200, "the ring keeps about the last 50 ops: %d" % count)
+    # Values that cannot be used: an error each (even quiet), the defaults used and recorded
+    # as the settings (a diff then compares what was recorded, not the text that was set).
+    r = run_python(code, env={"TDBG_HASH": "bogus", "TDBG_STEPS": "2", "TDBG_OPS": "["})
+    con = r.db()
+    meta = dict(con.execute("select key, value from meta"))
+    check((meta.get("hash_mode"), meta.get("steps"), meta.get("ops")) == ("all", "", ""),
+          "rejected settings are recorded as the defaults used: %s" % (
+              [meta.get(k) for k in ("hash_mode", "steps", "ops")],))
+    for said in ("error: TDBG_HASH=bogus", "error: TDBG_STEPS=2", "error: TDBG_OPS=["):
+        check(said in r.stderr, "%r said with TDBG_QUIET=1: %r" % (said, r.stderr))
+    count = one(con, "select count(*) from op_view where step >= 2")[0]
+    check(count > 0, "all steps recorded")
 
 
 def case_metadata():
