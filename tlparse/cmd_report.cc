@@ -25,6 +25,10 @@ void add_report_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24).description(""));
   cmd->add_flag("--no-diff", args->no_diff, "Skip the diff engine and the non-finite search");
   cmd->callback([args] {
+    if (const std::string why =
+            output_refusal(args->out, {args->run_a, args->run_b}, OutputKind::kDirectory);
+        !why.empty())
+      return fail("report", args->out + ": not written: " + why);
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("report", a.status().message());
     note_skipped("report", a->skipped);

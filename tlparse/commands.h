@@ -63,7 +63,7 @@ inline CLI::Validator whole_number() {
 
 // What a command writes, as far as `output_refusal` tells an earlier output of it from other
 // files it must not replace.
-enum class OutputKind { kGzip, kJson };
+enum class OutputKind { kGzip, kJson, kDirectory };  // kDirectory: a folder to write into
 
 // Why the command must not write `out` ("" when it may): a file of one of the `runs` it reads
 // (their databases, a file in a run folder), any existing database, or an existing file that

@@ -109,6 +109,15 @@ for target in "$db" runs/a/new.tar.gz train.py mine.tar.gz elsewhere/tdbg-run.js
   set -e
   [ $rc -eq 2 ] && grep -q 'not written' err.txt || fail "export -o $target: exit $rc, $(cat err.txt)"
 done
+# A report written into a run folder it reads, or over a database: refused the same way.
+for target in runs/a runs/b/html "$db"; do
+  set +e
+  "$tdbg" report runs/a runs/b -o "$target" >/dev/null 2>err.txt; rc=$?
+  set -e
+  [ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q 'not written' err.txt ||
+    fail "report -o $target: exit $rc, $(cat err.txt)"
+done
+[ ! -e runs/a/index.html ] && [ ! -e runs/b/html ] || fail "a refused report -o wrote"
 [ "$before" = "$(sha256sum "$db" runs/b/*.sqlite)" ] || fail "a refused -o changed a recording"
 [ "$(cat train.py)" = 'print("train")' ] && [ ! -e runs/a/new.tar.gz ] || fail "a refused -o wrote"
 tar -tzf mine.tar.gz | grep -qx train.py || fail "the user's archive was replaced"
