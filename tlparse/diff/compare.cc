@@ -4114,6 +4114,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                     "order); not compared, " + (more_a ? "A" : "B") + "'s " + left +
                     " (compare one database with another to pick the pair)");
   }
+  {
+    // The same recording named twice (a typo in a script's second path): identical, as it
+    // must be, but not a comparison of two runs.
+    std::error_code ec_a, ec_b;
+    const std::filesystem::path pa = std::filesystem::weakly_canonical(a.path, ec_a);
+    const std::filesystem::path pb = std::filesystem::weakly_canonical(b.path, ec_b);
+    if (!ec_a && !ec_b && pa == pb)
+      result["warnings"].push_back("A and B are the same recording (" + a.path +
+                                   "): it is compared with itself");
+  }
   result["run_a"] = a.path;
   result["run_b"] = b.path;
   result["processes"] = {{"a", a.processes.size()}, {"b", b.processes.size()}};

@@ -324,6 +324,12 @@ TEST_CASE("identical runs are identical, found with a handful of chain probes") 
   CHECK(r["chain_probes"].get<int64_t>() <= 2);
   CHECK(r["ops_compared"].get<int64_t>() == 0);
   CHECK(tdbg::diff::format_divergence(r).rfind("identical", 0) == 0);
+  CHECK(r["warnings"].empty());
+  // One recording named twice: identical, and said to be the same one.
+  json self = compare(a, (fs::path(a).parent_path() / "." / fs::path(a).filename()).string());
+  CHECK(self["status"] == "identical");
+  REQUIRE(self["warnings"].size() == 1);
+  CHECK(self["warnings"][0].get<std::string>().rfind("A and B are the same recording", 0) == 0);
 }
 
 TEST_CASE("a copy damaged between the ops bisection reads is never called identical") {
