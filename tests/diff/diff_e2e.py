@@ -713,8 +713,13 @@ x, y = torch.randn(32, 16), torch.randn(32, 16)
 for step in range(3):
     opt.zero_grad()
     h = x
-    for b in blocks:
-        h = checkpoint(b, h, use_reentrant=False) if sys.argv[1] == "1" else b(h)
+    for k, b in enumerate(blocks):
+        if sys.argv[1] == "1":
+            h = checkpoint(b, h, use_reentrant=False)
+        elif sys.argv[1] == "2" and k > 0:  # reentrant: its input must require grad
+            h = checkpoint(b, h, use_reentrant=True)
+        else:
+            h = b(h)
     loss = torch.nn.functional.mse_loss(h, y)
     loss.backward()
     opt.step()
@@ -977,6 +982,18 @@ def case_activation_checkpoint():
           f"the first change is a whole recomputed forward: {first}")
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
     check("the change added or moved work, not results" in text, f"and says so: {text[:600]!r}")
+    # Reentrant checkpointing also nests each block's forward in a CheckpointFunction that A
+    # never ran: the ops inside are still compared, and are the same.
+    c, out_c = record("actck_c", ["2"], script)
+    check(out_a == out_c, f"precondition: the same losses ({out_a!r} vs {out_c!r})")
+    rc, r = diff(a, c)
+    d = r["first_divergence"] or {}
+    same = (d.get("values_same") or {}).get("pairs", 0)
+    growth = d.get("growth") or {}
+    check(rc == 1 and d.get("kind") == "structure" and d.get("value_after_structure") is None
+          and same > growth.get("structural_ops", 0),
+          f"reentrant: every paired value the same, most ops paired (got {d.get('detail')}, "
+          f"{same} pairs, {growth.get('structural_ops')} ops in changes)")
 
 
 def case_child_script():

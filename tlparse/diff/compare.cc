@@ -2124,6 +2124,29 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // paired with each other.
   std::unordered_map<int64_t, int64_t> paired_seq;
   std::deque<int64_t> paired_order;
+  // The enclosing op of each op that one run inserted where the other ran nothing (seq to
+  // parent seq), for the smaller such changes: an op nested in one is compared as if nested
+  // where that op is (reentrant checkpointing wraps a block's forward in a CheckpointFunction
+  // the other run never ran; the block's ops inside are still the same work).
+  std::unordered_map<int64_t, int64_t> inserted_parent_a, inserted_parent_b;
+  auto note_inserted = [](Side& s, int64_t begin, int64_t end,
+                          std::unordered_map<int64_t, int64_t>& parents) {
+    constexpr int64_t kLargest = 4096;  // ops of a change read for this
+    if (end - begin > kLargest || begin >= end) return;
+    if (parents.size() > (1u << 18)) parents.clear();  // bounded
+    (void)s.reader->scan_ops(s.thread, begin, end, /*with_tensors=*/false, [&](const OpRecord& o) {
+      parents[o.seq] = o.parent;
+      return true;
+    });
+  };
+  auto outside_inserted = [](const std::unordered_map<int64_t, int64_t>& parents, int64_t seq) {
+    for (int k = 0; k < 64 && seq != tracer::kNoSeq; ++k) {
+      auto it = parents.find(seq);
+      if (it == parents.end()) break;
+      seq = it->second;
+    }
+    return seq;
+  };
   int64_t split_seq_a = std::numeric_limits<int64_t>::max(), split_seq_b = split_seq_a;
   if (const OpRecord* at_a = p.a.cursor.at(where.i)) split_seq_a = at_a->seq;
   if (const OpRecord* at_b = p.b.cursor.at(where.j)) split_seq_b = at_b->seq;
@@ -2363,6 +2386,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                                        {"ops_same", same_run}}}};
       }
       if (!first_event) note_difference(nullptr, nullptr, nullptr);
+      if (e.hunk.a_begin == e.hunk.a_end) note_inserted(p.b, e.hunk.b_begin, e.hunk.b_end, inserted_parent_b);
+      if (e.hunk.b_begin == e.hunk.b_end) note_inserted(p.a, e.hunk.a_begin, e.hunk.a_end, inserted_parent_a);
       step_calls.add_hunk(e.hunk);
       count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
@@ -2451,9 +2476,22 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       // divided), so it computes a part of other work.
       // Enclosing ops from before the split point paired op for op.
       bool same_parent = e.a->depth == e.b->depth;
-      if (same_parent && e.a->depth > 0 && e.a->parent != tracer::kNoSeq &&
-          e.b->parent != tracer::kNoSeq &&
-          !(e.a->parent < split_seq_a && e.b->parent < split_seq_b)) {
+      const int64_t parent_a = outside_inserted(inserted_parent_a, e.a->parent);
+      const int64_t parent_b = outside_inserted(inserted_parent_b, e.b->parent);
+      if (parent_a != e.a->parent || parent_b != e.b->parent) {
+        // Nested in ops only one run ran: compared where those ops are nested.
+        if (parent_a == tracer::kNoSeq || parent_b == tracer::kNoSeq) {
+          same_parent = parent_a == parent_b;
+        } else if (parent_a < split_seq_a && parent_b < split_seq_b) {
+          same_parent = true;
+        } else {
+          auto it = paired_seq.find(parent_a);
+          same_parent = it != paired_seq.end() && it->second == parent_b;
+        }
+      } else if (e.a->parent != tracer::kNoSeq && e.b->parent != tracer::kNoSeq &&
+                 !(e.a->parent < split_seq_a && e.b->parent < split_seq_b)) {
+        // (At another depth in each run, below enclosing ops paired with each other: the
+        // same work, nested in a wrapper the other run did not run further up.)
         auto it = paired_seq.find(e.a->parent);
         same_parent = it != paired_seq.end() && it->second == e.b->parent;
       }
