@@ -888,6 +888,16 @@ def case_micro_batches():
           f"{d.get('kind')}, line {line}, {kinds})")
     check(d.get("value_after_structure") is not None,
           f"the optimizer's first update differs after the change (got {d.get('detail')})")
+    # Four against one: three micro-batches inserted per step, more ops than the first
+    # alignment window holds.
+    c, _ = record("more_c", ["4", "more"], script)
+    rc, r = diff(a, c)
+    d = r["first_divergence"] or {}
+    kinds = [x.get("type") for x in d.get("structural_changes") or []]
+    line, _ = line_of(d.get("b"))
+    check(d.get("kind") == "structure" and line == m["more"] and kinds[:2] == ["inserted"] * 2,
+          f"three micro-batches inserted in B in each step, from line {m['more']} (got "
+          f"{d.get('kind')}, line {line}, {kinds}, {d.get('detail')})")
 
 
 BLOCK_ORDER = """

@@ -337,8 +337,9 @@ class Aligner {
     std::vector<uint64_t> sa, sb;
     if (!window_signatures(wa, wb, &sa, &sb)) return;
     int64_t a_used = wa, b_used = wb;
-    auto script = step_script(sa, sb, &a_used, &b_used);
-    if (!script || script->empty()) return;
+    bool too_short = false;
+    auto script = step_script(sa, sb, &a_used, &b_used, &too_short);
+    if (!script || script->empty() || too_short) return;
     refine_regions(*script, sa, sb, a_used, b_used);
     plan(*script, 0, wa, wb);
   }
@@ -368,41 +369,108 @@ class Aligner {
   }
 
   // `window_script`, unless it pairs ops of other steps than the window's first ops are of
-  // each other while both threads end at the same step: then the script of the window where
-  // ops pair only within the same step. Runs that step alike but differ in what a step holds
-  // (gradient accumulated over two micro-batches instead of one: A `F B O F B O`, B
+  // each other while both threads end at the same step: then the script of the rest of the
+  // step each window starts in, ends fixed. Runs that step alike but differ in what a step
+  // holds (gradient accumulated over two micro-batches instead of one: A `F B O F B O`, B
   // `F B F B O`) have a cheaper script that pairs B's second micro-batch with A's next step
   // and calls one of A's optimizer steps in two removed; counted in steps, B inserted a
-  // micro-batch in each. Threads that end at other steps (an extra `opt.step()`) keep the
-  // script that shifts their steps.
+  // micro-batch in each. (Ops keyed by step in a window cut mid-step would still prefer that
+  // removal once the insertions outgrow what the window holds.) Threads that end at other
+  // steps (an extra `opt.step()`) keep the script that shifts their steps. `*too_short`: a
+  // step runs past its window, which a larger window may hold.
   std::optional<std::vector<Hunk>> step_script(const std::vector<uint64_t>& sa,
                                                const std::vector<uint64_t>& sb,
-                                               int64_t* a_used, int64_t* b_used) {
+                                               int64_t* a_used, int64_t* b_used,
+                                               bool* too_short = nullptr) {
+    if (too_short) *too_short = false;
+    step_end_a_ = step_end_b_ = -1;
     auto script = window_script(sa, sb, a_used, b_used);
     if (!script || p_.a.last_step() < 0 || p_.a.last_step() != p_.b.last_step()) return script;
     const int64_t wa = static_cast<int64_t>(sa.size()), wb = static_cast<int64_t>(sb.size());
-    if (shifted_pairs(*script, wa, wb) == 0) return script;
-    const OpRecord* first_a = p_.a.cursor.at(i_);
-    const OpRecord* first_b = p_.b.cursor.at(j_);
-    if (!first_a || !first_b) return script;
-    auto keyed = [](Side& s, int64_t from, const std::vector<uint64_t>& sig, int64_t step0) {
-      std::vector<uint64_t> out(sig.size());
-      for (size_t k = 0; k < sig.size(); ++k) {
-        const OpRecord* op = s.cursor.at(from + static_cast<int64_t>(k));
-        out[k] = op ? sig[k] ^ (static_cast<uint64_t>(op->step - step0) * 0x9E3779B97F4A7C15ull) : 0;
+    // Pairs across steps, a run of them at least: the drift above. A few are no drift (an
+    // op whose step is counted otherwise, at a step's edge).
+    // Counted against the step offset of the pairs before the window (the most common one
+    // of the last 16 the cursors still hold, never read again: the caller holds pointers
+    // into their windows; where a step's first op pairs with the other's last, one pair in
+    // a step is off by one).
+    std::map<int64_t, int> offsets;
+    for (int64_t k = 1; k <= 16 && i_ - k >= p_.a.begin && j_ - k >= p_.b.begin &&
+                        p_.a.cursor.has(i_ - k) && p_.b.cursor.has(j_ - k);
+         ++k) {
+      const OpRecord* oa = p_.a.cursor.at(i_ - k);
+      const OpRecord* ob = p_.b.cursor.at(j_ - k);
+      if (!oa || !ob) break;
+      ++offsets[oa->step - ob->step];
+    }
+    if (offsets.empty()) {
+      // The walk began here (the split point, found by bisection): read the ops before it
+      // apart from the cursors.
+      auto steps_before = [](Side& s, int64_t at) {
+        std::vector<int64_t> steps;
+        const int64_t from = std::max(s.begin, at - 16);
+        if (from < at)
+          (void)s.reader->scan_ops(s.thread, from, at, /*with_tensors=*/false,
+                                   [&](const OpRecord& o) {
+                                     steps.push_back(o.step);
+                                     return true;
+                                   });
+        return steps;
+      };
+      const std::vector<int64_t> before_a = steps_before(p_.a, i_), before_b = steps_before(p_.b, j_);
+      for (size_t k = 1; k <= before_a.size() && k <= before_b.size(); ++k)
+        ++offsets[before_a[before_a.size() - k] - before_b[before_b.size() - k]];
+    }
+    std::optional<int64_t> reference;
+    int most = 0;
+    for (const auto& [offset, n] : offsets)
+      if (n > most) {
+        most = n;
+        reference = offset;
       }
-      return out;
+    if (shifted_pairs(*script, wa, wb, reference) < kResyncOps) return script;
+    // Where each window's first step ends.
+    auto step_end = [](Side& s, int64_t from, int64_t n) -> int64_t {
+      const OpRecord* first = s.cursor.at(from);
+      if (!first) return -1;
+      const int64_t step = first->step;
+      for (int64_t k = 1; k < n; ++k) {
+        const OpRecord* op = s.cursor.at(from + k);
+        if (!op) return -1;
+        if (op->step != step) return k;
+      }
+      return n;
     };
-    const std::vector<uint64_t> ka = keyed(p_.a, i_, sa, first_a->step);
-    const std::vector<uint64_t> kb = keyed(p_.b, j_, sb, first_b->step);
-    int64_t ka_used = wa, kb_used = wb;
-    auto by_step = window_script(ka, kb, &ka_used, &kb_used);
+    const int64_t ea = step_end(p_.a, i_, wa), eb = step_end(p_.b, j_, wb);
+    if (ea <= 0 || eb <= 0) return script;
+    const int64_t step_a = p_.a.cursor.at(i_)->step, step_b = p_.b.cursor.at(j_)->step;
+    // A step of one run that the other has passed (the pairs before left its last ops
+    // over): those ops pair with nothing of the same step.
+    const bool a_behind = step_a < step_b, b_behind = step_b < step_a;
+    if (((ea == wa && i_ + wa < p_.a.count) && !b_behind) ||
+        ((eb == wb && j_ + wb < p_.b.count) && !a_behind)) {
+      if (too_short) *too_short = true;
+      return script;
+    }
+    if (a_behind || b_behind) {
+      *a_used = a_behind ? ea : 0;
+      *b_used = b_behind ? eb : 0;
+      step_end_a_ = i_ + *a_used;
+      step_end_b_ = j_ + *b_used;
+      return std::vector<Hunk>{Hunk{0, *a_used, 0, *b_used}};
+    }
+    // A step's script may hold more edits than a window's (three micro-batches inserted in
+    // each step): its ends are fixed, so the edits are the step's, not the window edge's.
+    constexpr int kStepEdits = 2 * kMaxEdits;
+    auto by_step = shortest_edit_script(sa.data(), static_cast<size_t>(ea), sb.data(),
+                                        static_cast<size_t>(eb), kStepEdits);
     if (!by_step) return script;
-    int64_t paired = ka_used;
+    int64_t paired = ea;
     for (const Hunk& h : *by_step) paired -= h.a_end - h.a_begin;
     if (paired == 0) return script;
-    *a_used = ka_used;
-    *b_used = kb_used;
+    *a_used = ea;
+    *b_used = eb;
+    step_end_a_ = i_ + ea;
+    step_end_b_ = j_ + eb;
     return by_step;
   }
 
@@ -418,6 +486,12 @@ class Aligner {
     const bool whole = i_ + wa == p_.a.count && j_ + wb == p_.b.count;
     cached_a_limit_ = whole ? p_.a.count : i_ + wa - wa / 4;
     cached_b_limit_ = whole ? p_.b.count : j_ + wb - wb / 4;
+    // A script of one step (`step_script`) plans that step only: the next is planned where
+    // it starts, before its alike ops are paired one by one.
+    if (step_end_a_ >= 0) {
+      cached_a_limit_ = std::min(cached_a_limit_, step_end_a_);
+      cached_b_limit_ = std::min(cached_b_limit_, step_end_b_);
+    }
     active_ = true;
   }
 
@@ -602,13 +676,15 @@ class Aligner {
 
   // How many ops a script of the window at (i_, j_) (wa ops of A, wb of B) pairs with an op of
   // another step than the ops at i_ and j_ are of each other (the window's own step offset).
-  int64_t shifted_pairs(const std::vector<Hunk>& script, int64_t wa, int64_t wb) const {
+  // `reference`: the step offset to count against, else the window's first ops'.
+  int64_t shifted_pairs(const std::vector<Hunk>& script, int64_t wa, int64_t wb,
+                        std::optional<int64_t> reference = std::nullopt) const {
     Side& a = p_.a;
     Side& b = p_.b;
     const OpRecord* first_a = a.cursor.at(i_);
     const OpRecord* first_b = b.cursor.at(j_);
     if (!first_a || !first_b) return 0;
-    const int64_t offset = first_a->step - first_b->step;
+    const int64_t offset = reference ? *reference : first_a->step - first_b->step;
     int64_t shifted = 0, x = 0, y = 0;
     auto count = [&](int64_t len) {
       for (int64_t t = 0; t < len; ++t) {
@@ -734,7 +810,9 @@ class Aligner {
       bool last_try = whole || w >= max_window;
       const bool a_cut = i_ + wa < a.count, b_cut = j_ + wb < b.count;
       int64_t a_used = wa, b_used = wb;
-      auto script = step_script(sa, sb, &a_used, &b_used);
+      bool too_short = false;
+      auto script = step_script(sa, sb, &a_used, &b_used, &too_short);
+      if (too_short && !last_try) continue;
       // More than kMaxEdits here: a larger window has at least as many (its ends are free
       // too), so growing it only costs time (minutes, where every step differs in shape).
       if (!script && !previous && (a_cut || b_cut))
@@ -836,6 +914,7 @@ class Aligner {
       if (hunks.empty() || hunks.front().a_begin != 0 || hunks.front().b_begin != 0) return std::nullopt;
       if (paired < kResyncOps && !whole) continue;
       const Hunk& h = hunks.front();
+      step_end_a_ = step_end_b_ = -1;  // (a script of the window, not of one step)
       plan(hunks, 1, wa, wb);
       by_kind_ = true;
       return Hunk{i_ + h.a_begin, i_ + h.a_end, j_ + h.b_begin, j_ + h.b_end};
@@ -848,6 +927,7 @@ class Aligner {
   bool started_ = false;     // an event was returned (ops before i_, j_ are no longer free)
   bool active_ = false;      // the walk is in a stretch of changes that `cached_` plans
   bool by_kind_ = false;     // the last hunk was found by `align_by_kind`
+  int64_t step_end_a_ = -1, step_end_b_ = -1;  // where the last `step_script`'s step ends
   std::deque<Hunk> cached_;  // the rest of the last accepted window's script (absolute tidx)
   int64_t cached_a_limit_ = 0, cached_b_limit_ = 0;  // its hunks are trusted up to here
 };

@@ -2029,6 +2029,31 @@ TEST_CASE("a change in every step up to the end lines up to the end") {
   CHECK(d["values_same"].is_object());
 }
 
+TEST_CASE("an op inserted at the end of a step shifts no step's pairing") {
+  using T = Recorder::T;
+  // Steps of 10 ops (as diff_bench's synthetic runs), one op inserted in B at the end of a
+  // step: the walk starts there, with the first ops of each side in other steps. The pairs
+  // after it are all of the same step in both runs (no drift of whole steps to correct):
+  // one op inserted, every pair after it the same.
+  auto write = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      for (int k = 0; k < 3000; ++k) {
+        if (b_side && k == 1500) {
+          r.step = (k - 1) / 10;
+          r.op("aten::mul", {T{5}}, {T{6}}, {}, 0, 0, kNoSeq, 7);
+        }
+        r.step = k / 10;
+        r.op(k % 2 ? "aten::add" : "aten::relu", {T{1}}, {T{mix(uint64_t(k), 3)}}, {}, 0, 0, kNoSeq, 5);
+      }
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["structural_changes"].size() == 1);
+  CHECK(d["structural_changes"][0]["type"] == "inserted");
+  CHECK(d["values_same"].is_object());
+}
+
 TEST_CASE("a call inserted before a copy of itself in every step is the new line in every step") {
   using T = Recorder::T;
   // B calls `opt.step()` at line 19 and again at line 20, A only at line 20, for 150 steps.
