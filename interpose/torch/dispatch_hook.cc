@@ -208,7 +208,6 @@ constexpr uint32_t kLearningCalls = 3;
 
 std::mutex g_info_mutex;
 std::unordered_map<std::string, std::unique_ptr<OpInfo>> g_infos;  // by "name.overload" or name
-std::unique_ptr<std::regex> g_op_filter;
 
 OpInfo* build_info_locked(const std::string& key, const std::string& name,
                           const c10::FunctionSchema* schema, bool backward) {
@@ -274,9 +273,9 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
         info->arg_written[i] = true;
     }
   }
-  if (g_op_filter) {
+  if (const std::regex* filter = settings().op_filter.get()) {
     try {
-      info->selected = std::regex_search(name, *g_op_filter);
+      info->selected = std::regex_search(name, *filter);
     } catch (...) {
       info->selected = true;
     }
@@ -1954,14 +1953,6 @@ void hook_after_fork_child() {
 }
 
 void install_dispatch_hook() {
-  if (!settings().config.ops.empty()) {
-    try {
-      g_op_filter = std::make_unique<std::regex>(settings().config.ops, std::regex::ECMAScript);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "tdbg: TDBG_OPS=%s is not a valid regex (%s); recording all ops\n",
-                   settings().config.ops.c_str(), e.what());
-    }
-  }
   // Without libtdbg_preload.so (e.g. this library LD_PRELOADed by hand) the setter is absent
   // and no GPU events are recorded.
   if (settings().config.gpu) {

@@ -266,14 +266,14 @@ void read_settings() {
   }
   if (!g_settings.config.ops.empty()) {
     try {
-      std::regex check(g_settings.config.ops, std::regex::ECMAScript);
+      g_settings.op_filter =
+          std::make_shared<const std::regex>(g_settings.config.ops, std::regex::ECMAScript);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "tdbg: error: TDBG_OPS=%s is not a valid regex (%s); recording all ops\n",
                    g_settings.config.ops.c_str(), e.what());
       g_settings.config.ops.clear();
     }
   }
-  g_settings.has_op_filter = !g_settings.config.ops.empty();
 }
 
 bool make_dirs(const std::string& path) {

@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <regex>
 #include <string>
 
 #include "base/json_quote.h"
@@ -23,7 +25,9 @@ struct Settings {
   HashMode hash = HashMode::kAll;
   int64_t step_begin = 0;           // TDBG_STEPS window [step_begin, step_end)
   int64_t step_end = INT64_MAX;
-  bool has_op_filter = false;       // TDBG_OPS non-empty (the regex itself lives in the hook)
+  // TDBG_OPS compiled (null: every op), once: a pattern that does not compile is said and
+  // dropped when the settings are read.
+  std::shared_ptr<const std::regex> op_filter;
 };
 
 const Settings& settings();
