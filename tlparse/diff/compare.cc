@@ -303,6 +303,12 @@ class Aligner {
     return std::nullopt;
   }
 
+  // The module an op ran in, 0 where it has none (or cannot be read).
+  uint64_t module_key(Side& s, int64_t tidx) {
+    const OpRecord* op = s.cursor.at(tidx);
+    return op && op->module != 0 ? std::hash<std::string>{}(s.strings.text(op->module)) | 1 : 0;
+  }
+
   // Where an op ran in the user's code, 0 where it has no line (ops autograd runs): for
   // telling apart ops of one signature that ran at other places.
   uint64_t line_key(Side& s, int64_t tidx) {
@@ -311,7 +317,7 @@ class Aligner {
     // The user's line and its callers' (the same forward called from line 29 and from line
     // 30 runs the same innermost lines), and the module the op ran in (`blocks.0` called
     // twice against `blocks.1`), by file name, not path.
-    uint64_t key = std::hash<std::string>{}(s.strings.text(op->module)) | 1;
+    uint64_t key = module_key(s, tidx) | 1;
     tracer::FrameId id = op->user_frame;
     for (int depth = 0; depth < 8 && id != 0; ++depth) {
       auto frame = s.reader->frame(id);
@@ -387,12 +393,11 @@ class Aligner {
     auto script = window_script(sa, sb, a_used, b_used);
     if (!script || p_.a.last_step() < 0 || p_.a.last_step() != p_.b.last_step()) return script;
     const int64_t wa = static_cast<int64_t>(sa.size()), wb = static_cast<int64_t>(sb.size());
-    // Pairs across steps, a run of them at least: the drift above. A few are no drift (an
-    // op whose step is counted otherwise, at a step's edge).
-    // Counted against the step offset of the pairs before the window (the most common one
-    // of the last 16 the cursors still hold, never read again: the caller holds pointers
-    // into their windows; where a step's first op pairs with the other's last, one pair in
-    // a step is off by one).
+    // Pairs across steps, a run of them at least, are the drift above; a few are none (an op
+    // whose step is counted otherwise, at a step's edge). Counted against the step offset of
+    // the pairs before the window: the most common one of the last 16 the cursors still hold
+    // (never read again: the caller holds pointers into their windows), since where a step's
+    // first op pairs with the other's last, one pair in a step is off by one.
     std::map<int64_t, int> offsets;
     for (int64_t k = 1; k <= 16 && i_ - k >= p_.a.begin && j_ - k >= p_.b.begin &&
                         p_.a.cursor.has(i_ - k) && p_.b.cursor.has(j_ - k);
@@ -568,10 +573,6 @@ class Aligner {
     std::vector<uint64_t> ca(static_cast<size_t>(n)), cb(static_cast<size_t>(m));
     std::vector<uint64_t> la(static_cast<size_t>(n)), lb(static_cast<size_t>(m));
     std::vector<uint64_t> ma(static_cast<size_t>(n)), mb(static_cast<size_t>(m));
-    auto module_key = [](Side& s, int64_t tidx) -> uint64_t {
-      const OpRecord* op = s.cursor.at(tidx);
-      return op && op->module != 0 ? std::hash<std::string>{}(s.strings.text(op->module)) | 1 : 0;
-    };
     for (int64_t x = 0; x < n; ++x) {
       ca[static_cast<size_t>(x)] = content_key(p_.a, i_ + ra0 + x);
       la[static_cast<size_t>(x)] = line_key(p_.a, i_ + ra0 + x);
@@ -1125,14 +1126,11 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
 // further on), or an offset near either.
 int64_t ring_offset(Pair& p) {
   const int64_t own = p.b.begin - p.a.begin;
-  // The share of the first 256 ops both hold at this offset that are alike: the same
-  // signature, and more so the same values too (a loop's ops repeat their signatures every
-  // step; their values tell the steps apart). Shares, not counts: each offset overlaps the
-  // other run by another number of ops.
-  // First, how many ops from the start of what both hold are alike, up to kPrefix (by
-  // signature: values may differ already; the alignment takes any change after them); then
-  // the share of the first 256 alike, values counting too (a loop's ops repeat their
-  // signatures every step, and a longer overlap is no better match).
+  // An offset's score: first, how many ops from the start of what both hold are alike, up
+  // to kPrefix (by signature: values may differ already; the alignment takes any change
+  // after them); then the share of the first 256 alike, values counting too (a loop's ops
+  // repeat their signatures every step; their values tell the steps apart). A share, not a
+  // count: each offset overlaps the other run by another number of ops.
   constexpr int64_t kPrefix = 64;
   struct Score {
     int64_t prefix = 0;
@@ -1161,8 +1159,8 @@ int64_t ring_offset(Pair& p) {
     return score;
   };
   // The same tidx, each side's first op held, and near either (one run ran a few ops more
-  // before its ring began and a few more inside it: neither lines the rings up). Most matches
-  // win; a tie keeps the same tidx, then the first ops held, then the nearer offset.
+  // before its ring began and a few more inside it: neither lines the rings up). The best
+  // score wins; a tie keeps the same tidx, then the first ops held, then the nearer offset.
   int64_t best = 0, best_distance = 0;
   Score best_same = matches(0);
   auto consider = [&](int64_t off, int64_t distance) {

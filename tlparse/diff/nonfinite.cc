@@ -217,8 +217,7 @@ class Tracker {
       // (Or a view, made by a held op, of such an input: `aten::t` of a dropped op's output.)
       unknown_from_dropped = unknown_from_dropped ||
                              (unknown && (dropped || (t.hash != 0 && views_of_dropped_.count(t.hash))));
-      if ((t.producer == tracer::kNoSeq || dropped) && t.summary.valid && tensor_comparable(t) &&
-          seen_.find(t.hash) == seen_.end()) {
+      if ((t.producer == tracer::kNoSeq || dropped) && !unknown && seen_.find(t.hash) == seen_.end()) {
         external |= v;
         from_dropped = from_dropped || (dropped && v.nan);
         from_uninit = from_uninit || (v.nan && uninitialized_read(strings_, t));
