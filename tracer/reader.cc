@@ -1227,31 +1227,33 @@ Status Run::lookup_status() const {
 
 void PairProcesses(Run& a, Run& b) {
   const std::vector<ProcessKey> ka = process_keys(a.processes), kb = process_keys(b.processes);
-  auto group = [](const ProcessKey& k) { return k.has_rank ? k.rank : -1; };
-  const size_t common = std::min(ka.size(), kb.size());
-  bool paired = true;
-  for (size_t i = 0; i < common && paired; ++i) paired = group(ka[i]) == group(kb[i]);
-  if (paired) return;
-  // Indices of each run by group, in canonical order.
-  std::map<int64_t, std::vector<size_t>> ga, gb;
-  for (size_t i = 0; i < ka.size(); ++i) ga[group(ka[i])].push_back(i);
-  for (size_t i = 0; i < kb.size(); ++i) gb[group(kb[i])].push_back(i);
+  // What pairs: the rank (own or inherited) and the DataLoader worker id, and among the
+  // processes of a run alike in both, the canonical order (depth in the process tree, then
+  // start): a DataLoader starts its workers anew each epoch, and worker 1 of epoch 2 pairs
+  // with worker 1 of epoch 2, whichever run ran more epochs or more workers.
+  using Bucket = std::pair<int64_t, int64_t>;
+  auto bucket = [](const ProcessKey& k) { return Bucket{k.has_rank ? k.rank : -1, k.worker}; };
+  // Indices of each run by bucket, in canonical order.
+  std::map<Bucket, std::vector<size_t>> ga, gb;
+  for (size_t i = 0; i < ka.size(); ++i) ga[bucket(ka[i])].push_back(i);
+  for (size_t i = 0; i < kb.size(); ++i) gb[bucket(kb[i])].push_back(i);
   std::vector<std::pair<size_t, size_t>> pairs;
   std::vector<size_t> extra_a, extra_b;
   auto without_ops = [](const Run& run, size_t i) { return !run.processes[i]->any_op(); };
+  // The longer side leaves out its processes without ops first (an mp.spawn parent, a
+  // launcher that only imported torch, a process killed before its first op).
+  auto trim = [&](std::vector<size_t>& longer, size_t to, const Run& run, std::vector<size_t>& extra) {
+    for (size_t i = 0; i < longer.size() && longer.size() > to;) {
+      if (without_ops(run, longer[i])) {
+        extra.push_back(longer[i]);
+        longer.erase(longer.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  };
   for (auto& [g, list_a] : ga) {
     std::vector<size_t> list_b = gb.count(g) ? gb[g] : std::vector<size_t>{};
-    // The longer side leaves out its processes without ops first.
-    auto trim = [&](std::vector<size_t>& longer, size_t to, const Run& run, std::vector<size_t>& extra) {
-      for (size_t i = 0; i < longer.size() && longer.size() > to;) {
-        if (without_ops(run, longer[i])) {
-          extra.push_back(longer[i]);
-          longer.erase(longer.begin() + static_cast<std::ptrdiff_t>(i));
-        } else {
-          ++i;
-        }
-      }
-    };
     if (list_a.size() > list_b.size()) trim(list_a, list_b.size(), a, extra_a);
     if (list_b.size() > list_a.size()) trim(list_b, list_a.size(), b, extra_b);
     const size_t n = std::min(list_a.size(), list_b.size());
@@ -1265,6 +1267,12 @@ void PairProcesses(Run& a, Run& b) {
   std::sort(pairs.begin(), pairs.end());
   std::sort(extra_a.begin(), extra_a.end());
   std::sort(extra_b.begin(), extra_b.end());
+  // Already paired by index (the common case): keep the order, and `tdbg show --process`
+  // numbers with it.
+  bool in_place = true;
+  for (size_t k = 0; k < pairs.size() && in_place; ++k)
+    in_place = pairs[k].first == k && pairs[k].second == k;
+  if (in_place) return;
   auto reorder = [](Run& run, const std::vector<size_t>& order) {
     std::vector<std::unique_ptr<Reader>> out;
     for (size_t i : order) out.push_back(std::move(run.processes[i]));

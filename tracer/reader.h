@@ -121,11 +121,13 @@ struct Run {
 };
 
 // Puts the processes of two runs in an order where the same index is the same process of the
-// program in each: those with a torch.distributed rank (their own or their nearest recorded
-// ancestor's) pair by rank, the others in canonical order; where one run has more processes of
-// a rank (or without one), processes that hold no op (an mp.spawn parent, a launcher that only
-// imported torch) are the ones left unpaired. Unpaired processes go last. Runs whose processes
-// already pair by index keep their order (and so their `tdbg show --process` numbers).
+// program in each: processes pair by torch.distributed rank (their own or their nearest
+// recorded ancestor's) and DataLoader worker id, and among those alike in both in canonical
+// order (depth in the process tree, then start: worker 1 of a DataLoader's second epoch with
+// worker 1 of the other run's second epoch). Where one run has more processes alike, processes that hold
+// no op (an mp.spawn parent, a launcher that only imported torch) are the ones left unpaired.
+// Unpaired processes go last. Runs whose processes already pair by index keep their order
+// (and so their `tdbg show --process` numbers).
 void PairProcesses(Run& a, Run& b);
 
 }  // namespace tdbg::tracer

@@ -437,6 +437,90 @@ def case_workers():
     check(rc == 1, f"a changed data value diverges (got {rc})")
 
 
+WORKER_EPOCHS = """\
+import sys, torch
+from torch.utils.data import DataLoader, Dataset
+workers, epochs, augment = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "augment"
+persistent, bad_seed = "persistent" in sys.argv[4:], "bad_seed" in sys.argv[4:]
+class Data(Dataset):
+    def __len__(self):
+        return 32
+    def __getitem__(self, i):
+        x = torch.arange(4, dtype=torch.float32) * (i + 1) / 32
+        if augment:
+            x = x + 0.1 * torch.randn(4)  # MARK:augment
+        return x, x.sum(0, keepdim=True)
+def init(worker):
+    if bad_seed and worker == 1:
+        torch.manual_seed(999)
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(Data(), batch_size=8, num_workers=workers, worker_init_fn=init,
+                    persistent_workers=persistent)
+for epoch in range(epochs):
+    for x, y in loader:
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+print(f"{loss.item():.6f}")
+"""
+
+
+def case_worker_epochs():
+    # A DataLoader starts its workers anew each epoch (unless persistent_workers): the workers
+    # pair by worker id and epoch, and those of a run with more workers per epoch, or more
+    # epochs, are compared as one set with the other run's.
+    script = write_script("worker_epochs.py", WORKER_EPOCHS)
+    augment_line = marks(script)["augment"]
+    a, out_a = record("worker_epochs_a", ["2", "2", "plain"], script)
+    # Another number of workers: the batches are split otherwise, the main process gets the
+    # same ones: identical, and a note says how the workers compare.
+    b, out_b = record("worker_epochs_3", ["3", "2", "plain"], script)
+    check(out_a == out_b, "2 or 3 workers: the same loss")
+    rc, r = diff(a, b)
+    check(rc == 0 and r["status"] == "identical",
+          f"2 against 3 workers, no random op in the data: identical (got {rc}: "
+          f"{(r.get('first_divergence') or {}).get('detail')})")
+    notes = " ".join(r.get("notes", []))
+    check("compared as one set, they ran the same" in notes and "num_workers is 2 in A and 3 in B" in notes
+          and "not compared" not in notes, f"the note says the worker sets ran the same ops: {notes}")
+    # One more epoch: the main process goes on where the other ended; the workers of the
+    # first two epochs pair with their own epoch's (not with the next epoch's).
+    c, _ = record("worker_epochs_more", ["2", "3", "plain"], script)
+    rc, r = diff(a, c)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("kind") == "structure" and d.get("process") == 0 and
+          (d.get("b") or {}).get("step") == 8,
+          f"one more epoch: B's ops inserted in the main process at step 8 (got "
+          f"{d.get('process')}: {d.get('detail')}, step {(d.get('b') or {}).get('step')})")
+    # A random augmentation: with another number of workers each batch draws from another
+    # worker's generator: a divergence in a worker, and the note says why.
+    a, _ = record("worker_epochs_aug", ["2", "2", "augment"], script)
+    b, _ = record("worker_epochs_aug3", ["3", "2", "augment"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "rng" and (d.get("process_a") or {}).get("worker")
+          and line_of(d.get("a"))[0] == augment_line,
+          f"2 against 3 workers with augmentation: rng in a worker at the augmentation "
+          f"(got {d.get('cause')} in {d.get('process_a')} at {line_of(d.get('a'))})")
+    notes = " ".join(r.get("notes", []))
+    check("num_workers is 2 in A and 3 in B: batches go to the workers in turn" in notes,
+          f"the note explains the worker count: {notes}")
+    # Persistent workers with worker 1 seeded otherwise, against workers started each epoch:
+    # worker 1's first random op, in the first epoch.
+    b, _ = record("worker_epochs_bad", ["2", "2", "augment", "persistent", "bad_seed"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    worker = (d.get("process_a") or {}).get("worker")
+    check(rc == 1 and d.get("cause") == "rng" and worker == "1/2" and
+          line_of(d.get("a"))[0] == augment_line and (d.get("a") or {}).get("seq", 99) < 20,
+          f"persistent worker 1 seeded otherwise: rng at worker 1's first augmentation "
+          f"(got {d.get('cause')} in worker {worker} at {line_of(d.get('a'))}, seq "
+          f"{(d.get('a') or {}).get('seq')})")
+
+
 def case_poke():
     a, b, _, _ = pair("poke", [], ["--poke", "7.5"])
     rc, r = diff(a, b)

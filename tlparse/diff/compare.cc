@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <queue>
 #include <set>
 #include <string_view>
 #include <thread>
@@ -2848,10 +2849,13 @@ TidxRange thread_tidx_range(const Reader& r, uint32_t thread) {
 // Worker pools. The processes of a multiprocessing Pool (or a ProcessPoolExecutor) take their
 // tasks from a shared queue, and so do the threads of a ThreadPoolExecutor: which worker runs
 // which task changes from run to run, so worker k of A and worker k of B may hold different
-// tasks in identical runs. Sibling processes (the same parent, neither a DataLoader worker id
-// nor a rank, which fix the work) form a group, and so do the threads of a process other than
-// its main one; where a pair of them differs, the group is compared as a whole: the same ops
-// with the same values, in whichever worker and order, is no divergence.
+// tasks in identical runs. The DataLoader workers of one epoch load batches in turn, so with
+// another number of workers (2 in A, 3 in B) worker k loads other batches, though the main
+// process receives the same ones in the same order. Sibling processes (the same parent, no
+// rank; DataLoader workers also of the same worker count) that run at the same time form a
+// group, and so do the threads of a process other than its main one; where a pair of them
+// differs, the group is compared as a whole: the same ops with the same values, in whichever
+// worker and order, is no divergence.
 
 // One stream of ops work may be handed to: a thread of a process.
 struct Unit {
@@ -2859,11 +2863,46 @@ struct Unit {
   uint32_t thread = 0;
 };
 
-// The parent pid of process `p`, for a process a pool could have started; "" otherwise.
+// N of a DataLoader worker's "ID/N" (meta `worker`), "" for another process.
+std::string worker_count(const Reader& r) {
+  const std::string worker = r.meta("worker");
+  const size_t slash = worker.find('/');
+  return slash == std::string::npos ? "" : worker.substr(slash + 1);
+}
+
+// The parent pid of process `p` (with the worker count, for a DataLoader worker), for a
+// process a pool could have started; "" otherwise.
 std::string pool_key(const tracer::Run& run, size_t p) {
   const Reader& r = *run.processes[p];
-  if (!r.meta("worker").empty() || !r.meta("rank").empty()) return "";
-  return r.meta("ppid");
+  if (!r.meta("rank").empty()) return "";
+  if (r.meta("worker").empty()) return r.meta("ppid");
+  return r.meta("ppid") + " workers of " + worker_count(r);
+}
+
+bool dataloader_workers(const tracer::Run& run, size_t p) {
+  return !run.processes[p]->meta("worker").empty();
+}
+
+// From start to end (CLOCK_MONOTONIC), unbounded where not recorded.
+std::pair<int64_t, int64_t> lifetime(const tracer::Run& run, size_t p) {
+  const Reader& r = *run.processes[p];
+  const std::string start = r.meta("start_time_ns"), end = r.meta("end_time_ns");
+  return {start.empty() ? std::numeric_limits<int64_t>::min() : std::strtoll(start.c_str(), nullptr, 10),
+          end.empty() ? std::numeric_limits<int64_t>::max() : std::strtoll(end.c_str(), nullptr, 10)};
+}
+
+// Whether processes `p` and `q` of `run` are workers of one pool: siblings of one kind that
+// ran at the same time (siblings that ran one after the other, as a shell script's train, then
+// resume, are phases, compared process by process). The DataLoader workers of one parent and
+// worker count are one set over the whole run: they start anew each epoch, or once for all
+// epochs (persistent_workers), which a run may do otherwise than the other.
+bool same_pool(const tracer::Run& run, size_t p, size_t q) {
+  const std::string key = pool_key(run, p);
+  if (key.empty() || key != pool_key(run, q)) return false;
+  if (dataloader_workers(run, p)) return true;
+  const auto [start, end] = lifetime(run, p);
+  const auto [q_start, q_end] = lifetime(run, q);
+  return start < q_end && q_start < end;
 }
 
 // For each process index below `processes`: its group's id (the group's first index), where two
@@ -2875,25 +2914,15 @@ std::vector<int> pool_groups(const tracer::Run& a, const tracer::Run& b, size_t 
   std::function<int(int)> root = [&](int x) { return parent[x] == x ? x : parent[x] = root(parent[x]); };
   std::vector<bool> eligible(processes);
   for (size_t p = 0; p < processes; ++p)
-    eligible[p] = !pool_key(a, p).empty() && !pool_key(b, p).empty();
-  // Workers of a pool run at the same time; siblings that ran one after the other (a shell
-  // script's train, then resume) are phases, compared process by process.
-  auto lifetime = [](const tracer::Run& run, size_t p) {
-    const Reader& r = *run.processes[p];
-    const std::string start = r.meta("start_time_ns"), end = r.meta("end_time_ns");
-    return std::make_pair(
-        start.empty() ? std::numeric_limits<int64_t>::min() : std::strtoll(start.c_str(), nullptr, 10),
-        end.empty() ? std::numeric_limits<int64_t>::max() : std::strtoll(end.c_str(), nullptr, 10));
-  };
+    eligible[p] = !pool_key(a, p).empty() && !pool_key(b, p).empty() &&
+                  dataloader_workers(a, p) == dataloader_workers(b, p);
   for (const tracer::Run* run : {&a, &b}) {
     std::map<std::string, std::vector<int>> siblings;
     for (size_t p = 0; p < processes; ++p) {
       if (!eligible[p]) continue;
       std::vector<int>& earlier = siblings[pool_key(*run, p)];
-      const auto [start, end] = lifetime(*run, p);
       for (int q : earlier) {
-        const auto [q_start, q_end] = lifetime(*run, static_cast<size_t>(q));
-        if (start >= q_end || q_start >= end) continue;  // one ended before the other began
+        if (!same_pool(*run, p, static_cast<size_t>(q))) continue;
         const int x = root(q), y = root(static_cast<int>(p));
         parent[std::max(x, y)] = std::min(x, y);
       }
@@ -2904,29 +2933,71 @@ std::vector<int> pool_groups(const tracer::Run& a, const tracer::Run& b, size_t 
   std::map<int, int> members;
   for (size_t p = 0; p < processes; ++p)
     if (eligible[p]) ++members[root(static_cast<int>(p))];
-  for (size_t p = 0; p < processes; ++p)
-    if (eligible[p] && members[root(static_cast<int>(p))] >= 2) group[p] = root(static_cast<int>(p));
+  for (size_t p = 0; p < processes; ++p) {
+    // A pair of DataLoader workers alone is a group too where the worker counts differ.
+    const bool split_otherwise = eligible[p] && dataloader_workers(a, p) &&
+                                 worker_count(*a.processes[p]) != worker_count(*b.processes[p]);
+    if (eligible[p] && (members[root(static_cast<int>(p))] >= 2 || split_otherwise))
+      group[p] = root(static_cast<int>(p));
+  }
   return group;
 }
 
 // Every thread of the processes of `run` in group `g` of `groups`, and of its processes past
-// the other run's count that are siblings of one of them (a pool with more workers).
+// the other run's count in the same pool as one of them (a pool with more workers).
 std::vector<Unit> pool_units(const tracer::Run& run, const std::vector<int>& groups, int g,
                              std::string* pids) {
   std::vector<Unit> units;
-  std::set<std::string> keys;
+  std::vector<size_t> members;
   auto add = [&](size_t q) {
     *pids += (pids->empty() ? "" : ", ") + run.processes[q]->meta("pid");
     for (const tracer::ThreadRecord& t : run.processes[q]->threads()) units.push_back({q, t.id});
   };
   for (size_t q = 0; q < groups.size(); ++q) {
     if (groups[q] != g) continue;
-    keys.insert(pool_key(run, q));
+    members.push_back(q);
     add(q);
   }
   for (size_t q = groups.size(); q < run.processes.size(); ++q)
-    if (keys.count(pool_key(run, q))) add(q);
+    if (std::any_of(members.begin(), members.end(), [&](size_t m) { return same_pool(run, m, q); }))
+      add(q);
   return units;
+}
+
+// Who group `g` is, in a note: "the DataLoader workers (A: 2 worker(s), pids 11, 12; B: 3,
+// pids 21, 22, 23)".
+std::string pool_who(const tracer::Run& a, const std::vector<int>& groups, int g,
+                     const std::string& pids_a, const std::string& pids_b) {
+  size_t first = 0;
+  while (first < groups.size() && groups[first] != g) ++first;
+  if (first == groups.size() || !dataloader_workers(a, first))
+    return "the processes started by one parent (a multiprocessing Pool or the like; pids A: " +
+           pids_a + "; B: " + pids_b + ")";
+  auto count = [](const std::string& pids) {
+    return std::to_string(std::count(pids.begin(), pids.end(), ',') + 1);
+  };
+  return "the DataLoader worker processes (A: " + count(pids_a) + ", pids " + pids_a + "; B: " +
+         count(pids_b) + ", pids " + pids_b + ")";
+}
+
+// "; num_workers is 2 in A and 3 in B" for DataLoader workers of group `g` whose worker counts
+// differ ("" if they are the same), and where their ops differ (`differ`), why that matters:
+// batches go to the workers in turn, and each worker draws random numbers from its own
+// generator.
+std::string pool_worker_counts(const tracer::Run& a, const tracer::Run& b,
+                               const std::vector<int>& groups, int g, bool differ) {
+  for (size_t p = 0; p < groups.size(); ++p) {
+    if (groups[p] != g || !dataloader_workers(a, p)) continue;
+    const std::string na = worker_count(*a.processes[p]), nb = worker_count(*b.processes[p]);
+    if (na == nb) return "";
+    return "; num_workers is " + na + " in A and " + nb + " in B" +
+           (differ ? std::string(": batches go to the workers in turn, and each worker draws "
+                                 "random numbers from its own generator (seeded base_seed + "
+                                 "worker id), so a random op in the dataset (an augmentation) "
+                                 "gets other numbers for most batches")
+                   : std::string());
+  }
+  return "";
 }
 
 // The threads of process `p` other than its main one (whose OS thread id is the pid).
@@ -2954,6 +3025,44 @@ void for_each_op(const tracer::Run& run, const Unit& unit, Fn fn) {
   }
 }
 
+// Calls `fn(unit, op, strings)` for every op of `units`, all merged in the order they started
+// (by clock; each unit's own ops in their order); stops when it returns false.
+template <typename Fn>
+void for_each_op_by_start(const tracer::Run& run, const std::vector<Unit>& units, Fn fn) {
+  struct Stream {
+    const Unit* unit;
+    std::unique_ptr<Strings> strings;
+    std::unique_ptr<OpCursor> cursor;
+    int64_t i, end;
+  };
+  std::vector<Stream> streams;
+  for (const Unit& u : units) {
+    const Reader& r = *run.processes[u.process];
+    const TidxRange range = thread_tidx_range(r, u.thread);
+    auto strings = std::make_unique<Strings>(r);
+    auto cursor = std::make_unique<OpCursor>(r, *strings, u.thread, range.end, range.begin);
+    streams.push_back({&u, std::move(strings), std::move(cursor), range.begin, range.end});
+  }
+  using Head = std::pair<int64_t, size_t>;  // (start_ns, stream)
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  auto push = [&](size_t k) {
+    Stream& st = streams[k];
+    if (st.i >= st.end) return;
+    if (const OpRecord* op = st.cursor->at(st.i)) heads.emplace(op->start_ns, k);
+  };
+  for (size_t k = 0; k < streams.size(); ++k) push(k);
+  while (!heads.empty()) {
+    const size_t k = heads.top().second;
+    heads.pop();
+    Stream& st = streams[k];
+    const OpRecord* op = st.cursor->at(st.i);
+    if (!fn(*st.unit, *op, *st.strings)) return;
+    st.cursor->release_before(st.i);
+    ++st.i;
+    push(k);
+  }
+}
+
 // Where one op of a group is.
 struct PoolOp {
   size_t process = 0;
@@ -2962,11 +3071,6 @@ struct PoolOp {
   int64_t start_ns = 0;
   uint64_t signature = 0;
   int64_t seq = 0;
-  // Started before `other`: by seq within a process (its start order), else by clock.
-  bool before(const PoolOp& other) const {
-    if (other.tidx < 0) return true;
-    return process == other.process ? seq < other.seq : start_ns < other.start_ns;
-  }
 };
 
 struct PoolVerdict {
@@ -2979,6 +3083,12 @@ struct PoolVerdict {
   // Op contents A runs more often than B (> 0) or less (< 0), where same == 0.
   std::unordered_map<uint64_t, int64_t> surplus;
 };
+
+// How many times `key` is in sorted `keys`.
+int64_t count_of(const std::vector<uint64_t>& keys, uint64_t key) {
+  const auto [lo, hi] = std::equal_range(keys.begin(), keys.end(), key);
+  return hi - lo;
+}
 
 // Compares the ops of units `ua` of run `a` and `ub` of run `b` as two multisets of contents.
 PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, const tracer::Run& b,
@@ -3010,22 +3120,34 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   std::unordered_map<uint64_t, int64_t>& surplus = v.surplus;
   for (uint64_t k : keys[0]) ++surplus[k];
   for (uint64_t k : keys[1]) --surplus[k];
+  // Of ops run n times in A and m < n times in B, the first m in A's order of starting have
+  // their counterpart and the later ones are the difference (the same worker seeded alike at
+  // each epoch repeats its random numbers: the repeat is what differs, not the first), and
+  // the reverse in B. `matched` counts the first ones, met in order.
+  std::unordered_map<uint64_t, int64_t> quota, matched;
+  for (auto [k, more] : surplus)
+    if (more != 0) quota[k] = more > 0 ? count_of(keys[1], k) : count_of(keys[0], k);
   for (int side = 0; side < 2; ++side) {
-    for (const Unit& u : side == 0 ? ua : ub) {
-      for_each_op(side == 0 ? a : b, u, [&](const OpRecord& op, Strings& strings) {
-        const int64_t more = surplus[op_content(op, strings)];
-        if (side == 0 ? more <= 0 : more >= 0) return true;
-        const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
-        if (side == 0) {
-          if (here.before(v.a)) v.a = here;
-          return true;
-        }
-        // B's side, after A's: `a` is known, so its counterpart is found in the same pass.
-        if (here.before(v.b_any)) v.b_any = here;
-        if (here.signature == v.a.signature && here.before(v.b)) v.b = here;
-        return true;
-      });
-    }
+    for_each_op_by_start(side == 0 ? a : b, side == 0 ? ua : ub,
+                         [&](const Unit& u, const OpRecord& op, Strings& strings) {
+      const uint64_t k = op_content(op, strings);
+      const int64_t more = surplus[k];
+      if (side == 0 ? more <= 0 : more >= 0) return true;
+      if (matched[k]++ < quota[k]) return true;
+      const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
+      if (side == 0) {
+        v.a = here;  // the earliest: A's pass ends here
+        return false;
+      }
+      // B's side, after A's: `a` is known, so its counterpart is found in the same pass.
+      if (v.b_any.tidx < 0) v.b_any = here;
+      if (here.signature == v.a.signature) {
+        v.b = here;
+        return false;
+      }
+      return true;
+    });
+    matched.clear();
   }
   if (v.b.tidx < 0) v.b = v.b_any;
   return v;
@@ -3723,21 +3845,55 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       index_b = v.b.process;
       const Reader& xa = *a.processes[index_a];
       const Reader& xb = *b.processes[index_b];
-      // Ops only B runs just before B's counterpart, in its thread: start there, so that the
-      // alignment names them as inserted.
-      int64_t jb = v.b.tidx;
+      int64_t ia = v.a.tidx, jb = v.b.tidx;
       bool structure = v.a.signature != v.b.signature;
-      if (v.b_any.tidx >= 0 && v.b_any.process == v.b.process && v.b_any.thread == v.b.thread &&
-          v.b_any.tidx < v.b.tidx) {
+      // The set's first difference may follow from ops just before it whose values the other
+      // run also has, elsewhere (the same random draw, taken by another worker for another
+      // item): where the ops before A's and B's are of the same kinds, op for op, back to one
+      // with the same values in both (the item, loaded alike), the ops compared start after
+      // that one.
+      int64_t back = -1;
+      if (!structure) {
+        constexpr int64_t kBack = 256;
+        Strings sa(xa), sb(xb);
+        const int64_t from_a = thread_tidx_range(xa, v.a.thread).begin;
+        const int64_t from_b = thread_tidx_range(xb, v.b.thread).begin;
+        for (int64_t k = 1; k <= kBack && ia - k >= from_a && jb - k >= from_b; ++k) {
+          const auto oa = xa.op_at(v.a.thread, ia - k);
+          const auto ob = xb.op_at(v.b.thread, jb - k);
+          if (!oa || !ob || op_signature(*oa, sa) != op_signature(*ob, sb)) break;
+          if (op_content(*oa, sa) == op_content(*ob, sb)) {
+            back = k - 1;
+            break;
+          }
+        }
+      }
+      if (back > 0) {
+        ia -= back;
+        jb -= back;
+      } else if (v.b_any.tidx >= 0 && v.b_any.process == v.b.process &&
+                 v.b_any.thread == v.b.thread && v.b_any.tidx < v.b.tidx) {
+        // Ops only B runs just before B's counterpart, in its thread: start there, so that
+        // the alignment names them as inserted.
         jb = v.b_any.tidx;
         structure = true;
       }
       best = std::make_unique<Pair>(
-          xa, v.a.thread, TidxRange{v.a.tidx, thread_tidx_range(xa, v.a.thread).end}, xb,
+          xa, v.a.thread, TidxRange{ia, thread_tidx_range(xa, v.a.thread).end}, xb,
           v.b.thread, TidxRange{jb, thread_tidx_range(xb, v.b.thread).end});
-      best_at = structure ? Located{Located::kStructure, v.a.tidx, jb}
-                          : innermost_pair(*best, v.a.tidx, jb, stats);
-      const OpRecord* o = best->a.cursor.at(v.a.tidx);
+      // The first op of the stretch whose values differ (the ops are of the same kinds, op for
+      // op, up to A's set difference).
+      for (int64_t k = 0; k < back; ++k) {
+        const OpRecord* oa = best->a.cursor.at(ia + k);
+        const OpRecord* ob = best->b.cursor.at(jb + k);
+        if (oa && ob && op_content(*oa, best->a.strings) != op_content(*ob, best->b.strings)) {
+          ia += k;
+          jb += k;
+          break;
+        }
+      }
+      best_at = structure ? Located{Located::kStructure, ia, jb} : innermost_pair(*best, ia, jb, stats);
+      const OpRecord* o = best->a.cursor.at(ia);
       best_key = o ? key_of(*o) : first_key;
       best_end = End{};
       only_a.clear();
@@ -3755,11 +3911,15 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       };
       return in_surplus(best->a, best_at.i, +1) || in_surplus(best->b, best_at.j, -1);
     };
-    auto same_set = [](size_t ops) {
-      return " took their tasks in another order in A than in B; compared as one set, they ran "
-             "the same " + std::to_string(ops) + " ops with the same values";
+    const bool workers = dataloader_workers(a, p);
+    auto same_set = [workers](size_t ops) {
+      return std::string(workers ? " loaded other batches each in A than in B"
+                                 : " took their tasks in another order in A than in B") +
+             "; compared as one set, they ran the same " + std::to_string(ops) +
+             " ops with the same values";
     };
-    const std::string tasks = " may take their tasks in any order: ";
+    const std::string tasks = workers ? " load other batches each in A than in B: "
+                                      : " may take their tasks in any order: ";
     const std::string as_set = "compared as one set, their ops differ; the first op of A's that "
                                "B's did not run with the same values is compared with B's first "
                                "such op of the same kind, wherever each ran";
@@ -3775,12 +3935,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         auto units_b = pool_units(b, pool, pool[p], &pids_b);
         found = pool_verdicts.emplace(pool[p], compare_sets(a, units_a, b, units_b)).first;
         const PoolVerdict& v = found->second;
-        const std::string who = "the processes started by one parent (a multiprocessing Pool or "
-                                "the like; pids A: " + pids_a + "; B: " + pids_b + ")";
+        const std::string who = pool_who(a, pool, pool[p], pids_a, pids_b);
         if (v.same == 1)
-          notes.push_back(who + same_set(v.ops));
+          notes.push_back(who + same_set(v.ops) + pool_worker_counts(a, b, pool, pool[p], false));
         else if (v.same == 0)
-          notes.push_back(who + tasks + as_set);
+          notes.push_back(who + tasks + as_set + pool_worker_counts(a, b, pool, pool[p], true));
         else
           notes.push_back(who + tasks + "they hold too many ops to compare as one set and are "
                           "compared in start order, process by process");
@@ -3881,6 +4040,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   }
   if (result["first_divergence"].is_object() && !others.empty())
     result["first_divergence"]["other_processes"] = std::move(others);
+  // The group of workers an unpaired process `x` of `run` belongs with (a pool with more
+  // workers in one run, a DataLoader with more workers per epoch), or -1.
+  auto extra_pool = [&](const tracer::Run& run, size_t x) {
+    for (size_t g = 0; g < processes; ++g)
+      if (pool[g] >= 0 && same_pool(run, g, x)) return pool[g];
+    return -1;
+  };
   // Processes of one run only that hold no op (an mp.spawn parent, a launcher that imported
   // torch): nothing to compare, said once.
   size_t extra_at = processes;
@@ -3900,21 +4066,28 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const Reader& extra = in_a ? *a.processes[extra_at] : *b.processes[extra_at];
     const tracer::Run& fewer = in_a ? b : a;
     const tracer::Run& more = in_a ? a : b;
-    // A pool with more workers in one run: the extra one is no divergence when the group,
-    // compared as one set, ran the same ops.
+    // A pool with more workers in one run (or a DataLoader with more workers per epoch): the
+    // extra processes are no divergence when each one's group, compared as one set, ran the
+    // same ops.
     int same_pool = -1;
-    const std::string extra_key = pool_key(more, extra_at);
-    for (size_t g = 0; g < processes && same_pool < 0 && !extra_key.empty(); ++g) {
-      if (pool[g] < 0 || pool_key(more, g) != extra_key) continue;
-      std::string pids_a, pids_b;
-      auto units_a = pool_units(a, pool, pool[g], &pids_a);
-      auto units_b = pool_units(b, pool, pool[g], &pids_b);
-      same_pool = compare_sets(a, units_a, b, units_b).same;
-      if (same_pool == 1)
-        notes.push_back("the processes started by one parent (a multiprocessing Pool or the "
-                        "like; pids A: " + pids_a + "; B: " + pids_b + ") are more in " +
-                        (in_a ? "A" : "B") + "; compared as one set, they ran the same ops "
-                        "with the same values");
+    for (size_t x = extra_at; x < more.processes.size() && same_pool != 0; ++x) {
+      const int g = extra_pool(more, x);
+      if (g < 0) {
+        same_pool = 0;
+        break;
+      }
+      auto found = pool_verdicts.find(g);
+      if (found == pool_verdicts.end()) {
+        std::string pids_a, pids_b;
+        auto units_a = pool_units(a, pool, g, &pids_a);
+        auto units_b = pool_units(b, pool, g, &pids_b);
+        found = pool_verdicts.emplace(g, compare_sets(a, units_a, b, units_b)).first;
+        if (found->second.same == 1)
+          notes.push_back(pool_who(a, pool, g, pids_a, pids_b) + " are more in " +
+                          (in_a ? "A" : "B") + "; compared as one set, they ran the same ops "
+                          "with the same values" + pool_worker_counts(a, b, pool, g, false));
+      }
+      same_pool = found->second.same == 1 ? 1 : 0;
     }
     if (same_pool == 1) {
       // identical: noted above
@@ -4209,7 +4382,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const bool more_a = a.processes.size() > b.processes.size();
     const tracer::Run& more = more_a ? a : b;
     std::string left;
-    for (size_t p = extra_at; p < more.processes.size() && p < extra_at + 3; ++p) {
+    size_t listed = 0, unlisted = 0;
+    for (size_t p = extra_at; p < more.processes.size(); ++p) {
+      // Compared in its group, as one set.
+      const int g = extra_pool(more, p);
+      if (g >= 0 && pool_verdicts.count(g)) continue;
+      if (listed == 3) {
+        ++unlisted;
+        continue;
+      }
+      ++listed;
       const Reader& r = *more.processes[p];
       std::string command;
       const json argv = json::parse(r.meta("cmdline"), nullptr, false);
@@ -4222,13 +4404,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       left += (left.empty() ? "" : "; ") + std::string("process ") + std::to_string(p) + " (pid " +
               r.meta("pid") + (command.empty() ? "" : ": " + command) + ")";
     }
-    if (more.processes.size() > extra_at + 3)
-      left += "; " + std::to_string(more.processes.size() - extra_at - 3) + " more";
-    notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +
-                    std::to_string(b.processes.size()) + ": " + std::to_string(processes) +
-                    " pair(s) compared (by rank, then by depth in the process tree and start "
-                    "order); not compared, " + (more_a ? "A" : "B") + "'s " + left +
-                    " (compare one database with another to pick the pair)");
+    if (unlisted > 0) left += "; " + std::to_string(unlisted) + " more";
+    if (!left.empty())
+      notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +
+                      std::to_string(b.processes.size()) + ": " + std::to_string(processes) +
+                      " pair(s) compared (by rank, depth in the process tree, DataLoader worker "
+                      "id and start order); not compared, " + (more_a ? "A" : "B") + "'s " + left +
+                      " (compare one database with another to pick the pair)");
   }
   {
     // The same recording named twice (a typo in a script's second path): identical, as it

@@ -2701,6 +2701,56 @@ TEST_CASE("ranks pair by rank when one run has an extra process without ops (a l
   CHECK(rc->processes[0]->meta("pid") == "10");
 }
 
+TEST_CASE("DataLoader workers pair by worker id and epoch, whichever run ran more epochs") {
+  // A main process and a DataLoader whose two workers start anew each epoch: A runs 2 epochs,
+  // B 3. Worker 1 of A's epoch 1 must pair with worker 1 of B's epoch 1 (by canonical order,
+  // worker id then start, B's epoch-2 worker 0 sits where A's epoch-0 worker 1 does).
+  auto worker = [](const std::string& pid, const char* id, int64_t clock, uint64_t base) {
+    Process p{pid, "100", id, clock, [base](Recorder& rec) {
+                using T = Recorder::T;
+                for (int k = 0; k < 4; ++k)
+                  rec.op("aten::normal_", {T{base + k}}, {T{base + 50 + k}}, {}, 0, 0, kNoSeq, 9);
+              }};
+    p.meta = {{"end_time_ns", std::to_string(clock + 500)}};
+    return p;
+  };
+  auto main_process = [](int epochs) {
+    return Process{"100", "1", "", 1000, [epochs](Recorder& rec) {
+                     using T = Recorder::T;
+                     for (int k = 0; k < 4 * epochs; ++k)
+                       rec.op("aten::linear", {T{uint64_t(10 + k)}}, {T{uint64_t(20 + k)}}, {}, 0, 0,
+                              kNoSeq, 30);
+                   }};
+  };
+  const std::string a = write_processes({main_process(2), worker("101", "0/2", 2000, 100),
+                                         worker("102", "1/2", 2100, 200),
+                                         worker("103", "0/2", 3000, 300),
+                                         worker("104", "1/2", 3100, 400)});
+  const std::string b = write_processes({main_process(3), worker("201", "0/2", 2000, 100),
+                                         worker("202", "1/2", 2100, 200),
+                                         worker("203", "0/2", 3000, 300),
+                                         worker("204", "1/2", 3100, 400),
+                                         worker("205", "0/2", 4000, 500),
+                                         worker("206", "1/2", 4100, 600)});
+  auto ra = tdbg::tracer::Run::Open(a);
+  auto rb = tdbg::tracer::Run::Open(b);
+  REQUIRE((ra.ok() && rb.ok()));
+  tdbg::tracer::PairProcesses(*ra, *rb);
+  REQUIRE(rb->processes.size() == 7);
+  for (size_t p = 1; p < 5; ++p) {
+    const int64_t pa = std::stoll(ra->processes[p]->meta("pid")), pb = std::stoll(rb->processes[p]->meta("pid"));
+    CHECK(pb - pa == 100);  // the same worker of the same epoch
+  }
+  // The first divergence: B's main process goes on into a third epoch. B's workers of the
+  // third epoch are compared with the others, as one set.
+  auto result = tdbg::diff::compare_runs(*ra, *rb, {});
+  REQUIRE(result.ok());
+  json d = first(*result);
+  CHECK(d["process"] == 0);
+  CHECK(d["kind"] == "structure");
+  CHECK(d["b"]["tidx"] == 8);
+}
+
 TEST_CASE("of ranks that ended early, the one that ended first is named, not the one it took down") {
   // Rank 1 raises (exit status 1); mp.spawn then terminates rank 0 (SIGTERM) later, although
   // rank 0 stopped at an earlier op of A's clock.
