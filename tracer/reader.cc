@@ -497,10 +497,18 @@ class ReaderImpl final : public Reader {
       return std::tie(a.thread, a.first_tidx) < std::tie(b.thread, b.first_tidx);
     });
     for (size_t i = 1; i < rows.size(); ++i) {
-      if (rows[i].thread == rows[i - 1].thread && rows[i].first_tidx <= rows[i - 1].last_tidx)
+      if (rows[i].thread != rows[i - 1].thread) continue;
+      if (rows[i].first_tidx <= rows[i - 1].last_tidx)
         return Status::Error(path_ + ": corrupt database (op blocks of thread " +
                              std::to_string(rows[i].thread) + " overlap at op " +
                              std::to_string(rows[i].first_tidx) + ")");
+      // A thread's blocks follow each other (a ring drops the oldest ones, never others): rows
+      // missing from the table (a lost b-tree page, a `.recover`ed copy) leave a hole.
+      if (rows[i].first_tidx != rows[i - 1].last_tidx + 1)
+        return Status::Error(path_ + ": corrupt database (ops " +
+                             std::to_string(rows[i - 1].last_tidx + 1) + "-" +
+                             std::to_string(rows[i].first_tidx - 1) + " of thread " +
+                             std::to_string(rows[i].thread) + " are missing: no op block holds them)");
     }
     auto index_matches = [&](const char* index, const char* key, int64_t Row::*field) -> Status {
       std::vector<std::tuple<int64_t, int64_t, int64_t>> want, got;
