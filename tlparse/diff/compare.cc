@@ -1322,15 +1322,23 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     return "layout";
   }
   if (c.arg >= 0) {
-    bool inputs_compared = false, has_inputs = false;
-    for (const TensorRecord& t : a.tensors) {
+    // Identical only where both runs hashed them (a run recorded with --hash none holds no
+    // values to compare).
+    bool inputs_compared = false, has_inputs = false, hashed_a = false, hashed_b = false;
+    for (size_t k = 0; k < a.tensors.size(); ++k) {
+      const TensorRecord& t = a.tensors[k];
       if (t.role != TensorRole::kInput) continue;
       has_inputs = true;
-      inputs_compared = inputs_compared || tensor_comparable(t);
+      const bool in_a = tensor_comparable(t);
+      const bool in_b = k < b.tensors.size() && tensor_comparable(b.tensors[k]);
+      hashed_a = hashed_a || in_a;
+      hashed_b = hashed_b || in_b;
+      inputs_compared = inputs_compared || (in_a && in_b);
     }
     *detail = !has_inputs || inputs_compared
                   ? "a non-tensor argument differs; tensor inputs are identical"
-                  : "a non-tensor argument differs; tensor inputs were not hashed";
+                  : std::string("a non-tensor argument differs; tensor inputs were not hashed") +
+                        (hashed_a ? " in B" : hashed_b ? " in A" : "");
     return "arguments";
   }
   if (c.rng) {
@@ -2806,8 +2814,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   if (out.contains("moved_ops_differ")) out["growth"]["moved_ops_differ"] = out["moved_ops_differ"];
   // `(a + b) + c` against `a + (b + c)`: the first pair takes other operands, and every output
   // after it agrees up to rounding. Said, so the first difference's figures do not read as
-  // results that moved.
-  if (const double later = growth.later_rounding_level(); complete && later > 0) {
+  // results that moved; not where the first difference is an argument or a seed (however
+  // small its effect, it is no other order of the same computation), nor where the runs hold
+  // an --ops selection, whose few outputs say nothing of the rest.
+  const std::string cause = out.value("cause", std::string());
+  const bool of_order = cause != "arguments" && cause != "rng";
+  const bool selected = !p.a.reader->meta("ops").empty() || !p.b.reader->meta("ops").empty();
+  if (const double later = growth.later_rounding_level(); complete && later > 0 && of_order && !selected) {
     out["later_rounding_level"] = later;
     if (growth.later_infinities()) out["later_rounding_level_infinities"] = true;
   }

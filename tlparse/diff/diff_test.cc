@@ -1184,23 +1184,26 @@ TEST_CASE("a sum regrouped pairs the outer sums, whose outputs agree, not outer 
   CHECK(v["tensor"]["role"] == "output");
 }
 
-TEST_CASE("a first difference after which every output differs at rounding level says so") {
+// `(a + b) + c` against `a + (b + c)`, same op sequence: the first add takes other operands
+// (a real difference), the second makes the same sum up to rounding (B's sums times `tail`),
+// and so on after.
+std::function<void(Recorder&)> regrouped_sums(bool regrouped, double tail) {
   using T = Recorder::T;
-  // `(a + b) + c` against `a + (b + c)`, same op sequence: the first add takes other operands
-  // (a real difference), the second makes the same sum up to rounding, and so on after.
   auto out = [](uint64_t hash, double sum) {
     T t{hash};
     t.sum = sum;
     return t;
   };
-  auto run = [&](bool regrouped, double tail) {
-    return write_ops([&](Recorder& r) {
-      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
-      r.op("aten::add", {T{11}, T{regrouped ? 13u : 12u}}, {out(regrouped ? 21 : 20, regrouped ? 2.5 : 3.0)}, {}, 0, 0, kNoSeq, 6);
-      r.op("aten::add", {T{regrouped ? 21u : 20u}, T{14}}, {out(regrouped ? 23 : 22, 3.6 * tail)}, {}, 0, 0, kNoSeq, 6);
-      r.op("aten::relu", {T{regrouped ? 23u : 22u}}, {out(regrouped ? 25 : 24, 3.6 * tail)}, {}, 0, 0, kNoSeq, 7);
-    });
+  return [=](Recorder& r) {
+    r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+    r.op("aten::add", {T{11}, T{regrouped ? 13u : 12u}}, {out(regrouped ? 21 : 20, regrouped ? 2.5 : 3.0)}, {}, 0, 0, kNoSeq, 6);
+    r.op("aten::add", {T{regrouped ? 21u : 20u}, T{14}}, {out(regrouped ? 23 : 22, 3.6 * tail)}, {}, 0, 0, kNoSeq, 6);
+    r.op("aten::relu", {T{regrouped ? 23u : 22u}}, {out(regrouped ? 25 : 24, 3.6 * tail)}, {}, 0, 0, kNoSeq, 7);
   };
+}
+
+TEST_CASE("a first difference after which every output differs at rounding level says so") {
+  auto run = [&](bool regrouped, double tail) { return write_ops(regrouped_sums(regrouped, tail)); };
   json r = compare(run(false, 1.0), run(true, 1.0000001));
   json d = first(r);
   REQUIRE(d["later_rounding_level"].is_number());
@@ -2751,6 +2754,18 @@ TEST_CASE("DataLoader workers pair by worker id and epoch, whichever run ran mor
   CHECK(d["b"]["tidx"] == 8);
 }
 
+TEST_CASE("runs recorded with --ops are not said to differ only at rounding level") {
+  // Their few outputs (a loss, the updates) say nothing of the ops not recorded: a small data
+  // change reads as rounding there.
+  auto selected = [](bool regrouped, double tail) {
+    Process p{"1", "0", "", 1000, regrouped_sums(regrouped, tail)};
+    p.meta = {{"ops", "aten::(add|relu|neg)"}};
+    return write_processes({p});
+  };
+  json d = first(compare(selected(false, 1.0), selected(true, 1.0000001)));
+  CHECK_FALSE(d.contains("later_rounding_level"));
+}
+
 TEST_CASE("of ranks that ended early, the one that ended first is named, not the one it took down") {
   // Rank 1 raises (exit status 1); mp.spawn then terminates rank 0 (SIGTERM) later, although
   // rank 0 stopped at an earlier op of A's clock.
@@ -2859,6 +2874,26 @@ TEST_CASE("a collective that overwrites a differing tensor heals it, views of it
   CHECK(d["cause"] == "rng");
   REQUIRE(d["healed"].is_object());
   CHECK(d["healed"]["to_end"] == true);
+}
+
+TEST_CASE("an argument difference against a run without hashes does not vouch for the inputs") {
+  using T = Recorder::T;
+  // B recorded with --hash none: its inputs hold no values, so nothing says they are the same.
+  auto run = [](const char* alpha, TensorStatus status) {
+    return write_ops([=](Recorder& r) {
+      r.op("aten::add_", {T{10, kNoSeq, "32x8", status}, T{11, kNoSeq, "32x8", status}},
+           {T{12, kNoSeq, "32x8", status}}, {{"alpha", alpha}}, 0, 0, kNoSeq, 7);
+    });
+  };
+  const std::string hashed = run("0.1", TensorStatus::kHashed);
+  const std::string none = run("0.2", TensorStatus::kNotHashed);
+  json d = first(compare(hashed, none));
+  CHECK(d["cause"] == "arguments");
+  CHECK(d["detail"] == "a non-tensor argument differs; tensor inputs were not hashed in B");
+  CHECK(first(compare(none, hashed))["detail"] ==
+        "a non-tensor argument differs; tensor inputs were not hashed in A");
+  CHECK(first(compare(hashed, run("0.2", TensorStatus::kHashed)))["detail"] ==
+        "a non-tensor argument differs; tensor inputs are identical");
 }
 
 TEST_CASE("an argument that changed no value is not said to have been overwritten") {
