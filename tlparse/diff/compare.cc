@@ -3747,6 +3747,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   };
   const std::vector<int> pool = pool_groups(a, b, processes);
   std::map<int, PoolVerdict> pool_verdicts;
+  // B's op paired with A's op t of the first threads of the first processes is t + this
+  // (rings that kept other windows: `ring_offset`).
+  int64_t main_thread_offset = 0;
   json others = json::array(), first_brief;  // the other processes' divergences, in brief
   for (size_t p = 0; p < processes; ++p) {
     const Reader& ra = *a.processes[p];
@@ -3811,6 +3814,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
       if (range_a.begin != range_b.begin) {
         pair->b_offset = ring_offset(*pair);
+        if (p == 0 && k == 0) main_thread_offset = pair->b_offset;
         TDBG_RETURN_IF_ERROR(pair->status());
         const std::string from =
             pair->b_offset == 0
@@ -4022,6 +4026,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         (a_goes_on ? "B" : "A") + " stops at tidx " +
                         std::to_string(moved["from_tidx"].get<int64_t>()) + " where " +
                         (a_goes_on ? "A" : "B") + "'s goes on; " + moved["text"].get<std::string>());
+      }
+      {
+        // Compared from after the threads' first ops (a ring, a trimmed bundle): the runs may
+        // have differed before, unseen; likelier where this difference is in the first step
+        // held (an argument found at the ring's first update differed since an earlier step).
+        const int64_t held_from = std::max(best->a.begin, best->b.begin - best->b_offset);
+        const auto first_held = held_from > 0 ? da.op_at(best->a.thread, held_from) : std::nullopt;
+        const OpRecord* here = best->a.cursor.at(best_at.i);
+        if (first_held) {
+          d["compared_from"] = {{"tidx", held_from}, {"step", first_held->step},
+                                {"in_first_step", here != nullptr && here->step == first_held->step}};
+        }
       }
       if (moved.is_null()) {
         const bool b_ended = d.value("ended", "") == "B";
@@ -4242,17 +4258,17 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     std::vector<std::pair<int64_t, std::string>> ma, mb;
     if (!threads_a.empty() && !threads_b.empty()) {
       const uint32_t ta = threads_a.front().id, tb = threads_b.front().id;
-      const int64_t from =
-          std::max(thread_tidx_range(ra, ta).begin, thread_tidx_range(rb, tb).begin);
-      auto modules = [from](const Reader& r, uint32_t thread,
-                            std::vector<std::pair<int64_t, std::string>>* out) {
-        (void)r.scan_ops(thread, from, from + 4096, false, [&](const OpRecord& op) {
+      const int64_t from = std::max(thread_tidx_range(ra, ta).begin,
+                                    thread_tidx_range(rb, tb).begin - main_thread_offset);
+      auto modules = [](const Reader& r, uint32_t thread, int64_t first,
+                        std::vector<std::pair<int64_t, std::string>>* out) {
+        (void)r.scan_ops(thread, first, first + 4096, false, [&](const OpRecord& op) {
           out->emplace_back(op.seq, op.module ? r.string(op.module) : std::string());
           return true;
         });
       };
-      modules(ra, ta, &ma);
-      modules(rb, tb, &mb);
+      modules(ra, ta, from, &ma);
+      modules(rb, tb, from + main_thread_offset, &mb);
     }
     for (size_t k = 0; k < ma.size() && k < mb.size(); ++k) {
       if (ma[k].second == mb[k].second) continue;

@@ -2964,6 +2964,41 @@ TEST_CASE("identical runs whose module paths differ get a note") {
   json rr = compare(ring(true), ring(false));
   REQUIRE(rr["status"] == "identical");
   for (const json& n : rr["notes"]) CHECK(n.get<std::string>().find("module paths differ") == std::string::npos);
+  // Two rings, B's 4 ops later (it ran 4 more before them): the paths compared are those of
+  // the ops the rings pair, not those at the same index.
+  auto shifted = [](int64_t dropped) {
+    return write_ops([=](Recorder& r) {
+      r.skip(dropped);
+      r.root_module = "M.l";
+      for (int k = 0; k < 10; ++k) r.op("aten::relu", {T{uint64_t(10 + k)}}, {T{uint64_t(11 + k)}}, {}, 0, 0, kNoSeq, 7);
+      r.root_module = "";
+      for (int k = 0; k < 30; ++k) r.op("aten::mul", {T{uint64_t(40 + k)}}, {T{uint64_t(41 + k)}}, {}, 0, 0, kNoSeq, 9);
+    });
+  };
+  json rs = compare(shifted(20), shifted(24));
+  REQUIRE(rs["status"] == "identical");
+  for (const json& n : rs["notes"]) CHECK(n.get<std::string>().find("module paths differ") == std::string::npos);
+}
+
+TEST_CASE("a difference found in a ring says the runs may have differed before it") {
+  using T = Recorder::T;
+  // A's ring holds ops 20 on; B holds them all. The argument of every op differs: the first
+  // A holds is where the diff finds it, though the runs differed from op 0.
+  auto run = [](int64_t dropped, const char* alpha) {
+    return write_ops([=](Recorder& r) {
+      r.skip(dropped);
+      for (int64_t k = dropped; k < 60; ++k)
+        r.op("aten::add", {T{uint64_t(10 + k)}}, {T{uint64_t(1000 + k)}}, {{"alpha", alpha}});
+    });
+  };
+  json r = compare(run(20, "1"), run(0, "2"));
+  json d = first(r);
+  REQUIRE(d["compared_from"].is_object());
+  CHECK(d["compared_from"]["tidx"] == 20);
+  CHECK(d["compared_from"]["in_first_step"] == true);
+  CHECK(tdbg::diff::format_divergence(r).find("compared: from A's op 20 of the thread (step 0) on") !=
+        std::string::npos);
+  CHECK_FALSE(first(compare(run(0, "1"), run(0, "2"))).contains("compared_from"));
 }
 
 TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {

@@ -457,11 +457,22 @@ std::string format_divergence(const json& result) {
   // B's process, where it is another one (a pool's workers compared as one set).
   const json& process_b = d.value("process_b", json());
   auto print_process = [&] {
-    if (!process.is_object()) return;
-    o << "  process:  " << (process_b.is_object() && str(process_b, "index") != str(process, "index")
-                                ? "A " + str(process, "text") + "\n            B " + str(process_b, "text")
-                                : str(process, "text"))
-      << "\n";
+    if (process.is_object())
+      o << "  process:  " << (process_b.is_object() && str(process_b, "index") != str(process, "index")
+                                  ? "A " + str(process, "text") + "\n            B " + str(process_b, "text")
+                                  : str(process, "text"))
+        << "\n";
+    // Compared from after the threads' first ops: said by the headline, not in a note below.
+    const json& from = d.value("compared_from", json());
+    if (from.is_object())
+      o << "  compared: from A's op " << str(from, "tidx") << " of the thread (step " << str(from, "step")
+        << ") on: a --ring or a trimmed bundle dropped the earlier ones, and the runs may have "
+        << "differed before"
+        << (from.value("in_first_step", false)
+                ? "; this difference is in the first step held, so they likely did: record "
+                  "again with a longer --ring, or with --steps from an earlier step"
+                : "")
+        << "\n";
   };
   if (str(d, "kind") == "value") {
     o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", " << where_in_run(a)
