@@ -300,14 +300,33 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> malformed;
 };
 
-// A --steps window or an --ops pattern that recorded nothing, said once after the run: steps
-// are counted from torch.optim optimizers' step(), and a loop that updates its weights by
-// hand (or a script shorter than the window) never reaches it; a pattern may match no op's
-// name. Silent where any process recorded an op.
+// Whether `run_dir` holds a run database (a process that loaded torch wrote one).
+bool any_database(const std::string& run_dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0) return true;
+  }
+  return false;
+}
+
+// Said once after the program: that nothing was recorded (no process loaded torch), or that a
+// --steps window or an --ops pattern recorded nothing (steps are counted from torch.optim
+// optimizers' step(), and a loop that updates its weights by hand, or a script shorter than
+// the window, never reaches it; a pattern may match no op's name). Silent where any process
+// recorded an op, and under --quiet.
 void warn_empty_selection(const interpose::Config& config, const std::string& run_dir) {
-  if ((config.steps.empty() && config.ops.empty()) || config.quiet) return;
+  if (config.quiet) return;
+  if (!any_database(run_dir)) {
+    std::fprintf(stderr,
+                 "tdbg record: no process of the program loaded torch: nothing was recorded in "
+                 "%s (tdbg records the processes that load libtorch)\n",
+                 run_dir.c_str());
+    return;
+  }
+  if (config.steps.empty() && config.ops.empty()) return;
   StatusOr<tracer::Run> run = tracer::Run::Open(run_dir);
-  if (!run.ok()) return;  // no database: no process loaded torch, nothing to say
+  if (!run.ok()) return;
   int64_t ops = 0;
   for (const auto& process : run->processes) ops += process->op_count();
   if (ops > 0) return;

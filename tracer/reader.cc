@@ -1177,9 +1177,14 @@ StatusOr<Run> Run::Open(const std::string& path) {
     }
   }
   ::closedir(dir);
-  if (files.empty())
+  if (files.empty()) {
+    struct stat manifest;
+    if (::stat((path + "/tdbg-run.json").c_str(), &manifest) == 0)
+      return Status::Error(path + ": no process of the recorded program loaded torch, so nothing "
+                                  "was recorded (tdbg-run.json names the program)");
     return Status::Error(path + ": no *.sqlite run database in this directory (a recorded program"
                                 " writes one per process that loads torch)");
+  }
   std::sort(files.begin(), files.end());
   for (const std::string& f : files) {
     auto reader = Reader::Open(f);

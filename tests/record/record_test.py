@@ -62,10 +62,16 @@ def torch_hook_here():
 
 def case_exit_status():
     run = fresh("exit_status")
-    result = record(run, ["/bin/sh", "-c", "exit 3"])
+    result = record(run, ["/bin/sh", "-c", "exit 3"], capture_output=True, text=True)
     check(result.returncode == 3, f"exit status {result.returncode}, want 3")
     check(databases(run) == [], f"a process without torch wrote {databases(run)}")
     check(os.path.exists(os.path.join(run, "tdbg-run.json")), "no tdbg-run.json in the run")
+    # Nothing recorded is said, after the program, and again by the tool that reads the run.
+    check("no process of the program loaded torch: nothing was recorded" in result.stderr,
+          f"record says nothing was recorded: {result.stderr!r}")
+    diff = subprocess.run([TDBG, "diff", run, run], capture_output=True, text=True)
+    check(diff.returncode == 2 and "no process of the recorded program loaded torch" in diff.stderr,
+          f"diff says why the run holds nothing (exit {diff.returncode}): {diff.stderr!r}")
     if not have_torch() or not HAVE_TORCH_HOOK:
         return
     # A torch process's database notes how it ended (meta exit_status, docs/schema.md).
@@ -143,7 +149,9 @@ def case_streams():
     # stdin to stdout untouched, and a known binary blob on stderr.
     argv = ["/bin/sh", "-c", "cat; printf 'err\\000\\377' >&2"]
     plain = subprocess.run(argv, input=payload, capture_output=True)
-    traced = record(run, argv, input=payload, capture_output=True)
+    # (--quiet: tdbg's own lines, such as "nothing was recorded", are not the program's.)
+    traced = subprocess.run([TDBG, "record", "--quiet", "-o", run, "--"] + argv, input=payload,
+                            capture_output=True)
     check(traced.returncode == plain.returncode == 0, f"status {traced.returncode}")
     check(traced.stdout == payload, "stdout differs from the input")
     check(traced.stderr == plain.stderr, f"stderr {traced.stderr!r} != {plain.stderr!r}")
