@@ -4006,6 +4006,15 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                {"op", o ? json(strings.text(o->name)) : json(nullptr)},
                {"seq", o ? json(o->seq) : json(nullptr)},
                {"step", o ? json(o->step) : json(nullptr)}};
+      // Everything before was the same in this process, so an argument that differs over the
+      // same inputs, or a generator state, did not come from another process (a collective
+      // brings tensors): a cause of its own (both ranks given another lr or seed).
+      const OpRecord* in_b = best->b.cursor.at(best_at.j);
+      if (best_at.kind != Located::kStructure && in_a && in_b) {
+        const OpComparison c = compare_ops(*in_a, best->a.strings, *in_b, best->b.strings);
+        if (c.rng) brief["own_cause"] = "rng";
+        else if (c.arg >= 0 && c.input < 0) brief["own_cause"] = "arguments";
+      }
     }
     if (best && !earlier) others.push_back(std::move(brief));
     if (best && earlier) {

@@ -2766,6 +2766,31 @@ TEST_CASE("runs recorded with --ops are not said to differ only at rounding leve
   CHECK_FALSE(d.contains("later_rounding_level"));
 }
 
+TEST_CASE("a later rank whose own argument or seed differs is not called a consequence") {
+  using T = Recorder::T;
+  // Both ranks given another lr (an argument of the update over the same inputs), or another
+  // seed (a random op's generator state): neither comes through a collective.
+  auto rank = [](const std::string& pid, const char* r, int64_t clock, const char* alpha, uint64_t rng) {
+    Process p{pid, "1", "", clock, [=](Recorder& rec) {
+                rec.op("aten::uniform_", {T{5}}, {T{rng == 0 ? 6u : 7u}}, {}, rng == 0 ? 1 : rng);
+                rec.op("aten::add_", {T{10}, T{11}}, {T{12}}, {{"alpha", alpha}}, 0, 0, kNoSeq, 7);
+              }};
+    p.meta = {{"rank", r}, {"end_time_ns", "5"}};
+    return p;
+  };
+  const std::string a = write_processes({rank("11", "0/2", 1000, "-0.1", 0), rank("12", "1/2", 1000, "-0.1", 0)});
+  const std::string lr = write_processes({rank("21", "0/2", 2000, "-0.2", 0), rank("22", "1/2", 1000, "-0.2", 0)});
+  json r = compare(a, lr);
+  json d = first(r);
+  REQUIRE(d["other_processes"].size() == 1);
+  CHECK(d["other_processes"][0]["own_cause"] == "arguments");
+  CHECK(tdbg::diff::format_divergence(r).find("a cause of its own: an argument differs") != std::string::npos);
+  const std::string seed = write_processes({rank("31", "0/2", 2000, "-0.1", 9), rank("32", "1/2", 1000, "-0.1", 8)});
+  d = first(compare(a, seed));
+  REQUIRE(d["other_processes"].size() == 1);
+  CHECK(d["other_processes"][0]["own_cause"] == "rng");
+}
+
 TEST_CASE("of ranks that ended early, the one that ended first is named, not the one it took down") {
   // Rank 1 raises (exit status 1); mp.spawn then terminates rank 0 (SIGTERM) later, although
   // rank 0 stopped at an earlier op of A's clock.

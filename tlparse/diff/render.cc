@@ -546,11 +546,19 @@ std::string format_divergence(const json& result) {
     o << "  also:     process " << str(x, "process")
       << (!worker.empty() ? " (DataLoader worker " + worker + ")" : rank.empty() ? "" : " (rank " + rank + ")")
       << " differs later, " << (str(x, "kind") == "structure" ? "structurally " : "")
-      << "from " << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step")
-      << (!rank.empty() && worker.empty() && !str(d.value("process_a", json()), "rank").empty()
-              ? "): most likely a consequence (the values of this rank reach it through a "
-                "collective, or it was stopped because of it)\n"
-              : "): it may follow from this difference or have a cause of its own\n");
+      << "from " << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step");
+    const std::string own = str(x, "own_cause");
+    if (own == "arguments")
+      o << "): a cause of its own: an argument differs over the same inputs, which no other "
+           "process's values bring\n";
+    else if (own == "rng")
+      o << "): a cause of its own: a random op's generator state differs (its own seed or "
+           "generator), which no other process's values bring\n";
+    else if (!rank.empty() && worker.empty() && !str(d.value("process_a", json()), "rank").empty())
+      o << "): most likely a consequence (the values of this rank reach it through a "
+           "collective, or it was stopped because of it)\n";
+    else
+      o << "): it may follow from this difference or have a cause of its own\n";
   }
   if (others.size() > 4) o << "  also:     " << others.size() - 4 << " more process(es) differ later\n";
   print_context(o, d.value("context", json()));
