@@ -266,6 +266,34 @@ test('the report of several processes names them, and a run that ended early say
   assert.deepEqual(seen.errors, []);
 });
 
+test('the settings that differ and the argument that explains a value after a change are in sight', async () => {
+  // A BatchNorm left in eval mode: a structural change (no running-stats update), then the
+  // first value difference, whose argument `training` is the answer.
+  const dir = join(work, 'bn');
+  mkdirSync(dir);
+  const script = join(dir, 'bn.py');
+  writeFileSync(script, [
+    'import sys, torch',
+    'torch.manual_seed(0)',
+    'm = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))',
+    'if sys.argv[1] == "eval": m.eval()',
+    'm(torch.randn(8, 4)).sum().backward()',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, ['train']);
+  const b = recordTorch(dir, 'b', script, ['eval']);
+  const diffed = JSON.parse(spawnSync(tdbg, ['diff', '--json', a, b], { encoding: 'utf8' }).stdout);
+  const arg = diffed.first_divergence.value_after_structure.argument;
+  assert.equal(arg.name, 'training');
+  const { page, seen } = await openPage(makeReport(dir, a, b));
+  assert.ok((await page.textContent('#value-after')).includes(`Argument training: A ${arg.value_a}, B ${arg.value_b}`),
+    await page.textContent('#value-after'));
+  // The command lines differ: said in the divergence section, not only in the metadata.
+  const settings = await page.textContent('#settings');
+  assert.match(settings, /^Settings that differ: cmdline A /);
+  assert.ok(settings.includes('"eval"'), settings);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('the first non-finite value says why and shows the inputs, as tdbg nan does', async () => {
   const dir = makeRuns('nonfinite', '--ops', '600', '--nonfinite-at', '300', '--single');
   const nan = spawnSync(tdbg, ['nan', join(dir, 'a')], { encoding: 'utf8' });

@@ -315,7 +315,30 @@
       h('code', { class: 'source' }, srcText(v.a.source)),
       v.b && srcText(v.b.source) !== srcText(v.a.source) ? [' (B: ', h('code', { class: 'source' }, srcText(v.b.source)), ')'] : null,
       ' — cause: ', h('span', { class: 'tag' }, v.cause || '?'),
-      v.detail ? [': ', v.detail] : null);
+      v.detail ? [': ', v.detail] : null,
+      v.argument ? [h('br'), 'Argument ', h('code', { id: 'value-after-argument' }, v.argument.name || '#' + v.argument.index),
+        ': A ', h('code', null, numText(v.argument.value_a)), ', B ', h('code', null, numText(v.argument.value_b))] : null);
+  }
+  // The settings that differ between the runs (seed, thread counts, command line, environment),
+  // often the cause itself: one line, as `tdbg diff` prints them.
+  function settingsLine() {
+    const settings = data.diff && Array.isArray(data.diff.settings) ? data.diff.settings.filter(s => s && s.key) : [];
+    if (!settings.length) return null;
+    const value = v => (v === undefined || v === null || v === '' ? '(unset)' : String(v));
+    return h('p', { id: 'settings' }, h('strong', null, 'Settings that differ: '),
+      settings.map((s, i) => [i ? '; ' : '', h('code', null, s.key), ' A ', h('code', null, value(s.a)), ', B ',
+        h('code', null, value(s.b)), s.note ? ' (' + s.note + ')' : '']));
+  }
+  // Compared from a later op than the thread's first (a ring, a trimmed bundle): the runs may
+  // have differed before.
+  function comparedFrom(fd) {
+    const from = fd.compared_from;
+    if (!from || typeof from !== 'object') return null;
+    return h('p', { id: 'compared-from' }, h('strong', null, 'Compared: '),
+      "from A's op " + fmt(from.tidx) + ' of the thread (step ' + fmt(from.step) + ') on: a --ring or a trimmed bundle ' +
+      'dropped the earlier ones, and the runs may have differed before' +
+      (from.in_first_step ? '; this difference is in the first step held, so they likely did: record again with a longer ' +
+        '--ring, or with --steps from an earlier step' : '') + '.');
   }
   function divergence() {
     if (runs.length < 2) return null;
@@ -333,6 +356,8 @@
       h('p', null, 'Kind ', h('span', { class: 'tag' }, fd.kind || '?'), ', cause ', h('span', { class: 'tag', id: 'cause' }, fd.cause || '?'),
         t ? [', tensor: ', h('code', null, t.role + ' ' + t.index + ' ' + (t.dtype || '') + '[' + (t.shape || '') + ']')] : null),
       fd.detail ? h('p', { id: 'cause-detail' }, fd.detail) : null,
+      settingsLine(),
+      comparedFrom(fd),
       processLines(fd),
       fd.argument ? h('p', { id: 'argument' }, 'Argument ', h('code', null, fd.argument.name || '#' + fd.argument.index),
         ': A ', h('code', null, numText(fd.argument.value_a)), ', B ', h('code', null, numText(fd.argument.value_b))) : null,
