@@ -21,7 +21,7 @@ void add_bundle_command(CLI::App& app) {
   cmd->add_flag("--keep-all", args->options.keep_all, "Keep every op (no trimming of large databases)");
   cmd->add_option("--window", args->options.window_ops,
                   "Ops kept around the divergence when trimming (1 or more)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40).description(""));
+      ->check(whole_number_in(int64_t{1}, int64_t{1} << 40));
   cmd->add_flag("--no-sources", args->no_sources, "Leave out snapshots of the user's source files");
   cmd->add_flag("--redact-paths", args->options.redact_paths,
                 "Replace the home directory and user name in every path and string");

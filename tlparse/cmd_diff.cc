@@ -18,9 +18,10 @@ namespace {
 CLI::Validator non_negative_scan_limit() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        bool negative = !value.empty() && value[0] == '-' &&
-                        value.find_first_of("123456789") != std::string::npos;
-        if (!negative) return "";
+        long long n = 0;
+        if (!whole_number_error(value, &n).empty())
+          return "want a whole number of ops (0 or more), or --full to compare to the end";
+        if (n >= 0) return "";
         return "Value " + value + " is negative; give 0 or more ops, or --full to compare to the end";
       },
       "NON-NEGATIVE");
@@ -44,7 +45,7 @@ void add_diff_command(CLI::App& app) {
   cmd->add_option("RUN_B", args->run_b, "Second run")->required();
   cmd->add_flag("--json", args->json, "Print one JSON object (docs/cli.md) instead of text");
   cmd->add_option("--context", args->context, "Ops shown before and after the divergence (0 to 1000)")
-      ->check(CLI::Range(0, 1000).description(""));
+      ->check(whole_number_in(0, 1000));
   cmd->add_option("--scan-limit", args->scan_limit,
                   "Ops compared after the divergence, for growth and the first value difference "
                   "after a structural change")

@@ -58,7 +58,12 @@ void add_export_command(CLI::App& app) {
       }
       if (!status.ok()) std::remove(tmp.c_str());
     }
-    if (!status.ok()) return fail("export", args->out + ": " + status.message());
+    if (!status.ok()) {
+      // A read error names its database; a write error, the trace it could not write.
+      const std::string& why = status.message();
+      const bool of_a_run = why.rfind(a->path, 0) == 0 || (b && why.rfind(b->path, 0) == 0);
+      return fail("export", of_a_run ? why : args->out + ": " + why);
+    }
   });
 }
 

@@ -22,7 +22,7 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--window", args->window,
                   "Ops of each run embedded around the divergence (the report's size bound; 1 "
                   "to 16777216)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24).description(""));
+      ->check(whole_number_in(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--no-diff", args->no_diff, "Skip the diff engine and the non-finite search");
   cmd->callback([args] {
     if (const std::string why =

@@ -19,10 +19,10 @@ void add_view_command(CLI::App& app) {
   cmd->add_option("RUN", args->run_a, "Run directory or database")->required();
   cmd->add_option("RUN_B", args->run_b, "Second run, to compare with the first");
   cmd->add_option("--port", args->port, "TCP port on 127.0.0.1 (0 picks a free one; to 65535)")
-      ->check(CLI::Range(0, 65535).description(""));
+      ->check(whole_number_in(0, 65535));
   cmd->add_option("--window", args->window,
                   "Ops around the divergence embedded in the page (1 to 16777216)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24).description(""));
+      ->check(whole_number_in(int64_t{1}, int64_t{1} << 24));
   cmd->callback([args] {
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("view", a.status().message());

@@ -50,6 +50,20 @@ inline CLI::Validator at_least(long long least) {
       ">=" + std::to_string(least));
 }
 
+// A whole number from `least` to `most` ("want a whole number from 0 to 1000" for "abc", where
+// CLI11's Range says "Value abc not in range").
+inline CLI::Validator whole_number_in(long long least, long long most) {
+  return CLI::Validator(
+      [least, most](std::string& text) -> std::string {
+        long long value = 0;
+        std::string error = whole_number_error(text, &value);
+        if (!error.empty() || value < least || value > most)
+          error = "want a whole number from " + std::to_string(least) + " to " + std::to_string(most);
+        return error;
+      },
+      std::to_string(least) + ".." + std::to_string(most));
+}
+
 // A whole number that fits in 64 bits (the range is checked elsewhere): CLI11 alone clamps
 // "99999999999999999999" to the largest value.
 inline CLI::Validator whole_number() {

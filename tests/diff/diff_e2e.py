@@ -1478,6 +1478,26 @@ def case_errors():
         check(p.returncode == 2 and p.stderr.startswith("tdbg %s: %s" % (argv[0], argv[1]))
               and p.stderr.count("\n") == 1 and len(p.stderr) < 200,
               f"{argv}: one short line (got {p.stderr!r})")
+    # A word where a number goes is said to be no number (not "not in range").
+    for argv, want in ((["diff", "--context", "abc", bogus], "want a whole number from 0 to 1000"),
+                       (["diff", "--scan-limit", "abc", bogus], "want a whole number of ops"),
+                       (["view", "--port", "http", bogus], "want a whole number from 0 to 65535")):
+        p = subprocess.run([TDBG] + argv + [bogus], stderr=subprocess.PIPE, text=True)
+        check(p.returncode == 2 and want in p.stderr, f"{argv}: says {want!r} (got {p.stderr!r})")
+    # A run damaged where export reads it (an op block's bytes): the error names the run's
+    # database, not the trace file it was writing.
+    run, _ = record("errors_run", ["--steps", "2"])
+    db = glob.glob(os.path.join(run, "*.sqlite"))[0]
+    import sqlite3
+    con = sqlite3.connect(db)
+    con.execute("UPDATE op_blocks SET ops = zeroblob(length(ops)) WHERE id = (SELECT max(id) FROM op_blocks)")
+    con.commit()
+    con.close()
+    trace = os.path.join(WORK, "errors_trace.json")
+    p = subprocess.run([TDBG, "export", "--chrome-trace", run, "-o", trace], stderr=subprocess.PIPE,
+                       text=True)
+    check(p.returncode == 2 and p.stderr.startswith("tdbg export: " + db),
+          f"export of a damaged run names the run's database first (got {p.stderr!r})")
 
 
 def case_selection():

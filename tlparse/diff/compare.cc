@@ -3209,8 +3209,8 @@ std::string abnormal_ending(const Reader& r) {
   const std::string ending = r.meta("exit_status");
   if (std::string by_signal = signal_ending(r); !by_signal.empty()) return by_signal;
   if (r.meta("end_time_ns").empty() && still_recording(r))
-    return "is still running (pid " + r.meta("pid") + " holds its database open): compared as "
-           "far as it has committed (every --flush-ms)";
+    return "is still running (pid " + r.meta("pid") + " holds its database open): read as far "
+           "as it has committed (every --flush-ms)";
   if (r.meta("end_time_ns").empty() && !r.meta("bundled_while_recording").empty())
     return "was still recording when it was bundled (" + r.meta("bundled_while_recording") +
            "): the bundle holds what it had committed then";
@@ -3686,7 +3686,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     if (!any && !selection.empty())
       return Status::Error(run->path + " holds no op: its recording selected none (" + selection +
-                           "; steps count torch.optim optimizer steps): nothing to compare");
+                           (selection.find("--steps") != std::string::npos
+                                ? "; steps count torch.optim optimizer steps"
+                                : "; a regular expression searched in each op's name") +
+                           "): nothing to compare");
   }
   Progress progress(options.progress);
   Stats stats;
