@@ -4043,12 +4043,19 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         // Compared from after the threads' first ops (a ring, a trimmed bundle): the runs may
         // have differed before, unseen; likelier where this difference is in the first step
         // held (an argument found at the ring's first update differed since an earlier step).
-        const int64_t held_from = std::max(best->a.begin, best->b.begin - best->b_offset);
+        // (The threads' own first ops: a pair of a worker set starts where its ops differ.)
+        const int64_t held_from =
+            std::max(thread_tidx_range(da, best->a.thread).begin,
+                     thread_tidx_range(db, best->b.thread).begin - best->b_offset);
         const auto first_held = held_from > 0 ? da.op_at(best->a.thread, held_from) : std::nullopt;
         const OpRecord* here = best->a.cursor.at(best_at.i);
         if (first_held) {
+          // A bundle's window was cut around the divergence found in the whole runs (its
+          // diff.json): not a ring that may have missed an earlier one.
+          const bool window = !da.meta("bundle_window").empty() || !db.meta("bundle_window").empty();
           d["compared_from"] = {{"tidx", held_from}, {"step", first_held->step},
-                                {"in_first_step", here != nullptr && here->step == first_held->step}};
+                                {"in_first_step", !window && here != nullptr && here->step == first_held->step},
+                                {"bundle_window", window}};
         }
       }
       if (moved.is_null()) {

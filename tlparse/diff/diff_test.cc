@@ -3024,6 +3024,22 @@ TEST_CASE("a difference found in a ring says the runs may have differed before i
   CHECK(tdbg::diff::format_divergence(r).find("compared: from A's op 20 of the thread (step 0) on") !=
         std::string::npos);
   CHECK_FALSE(first(compare(run(0, "1"), run(0, "2"))).contains("compared_from"));
+  // A bundle's window (cut around the divergence of the whole runs): not said to be likely
+  // earlier.
+  auto window = [](const char* alpha) {
+    return write_ops(
+        [=](Recorder& r) {
+          r.skip(20);
+          for (int64_t k = 20; k < 60; ++k)
+            r.op("aten::add", {T{uint64_t(10 + k)}}, {T{uint64_t(1000 + k)}}, {{"alpha", alpha}});
+        },
+        [](tdbg::tracer::Writer& w) { w.set_meta("bundle_window", R"({"from_seq":20,"to_seq":59})"); });
+  };
+  r = compare(window("1"), window("2"));
+  d = first(r);
+  CHECK(d["compared_from"]["bundle_window"] == true);
+  CHECK(d["compared_from"]["in_first_step"] == false);
+  CHECK(tdbg::diff::format_divergence(r).find("a bundle holds this window of the runs") != std::string::npos);
 }
 
 TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {

@@ -464,7 +464,11 @@ std::string format_divergence(const json& result) {
         << "\n";
     // Compared from after the threads' first ops: said by the headline, not in a note below.
     const json& from = d.value("compared_from", json());
-    if (from.is_object())
+    if (from.is_object() && from.value("bundle_window", false))
+      o << "  compared: from A's op " << str(from, "tidx") << " of the thread (step " << str(from, "step")
+        << ") on: a bundle holds this window of the runs, cut around the divergence found when "
+        << "they were compared whole (its diff.json)\n";
+    else if (from.is_object())
       o << "  compared: from A's op " << str(from, "tidx") << " of the thread (step " << str(from, "step")
         << ") on: a --ring or a trimmed bundle dropped the earlier ones, and the runs may have "
         << "differed before"

@@ -334,6 +334,10 @@
   function comparedFrom(fd) {
     const from = fd.compared_from;
     if (!from || typeof from !== 'object') return null;
+    if (from.bundle_window)
+      return h('p', { id: 'compared-from' }, h('strong', null, 'Compared: '),
+        "from A's op " + fmt(from.tidx) + ' of the thread (step ' + fmt(from.step) + ') on: a bundle holds this window ' +
+        'of the runs, cut around the divergence found when they were compared whole (its diff.json).');
     return h('p', { id: 'compared-from' }, h('strong', null, 'Compared: '),
       "from A's op " + fmt(from.tidx) + ' of the thread (step ' + fmt(from.step) + ') on: a --ring or a trimmed bundle ' +
       'dropped the earlier ones, and the runs may have differed before' +
