@@ -3097,6 +3097,25 @@ struct PoolVerdict {
   std::unordered_map<uint64_t, int64_t> surplus;
 };
 
+// How far before A's op `x` and B's op `y` (of one kind) their threads ran an op with the same
+// values, going back over ops of the same kinds, op for op, at most 256: the last op both ran
+// alike before the difference (the item a worker loaded). -1 where there is none.
+int64_t same_before(const tracer::Run& a, const PoolOp& x, const tracer::Run& b, const PoolOp& y) {
+  constexpr int64_t kBack = 256;
+  const Reader& xa = *a.processes[x.process];
+  const Reader& xb = *b.processes[y.process];
+  Strings sa(xa), sb(xb);
+  const int64_t from_a = thread_tidx_range(xa, x.thread).begin;
+  const int64_t from_b = thread_tidx_range(xb, y.thread).begin;
+  for (int64_t k = 1; k <= kBack && x.tidx - k >= from_a && y.tidx - k >= from_b; ++k) {
+    const auto oa = xa.op_at(x.thread, x.tidx - k);
+    const auto ob = xb.op_at(y.thread, y.tidx - k);
+    if (!oa || !ob || op_signature(*oa, sa) != op_signature(*ob, sb)) return -1;
+    if (op_content(*oa, sa) == op_content(*ob, sb)) return k;
+  }
+  return -1;
+}
+
 // How many times `key` is in sorted `keys`.
 int64_t count_of(const std::vector<uint64_t>& keys, uint64_t key) {
   const auto [lo, hi] = std::equal_range(keys.begin(), keys.end(), key);
@@ -3138,6 +3157,8 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   // each epoch repeats its random numbers: the repeat is what differs, not the first), and
   // the reverse in B. `matched` counts the first ones, met in order.
   std::unordered_map<uint64_t, int64_t> quota, matched;
+  constexpr size_t kCandidates = 64;
+  std::vector<PoolOp> candidates;  // B's first ops of A's op's kind that A does not run alike
   for (auto [k, more] : surplus)
     if (more != 0) quota[k] = more > 0 ? count_of(keys[1], k) : count_of(keys[0], k);
   for (int side = 0; side < 2; ++side) {
@@ -3154,14 +3175,21 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
       }
       // B's side, after A's: `a` is known, so its counterpart is found in the same pass.
       if (v.b_any.tidx < 0) v.b_any = here;
-      if (here.signature == v.a.signature) {
-        v.b = here;
-        return false;
-      }
-      return true;
+      if (here.signature == v.a.signature) candidates.push_back(here);
+      return candidates.size() < kCandidates;
     });
     matched.clear();
   }
+  // Workers run at the same time and reach their differences in any order: B's first such op
+  // may belong to another task (another item) than A's. Of B's first few, the one after an op
+  // run alike in both (the item loaded), over ops of the same kinds, is A's counterpart.
+  for (const PoolOp& c : candidates) {
+    if (same_before(a, v.a, b, c) > 0) {
+      v.b = c;
+      break;
+    }
+  }
+  if (v.b.tidx < 0 && !candidates.empty()) v.b = candidates.front();
   if (v.b.tidx < 0) v.b = v.b_any;
   return v;
 }
@@ -3872,22 +3900,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       // item): where the ops before A's and B's are of the same kinds, op for op, back to one
       // with the same values in both (the item, loaded alike), the ops compared start after
       // that one.
-      int64_t back = -1;
-      if (!structure) {
-        constexpr int64_t kBack = 256;
-        Strings sa(xa), sb(xb);
-        const int64_t from_a = thread_tidx_range(xa, v.a.thread).begin;
-        const int64_t from_b = thread_tidx_range(xb, v.b.thread).begin;
-        for (int64_t k = 1; k <= kBack && ia - k >= from_a && jb - k >= from_b; ++k) {
-          const auto oa = xa.op_at(v.a.thread, ia - k);
-          const auto ob = xb.op_at(v.b.thread, jb - k);
-          if (!oa || !ob || op_signature(*oa, sa) != op_signature(*ob, sb)) break;
-          if (op_content(*oa, sa) == op_content(*ob, sb)) {
-            back = k - 1;
-            break;
-          }
-        }
-      }
+      const int64_t back = structure ? -1 : same_before(a, v.a, b, v.b) - 1;
       if (back > 0) {
         ia -= back;
         jb -= back;

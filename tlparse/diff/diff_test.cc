@@ -2791,6 +2791,37 @@ TEST_CASE("a later rank whose own argument or seed differs is not called a conse
   CHECK(d["other_processes"][0]["own_cause"] == "rng");
 }
 
+TEST_CASE("in a worker set, A's first difference is compared with B's of the same task") {
+  using T = Recorder::T;
+  // Pool workers load items (the same values in both runs), then draw noise. Items 2 and 3
+  // draw other noise in B. A reaches item 3's noise first, B item 2's: B's counterpart of
+  // A's item 3 is B's item 3, found after the item both loaded alike.
+  auto task = [](Recorder& r, int item, bool other) {
+    r.op("aten::select", {T{uint64_t(100 + item)}}, {T{uint64_t(200 + item)}}, {{"index", std::to_string(item)}});
+    r.op("aten::normal_", {T{uint64_t(200 + item)}}, {T{uint64_t((other ? 400 : 300) + item)}}, {},
+         uint64_t((other ? 40 : 30) + item));
+  };
+  auto worker = [&](const std::string& pid, int64_t clock, std::vector<std::pair<int, bool>> items) {
+    Process p{pid, "100", "", clock, [=](Recorder& r) {
+                for (auto [item, other] : items) task(r, item, other);
+              }};
+    p.meta = {{"end_time_ns", "900000"}};
+    return p;
+  };
+  // A: worker 11 runs items 1, 2 (item 2's noise at 3000); worker 12 item 3 (its noise at 2500).
+  const std::string a = write_processes({worker("11", 0, {{1, false}, {2, false}}), worker("12", 1500, {{3, false}})});
+  // B: worker 21 runs item 2 (its noise at 1000, first), worker 22 items 1, 3 (item 3's at 4000).
+  const std::string b = write_processes({worker("21", 0, {{2, true}}), worker("22", 1000, {{1, false}, {3, true}})});
+  json d = first(compare(a, b));
+  INFO(d.dump());
+  CHECK(d["cause"] == "rng");
+  CHECK(d["a"]["op"] == "aten::normal_");
+  // A's item 3 (worker 12) against B's item 3 (worker 22's last op), not B's item 2.
+  CHECK(d["process_a"]["pid"] == "12");
+  CHECK(d["process_b"]["pid"] == "22");
+  CHECK(d["b"]["tidx"] == 3);
+}
+
 TEST_CASE("of ranks that ended early, the one that ended first is named, not the one it took down") {
   // Rank 1 raises (exit status 1); mp.spawn then terminates rank 0 (SIGTERM) later, although
   // rank 0 stopped at an earlier op of A's clock.
