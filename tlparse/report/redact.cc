@@ -180,13 +180,34 @@ std::string Redactor::apply(std::string_view text_in) const {
     } else if (text.compare(i, 4, "\": \"") == 0 || text.compare(i, 3, "\":\"") == 0) {
       value_at = i + (text[i + 2] == ' ' ? 4 : 3);
       quote = '"';
+    } else if (text[i] == ',') {
+      // "NAME", "value": os.environ.setdefault("NAME", "value"), os.putenv, a settings tuple.
+      while (name_end > 0 && text[name_end - 1] == ' ') --name_end;
+      value_at = i + 1;
+      while (value_at < text.size() && text[value_at] == ' ') ++value_at;
+      if (value_at >= text.size() || (text[value_at] != '"' && text[value_at] != '\'')) continue;
+      quote = text[value_at];
+      ++value_at;
     } else {
       continue;
     }
+    // A quoted name: os.environ["NAME"] = "value", or "NAME", "value".
+    std::string quoted_name;
+    {
+      size_t end = name_end;
+      if (text[i] == '=' && end > 0 && text[end - 1] == ']') --end;
+      if (end >= 2 && (text[end - 1] == '"' || text[end - 1] == '\'') && (text[i] != '=' || end < name_end)) {
+        const size_t open = text.rfind(text[end - 1], end - 2);
+        if (open != std::string::npos && open + 1 < end - 1)
+          quoted_name = text.substr(open + 1, end - 2 - open);
+      }
+    }
+    if (text[i] == ',' && (quoted_name.empty() || !quote)) continue;
     size_t name_start = name_end;
     while (name_start > 0 && name_char(text[name_start - 1])) --name_start;
-    if (name_start == name_end) continue;
-    std::string name = text.substr(name_start, name_end - name_start);
+    if (name_start == name_end && quoted_name.empty()) continue;
+    std::string name = quoted_name.empty() ? text.substr(name_start, name_end - name_start) : quoted_name;
+    if (!quoted_name.empty() && !quote) continue;  // os.environ["NAME"] = value_of(...)
     if (text[i] == '=' && !looks_like_secret_name(name)) {
       // An annotated assignment, `api_key: str = "..."` (a dataclass field): the name is
       // before the colon.
@@ -206,7 +227,7 @@ std::string Redactor::apply(std::string_view text_in) const {
       char c = text[value_end];
       if (quote ? (c == quote && text[value_end - 1] != '\\') || c == '\n'
                 : (std::isspace(static_cast<unsigned char>(c)) || c == '"' || c == '\'' ||
-                   c == '&' || c == ';' || c == ',')) {
+                   c == '&' || c == ';' || c == ',' || c == ')' || c == ']' || c == '}')) {
         break;
       }
       ++value_end;
@@ -217,6 +238,12 @@ std::string Redactor::apply(std::string_view text_in) const {
     // quoted value, or an unquoted one in a command line or environment text (no space
     // before the =).
     if (!quote && name_end != i) continue;
+    // A keyword argument's default or a flag (`token=None)`): no secret, and the source stays
+    // readable.
+    if (!quote) {
+      const std::string_view literal(text.data() + value_at, value_end - value_at);
+      if (literal == "None" || literal == "True" || literal == "False" || literal == "null") continue;
+    }
     text.replace(value_at, value_end - value_at, kMark);
     names_.insert(name);
     i = value_at + std::char_traits<char>::length(kMark) - 1;

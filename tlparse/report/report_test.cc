@@ -362,6 +362,17 @@ TEST_CASE("the redactor scrubs quoted values in source text, and the shell's cre
   CHECK(r.apply("if token == \"abc\": pass") == "if token == \"abc\": pass");
   CHECK(r.apply("token = make_token()") == "token = make_token()");
   CHECK(r.apply("key != 'x'") == "key != 'x'");
+  // A key the program puts in its own environment, by a quoted name.
+  Redactor q(false, "", "");
+  CHECK(q.apply("os.environ[\"HF_TOKEN\"] = \"hf_abc123\"") == "os.environ[\"HF_TOKEN\"] = \"[REDACTED]\"");
+  CHECK(q.apply("os.environ['WANDB_API_KEY']='w123'") == "os.environ['WANDB_API_KEY']='[REDACTED]'");
+  CHECK(q.apply("os.environ.setdefault(\"OPENAI_API_KEY\", \"sk-1\")") ==
+        "os.environ.setdefault(\"OPENAI_API_KEY\", \"[REDACTED]\")");
+  CHECK(q.apply("os.environ[\"HF_TOKEN\"] = read_token()") == "os.environ[\"HF_TOKEN\"] = read_token()");
+  CHECK(q.apply("f(\"mode\", \"train\")") == "f(\"mode\", \"train\")");
+  // A keyword argument's default is no secret, and the source stays readable.
+  CHECK(q.apply("def login(token=None):") == "def login(token=None):");
+  CHECK(q.apply("--hub-token=abc123 --x") == "--hub-token=[REDACTED] --x");
   // A key the program put in a recorded string, from a variable the recording does not keep:
   // the bundling shell's value is scrubbed, and named only once found.
   const char* env[] = {"WANDB_API_KEY=wandbsecret999", "HF_TOKEN=short", "PATH=/usr/bin", nullptr};
