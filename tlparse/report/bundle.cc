@@ -659,6 +659,18 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       md << "**The runs diverge**; see `diff.json`.\n\n";
     }
   }
+  // Where each run first holds NaN or Inf (`nonfinite.json`): often why the bundle was made.
+  for (size_t k = 0; k < data["nonfinite"].size() && k < data["runs"].size(); ++k) {
+    const json& n = data["nonfinite"][k];
+    const std::string label = text_of(data["runs"][k], "label", "?");
+    const std::string status = text_of(n, "status", "");
+    if (status == "nonfinite" && n.value("first_nonfinite", json()).is_object()) {
+      md << "**First non-finite value in run " << label << "**: " << op_text(n["first_nonfinite"])
+         << " (see `nonfinite.json`).\n\n";
+    } else if (status == "finite") {
+      md << "Run " << label << " holds no NaN or Inf.\n\n";
+    }
+  }
   if (!result.still_recording.empty()) {
     md << "**Still recording when bundled** (" << read_at << "): ";
     for (size_t k = 0; k < result.still_recording.size(); ++k)
@@ -669,11 +681,15 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
      << "- `report/index.html`: the report; open it in a browser (no server or network needed).\n"
      << "- `runs/a/`" << (runs.size() == 2 ? ", `runs/b/`" : "")
      << ": the run databases (SQLite, schema in tdbg's docs/schema.md). Look around with\n"
-     << "  `tdbg show runs/a`, compare with `tdbg diff runs/a runs/b`, page through with `tdbg view`.\n"
+     << "  `tdbg show runs/a`, "
+     << (runs.size() == 2 ? "compare with `tdbg diff runs/a runs/b`, " : "look for NaN with `tdbg nan runs/a`, ")
+     << "page through with `tdbg view`.\n"
      << "- `facts.json`: versions and settings of each recorded process (torch, CUDA, Python, CPU,\n"
      << "  thread counts, determinism flags, seed, environment) and of the machine that bundled it.\n"
      << "- `commands.txt`: the recorded command lines and working directories.\n"
-     << "- `diff.json`, `nonfinite.json`: the findings as `tdbg diff --json` / `tdbg nan --json` print them.\n";
+     << (data["diff"].is_null()
+             ? "- `nonfinite.json`: the finding as `tdbg nan --json` prints it.\n"
+             : "- `diff.json`, `nonfinite.json`: the findings as `tdbg diff --json` / `tdbg nan --json` print them.\n");
   if (options.sources) {
     md << "- `sources/`: snapshots of " << sources.size()
        << " user source file(s) that the recorded stacks point into.\n";

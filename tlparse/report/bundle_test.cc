@@ -47,6 +47,24 @@ bool exists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
+TEST_CASE("a one-run bundle's README names its first non-finite value and only its files") {
+  TempDir dir;
+  fixture::FixtureOptions o;
+  o.ops = 500;
+  o.nonfinite_at = 200;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  std::string out = dir.file("nan.tar.gz");
+  REQUIRE(write_bundle(dir.file("a"), "", out, BundleOptions{}).ok());
+  std::string readme;
+  auto entries = inspect_bundle(out, &readme);
+  REQUIRE(entries.ok());
+  INFO(readme);
+  CHECK(readme.find("**First non-finite value in run A**: op #200 ") != std::string::npos);
+  CHECK(readme.find("diff.json") == std::string::npos);  // not in a one-run bundle
+  CHECK(readme.find("runs/b") == std::string::npos);
+  CHECK(readme.find("`tdbg nan runs/a`") != std::string::npos);
+}
+
 TEST_CASE("a bundle round-trips: inspect, extract, open the databases") {
   TempDir dir;
   fixture::FixtureOptions o;
