@@ -1832,6 +1832,18 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     const auto& ab = b.args[static_cast<size_t>(c.arg)];
     out["argument"] = {{"index", aa.index}, {"name", p.a.strings.text(aa.name)},
                        {"value_a", p.a.strings.text(aa.value)}, {"value_b", p.b.strings.text(ab.value)}};
+    // Inside an optimizer's step(): the scalar is made of its hyperparameters (AdamW's decay
+    // multiplies by 1 - lr * weight_decay, its update adds -lr / bias correction), so the
+    // user's question is which of them, or the scheduler that sets lr, differs.
+    bool in_step = false;
+    (void)p.a.reader->query("SELECT 1 FROM regions WHERE kind = 1 AND thread = " +
+                                std::to_string(a.thread) + " AND start_seq <= " + std::to_string(a.seq) +
+                                " AND (end_seq IS NULL OR end_seq >= " + std::to_string(a.seq) + ") LIMIT 1",
+                            [&](const std::vector<std::string>&) {
+                              in_step = true;
+                              return false;
+                            });
+    if (in_step) out["argument"]["in_optimizer_step"] = true;
   } else {
     out["argument"] = nullptr;
   }

@@ -2975,6 +2975,34 @@ TEST_CASE("an argument difference against a run without hashes does not vouch fo
         "a non-tensor argument differs; tensor inputs are identical");
 }
 
+TEST_CASE("an argument that differs inside optimizer.step() says it is made of hyperparameters") {
+  using T = Recorder::T;
+  // AdamW's decay: mul_(1 - lr * weight_decay), inside the step's region (seq 1..1).
+  auto run = [](const char* other, bool region) {
+    return write_ops(
+        [=](Recorder& r) {
+          r.op("aten::mm", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
+          r.op("aten::mul_", {T{12}}, {T{13}}, {{"other", other}}, 0, 0, kNoSeq, 9);
+        },
+        [=](tdbg::tracer::Writer& w) {
+          if (!region) return;
+          tdbg::tracer::RegionRecord step;
+          step.id = 1;
+          step.name = w.intern("Optimizer.step#AdamW.step");
+          step.kind = tdbg::tracer::RegionKind::kStep;
+          step.start_seq = 1;
+          step.end_seq = 1;
+          w.append_region(step);
+        });
+  };
+  json r = compare(run("0.9999", true), run("0.9998", true));
+  json d = first(r);
+  CHECK(d["argument"]["in_optimizer_step"] == true);
+  CHECK(tdbg::diff::format_divergence(r).find("(inside optimizer.step(): a scalar made of its hyperparameters") !=
+        std::string::npos);
+  CHECK_FALSE(first(compare(run("0.9999", false), run("0.9998", false)))["argument"].contains("in_optimizer_step"));
+}
+
 TEST_CASE("an argument that changed no value is not said to have been overwritten") {
   using T = Recorder::T;
   // A gradient clamp with another bound that no value reaches: the op's tensors are the same.

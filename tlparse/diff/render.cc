@@ -106,6 +106,9 @@ void print_value(std::ostringstream& o, const json& d) {
     o << "  argument: " << str(arg, "name") << " (#" << str(arg, "index") << ")  A "
       << argument_text(str(arg, "name"), str(arg, "value_a")) << "  B "
       << argument_text(str(arg, "name"), str(arg, "value_b")) << "\n";
+    if (arg.value("in_optimizer_step", false))
+      o << "            (inside optimizer.step(): a scalar made of its hyperparameters, so lr, "
+           "momentum, betas, eps or weight decay differs, or the scheduler that sets lr)\n";
   }
   const json& rng = d.value("rng", json());
   if (rng.is_object()) o << "  rng:      A " << str(rng, "a") << "  B " << str(rng, "b") << "\n";
