@@ -1225,6 +1225,7 @@ StatusOr<Run> Run::Open(const std::string& path) {
   std::vector<std::unique_ptr<Reader>> sorted;
   for (size_t i : order) sorted.push_back(std::move(run.processes[i]));
   run.processes = std::move(sorted);
+  for (size_t i = 0; i < run.processes.size(); ++i) run.shown_index.push_back(i);
   return run;
 }
 
@@ -1288,8 +1289,13 @@ void PairProcesses(Run& a, Run& b) {
   if (in_place) return;
   auto reorder = [](Run& run, const std::vector<size_t>& order) {
     std::vector<std::unique_ptr<Reader>> out;
-    for (size_t i : order) out.push_back(std::move(run.processes[i]));
+    std::vector<size_t> shown;
+    for (size_t i : order) {
+      out.push_back(std::move(run.processes[i]));
+      shown.push_back(run.shown(i));
+    }
     run.processes = std::move(out);
+    run.shown_index = std::move(shown);
   };
   std::vector<size_t> order_a, order_b;
   for (auto [i, j] : pairs) {

@@ -104,6 +104,10 @@ struct Run {
   std::vector<std::string> skipped;
   // Opened from one database file, not a directory: the user picked one process.
   bool one_database = false;
+  // For each process, its number in the canonical order of Open (`tdbg show --process`),
+  // kept when PairProcesses reorders them.
+  std::vector<size_t> shown_index;
+  size_t shown(size_t p) const { return p < shown_index.size() ? shown_index[p] : p; }
 
   // Opens a run directory (every `*.sqlite` in it) or a single database file. An empty
   // directory or a directory with no database is an error, as is a database that cannot be

@@ -4031,7 +4031,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const OpRecord* in_a = best->a.cursor.at(best_at.i);
       const OpRecord* o = in_a ? in_a : best->b.cursor.at(best_at.j);
       Strings& strings = in_a ? best->a.strings : best->b.strings;
-      brief = {{"process", index_a},
+      brief = {{"process", a.shown(index_a)},  // as `tdbg show --process` numbers it
                {"rank", a.processes[index_a]->meta("rank")},
                {"worker", a.processes[index_a]->meta("worker")},
                {"kind", best_at.kind == Located::kStructure ? "structure" : "value"},

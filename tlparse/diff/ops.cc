@@ -570,8 +570,8 @@ nlohmann::json process_json(const tracer::Run& run, size_t p) {
     what += std::string(what.empty() ? "" : ", ") + "DataLoader worker " + worker;
   }
   if (what.empty() && p == 0) what = "the first process";
-  // Numbered from 0, as `tdbg show --process` numbers them.
-  j["text"] = "process " + std::to_string(p) + " of 0-" + std::to_string(run.processes.size() - 1) +
+  // Numbered from 0, as `tdbg show --process` numbers them (not as the diff paired them).
+  j["text"] = "process " + std::to_string(run.shown(p)) + " of 0-" + std::to_string(run.processes.size() - 1) +
               " (" + (what.empty() ? "" : what + ", ") + "pid " + pid + "): " + r.path();
   return j;
 }
