@@ -1299,14 +1299,10 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   // ops. Views are not compared by value, so say how it differs. One exception stays `layout`:
   // a view in one run and new data laid out otherwise in the other (a `.contiguous()` copy
   // inserted), where the values are likely the same and the layout is what changed.
-  // (Laid out otherwise too, it is no layout difference of the same values: a view's values
-  // are not compared with new data's, as a causal mask sliced from a buffer in one run and
-  // made with zeros() in the other.)
-  if (after_structure && c.provenance >= 0) {
+  if (after_structure && c.provenance >= 0 && c.layout < 0) {
     *detail = "input " + std::to_string(tensor_at(c.provenance).index) +
               " comes from ops changed by the structural change (a view in one run, new data in "
-              "the other" + std::string(c.layout >= 0 ? ", laid out otherwise" : "") +
-              "; not compared by value)";
+              "the other; not compared by value)";
     return "structure";
   }
   if (after_structure && c.provenance < 0 && c.layout >= 0 &&
