@@ -501,7 +501,13 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       if (!done) std::remove(path.c_str());
     }
   } remove_partial{out_tmp};
-  TDBG_RETURN_IF_ERROR(archive.open(out_tmp));
+  if (Status opened = archive.open(out_tmp); !opened.ok()) {
+    // Named as the user gave it, not as the file written aside.
+    std::string why = opened.message();
+    for (size_t at = why.find(out_tmp); at != std::string::npos; at = why.find(out_tmp, at + out.size()))
+      why.replace(at, out_tmp.size(), out);
+    return Status::Error(why);
+  }
   auto add = [&](const std::string& name, const std::string& text) -> Status {
     result.entries.push_back(root + name);
     return archive.add(root + name, text);

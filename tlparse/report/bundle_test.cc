@@ -65,6 +65,19 @@ TEST_CASE("a one-run bundle's README names its first non-finite value and only i
   CHECK(readme.find("`tdbg nan runs/a`") != std::string::npos);
 }
 
+TEST_CASE("a bundle that cannot be written names the file asked for") {
+  TempDir dir;
+  fixture::FixtureOptions o;
+  o.ops = 100;
+  REQUIRE(fixture::make_runs(dir.path(), o).ok());
+  const std::string out = dir.file("no_such_dir/bug.tar.gz");
+  auto r = write_bundle(dir.file("a"), dir.file("b"), out, BundleOptions{});
+  REQUIRE_FALSE(r.ok());
+  INFO(r.status().message());
+  CHECK(r.status().message().rfind(out + ":", 0) == 0);
+  CHECK(r.status().message().find(".partial") == std::string::npos);
+}
+
 TEST_CASE("a bundle round-trips: inspect, extract, open the databases") {
   TempDir dir;
   fixture::FixtureOptions o;
