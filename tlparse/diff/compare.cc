@@ -2874,13 +2874,13 @@ TidxRange thread_tidx_range(const Reader& r, uint32_t thread) {
 // Worker pools. The processes of a multiprocessing Pool (or a ProcessPoolExecutor) take their
 // tasks from a shared queue, and so do the threads of a ThreadPoolExecutor: which worker runs
 // which task changes from run to run, so worker k of A and worker k of B may hold different
-// tasks in identical runs. The DataLoader workers of one epoch load batches in turn, so with
-// another number of workers (2 in A, 3 in B) worker k loads other batches, though the main
-// process receives the same ones in the same order. Sibling processes (the same parent, no
-// rank; DataLoader workers also of the same worker count) that run at the same time form a
-// group, and so do the threads of a process other than its main one; where a pair of them
-// differs, the group is compared as a whole: the same ops with the same values, in whichever
-// worker and order, is no divergence.
+// tasks in identical runs. A DataLoader's workers load batches in turn, so with another number
+// of workers (2 in A, 3 in B) worker k loads other batches, though the main process receives
+// the same ones in the same order. Sibling processes without a rank that run at the same time
+// form a group, and so do a DataLoader's workers (the same parent and worker count) over the
+// whole run, all epochs together (`same_pool`), and the threads of a process other than its
+// main one; where a pair of them differs, the group is compared as a whole: the same ops with
+// the same values, in whichever worker and order, is no divergence.
 
 // One stream of ops work may be handed to: a thread of a process.
 struct Unit {
@@ -3107,6 +3107,8 @@ struct PoolVerdict {
   PoolOp a, b, b_any;
   // Op contents A runs more often than B (> 0) or less (< 0), where same == 0.
   std::unordered_map<uint64_t, int64_t> surplus;
+  // `same_before` of `a` and `b`, found when `b` was chosen (-1 where there is none).
+  int64_t same_before = -1;
 };
 
 // How far before A's op `x` and B's op `y` (of one kind) their threads ran an op with the same
@@ -3196,8 +3198,9 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   // may belong to another task (another item) than A's. Of B's first few, the one after an op
   // run alike in both (the item loaded), over ops of the same kinds, is A's counterpart.
   for (const PoolOp& c : candidates) {
-    if (same_before(a, v.a, b, c) > 0) {
+    if (const int64_t k = same_before(a, v.a, b, c); k > 0) {
       v.b = c;
+      v.same_before = k;
       break;
     }
   }
@@ -3912,7 +3915,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       // item): where the ops before A's and B's are of the same kinds, op for op, back to one
       // with the same values in both (the item, loaded alike), the ops compared start after
       // that one.
-      const int64_t back = structure ? -1 : same_before(a, v.a, b, v.b) - 1;
+      const int64_t back = structure ? -1 : v.same_before - 1;
       if (back > 0) {
         ia -= back;
         jb -= back;
