@@ -38,9 +38,7 @@ namespace {
 namespace fs = std::filesystem;
 using interpose::Config;
 
-// The file `tdbg record` leaves in every run directory: the command line, times and exit
-// status. Its presence (or that of databases) is what makes a directory a run directory.
-constexpr const char* kRunManifest = "tdbg-run.json";
+using tracer::kRunManifest;
 
 // The command-line spelling of a flags.inc name: `hash_threads` -> `hash-threads`.
 std::string option_name(const char* flag) {
@@ -304,8 +302,7 @@ struct Options {
 bool any_database(const std::string& run_dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0) return true;
+    if (tracer::IsRunDatabaseName(entry.path().filename().string())) return true;
   }
   return false;
 }

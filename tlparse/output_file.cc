@@ -10,6 +10,7 @@
 
 #include "tlparse/commands.h"
 #include "tlparse/report/bundle.h"
+#include "tracer/reader.h"
 
 namespace tdbg::cli {
 namespace {
@@ -44,14 +45,14 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
   const fs::path target = fs::weakly_canonical(out, ec);
   if (ec) return "";  // the write says why it fails
   // A run's manifest, wherever it is.
-  if (target.filename() == "tdbg-run.json")
+  if (target.filename() == tracer::kRunManifest)
     return "it is a run folder's manifest: name another file";
   for (const std::string& run : runs) {
     if (run.empty()) continue;
     fs::path from = fs::weakly_canonical(run, ec);
     if (ec) continue;
     // One database of a run folder given: the folder is the run's all the same.
-    if (!fs::is_directory(from, ec) && fs::exists(from.parent_path() / "tdbg-run.json", ec))
+    if (!fs::is_directory(from, ec) && fs::exists(from.parent_path() / tracer::kRunManifest, ec))
       from = from.parent_path();
     if (fs::is_directory(from, ec)) {
       const fs::path rel = target.lexically_relative(from);

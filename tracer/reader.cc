@@ -1171,17 +1171,14 @@ StatusOr<Run> Run::Open(const std::string& path) {
   std::vector<std::string> files;
   while (dirent* e = ::readdir(dir)) {
     std::string name = e->d_name;
-    // Only "*.sqlite": the "-wal" and "-shm" companions end differently.
-    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0) {
-      files.push_back(path + "/" + name);
-    }
+    if (IsRunDatabaseName(name)) files.push_back(path + "/" + name);
   }
   ::closedir(dir);
   if (files.empty()) {
     struct stat manifest;
-    if (::stat((path + "/tdbg-run.json").c_str(), &manifest) == 0)
+    if (::stat((path + "/" + kRunManifest).c_str(), &manifest) == 0)
       return Status::Error(path + ": no process of the recorded program loaded torch, so nothing "
-                                  "was recorded (tdbg-run.json names the program)");
+                                  "was recorded (" + kRunManifest + " names the program)");
     return Status::Error(path + ": no *.sqlite run database in this directory (a recorded program"
                                 " writes one per process that loads torch)");
   }
