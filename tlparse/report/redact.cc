@@ -202,12 +202,13 @@ std::string Redactor::apply(std::string_view text_in) const {
           quoted_name = text.substr(open + 1, end - 2 - open);
       }
     }
-    if (text[i] == ',' && (quoted_name.empty() || !quote)) continue;
+    // A quoted name pairs with a quoted value only (not `os.environ["NAME"] = value_of(...)`);
+    // a comma pairs nothing else.
+    if (quoted_name.empty() ? text[i] == ',' : !quote) continue;
     size_t name_start = name_end;
     while (name_start > 0 && name_char(text[name_start - 1])) --name_start;
     if (name_start == name_end && quoted_name.empty()) continue;
     std::string name = quoted_name.empty() ? text.substr(name_start, name_end - name_start) : quoted_name;
-    if (!quoted_name.empty() && !quote) continue;  // os.environ["NAME"] = value_of(...)
     if (text[i] == '=' && !looks_like_secret_name(name)) {
       // An annotated assignment, `api_key: str = "..."` (a dataclass field): the name is
       // before the colon.
