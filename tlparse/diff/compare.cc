@@ -3111,9 +3111,17 @@ struct PoolVerdict {
   int64_t same_before = -1;
 };
 
+// Whether `op` has a tensor whose value was hashed: equal contents of two such ops say the
+// same data went through them; ops without one (an `empty`, a `resize_`) are alike for any data.
+bool has_value(const OpRecord& op) {
+  for (const TensorRecord& t : op.tensors)
+    if (t.status == tracer::TensorStatus::kHashed || t.status == tracer::TensorStatus::kKnown) return true;
+  return false;
+}
+
 // How far before A's op `x` and B's op `y` (of one kind) their threads ran an op with the same
-// values, going back over ops of the same kinds, op for op, at most 256: the last op both ran
-// alike before the difference (the item a worker loaded). -1 where there is none.
+// values, going back over ops of the same kinds, op for op, at most 256: the last op with a
+// value both ran alike before the difference (the item a worker loaded). -1 where there is none.
 int64_t same_before(const tracer::Run& a, const PoolOp& x, const tracer::Run& b, const PoolOp& y) {
   constexpr int64_t kBack = 256;
   const Reader& xa = *a.processes[x.process];
@@ -3125,9 +3133,86 @@ int64_t same_before(const tracer::Run& a, const PoolOp& x, const tracer::Run& b,
     const auto oa = xa.op_at(x.thread, x.tidx - k);
     const auto ob = xb.op_at(y.thread, y.tidx - k);
     if (!oa || !ob || op_signature(*oa, sa) != op_signature(*ob, sb)) return -1;
-    if (op_content(*oa, sa) == op_content(*ob, sb)) return k;
+    if (has_value(*oa) && op_content(*oa, sa) == op_content(*ob, sb)) return k;
   }
   return -1;
+}
+
+// An op as far as telling whether two threads ran alike before a difference.
+struct Alike {
+  uint64_t signature = 0, content = 0;
+  bool value = false;   // `has_value`
+  bool random = false;  // a random op
+  int64_t seq = 0, parent = tracer::kNoSeq;
+  std::vector<int64_t> from;  // the producers of its inputs (seq)
+};
+
+Alike alike_of(const OpRecord& op, Strings& strings) {
+  Alike x{op_signature(op, strings), op_content(op, strings), has_value(op),
+          (op.flags & tracer::kOpRandom) != 0, op.seq, op.parent, {}};
+  for (const TensorRecord& t : op.tensors)
+    if (t.role != TensorRole::kOutput && t.producer != tracer::kNoSeq) x.from.push_back(t.producer);
+  return x;
+}
+
+constexpr size_t kNearBack = 16;
+
+// The ops of `x`'s thread just before it, nearest first, at most `n`.
+std::vector<Alike> ops_before(const tracer::Run& run, const PoolOp& x, size_t n) {
+  std::vector<Alike> before;
+  if (x.tidx < 0) return before;
+  const Reader& r = *run.processes[x.process];
+  Strings strings(r);
+  const int64_t from = thread_tidx_range(r, x.thread).begin;
+  for (int64_t t = x.tidx - 1; t >= from && before.size() < n; --t) {
+    const auto op = r.op_at(x.thread, t);
+    if (!op) break;
+    before.push_back(alike_of(*op, strings));
+  }
+  return before;
+}
+
+// Which of `ops` (nearest first) are random or made from a random op's output among them (an
+// op holding a random op, as `randn` holds `normal_`, makes random numbers).
+template <typename Ops>
+std::vector<bool> random_made(const Ops& ops) {
+  std::vector<bool> made(ops.size(), false);
+  std::unordered_map<int64_t, size_t> at;  // seq -> index, of the ops met (older ones)
+  for (size_t k = ops.size(); k-- > 0;) {
+    bool m = ops[k].random;
+    for (int64_t f : ops[k].from)
+      if (auto it = at.find(f); it != at.end()) m = m || made[it->second];
+    at[ops[k].seq] = k;
+    if (!m) continue;
+    made[k] = true;
+    for (auto it = at.find(ops[k].parent); it != at.end() && !made[it->second];
+         it = at.find(ops[it->second].parent))
+      made[it->second] = true;
+  }
+  return made;
+}
+
+// How far back `a` and `b` (the ops before two ops, nearest first) are of the same kinds, op
+// for op, to one with a value that is the same in both: 1 for the op just before; -1 for none.
+// `.first` counts only ops not made from random numbers among them: two workers that drew the
+// same random numbers for other items are alike after the draw, where the same item loaded
+// with other draws is alike before it; the item is the task.
+std::pair<int64_t, int64_t> nearest_alike(const std::vector<Alike>& a,
+                                          const std::vector<bool>& a_random,
+                                          const std::deque<Alike>& b) {
+  std::pair<int64_t, int64_t> near{-1, -1};
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n].signature == b[n].signature) ++n;
+  const std::vector<bool> b_random = random_made(std::deque<Alike>(b.begin(), b.begin() + n));
+  for (size_t k = 0; k < n; ++k) {
+    if (!a[k].value || a[k].content != b[k].content) continue;
+    if (near.second < 0) near.second = static_cast<int64_t>(k) + 1;
+    if (!a_random[k] && !b_random[k]) {
+      near.first = static_cast<int64_t>(k) + 1;
+      break;
+    }
+  }
+  return near;
 }
 
 // How many times `key` is in sorted `keys`.
@@ -3175,33 +3260,59 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   std::vector<PoolOp> candidates;  // B's first ops of A's op's kind that A does not run alike
   for (auto [k, more] : surplus)
     if (more != 0) quota[k] = more > 0 ? count_of(keys[1], k) : count_of(keys[0], k);
-  for (int side = 0; side < 2; ++side) {
-    for_each_op_by_start(side == 0 ? a : b, side == 0 ? ua : ub,
-                         [&](const Unit& u, const OpRecord& op, Strings& strings) {
-      const uint64_t k = op_content(op, strings);
-      const int64_t more = surplus[k];
-      if (side == 0 ? more <= 0 : more >= 0) return true;
-      if (matched[k]++ < quota[k]) return true;
-      const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
-      if (side == 0) {
-        v.a = here;  // the earliest: A's pass ends here
-        return false;
-      }
-      // B's side, after A's: `a` is known, so its counterpart is found in the same pass.
+  // A's pass: its first op past the quota is the difference.
+  for_each_op_by_start(a, ua, [&](const Unit& u, const OpRecord& op, Strings& strings) {
+    const uint64_t k = op_content(op, strings);
+    if (surplus[k] <= 0 || matched[k]++ < quota[k]) return true;
+    v.a = PoolOp{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
+    return false;
+  });
+  matched.clear();
+  // Workers run at the same time and reach their differences in any order, and an item A's
+  // worker loads may be loaded by another of B's, whose random draws B's set also runs for
+  // another item. A's op's counterpart is B's op of its kind nearest after an op with a value
+  // run alike in both (the item loaded), over ops of the same kinds, op for op: found in B's
+  // pass from each thread's last few ops (the earliest of those equally near; one just after
+  // such an op ends the search), else among B's first ops past the quota of A's op's kind,
+  // going back further.
+  const std::vector<Alike> a_before = ops_before(a, v.a, kNearBack);
+  const std::vector<bool> a_random = random_made(a_before);
+  std::vector<std::deque<Alike>> last(ub.size());
+  PoolOp near[2];  // nearest by ops not made from random numbers, by any op
+  int64_t near_back[2] = {-1, -1};
+  for_each_op_by_start(b, ub, [&](const Unit& u, const OpRecord& op, Strings& strings) {
+    Alike x = alike_of(op, strings);
+    const PoolOp here{u.process, op.thread, op.tidx, op.start_ns, x.signature, op.seq};
+    std::deque<Alike>& before = last[static_cast<size_t>(&u - ub.data())];
+    if (x.signature == v.a.signature) {
+      const auto [data, any] = nearest_alike(a_before, a_random, before);
+      for (int m = 0; m < 2; ++m)
+        if (const int64_t back = m == 0 ? data : any;
+            back > 0 && (near_back[m] < 0 || back < near_back[m])) {
+          near[m] = here;
+          near_back[m] = back;
+        }
+    }
+    const uint64_t k = x.content;
+    before.push_front(std::move(x));
+    if (before.size() > kNearBack) before.pop_back();
+    if (surplus[k] < 0 && matched[k]++ >= quota[k]) {
       if (v.b_any.tidx < 0) v.b_any = here;
-      if (here.signature == v.a.signature) candidates.push_back(here);
-      return candidates.size() < kCandidates;
-    });
-    matched.clear();
-  }
-  // Workers run at the same time and reach their differences in any order: B's first such op
-  // may belong to another task (another item) than A's. Of B's first few, the one after an op
-  // run alike in both (the item loaded), over ops of the same kinds, is A's counterpart.
+      if (here.signature == v.a.signature && candidates.size() < kCandidates)
+        candidates.push_back(here);
+    }
+    return !(near_back[0] == 1 && v.b_any.tidx >= 0);
+  });
+  for (int m = 0; m < 2 && v.same_before < 0; ++m)
+    if (near_back[m] > 0) {
+      v.b = near[m];
+      v.same_before = near_back[m];
+    }
   for (const PoolOp& c : candidates) {
+    if (v.same_before > 0) break;
     if (const int64_t k = same_before(a, v.a, b, c); k > 0) {
       v.b = c;
       v.same_before = k;
-      break;
     }
   }
   if (v.b.tidx < 0 && !candidates.empty()) v.b = candidates.front();
@@ -3969,8 +4080,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const std::string tasks = workers ? " load other batches each in A than in B: "
                                       : " may take their tasks in any order: ";
     const std::string as_set = "compared as one set, their ops differ; the first op of A's that "
-                               "B's did not run with the same values is compared with B's first "
-                               "such op of the same kind, wherever each ran";
+                               "B's did not run with the same values is compared with B's op of "
+                               "the same kind after the same item or task, wherever each ran";
     bool handled = false;
     if (best && pool[p] >= 0) {
       // The workers of a process pool.

@@ -2822,6 +2822,48 @@ TEST_CASE("in a worker set, A's first difference is compared with B's of the sam
   CHECK(d["b"]["tidx"] == 3);
 }
 
+TEST_CASE("in a worker set, an item's counterpart is the same item, not the same random draw") {
+  using T = Recorder::T;
+  // Each worker loads items (arange, the same for all; mul by the item) and adds noise drawn
+  // from its own generator (randn holding normal_). Batches go to the workers in turn: A's two
+  // workers load items 1, 3 and 2, 4; B's three load 1, 4 and 2 and 3. So B's item 4 has the
+  // noise A's item 3 has, and B's item 3 noise no worker of A's drew.
+  auto task = [](Recorder& r, int item, int generator, int draw) {
+    const uint64_t noise = uint64_t(generator * 10 + draw);
+    const int64_t range = r.op("aten::arange", {}, {T{50}});
+    const int64_t scaled = r.op("aten::mul", {T{50, range}}, {T{uint64_t(200 + item)}},
+                                {{"other", std::to_string(item)}});
+    const int64_t randn = r.op("aten::randn", {}, {T{300 + noise}});
+    r.op("aten::normal_", {}, {T{300 + noise}}, {}, 30 + noise, 1, randn);
+    const int64_t small = r.op("aten::mul", {T{300 + noise, randn}}, {T{400 + noise}}, {{"other", "0.1"}});
+    r.op("aten::add", {T{uint64_t(200 + item), scaled}, T{400 + noise, small}},
+         {T{uint64_t(1000 + 100 * item) + noise}});
+  };
+  auto worker = [&](const std::string& pid, int64_t clock, int generator, std::vector<int> items) {
+    Process p{pid, "100", "", clock, [=](Recorder& r) {
+                for (size_t d = 0; d < items.size(); ++d) task(r, items[d], generator, int(d));
+              }};
+    p.meta = {{"end_time_ns", "900000"}};
+    return p;
+  };
+  const std::string b = write_processes({worker("21", 0, 1, {1, 4}), worker("22", 0, 2, {2}),
+                                         worker("23", 0, 3, {3})});
+  // A's first op that B's set does not run alike: item 4's draw (no worker of B's drew it),
+  // when A's second worker gets there first; item 3's add of a draw B added to item 4, when
+  // the first one does. Either way, B's same item, whose draw differs.
+  for (int64_t second_worker_clock : {0, 6000}) {
+    const std::string a = write_processes({worker("11", 0, 1, {1, 3}),
+                                           worker("12", second_worker_clock, 2, {2, 4})});
+    json d = first(compare(a, b));
+    INFO(d.dump());
+    CHECK(d["cause"] == "rng");
+    CHECK(d["a"]["op"] == "aten::normal_");
+    CHECK(d["process_a"]["pid"] == (second_worker_clock == 0 ? "12" : "11"));
+    CHECK(d["process_b"]["pid"] == (second_worker_clock == 0 ? "21" : "23"));
+    CHECK(d["b"]["tidx"] == (second_worker_clock == 0 ? 9 : 3));
+  }
+}
+
 TEST_CASE("of ranks that ended early, the one that ended first is named, not the one it took down") {
   // Rank 1 raises (exit status 1); mp.spawn then terminates rank 0 (SIGTERM) later, although
   // rank 0 stopped at an earlier op of A's clock.
