@@ -3025,6 +3025,21 @@ std::string pool_worker_counts(const tracer::Run& a, const tracer::Run& b,
   return "";
 }
 
+// The threads of `r` in the order they were created: by OS thread id, which Linux hands out
+// in increasing order from the main thread's (the pid), wrapping around at pid_max on a busy
+// machine (ids below the pid came later).
+std::vector<tracer::ThreadRecord> threads_by_creation(const Reader& r) {
+  std::vector<tracer::ThreadRecord> threads = r.threads();
+  const int64_t pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
+  constexpr int64_t kWrapped = int64_t{1} << 32;  // above any pid_max (at most 2^22)
+  auto order = [pid](const tracer::ThreadRecord& t) {
+    return std::make_pair(t.os_tid >= pid ? t.os_tid - pid : kWrapped + t.os_tid, t.id);
+  };
+  std::sort(threads.begin(), threads.end(),
+            [&](const tracer::ThreadRecord& x, const tracer::ThreadRecord& y) { return order(x) < order(y); });
+  return threads;
+}
+
 // The threads of process `p` other than its main one (whose OS thread id is the pid).
 std::vector<Unit> thread_units(const tracer::Run& run, size_t p) {
   std::vector<Unit> units;
@@ -3911,16 +3926,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   for (size_t p = 0; p < processes; ++p) {
     const Reader& ra = *a.processes[p];
     const Reader& rb = *b.processes[p];
-    // Threads pair up in the order they were created (by OS thread id: Linux hands them out
-    // in increasing order, the main thread's is the pid), not by which ran its first op first
+    // Threads pair up in the order they were created, not by which ran its first op first
     // (their tdbg ids), which races between threads started together.
-    auto ta = ra.threads();
-    auto tb = rb.threads();
-    auto by_creation = [](const tracer::ThreadRecord& x, const tracer::ThreadRecord& y) {
-      return std::tie(x.os_tid, x.id) < std::tie(y.os_tid, y.id);
-    };
-    std::sort(ta.begin(), ta.end(), by_creation);
-    std::sort(tb.begin(), tb.end(), by_creation);
+    auto ta = threads_by_creation(ra);
+    auto tb = threads_by_creation(rb);
     size_t nthreads = std::max(ta.size(), tb.size());
     std::unique_ptr<Pair> best;
     Located best_at;

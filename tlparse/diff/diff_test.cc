@@ -14,6 +14,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "base/elf_identity.h"
@@ -79,9 +80,10 @@ struct Variation {
 // Writes one thread's ops, computing what the tracer computes: seq, tidx, the chain hash.
 class Recorder {
  public:
-  Recorder(tdbg::tracer::Writer& w, uint32_t thread, int64_t* next_seq)
+  // `os_tid`: the thread's OS id (-1: 1000 + thread).
+  Recorder(tdbg::tracer::Writer& w, uint32_t thread, int64_t* next_seq, int64_t os_tid = -1)
       : w_(w), thread_(thread), next_seq_(next_seq) {
-    w_.add_thread({thread, 1000 + thread, thread == 0 ? "main" : "worker"});
+    w_.add_thread({thread, os_tid >= 0 ? os_tid : 1000 + thread, thread == 0 ? "main" : "worker"});
   }
 
   struct T {
@@ -3461,6 +3463,45 @@ TEST_CASE("first_nonfinite: an op whose output is bool passes no NaN on") {
   CHECK(r["first_nonfinite"]["op"] == "aten::mul");
   CHECK(r["first_nonfinite"]["entered"] == "input");
   CHECK(tdbg::diff::format_nonfinite(r).find("a view of its NaN input") == std::string::npos);
+}
+
+TEST_CASE("threads pair in the order they were made, the main one first, when thread ids wrap") {
+  using T = Recorder::T;
+  // The model is made on the main thread (pid 1000); B trains in a Python thread. Its OS id
+  // comes after the pid, or, the pid counter having wrapped around (a busy machine), below it.
+  auto run = [](bool in_thread, int64_t worker_tid) {
+    fs::path dir = temp_dir();
+    auto w = tdbg::tracer::Writer::Create((dir / "run.sqlite").string());
+    REQUIRE(w.ok());
+    (*w)->set_meta("pid", "1000");
+    int64_t seq = 0;
+    Recorder main(**w, 0, &seq);
+    for (uint64_t k = 0; k < 4; ++k) main.op("aten::uniform_", {T{k}}, {T{10 + k}}, {}, 0, 0, kNoSeq, 18);
+    std::optional<Recorder> worker;
+    if (in_thread) {
+      worker.emplace(**w, 1, &seq, worker_tid);
+      worker->clock_ns = main.clock_ns;
+    }
+    Recorder& train = in_thread ? *worker : main;
+    for (uint64_t step = 0; step < 40; ++step) {
+      train.step = static_cast<int32_t>(step);
+      train.op("aten::mm", {T{100 + step}}, {T{200 + step}}, {}, 0, 0, kNoSeq, 114);
+      train.op("aten::add_", {T{200 + step}}, {T{300 + step}}, {{"alpha", "-0.1"}}, 0, 0, kNoSeq, 120);
+    }
+    REQUIRE((*w)->close().ok());
+    return dir.string();
+  };
+  const std::string a = run(false, 0);
+  for (int64_t tid : {1001, 300}) {
+    INFO("the training thread's OS id: " << tid);
+    json d = first(compare(a, run(true, tid)));
+    const json& m = d["thread_move"];
+    REQUIRE(m.is_object());
+    CHECK(m["side"] == "A");
+    CHECK(m["to_thread"] == 1);
+    CHECK(m["ops_compared"] == 80);
+    CHECK(m["first_difference"].is_null());
+  }
 }
 
 TEST_CASE("first_nonfinite names the thread in the headline when it is not the first one") {
