@@ -2296,6 +2296,42 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       ++moved_ops;
     }
   };
+  // The value each replacement leaves (the outputs of its last op that hashed one) is one the
+  // other run's replacement also made; else the change may have changed results that no later
+  // op reads (an EMA of the weights kept another way, saved at the end). `left_differ`: the
+  // first replacement that leaves another value ({a, b}: those last ops).
+  json left_differ;
+  auto check_left = [&](const Hunk& h) {
+    if (!left_differ.is_null() || !moved_known || h.a_begin == h.a_end || h.b_begin == h.b_end)
+      return;
+    auto outputs = [&](Side& side, int64_t begin, int64_t end, std::optional<OpRecord>* last) {
+      std::unordered_set<uint64_t> hashes;
+      for (int64_t t = begin; t < end; ++t) {
+        auto o = side.reader->op_at(side.thread, t);
+        if (!o) continue;
+        bool made = false;
+        for (const TensorRecord& x : o->tensors)
+          if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed) {
+            hashes.insert(x.hash);
+            made = true;
+          }
+        if (made) *last = std::move(o);
+      }
+      return hashes;
+    };
+    std::optional<OpRecord> last_a, last_b;
+    const auto made_a = outputs(p.a, h.a_begin, h.a_end, &last_a);
+    const auto made_b = outputs(p.b, h.b_begin, h.b_end, &last_b);
+    auto made_by_other = [](const OpRecord& last, const std::unordered_set<uint64_t>& other) {
+      for (const TensorRecord& x : last.tensors)
+        if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed && !other.count(x.hash))
+          return false;
+      return true;
+    };
+    if (last_a && last_b && (!made_by_other(*last_a, made_b) || !made_by_other(*last_b, made_a)))
+      left_differ = {{"a", op_json(*p.a.reader, p.a.strings, *last_a)},
+                     {"b", op_json(*p.b.reader, p.b.strings, *last_b)}};
+  };
   // Paired ops whose values differ, by key with line as for moved ops: with the moved ops of
   // their key, what each run computed there. When the two runs computed the same values at
   // a key, only in another order (parameters in other optimizer groups: the alignment pairs
@@ -2490,6 +2526,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       step_calls.add_hunk(e.hunk);
       count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
+      check_left(e.hunk);
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
       if (first_hunk && where.kind == Located::kStructure) {
         // Where the change begins in each run (the first op at or after it).
@@ -2810,8 +2847,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // (an EMA updated before the optimizer step) may have computed other values.
   if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0 &&
       growth.structural_ops() <= pairs_compared && !ends_replaced && !out.contains("moved_ops_differ") &&
-      moved_known)
-    out["values_same"] = {{"pairs", pairs_compared}};
+      moved_known) {
+    if (left_differ.is_null()) {
+      out["values_same"] = {{"pairs", pairs_compared}};
+    } else {
+      left_differ["pairs"] = pairs_compared;
+      out["values_left_differ"] = std::move(left_differ);
+    }
+  }
   // Around the first change: it may start before the split point, on the copy of a repeated
   // block that ran at the other line (`slide_up_to_lines`).
   int64_t context_a = where.i, context_b = where.j;

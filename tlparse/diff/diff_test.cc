@@ -940,6 +940,48 @@ TEST_CASE("ops that moved are compared with their counterparts: an EMA updated b
   CHECK(many["values_same"].is_null());
 }
 
+TEST_CASE("a replacement that leaves other values no later op reads is no 'work, not results'") {
+  using T = Recorder::T;
+  // Each step trains (mm, sub_) and updates an EMA of the weight that nothing reads: in A with
+  // mul_ and add_, in B with one lerp_ (`ema_b`: the value it leaves; 0: A's).
+  auto write = [](bool lerp, uint64_t ema_b) {
+    return write_ops([&](Recorder& r) {
+      for (uint64_t s = 0; s < 6; ++s) {
+        r.step = static_cast<int32_t>(s);
+        r.op("aten::mm", {T{100 + s}}, {T{200 + s}}, {}, 0, 0, kNoSeq, 10);
+        r.op("aten::relu", {T{200 + s}}, {T{250 + s}}, {}, 0, 0, kNoSeq, 10);
+        r.op("aten::mse_loss", {T{250 + s}}, {T{270 + s}}, {}, 0, 0, kNoSeq, 10);
+        r.op("aten::sub_", {T{300 + s}, T{200 + s}}, {T{301 + s}}, {}, 0, 0, kNoSeq, 11);
+        if (lerp) {
+          r.op("aten::lerp_", {T{500 + 10 * s}, T{301 + s}}, {T{(ema_b ? ema_b : 502) + 10 * s}},
+               {{"weight", "0.1"}}, 0, 0, kNoSeq, 13);
+        } else {
+          r.op("aten::mul_", {T{500 + 10 * s}}, {T{501 + 10 * s}}, {{"other", "0.9"}}, 0, 0, kNoSeq, 13);
+          r.op("aten::add_", {T{501 + 10 * s}, T{301 + s}}, {T{502 + 10 * s}}, {{"alpha", "0.1"}}, 0, 0,
+               kNoSeq, 14);
+        }
+      }
+      // An evaluation at the end, which reads the weight (not the EMA).
+      for (uint64_t k = 0; k < 3; ++k) r.op("aten::linear", {T{306}}, {T{700 + k}}, {}, 0, 0, kNoSeq, 20);
+    });
+  };
+  const std::string a = write(false, 0);
+  json r = compare(a, write(true, 900));
+  json d = first(r);
+  CHECK(d["kind"] == "structure");
+  CHECK(d["values_same"].is_null());
+  REQUIRE(d["values_left_differ"].is_object());
+  CHECK(d["values_left_differ"]["a"]["op"] == "aten::add_");
+  CHECK(d["values_left_differ"]["b"]["op"] == "aten::lerp_");
+  const std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("the changed ops leave other values, which no later op compared reads") != std::string::npos);
+  CHECK(text.find("not results") == std::string::npos);
+  // The same EMA written another way: the same values, work and not results.
+  d = first(compare(a, write(true, 0)));
+  CHECK(d["values_same"].is_object());
+  CHECK(d["values_left_differ"].is_null());
+}
+
 TEST_CASE("an extra optimizer.step() call: the next iteration's first op that reads other weights") {
   using T = Recorder::T;
   // Each iteration: a forward op reading the weight, then `optimizer.step()` (line 30): the

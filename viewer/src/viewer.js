@@ -275,6 +275,15 @@
         'every op paired outside the changes has the same values in both runs (' + fmt(fd.values_same.pairs) +
         ' pairs, to the end): the change added or moved work, not results.');
     }
+    const left = fd.values_left_differ;
+    if (left && typeof left === 'object') {
+      const which = (op) => (op && op.op) + ' (seq ' + fmt(op && op.seq) + ')';
+      return h('p', { id: 'values-left-differ' }, h('strong', null, 'Values: '),
+        'every op paired outside the changes has the same values in both runs (' + fmt(left.pairs) +
+        ' pairs, to the end), but the changed ops leave other values, which no later op compared ' +
+        'reads (state kept to the end or saved, such as an EMA of the weights): A\'s ' + which(left.a) +
+        ', B\'s ' + which(left.b) + '.');
+    }
     const healed = fd.healed;
     if (!healed || typeof healed !== 'object') return null;
     if (healed.to_end) {
