@@ -2296,6 +2296,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       ++moved_ops;
     }
   };
+  // The optimizer steps where the changes start: ops that moved to other steps ran before
+  // another optimizer step in each run.
+  std::set<int32_t> steps_removed, steps_inserted;
   // The value each replacement leaves (the outputs of its last op that hashed one) is one the
   // other run's replacement also made; else the change may have changed results that no later
   // op reads (an EMA of the weights kept another way, saved at the end). `left_differ`: the
@@ -2527,6 +2530,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       check_left(e.hunk);
+      if (e.hunk.a_begin < e.hunk.a_end)
+        if (auto o = p.a.reader->op_at(p.a.thread, e.hunk.a_begin)) steps_removed.insert(o->step);
+      if (e.hunk.b_begin < e.hunk.b_end)
+        if (auto o = p.b.reader->op_at(p.b.thread, e.hunk.b_begin)) steps_inserted.insert(o->step);
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
       if (first_hunk && where.kind == Located::kStructure) {
         // Where the change begins in each run (the first op at or after it).
@@ -2761,10 +2768,18 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     };
     const bool same_lines = balanced(moved_lines);
     const bool same_calls = same_lines && balanced(moved_calls);
+    // Moved from one optimizer step to another (removed where A's step 0 holds them, inserted
+    // in B's last): the steps split the same work otherwise.
+    bool other_steps = !steps_removed.empty() && !steps_inserted.empty();
+    for (int32_t step : steps_removed) other_steps = other_steps && !steps_inserted.count(step);
     out["detail"] = out.value("detail", std::string()) +
                     "; the same ops ran in another order (" + std::to_string(moved_ops / 2) +
                     " op(s) moved" +
-                    (same_calls ? ", each from the same source line in both runs: an order "
+                    (other_steps ? ", into other optimizer steps: optimizer.step() is called after "
+                                   "another number of iterations in each run, such as a "
+                                   "gradient-accumulation condition (i % N == 0 against "
+                                   "(i + 1) % N == 0), so each update sees other batches)"
+                     : same_calls ? ", each from the same source line in both runs: an order "
                                   "chosen at run time, such as iterating a set or a dict built "
                                   "in another order, or an expression on those lines rewritten)"
                      : same_lines ? ", each from the same source line, called from other lines "
@@ -2775,6 +2790,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                                     "order)");
     out["reordered"] = true;
     out["reordered_lines"] = same_calls ? "same" : same_lines ? "calls" : "other";
+    if (other_steps) out["reordered_steps"] = true;
     // Ops that moved are compared with their counterparts, which the alignment left unpaired,
     // line by line: when the ops of a line computed the same values in both runs, in whatever
     // order (a set iterated in another order), nothing differs; otherwise they are paired in

@@ -982,6 +982,36 @@ TEST_CASE("a replacement that leaves other values no later op reads is no 'work,
   CHECK(d["values_left_differ"].is_null());
 }
 
+TEST_CASE("micro-batches that moved into other optimizer steps name the step call, not a set's order") {
+  using T = Recorder::T;
+  // Gradient accumulation over 16 micro-batches: A steps after micro-batches 3, 7, 11, 15, B
+  // (off by one) after 0, 4, 8, 12, and not after its last three.
+  auto write = [](bool off_by_one) {
+    return write_ops([&](Recorder& r) {
+      uint64_t weight = 900;
+      for (uint64_t i = 0; i < 16; ++i) {
+        r.op("aten::linear", {T{100 + i}, T{weight}}, {T{200 + i}}, {}, 0, 0, kNoSeq, 17);
+        r.op("aten::mse_loss", {T{200 + i}}, {T{300 + i}}, {}, 0, 0, kNoSeq, 17);
+        r.op("aten::mm", {T{300 + i}}, {T{400 + i}}, {}, 0, 0, kNoSeq, 18);
+        if (off_by_one ? i % 4 == 0 : (i + 1) % 4 == 0) {
+          r.next_flags = tdbg::tracer::kOpInplace;
+          r.op("aten::sub_", {T{weight}, T{400 + i}}, {T{weight + 1}}, {}, 0, 0, kNoSeq, 21);
+          r.op("aten::zero_", {T{400 + i}}, {T{0}}, {}, 0, 0, kNoSeq, 21);
+          ++weight;
+          ++r.step;
+        }
+      }
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  INFO(d.dump());
+  CHECK(d["kind"] == "structure");
+  CHECK(d.value("reordered", false));
+  CHECK(d.value("reordered_steps", false));
+  CHECK(d["detail"].get<std::string>().find("into other optimizer steps: optimizer.step() is called "
+                                            "after another number of iterations") != std::string::npos);
+}
+
 TEST_CASE("an extra optimizer.step() call: the next iteration's first op that reads other weights") {
   using T = Recorder::T;
   // Each iteration: a forward op reading the weight, then `optimizer.step()` (line 30): the
