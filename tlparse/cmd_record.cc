@@ -1,11 +1,13 @@
 // `tdbg record [options] -o RUN -- PROGRAM ARGS...`: runs PROGRAM with libtdbg_preload.so
 // preloaded and the recording options of interpose/flags.inc in its `TDBG_*` environment, and
-// exits like `time` or `strace` do: with the program's status, or 128+signal.
+// ends like `strace` does: with the program's exit status, or killed by the signal that
+// killed it.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -247,6 +249,21 @@ void forward_signal(int sig, siginfo_t* info, void*) {
   if (sig == SIGABRT && (info == nullptr || info->si_code != SI_USER || info->si_pid == getpid()))
     return;
   kill(g_child, sig);
+}
+
+// Ends this process by `sig`, the signal that killed the program, so that a parent sees what
+// it would without tdbg (a shell's 128+N, Python's returncode -N, a launcher's "killed by
+// signal"); without a second core dump. Returns only where `sig` does not end it.
+void end_by_signal(int sig) {
+  std::fflush(nullptr);
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  signal(sig, SIG_DFL);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  raise(sig);
 }
 
 // Checks the values that have a fixed form, so that a typo fails here with one line instead of
@@ -523,6 +540,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   manifest["ended"] = utc_now();
   write_manifest(*run_dir, manifest);
   warn_empty_selection(options.config, *run_dir);
+  if (WIFSIGNALED(status)) end_by_signal(WTERMSIG(status));
 }
 
 // The words of this process's command line after the first `--` that follows the word
@@ -547,8 +565,9 @@ void add_record_command(CLI::App& app) {
       "record",
       "Run a program with tdbg preloaded and record every process that loads torch\n"
       "  usage: tdbg record [options] -o RUN -- PROGRAM ARGS...\n"
-      "  Exits with the program's status, or 128+signal. Each option is also the TDBG_<NAME>\n"
-      "  environment variable (e.g. --hash-threads = TDBG_HASH_THREADS).");
+      "  Exits with the program's status, or is killed by the signal that killed it.\n"
+      "  Each option is also the TDBG_<NAME> environment variable (e.g. --hash-threads =\n"
+      "  TDBG_HASH_THREADS).");
   auto options = std::make_shared<Options>();
   // Defaults come from the environment so that `TDBG_HASH=none tdbg record ...` works too;
   // the flags override it.
