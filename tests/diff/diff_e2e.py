@@ -486,6 +486,14 @@ def case_worker_epochs():
     notes = " ".join(r.get("notes", []))
     check("compared as one set, they ran the same" in notes and "num_workers is 2 in A and 3 in B" in notes
           and "not compared" not in notes, f"the note says the worker sets ran the same ops: {notes}")
+    # No worker at all: the main process loads the batches itself; a note says so, and names
+    # the other run's processes left out as its DataLoader workers.
+    c, _ = record("worker_epochs_0", ["0", "2", "plain"], script)
+    rc, r = diff(c, a)
+    notes = " ".join(r.get("notes", []))
+    check(rc == 1 and "A loads its DataLoader's batches in its main process (num_workers 0), B in "
+          "worker processes (num_workers 2, 4 recorded)" in notes and "(DataLoader worker 0/2, pid" in notes,
+          f"0 against 2 workers: the note says where each run loads its batches: {notes}")
     # One more epoch: the main process goes on where the other ended; the workers of the
     # first two epochs pair with their own epoch's (not with the next epoch's).
     c, _ = record("worker_epochs_more", ["2", "3", "plain"], script)

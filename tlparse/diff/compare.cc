@@ -4638,10 +4638,20 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const tracer::Run& more = more_a ? a : b;
     std::string left;
     size_t listed = 0, unlisted = 0;
+    // DataLoader workers left out whose parent is the first process: with num_workers 0 on the
+    // other side, that one loads the batches itself.
+    size_t loader_workers = 0;
+    std::string worker_count;
+    const std::string first_pid = more.processes.empty() ? "" : more.processes[0]->meta("pid");
     for (size_t p = extra_at; p < more.processes.size(); ++p) {
       // Compared in its group, as one set.
       const int g = extra_pool(more, p);
       if (g >= 0 && pool_verdicts.count(g)) continue;
+      const std::string worker = more.processes[p]->meta("worker");
+      if (!worker.empty() && more.processes[p]->meta("ppid") == first_pid) {
+        ++loader_workers;
+        worker_count = worker.substr(worker.find('/') + 1);
+      }
       if (listed == 3) {
         ++unlisted;
         continue;
@@ -4656,10 +4666,27 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
           const std::string word = argv[k].get<std::string>();
           command += (command.empty() ? "" : " ") + word.substr(word.find_last_of('/') + 1);
         }
-      left += (left.empty() ? "" : "; ") + std::string("process ") + std::to_string(p) + " (pid " +
+      left += (left.empty() ? "" : "; ") + std::string("process ") + std::to_string(more.shown(p)) +
+              " (" + (worker.empty() ? "" : "DataLoader worker " + worker + ", ") + "pid " +
               r.meta("pid") + (command.empty() ? "" : ": " + command) + ")";
     }
     if (unlisted > 0) left += "; " + std::to_string(unlisted) + " more";
+    // The other run's first process has no DataLoader worker: its loader ran with
+    // num_workers 0, loading each batch in the process itself.
+    const tracer::Run& fewer = more_a ? b : a;
+    bool fewer_has_workers = false;
+    for (const auto& r : fewer.processes) fewer_has_workers = fewer_has_workers || !r->meta("worker").empty();
+    if (loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty())
+      notes.push_back(std::string(more_a ? "B" : "A") + " loads its DataLoader's batches in its "
+                      "main process (num_workers 0), " + (more_a ? "A" : "B") + " in worker "
+                      "processes (num_workers " + worker_count + ", " +
+                      std::to_string(loader_workers) + " recorded): the dataset's ops (__getitem__, "
+                      "collate) that " + (more_a ? "B" : "A") + "'s main process runs are not in " +
+                      (more_a ? "A" : "B") + "'s, which is no divergence of the training itself; "
+                      "a random op in the dataset draws from the main process's generator in " +
+                      (more_a ? "B" : "A") + " and from each worker's own (seeded base_seed + "
+                      "worker id) in " + (more_a ? "A" : "B") + ", so its numbers differ. Record "
+                      "both with the same num_workers to compare the training");
     if (!left.empty())
       notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +
                       std::to_string(b.processes.size()) + ": " + std::to_string(processes) +
