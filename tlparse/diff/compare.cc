@@ -1827,7 +1827,8 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     const auto& aa = a.args[static_cast<size_t>(c.arg)];
     const auto& ab = b.args[static_cast<size_t>(c.arg)];
     out["argument"] = {{"index", aa.index}, {"name", p.a.strings.text(aa.name)},
-                       {"value_a", p.a.strings.text(aa.value)}, {"value_b", p.b.strings.text(ab.value)}};
+                       {"value_a", number_text(p.a.strings.text(aa.value))},
+                       {"value_b", number_text(p.b.strings.text(ab.value))}};
     // Inside an optimizer's step(): the scalar is made of its hyperparameters (AdamW's decay
     // multiplies by 1 - lr * weight_decay, its update adds -lr / bias correction), so the
     // user's question is which of them, or the scheduler that sets lr, differs.

@@ -259,7 +259,9 @@ class Trainer {
     loss.sum = 0.5 + double(z.hash % 1000) / 1000.0;
     if (s == v_.inf_step) loss.inf = 1;
     loss.producer = r_.op("aten::sum", {z}, {loss}, {}, 0, 0, kNoSeq, 24);
-    std::string lr = (v_.lr_change_step >= 0 && s >= v_.lr_change_step) ? "0.1" : "0.05";
+    // As the hook writes doubles: 17 significant digits.
+    std::string lr = (v_.lr_change_step >= 0 && s >= v_.lr_change_step) ? "0.10000000000000001"
+                                                                          : "0.050000000000000003";
     uint64_t next_param = mix(mix(param_, z.hash), std::hash<std::string>{}(lr));
     param_seq_ = r_.op("aten::add_", {T{param_, param_seq_, "8x8"}, z},
                        {T{next_param, kNoSeq, "8x8"}}, {{"alpha", "-" + lr}}, 0, 0, kNoSeq, 30);

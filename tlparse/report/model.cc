@@ -427,7 +427,7 @@ json op_json(const Reader& reader, const OpRecord& op, StackTable* stacks, bool 
   json args = json::array();
   for (const auto& a : op.args) {
     args.push_back({{"index", a.index}, {"name", reader.string(a.name)},
-                    {"value", reader.string(a.value)}});
+                    {"value", diff::number_text(reader.string(a.value))}});
   }
   j["args"] = std::move(args);
   if (with_kernels) {
