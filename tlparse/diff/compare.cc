@@ -2380,9 +2380,27 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     if (k >= a.tensors.size() || k >= b.tensors.size()) return;
     const TensorRecord& ta = a.tensors[k];
     const TensorRecord& tb = b.tensors[k];
-    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq || ta.producer >= change_seq_a ||
-        tb.producer >= change_seq_b)
+    // Made in the changes (by an op a hook inserted, say): name the ops that made it.
+    if ((ta.producer != tracer::kNoSeq && ta.producer >= change_seq_a) ||
+        (tb.producer != tracer::kNoSeq && tb.producer >= change_seq_b)) {
+      const std::string detail = v.value("detail", std::string());
+      if (detail.find("comes from ops changed by the structural change") == std::string::npos ||
+          detail.find("made by op") != std::string::npos)
+        return;
+      std::string made;
+      auto name = [&](const char* side, Side& s, int64_t producer) {
+        if (producer == tracer::kNoSeq) return;
+        auto op = s.reader->op(producer);
+        if (!op) return;
+        made += std::string(made.empty() ? "" : "; ") + side + ": made by op " +
+                std::to_string(producer) + ", " + op_at_source(*s.reader, s.strings, *op);
+      };
+      name("A", p.a, ta.producer);
+      name("B", p.b, tb.producer);
+      if (!made.empty()) v["detail"] = detail + " (" + made + ")";
       return;
+    }
+    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq) return;
     auto pa = p.a.reader->op(ta.producer);
     auto pb = p.b.reader->op(tb.producer);
     if (!pa || !pb) return;

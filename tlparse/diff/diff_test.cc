@@ -1014,6 +1014,30 @@ TEST_CASE("micro-batches that moved into other optimizer steps name the step cal
                                             "after another number of iterations") != std::string::npos);
 }
 
+TEST_CASE("an input made by an op inside the change names that op, not only the change") {
+  using T = Recorder::T;
+  // B clamps the activation (a hook inserted at line 64) before the gelu reads it.
+  auto write = [](bool hook) {
+    return write_ops([&](Recorder& r) {
+      T h{20};
+      h.producer = r.op("aten::mm", {T{10}}, {h}, {}, 0, 0, kNoSeq, 50);
+      if (hook) {
+        T clamped{21};
+        clamped.producer = r.op("aten::clamp", {h}, {clamped}, {{"max", "1.0"}}, 0, 0, kNoSeq, 64);
+        h = clamped;
+      }
+      r.op("aten::gelu", {h}, {T{hook ? 31u : 30u}}, {}, 0, 0, kNoSeq, 51);
+      for (uint64_t k = 0; k < 4; ++k) r.op("aten::relu", {T{40 + k}}, {T{50 + k}}, {}, 0, 0, kNoSeq, 52);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  REQUIRE(d["value_after_structure"].is_object());
+  const std::string detail = d["value_after_structure"]["detail"];
+  INFO(detail);
+  CHECK(detail.find("comes from ops changed by the structural change") != std::string::npos);
+  CHECK(detail.find("B: made by op 1, aten::clamp at train.py:64") != std::string::npos);
+}
+
 TEST_CASE("an extra optimizer.step() call: the next iteration's first op that reads other weights") {
   using T = Recorder::T;
   // Each iteration: a forward op reading the weight, then `optimizer.step()` (line 30): the
