@@ -1776,26 +1776,44 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
       return t.role == TensorRole::kInput && t.status == tracer::TensorStatus::kNotHashed &&
              p.a.strings.text(t.reason) != tracer::kReasonOverwritten;
     });
-    if (const TensorRecord* carried = unhashed_input ? nullptr : carried_longest(a)) {
+    // An input carried in one run and hashed in the other (a view of a buffer written
+    // through .numpy() in B only) is the likeliest to hold what the hash does not say.
+    auto carried_in = [](const TensorRecord& t) {
+      return t.role == TensorRole::kInput && t.producer != tracer::kNoSeq &&
+             (t.status == tracer::TensorStatus::kKnown || t.status == tracer::TensorStatus::kView);
+    };
+    const TensorRecord* carried = unhashed_input ? nullptr : carried_longest(a);
+    const TensorRecord* carried_b = nullptr;
+    if (!unhashed_input && a.tensors.size() == b.tensors.size())
+      for (size_t k = 0; k < b.tensors.size(); ++k)
+        if (carried_in(b.tensors[k]) && !carried_in(a.tensors[k]) && carried_b == nullptr)
+          carried_b = &b.tensors[k];
+    if (carried_b) carried = carried_b;
+    if (carried) {
       // Every input whose hash was carried may be the one written outside torch's ops: with
       // several (a bias from the optimizer, a batch cloned then written through .numpy()),
       // each is named with the op that made it, not the oldest alone.
-      // The one carried longest first (data wrapped once, long ago).
-      std::vector<const TensorRecord*> all = {carried};
-      for (const TensorRecord& t : a.tensors) {
-        if (&t != carried && t.role == TensorRole::kInput && t.producer != tracer::kNoSeq &&
-            (t.status == tracer::TensorStatus::kKnown || t.status == tracer::TensorStatus::kView))
-          all.push_back(&t);
-      }
+      // The one carried longest first (data wrapped once, long ago). (true: B's.)
+      std::vector<std::pair<const TensorRecord*, bool>> all = {{carried, carried_b != nullptr}};
+      for (const TensorRecord& t : (carried_b ? b : a).tensors)
+        if (&t != carried && carried_in(t)) all.push_back({&t, carried_b != nullptr});
+      if (carried_b)  // A's carried inputs that B hashed
+        for (const TensorRecord& t : a.tensors)
+          if (carried_in(t) && std::none_of(all.begin(), all.end(), [&](const auto& x) {
+                return x.first->index == t.index;
+              }))
+            all.push_back({&t, false});
+      const std::string whose = carried_b ? "B's " : "";
       std::string subject = "input " + std::to_string(carried->index);
-      std::string after = "after op " + std::to_string(carried->producer) + " made it";
+      std::string after = "after " + whose + "op " + std::to_string(carried->producer) + " made it";
       if (all.size() > 1) {
         subject.clear();
-        for (const TensorRecord* t : all) {
-          const std::string maker = producer_text(false, t->producer);
+        for (const auto& [t, in_b] : all) {
+          const std::string maker = producer_text(in_b, t->producer);
           subject += (subject.empty() ? "" : " or ") + std::string("input ") +
                      std::to_string(t->index) + " (made by " + (maker.empty() ? "" : maker + ", ") +
-                     "op " + std::to_string(t->producer) + ")";
+                     (carried_b ? (in_b ? "B's " : "A's ") : "") + "op " +
+                     std::to_string(t->producer) + ")";
         }
         after = "after it was made";
       }

@@ -773,6 +773,32 @@ TEST_CASE("every carried input is named as possibly changed outside torch, the l
             "made") != std::string::npos);
 }
 
+TEST_CASE("an input carried in one run only, hashed in the other, is named first") {
+  // B writes a buffer through .numpy() (a view the next op reads with its carried hash); A
+  // reads the buffer hashed. A's other input, made just before, is carried in both.
+  using T = Recorder::T;
+  auto write = [](bool numpy_write) {
+    return write_ops([&](Recorder& r) {
+      T buffer{11, kNoSeq, "32"};
+      if (numpy_write) {
+        buffer.status = TensorStatus::kView;
+        buffer.producer = r.op("aten::detach", {T{10, kNoSeq, "32"}}, {T{11, kNoSeq, "32"}}, {}, 0, 0,
+                               kNoSeq, 45);
+      } else {
+        r.op("aten::relu", {T{40}}, {T{41}}, {}, 0, 0, kNoSeq, 44);
+      }
+      T ema{12, kNoSeq, "32", TensorStatus::kKnown};
+      ema.producer = r.op("aten::mul_", {T{42, kNoSeq, "32"}}, {T{12, kNoSeq, "32"}}, {}, 0, 0, kNoSeq, 52);
+      r.op("aten::add_", {ema, buffer}, {T{numpy_write ? 32u : 31u, kNoSeq, "32"}}, {}, 0, 0, kNoSeq, 52);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  REQUIRE(d["value_after_structure"].is_object());
+  const std::string detail = d["value_after_structure"]["detail"];
+  INFO(detail);
+  CHECK(detail.find("input 1 (made by aten::detach at train.py:45, B's op 0) or input 0") != std::string::npos);
+}
+
 TEST_CASE("runs with other thread counts: a differing output is the kernels', not a carried input") {
   using T = Recorder::T;
   auto write = [](uint64_t out, const std::string& threads) {
