@@ -2319,40 +2319,47 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // another optimizer step in each run.
   std::set<int32_t> steps_removed, steps_inserted;
   // The value each replacement leaves (the outputs of its last op that hashed one) is one the
-  // other run's replacement also made; else the change may have changed results that no later
-  // op reads (an EMA of the weights kept another way, saved at the end). `left_differ`: the
-  // first replacement that leaves another value ({a, b}: those last ops).
-  json left_differ;
+  // other run's changes also made (in any of its changed stretches: ops may have moved);
+  // else the change may have changed results that no later op reads (an EMA of the weights
+  // kept another way, saved at the end). `left_differ`: the first replacement's last op, in
+  // each run, whose value the other run's changes never made ({a, b}).
+  std::unordered_set<uint64_t> changed_outputs[2];  // in A's changes, in B's
+  std::vector<std::pair<OpRecord, OpRecord>> replacements_left;  // the last ops of each
+  constexpr size_t kReplacementsKept = 4096;
   auto check_left = [&](const Hunk& h) {
-    if (!left_differ.is_null() || !moved_known || h.a_begin == h.a_end || h.b_begin == h.b_end)
-      return;
-    auto outputs = [&](Side& side, int64_t begin, int64_t end, std::optional<OpRecord>* last) {
-      std::unordered_set<uint64_t> hashes;
+    if (!moved_known) return;
+    auto outputs = [&](Side& side, int64_t begin, int64_t end, std::unordered_set<uint64_t>& into,
+                       std::optional<OpRecord>* last) {
       for (int64_t t = begin; t < end; ++t) {
         auto o = side.reader->op_at(side.thread, t);
         if (!o) continue;
         bool made = false;
         for (const TensorRecord& x : o->tensors)
           if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed) {
-            hashes.insert(x.hash);
+            into.insert(x.hash);
             made = true;
           }
         if (made) *last = std::move(o);
       }
-      return hashes;
     };
     std::optional<OpRecord> last_a, last_b;
-    const auto made_a = outputs(p.a, h.a_begin, h.a_end, &last_a);
-    const auto made_b = outputs(p.b, h.b_begin, h.b_end, &last_b);
+    outputs(p.a, h.a_begin, h.a_end, changed_outputs[0], &last_a);
+    outputs(p.b, h.b_begin, h.b_end, changed_outputs[1], &last_b);
+    if (last_a && last_b && replacements_left.size() < kReplacementsKept)
+      replacements_left.emplace_back(std::move(*last_a), std::move(*last_b));
+  };
+  auto left_differ_json = [&]() -> json {
     auto made_by_other = [](const OpRecord& last, const std::unordered_set<uint64_t>& other) {
       for (const TensorRecord& x : last.tensors)
         if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed && !other.count(x.hash))
           return false;
       return true;
     };
-    if (last_a && last_b && (!made_by_other(*last_a, made_b) || !made_by_other(*last_b, made_a)))
-      left_differ = {{"a", op_json(*p.a.reader, p.a.strings, *last_a)},
-                     {"b", op_json(*p.b.reader, p.b.strings, *last_b)}};
+    for (const auto& [last_a, last_b] : replacements_left)
+      if (!made_by_other(last_a, changed_outputs[1]) || !made_by_other(last_b, changed_outputs[0]))
+        return {{"a", op_json(*p.a.reader, p.a.strings, last_a)},
+                {"b", op_json(*p.b.reader, p.b.strings, last_b)}};
+    return nullptr;
   };
   // Paired ops whose values differ, by key with line as for moved ops: with the moved ops of
   // their key, what each run computed there. When the two runs computed the same values at
@@ -2901,6 +2908,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0 &&
       growth.structural_ops() <= pairs_compared && !ends_replaced && !out.contains("moved_ops_differ") &&
       moved_known) {
+    json left_differ = left_differ_json();
     if (left_differ.is_null()) {
       out["values_same"] = {{"pairs", pairs_compared}};
     } else {
@@ -4176,14 +4184,20 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       return in_surplus(best->a, best_at.i, +1) || in_surplus(best->b, best_at.j, -1);
     };
     const bool workers = dataloader_workers(a, p);
-    auto same_set = [workers](size_t ops) {
-      return std::string(workers ? " loaded other batches each in A than in B"
-                                 : " took their tasks in another order in A than in B") +
+    // DataLoader workers load other batches each only where their number differs: with as
+    // many in both runs, worker k loads the same batches in both.
+    const bool other_batches =
+        workers && pool[p] >= 0 && !pool_worker_counts(a, b, pool, pool[p], false).empty();
+    auto same_set = [workers, other_batches](size_t ops) {
+      return std::string(!workers        ? " took their tasks in another order in A than in B"
+                         : other_batches ? " loaded other batches each in A than in B"
+                                         : "") +
              "; compared as one set, they ran the same " + std::to_string(ops) +
              " ops with the same values";
     };
-    const std::string tasks = workers ? " load other batches each in A than in B: "
-                                      : " may take their tasks in any order: ";
+    const std::string tasks = !workers        ? " may take their tasks in any order: "
+                              : other_batches ? " load other batches each in A than in B: "
+                                              : ": ";
     const std::string as_set = "compared as one set, their ops differ; the first op of A's that "
                                "B's did not run with the same values is compared with B's op of "
                                "the same kind after the same item or task, wherever each ran";

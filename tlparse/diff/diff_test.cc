@@ -3035,6 +3035,27 @@ TEST_CASE("a DataLoader worker's difference after the main process's earlier one
         std::string::npos);
 }
 
+TEST_CASE("DataLoader workers as many in both runs are not said to load other batches each") {
+  // Two workers in both runs; B's second worker loads another item (a data bug, a dropped
+  // last batch): the workers load the same batches in both, so no note says otherwise.
+  auto run = [](int differ) {
+    std::vector<Process> processes = {{"100", "1", "", 1000, linear_ops(12)}};
+    for (int w = 0; w < 2; ++w) {
+      Process p{std::to_string(101 + w), "100", std::to_string(w) + "/2", 50000 + 100 * w,
+                linear_ops(6, w == 1 ? differ : -1)};
+      p.meta = {{"end_time_ns", "900000"}};
+      processes.push_back(p);
+    }
+    return write_processes(processes);
+  };
+  json r = compare(run(-1), run(3));
+  const std::string notes = r["notes"].dump();
+  INFO(notes);
+  CHECK(notes.find("DataLoader worker") != std::string::npos);
+  CHECK(notes.find("load other batches each") == std::string::npos);
+  CHECK(notes.find("compared as one set, their ops differ") != std::string::npos);
+}
+
 TEST_CASE("siblings that ran one after the other are phases, not a pool taking tasks in any order") {
   // A shell script trains, saves, then a second python process resumes (both children of the
   // unrecorded shell); B's resume forgets to load the optimizer state (another op at 2).
