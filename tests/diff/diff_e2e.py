@@ -442,6 +442,10 @@ import sys, torch
 from torch.utils.data import DataLoader, Dataset
 workers, epochs, augment = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "augment"
 persistent, bad_seed = "persistent" in sys.argv[4:], "bad_seed" in sys.argv[4:]
+# A collate_fn of the user's: its batch is made outside shared memory, which the worker's
+# queue feeder thread then moves there.
+collate = (lambda items: (torch.stack([x for x, _ in items]), torch.stack([y for _, y in items]))) \
+    if "collate" in sys.argv[4:] else None
 class Data(Dataset):
     def __len__(self):
         return 32
@@ -457,7 +461,7 @@ torch.manual_seed(0)
 model = torch.nn.Linear(4, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = DataLoader(Data(), batch_size=8, num_workers=workers, worker_init_fn=init,
-                    persistent_workers=persistent)
+                    persistent_workers=persistent, collate_fn=collate)
 for epoch in range(epochs):
     for x, y in loader:
         opt.zero_grad()
@@ -494,6 +498,14 @@ def case_worker_epochs():
     check(rc == 1 and "A loads its DataLoader's batches in its main process (num_workers 0), B in "
           "worker processes (num_workers 2, 4 recorded)" in notes and "(DataLoader worker 0/2, pid" in notes,
           f"0 against 2 workers: the note says where each run loads its batches: {notes}")
+    # A collate_fn of the user's: each worker has a thread the other run's workers do not (the
+    # queue's feeder, moving the batch into shared memory), said to change no value.
+    c, out_c = record("worker_epochs_collate", ["2", "2", "plain", "collate"], script)
+    check(out_c == out_a, "a collate_fn of the user's: the same loss")
+    rc, r = diff(a, c)
+    notes = " ".join(r.get("notes", []))
+    check("exists only in B: it moves tensors into shared memory to send them to another process" in notes,
+          f"the workers' feeder threads are explained: {notes}")
     # One more epoch: the main process goes on where the other ended; the workers of the
     # first two epochs pair with their own epoch's (not with the next epoch's).
     c, _ = record("worker_epochs_more", ["2", "3", "plain"], script)

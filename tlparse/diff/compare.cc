@@ -4049,8 +4049,21 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         const TidxRange range = thread_tidx_range(r, id);
         if (range.end == 0) continue;
         (in_a ? only_a : only_b).push_back(id);
-        notes.push_back("process " + std::to_string(p) + ": thread " + std::to_string(id) +
-                        " exists only in " + (in_a ? "A" : "B"));
+        // A thread whose first op pickles a tensor for another process: a multiprocessing
+        // queue's feeder thread moving it into shared memory.
+        std::string why;
+        if (auto first_op = r.op_at(id, range.begin)) {
+          Strings strings(r);
+          const tracer::FrameId frame = first_op->user_frame != 0 ? first_op->user_frame : first_op->stack;
+          const auto f = frame != 0 ? r.frame(frame) : std::nullopt;
+          const std::string file = f ? strings.text(f->file) : std::string();
+          if (file.size() >= 29 && file.compare(file.size() - 29, 29, "multiprocessing/reductions.py") == 0)
+            why = ": it moves tensors into shared memory to send them to another process (a "
+                  "multiprocessing queue's feeder thread; in a DataLoader worker, a batch that a "
+                  "collate_fn made outside shared memory), which changes no value";
+        }
+        notes.push_back("process " + std::to_string((in_a ? a : b).shown(p)) + ": thread " +
+                        std::to_string(id) + " exists only in " + (in_a ? "A" : "B") + why);
         if (best) continue;
         // A whole thread of ops on one side only: compare it against an empty thread.
         auto pair = std::make_unique<Pair>(ra, id, in_a ? range : TidxRange{}, rb, id,
