@@ -454,13 +454,22 @@ class Data(Dataset):
         if augment:
             x = x + 0.1 * torch.randn(4)  # MARK:augment
         return x, x.sum(0, keepdim=True)
+class Stream(torch.utils.data.IterableDataset):
+    # Each worker yields its own share of the items.
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        n, k = (info.num_workers, info.id) if info else (1, 0)
+        for i in range(k, 32, n):
+            x = torch.arange(4, dtype=torch.float32) * (i + 1) / 32
+            yield x, x.sum(0, keepdim=True)
 def init(worker):
     if bad_seed and worker == 1:
         torch.manual_seed(999)
 torch.manual_seed(0)
 model = torch.nn.Linear(4, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-loader = DataLoader(Data(), batch_size=8, num_workers=workers, worker_init_fn=init,
+loader = DataLoader(Stream() if "iterable" in sys.argv[4:] else Data(), batch_size=8,
+                    num_workers=workers, worker_init_fn=init,
                     persistent_workers=persistent, collate_fn=collate)
 for epoch in range(epochs):
     for x, y in loader:
@@ -506,6 +515,14 @@ def case_worker_epochs():
     notes = " ".join(r.get("notes", []))
     check("exists only in B: it moves tensors into shared memory to send them to another process" in notes,
           f"the workers' feeder threads are explained: {notes}")
+    # An IterableDataset split by get_worker_info(): another worker count puts other items in
+    # each batch; the note says so (no augmentation to blame).
+    c, _ = record("worker_epochs_it2", ["2", "1", "plain", "iterable"], script)
+    e, _ = record("worker_epochs_it3", ["3", "1", "plain", "iterable"], script)
+    rc, r = diff(c, e)
+    notes = " ".join(r.get("notes", []))
+    check(rc == 1 and "each worker of an IterableDataset yields its own share of the items" in notes
+          and "augmentation" not in notes, f"an IterableDataset's shards: {notes}")
     # One more epoch: the main process goes on where the other ended; the workers of the
     # first two epochs pair with their own epoch's (not with the next epoch's).
     c, _ = record("worker_epochs_more", ["2", "3", "plain"], script)

@@ -3114,20 +3114,25 @@ std::string pool_who(const tracer::Run& a, const std::vector<int>& groups, int g
 // batches go to the workers in turn, and each worker draws random numbers from its own
 // generator.
 std::string pool_worker_counts(const tracer::Run& a, const tracer::Run& b,
-                               const std::vector<int>& groups, int g, bool differ) {
+                               const std::vector<int>& groups, int g, bool differ,
+                               bool iterable = false) {
   for (size_t p = 0; p < groups.size(); ++p) {
     if (groups[p] != g || !dataloader_workers(a, p)) continue;
     const std::string na = worker_count(*a.processes[p]), nb = worker_count(*b.processes[p]);
     if (na == nb) return "";
     return "; num_workers is " + na + " in A and " + nb + " in B" +
-           (differ ? std::string(": batches go to the workers in turn, and each worker draws "
-                                 "random numbers from its own generator (seeded base_seed + "
-                                 "worker id), so a random op in the dataset (an augmentation) "
-                                 "gets other numbers for most batches")
-                   : std::string());
+           (!differ   ? std::string()
+            : iterable ? std::string(": each worker of an IterableDataset yields its own share "
+                                     "of the items (as get_worker_info() splits them), so with "
+                                     "another number of workers the batches hold other items")
+                       : std::string(": batches go to the workers in turn, and each worker draws "
+                                     "random numbers from its own generator (seeded base_seed + "
+                                     "worker id), so a random op in the dataset (an "
+                                     "augmentation) gets other numbers for most batches"));
   }
   return "";
 }
+
 
 // The threads of `r` in the order they were created: by OS thread id, which Linux hands out
 // in increasing order from the main thread's (the pid), wrapping around at pid_max on a busy
@@ -3338,6 +3343,19 @@ std::pair<int64_t, int64_t> nearest_alike(const std::vector<Alike>& a,
 int64_t count_of(const std::vector<uint64_t>& keys, uint64_t key) {
   const auto [lo, hi] = std::equal_range(keys.begin(), keys.end(), key);
   return hi - lo;
+}
+
+// Whether A's op `x` of a worker set ran in an IterableDataset's iterator (its fetcher is
+// on the Python stack), not a map-style dataset's __getitem__.
+bool from_iterable_dataset(const tracer::Run& a, const PoolOp& x) {
+  if (x.tidx < 0) return false;
+  const Reader& r = *a.processes[x.process];
+  const auto op = r.op_at(x.thread, x.tidx);
+  if (!op || op->stack == 0) return false;
+  Strings strings(r);
+  for (const tracer::FrameRecord& f : r.stack(op->stack))
+    if (strings.text(f.function).find("_IterableDatasetFetcher") != std::string::npos) return true;
+  return false;
 }
 
 // Compares the ops of units `ua` of run `a` and `ub` of run `b` as two multisets of contents.
@@ -4230,7 +4248,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         if (v.same == 1)
           notes.push_back(who + same_set(v.ops) + pool_worker_counts(a, b, pool, pool[p], false));
         else if (v.same == 0)
-          notes.push_back(who + tasks + as_set + pool_worker_counts(a, b, pool, pool[p], true));
+          notes.push_back(who + tasks + as_set +
+                          pool_worker_counts(a, b, pool, pool[p], true, from_iterable_dataset(a, v.a)));
         else
           notes.push_back(who + tasks + "they hold too many ops to compare as one set and are "
                           "compared in start order, process by process");
