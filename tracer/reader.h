@@ -93,9 +93,6 @@ class Reader {
                        const std::function<bool(const std::vector<std::string>&)>& row) const = 0;
 };
 
-// A run: the databases of its processes, in a canonical order that two runs of the same
-// program share: by torch.distributed rank (meta `rank`; children inherit their parent's),
-// then depth in the process tree, then start time and pid.
 // What a run directory holds: one `*.sqlite` database per recorded process (not the "-wal" and
 // "-shm" companions, which end otherwise), and the manifest `tdbg record` writes beside them
 // (the command line, times and exit status). Either makes a directory a run directory.
@@ -104,6 +101,9 @@ inline bool IsRunDatabaseName(const std::string& name) {
   return name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0;
 }
 
+// A run: the databases of its processes, in a canonical order that two runs of the same
+// program share: by torch.distributed rank (meta `rank`; children inherit their parent's),
+// then depth in the process tree, then start time and pid.
 struct Run {
   std::string path;
   std::vector<std::unique_ptr<Reader>> processes;

@@ -2300,53 +2300,44 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       combine(std::hash<std::string>{}(side.strings.text(arg.value)));
     return id;
   };
+  // The optimizer steps where the changes start, in A and in B: ops that moved to other steps
+  // ran before another optimizer step in each run.
+  std::set<int32_t> change_steps[2];
+  // The value each replacement leaves (the outputs of its last op that hashed one) is one the
+  // other run's changes also made (in any of its changed stretches: ops may have moved);
+  // else the change may have changed results that no later op reads (an EMA of the weights
+  // kept another way, saved at the end). `left_differ_json`: the first replacement's last op,
+  // in each run, whose value the other run's changes never made ({a, b}).
+  std::unordered_set<uint64_t> changed_outputs[2];  // in A's changes, in B's
+  std::vector<std::pair<OpRecord, OpRecord>> replacements_left;  // the last ops of each
+  constexpr size_t kReplacementsKept = 4096;
+  // Reads the ops of a change's stretch in one run (sign +1: A's, -1: B's) once, for all of
+  // the above; returns its last op with a hashed output.
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
+    const int run = sign > 0 ? 0 : 1;
+    std::optional<OpRecord> last;
     for (int64_t t = begin; moved_known && t < end; ++t) {
       auto o = side.reader->op_at(side.thread, t);
       if (!o || --moved_budget < 0) {
         moved_known = false;
-        return;
+        return last;
       }
+      if (t == begin) change_steps[run].insert(o->step);
       const Identity id = identity(side, *o);
       moved[id.key] += sign;
       moved_lines[id.key + "@" + id.line] += sign;
       moved_calls[id.key + "@" + id.calls] += sign;
       (sign > 0 ? moved_a : moved_b)[id.key + "@" + id.line].push_back({t, id.values});
       ++moved_ops;
+      bool made = false;
+      for (const TensorRecord& x : o->tensors)
+        if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed) {
+          changed_outputs[run].insert(x.hash);
+          made = true;
+        }
+      if (made) last = std::move(o);
     }
-  };
-  // The optimizer steps where the changes start: ops that moved to other steps ran before
-  // another optimizer step in each run.
-  std::set<int32_t> steps_removed, steps_inserted;
-  // The value each replacement leaves (the outputs of its last op that hashed one) is one the
-  // other run's changes also made (in any of its changed stretches: ops may have moved);
-  // else the change may have changed results that no later op reads (an EMA of the weights
-  // kept another way, saved at the end). `left_differ`: the first replacement's last op, in
-  // each run, whose value the other run's changes never made ({a, b}).
-  std::unordered_set<uint64_t> changed_outputs[2];  // in A's changes, in B's
-  std::vector<std::pair<OpRecord, OpRecord>> replacements_left;  // the last ops of each
-  constexpr size_t kReplacementsKept = 4096;
-  auto check_left = [&](const Hunk& h) {
-    if (!moved_known) return;
-    auto outputs = [&](Side& side, int64_t begin, int64_t end, std::unordered_set<uint64_t>& into,
-                       std::optional<OpRecord>* last) {
-      for (int64_t t = begin; t < end; ++t) {
-        auto o = side.reader->op_at(side.thread, t);
-        if (!o) continue;
-        bool made = false;
-        for (const TensorRecord& x : o->tensors)
-          if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed) {
-            into.insert(x.hash);
-            made = true;
-          }
-        if (made) *last = std::move(o);
-      }
-    };
-    std::optional<OpRecord> last_a, last_b;
-    outputs(p.a, h.a_begin, h.a_end, changed_outputs[0], &last_a);
-    outputs(p.b, h.b_begin, h.b_end, changed_outputs[1], &last_b);
-    if (last_a && last_b && replacements_left.size() < kReplacementsKept)
-      replacements_left.emplace_back(std::move(*last_a), std::move(*last_b));
+    return last;
   };
   auto left_differ_json = [&]() -> json {
     auto made_by_other = [](const OpRecord& last, const std::unordered_set<uint64_t>& other) {
@@ -2571,13 +2562,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (e.hunk.a_begin == e.hunk.a_end) note_inserted(p.b, e.hunk.b_begin, e.hunk.b_end, inserted_parent_b);
       if (e.hunk.b_begin == e.hunk.b_end) note_inserted(p.a, e.hunk.a_begin, e.hunk.a_end, inserted_parent_a);
       step_calls.add_hunk(e.hunk);
-      count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
-      count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
-      check_left(e.hunk);
-      if (e.hunk.a_begin < e.hunk.a_end)
-        if (auto o = p.a.reader->op_at(p.a.thread, e.hunk.a_begin)) steps_removed.insert(o->step);
-      if (e.hunk.b_begin < e.hunk.b_end)
-        if (auto o = p.b.reader->op_at(p.b.thread, e.hunk.b_begin)) steps_inserted.insert(o->step);
+      std::optional<OpRecord> last_a = count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
+      std::optional<OpRecord> last_b = count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
+      if (last_a && last_b && replacements_left.size() < kReplacementsKept)
+        replacements_left.emplace_back(std::move(*last_a), std::move(*last_b));
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
       if (first_hunk && where.kind == Located::kStructure) {
         // Where the change begins in each run (the first op at or after it).
@@ -2814,8 +2802,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     const bool same_calls = same_lines && balanced(moved_calls);
     // Moved from one optimizer step to another (removed where A's step 0 holds them, inserted
     // in B's last): the steps split the same work otherwise.
-    bool other_steps = !steps_removed.empty() && !steps_inserted.empty();
-    for (int32_t step : steps_removed) other_steps = other_steps && !steps_inserted.count(step);
+    bool other_steps = !change_steps[0].empty() && !change_steps[1].empty();
+    for (int32_t step : change_steps[0]) other_steps = other_steps && !change_steps[1].count(step);
     out["detail"] = out.value("detail", std::string()) +
                     "; the same ops ran in another order (" + std::to_string(moved_ops / 2) +
                     " op(s) moved" +
@@ -3133,7 +3121,6 @@ std::string pool_worker_counts(const tracer::Run& a, const tracer::Run& b,
   return "";
 }
 
-
 // The threads of `r` in the order they were created: by OS thread id, which Linux hands out
 // in increasing order from the main thread's (the pid), wrapping around at pid_max on a busy
 // machine (ids below the pid came later).
@@ -3296,13 +3283,14 @@ std::vector<Alike> ops_before(const tracer::Run& run, const PoolOp& x, size_t n)
   return before;
 }
 
-// Which of `ops` (nearest first) are random or made from a random op's output among them (an
-// op holding a random op, as `randn` holds `normal_`, makes random numbers).
+// Which of the first `n` of `ops` (nearest first) are random or made from a random op's
+// output among them (an op holding a random op, as `randn` holds `normal_`, makes random
+// numbers).
 template <typename Ops>
-std::vector<bool> random_made(const Ops& ops) {
-  std::vector<bool> made(ops.size(), false);
+std::vector<bool> random_made(const Ops& ops, size_t n) {
+  std::vector<bool> made(n, false);
   std::unordered_map<int64_t, size_t> at;  // seq -> index, of the ops met (older ones)
-  for (size_t k = ops.size(); k-- > 0;) {
+  for (size_t k = n; k-- > 0;) {
     bool m = ops[k].random;
     for (int64_t f : ops[k].from)
       if (auto it = at.find(f); it != at.end()) m = m || made[it->second];
@@ -3327,7 +3315,7 @@ std::pair<int64_t, int64_t> nearest_alike(const std::vector<Alike>& a,
   std::pair<int64_t, int64_t> near{-1, -1};
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n].signature == b[n].signature) ++n;
-  const std::vector<bool> b_random = random_made(std::deque<Alike>(b.begin(), b.begin() + n));
+  const std::vector<bool> b_random = random_made(b, n);
   for (size_t k = 0; k < n; ++k) {
     if (!a[k].value || a[k].content != b[k].content) continue;
     if (near.second < 0) near.second = static_cast<int64_t>(k) + 1;
@@ -3413,7 +3401,7 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   // such an op ends the search), else among B's first ops past the quota of A's op's kind,
   // going back further.
   const std::vector<Alike> a_before = ops_before(a, v.a, kNearBack);
-  const std::vector<bool> a_random = random_made(a_before);
+  const std::vector<bool> a_random = random_made(a_before, a_before.size());
   std::vector<std::deque<Alike>> last(ub.size());
   PoolOp near[2];  // nearest by ops not made from random numbers, by any op
   int64_t near_back[2] = {-1, -1};
@@ -4075,7 +4063,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
           const tracer::FrameId frame = first_op->user_frame != 0 ? first_op->user_frame : first_op->stack;
           const auto f = frame != 0 ? r.frame(frame) : std::nullopt;
           const std::string file = f ? strings.text(f->file) : std::string();
-          if (file.size() >= 29 && file.compare(file.size() - 29, 29, "multiprocessing/reductions.py") == 0)
+          constexpr std::string_view kPickling = "multiprocessing/reductions.py";
+          if (file.size() >= kPickling.size() &&
+              file.compare(file.size() - kPickling.size(), kPickling.size(), kPickling) == 0)
             why = ": it moves tensors into shared memory to send them to another process (a "
                   "multiprocessing queue's feeder thread; in a DataLoader worker, a batch that a "
                   "collate_fn made outside shared memory), which changes no value";

@@ -527,19 +527,23 @@ std::string format_divergence(const json& result) {
         << (step_a == step_b ? ", step " + step_a : ", step A " + step_a + ", B " + step_b) << ")\n";
       print_value(o, after);
     }
+    // Every pair outside the changes the same: the change added or moved work (`values_same`),
+    // unless it left other values that nothing compared reads (`values_left_differ`).
     const json& same = d.value("values_same", json());
-    if (same.is_object())
-      o << "  values:   every op paired outside the changes has the same values in both runs ("
-        << str(same, "pairs") << " pairs, to the end): the change added or moved work, not "
-        << "results\n";
     const json& left = d.value("values_left_differ", json());
-    if (left.is_object())
+    const json& paired = same.is_object() ? same : left;
+    if (paired.is_object()) {
       o << "  values:   every op paired outside the changes has the same values in both runs ("
-        << str(left, "pairs") << " pairs, to the end), but the changed ops leave other values, "
-        << "which no later op compared reads (state kept to the end or saved, such as an EMA "
-        << "of the weights): A's " << str(left["a"], "op") << " (seq " << str(left["a"], "seq")
-        << ") at " << source_text(left["a"]) << ", B's " << str(left["b"], "op") << " (seq "
-        << str(left["b"], "seq") << ") at " << source_text(left["b"]) << "\n";
+        << str(paired, "pairs") << " pairs, to the end)";
+      if (same.is_object())
+        o << ": the change added or moved work, not results\n";
+      else
+        o << ", but the changed ops leave other values, which no later op compared reads (state "
+          << "kept to the end or saved, such as an EMA of the weights): A's " << str(left["a"], "op")
+          << " (seq " << str(left["a"], "seq") << ") at " << source_text(left["a"]) << ", B's "
+          << str(left["b"], "op") << " (seq " << str(left["b"], "seq") << ") at "
+          << source_text(left["b"]) << "\n";
+    }
   }
   if (const json& later = d.value("later_rounding_level", json()); later.is_number()) {
     char size[32];
