@@ -307,19 +307,25 @@ class Aligner {
   // The module an op ran in, 0 where it has none (or cannot be read).
   uint64_t module_key(Side& s, int64_t tidx) {
     const OpRecord* op = s.cursor.at(tidx);
-    return op && op->module != 0 ? std::hash<std::string>{}(s.strings.text(op->module)) | 1 : 0;
+    return op ? module_key_of(s, *op) : 0;
+  }
+  static uint64_t module_key_of(Side& s, const OpRecord& op) {
+    return op.module != 0 ? std::hash<std::string>{}(s.strings.text(op.module)) | 1 : 0;
   }
 
   // Where an op ran in the user's code, 0 where it has no line (ops autograd runs): for
   // telling apart ops of one signature that ran at other places.
   uint64_t line_key(Side& s, int64_t tidx) {
     const OpRecord* op = s.cursor.at(tidx);
-    if (!op || op->user_frame == 0) return 0;
+    return op ? line_key_of(s, *op) : 0;
+  }
+  static uint64_t line_key_of(Side& s, const OpRecord& op) {
+    if (op.user_frame == 0) return 0;
     // The user's line and its callers' (the same forward called from line 29 and from line
     // 30 runs the same innermost lines), and the module the op ran in (`blocks.0` called
     // twice against `blocks.1`), by file name, not path.
-    uint64_t key = module_key(s, tidx) | 1;
-    tracer::FrameId id = op->user_frame;
+    uint64_t key = module_key_of(s, op) | 1;
+    tracer::FrameId id = op.user_frame;
     for (int depth = 0; depth < 8 && id != 0; ++depth) {
       auto frame = s.reader->frame(id);
       if (!frame) break;
@@ -525,19 +531,22 @@ class Aligner {
   // with matched ops around them) is aligned again by dynamic programming: as many pairs as
   // before, then as many pairs that computed the same values, then as many that ran at the
   // same source line. The edit count stays; regions larger than kRegionOps stay as they are.
+  static constexpr int64_t kRegionOps = 1536;
   void refine_regions(std::vector<Hunk>& script, const std::vector<uint64_t>& sa,
                       const std::vector<uint64_t>& sb, int64_t a_used, int64_t b_used) {
-    constexpr int64_t kRegionGap = 16, kRegionOps = 400;
+    constexpr int64_t kRegionGap = 16;
     std::vector<Hunk> out;
     size_t k = 0;
     int64_t done_a = 0;  // window ops before this are settled (A side; B is at the same gap)
     while (k < script.size()) {
       size_t last = k;
       // Dense changes (one every few ops, in every step) make regions of a few hunks each,
-      // small enough to align again.
+      // small enough to align again; so do a large change and the few ops it left paired
+      // with look-alikes of other lines before the next (`zero_grad(set_to_none=True)` makes
+      // clipping a no-op: its profiler ops pair with those of `opt.step()`).
       while (last + 1 < script.size() && script[last + 1].a_begin - script[last].a_end < kRegionGap &&
-             script[last + 1].a_end - script[k].a_begin < kRegionOps / 4 &&
-             script[last + 1].b_end - script[k].b_begin < kRegionOps / 4)
+             script[last + 1].a_end - script[k].a_begin < kRegionOps / 2 &&
+             script[last + 1].b_end - script[k].b_begin < kRegionOps / 2)
         ++last;
       const Hunk& first = script[k];
       const Hunk& end = script[last];
@@ -547,7 +556,8 @@ class Aligner {
       const int64_t gap_before = first.a_begin - done_a;
       const int64_t gap_after = (last + 1 < script.size() ? script[last + 1].a_begin : a_used) - end.a_end;
       const int64_t gap_after_b = (last + 1 < script.size() ? script[last + 1].b_begin : b_used) - end.b_end;
-      const int64_t reach = std::max<int64_t>(16, size);
+      // Both shrink to fit a region of kRegionOps.
+      const int64_t reach = std::min(std::max<int64_t>(16, size), std::max<int64_t>(0, (kRegionOps - size) / 2));
       const int64_t before = std::min({reach, gap_before, first.b_begin});
       const int64_t after = std::min({reach, last + 1 < script.size() ? gap_after / 2 : gap_after, gap_after_b});
       const int64_t ra0 = first.a_begin - before, rb0 = first.b_begin - before;
@@ -588,7 +598,8 @@ class Aligner {
     // Each weight above the sum of the lower ones over a region (kRegionOps pairs): the same
     // module first (a block called twice: its second call is the inserted one, whatever its
     // first ops computed), then the same values, then the same line.
-    constexpr int64_t kPair = int64_t{1} << 30, kSameModule = 1 << 20, kSameContent = 1 << 10;
+    static_assert(kRegionOps < (1 << 11));
+    constexpr int64_t kPair = int64_t{1} << 33, kSameModule = 1 << 22, kSameContent = 1 << 11;
     auto weight = [&](int64_t x, int64_t y) -> int64_t {
       if (sa[static_cast<size_t>(ra0 + x)] != sb[static_cast<size_t>(rb0 + y)]) return -1;
       int64_t w = kPair;
@@ -624,13 +635,76 @@ class Aligner {
     std::reverse(pairs.begin(), pairs.end());
     int64_t x = 0, y = 0;
     auto gap_to = [&](int64_t px, int64_t py) {
-      if (px > x || py > y) hunks->push_back(Hunk{ra0 + x, ra0 + px, rb0 + y, rb0 + py});
+      if (px > x || py > y) split_by_lines(la, lb, x, px, y, py, ra0, rb0, hunks);
       x = px + 1;
       y = py + 1;
     };
     for (const auto& [px, py] : pairs) gap_to(px, py);
-    if (x < n || y < m) hunks->push_back(Hunk{ra0 + x, ra1, rb0 + y, rb1});
+    if (x < n || y < m) split_by_lines(la, lb, x, n, y, m, ra0, rb0, hunks);
     return true;
+  }
+
+  // Appends the hunk of region ops A[x0, x1) and B[y0, y1) (`la`, `lb`: the line keys of the
+  // region, which starts at window ops ra0 and rb0). A replacement whose one side starts with
+  // ops at lines that the other run does not reach in the region nor in the 32 ops before
+  // it, and goes on at a line the other side's ops run, is an insertion (removal) there and
+  // a replacement after it: `opt.zero_grad(set_to_none=True)` added before a clip whose work
+  // it empties reads "inserted at the zero_grad line", not "the clip replaced by zero_grad";
+  // a batch of 3 collated against 2 keeps its third `select` in the replacement of `stack`,
+  // since the other run selected at that line just before. Where both sides start so, which
+  // came first is unknown and the hunk stays whole. The end of a hunk is not split: two lines
+  // rewritten as one (`mul_` and `add_` as one `lerp_`) end so.
+  void split_by_lines(const std::vector<uint64_t>& la, const std::vector<uint64_t>& lb,
+                      int64_t x0, int64_t x1, int64_t y0, int64_t y1, int64_t ra0, int64_t rb0,
+                      std::vector<Hunk>* hunks) {
+    auto runs = [](const std::vector<uint64_t>& keys, int64_t from, int64_t to, uint64_t k) {
+      return k != 0 && std::find(keys.begin() + from, keys.begin() + to, k) != keys.begin() + to;
+    };
+    // The line keys of the 32 ops of `s` before window op `at`, read apart from the cursor
+    // (its callers hold pointers into its window).
+    auto lines_before = [&](Side& s, int64_t at) {
+      std::vector<uint64_t> keys;
+      const int64_t from = std::max(s.begin, at - 32);
+      if (from < at)
+        (void)s.reader->scan_ops(s.thread, from, at, /*with_tensors=*/false,
+                                 [&](const OpRecord& o) {
+                                   keys.push_back(line_key_of(s, o));
+                                   return true;
+                                 });
+      return keys;
+    };
+    // How many of `mine`'s ops from `from` on are at lines that `other` (and `before` it)
+    // lacks, where an op at a line of other's [o0, o1) follows them before `to`.
+    auto foreign = [&](const std::vector<uint64_t>& mine, int64_t from, int64_t to,
+                       const std::vector<uint64_t>& other, const std::vector<uint64_t>& before,
+                       int64_t o0, int64_t o1) {
+      const auto region = static_cast<int64_t>(other.size());
+      const auto earlier = static_cast<int64_t>(before.size());
+      int64_t t = from;
+      for (; t < to; ++t) {
+        const uint64_t k = mine[static_cast<size_t>(t)];
+        if (k == 0 || runs(other, 0, region, k) || runs(before, 0, earlier, k)) break;
+      }
+      return t > from && t < to && runs(other, o0, o1, mine[static_cast<size_t>(t)]) ? t - from
+                                                                                      : int64_t{0};
+    };
+    if (x1 > x0 && y1 > y0) {
+      const std::vector<uint64_t> none;
+      // Whether a side starts with foreign lines at all, before reading what precedes.
+      const bool maybe_a = foreign(la, x0, x1, lb, none, y0, y1) > 0;
+      const bool maybe_b = foreign(lb, y0, y1, la, none, x0, x1) > 0;
+      int64_t lead_a = 0, lead_b = 0;
+      if (maybe_a != maybe_b) {
+        if (maybe_a) lead_a = foreign(la, x0, x1, lb, lines_before(p_.b, j_ + rb0), y0, y1);
+        if (maybe_b) lead_b = foreign(lb, y0, y1, la, lines_before(p_.a, i_ + ra0), x0, x1);
+      }
+      if (lead_a > 0 || lead_b > 0) {
+        hunks->push_back(Hunk{ra0 + x0, ra0 + x0 + lead_a, rb0 + y0, rb0 + y0 + lead_b});
+        x0 += lead_a;
+        y0 += lead_b;
+      }
+    }
+    hunks->push_back(Hunk{ra0 + x0, ra0 + x1, rb0 + y0, rb0 + y1});
   }
 
   // For the first hunk, upwards into the ops before where the aligner

@@ -2065,6 +2065,60 @@ TEST_CASE("a block inserted before a copy of itself is the copy at the new line"
   CHECK(d["context"]["b"][3]["source"].get<std::string>().find(":29") != std::string::npos);
 }
 
+TEST_CASE("a call inserted before a change it empties is an insertion at its own line") {
+  using T = Recorder::T;
+  // At step 3, B calls `opt.zero_grad(set_to_none=True)` (line 97) between the backward and
+  // the clip (98): the clip and `opt.step()` (99) find no gradients. The zero_grad's profiler
+  // ops (`zeros empty zero_ empty`) are those that `opt.step()` opens with, and as short an
+  // alignment pairs them with A's step's; the clip (300 ops) is larger than a region once was.
+  auto write = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      auto profiler = [&](int line) {
+        T handle{7};
+        handle.shape = "1";
+        r.op("aten::zeros", {}, {handle}, {}, 0, 0, kNoSeq, line);
+        r.op("aten::empty", {}, {T{8, kNoSeq, "1", TensorStatus::kUninitialized}}, {}, 0, 0, kNoSeq, line);
+        r.op("aten::zero_", {handle}, {handle}, {}, 0, 0, kNoSeq, line);
+        r.op("aten::empty", {}, {T{8, kNoSeq, "1", TensorStatus::kUninitialized}}, {}, 0, 0, kNoSeq, line);
+      };
+      for (uint64_t s = 0; s < 6; ++s) {
+        r.step = static_cast<int64_t>(s);
+        const uint64_t base = 1000 * (s + 1);
+        r.op("aten::mm", {T{base}}, {T{base + 1}}, {}, 0, 0, kNoSeq, 90);
+        r.op("aten::mse_loss", {T{base + 1}}, {T{base + 2, kNoSeq, ""}}, {}, 0, 0, kNoSeq, 91);
+        r.op("aten::mm", {T{base + 2}}, {T{base + 3}}, {}, 0, 0, kNoSeq, 93);
+        const bool empties = b_side && s == 3;
+        if (empties) profiler(97);
+        if (empties) {
+          r.op("aten::lift_fresh", {}, {T{base + 4, kNoSeq, ""}}, {}, 0, 0, kNoSeq, 98);
+        } else {
+          for (uint64_t k = 0; k < 150; ++k) {
+            r.op("aten::norm", {T{base + 3}}, {T{base + 100 + k, kNoSeq, ""}}, {}, 0, 0, kNoSeq, 98);
+            r.op("aten::mul_", {T{base + 3}}, {T{base + 300 + k}}, {}, 0, 0, kNoSeq, 98);
+          }
+        }
+        profiler(99);
+        if (!empties)
+          for (uint64_t k = 0; k < 150; ++k)
+            r.op("aten::add_", {T{base + 300 + k}}, {T{base + 500 + k}}, {}, 0, 0, kNoSeq, 99);
+      }
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["b"]["step"] == 3);
+  INFO(d["structural_changes"].dump());
+  REQUIRE(d["structural_changes"].size() >= 3);
+  const json& h = d["structural_changes"][0];
+  CHECK(h["type"] == "inserted");
+  CHECK(h["b_range"][1].get<int64_t>() - h["b_range"][0].get<int64_t>() == 4);
+  CHECK(d["b"]["op"] == "aten::zeros");
+  CHECK(d["b"]["source"]["line"] == 97);
+  // Then the clip is replaced by what it does without gradients, and the update removed.
+  CHECK(d["structural_changes"][1]["type"] == "replaced");
+  CHECK(d["structural_changes"][2]["type"] == "removed");
+}
+
 TEST_CASE("of equally short alignments, the one pairing ops that computed the same values wins") {
   using T = Recorder::T;
   // `z * scale + shift` rewritten as `addcmul(shift, z, scale)`: the backward of the add
