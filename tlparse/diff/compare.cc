@@ -122,6 +122,10 @@ struct Pair {
   // permuted`), met while locating: how many, and A's first (-1: none).
   int64_t permuted = 0;
   int64_t first_permuted = -1;
+  // The same for ops whose arguments mean the same another way (`OpComparison::
+  // args_spelled`).
+  int64_t args_spelled = 0;
+  int64_t first_args_spelled = -1;
   // B's tidx of the op compared with A's tidx t is t + b_offset: 0, unless rings that kept
   // other amounts of two runs line up their ops at another distance (`ring_offset`).
   int64_t b_offset = 0;
@@ -1140,6 +1144,7 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
     if (!c.structure.empty()) return Located{Located::kStructure, t, u};
     if (c.permuted && p.permuted++ == 0) p.first_permuted = t;
+    if (c.args_spelled && p.args_spelled++ == 0) p.first_args_spelled = t;
     if (c.differs()) {
       // The same op, exactly, one further on in the other run: an op inserted (or removed)
       // here whose neighbour has the same name and shapes (AdamW's param.mul_(1) before Adam's
@@ -4197,15 +4202,20 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         "earlier ones): " + from);
       }
       TDBG_ASSIGN_OR_RETURN(Located at, locate(*pair, options, stats, progress));
-      if (pair->permuted > 0) {
+      // Ops whose fields differ in a way that changes no value.
+      auto note_alike = [&](int64_t count, int64_t first, const std::string& how) {
+        if (count == 0) return;
         std::string first_op;
-        if (auto o = ra.op_at(ida, pair->first_permuted))
-          first_op = ", first " + op_at_source(ra, pair->a.strings, *o);
+        if (auto o = ra.op_at(ida, first)) first_op = ", first " + op_at_source(ra, pair->a.strings, *o);
         notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) + ": " +
-                        std::to_string(pair->permuted) + " op(s) take the same inputs in another "
-                        "order and make the same outputs (operands swapped, as in x + f(x) "
-                        "against f(x) + x)" + first_op + ": not a divergence");
-      }
+                        std::to_string(count) + " op(s) " + how + first_op + ": not a divergence");
+      };
+      note_alike(pair->permuted, pair->first_permuted,
+                 "take the same inputs in another order and make the same outputs (operands "
+                 "swapped, as in x + f(x) against f(x) + x)");
+      note_alike(pair->args_spelled, pair->first_args_spelled,
+                 "pass arguments that mean the same another way (dim=-1 against dim=1 of a 2-D "
+                 "tensor, dtype=None against the input's own) and make the same outputs");
       if (at.kind == Located::kNone) continue;
       // The earliest divergence in the process (by A's start order, B's where A has no op).
       const OpRecord* o = pair->a.cursor.at(at.i);

@@ -1662,6 +1662,38 @@ TEST_CASE("operands swapped with the same outputs are no divergence, with other 
   CHECK(d["cause"] != "ended");
 }
 
+TEST_CASE("arguments that mean the same another way with the same outputs are no divergence") {
+  using T = Recorder::T;
+  // log_softmax(x, dim) of a 32x8 x, then its backward with the same dim, then a relu.
+  auto write = [](const std::string& dim, const std::string& dtype, uint64_t out) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::relu", {T{1}}, {T{10}}, {}, 0, 0, kNoSeq, 5);
+      r.op("aten::log_softmax", {T{10, 0}}, {T{out}}, {{"dim", dim}, {"dtype", dtype}}, 0, 0, kNoSeq, 6);
+      r.op("aten::_log_softmax_backward_data", {T{out, 1}, T{out, 1}}, {T{out + 1}},
+           {{"dim", dim}, {"input_dtype", "float32"}}, 0, 0, kNoSeq, 6);
+      r.op("aten::relu", {T{out + 1, 2}}, {T{out + 2}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  const std::string a = write("1", "None", 30);
+  for (const auto& [dim, dtype] : {std::pair<std::string, std::string>{"-1", "None"}, {"1", "float32"}, {"-1", "float32"}}) {
+    INFO(dim << " " << dtype);
+    json r = compare(a, write(dim, dtype, 30));
+    CHECK(r["status"] == "identical");
+    REQUIRE(r["notes"].size() >= 1);
+    CHECK(r["notes"][0].get<std::string>().find(
+              " op(s) pass arguments that mean the same another way") != std::string::npos);
+  }
+  // Other dimensions (dim 0 of a 2-D tensor), another dtype, or other outputs: a divergence.
+  for (const auto& [dim, dtype] : {std::pair<std::string, std::string>{"0", "None"}, {"-2", "None"}, {"1", "float64"}}) {
+    INFO(dim << " " << dtype);
+    json d = first(compare(a, write(dim, dtype, 30)));
+    CHECK(d["a"]["op"] == "aten::log_softmax");
+    CHECK(d["cause"] == "arguments");
+  }
+  json d = first(compare(a, write("-1", "None", 31)));
+  CHECK(d["a"]["op"] == "aten::log_softmax");
+}
+
 TEST_CASE("after a structural change, a forward op paired with an op inside a backward function is no value difference") {
   // A detaches a tensor before its `mul`; B forgot to, so its backward runs a MulBackward0
   // (with a `mul` of other tensors inside) and dies with an error in AddmmBackward0. The

@@ -119,6 +119,67 @@ static size_t inputs_count(const OpRecord& op) {
   return n;
 }
 
+// Whether `name` is an argument that counts dimensions of the op's first input (`dim`,
+// `dim0`, `start_dim`, `dims`), where a negative value counts from the end.
+static bool dimension_argument(const std::string& name) {
+  return name.compare(0, 3, "dim") == 0 || (name.size() > 4 && name.compare(name.size() - 4, 4, "_dim") == 0);
+}
+
+// The dimensions a dimension argument's text names ("1", "-1", "[0, -1]"), each counted from
+// the front of a tensor of `rank` dims; nullopt for other texts or dims out of range.
+static std::optional<std::vector<int64_t>> dims_from_front(const std::string& text, int64_t rank) {
+  std::vector<int64_t> dims;
+  const bool list = !text.empty() && text.front() == '[';
+  if (list && text.back() != ']') return std::nullopt;
+  size_t at = list ? 1 : 0;
+  const size_t end = list ? text.size() - 1 : text.size();
+  while (at < end) {
+    while (at < end && (text[at] == ' ' || text[at] == ',')) ++at;
+    if (at == end) break;
+    int64_t d = 0;
+    const auto [next, error] = std::from_chars(text.data() + at, text.data() + end, d);
+    if (error != std::errc() || d < -rank || d >= std::max<int64_t>(rank, 1)) return std::nullopt;
+    dims.push_back(d < 0 ? d + rank : d);
+    at = static_cast<size_t>(next - text.data());
+    if (at < end && text[at] != ',' && text[at] != ' ') return std::nullopt;
+  }
+  if (dims.empty() && !list) return std::nullopt;
+  return dims;
+}
+
+// Whether every argument of `a` and `b` that differs means the same for the op's first
+// input another way: a dimension argument naming the same dimensions (`dims_from_front`), or
+// a `dtype` of None against the input's own dtype (`log_softmax(x, 1, dtype=float32)` inside
+// `cross_entropy` against `log_softmax(x, -1)` of float32 logits).
+static bool only_args_spelled(const OpRecord& a, Strings& sa, const OpRecord& b, Strings& sb) {
+  const TensorRecord* first = nullptr;
+  for (const TensorRecord& t : a.tensors)
+    if (t.role == TensorRole::kInput && t.index == 0) first = &t;
+  if (first == nullptr) return false;
+  const std::string shape = sa.text(first->shape);
+  const std::string sizes = shape.substr(0, shape.find(' '));
+  const int64_t rank = sizes.empty() ? 0 : 1 + static_cast<int64_t>(std::count(sizes.begin(), sizes.end(), 'x'));
+  const std::string own_dtype = hashing::dtype_name(first->dtype);
+  bool spelled = false;
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    const std::string& x = sa.text(a.args[i].value);
+    const std::string& y = sb.text(b.args[i].value);
+    if (x == y) continue;
+    const std::string& name = sa.text(a.args[i].name);
+    if (name != sb.text(b.args[i].name)) return false;
+    if (dimension_argument(name)) {
+      const auto dx = dims_from_front(x, rank), dy = dims_from_front(y, rank);
+      if (!dx || !dy || *dx != *dy) return false;
+    } else if (name == "dtype") {
+      if (!((x == "None" && y == own_dtype) || (y == "None" && x == own_dtype))) return false;
+    } else {
+      return false;
+    }
+    spelled = true;
+  }
+  return spelled;
+}
+
 OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Strings& sb) {
   OpComparison c;
   if (sa.text(a.name) != sb.text(b.name)) {
@@ -208,6 +269,10 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
     }
   }
   c.rng = ((a.flags | b.flags) & tracer::kOpRandom) && a.rng != b.rng;
+  if (c.arg >= 0 && c.output < 0 && only_args_spelled(a, sa, b, sb)) {
+    c.args_spelled = true;
+    c.arg = -1;
+  }
   if (c.input >= 0 && c.output < 0 && c.arg < 0 && !c.rng && inputs_permuted(a, sa, b, sb)) {
     c.permuted = true;
     c.input = -1;

@@ -75,6 +75,10 @@ struct OpComparison {
   // The inputs are the same tensors in another order (`x + f(x)` against `f(x) + x`) and every
   // comparable output is equal: not a difference (`input` and `layout` are cleared).
   bool permuted = false;
+  // Every argument that differs means the same for the op's first input another way
+  // (`dim=-1` against `dim=1` of a 2-D tensor, `dtype=None` against the input's own dtype),
+  // and no comparable output differs: not a difference (`arg` is cleared).
+  bool args_spelled = false;
   // One of the two did not finish (the process ended inside it): only inputs and arguments
   // were compared.
   bool unfinished = false;
