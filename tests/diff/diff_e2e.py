@@ -588,6 +588,16 @@ def case_poke():
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("cause") == "external_input" and "--hash outputs" in d.get("detail", ""),
           f"--hash outputs: external_input (got {d.get('cause')}: {d.get('detail')})")
+    # A tensor made from a Python number (`torch.tensor(1.001)`: `empty`, then filled outside
+    # torch's ops) is read unhashed: it, not the other input, is what most likely differs.
+    a, _ = record("tscale_outputs_a", ["--tensor-scale", "1"], options=["--hash", "outputs"])
+    b, _ = record("tscale_outputs_b", ["--tensor-scale", "1.001"], options=["--hash", "outputs"])
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    expect_value(d, "external_input", "tscale")
+    detail = d.get("detail", "")
+    check("input 1 was not hashed (--hash outputs)" in detail and ".numpy()" not in detail,
+          f"--hash outputs, torch.tensor(): input 1 named, not a .numpy() write (got {detail})")
 
 
 def case_extra_op():

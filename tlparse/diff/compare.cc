@@ -1483,15 +1483,20 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
               "change: it carries the change in";
     return "structure";
   }
-  // An input `--hash outputs` left out that no recorded op made: data from outside torch's
-  // ops, which is a likelier reason than a kernel that computes otherwise from equal inputs.
-  if (unhashed != nullptr && unhashed->status == tracer::TensorStatus::kSkipped &&
-      unhashed->producer == tracer::kNoSeq) {
+  // An input `--hash outputs` left out that no recorded op made, or whose memory an
+  // `empty`-family op returned and no recorded op wrote (`torch.tensor(1.001)`: filled from
+  // Python numbers, then read unhashed): data from outside torch's ops, which is a likelier
+  // reason than a kernel that computes otherwise from equal inputs, or than another input
+  // written through `.numpy()`.
+  const bool unwritten = unhashed != nullptr && unhashed->status == tracer::TensorStatus::kUninitialized;
+  if (unhashed != nullptr && (unwritten || (unhashed->status == tracer::TensorStatus::kSkipped &&
+                                            unhashed->producer == tracer::kNoSeq))) {
     *detail = "identical arguments, generator state and hashed inputs, different output; input " +
-              std::to_string(unhashed->index) +
-              " was not hashed (--hash outputs) and no recorded op produced it: data from outside "
-              "torch's ops (Python data, NumPy, a file, a DataLoader worker) that most likely "
-              "differs (--hash all would tell)";
+              std::to_string(unhashed->index) + " was not hashed (--hash outputs) and " +
+              (unwritten ? "no recorded op wrote its memory (an empty-family op returned it)"
+                         : "no recorded op produced it") +
+              ": data from outside torch's ops (Python numbers, NumPy, a file, a DataLoader "
+              "worker) that most likely differs (--hash all would tell)";
     return "external_input";
   }
   *detail = unhashed == nullptr

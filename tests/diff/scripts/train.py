@@ -52,6 +52,8 @@ def main():
     p.add_argument("--inf-step", type=int, default=-1, help="the loss becomes Inf at this step")
     p.add_argument("--conv", action="store_true", help="a Conv1d before fc1")
     p.add_argument("--loss-scale", type=float, default=None, help="a Python number times the loss")
+    p.add_argument("--tensor-scale", type=float, default=None,
+                   help="the loss times torch.tensor(this), made from a Python number")
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
     p.add_argument("--transpose", choices=["view", "copy"], default=None,
                    help="run tanh on fc1's output transposed, as a view or as a contiguous copy")
@@ -119,6 +121,8 @@ def train(args, model, opt, loss_fn, x_np, y_np, batches):
         loss = loss_fn(model(xb), yb)
         if args.loss_scale is not None:
             loss = loss * args.loss_scale  # MARK:scale
+        if args.tensor_scale is not None:
+            loss = loss * torch.tensor(args.tensor_scale)  # MARK:tscale
         if step == args.inf_step:
             loss = loss * 1e39  # MARK:inf
         loss.backward()
