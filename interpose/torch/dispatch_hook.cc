@@ -1539,7 +1539,13 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
     if (python_loaded()) {
       if (thread_has_python())
         scope->location = capture_python_stack(stacks, settings().config.modules);
-      if (scope == ctx.get()) ctx->module = current_module_id();  // hooks may be new
+      // The hooks may be new: installed by this capture, inside modules whose calls they
+      // entered just now (a first op selected by --ops, nested in an op not recorded that
+      // began before them).
+      if (scope == ctx.get() || ctx->module == 0) {
+        ctx->module = current_module_id();
+        if (scope->module == 0) scope->module = ctx->module;
+      }
     } else if (stacks) {
       // A C++ program running a TorchScript model: the script's lines, below the call site.
       scope->location = add_script_frames(capture_native_call_site(),

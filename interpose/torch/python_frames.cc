@@ -365,9 +365,11 @@ def _drop_ended(stack, frame):
         stack.pop()
 
 def _pre(module, args):
+    _enter(module, sys._getframe(1))
+
+def _enter(module, call):
     try:
         stack = _local.__dict__.setdefault('stack', [])
-        call = sys._getframe(1)
         if stack:
             _drop_ended(stack, call.f_back)
         entry = _paths.get(module)
@@ -400,6 +402,26 @@ def _post(module, args, output):
     except Exception:
         pass
 
+# The hooks are installed at the first op recorded, which may run inside modules already
+# called (with --ops, a layer's addmm inside the model's forward): those calls ran no pre
+# hook, so they are entered here from the frames of Module._call_impl on this thread's stack,
+# outermost first, or the model's path would start at the layer ("Linear" for "Net.fc1").
+def _enter_running():
+    calls = []
+    try:
+        code = _tdbg_mm.Module._call_impl.__code__
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code is code:
+                module = frame.f_locals.get('self')
+                if isinstance(module, _tdbg_mm.Module):
+                    calls.append((module, frame))
+            frame = frame.f_back
+    except Exception:
+        return
+    for module, frame in reversed(calls):
+        _enter(module, frame)
+
 if _TDBG_MODULES:
     _tdbg_mm.register_module_forward_pre_hook(_pre)
     try:
@@ -407,6 +429,7 @@ if _TDBG_MODULES:
         _tdbg_mm.register_module_forward_hook(_post, always_call=True)
     except TypeError:
         _tdbg_mm.register_module_forward_hook(_post)
+    _enter_running()
 
 # Tensors received from another process (a DataLoader worker's batch, a torch.multiprocessing
 # queue) are rebuilt by torch.multiprocessing.reductions' rebuild_* functions while pickle

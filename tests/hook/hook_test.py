@@ -439,6 +439,25 @@ def case_modules():
           "backward ops carry their forward op's module and link: %s" % bw)
     sum_op = first_op(con, "aten::sum")
     check(sum_op[4] is None, "an op outside any module has no module path")
+    # With --ops, the first op recorded (where the hooks are installed) runs inside module
+    # calls already begun, and nested in an op not recorded: its path and the next ones' are
+    # still the whole tree's, not a layer's own class name.
+    selected = run_python("""
+        import torch, torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = nn.Linear(4, 4)
+                self.fc2 = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.fc2(torch.tanh(self.fc1(x)))
+        net = Net()
+        for _ in range(2):
+            net(torch.ones(2, 4)).sum().backward()
+    """, env={"TDBG_OPS": "addmm"})
+    mods = [row[0] for row in selected.db().execute(
+        "select module from op_view where name = 'aten::addmm' order by seq")]
+    check(mods == ["Net.fc1", "Net.fc2"] * 2, "--ops addmm: module paths from the first op: %s" % mods)
     # A forward that raised (caught by the script, which goes on) ran no post hook: the
     # module it was in must not claim the ops after it, nor parent the next new module.
     raised = run_python("""
