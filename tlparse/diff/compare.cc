@@ -1638,8 +1638,11 @@ class Growth {
     mark_point();
   }
   // `by_step`: the hunk's ops per step (of its longer side), as far as they were read; the
-  // rest count in the last step read.
-  void add_hunk(const Hunk& h, const std::map<int64_t, int64_t>& by_step) {
+  // rest count in the last step read. `past_end`: the hunk ends both threads and the run of
+  // the other side ended early (a crash) at step `other_last_step`: the ops of later steps
+  // are only in `past_end`'s run ('A' or 'B'), not a change the other made.
+  void add_hunk(const Hunk& h, const std::map<int64_t, int64_t>& by_step, char past_end = 0,
+                int64_t other_last_step = 0) {
     ++hunks_;
     int64_t ops = std::max(h.a_end - h.a_begin, h.b_end - h.b_begin);
     compared_ += ops;
@@ -1652,6 +1655,11 @@ class Growth {
       row.ops += n;
       row.diverged += n;
       row.structural += n;
+      if (past_end != 0 && it->first > other_last_step) {
+        row.past_end += n;
+        past_end_ops_ += n;
+        past_end_run_ = past_end;
+      }
       left -= n;
     }
     if (left > 0) {
@@ -1669,6 +1677,7 @@ class Growth {
                        {"structural_ops", row.structural}, {"outputs_differ", row.outputs_differ},
                        {"shapes_differ", row.shapes_differ},
                        {"max_distance", row.max_distance < 0 ? json(nullptr) : json(row.max_distance)}});
+      if (row.past_end > 0) steps.back()["past_end"] = row.past_end;
     }
     return {{"ops_compared", compared_},
             {"ops_diverged", diverged_},
@@ -1680,7 +1689,9 @@ class Growth {
             {"max_distance", max_distance_ < 0 ? json(nullptr) : json(max_distance_)},
             {"points", points_},
             {"steps", steps},
-            {"steps_truncated", steps_truncated_}};
+            {"steps_truncated", steps_truncated_},
+            {"past_end_ops", past_end_ops_},
+            {"past_end_run", past_end_run_ ? json(std::string(1, past_end_run_)) : json(nullptr)}};
   }
   int64_t compared() const { return compared_; }
   // Ops in the structural changes added so far.
@@ -1699,6 +1710,7 @@ class Growth {
     int64_t structural = 0;      // ops in structural changes (counted as diverged, unpaired)
     int64_t outputs_differ = 0;  // paired ops with an output of other values, shape or dtype
     int64_t shapes_differ = 0;   // of those, the ops with an output of another shape or dtype
+    int64_t past_end = 0;        // structural ops of steps the other run ended before
     double max_distance = -1;
   };
   StepRow& step_row(int64_t step) {
@@ -1722,6 +1734,8 @@ class Growth {
   static constexpr size_t kMaxSteps = 1000;
   int64_t compared_ = 0, diverged_ = 0, hunks_ = 0, structural_ops_ = 0, outputs_differ_ = 0;
   int64_t shapes_differ_ = 0;
+  int64_t past_end_ops_ = 0;
+  char past_end_run_ = 0;
   double later_max_ = 0;
   bool later_beyond_rounding_ = false;
   bool later_infinities_ = false;
@@ -2643,7 +2657,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                                           });
         if (!st.ok()) by_step.clear();
       }
-      growth.add_hunk(e.hunk, by_step);
+      // The rest of one run past the end of the other, which ended early.
+      char past_end = 0;
+      int64_t other_last_step = 0;
+      if (e.hunk.a_end == p.a.count && e.hunk.b_end == p.b.count && p.a_cut_short != p.b_cut_short) {
+        past_end = p.b_cut_short ? 'A' : 'B';
+        other_last_step = p.b_cut_short ? p.b.last_step() : p.a.last_step();
+      }
+      growth.add_hunk(e.hunk, by_step, past_end, other_last_step);
       // After healing, ops inserted or removed are a new divergence too (gradient clipping
       // added in one run).
       if (!first_event && track_healing && next_divergence.is_null() && live.empty() &&

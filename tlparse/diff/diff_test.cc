@@ -1972,6 +1972,38 @@ TEST_CASE("a run that stopped early (a signal, a crash, an error exit) ended, it
   CHECK(d["detail"] == "1 op(s) of A removed in B, first aten::mul; B's thread ends here");
 }
 
+TEST_CASE("growth says which steps only one run ran when the other ended early") {
+  using T = Recorder::T;
+  // A trains 6 steps; B drops the detach of step 1 and raises in that step's backward.
+  auto write = [](bool b_side) {
+    return write_ops(
+        [&](Recorder& r) {
+          for (uint64_t s = 0; s < 6; ++s) {
+            r.step = static_cast<int64_t>(s);
+            if (!(b_side && s == 1)) r.op("aten::detach", {T{10 * s}}, {T{10 * s}}, {}, 0, 0, kNoSeq, 4);
+            r.op("aten::mm", {T{10 * s}}, {T{10 * s + 1}}, {}, 0, 0, kNoSeq, 5);
+            if (b_side && s == 1) break;
+            r.op("aten::add_", {T{10 * s + 1}}, {T{10 * s + 2}}, {}, 0, 0, kNoSeq, 6);
+          }
+        },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("pid", "42");
+          w.set_meta("exit_status", b_side ? "1" : "0");
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  json r = compare(write(false), write(true));
+  json d = first(r);
+  CHECK(d["kind"] == "structure");
+  const json& g = d["growth"];
+  CHECK(g["past_end_run"] == "A");
+  CHECK(g["past_end_ops"] == 12);  // steps 2 to 5
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("(12 of the ops in steps only A ran: B ended early)") != std::string::npos);
+  CHECK(text.find("step 3: 3/3 ops differ, a step only A ran") != std::string::npos);
+}
+
 TEST_CASE("a run that ended early after extra work lines up with the start of the other's steps") {
   using T = Recorder::T;
   // A GAN step: the critic's forward and backward, its optimizer, the generator's forward and

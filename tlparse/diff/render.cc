@@ -170,6 +170,12 @@ void print_growth(std::ostringstream& o, const json& g) {
   const bool values = g.value("values_recorded", true);
   if (!values) o << " in structure, shapes or arguments";
   if (g.value("structural_changes", 0) > 0) o << ", " << str(g, "structural_changes") << " structural change(s)";
+  // The steps of one run after the other ended early (a crash): not compared, only one ran them.
+  if (g.value("past_end_ops", int64_t{0}) > 0) {
+    const std::string run = str(g, "past_end_run");
+    o << " (" << str(g, "past_end_ops") << " of the ops in steps only " << run << " ran: "
+      << (run == "A" ? "B" : "A") << " ended early)";
+  }
   if (!values) {
     o << "; values were not recorded, so how far the difference spread is unknown\n";
     return;
@@ -216,7 +222,9 @@ void print_growth(std::ostringstream& o, const json& g) {
     }
     o << "            step " << str(s, "step") << ": " << str(s, "diverged") << "/" << str(s, "ops")
       << " ops differ";
-    if (s.value("max_distance", json()).is_null())
+    if (s.value("past_end", int64_t{0}) > 0 && s.value("past_end", int64_t{0}) >= s.value("diverged", int64_t{0}))
+      o << ", a step only " << str(g, "past_end_run") << " ran\n";
+    else if (s.value("max_distance", json()).is_null())
       o << (s.value("diverged", 0) > 0
                 ? (s.value("structural_ops", int64_t{0}) >= s.value("diverged", int64_t{0})
                        ? ", all in structural changes"
