@@ -4637,14 +4637,32 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // The same ops, and endings that differ (one run aborted or raised after its last op, the
   // other exited normally): the ops say nothing of why, but "identical" alone would hide it.
   if (result["first_divergence"].is_null()) {
+    // A child of another recorded process ended by SIGTERM: terminated by its parent at
+    // shutdown (multiprocessing's Pool.__exit__ and Process.terminate, a DataLoader's workers
+    // not yet gone), which races with its own exit in every run.
+    auto terminated_child = [](const tracer::Run& run, const Reader& r, const std::string& how) {
+      if (how.empty()) return true;
+      if (r.meta("exit_status") != "signal 15") return false;
+      const std::string parent = r.meta("ppid");
+      for (const auto& other : run.processes)
+        if (!parent.empty() && other->meta("pid") == parent) return true;
+      return false;
+    };
+    auto ending = [](const std::string& how) {
+      return how.empty() ? std::string("exited normally") : how;
+    };
     for (size_t p = 0; p < processes; ++p) {
       const Reader& ra = *a.processes[p];
       const Reader& rb = *b.processes[p];
       const std::string ea = abnormal_ending(ra), eb = abnormal_ending(rb);
       if (ea == eb) continue;
-      auto ending = [](const std::string& how) {
-        return how.empty() ? std::string("exited normally") : how;
-      };
+      if (terminated_child(a, ra, ea) && terminated_child(b, rb, eb)) {
+        notes.push_back("process " + std::to_string(p) + " " + ending(ea) + " in A and " +
+                        ending(eb) + " in B, a child that its parent terminates at shutdown "
+                        "(multiprocessing's Pool.__exit__, Process.terminate) if it has not "
+                        "exited yet, which races: not a difference");
+        continue;
+      }
       warnings.push_back("the runs ran the same ops but ended differently: A's process " +
                          std::to_string(p) + " " + ending(ea) + ", B's " + ending(eb) +
                          " (after their last op: outside torch's ops, or at exit)");

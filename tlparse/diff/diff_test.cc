@@ -2651,6 +2651,29 @@ json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options 
   return *result;
 }
 
+TEST_CASE("a child its parent terminated in one run only is no ending that differs") {
+  using T = Recorder::T;
+  // A pool of one worker (pid 101, a child of 100) that `Pool.__exit__` terminated in B
+  // before it exited by itself.
+  auto write = [](const std::string& worker_end, const std::string& worker_ppid) {
+    auto ops = [](uint64_t base) {
+      return [base](Recorder& r) { r.op("aten::relu", {T{base}}, {T{base + 1}}, {}, 0, 0, kNoSeq, 5); };
+    };
+    return write_processes({Process{"100", "1", "", 1000, ops(10), "0", {{"end_time_ns", "9"}}},
+                            Process{"101", worker_ppid, "", 2000, ops(20), worker_end, {{"end_time_ns", "9"}}}});
+  };
+  json r = compare(write("0", "100"), write("signal 15", "100"));
+  CHECK(r["status"] == "identical");
+  CHECK_FALSE(r.contains("ended_differently"));
+  bool noted = false;
+  for (const json& n : r["notes"])
+    noted = noted || n.get<std::string>().find("a child that its parent terminates at shutdown") != std::string::npos;
+  CHECK(noted);
+  // Not a child of a recorded process: the ending is said to differ.
+  r = compare(write("0", "7"), write("signal 15", "7"));
+  CHECK(r["ended_differently"] == true);
+}
+
 TEST_CASE("a value difference from the same line in another module shows both modules") {
   using T = Recorder::T;
   // Blocks iterated in another order: the same line runs in blocks.2 in B where A ran blocks.0.
