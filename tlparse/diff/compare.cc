@@ -1204,6 +1204,37 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
 // that lines up most of the first ops they hold: the same tidx (0), each side's first op held
 // (a run that ran one op more before the rings started holds the same later ops one tidx
 // further on), or an offset near either.
+// For threads recorded with other --steps windows: cuts each range to the steps both threads
+// hold, from the first op of the first such step to the last op of the last (steps never
+// decrease along a thread, so found by bisection), and returns the first step; nullopt where
+// a thread holds no op or an op cannot be read (the ranges are left as they were).
+std::optional<int64_t> first_common_step(const Reader& ra, uint32_t ta, TidxRange* range_a,
+                                         const Reader& rb, uint32_t tb, TidxRange* range_b) {
+  if (range_a->begin >= range_a->end || range_b->begin >= range_b->end) return std::nullopt;
+  const auto first_a = ra.op_at(ta, range_a->begin), first_b = rb.op_at(tb, range_b->begin);
+  const auto last_a = ra.op_at(ta, range_a->end - 1), last_b = rb.op_at(tb, range_b->end - 1);
+  if (!first_a || !first_b || !last_a || !last_b) return std::nullopt;
+  const int64_t from = std::max(first_a->step, first_b->step);
+  const int64_t to = std::min(last_a->step, last_b->step) + 1;
+  // The first tidx of `range` whose op's step is `step` or later (`range.end` if none).
+  auto seek = [](const Reader& r, uint32_t t, const TidxRange& range, int64_t step) -> std::optional<int64_t> {
+    int64_t lo = range.begin, hi = range.end;  // the answer is in [lo, hi]
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      const auto op = r.op_at(t, mid);
+      if (!op) return std::nullopt;
+      if (op->step < step) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  };
+  const auto begin_a = seek(ra, ta, *range_a, from), end_a = seek(ra, ta, *range_a, to);
+  const auto begin_b = seek(rb, tb, *range_b, from), end_b = seek(rb, tb, *range_b, to);
+  if (!begin_a || !end_a || !begin_b || !end_b) return std::nullopt;
+  *range_a = TidxRange{*begin_a, std::max(*begin_a, *end_a)};
+  *range_b = TidxRange{*begin_b, std::max(*begin_b, *end_b)};
+  return from;
+}
+
 int64_t ring_offset(Pair& p) {
   const int64_t own = p.b.begin - p.a.begin;
   // An offset's score: first, how many ops from the start of what both hold are alike, up
@@ -3932,8 +3963,11 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
     if (va == vb) continue;
     warnings.push_back(std::string("the runs were recorded with different --") + key + " (A " +
                     (va.empty() ? "all" : va) + ", B " + (vb.empty() ? "all" : vb) +
-                    "): ops are paired from the start of what each holds, so differences may only "
-                    "reflect the selection");
+                    (std::string(key) == "steps"
+                         ? "): ops are compared from the first step both hold; one that only one "
+                           "run holds reads as inserted or removed"
+                         : "): ops are paired from the start of what each holds, so differences "
+                           "may only reflect the selection"));
   }
   // (Recordings older than these keys had both on.)
   for (const char* key : {"stacks", "modules"}) {
@@ -4201,11 +4235,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       }
       ++threads_compared;
       uint32_t ida = thread_at(ta, k), idb = thread_at(tb, k);
-      const TidxRange range_a = thread_tidx_range(ra, ida), range_b = thread_tidx_range(rb, idb);
+      TidxRange range_a = thread_tidx_range(ra, ida), range_b = thread_tidx_range(rb, idb);
+      // Recorded with other --steps windows (or one whole): ops pair from the first step both
+      // hold, not from the start of each.
+      const std::optional<int64_t> from_step =
+          ra.meta("steps") != rb.meta("steps") ? first_common_step(ra, ida, &range_a, rb, idb, &range_b)
+                                               : std::nullopt;
       // A ring keeps the last ops of a run and a trimmed bundle a window: each side may start
       // later. Ops are compared where both hold them; none in common leaves nothing to say.
       if (range_a.end > range_a.begin || range_b.end > range_b.begin) ++pairs_with_ops;
-      if (range_a.end > range_a.begin && range_b.end > range_b.begin &&
+      if (!from_step && range_a.end > range_a.begin && range_b.end > range_b.begin &&
           (range_a.begin >= range_b.end || range_b.begin >= range_a.end)) {
         ++pairs_disjoint;
         disjoint_text = "process " + std::to_string(p) + ", thread " + std::to_string(k) +
@@ -4222,7 +4261,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         " of the thread only (a ring or a trimmed bundle dropped the earlier "
                         "ones): what came before was not compared");
       auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
-      if (range_a.begin != range_b.begin) {
+      if (from_step) {
+        pair->b_offset = range_b.begin - range_a.begin;
+        if (p == 0 && k == 0) main_thread_offset = pair->b_offset;
+        notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) +
+                        ": compared from step " + std::to_string(*from_step) +
+                        ", the first both runs hold, to the last both hold (A's ops " +
+                        std::to_string(range_a.begin) + ".." + std::to_string(range_a.end - 1) +
+                        ", B's " + std::to_string(range_b.begin) + ".." +
+                        std::to_string(range_b.end - 1) + ")");
+      } else if (range_a.begin != range_b.begin) {
         pair->b_offset = ring_offset(*pair);
         if (p == 0 && k == 0) main_thread_offset = pair->b_offset;
         TDBG_RETURN_IF_ERROR(pair->status());
@@ -4443,7 +4491,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         std::to_string(moved["from_tidx"].get<int64_t>()) + " where " +
                         (a_goes_on ? "A" : "B") + "'s goes on; " + moved["text"].get<std::string>());
       }
-      {
+      // (Other --steps windows start at the first step both hold: a note says so.)
+      if (da.meta("steps") == db.meta("steps")) {
         // Compared from after the threads' first ops (a ring, a trimmed bundle): the runs may
         // have differed before, unseen; likelier where this difference is in the first step
         // held (an argument found at the ring's first update differed since an earlier step).
@@ -4455,8 +4504,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         const OpRecord* here = best->a.cursor.at(best_at.i);
         if (first_held) {
           // A bundle's window was cut around the divergence found in the whole runs (its
-          // diff.json): not a ring that may have missed an earlier one.
-          const bool window = !da.meta("bundle_window").empty() || !db.meta("bundle_window").empty();
+          // diff.json): not a ring that may have missed an earlier one. A bundle of whole
+          // runs holds the window from seq 0: what is missing, a ring dropped.
+          auto cut = [](const Reader& r) {
+            const json w = json::parse(r.meta("bundle_window"), nullptr, /*allow_exceptions=*/false);
+            return w.is_object() && w.value("from_seq", json()).is_number_integer() &&
+                   w["from_seq"].get<int64_t>() > 0;
+          };
+          const bool window = cut(da) || cut(db);
           d["compared_from"] = {{"tidx", held_from}, {"step", first_held->step},
                                 {"in_first_step", !window && here != nullptr && here->step == first_held->step},
                                 {"bundle_window", window}};

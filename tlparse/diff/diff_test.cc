@@ -3420,20 +3420,65 @@ TEST_CASE("a difference found in a ring says the runs may have differed before i
   CHECK_FALSE(first(compare(run(0, "1"), run(0, "2"))).contains("compared_from"));
   // A bundle's window (cut around the divergence of the whole runs): not said to be likely
   // earlier.
-  auto window = [](const char* alpha) {
+  auto window = [](const char* alpha, const char* meta) {
     return write_ops(
         [=](Recorder& r) {
           r.skip(20);
           for (int64_t k = 20; k < 60; ++k)
             r.op("aten::add", {T{uint64_t(10 + k)}}, {T{uint64_t(1000 + k)}}, {{"alpha", alpha}});
         },
-        [](tdbg::tracer::Writer& w) { w.set_meta("bundle_window", R"({"from_seq":20,"to_seq":59})"); });
+        [=](tdbg::tracer::Writer& w) { w.set_meta("bundle_window", meta); });
   };
-  r = compare(window("1"), window("2"));
+  const char* cut = R"({"from_seq":20,"to_seq":59})";
+  r = compare(window("1", cut), window("2", cut));
   d = first(r);
   CHECK(d["compared_from"]["bundle_window"] == true);
   CHECK(d["compared_from"]["in_first_step"] == false);
   CHECK(tdbg::diff::format_divergence(r).find("a bundle holds this window of the runs") != std::string::npos);
+  // A bundle of whole runs (its window from seq 0) of runs a ring cut: the ring is named.
+  const char* whole = R"({"from_seq":0,"to_seq":9223372036854775807})";
+  r = compare(window("1", whole), window("2", whole));
+  d = first(r);
+  CHECK(d["compared_from"]["bundle_window"] == false);
+  CHECK(tdbg::diff::format_divergence(r).find("a --ring or a trimmed bundle dropped the earlier ones") !=
+        std::string::npos);
+}
+
+TEST_CASE("runs recorded with other --steps windows are compared from the first step both hold") {
+  using T = Recorder::T;
+  // Steps [from, to) of a loop of 3 ops per step; `changed`: the step whose mm differs.
+  auto run = [](int64_t from, int64_t to, const std::string& window, int64_t changed) {
+    return write_ops(
+        [=](Recorder& r) {
+          for (int64_t s = from; s < to; ++s) {
+            r.step = s;
+            const uint64_t x = 10 * static_cast<uint64_t>(s);
+            r.op("aten::relu", {T{x}}, {T{x + 1}}, {}, 0, 0, kNoSeq, 5);
+            r.op("aten::mm", {T{x + 1}}, {T{s == changed ? x + 7 : x + 2}}, {}, 0, 0, kNoSeq, 6);
+            r.op("aten::add_", {T{x + 2}}, {T{x + 3}}, {}, 0, 0, kNoSeq, 7);
+          }
+        },
+        [=](tdbg::tracer::Writer& w) {
+          if (!window.empty()) w.set_meta("steps", window);
+        });
+  };
+  for (const auto& [a, b] : {std::pair{run(0, 8, "", -1), run(2, 6, "2:6", 5)},
+                             std::pair{run(2, 6, "2:6", 5), run(0, 8, "", -1)},
+                             std::pair{run(1, 7, "1:7", -1), run(3, 8, "3:8", 5)}}) {
+    json r = compare(a, b);
+    json d = first(r);
+    INFO(tdbg::diff::format_divergence(r));
+    CHECK(d["kind"] == "value");
+    CHECK(d["a"]["op"] == "aten::mm");
+    CHECK(d["a"]["step"] == 5);
+    bool noted = false;
+    for (const json& n : r["notes"])
+      noted = noted || n.get<std::string>().find(", the first both runs hold") != std::string::npos;
+    CHECK(noted);
+  }
+  // No difference in the steps both hold: identical, whatever only one run holds.
+  json r = compare(run(0, 8, "", -1), run(2, 6, "2:6", -1));
+  CHECK(r["status"] == "identical");
 }
 
 TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
