@@ -1134,6 +1134,8 @@ def case_activation_checkpoint():
           f"the first change is a whole recomputed forward: {first}")
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
     check("the change added or moved work, not results" in text, f"and says so: {text[:600]!r}")
+    check("the values stay the same to the end (work, not results)" in text.splitlines()[0],
+          f"on its first line: {text.splitlines()[0]!r}")
     # Reentrant checkpointing also nests each block's forward in a CheckpointFunction that A
     # never ran: the ops inside are still compared, and are the same.
     c, out_c = record("actck_c", ["2"], script)

@@ -501,7 +501,10 @@ std::string format_divergence(const json& result) {
     // One run stopped early (a signal, a crash): say so first, it is the answer.
     o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
-    o << ": " << str(d, "detail") << healed_suffix(d) << "\n";
+    o << ": " << str(d, "detail") << healed_suffix(d);
+    // The answer to "does this change my results?" belongs on the first line.
+    if (d.value("values_same", json()).is_object()) o << "; the values stay the same to the end (work, not results)";
+    o << "\n";
     print_warnings(o, result);
     print_process();
     print_side(o, "A", a);
