@@ -149,8 +149,8 @@ def case_streams():
     # stdin to stdout untouched, and a known binary blob on stderr.
     argv = ["/bin/sh", "-c", "cat; printf 'err\\000\\377' >&2"]
     plain = subprocess.run(argv, input=payload, capture_output=True)
-    # (--quiet: tdbg's own lines, such as "nothing was recorded", are not the program's.)
-    traced = subprocess.run([TDBG, "record", "--quiet", "-o", run, "--"] + argv, input=payload,
+    # (-q, --quiet: tdbg's own lines, such as "nothing was recorded", are not the program's.)
+    traced = subprocess.run([TDBG, "record", "-q", "-o", run, "--"] + argv, input=payload,
                             capture_output=True)
     check(traced.returncode == plain.returncode == 0, f"status {traced.returncode}")
     check(traced.stdout == payload, "stdout differs from the input")
