@@ -534,8 +534,10 @@ class Aligner {
   // for the other). Each region of the window's script (hunks less than kRegionGap ops apart,
   // with matched ops around them) is aligned again by dynamic programming: as many pairs as
   // before, then as many pairs that computed the same values, then as many that ran at the
-  // same source line. The edit count stays; regions larger than kRegionOps stay as they are.
-  static constexpr int64_t kRegionOps = 1536;
+  // same source line. The edit count stays; regions larger than kRegionOps stay as they are,
+  // but for regions whose hunks leave ops between them paired with ops of other lines
+  // (`paired_elsewhere`): up to kWideRegionOps.
+  static constexpr int64_t kRegionOps = 400, kWideRegionOps = 1536;
   void refine_regions(std::vector<Hunk>& script, const std::vector<uint64_t>& sa,
                       const std::vector<uint64_t>& sb, int64_t a_used, int64_t b_used) {
     constexpr int64_t kRegionGap = 16;
@@ -547,11 +549,18 @@ class Aligner {
       // Dense changes (one every few ops, in every step) make regions of a few hunks each,
       // small enough to align again; so do a large change and the few ops it left paired
       // with look-alikes of other lines before the next (`zero_grad(set_to_none=True)` makes
-      // clipping a no-op: its profiler ops pair with those of `opt.step()`).
-      while (last + 1 < script.size() && script[last + 1].a_begin - script[last].a_end < kRegionGap &&
-             script[last + 1].a_end - script[k].a_begin < kRegionOps / 2 &&
-             script[last + 1].b_end - script[k].b_begin < kRegionOps / 2)
+      // clipping a no-op: its profiler ops pair with those of `opt.step()`), in a wide region.
+      bool wide = false;
+      while (last + 1 < script.size() && script[last + 1].a_begin - script[last].a_end < kRegionGap) {
+        const bool elsewhere = wide || paired_elsewhere(script[last], script[last + 1]);
+        const int64_t limit = elsewhere ? kWideRegionOps / 2 : kRegionOps / 4;
+        if (script[last + 1].a_end - script[k].a_begin >= limit ||
+            script[last + 1].b_end - script[k].b_begin >= limit)
+          break;
+        wide = elsewhere;
         ++last;
+      }
+      const int64_t cap = wide ? kWideRegionOps : kRegionOps;
       const Hunk& first = script[k];
       const Hunk& end = script[last];
       const int64_t size = std::max(end.a_end - first.a_begin, end.b_end - first.b_begin);
@@ -560,15 +569,14 @@ class Aligner {
       const int64_t gap_before = first.a_begin - done_a;
       const int64_t gap_after = (last + 1 < script.size() ? script[last + 1].a_begin : a_used) - end.a_end;
       const int64_t gap_after_b = (last + 1 < script.size() ? script[last + 1].b_begin : b_used) - end.b_end;
-      // Both shrink to fit a region of kRegionOps.
-      const int64_t reach = std::min(std::max<int64_t>(16, size), std::max<int64_t>(0, (kRegionOps - size) / 2));
+      // Both shrink to fit a region of `cap` ops.
+      const int64_t reach = std::min(std::max<int64_t>(16, size), std::max<int64_t>(0, (cap - size) / 2));
       const int64_t before = std::min({reach, gap_before, first.b_begin});
       const int64_t after = std::min({reach, last + 1 < script.size() ? gap_after / 2 : gap_after, gap_after_b});
       const int64_t ra0 = first.a_begin - before, rb0 = first.b_begin - before;
       const int64_t ra1 = end.a_end + after, rb1 = end.b_end + after;
       std::vector<Hunk> redone;
-      if (ra1 - ra0 <= kRegionOps && rb1 - rb0 <= kRegionOps &&
-          realign(sa, sb, ra0, ra1, rb0, rb1, &redone)) {
+      if (ra1 - ra0 <= cap && rb1 - rb0 <= cap && realign(sa, sb, ra0, ra1, rb0, rb1, &redone)) {
         out.insert(out.end(), redone.begin(), redone.end());
       } else {
         out.insert(out.end(), script.begin() + static_cast<long>(k), script.begin() + static_cast<long>(last) + 1);
@@ -577,6 +585,16 @@ class Aligner {
       k = last + 1;
     }
     script = std::move(out);
+  }
+
+  // Whether the ops that the script pairs between hunk `h` and the next (window coordinates)
+  // ran at other lines in each run: look-alikes paired across a change.
+  bool paired_elsewhere(const Hunk& h, const Hunk& next) {
+    for (int64_t t = 0; t < next.a_begin - h.a_end; ++t) {
+      const uint64_t la = line_key(p_.a, i_ + h.a_end + t), lb = line_key(p_.b, j_ + h.b_end + t);
+      if (la != 0 && lb != 0 && la != lb) return true;
+    }
+    return false;
   }
 
   // The alignment of window ops A[ra0, ra1) and B[rb0, rb1) (both ends matched) with the most
@@ -599,10 +617,10 @@ class Aligner {
       mb[static_cast<size_t>(y)] = module_key(p_.b, j_ + rb0 + y);
     }
     if (!p_.status().ok()) return false;
-    // Each weight above the sum of the lower ones over a region (kRegionOps pairs): the same
+    // Each weight above the sum of the lower ones over a region (kWideRegionOps pairs): the same
     // module first (a block called twice: its second call is the inserted one, whatever its
     // first ops computed), then the same values, then the same line.
-    static_assert(kRegionOps < (1 << 11));
+    static_assert(kWideRegionOps < (1 << 11));
     constexpr int64_t kPair = int64_t{1} << 33, kSameModule = 1 << 22, kSameContent = 1 << 11;
     auto weight = [&](int64_t x, int64_t y) -> int64_t {
       if (sa[static_cast<size_t>(ra0 + x)] != sb[static_cast<size_t>(rb0 + y)]) return -1;
