@@ -546,6 +546,15 @@ std::string write_ops(const std::function<void(Recorder&)>& ops,
   return path;
 }
 
+// `write_ops`'s meta for a process (pid 42) that ended with `status` ("0", "1", "signal 11").
+std::function<void(tdbg::tracer::Writer&)> ended_with(const std::string& status) {
+  return [status](tdbg::tracer::Writer& w) {
+    w.set_meta("pid", "42");
+    w.set_meta("exit_status", status);
+    w.set_meta("end_time_ns", "1");
+  };
+}
+
 TEST_CASE("after a structural change, an input made another way is named, not blamed on the op") {
   // A takes a view of x where B computes new data: the next shared op (tanh) reads a view in
   // A and hashed data in B. Views are not compared by value, so the op's differing output
@@ -1721,11 +1730,7 @@ TEST_CASE("after a structural change, a forward op paired with an op inside a ba
           r.next_fwd = fwd;
           r.op("AddmmBackward0", {T{52}}, {}, {}, 0, 0, kNoSeq, 0);
         },
-        [&](tdbg::tracer::Writer& w) {
-          w.set_meta("pid", "42");
-          w.set_meta("exit_status", b_side ? "1" : "0");
-          w.set_meta("end_time_ns", "1");
-        });
+        ended_with(b_side ? "1" : "0"));
   };
   json r = compare(write(false), write(true));
   json d = first(r);
@@ -1807,11 +1812,7 @@ TEST_CASE("a run that ended inside ops the other never ran says so in the headli
           r.next_flags = tdbg::tracer::kOpRaised;
           r.op("aten::broadcast_tensors", {T{11}, T{50}}, {}, {}, 0, 0, kNoSeq, 9);
         },
-        [&](tdbg::tracer::Writer& w) {
-          w.set_meta("pid", "42");
-          w.set_meta("exit_status", b_side ? "1" : "0");
-          w.set_meta("end_time_ns", "1");
-        });
+        ended_with(b_side ? "1" : "0"));
   };
   json r = compare(write(false), write(true));
   json d = first(r);
@@ -1840,11 +1841,7 @@ TEST_CASE("a run that ended inside ops the other never ran says so in the headli
           r.next_flags = tdbg::tracer::kOpRaised;
           r.op("aten::mm", {T{11}, T{50}}, {}, {}, 0, 0, kNoSeq, 8);
         },
-        [&](tdbg::tracer::Writer& w) {
-          w.set_meta("pid", "42");
-          w.set_meta("exit_status", b_side ? "1" : "0");
-          w.set_meta("end_time_ns", "1");
-        });
+        ended_with(b_side ? "1" : "0"));
   };
   d = first(compare(longer(false), longer(true)));
   CHECK(d["structural_changes"][0]["type"] == "inserted");
@@ -1986,11 +1983,7 @@ TEST_CASE("growth says which steps only one run ran when the other ended early")
             r.op("aten::add_", {T{10 * s + 1}}, {T{10 * s + 2}}, {}, 0, 0, kNoSeq, 6);
           }
         },
-        [&](tdbg::tracer::Writer& w) {
-          w.set_meta("pid", "42");
-          w.set_meta("exit_status", b_side ? "1" : "0");
-          w.set_meta("end_time_ns", "1");
-        });
+        ended_with(b_side ? "1" : "0"));
   };
   json r = compare(write(false), write(true));
   json d = first(r);
@@ -2041,11 +2034,7 @@ TEST_CASE("a run that ended early after extra work lines up with the start of th
             ++r.step;
           }
         },
-        [&](tdbg::tracer::Writer& w) {
-          w.set_meta("pid", "42");
-          w.set_meta("exit_status", b_side ? "1" : "0");
-          w.set_meta("end_time_ns", "1");
-        });
+        ended_with(b_side ? "1" : "0"));
   };
   json d = first(compare(write(false), write(true)));
   CHECK(d["kind"] == "structure");
