@@ -4194,9 +4194,25 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // by the main process) is most often the consequence of a divergence elsewhere, which it may
   // reach first by the clock: such a structural end comes after any other process's.
   bool first_is_error_exit = false;
+  size_t first_index_a = 0, first_index_b = 0;  // the processes of the first divergence
   auto error_exit = [](const Reader& r) {
     const std::string status = r.meta("exit_status");
     return !status.empty() && status != "0" && status.rfind("signal", 0) != 0;
+  };
+  // Unless the other process is a child of the one that erred which ended quietly in both
+  // runs (closed its database with no error status, or SIGTERM): a DataLoader's workers,
+  // stopped short when the main process raised and shut them down, follow that error (a
+  // worker that died first ends otherwise).
+  auto stopped_by_parent = [&](size_t child_a, size_t child_b, size_t parent_a, size_t parent_b) {
+    auto quiet_child = [](const tracer::Run& run, size_t child, size_t parent) {
+      const Reader& c = *run.processes[child];
+      const std::string status = c.meta("exit_status");
+      const bool quiet = status == "0" || status == "signal 15" ||
+                         (status.empty() && !c.meta("end_time_ns").empty());
+      return child != parent && quiet && !c.meta("ppid").empty() &&
+             c.meta("ppid") == run.processes[parent]->meta("pid");
+    };
+    return quiet_child(a, child_a, parent_a) && quiet_child(b, child_b, parent_b);
   };
   const std::vector<int> pool = pool_groups(a, b, processes);
   std::map<int, PoolVerdict> pool_verdicts;
@@ -4461,10 +4477,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const bool error_end = best && best_at.kind == Located::kStructure &&
                            (error_exit(*a.processes[index_a]) || error_exit(*b.processes[index_b]));
     const bool both_end = best_end.side != 0 && best_end.side == first_end.side;
+    // (A quiet child's end, by the clock, comes before its erring parent's, which waited
+    // for it at shutdown.)
+    const bool follows_error = first_is_error_exit && !error_end &&
+                               stopped_by_parent(index_a, index_b, first_index_a, first_index_b);
     const bool earlier = result["first_divergence"].is_null() ||
-                         (both_end ? best_end.ns < first_end.ns
-                          : error_end != first_is_error_exit ? !error_end
-                                                             : best_key < first_key);
+                         (!follows_error && (both_end ? best_end.ns < first_end.ns
+                                             : error_end != first_is_error_exit ? !error_end
+                                                                                : best_key < first_key));
     // The other processes' divergences, in brief: a rank that received the first one's
     // values through a collective, a process a signal stopped (what the user asks next).
     json brief;
@@ -4496,6 +4516,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       first_key = best_key;
       first_end = best_end;
       first_is_error_exit = error_end;
+      first_index_a = index_a;
+      first_index_b = index_b;
       const Reader& da = *a.processes[index_a];
       const Reader& db = *b.processes[index_b];
       json moved = thread_move(*best, best_at, da, db, only_a, only_b, options.scan_limit);

@@ -2640,6 +2640,33 @@ json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options 
   return *result;
 }
 
+TEST_CASE("a main process that raised comes before the workers it stopped short") {
+  using T = Recorder::T;
+  // A trains 6 steps from a DataLoader worker's batches; B raises at step 3, and its worker,
+  // shut down, loads fewer items. The worker closes its database before the main process,
+  // which waits for it at shutdown.
+  auto write = [](bool raised) {
+    const int64_t steps = raised ? 3 : 6;
+    auto main_ops = [steps](Recorder& r) {
+      for (int64_t s = 0; s < steps; ++s) {
+        r.step = s;
+        r.op("aten::mm", {T{uint64_t(100 + s)}}, {T{uint64_t(200 + s)}}, {}, 0, 0, kNoSeq, 30);
+      }
+    };
+    auto worker_ops = [steps](Recorder& r) {
+      for (int64_t k = 0; k < steps + 2; ++k)
+        r.op("aten::lift_fresh", {}, {T{uint64_t(100 + k)}}, {}, 0, 0, kNoSeq, 21);
+    };
+    return write_processes(
+        {Process{"100", "1", "", 1000, main_ops, raised ? "1" : "0", {{"end_time_ns", "90000"}}},
+         Process{"101", "100", "0/1", 2000, worker_ops, "", {{"end_time_ns", "50000"}}}});
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["cause"] == "ended");
+  CHECK(d["process"] == 0);
+  CHECK(d["ended_step"] == 2);
+}
+
 TEST_CASE("a child its parent terminated in one run only is no ending that differs") {
   using T = Recorder::T;
   // A pool of one worker (pid 101, a child of 100) that `Pool.__exit__` terminated in B
