@@ -1225,15 +1225,22 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
 // For threads recorded with other --steps windows: cuts each range to the steps both threads
 // hold, from the first op of the first such step to the last op of the last (steps never
 // decrease along a thread, so found by bisection), and returns the first step; nullopt where
-// a thread holds no op or an op cannot be read (the ranges are left as they were).
+// a thread holds no op, an op cannot be read, or (`*none_in_common`) the threads hold no step
+// in common (the ranges are left as they were).
 std::optional<int64_t> first_common_step(const Reader& ra, uint32_t ta, TidxRange* range_a,
-                                         const Reader& rb, uint32_t tb, TidxRange* range_b) {
+                                         const Reader& rb, uint32_t tb, TidxRange* range_b,
+                                         bool* none_in_common) {
+  *none_in_common = false;
   if (range_a->begin >= range_a->end || range_b->begin >= range_b->end) return std::nullopt;
   const auto first_a = ra.op_at(ta, range_a->begin), first_b = rb.op_at(tb, range_b->begin);
   const auto last_a = ra.op_at(ta, range_a->end - 1), last_b = rb.op_at(tb, range_b->end - 1);
   if (!first_a || !first_b || !last_a || !last_b) return std::nullopt;
   const int64_t from = std::max(first_a->step, first_b->step);
   const int64_t to = std::min(last_a->step, last_b->step) + 1;
+  if (from >= to) {
+    *none_in_common = true;
+    return std::nullopt;
+  }
   // The first tidx of `range` whose op's step is `step` or later (`range.end` if none).
   auto seek = [](const Reader& r, uint32_t t, const TidxRange& range, int64_t step) -> std::optional<int64_t> {
     int64_t lo = range.begin, hi = range.end;  // the answer is in [lo, hi]
@@ -4151,6 +4158,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   bool values_compared = true;
   note_recording_settings(a, b, warnings, &values_compared);
   int64_t pairs_with_ops = 0, pairs_disjoint = 0;
+  std::string disjoint_advice;  // how to record runs whose threads hold no op in common
   std::string disjoint_text;
   // Every process pair is compared; the first divergence is the earliest by start time: in
   // data-parallel training a rank whose data changed diverges first, and the other ranks only
@@ -4272,21 +4280,49 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       TidxRange range_a = thread_tidx_range(ra, ida), range_b = thread_tidx_range(rb, idb);
       // Recorded with other --steps windows (or one whole): ops pair from the first step both
       // hold, not from the start of each.
+      bool no_common_step = false;
       const std::optional<int64_t> from_step =
-          ra.meta("steps") != rb.meta("steps") ? first_common_step(ra, ida, &range_a, rb, idb, &range_b)
-                                               : std::nullopt;
+          ra.meta("steps") != rb.meta("steps")
+              ? first_common_step(ra, ida, &range_a, rb, idb, &range_b, &no_common_step)
+              : std::nullopt;
       // A ring keeps the last ops of a run and a trimmed bundle a window: each side may start
       // later. Ops are compared where both hold them; none in common leaves nothing to say.
       if (range_a.end > range_a.begin || range_b.end > range_b.begin) ++pairs_with_ops;
-      if (!from_step && range_a.end > range_a.begin && range_b.end > range_b.begin &&
-          (range_a.begin >= range_b.end || range_b.begin >= range_a.end)) {
+      if (no_common_step || (!from_step && range_a.end > range_a.begin && range_b.end > range_b.begin &&
+                             (range_a.begin >= range_b.end || range_b.begin >= range_a.end))) {
         ++pairs_disjoint;
+        // What each holds, in ops and in steps (how --steps counts them).
+        auto held = [](const Reader& r, uint32_t id, const TidxRange& range, int64_t* first_step,
+                       int64_t* last_step) {
+          const auto first = r.op_at(id, range.begin), last = r.op_at(id, range.end - 1);
+          std::string text = "ops " + std::to_string(range.begin) + ".." + std::to_string(range.end - 1);
+          if (first && last) {
+            *first_step = first->step;
+            *last_step = last->step;
+            text += " (steps " + std::to_string(first->step) + ".." + std::to_string(last->step) + ")";
+          }
+          return text;
+        };
+        int64_t first_a = -1, last_a = -1, first_b = -1, last_b = -1;
+        const std::string held_a = held(ra, ida, range_a, &first_a, &last_a);
+        const std::string held_b = held(rb, idb, range_b, &first_b, &last_b);
         disjoint_text = "process " + std::to_string(p) + ", thread " + std::to_string(k) +
-                        ": A holds ops " + std::to_string(range_a.begin) + ".." +
-                        std::to_string(range_a.end - 1) + " of the thread and B " +
-                        std::to_string(range_b.begin) + ".." + std::to_string(range_b.end - 1);
-        notes.push_back(disjoint_text + ": no op in common (rings that kept other parts of the "
-                                        "runs), not compared");
+                        ": A holds " + held_a + " of the thread and B " + held_b;
+        // Recording the run that holds the later steps again over the other's: what a ring
+        // of a run that stopped early and of one that went on need.
+        if (first_a >= 0 && first_b >= 0 && last_a != last_b) {
+          const bool a_later = last_a > last_b;
+          auto ring = [](const Reader& r) { return !r.meta("ring").empty() && r.meta("ring") != "0"; };
+          disjoint_advice = std::string("record ") + (a_later ? "A" : "B") + " again with --steps " +
+                            std::to_string(a_later ? first_b : first_a) + ":" +
+                            std::to_string((a_later ? last_b : last_a) + 1) + ", the steps " +
+                            (a_later ? "B" : "A") + " holds" +
+                            (ring(ra) || ring(rb) ? " (the ring of a run that stopped early holds "
+                                                    "other steps than one that went on)"
+                                                  : "");
+        }
+        notes.push_back(disjoint_text + ": no op in common (rings or --steps windows that kept "
+                                        "other parts of the runs), not compared");
         continue;
       }
       if (range_a.begin == range_b.begin && range_a.begin > 0)
@@ -4676,9 +4712,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   }
   progress.finish();
   if (pairs_disjoint > 0 && pairs_disjoint == pairs_with_ops && result["first_divergence"].is_null())
-    return Status::Error("no op in common to compare (" + disjoint_text +
-                         "): record both runs with the same --ring/--steps, or a ring large "
-                         "enough to reach back to where they differ");
+    return Status::Error("no op in common to compare (" + disjoint_text + "): " +
+                         (disjoint_advice.empty()
+                              ? std::string("record both runs with the same --steps window, or "
+                                            "rings large enough to reach back to where they differ")
+                              : disjoint_advice));
   if (pairs_with_ops == 0 && result["first_divergence"].is_null())
     notes.push_back("neither run holds any op (an --ops pattern that matched nothing, a "
                     "--steps window the program never reached: steps count torch.optim "

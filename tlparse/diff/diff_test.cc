@@ -3495,6 +3495,16 @@ TEST_CASE("runs recorded with other --steps windows are compared from the first 
   // No difference in the steps both hold: identical, whatever only one run holds.
   json r = compare(run(0, 8, "", -1), run(2, 6, "2:6", -1));
   CHECK(r["status"] == "identical");
+  // No step in common: nothing to compare, an error that names the steps each run holds.
+  auto ra = tdbg::tracer::Run::Open(run(0, 3, "0:3", -1));
+  auto rb = tdbg::tracer::Run::Open(run(5, 8, "5:8", 6));
+  REQUIRE(ra.ok());
+  REQUIRE(rb.ok());
+  auto none = tdbg::diff::compare_runs(*ra, *rb, {});
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().message().find("(steps 0..2) of the thread and B ops 0..8 (steps 5..7)") !=
+        std::string::npos);
+  CHECK(none.status().message().find("record B again with --steps 0:3") != std::string::npos);
 }
 
 TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
