@@ -1043,6 +1043,16 @@ def case_metadata():
     check(meta["deterministic_algorithms"] == "1", "determinism flag")
     check('"OMP_NUM_THREADS": "1"' in meta["env"], "relevant env: %s" % meta["env"])
     check("script.py" in meta["cmdline"], "cmdline: %s" % meta["cmdline"])
+    # A thread count set after the first ops, with no optimizer step after it (a gradient
+    # check, an evaluation): the count the program's ops ran with.
+    late = dict(run_python("""
+        import torch
+        w = torch.randn(64, 64, requires_grad=True)
+        torch.set_num_threads(2)
+        for _ in range(8):
+            (w @ w).relu().sum().backward()
+    """, env={"OMP_NUM_THREADS": "1"}).db().execute("select key, value from meta"))
+    check(late.get("num_threads") == "2", "num_threads set after the first ops: %s" % late.get("num_threads"))
 
 
 def case_collective():
