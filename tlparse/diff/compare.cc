@@ -2122,8 +2122,10 @@ void explain_nondeterministic(json& d,
       std::snprintf(size, sizeof(size), "%.1g", rounding);
       d["detail"] = detail + "; the output differs at rounding level (relative " + size +
                     "), as another kernel or summation order gives: a backend the program "
-                    "switched (torch.backends.mkldnn.flags, torch.backends.mkl), another build of "
-                    "torch or its math libraries, or another CPU's instruction set. Less likely, " +
+                    "switched (torch.backends.mkldnn.flags, torch.backends.mkl), a thread count "
+                    "set while it ran (torch.set_num_threads after its last recorded read), "
+                    "another build of torch or its math libraries, or another CPU's instruction "
+                    "set. Less likely, " +
                     input + " changed outside torch's ops " + after +
                     " (a write through .numpy() or a data pointer; its hash was carried, "
                     "not read again)";
