@@ -4955,10 +4955,22 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const std::string window = a.processes.empty() ? "" : a.processes[0]->meta("steps");
     if (!window.empty()) {
       json* after = first.contains("value_after_structure") ? &first["value_after_structure"] : nullptr;
+      // The window's first step ("172:180", ":180" from 0).
+      const int64_t window_start = std::strtoll(window.c_str(), nullptr, 10);
       for (json* d : {&first, after}) {
         if (d == nullptr || !d->is_object() || d->value("cause", "") != "external_input") continue;
-        (*d)["detail"] = d->value("detail", std::string()) + "; or an op before the recorded "
-                         "--steps window " + window + " made it (ops outside it are not recorded)";
+        const json& op = d->value("a", json());
+        const bool at_start = op.is_object() && op.value("step", int64_t{-1}) == window_start &&
+                              window == b.processes[0]->meta("steps");
+        std::string detail = d->value("detail", std::string());
+        // (The cause may have said so already, of the recording's selection.)
+        if (detail.find("(recorded with --steps") == std::string::npos)
+          detail += "; or an op before the recorded --steps window " + window +
+                    " made it (ops outside it are not recorded)";
+        if (at_start)
+          detail += "; this is the window's first step: most likely the runs differed already "
+                    "when it began (record both with a window that starts earlier)";
+        (*d)["detail"] = detail;
       }
     }
     // A run whose earlier ops a ring dropped (or a bundle trimmed): a difference that can come
@@ -4966,8 +4978,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // alone would pin on this op (a view "of other memory", data "from outside").
     const json& side = first.value("a", json()).is_object() ? first["a"] : first.value("b", json());
     const std::string cause = first.value("cause", std::string());
+    // (Not for a bundle's window, cut around the divergence that the whole runs showed.)
+    const json& from = first.value("compared_from", json());
+    const bool bundle_cut = from.is_object() && from.value("bundle_window", false);
     if (side.is_object() && p < a.processes.size() && first.value("kind", "") == "value" &&
-        cause != "arguments" && cause != "rng" &&
+        cause != "arguments" && cause != "rng" && !bundle_cut &&
         first.value("detail", std::string()).find("--ring") == std::string::npos) {
       const TidxRange held = thread_tidx_range(*a.processes[p], side.value("thread", uint32_t{0}));
       if (held.begin > 0)

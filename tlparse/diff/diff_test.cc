@@ -2332,14 +2332,23 @@ TEST_CASE("a call inserted before a copy of itself in every step is the new line
 
 TEST_CASE("data from outside a --steps window may come from before it") {
   using T = Recorder::T;
-  auto write = [](uint64_t input) {
-    return write_ops([&](Recorder& r) { r.op("aten::relu", {T{input}}, {T{input + 100}}, {}, 0, 0, kNoSeq, 5); },
-                     [](tdbg::tracer::Writer& w) { w.set_meta("steps", "1:100"); });
+  auto write = [](uint64_t input, int64_t step) {
+    return write_ops(
+        [&](Recorder& r) {
+          r.step = step;
+          r.op("aten::relu", {T{input}}, {T{input + 100}}, {}, 0, 0, kNoSeq, 5);
+        },
+        [](tdbg::tracer::Writer& w) { w.set_meta("steps", "1:100"); });
   };
-  json d = first(compare(write(10), write(11)));
+  json d = first(compare(write(10, 2), write(11, 2)));
   CHECK(d["cause"] == "external_input");
-  CHECK(d["detail"].get<std::string>().find("or an op before the recorded --steps window 1:100") !=
-        std::string::npos);
+  const std::string detail = d["detail"];
+  CHECK(detail.find("or an op the recording left out made it (recorded with --steps 1:100)") != std::string::npos);
+  CHECK(detail.find("window's first step") == std::string::npos);
+  // In the window's first step: most likely the runs differed before it.
+  d = first(compare(write(10, 1), write(11, 1)));
+  CHECK(d["detail"].get<std::string>().find("this is the window's first step: most likely the runs "
+                                            "differed already when it began") != std::string::npos);
 }
 
 TEST_CASE("a run whose --steps window selected no op is an error, not identical or all removed") {
@@ -3451,6 +3460,19 @@ TEST_CASE("a difference found in a ring says the runs may have differed before i
   CHECK(d["compared_from"]["bundle_window"] == true);
   CHECK(d["compared_from"]["in_first_step"] == false);
   CHECK(tdbg::diff::format_divergence(r).find("a bundle holds this window of the runs") != std::string::npos);
+  // Data from before a bundle's cut: not "record a longer --ring", the cut being around the
+  // divergence the whole runs showed.
+  auto data = [=](uint64_t input) {
+    return write_ops(
+        [=](Recorder& r) {
+          r.skip(20);
+          r.op("aten::relu", {T{input}}, {T{input + 1}}, {}, 0, 0, kNoSeq, 5);
+        },
+        [=](tdbg::tracer::Writer& w) { w.set_meta("bundle_window", cut); });
+  };
+  d = first(compare(data(10), data(20)));
+  CHECK(d["cause"] == "external_input");
+  CHECK(d["detail"].get<std::string>().find("--ring") == std::string::npos);
   // A bundle of whole runs (its window from seq 0) of runs a ring cut: the ring is named.
   const char* whole = R"({"from_seq":0,"to_seq":9223372036854775807})";
   r = compare(window("1", whole), window("2", whole));
