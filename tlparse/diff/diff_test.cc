@@ -3825,7 +3825,14 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   CHECK(in_window["first_nonfinite"]["entered"] == "input");
   CHECK(in_window["first_nonfinite"]["recorded_only"] == "--steps 5:9");
   CHECK(tdbg::diff::format_nonfinite(in_window).find("it holds only --steps 5:9") != std::string::npos);
+  CHECK(in_window["first_nonfinite"]["window_first_step"] == false);
   CHECK_FALSE(windowed("")["first_nonfinite"].contains("recorded_only"));
+  // In the window's first step (the op is of step 0): most likely made before it.
+  json at_start = windowed("0:9");
+  CHECK(at_start["first_nonfinite"]["window_first_step"] == true);
+  CHECK(tdbg::diff::format_nonfinite(at_start).find(
+            "this is the --steps window's first step: most likely an op before the window made it") !=
+        std::string::npos);
 }
 
 TEST_CASE("first_nonfinite: an op whose output is bool passes no NaN on") {

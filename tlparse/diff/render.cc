@@ -668,7 +668,11 @@ std::string format_nonfinite(const json& result) {
       << " from outside torch ops: Python data, a file, NumPy, a DataLoader worker";
     if (f.value("recorded_only", json()).is_string())
       o << "; or an op the recording left out: it holds only " << str(f, "recorded_only");
-    o << "); no op made NaN from finite values\n";
+    o << "); no op made NaN from finite values";
+    if (f.value("window_first_step", false))
+      o << "; this is the --steps window's first step: most likely an op before the window made "
+           "it (record again with a window that starts earlier)";
+    o << "\n";
   } else if (entered == "uninitialized") {
     // The input that read it names the `empty` (below); the cause says what that means.
     std::string maker = "an op of the empty family";
