@@ -31,6 +31,10 @@ TDBG_TORCH_API void tdbg_torch_set_module(uint32_t id, const void* call_frame);
 // torch.multiprocessing.reductions' rebuild_* functions.
 TDBG_TORCH_API void tdbg_torch_ipc(int delta);
 
+// Reads torch's thread counts for the run's metadata now. Called by the injected wrappers of
+// torch.set_num_threads and torch.set_num_interop_threads, after they set them.
+TDBG_TORCH_API void tdbg_torch_note_threads(void);
+
 // Flushes everything recorded so far and closes the run database (writing `end_time_ns`).
 // Idempotent; ops after it are not recorded. For exits that skip atexit handlers.
 TDBG_TORCH_API void tdbg_torch_shutdown(void);

@@ -470,7 +470,6 @@ struct ThreadState {
   StepCounter step_counter;
   int64_t steps = 0;
   int8_t main_thread = -1;  // this thread is the process's main one (tid == pid); -1 unknown
-  uint32_t top_level_ops = 0;  // top-level ops ended on this thread (see `end_op`)
   uint64_t intern_generation = UINT64_MAX;
   // Shapes (up to kInlineInts dimensions) and common non-tensor argument values (None, ints,
   // doubles, bools, short int lists) seen on this thread: the id and text hash of their
@@ -1705,14 +1704,11 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
   if (ts.stack.empty()) {
     ts.inputs.clear();
     flush_pending(ts);
-    // Thread counts for the run's metadata, read once early from a thread running ops, again
-    // at each step end and every 16th top-level op of the main thread (a script that sets
-    // them after building its model and steps no optimizer: an evaluation, a gradient
-    // check), never at exit.
+    // Thread counts for the run's metadata, read once early from a thread running ops (and
+    // again at each step end, and after torch.set_num_threads: python_frames.cc), never at
+    // exit. (Asking torch costs tens of microseconds: not per op.)
     if (!g_thread_counts_noted.load(std::memory_order_relaxed) &&
         !g_thread_counts_noted.exchange(true, std::memory_order_relaxed))
-      note_thread_counts();
-    else if ((++ts.top_level_ops & 15) == 0 && is_main_thread(ts))
       note_thread_counts();
   } else if (innermost && ctx->recorded && ctx->inputs_begin <= ts.inputs.size()) {
     ts.inputs.resize(ctx->inputs_begin);

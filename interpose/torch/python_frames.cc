@@ -431,6 +431,36 @@ if _TDBG_MODULES:
         _tdbg_mm.register_module_forward_hook(_post)
     _enter_running()
 
+# A thread count set after the hooks are installed (after the first op: a script that builds
+# its model, then calls torch.set_num_threads) is read for the run's metadata when it is set,
+# where an evaluation or a gradient check steps no optimizer to read it at.
+def _threads_wrap(fn):
+    def set_threads(*args, **kwargs):
+        result = fn(*args, **kwargs)
+        try:
+            _note_threads()
+        except Exception:
+            pass
+        return result
+    set_threads.__module__ = getattr(fn, '__module__', None)
+    set_threads.__name__ = fn.__name__
+    set_threads.__qualname__ = getattr(fn, '__qualname__', fn.__name__)
+    set_threads.__doc__ = fn.__doc__
+    set_threads.__wrapped__ = fn
+    return set_threads
+
+try:
+    import torch as _torch
+    _note_threads = _lib.tdbg_torch_note_threads
+    _note_threads.argtypes = []
+    _note_threads.restype = None
+    for _name in ('set_num_threads', 'set_num_interop_threads'):
+        _fn = getattr(_torch, _name, None)
+        if callable(_fn) and not hasattr(_fn, '__wrapped__'):
+            setattr(_torch, _name, _threads_wrap(_fn))
+except Exception:
+    pass
+
 # Tensors received from another process (a DataLoader worker's batch, a torch.multiprocessing
 # queue) are rebuilt by torch.multiprocessing.reductions' rebuild_* functions while pickle
 # loads them, whenever the data arrives: the ops they run are not recorded (tdbg_torch_ipc
@@ -826,6 +856,8 @@ extern "C" void tdbg_torch_set_module(uint32_t id, const void* call_frame) {
   tdbg::torchhook::t_module = id;
   tdbg::torchhook::t_module_frame = call_frame;
 }
+
+extern "C" void tdbg_torch_note_threads(void) { tdbg::torchhook::note_thread_counts(); }
 
 extern "C" void tdbg_torch_ipc(int delta) {
   tdbg::torchhook::t_ipc_depth = std::max(0, tdbg::torchhook::t_ipc_depth + delta);
