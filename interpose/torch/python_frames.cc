@@ -402,6 +402,16 @@ def _post(module, args, output):
     except Exception:
         pass
 
+# `wrapper` (of torch's function `fn`, which it calls) made to read as `fn` in a traceback
+# or help(), and marked as a wrapper (`__wrapped__`) so that it is not wrapped again.
+def _as_wrapper_of(wrapper, fn):
+    wrapper.__module__ = getattr(fn, '__module__', None)
+    wrapper.__name__ = fn.__name__
+    wrapper.__qualname__ = getattr(fn, '__qualname__', fn.__name__)
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__wrapped__ = fn
+    return wrapper
+
 # The hooks are installed at the first op recorded, which may run inside modules already
 # called (with --ops, a layer's addmm inside the model's forward): those calls ran no pre
 # hook, so they are entered here from the frames of Module._call_impl on this thread's stack,
@@ -442,12 +452,7 @@ def _threads_wrap(fn):
         except Exception:
             pass
         return result
-    set_threads.__module__ = getattr(fn, '__module__', None)
-    set_threads.__name__ = fn.__name__
-    set_threads.__qualname__ = getattr(fn, '__qualname__', fn.__name__)
-    set_threads.__doc__ = fn.__doc__
-    set_threads.__wrapped__ = fn
-    return set_threads
+    return _as_wrapper_of(set_threads, fn)
 
 try:
     import torch as _torch
@@ -481,12 +486,7 @@ if _mpr is not None:
                 return fn(*args, **kwargs)
             finally:
                 _ipc(-1)
-        rebuild.__module__ = fn.__module__
-        rebuild.__name__ = fn.__name__
-        rebuild.__qualname__ = fn.__qualname__
-        rebuild.__doc__ = fn.__doc__
-        rebuild.__wrapped__ = fn
-        return rebuild
+        return _as_wrapper_of(rebuild, fn)
 
     for _name in list(vars(_mpr)):
         _fn = getattr(_mpr, _name)

@@ -1218,10 +1218,6 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
   return Located{};
 }
 
-// Two rings (or trimmed bundles) that start each side at another op: B's offset against A
-// that lines up most of the first ops they hold: the same tidx (0), each side's first op held
-// (a run that ran one op more before the rings started holds the same later ops one tidx
-// further on), or an offset near either.
 // For threads recorded with other --steps windows: cuts each range to the steps both threads
 // hold, from the first op of the first such step to the last op of the last (steps never
 // decrease along a thread, so found by bisection), and returns the first step; nullopt where
@@ -1260,6 +1256,10 @@ std::optional<int64_t> first_common_step(const Reader& ra, uint32_t ta, TidxRang
   return from;
 }
 
+// Two rings (or trimmed bundles) that start each side at another op: B's offset against A
+// that lines up most of the first ops they hold: the same tidx (0), each side's first op held
+// (a run that ran one op more before the rings started holds the same later ops one tidx
+// further on), or an offset near either.
 int64_t ring_offset(Pair& p) {
   const int64_t own = p.b.begin - p.a.begin;
   // An offset's score: first, how many ops from the start of what both hold are alike, up
@@ -3680,6 +3680,12 @@ std::string abnormal_ending(const Reader& r) {
 
 bool ended_early(const Reader& r) { return !abnormal_ending(r).empty(); }
 
+// Whether `child`'s process was started by `parent`'s (its recorded parent pid).
+bool child_of(const Reader& child, const Reader& parent) {
+  const std::string ppid = child.meta("ppid");
+  return !ppid.empty() && ppid == parent.meta("pid");
+}
+
 // A thread's last top-level op: its tidx (-1 when the thread has no op), with the ops nested
 // in it (itself first, then in tidx order; without tensors), and the thread's first tidx.
 // Reads back from the thread's end only as far as that op, however many ops it holds.
@@ -4219,8 +4225,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const std::string status = c.meta("exit_status");
       const bool quiet = status == "0" || status == "signal 15" ||
                          (status.empty() && !c.meta("end_time_ns").empty());
-      return child != parent && quiet && !c.meta("ppid").empty() &&
-             c.meta("ppid") == run.processes[parent]->meta("pid");
+      return child != parent && quiet && child_of(c, *run.processes[parent]);
     };
     return quiet_child(a, child_a, parent_a) && quiet_child(b, child_b, parent_b);
   };
@@ -4777,11 +4782,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // not yet gone), which races with its own exit in every run.
     auto terminated_child = [](const tracer::Run& run, const Reader& r, const std::string& how) {
       if (how.empty()) return true;
-      if (r.meta("exit_status") != "signal 15") return false;
-      const std::string parent = r.meta("ppid");
-      for (const auto& other : run.processes)
-        if (!parent.empty() && other->meta("pid") == parent) return true;
-      return false;
+      return r.meta("exit_status") == "signal 15" &&
+             std::any_of(run.processes.begin(), run.processes.end(),
+                         [&r](const auto& other) { return child_of(r, *other); });
     };
     auto ending = [](const std::string& how) {
       return how.empty() ? std::string("exited normally") : how;
