@@ -95,4 +95,23 @@ Config config_from_environment(bool report,
   return config;
 }
 
+bool parse_step_window(const std::string& text, StepWindow* out) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  // Empty, or digits only that fit (18 digits: below 2^63).
+  auto bound = [](const std::string& digits, int64_t* value) {
+    if (digits.empty()) return true;
+    if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    *value = std::strtoll(digits.c_str(), nullptr, 10);
+    return true;
+  };
+  StepWindow window;
+  if (!bound(text.substr(0, colon), &window.begin) || !bound(text.substr(colon + 1), &window.end) ||
+      window.begin >= window.end)
+    return false;
+  *out = window;
+  return true;
+}
+
 }  // namespace tdbg::interpose

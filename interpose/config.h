@@ -31,4 +31,16 @@ struct Config {
 Config config_from_environment(
     bool report = true, std::vector<std::pair<std::string, std::string>>* malformed = nullptr);
 
+// A `steps` window, "A:B", "A:" or ":B": the optimizer steps [begin, end) that are recorded.
+struct StepWindow {
+  int64_t begin = 0;
+  int64_t end = INT64_MAX;
+};
+
+// Parses a `steps` value. False, leaving `out`, for anything but digits around one colon with
+// A < B: no sign, no space, at most 18 digits (below 2^63). The one reading of the form, for
+// `tdbg record` (which refuses a bad one), the hook (which records all steps instead) and the
+// commands that read a recording's window back.
+bool parse_step_window(const std::string& text, StepWindow* out);
+
 }  // namespace tdbg::interpose

@@ -276,21 +276,10 @@ Status validate(const Config& config, const std::set<std::string>& on_command_li
   };
   if (config.hash != "all" && config.hash != "outputs" && config.hash != "none")
     return Status::Error(given("hash", config.hash) + ": want all, outputs or none");
-  if (!config.steps.empty()) {
-    size_t colon = config.steps.find(':');
-    // Digits only, and a step count that fits (18 digits: below 2^63).
-    auto is_number = [](const std::string& text) {
-      return !text.empty() && text.size() <= 18 &&
-             text.find_first_not_of("0123456789") == std::string::npos;
-    };
-    std::string from = colon == std::string::npos ? "" : config.steps.substr(0, colon);
-    std::string to = colon == std::string::npos ? "" : config.steps.substr(colon + 1);
-    if (colon == std::string::npos || (!from.empty() && !is_number(from)) ||
-        (!to.empty() && !is_number(to)) ||
-        (!from.empty() && !to.empty() && std::stoll(from) >= std::stoll(to)))
-      return Status::Error(given("steps", config.steps) +
-                           ": want A:B with A < B (either may be empty), steps below 10^18");
-  }
+  if (interpose::StepWindow window;
+      !config.steps.empty() && !interpose::parse_step_window(config.steps, &window))
+    return Status::Error(given("steps", config.steps) +
+                         ": want A:B with A < B (either may be empty), steps below 10^18");
   if (!config.ops.empty()) {
     try {
       std::regex check(config.ops, std::regex::ECMAScript);

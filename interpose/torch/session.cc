@@ -221,23 +221,6 @@ void write_start_metadata(tracer::Writer* w) {
   write_torch_settings(w, /*at_close=*/false);
 }
 
-// Parses "A:B", "A:", ":B" into [begin, end).
-bool parse_steps(const std::string& text, int64_t* begin, int64_t* end) {
-  size_t colon = text.find(':');
-  if (colon == std::string::npos) return false;
-  std::string a = text.substr(0, colon), b = text.substr(colon + 1);
-  char* stop = nullptr;
-  if (!a.empty()) {
-    *begin = std::strtoll(a.c_str(), &stop, 10);
-    if (*stop) return false;
-  }
-  if (!b.empty()) {
-    *end = std::strtoll(b.c_str(), &stop, 10);
-    if (*stop) return false;
-  }
-  return *begin <= *end;
-}
-
 void read_settings() {
   // The preload, when it loaded this hook, said what was wrong with the environment already.
   const bool preloaded = dlsym(RTLD_DEFAULT, "tdbg_preload_set_step_sink") != nullptr;
@@ -256,13 +239,15 @@ void read_settings() {
                  h.c_str());
     g_settings.config.hash = "all";
   }
-  if (!g_settings.config.steps.empty() &&
-      !parse_steps(g_settings.config.steps, &g_settings.step_begin, &g_settings.step_end)) {
-    std::fprintf(stderr, "tdbg: error: TDBG_STEPS=%s is not A:B; recording all steps\n",
-                 g_settings.config.steps.c_str());
-    g_settings.config.steps.clear();
-    g_settings.step_begin = 0;
-    g_settings.step_end = INT64_MAX;
+  if (interpose::StepWindow window; !g_settings.config.steps.empty()) {
+    if (interpose::parse_step_window(g_settings.config.steps, &window)) {
+      g_settings.step_begin = window.begin;
+      g_settings.step_end = window.end;
+    } else {
+      std::fprintf(stderr, "tdbg: error: TDBG_STEPS=%s is not A:B with A < B; recording all steps\n",
+                   g_settings.config.steps.c_str());
+      g_settings.config.steps.clear();
+    }
   }
   if (!g_settings.config.ops.empty()) {
     try {

@@ -1026,6 +1026,13 @@ def case_config():
         check(said in r.stderr, "%r said with TDBG_QUIET=1: %r" % (said, r.stderr))
     count = one(con, "select count(*) from op_view where step >= 2")[0]
     check(count > 0, "all steps recorded")
+    # The windows `tdbg record` refuses (empty, signed) are refused here alike, not recorded
+    # as a window that holds no step.
+    for window in ("3:3", "-1:3"):
+        r = run_python(code, env={"TDBG_STEPS": window})
+        check("error: TDBG_STEPS=" + window in r.stderr, "%s refused: %r" % (window, r.stderr))
+        check(one(r.db(), "select count(*) from op_view where step >= 3")[0] > 0,
+              "%s: all steps recorded" % window)
 
 
 def case_metadata():

@@ -23,6 +23,7 @@
 
 #include "base/command_line.h"
 #include "base/json_text.h"
+#include "interpose/config.h"
 #include "tlparse/diff/align.h"
 #include "tlparse/diff/diff.h"
 #include "tlparse/diff/native_lines.h"
@@ -4098,6 +4099,11 @@ std::string recorded_selection(std::initializer_list<const tracer::Reader*> read
   return selection;
 }
 
+int64_t window_first_step(const tracer::Reader& r) {
+  interpose::StepWindow window;
+  return interpose::parse_step_window(r.meta("steps"), &window) ? window.begin : -1;
+}
+
 std::string process_ending(const tracer::Reader& r) {
   std::string how = abnormal_ending(r);
   if (how.empty()) return how;
@@ -4958,8 +4964,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const std::string window = a.processes.empty() ? "" : a.processes[0]->meta("steps");
     if (!window.empty()) {
       json* after = first.contains("value_after_structure") ? &first["value_after_structure"] : nullptr;
-      // The window's first step ("172:180", ":180" from 0).
-      const int64_t window_start = std::strtoll(window.c_str(), nullptr, 10);
+      const int64_t window_start = window_first_step(*a.processes[0]);
       for (json* d : {&first, after}) {
         if (d == nullptr || !d->is_object() || d->value("cause", "") != "external_input") continue;
         const json& op = d->value("a", json());

@@ -67,6 +67,10 @@ std::string recording_lost(const tracer::Reader& r);
 // an op they left out may have made what no recorded op produced.
 std::string recorded_selection(std::initializer_list<const tracer::Reader*> readers);
 
+// The first step of the --steps window `r` was recorded with (0 for ":B"), or -1 when it
+// recorded every step.
+int64_t window_first_step(const tracer::Reader& r);
+
 // Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print
 // them: the answer ("where, and why") in the first lines, then the details.
 std::string format_divergence(const nlohmann::json& result);

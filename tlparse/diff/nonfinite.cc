@@ -530,8 +530,8 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (std::string selection = recorded_selection({&r}); !selection.empty())
       j["recorded_only"] = selection;
     // In a --steps window's first step, made before the window most likely.
-    if (const std::string window = r.meta("steps"); !window.empty())
-      j["window_first_step"] = op.step == std::strtoll(window.c_str(), nullptr, 10);
+    if (const int64_t first = window_first_step(r); first >= 0)
+      j["window_first_step"] = op.step == first;
   }
   // The non-finite output; where NaN entered through a view, the view.
   int out = nonfinite_output(op);
