@@ -192,8 +192,8 @@ test('a divergence where B inserts ops names B\'s op in the headline', async () 
   if (after && after.a) {
     assert.match(await page.textContent('#value-after'), new RegExp(`^First value difference after the change: ${after.a.op} \\(seq A ${after.a.seq}, B ${after.b.seq}`));
   }
-  // The curve pairs by number: after an insertion it says that its pairs are shifted.
-  if (await page.locator('#curve-note').count()) assert.match(await page.textContent('#curve-shifted'), /shifted/);
+  // After an insertion the curve pairs ops as the diff aligns them, and says so.
+  if (await page.locator('#curve-note').count()) assert.match(await page.textContent('#curve-aligned'), /as tdbg diff aligns them/);
   // Steps held: the first and the last the run holds.
   assert.match(await page.textContent('#overview table'), /steps held0–\d+/);
   assert.deepEqual(seen.errors, []);

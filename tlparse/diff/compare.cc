@@ -20,6 +20,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "base/command_line.h"
 #include "base/json_text.h"
@@ -2370,6 +2371,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   json out;
   Growth growth;
   int64_t budget = options.scan_limit < 0 ? std::numeric_limits<int64_t>::max() : options.scan_limit;
+  bool restart = true;  // the walk's first step said to `options.on_aligned`
+  auto aligned = [&](AlignedStep step) {
+    step.restart = std::exchange(restart, false);
+    options.on_aligned(step);
+  };
   Aligner aligner(p, where.i, where.j);
   Aligner::Event e;
   json hunks = json::array();
@@ -2724,6 +2730,20 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         other_last_step = p.b_cut_short ? p.b.last_step() : p.a.last_step();
       }
       growth.add_hunk(e.hunk, by_step, past_end, other_last_step);
+      if (options.on_aligned) {
+        // A's ops the change removes, or the A op after an insertion (the last at the end).
+        const Hunk& h = e.hunk;
+        auto seq_at = [&](int64_t tidx) {
+          auto op = p.a.reader->op_at(p.a.thread, std::min(tidx, p.a.count - 1));
+          return op ? op->seq : tracer::kNoSeq;
+        };
+        AlignedStep change;
+        change.a_first_seq = seq_at(h.a_begin);
+        change.a_last_seq = h.a_end > h.a_begin ? seq_at(h.a_end - 1) : change.a_first_seq;
+        change.a_ops = h.a_end - h.a_begin;
+        change.b_ops = h.b_end - h.b_begin;
+        aligned(change);
+      }
       // After healing, ops inserted or removed are a new divergence too (gradient clipping
       // added in one run).
       if (!first_event && track_healing && next_divergence.is_null() && live.empty() &&
@@ -2861,6 +2881,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         ++pairs_compared;
       } else {
         growth.add_crossed_pair(*e.a);
+      }
+      if (options.on_aligned) {
+        AlignedStep pair;
+        pair.a = e.a;
+        pair.b = e.b;
+        pair.differs = e.cmp.differs() || !same_pass;
+        pair.crossed = !same_pass;
+        aligned(pair);
       }
       // After a structural change, the same values in another memory layout (`W.t()` against
       // `W.t().contiguous()`) with the same outputs are no value difference: the change

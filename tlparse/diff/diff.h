@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 
@@ -13,6 +14,26 @@
 #include "tracer/reader.h"
 
 namespace tdbg::diff {
+
+// One step of the alignment `compare_runs` walks from the first divergence on, in the thread
+// pair it names, for a caller that draws it (the report's difference curve).
+struct AlignedStep {
+  // A pair of ops compared op for op: both set. `differs`: their comparison found a
+  // difference; `crossed`: unrelated work paired across the change (a forward op and an op
+  // autograd ran), which counts as changed structure.
+  const tracer::OpRecord* a = nullptr;
+  const tracer::OpRecord* b = nullptr;
+  bool differs = false;
+  bool crossed = false;
+  // A structural change (neither op set): the `a_ops` ops of A it removes, from A's seq
+  // `a_first_seq` to `a_last_seq`, and the `b_ops` ops of B it inserts. With no A op removed,
+  // both seqs are of the A op right after the change (the last one at the end of the thread).
+  int64_t a_first_seq = tracer::kNoSeq, a_last_seq = tracer::kNoSeq;
+  int64_t a_ops = 0, b_ops = 0;
+  // The first step of a divergence's walk: the steps before were of a divergence found, later,
+  // not to be the first (another process's); drop them.
+  bool restart = false;
+};
 
 struct DiffOptions {
   int context_ops = 3;         // ops shown before and after the divergence on each side
@@ -26,6 +47,8 @@ struct DiffOptions {
   // Find the first differing op by bisection over the per-thread chain hash. False compares
   // every op from the start (slow; for benchmarks and for runs with untrustworthy chains).
   bool bisect = true;
+  // Called with each step of the walk after the first divergence, as far as `scan_limit`.
+  std::function<void(const AlignedStep&)> on_aligned;
 };
 
 // {"status": "identical"|"diverged", "first_divergence": null | {...}, ...} as documented.

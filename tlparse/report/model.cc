@@ -275,15 +275,58 @@ StatusOr<json> run_json(const tracer::Run& run, const std::string& label, size_t
   return out;
 }
 
-// The difference curve: per aligned op (by seq) the largest relative difference of output sums,
-// from `from` for up to `scan_ops` ops, down-sampled to `points` buckets (max per bucket).
+// One step of the diff engine's walk from the first divergence on, as the curve keeps it: the
+// A seqs it covers, its ops, how many of them differ and by how much (1 for changed structure).
+struct WalkStep {
+  int64_t first_seq, last_seq, ops, differing;
+  double rel;
+};
+
+// The largest `relative_difference` of the same-numbered outputs of a pair of ops whose
+// hashes differ, 0 when none does.
+double pair_difference(const OpRecord& x, const OpRecord& y) {
+  double rel = 0;
+  for (const TensorRecord& ta : x.tensors) {
+    if (ta.role != tracer::TensorRole::kOutput || !comparable(ta.status)) continue;
+    for (const TensorRecord& tb : y.tensors) {
+      if (tb.role == tracer::TensorRole::kOutput && comparable(tb.status) &&
+          ta.index == tb.index && ta.hash != tb.hash)
+        rel = std::max(rel, relative_difference(ta.summary, tb.summary));
+    }
+  }
+  return rel;
+}
+
+// Collects the diff engine's walk (`diff::DiffOptions::on_aligned`) for the curve.
+void collect_walk(const diff::AlignedStep& s, std::vector<WalkStep>* walk) {
+  if (s.restart) walk->clear();
+  if (s.a == nullptr || s.b == nullptr) {
+    const int64_t ops = std::max(s.a_ops, s.b_ops);
+    walk->push_back({s.a_first_seq, s.a_last_seq, ops, ops, 1});
+  } else if (s.crossed) {
+    walk->push_back({s.a->seq, s.a->seq, 1, 1, 1});
+  } else {
+    walk->push_back({s.a->seq, s.a->seq, 1, s.differs ? 1 : 0, s.differs ? pair_difference(*s.a, *s.b) : 0});
+  }
+}
+
+// The difference curve from `from` for up to `scan_ops` ops, down-sampled to `points` buckets
+// (the largest relative difference of output sums in each). Before the diff engine's walk
+// (`walk`, from the first divergence on) ops are paired by seq: the runs agree up to there.
+// From it on the curve follows the walk, which pairs ops as `tdbg diff` aligns them in the
+// thread pair of the divergence: an insertion does not shift every later pair.
 StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
-                                const ReportOptions& options) {
+                                const std::vector<WalkStep>& walk, const ReportOptions& options) {
   // By seq, to the last op both hold (a --ring's seqs run past its op count).
   TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held_a, a.held());
   TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held_b, b.held());
   if (!held_a.any || !held_b.any) return json(nullptr);
+  const int64_t walk_from = walk.empty() ? tracer::kNoSeq : walk.front().first_seq;
   int64_t end = std::min(held_a.last_seq, held_b.last_seq) + 1;
+  if (walk_from != tracer::kNoSeq) {
+    end = walk_from;
+    for (const WalkStep& w : walk) end = std::max(end, w.last_seq + 1);
+  }
   int64_t to = std::min(end, from + options.curve_scan_ops);
   if (to <= from) return json(nullptr);
   int64_t span = to - from;
@@ -291,14 +334,26 @@ StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
   struct Bucket {
     int64_t first_seq = -1, last_seq = -1, ops = 0, differing = 0;
     double rel = 0;
-    int64_t step = 0;
   };
   std::vector<Bucket> buckets((span + per_bucket - 1) / per_bucket);
   int64_t first_differing = tracer::kNoSeq;
+  auto add = [&](int64_t seq, int64_t ops, int64_t differing, double rel) {
+    if (seq < from || seq >= to) return;
+    Bucket& bk = buckets[(seq - from) / per_bucket];
+    if (bk.first_seq < 0 || seq < bk.first_seq) bk.first_seq = seq;
+    bk.last_seq = std::max(bk.last_seq, seq);
+    bk.ops += ops;
+    bk.differing += differing;
+    bk.rel = std::max(bk.rel, rel);
+    if (differing > 0 && (first_differing == tracer::kNoSeq || seq < first_differing))
+      first_differing = seq;
+  };
+  // By seq, up to the walk.
+  const int64_t by_seq_to = walk_from == tracer::kNoSeq ? to : std::min(to, walk_from);
   std::vector<OpOutputs> oa, ob;
   constexpr int64_t kChunk = 1 << 15;
-  for (int64_t s = from; s < to; s += kChunk) {
-    int64_t e = std::min(to, s + kChunk);
+  for (int64_t s = from; s < by_seq_to; s += kChunk) {
+    int64_t e = std::min(by_seq_to, s + kChunk);
     TDBG_RETURN_IF_ERROR(scan_outputs(a, s, e, &oa));
     TDBG_RETURN_IF_ERROR(scan_outputs(b, s, e, &ob));
     size_t j = 0;
@@ -318,26 +373,34 @@ StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
           }
         }
       }
-      Bucket& bk = buckets[(x.seq - from) / per_bucket];
-      if (bk.first_seq < 0) bk.first_seq = x.seq;
-      bk.last_seq = x.seq;
-      bk.ops++;
-      if (differs) {
-        bk.differing++;
-        if (first_differing == tracer::kNoSeq) first_differing = x.seq;
-      }
-      bk.rel = std::max(bk.rel, rel);
+      add(x.seq, 1, differs ? 1 : 0, rel);
     }
   }
+  // The walk: a change's ops spread over the A seqs it removes (all at the A op after it for
+  // an insertion).
+  for (const WalkStep& w : walk) {
+    const int64_t span_seqs = w.last_seq - w.first_seq + 1;
+    if (w.ops <= 1 || span_seqs <= 1) {
+      add(w.first_seq, w.ops, w.differing, w.rel);
+      continue;
+    }
+    for (int64_t k = 0; k < w.ops; ++k)
+      add(w.first_seq + k * span_seqs / w.ops, 1, w.differing > 0 ? 1 : 0, w.rel);
+  }
   json points = json::array();
+  int64_t last = from;
   for (const auto& bk : buckets) {
     if (bk.ops == 0) continue;
     points.push_back({{"seq", bk.first_seq}, {"last_seq", bk.last_seq}, {"ops", bk.ops},
                       {"differing", bk.differing}, {"rel", finite_or_null(bk.rel)}});
+    last = bk.last_seq;
   }
-  return json{{"from_seq", from}, {"to_seq", to - 1}, {"ops_per_point", per_bucket},
-              {"first_differing_seq", first_differing}, {"points", points},
-              {"measure", "max over outputs of |sum_a - sum_b| / max(abs_sum_a, abs_sum_b)"}};
+  json curve = {{"from_seq", from}, {"to_seq", walk_from == tracer::kNoSeq ? to - 1 : last},
+                {"ops_per_point", per_bucket}, {"first_differing_seq", first_differing},
+                {"points", points},
+                {"measure", "max over outputs of |sum_a - sum_b| / max(abs_sum_a, abs_sum_b)"}};
+  if (walk_from != tracer::kNoSeq) curve["aligned_from_seq"] = walk_from;
+  return curve;
 }
 
 }  // namespace
@@ -458,10 +521,13 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
                    {"max_steps", options.max_steps}};
 
   json diff = nullptr;
+  std::vector<WalkStep> walk;  // the diff's walk from the first divergence on
   json nonfinite = json::array();
   if (options.with_diff) {
     if (b) {
-      auto d = diff::compare_runs(a, *b);
+      diff::DiffOptions diff_options;
+      diff_options.on_aligned = [&walk](const diff::AlignedStep& s) { collect_walk(s, &walk); };
+      auto d = diff::compare_runs(a, *b, diff_options);
       if (!d.ok()) return d.status();
       diff = std::move(d.value());
     }
@@ -518,7 +584,7 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
     runs.push_back(std::move(jb));
     int64_t from = std::max<int64_t>(0, ca - options.window_ops / 2);
     TDBG_ASSIGN_OR_RETURN(json curve,
-                          difference_curve(*a.processes[pa], *b->processes[pb], from, options));
+                          difference_curve(*a.processes[pa], *b->processes[pb], from, walk, options));
     data["curve"] = std::move(curve);
   } else {
     data["curve"] = nullptr;

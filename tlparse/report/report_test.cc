@@ -140,6 +140,35 @@ TEST_CASE("a side with no op at a structural divergence is centred where the cha
   }
 }
 
+TEST_CASE("after ops inserted in one run, the curve pairs ops as the diff aligns them") {
+  // B inserts 5 ops before A's op 2200 and computes the same values otherwise: paired by
+  // number every later op would differ; aligned, only the inserted ones do.
+  fixture::FixtureOptions o;
+  o.ops = 3000;
+  o.insert_at = 2200;
+  auto p = make_pair(o);
+  for (bool swapped : {false, true}) {
+    CAPTURE(swapped);
+    auto data_or = swapped ? build_report_data(p->b, &p->a, ReportOptions{})
+                           : build_report_data(p->a, &p->b, ReportOptions{});
+    REQUIRE(data_or.ok());
+    const json& c = data_or.value()["curve"];
+    REQUIRE(c.is_object());
+    CHECK(c["aligned_from_seq"] == 2200);
+    CHECK(c["first_differing_seq"] == 2200);
+    int64_t differing = 0, ops = 0;
+    for (const auto& pt : c["points"]) {
+      differing += pt["differing"].get<int64_t>();
+      ops += pt["ops"].get<int64_t>();
+      // (Swapped, A's ops 2200 to 2204 are the ones B does not hold.)
+      if (pt["last_seq"].get<int64_t>() < 2200 || pt["seq"].get<int64_t>() > (swapped ? 2204 : 2200))
+        CHECK(pt["rel"] == 0.0);
+    }
+    CHECK(differing == 5);
+    CHECK(c["to_seq"].get<int64_t>() >= (swapped ? 3004 : 2999));
+  }
+}
+
 TEST_CASE("identical runs give an empty curve of differences") {
   fixture::FixtureOptions o;
   o.ops = 300;

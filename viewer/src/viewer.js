@@ -478,9 +478,13 @@
     return h('div', null, h('h3', null, 'How far apart the runs are (relative difference of output sums, log scale)'), g,
       h('p', { class: 'muted', id: 'curve-note' }, fmt(diffOps), ' of ', fmt(c.points.reduce((n, p) => n + p.ops, 0)),
         ' compared ops differ from #', fmt(c.from_seq), ' to #', fmt(c.to_seq), '. Measure: ', c.measure || '',
-        // The curve pairs ops by number: after ops one run inserted or removed, the numbers are
-        // shifted and the pairs are other ops. The diff's alignment is what tells values apart.
-        firstDivergence && firstDivergence.kind === 'structure'
+        // From the first divergence on, the curve follows the diff's alignment (in the thread
+        // where the runs diverged); without it (no diff computed), ops are paired by number,
+        // which after ops one run inserted or removed pairs other ops.
+        typeof c.aligned_from_seq === 'number'
+          ? h('span', { id: 'curve-aligned' }, '. From #' + fmt(c.aligned_from_seq) + ' on, ops are paired as tdbg diff aligns them, ' +
+              'in the thread where the runs diverged (ops only one run holds count as differing); before it, by number')
+          : firstDivergence && firstDivergence.kind === 'structure'
           ? h('span', { id: 'curve-shifted' }, '. Ops are paired here by number: from the structural change at #' +
               fmt((firstDivergence.a || firstDivergence.b || {}).seq) + ' on, one run\'s ops are shifted against the other\'s, so the curve ' +
               'and the red rows there compare other ops; the first divergence above (and its first value difference after the change) is what the aligned comparison found')
