@@ -1658,8 +1658,8 @@ class Growth {
           const double limit = rounding_limit(hashing::dtype_name(ta.dtype));
           // A float view without a summary of its own says nothing (its base's output does);
           // other values of a dtype that does not round are beyond rounding.
-          // Equal summaries of differing values (the sign of an infinity, which the summaries
-          // do not keep; elements in another order) vouch for nothing either.
+          // Equal summaries of differing values (the sign of a zero or of an infinity, which
+          // the summaries do not keep; elements in another order) vouch for nothing either.
           if (limit < 0 || d > limit || d == 0) later_beyond_rounding_ = true;
           later_max_ = std::max(later_max_, d);
           if (ta.summary.inf_count > 0 || tb.summary.inf_count > 0) later_infinities_ = true;

@@ -1375,6 +1375,13 @@ TEST_CASE("equal summaries of differing values, and infinities, vouch for no rou
   std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("summaries equal though values differ") != std::string::npos);
   CHECK(text.find("largest summary distance 0\n") == std::string::npos);
+  // Under the first difference's summaries too, which are all equal (the sign of a zero is
+  // the usual reason: x * 0.0 of a negative x).
+  const size_t table = text.find("  nan/inf");
+  REQUIRE(table != std::string::npos);
+  CHECK(text.find("\n  note:     summaries equal though values differ", table) ==
+        text.find('\n', table));
+  CHECK(text.find("the sign of a zero") != std::string::npos);
   // A last-bit change besides: the rounding level is said, with the infinities it cannot vouch for.
   r = compare(run(false, 1.0), run(true, 1.0000001));
   d = first(r);
@@ -4534,4 +4541,22 @@ TEST_CASE("arguments read as the user wrote them: shortest floats, named reducti
   CHECK(argument_text("reduction", "2") == "2 (sum)");
   CHECK(argument_text("reduction", "0") == "0 (none)");
   CHECK(argument_text("dim", "1") == "1");  // another int stays a number
+}
+
+TEST_CASE("a tensor of the same sizes in another layout is said not to be why hashes differ") {
+  json tensor = {{"role", "input"}, {"index", 0}, {"dtype", "float32"},
+                 {"shape", "4x10x16 strides 16x64x1"}, {"hash_a", "1"}, {"hash_b", "2"}};
+  json op = {{"op", "MulBackward0"}, {"seq", 7}, {"step", 0}};
+  json r = {{"status", "diverged"},
+            {"first_divergence",
+             {{"kind", "value"}, {"cause", "value"}, {"detail", "input 0 differs"}, {"a", op},
+              {"b", op}, {"tensor", tensor}}}};
+  r["first_divergence"]["tensor"]["shape_b"] = "4x10x16";
+  std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("layout:   A [4x10x16 strides 16x64x1]  B [4x10x16] (strides only") !=
+        std::string::npos);
+  // Other sizes are a difference of their own.
+  r["first_divergence"]["tensor"]["shape_b"] = "4x10x17";
+  text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("layout:   A [4x10x16 strides 16x64x1]  B [4x10x17]\n") != std::string::npos);
 }

@@ -11,6 +11,12 @@
 namespace tdbg::diff {
 namespace {
 
+// Differing values whose summaries are all equal: what differs is what they do not keep.
+constexpr const char* kEqualSummaries =
+    "summaries equal though values differ (what differs is not in min, max, sums or counts: "
+    "the sign of a zero, as x * 0.0 of a negative x gives -0.0, the sign of an infinity, or "
+    "the same values in another order)";
+
 using nlohmann::json;
 
 std::string str(const json& j, const char* key) {
@@ -98,8 +104,16 @@ void print_value(std::ostringstream& o, const json& d) {
   if (t.is_object()) {
     o << "  tensor:   " << str(t, "role") << " " << str(t, "index") << " " << str(t, "dtype") << "["
       << str(t, "shape") << "]  A " << str(t, "hash_a") << "  B " << str(t, "hash_b") << "\n";
-    if (t.contains("shape_b") && str(t, "shape_b") != str(t, "shape"))
-      o << "  layout:   A [" << str(t, "shape") << "]  B [" << str(t, "shape_b") << "]\n";
+    if (t.contains("shape_b") && str(t, "shape_b") != str(t, "shape")) {
+      // The same sizes in another memory layout: not why the hashes differ (they are of the
+      // values in logical order).
+      auto sizes = [](const std::string& shape) { return shape.substr(0, shape.find(" strides")); };
+      o << "  layout:   A [" << str(t, "shape") << "]  B [" << str(t, "shape_b") << "]"
+        << (sizes(str(t, "shape")) == sizes(str(t, "shape_b"))
+                ? " (strides only: hashes are of the values, whatever the layout)"
+                : "")
+        << "\n";
+    }
   }
   const json& arg = d.value("argument", json());
   if (arg.is_object()) {
@@ -134,6 +148,10 @@ void print_value(std::ostringstream& o, const json& d) {
                   (str(sa, "nan") + "/" + str(sa, "inf")).c_str(),
                   (str(sb, "nan") + "/" + str(sb, "inf")).c_str());
     o << line;
+    bool summaries_equal = str(t, "hash_a") != str(t, "hash_b");
+    for (const char* k : {"min", "max", "sum", "abs_sum", "nan", "inf"})
+      summaries_equal = summaries_equal && sa.value(k, json()) == sb.value(k, json());
+    if (summaries_equal) o << "  note:     " << kEqualSummaries << "\n";
   }
 }
 
@@ -203,10 +221,6 @@ void print_growth(std::ostringstream& o, const json& g) {
                          "are structural changes)");
     return std::string("no output differs (inputs or arguments only)");
   };
-  // Differing values whose summaries are all equal: what differs is what they do not keep.
-  const char* kEqualSummaries =
-      "summaries equal though values differ (what differs is not in min, max, sums or counts: "
-      "the sign of an infinity, or the same values in another order)";
   if (g.value("max_distance", json()).is_null())
     o << "; " << no_distance(g) << "\n";
   else if (g["max_distance"].is_number() && g["max_distance"].get<double>() == 0)
