@@ -3897,7 +3897,16 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched, 
              " more op(s) from here, first " + ops[0].value("op", "");
   }
   d["cause"] = "ended";
-  if (!last.ops.empty()) d["ended_step"] = std::max(last.ops.back().step, in_flight_step);
+  if (!last.ops.empty()) {
+    // Ended between ops (inside none): the other run's next op is of a later step when this
+    // one ended after an optimizer step (a raise at the top of the loop). The runs agree up to
+    // there, so this one had reached that step too.
+    const json& next = d.value(other == "A" ? "a" : "b", json());
+    const int64_t next_step = inside.empty() && in_flight.empty() && next.is_object()
+                                  ? next.value("step", int64_t{-1})
+                                  : -1;
+    d["ended_step"] = std::max({last.ops.back().step, in_flight_step, next_step});
+  }
   std::string where = !inside.empty()      ? " inside " + inside
                       : !in_flight.empty() ? " while this thread was inside " + in_flight + ","
                                            : "";
