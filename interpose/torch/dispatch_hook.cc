@@ -1066,7 +1066,8 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
       rec.reason = intern_literal(ts, w, reason);
       state.status = TensorStatus::kNotHashed;
       g_tensors.remember(t, state);
-    } else if (info->uninitialized_output) {
+    } else if (info->uninitialized_output && t.numel() > 0) {
+      // (A tensor of no element holds nothing left uninitialized: it is hashed as data.)
       rec.status = TensorStatus::kUninitialized;
       state.status = TensorStatus::kUninitialized;
       g_tensors.remember(t, state);

@@ -187,6 +187,8 @@ def case_uninitialized():
         kv[:, 0] = torch.full((2,), 3.0)  # column 0 written (a cache filled step by step)
         seen = kv[:, :1]                  # a view of a view of the written part
         seen.cos()
+        z = torch.empty(0, 4)             # no element: nothing uninitialized to read
+        z.sum(0)
     """)
     con = r.db()
     empty = first_op(con, "aten::empty")
@@ -229,6 +231,10 @@ def case_uninitialized():
     check(read_kv[1] == "hashed" and read_kv[3] == wrote_kv,
           "its reader hashes what it reads, made by the copy_ into the column (seq %s): %s"
           % (wrote_kv, read_kv))
+    nothing = first_op(con, "aten::sum", cos[0])
+    read_z = tensors(con, nothing[0], "input")[0]
+    check(read_z[1] in ("known", "hashed") and not read_z[4],
+          "a tensor of no element is data, not memory left uninitialized: %s" % (read_z,))
 
 
 def case_unhashable():
