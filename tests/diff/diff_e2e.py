@@ -1500,6 +1500,14 @@ def case_nan_mask():
     a, _ = record("nan_mask_finite", ["--mask"])
     p = subprocess.run([TDBG, "nan", "--json", a], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 0, f"a masked but finite run exits 0 (got {p.returncode}: {p.stdout})")
+    # Its bundle does not say that it holds no Inf.
+    bundle = os.path.join(WORK, "nan_mask_finite.tar.gz")
+    subprocess.run([TDBG, "bundle", "-o", bundle, a], check=True, stdout=subprocess.DEVNULL)
+    with tarfile.open(bundle) as tar:
+        readme = next(tar.extractfile(m).read().decode() for m in tar.getmembers()
+                      if m.name.endswith("README.md"))
+    check("holds no NaN or Inf" not in readme and "No NaN or Inf starts in run A" in readme,
+          f"the bundle README says no NaN or Inf starts, not that there is none (got {readme!r})")
     b, _ = record("nan_mask_inf", ["--mask", "--inf-step", "2"])
     p = subprocess.run([TDBG, "nan", "--json", b], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 1, f"exit status 1 (got {p.returncode})")

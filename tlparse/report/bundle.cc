@@ -674,7 +674,17 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       md << "**First non-finite value in run " << label << "**: " << op_text(n["first_nonfinite"])
          << " (see `nonfinite.json`).\n\n";
     } else if (status == "finite") {
-      md << "Run " << label << " holds no NaN or Inf.\n\n";
+      // NaN or Inf that no op started, in `tdbg nan`'s sense: passed on, made on purpose (an
+      // attention mask's -inf), or contained.
+      int64_t carried = 0;
+      for (const char* key : {"explained", "skipped", "ignored", "contained"})
+        carried += n.value(key, int64_t{0});
+      if (carried == 0)
+        md << "Run " << label << " holds no NaN or Inf.\n\n";
+      else
+        md << "No NaN or Inf starts in run " << label << "; " << carried
+           << " op(s) hold NaN or Inf that tdbg nan does not count as a start (made on purpose, "
+              "as a mask's -inf, or passed on; see `nonfinite.json`).\n\n";
     }
   }
   if (!result.still_recording.empty()) {
