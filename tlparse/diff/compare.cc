@@ -1635,6 +1635,15 @@ double rounding_level_difference(const json& tensor, bool reorder = false) {
   return largest > 0 && largest <= limit ? largest : -1;
 }
 
+// Whether `a` and `b` have an output whose values both recorded.
+bool has_compared_output(const OpRecord& a, const OpRecord& b) {
+  for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k)
+    if (a.tensors[k].role == TensorRole::kOutput && tensor_comparable(a.tensors[k]) &&
+        tensor_comparable(b.tensors[k]))
+      return true;
+  return false;
+}
+
 // Tracks how a difference spreads over the ops after it, at bounded cost.
 class Growth {
  public:
@@ -1667,6 +1676,12 @@ class Growth {
       }
     }
     if (compared_ > 1 && output_differs && c.output < 0) later_beyond_rounding_ = true;
+    // Whether the difference went on through this op: an output differs that its inputs made
+    // differ (not its own arguments or generator alone), or differing inputs leave the
+    // recording through an op with no output compared (`.item()` into Python).
+    if ((output_differs && (c.input >= 0 || (c.arg < 0 && !c.rng))) ||
+        (c.input >= 0 && !has_compared_output(a, b)))
+      ++carried_;
     StepRow& row = step_row(a.step);
     ++row.ops;
     if (c.differs()) ++row.diverged;
@@ -1687,6 +1702,7 @@ class Growth {
   // counts as changed structure, not as values.
   void add_crossed_pair(const OpRecord& a) {
     ++compared_;
+    ++carried_;
     ++diverged_;
     ++structural_ops_;
     StepRow& row = step_row(a.step);
@@ -1758,6 +1774,11 @@ class Growth {
   // them is of rounding's size for its dtype (another summation order); -1 otherwise.
   // Whether some of those outputs hold infinities, whose signs the summaries do not keep.
   bool later_infinities() const { return later_infinities_; }
+  // Every output that differs was made from equal inputs by an op whose own arguments or
+  // generator differ, and no differing input left the recording: the difference reached no
+  // other op's output (a clipping threshold never reached). Only of a walk with no structural
+  // change and an output that differs.
+  bool contained() const { return carried_ == 0 && hunks_ == 0 && outputs_differ_ > 0; }
   double later_rounding_level() const {
     return !later_beyond_rounding_ && later_max_ > 0 && hunks_ == 0 ? later_max_ : -1;
   }
@@ -1792,6 +1813,7 @@ class Growth {
   static constexpr size_t kMaxSteps = 1000;
   int64_t compared_ = 0, diverged_ = 0, hunks_ = 0, structural_ops_ = 0, outputs_differ_ = 0;
   int64_t shapes_differ_ = 0;
+  int64_t carried_ = 0;  // pairs through which the difference went on (see `add_pair`)
   int64_t past_end_ops_ = 0;
   char past_end_run_ = 0;
   double later_max_ = 0;
@@ -3121,6 +3143,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   out["context"] = {{"a", context_json(p.a, context_a, options.context_ops)},
                     {"b", context_json(p.b, context_b, options.context_ops)}};
   out["growth"] = growth.to_json(complete);
+  // A value divergence that reached no other op's output to the end of both runs, recorded
+  // whole (every op, every tensor hashed): the change alters no result.
+  if (where.kind == Located::kValue && complete && growth.contained() &&
+      recorded_selection({p.a.reader, p.b.reader}).empty() &&
+      p.a.reader->meta("hash_mode") == "all" && p.b.reader->meta("hash_mode") == "all")
+    out["contained"] = {{"pairs", growth.compared()}};
   if (out.contains("moved_ops_differ")) out["growth"]["moved_ops_differ"] = out["moved_ops_differ"];
   // `(a + b) + c` against `a + (b + c)`: the first pair takes other operands, and every output
   // after it agrees up to rounding. Said, so the first difference's figures do not read as

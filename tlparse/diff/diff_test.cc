@@ -4562,3 +4562,45 @@ TEST_CASE("a tensor of the same sizes in another layout is said not to be why ha
   text = tdbg::diff::format_divergence(r);
   CHECK(text.find("layout:   A [4x10x16 strides 16x64x1]  B [4x10x17]\n") != std::string::npos);
 }
+
+TEST_CASE("a difference that reaches no other op's output is said to change no result") {
+  using T = Recorder::T;
+  // Each step, a clipping coefficient computed with another threshold (an argument), then
+  // clamped to the same value in both runs. `leaks`: the clamp's output differs too, or
+  // `item`: the coefficient is read into Python; `hash_mode`: the recording's.
+  struct Variant {
+    bool leaks = false, item = false;
+    std::string hash_mode = "all";
+  };
+  auto run = [](const std::string& threshold, const Variant& v) {
+    const bool b = threshold != "1";
+    return write_ops(
+        [&](Recorder& r) {
+          for (int step = 0; step < 3; ++step) {
+            r.step = step;
+            const int64_t coef = r.op("aten::mul", {T{10}}, {T{b ? 21u : 20u}}, {{"other", threshold}}, 0, 0, kNoSeq, 5);
+            r.op("aten::clamp", {T{b ? 21u : 20u, coef}}, {T{v.leaks && b ? 31u : 30u}}, {{"max", "1"}}, 0, 0, kNoSeq, 5);
+            if (v.item) r.op("aten::_local_scalar_dense", {T{b ? 21u : 20u, coef}}, {}, {}, 0, 0, kNoSeq, 6);
+            for (int k = 0; k < 10; ++k) r.op("aten::add", {T{40u + k}}, {T{50u + k}}, {}, 0, 0, kNoSeq, 7);
+          }
+        },
+        [&](tdbg::tracer::Writer& w) { w.set_meta("hash_mode", v.hash_mode); });
+  };
+  json r = compare(run("1", {}), run("2", {}));
+  json d = first(r);
+  CHECK(d["cause"] == "arguments");
+  REQUIRE(d["contained"].is_object());
+  const std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("arguments; it reaches no other op's output (work, not results)\n") != std::string::npos);
+  CHECK(text.find("the difference reaches no other op's output, and no result changes") != std::string::npos);
+  Variant leaks, item, outputs;
+  leaks.leaks = true;
+  item.item = true;
+  outputs.hash_mode = "outputs";
+  for (const Variant& v : {leaks, item, outputs}) {
+    CAPTURE(v.leaks, v.item, v.hash_mode);
+    json other = compare(run("1", v), run("2", v));
+    CHECK_FALSE(first(other).contains("contained"));
+    CHECK(tdbg::diff::format_divergence(other).find("reaches no other op's output") == std::string::npos);
+  }
+}

@@ -505,11 +505,20 @@ std::string format_divergence(const json& result) {
   };
   if (str(d, "kind") == "value") {
     o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", " << where_in_run(a)
-      << "): " << str(d, "cause") << healed_suffix(d) << "\n";
+      << "): " << str(d, "cause") << healed_suffix(d);
+    // The answer to "does this change my results?" belongs on the first line.
+    const json& contained = d.value("contained", json());
+    if (contained.is_object()) o << "; it reaches no other op's output (work, not results)";
+    o << "\n";
     print_warnings(o, result);
     print_process();
     print_value(o, d);
     print_healing(o, d);
+    if (contained.is_object())
+      o << "  values:   every output that differs, to the end (" << str(contained, "pairs")
+        << " pairs compared), was made from the same inputs by an op whose own argument or "
+           "generator differs: the difference reaches no other op's output, and no result "
+           "changes\n";
   } else {
     const json& side = a.is_object() ? a : b;
     // One run stopped early (a signal, a crash): say so first, it is the answer.
