@@ -1936,7 +1936,8 @@ void hook_write_unfinished(int tid) {
   flush_pending(*ts);
 }
 
-void hook_after_fork_child() {
+int64_t hook_after_fork_child() {
+  const int64_t forked_at_step = g_steps.load();
   {
     // The other threads do not exist here; the one that forked registers again.
     new (&g_thread_states_mutex) std::mutex();
@@ -1958,6 +1959,7 @@ void hook_after_fork_child() {
   g_fork_generation.fetch_add(1);
   python_frames_after_fork_child();
   native_frames_after_fork_child();
+  return forked_at_step;
 }
 
 void install_dispatch_hook() {

@@ -44,6 +44,7 @@ Settings g_settings;
 std::atomic<tracer::Writer*> g_writer{nullptr};
 std::atomic<uint64_t> g_generation{0};
 std::atomic<bool> g_open_in_child{false};   // a fork child opens its own database lazily
+int64_t g_forked_at_step = -1;              // in a fork child: the parent's step at the fork
 std::atomic<bool> g_closed{false};
 std::mutex g_open_mutex;                    // guards opening and closing
 std::atomic<pid_t> g_open_owner{0};         // the thread holding `g_open_mutex`, or 0
@@ -176,6 +177,7 @@ void write_torch_settings(tracer::Writer* w, bool at_close) {
 void write_start_metadata(tracer::Writer* w) {
   w->set_meta("pid", std::to_string(getpid()));
   w->set_meta("ppid", std::to_string(getppid()));
+  if (g_forked_at_step >= 0) w->set_meta("forked_at_step", std::to_string(g_forked_at_step));
   w->set_meta("host", host_name());
   w->set_meta("cmdline", cmdline_json());
   char cwd[4096] = {0};
@@ -379,7 +381,7 @@ void at_fork_child() {
     inherited->abandon_after_fork();  // leaked on purpose: its destructor would join threads
     g_open_in_child.store(!g_closed.load());
   }
-  hook_after_fork_child();
+  g_forked_at_step = hook_after_fork_child();
 }
 
 // Fallback for exits that skip atexit (e.g. a static destructor order we did not expect).

@@ -70,7 +70,9 @@ void detach_gpu_sink();
 // The fork handlers of the hook (locks it must hold across fork()), registered by the session.
 void hook_prepare_fork();
 void hook_after_fork_parent();
-void hook_after_fork_child();
+// Returns the training step the forking thread had reached: the child's count starts again
+// from 0 (its ops run no optimizer of the parent's), and its database says where it came from.
+int64_t hook_after_fork_child();
 // For the close after a fault: writes the ops thread `tid` (stopped in the fault's handler) is
 // still inside, with the ops nested in them so far, flagged `kOpUnfinished`. Nothing when it
 // stopped inside the hook itself.

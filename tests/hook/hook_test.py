@@ -965,6 +965,32 @@ def case_dataloader_fork():
               "worker %s places its ops at %s" % (m["pid"], sorted(wheres)))
 
 
+def case_fork_step():
+    # A child forked after two optimizer steps counts its own steps from 0; its database says
+    # the step its parent had reached, which tells one evaluation fork from another.
+    r = run_python("""
+        import os, sys, torch
+        w = torch.nn.Parameter(torch.ones(3))
+        opt = torch.optim.SGD([w], lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            (w * 2).sum().backward()
+            opt.step()
+        pid = os.fork()
+        if pid == 0:
+            (w * 3).sum()
+            sys.exit(0)
+        os.waitpid(pid, 0)
+    """)
+    metas = {m["pid"]: m for m in (_meta(p) for p in r.paths)}
+    children = [m for m in metas.values() if m.get("ppid") in metas]
+    check(len(metas) == 2 and len(children) == 1, "a parent and a child database: %s" % list(metas))
+    parent = [m for m in metas.values() if m not in children][0]
+    check(children[0].get("forked_at_step") == "2" and "forked_at_step" not in parent,
+          "the child says it was forked at step 2: %s, parent %s"
+          % (children[0].get("forked_at_step"), parent.get("forked_at_step")))
+
+
 def _losses(args):
     plain = run_command([ARGS.python] + args, record=False).stdout
     traced = run_command([ARGS.python] + args)

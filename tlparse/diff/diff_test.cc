@@ -3711,6 +3711,20 @@ TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier
                     "from an input") != std::string::npos);
   }
 
+  SECTION("a process the program forked says the step its parent had reached") {
+    // An evaluation forked at step 20 (not a DataLoader worker) that divides by zero.
+    json r = nonfinite_of(write_processes(
+        {{"100", "1", "", 5000000, finite_worker},
+         {"103", "100", "", 2000000, bad_worker, "", {{"forked_at_step", "20"}}}}));
+    json f = r["first_nonfinite"];
+    CHECK(f["op"] == "aten::div");
+    CHECK(f["process_info"]["forked_at_step"] == 20);
+    const std::string text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("non-finite at aten::div (seq 0, step 0, process 1, forked at step 20)") !=
+          std::string::npos);
+    CHECK(text.find("process:  process 1 of 0-1 (forked at step 20, pid 103)") != std::string::npos);
+  }
+
   SECTION("a consumer's NaN from outside yields to its worker's made-here start") {
     // The consumer's clock reads earlier (it cannot have read the batch before the worker made
     // it, but clocks and prefetching blur it): the worker's made-here start is the answer.
@@ -4603,4 +4617,22 @@ TEST_CASE("a difference that reaches no other op's output is said to change no r
     CHECK_FALSE(first(other).contains("contained"));
     CHECK(tdbg::diff::format_divergence(other).find("reaches no other op's output") == std::string::npos);
   }
+}
+
+TEST_CASE("a divergence in a forked process says the step its parent had reached") {
+  using T = Recorder::T;
+  // An evaluation forked at step 20 that scales by another factor in B.
+  auto write = [](const std::string& factor) {
+    auto parent = [](Recorder& r) { r.op("aten::mm", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 30); };
+    auto child = [factor](Recorder& r) {
+      r.op("aten::mul", {T{20}}, {T{factor == "2" ? 21u : 22u}}, {{"other", factor}}, 0, 0, kNoSeq, 40);
+    };
+    return write_processes({Process{"100", "1", "", 1000, parent, "0"},
+                            Process{"101", "100", "", 2000, child, "0", {{"forked_at_step", "20"}}}});
+  };
+  json r = compare(write("2"), write("3"));
+  json d = first(r);
+  CHECK(d["process_a"]["forked_at_step"] == 20);
+  CHECK(tdbg::diff::format_divergence(r).rfind(
+            "diverged at aten::mul (seq 0, step 0 of a process forked at step 20): arguments", 0) == 0);
 }

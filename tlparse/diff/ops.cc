@@ -634,6 +634,12 @@ nlohmann::json process_json(const tracer::Run& run, size_t p) {
     j["worker"] = worker;
     what += std::string(what.empty() ? "" : ", ") + "DataLoader worker " + worker;
   }
+  // A fork child counts its steps from 0: the parent's step at the fork says which one it is
+  // (the evaluation forked at step 20, a DataLoader's workers of an epoch).
+  if (const std::string forked = r.meta("forked_at_step"); !forked.empty()) {
+    j["forked_at_step"] = std::strtoll(forked.c_str(), nullptr, 10);
+    what += std::string(what.empty() ? "" : ", ") + "forked at step " + forked;
+  }
   if (what.empty() && p == 0) what = "the first process";
   // Numbered from 0, as `tdbg show --process` numbers them (not as the diff paired them).
   j["text"] = "process " + std::to_string(run.shown(p)) + " of 0-" + std::to_string(run.processes.size() - 1) +

@@ -472,6 +472,9 @@ std::string format_divergence(const json& result) {
       if (a.is_object() && b.is_object() && str(a, "step") != str(b, "step"))
         where = "step A " + str(a, "step") + ", B " + str(b, "step");
     }
+    if (process.is_object() && process.contains("forked_at_step"))
+      where += (worker.empty() ? " of a process forked at step " : " forked at step ") +
+               str(process, "forked_at_step");
     if (threads.is_object() && (str(threads, "a") != "0" || str(threads, "b") != "0")) {
       where += str(threads, "a") == str(threads, "b")
                    ? ", thread " + str(threads, "a")
@@ -670,6 +673,8 @@ std::string format_nonfinite(const json& result) {
     if (f.contains("os_tid")) o << ", tid " << str(f, "os_tid");
   }
   if (process.is_object() && worker.empty()) o << ", process " << str(process, "index");
+  if (process.is_object() && process.contains("forked_at_step"))
+    o << ", forked at step " << str(process, "forked_at_step");
   o << ")";
   if (t.is_object()) {
     o << ": output " << str(t, "index") << " " << str(t, "dtype") << "[" << str(t, "shape") << "]";
