@@ -504,9 +504,11 @@ def case_worker_epochs():
     c, _ = record("worker_epochs_0", ["0", "2", "plain"], script)
     rc, r = diff(c, a)
     notes = " ".join(r.get("notes", []))
+    warnings = " ".join(r.get("warnings", []))
+    # (A warning: it explains the divergence, and is printed under the headline.)
     check(rc == 1 and "A loads its DataLoader's batches in its main process (num_workers 0), B in "
-          "worker processes (num_workers 2, 4 recorded)" in notes and "(DataLoader worker 0/2, pid" in notes,
-          f"0 against 2 workers: the note says where each run loads its batches: {notes}")
+          "worker processes (num_workers 2, 4 recorded)" in warnings and "(DataLoader worker 0/2, pid" in notes,
+          f"0 against 2 workers: a warning says where each run loads its batches: {warnings} / {notes}")
     # A collate_fn of the user's: each worker has a thread the other run's workers do not (the
     # queue's feeder, moving the batch into shared memory), said to change no value.
     c, out_c = record("worker_epochs_collate", ["2", "2", "plain", "collate"], script)

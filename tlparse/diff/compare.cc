@@ -5114,8 +5114,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const tracer::Run& fewer = more_a ? b : a;
     bool fewer_has_workers = false;
     for (const auto& r : fewer.processes) fewer_has_workers = fewer_has_workers || !r->meta("worker").empty();
+    // A warning, under the headline: it explains the divergence that the headline names.
     if (loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty())
-      notes.push_back(std::string(more_a ? "B" : "A") + " loads its DataLoader's batches in its "
+      result["warnings"].push_back(std::string(more_a ? "B" : "A") + " loads its DataLoader's batches in its "
                       "main process (num_workers 0), " + (more_a ? "A" : "B") + " in worker "
                       "processes (num_workers " + worker_count + ", " +
                       std::to_string(loader_workers) + " recorded): the dataset's ops (__getitem__, "
