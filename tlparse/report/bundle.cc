@@ -845,6 +845,17 @@ StatusOr<std::vector<BundleEntry>> inspect_bundle(const std::string& path, std::
     entries.push_back(be);
     return Status::Ok();
   }));
+  // What `tdbg bundle` writes: a README.md and a facts.json at the top of its folder.
+  auto holds = [&](const std::string& file) {
+    return std::any_of(entries.begin(), entries.end(), [&](const BundleEntry& be) {
+      const std::string& name = be.path;
+      return !be.directory && std::count(name.begin(), name.end(), '/') <= 1 &&
+             (name == file || (name.size() > file.size() &&
+                               name.compare(name.size() - file.size() - 1, std::string::npos, "/" + file) == 0));
+    });
+  };
+  if (!holds("README.md") || !holds("facts.json"))
+    return Status::Error(path + ": not a tdbg bundle (no README.md and facts.json in it)");
   return entries;
 }
 

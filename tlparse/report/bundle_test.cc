@@ -448,6 +448,23 @@ TEST_CASE("truncated and non-archive files give a one-line error") {
   }
   CHECK_FALSE(inspect_bundle(junk, nullptr).ok());
   CHECK_FALSE(inspect_bundle(dir.file("missing.tar.gz"), nullptr).ok());
+
+  // An archive, but not one tdbg wrote: no facts.json beside its README.md.
+  auto with = [](const char* name) {
+    return [name](archive_entry* e) {
+      archive_entry_set_pathname(e, name);
+      archive_entry_set_filetype(e, AE_IFREG);
+      archive_entry_set_size(e, 1);
+    };
+  };
+  std::string other = dir.file("other.tar.gz");
+  write_archive(other, with("b/notes.txt"));
+  auto listed = inspect_bundle(other, nullptr);
+  REQUIRE_FALSE(listed.ok());
+  CHECK(listed.status().message() == other + ": not a tdbg bundle (no README.md and facts.json in it)");
+  CHECK_FALSE(extract_bundle(other, dir.file("ox")).ok());
+  write_archive(other, with("b/facts.json"));
+  CHECK(inspect_bundle(other, nullptr).ok());
 }
 
 }  // namespace
