@@ -138,6 +138,8 @@ Status check_file(const std::string& path, bool* has_wal, bool* wal_mode) {
   struct stat st;
   if (!file_exists(path, &st)) return Status::Error(path + ": no such file");
   if (S_ISDIR(st.st_mode)) return Status::Error(path + ": is a directory, not a database file");
+  if (!S_ISREG(st.st_mode))  // (a FIFO would block the read below, or read as empty)
+    return Status::Error(path + ": not a regular file (a pipe, socket or device), not a tdbg database");
   if (st.st_size == 0) return Status::Error(path + ": empty file, not a tdbg database");
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return Status::Error(path + ": cannot read: " + std::strerror(errno));

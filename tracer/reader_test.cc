@@ -92,6 +92,10 @@ TEST_CASE("each bad input gives a one-line error naming the file and the problem
   WriteBytes(dir.file("empty.sqlite"), "");
   ExpectOpenError(dir.file("empty.sqlite"), "empty file");
 
+  // A named pipe: not read (that would wait for a writer), and not called empty.
+  REQUIRE(mkfifo(dir.file("pipe.sqlite").c_str(), 0600) == 0);
+  ExpectOpenError(dir.file("pipe.sqlite"), "not a regular file (a pipe, socket or device)");
+
   WriteBytes(dir.file("text.sqlite"), "step,loss\n1,0.5\n");
   ExpectOpenError(dir.file("text.sqlite"), "not a SQLite database");
 
