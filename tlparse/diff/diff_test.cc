@@ -4256,6 +4256,29 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
     CHECK(r["first_nonfinite"]["entered"].is_null());
   }
 
+  SECTION("a nested op reading a buffer inside a scope with no output of its own is judged") {
+    // DDP's reducer copies a gradient bucket (the all-reduce result, not recorded) into a
+    // gradient inside `copy_bucket_to_grad`, a scope with no output: NaN from another rank
+    // shows first in that copy_, which is then the start, not explained by nothing.
+    json r = nonfinite([&](Recorder& r) {
+      const int64_t scope =
+          r.op("torch.distributed.ddp.reducer::copy_bucket_to_grad", {T{10}}, {}, {}, 0, 0, kNoSeq, 17);
+      T grad{uint64_t(11), kNoSeq, "32x8", TensorStatus::kNotHashed};
+      grad.reason = tdbg::tracer::kReasonOverwritten;
+      T bucket{uint64_t(12), kNoSeq, "32x8", TensorStatus::kNotHashed};
+      bucket.reason = "internal buffer of the enclosing op";
+      bucket.summary = false;
+      T out{13};
+      out.nan = 8;
+      r.op("aten::copy_", {grad, bucket}, {out}, {}, 0, 1, scope, 17);
+      r.op("aten::mul", {out}, {T{14, kNoSeq, "32x8", TensorStatus::kHashed, 1.0, 0, 8}}, {}, 0, 0, kNoSeq, 18);
+    });
+    REQUIRE(r["status"] == "nonfinite");
+    CHECK(r["first_nonfinite"]["op"] == "aten::copy_");
+    CHECK(tdbg::diff::format_nonfinite(r).find(
+              "this is DDP copying the gradients' all-reduce result") != std::string::npos);
+  }
+
   SECTION("a nested op reading a kernel's buffer inherits the kernel's NaN input") {
     json r = nonfinite([&](Recorder& r) {
       T x{11};

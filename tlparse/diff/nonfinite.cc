@@ -195,9 +195,11 @@ class Tracker {
     while (!open.empty() && open.back().depth >= op.depth) open.pop_back();
     Nonfinite enclosing;
     bool inside_start = false;  // an enclosing op was counted as a start already
+    bool inside_kernel = false;  // an enclosing op has an output of its own, judged itself
     for (const Open& o : open) {
       enclosing |= o.reaches;
       inside_start = inside_start || o.started;
+      inside_kernel = inside_kernel || o.has_output;
     }
 
     Nonfinite in, external;
@@ -228,14 +230,16 @@ class Tracker {
     Nonfinite literal;
     for (const tracer::ArgRecord& a : op.args) literal |= literal_of(a.value);
     Nonfinite out;
+    bool has_output = false;
     for (const TensorRecord& t : op.tensors) {
+      has_output = has_output || t.role == TensorRole::kOutput;
       if (t.role != TensorRole::kOutput || !tensor_comparable(t) || !t.summary.valid) continue;
       out.nan |= t.summary.nan_count > 0;
       out.inf |= t.summary.inf_count > 0;
     }
     Nonfinite passed = in;
     passed |= literal;
-    open.push_back(Open{op.depth, passed, false});
+    open.push_back(Open{op.depth, passed, false, has_output});
     // An input whose values were not recorded (autograd's saved tensors, a kernel's buffer)
     // may hold what the run already carries: once NaN (or Inf) was passed on anywhere, say
     // before --from-step, it explains the same kind in an output that reads one.
@@ -247,8 +251,11 @@ class Tracker {
     // An Inf start that --nan-only looks past: counted as such, not as explained.
     bool ignored = options_.nan_only && made_inf && !made_nan;
     // A nested op that reads nothing but its enclosing kernel's buffers shows what that kernel
-    // computed; the kernel's op is the one to judge.
-    if (op.depth > 0 && inputs > 0 && unknown_inputs == inputs) fresh = ignored = false;
+    // computed; the kernel's op is the one to judge. Not inside ops without outputs (scopes
+    // such as DDP's `reducer::copy_bucket_to_grad`, which copies a collective's result into
+    // the gradients): nothing else is judged there.
+    if (op.depth > 0 && inputs > 0 && unknown_inputs == inputs && inside_kernel)
+      fresh = ignored = false;
     // Before the first step asked for, a start is tracked like an explained op, and counted
     // as skipped (only).
     const bool before_window = op.step < options_.from_step;
@@ -324,6 +331,7 @@ class Tracker {
     uint16_t depth;
     Nonfinite reaches;  // what the op's inputs and arguments hold
     bool started;       // counted as a start before --from-step
+    bool has_output;    // a kernel's op, with outputs judged (not a scope such as DDP's reducer)
   };
   Nonfinite carried_;  // kinds of non-finite value some op has passed on so far
   Nonfinite of(const TensorRecord& t) const {

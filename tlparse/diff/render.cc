@@ -748,8 +748,16 @@ std::string format_nonfinite(const json& result) {
         if (!src.empty()) o << ", at " << src;
         o << ")";
       }
-      o << "; the other inputs and the arguments hold no " << (s.value("nan", int64_t{0}) > 0 ? "NaN" : "NaN or Inf")
-        << "\n";
+      o << "; the other inputs and the arguments hold no " << (s.value("nan", int64_t{0}) > 0 ? "NaN" : "NaN or Inf");
+      // DDP copies each gradient bucket's all-reduce result into the gradients here: the
+      // values came from every rank.
+      for (const json& e : f.value("enclosing", json::array()))
+        if (str(e, "op").find("ddp.reducer::copy_bucket_to_grad") != std::string::npos) {
+          o << "; this is DDP copying the gradients' all-reduce result, which every rank adds "
+               "to: the NaN may come from another rank (run tdbg nan on the whole run)";
+          break;
+        }
+      o << "\n";
     } else if (const json& stale = f.value("stale_inputs", json()); stale.is_array() && !stale.empty()) {
       o << "  cause:    " << str(f, "op") << " makes no NaN from finite inputs this small: an "
         << "input most likely changed outside torch's ops after it was made (a write through "
