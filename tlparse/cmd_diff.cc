@@ -37,6 +37,7 @@ void add_diff_command(CLI::App& app) {
     int64_t scan_limit = 200000;
     bool full = false;
     bool linear = false;
+    std::string align_steps;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -53,13 +54,27 @@ void add_diff_command(CLI::App& app) {
   cmd->add_flag("--full", args->full, "Compare every op after the divergence (no scan limit)");
   cmd->add_flag("--linear", args->linear,
                 "Compare op by op from the start instead of bisecting the chain hash");
+  cmd->add_option("--align-steps", args->align_steps,
+                  "A:B pairs A's optimizer step A with B's step B and compares from there (a run "
+                  "resumed from a checkpoint counts its steps from 0 again: --align-steps 16:0)");
   cmd->callback([args] {
+    diff::DiffOptions options;
+    if (!args->align_steps.empty()) {
+      const size_t colon = args->align_steps.find(':');
+      long long first = -1, second = -1;
+      if (colon == std::string::npos ||
+          !whole_number_error(args->align_steps.substr(0, colon), &first).empty() ||
+          !whole_number_error(args->align_steps.substr(colon + 1), &second).empty() || first < 0 ||
+          second < 0)
+        return fail("diff", "--align-steps " + args->align_steps +
+                                ": want A:B, a step of each run (whole numbers, 0 or more)");
+      options.align_steps = {first, second};
+    }
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("diff", a.status().message());
     auto b = tracer::Run::Open(args->run_b);
     if (!b.ok()) return fail("diff", b.status().message());
     tracer::PairProcesses(*a, *b);  // the same process of the program at each index
-    diff::DiffOptions options;
     options.context_ops = args->context;
     options.progress = isatty(STDERR_FILENO) != 0;
     options.scan_limit = args->full ? -1 : args->scan_limit;

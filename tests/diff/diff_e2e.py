@@ -1531,6 +1531,11 @@ def case_errors():
     check(p.returncode == 2, "an unreadable run exits 2")
     check(p.stderr.startswith("tdbg diff: ") and p.stderr.count("\n") == 1 and bogus in p.stderr,
           f"with one line naming the file (got {p.stderr!r})")
+    for steps in ("3", "a:0", "-1:0", "3:"):
+        p = subprocess.run([TDBG, "diff", bogus, bogus, "--align-steps", steps], stderr=subprocess.PIPE,
+                           text=True)
+        check(p.returncode == 2 and p.stderr.count("\n") == 1 and "want A:B" in p.stderr,
+              f"--align-steps {steps}: one line, exit 2 (got {p.returncode}: {p.stderr!r})")
     p = subprocess.run([TDBG, "nan", os.path.join(WORK, "missing")], stderr=subprocess.PIPE, text=True)
     check(p.returncode == 2 and p.stderr.startswith("tdbg nan: "), "tdbg nan on a missing run exits 2")
     # A bundle given where a run goes: say how to get the runs out of it.

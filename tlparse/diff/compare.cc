@@ -131,6 +131,9 @@ struct Pair {
   // B's tidx of the op compared with A's tidx t is t + b_offset: 0, unless rings that kept
   // other amounts of two runs line up their ops at another distance (`ring_offset`).
   int64_t b_offset = 0;
+  // A's step of the iteration B counts as step s is s + step_offset: 0, unless the steps were
+  // paired by hand (`DiffOptions::align_steps`: a resumed run counts from 0 again).
+  int64_t step_offset = 0;
   Status status() const {
     if (!a.cursor.status().ok()) return a.cursor.status();
     return b.cursor.status();
@@ -1220,6 +1223,19 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
   return Located{};
 }
 
+// The first tidx of `range` whose op's step is `step` or later (`range.end` if none; steps
+// never decrease along a thread, so found by bisection); nullopt where an op cannot be read.
+std::optional<int64_t> seek_step(const Reader& r, uint32_t t, const TidxRange& range, int64_t step) {
+  int64_t lo = range.begin, hi = range.end;  // the answer is in [lo, hi]
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    const auto op = r.op_at(t, mid);
+    if (!op) return std::nullopt;
+    if (op->step < step) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
 // For threads recorded with other --steps windows: cuts each range to the steps both threads
 // hold, from the first op of the first such step to the last op of the last (steps never
 // decrease along a thread, so found by bisection), and returns the first step; nullopt where
@@ -1239,19 +1255,8 @@ std::optional<int64_t> first_common_step(const Reader& ra, uint32_t ta, TidxRang
     *none_in_common = true;
     return std::nullopt;
   }
-  // The first tidx of `range` whose op's step is `step` or later (`range.end` if none).
-  auto seek = [](const Reader& r, uint32_t t, const TidxRange& range, int64_t step) -> std::optional<int64_t> {
-    int64_t lo = range.begin, hi = range.end;  // the answer is in [lo, hi]
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      const auto op = r.op_at(t, mid);
-      if (!op) return std::nullopt;
-      if (op->step < step) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-  };
-  const auto begin_a = seek(ra, ta, *range_a, from), end_a = seek(ra, ta, *range_a, to);
-  const auto begin_b = seek(rb, tb, *range_b, from), end_b = seek(rb, tb, *range_b, to);
+  const auto begin_a = seek_step(ra, ta, *range_a, from), end_a = seek_step(ra, ta, *range_a, to);
+  const auto begin_b = seek_step(rb, tb, *range_b, from), end_b = seek_step(rb, tb, *range_b, to);
   if (!begin_a || !end_a || !begin_b || !end_b) return std::nullopt;
   *range_a = TidxRange{*begin_a, std::max(*begin_a, *end_a)};
   *range_b = TidxRange{*begin_b, std::max(*begin_b, *end_b)};
@@ -2394,6 +2399,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   Growth growth;
   int64_t budget = options.scan_limit < 0 ? std::numeric_limits<int64_t>::max() : options.scan_limit;
   bool restart = true;  // the walk's first step said to `options.on_aligned`
+  // The seq of each side's first op compared (ops before it were left out: a ring, a window,
+  // --align-steps).
+  auto first_seq = [](const Side& side) {
+    const auto op = side.count > side.begin ? side.reader->op_at(side.thread, side.begin) : std::nullopt;
+    return op ? op->seq : int64_t{0};
+  };
+  const int64_t first_seq_a = first_seq(p.a), first_seq_b = first_seq(p.b);
   auto aligned = [&](AlignedStep step) {
     step.restart = std::exchange(restart, false);
     options.on_aligned(step);
@@ -2918,12 +2930,26 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       const OpComparison& c = e.cmp;
       const bool layout_only = c.layout >= 0 && c.structure.empty() && c.input < 0 &&
                                c.output < 0 && c.arg < 0 && !c.rng;
-      const bool value_differs =
-          same_pass && c.differs() && !(where.kind == Located::kStructure && layout_only);
+      // Steps paired by hand (--align-steps): an op whose only difference is an input made,
+      // on one side, before the compared ops began (a resumed run's first iteration against
+      // the tail of the other's previous one: `loss.item()` of another loss) compares values
+      // whose making was never seen; nothing to name.
+      auto made_before_start = [&](const OpRecord& op, const Side& side, int64_t first_seq) {
+        return c.input >= 0 && static_cast<size_t>(c.input) < op.tensors.size() &&
+               op.tensors[static_cast<size_t>(c.input)].producer != tracer::kNoSeq &&
+               op.tensors[static_cast<size_t>(c.input)].producer < first_seq && side.begin > 0;
+      };
+      const bool unseen_input =
+          options.align_steps.first >= 0 && c.output < 0 && c.arg < 0 && !c.rng &&
+          c.structure.empty() &&
+          (made_before_start(*e.a, p.a, first_seq_a) || made_before_start(*e.b, p.b, first_seq_b));
+      const bool value_differs = same_pass && c.differs() && !unseen_input &&
+                                 !(where.kind == Located::kStructure && layout_only);
       // A pair of two iterations (A's step 2 with B's step 1, after B lost a step's ops) compares
       // other data, whatever the ops: no value difference to name either. Unless the step
       // numbers differ only by optimizer steps one run called more often (`StepCalls`).
-      const bool one_iteration = e.a->step == e.b->step || step_calls.steps_comparable();
+      const bool one_iteration =
+          e.a->step == e.b->step + p.step_offset || step_calls.steps_comparable();
       if (value_differs) {
         ++pairs_differing;
         if (where.kind == Located::kStructure) note_unequal(*e.a, *e.b, one_iteration);
@@ -4359,16 +4385,42 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       // Recorded with other --steps windows (or one whole): ops pair from the first step both
       // hold, not from the start of each.
       bool no_common_step = false;
+      const bool aligned = options.align_steps.first >= 0;
       const std::optional<int64_t> from_step =
-          ra.meta("steps") != rb.meta("steps")
+          !aligned && ra.meta("steps") != rb.meta("steps")
               ? first_common_step(ra, ida, &range_a, rb, idb, &range_b, &no_common_step)
               : std::nullopt;
+      // Steps paired by hand: each side from the first op of its step.
+      if (aligned) {
+        const auto begin_a = seek_step(ra, ida, range_a, options.align_steps.first);
+        const auto begin_b = seek_step(rb, idb, range_b, options.align_steps.second);
+        range_a.begin = begin_a.value_or(range_a.end);
+        range_b.begin = begin_b.value_or(range_b.end);
+        no_common_step = range_a.begin >= range_a.end || range_b.begin >= range_b.end;
+      }
       // A ring keeps the last ops of a run and a trimmed bundle a window: each side may start
       // later. Ops are compared where both hold them; none in common leaves nothing to say.
       if (range_a.end > range_a.begin || range_b.end > range_b.begin) ++pairs_with_ops;
-      if (no_common_step || (!from_step && range_a.end > range_a.begin && range_b.end > range_b.begin &&
+      if (no_common_step || (!from_step && !aligned && range_a.end > range_a.begin && range_b.end > range_b.begin &&
                              (range_a.begin >= range_b.end || range_b.begin >= range_a.end))) {
         ++pairs_disjoint;
+        if (aligned) {
+          // A step asked for that a thread does not reach: which steps each holds.
+          auto steps_held = [](const Reader& r, uint32_t id) {
+            const TidxRange all = thread_tidx_range(r, id);
+            const auto first = all.end > all.begin ? r.op_at(id, all.begin) : std::nullopt;
+            const auto last = all.end > all.begin ? r.op_at(id, all.end - 1) : std::nullopt;
+            return first && last ? "steps " + std::to_string(first->step) + ".." + std::to_string(last->step)
+                                 : std::string("no op");
+          };
+          disjoint_text = "process " + std::to_string(p) + ", thread " + std::to_string(k) +
+                          ": --align-steps " + std::to_string(options.align_steps.first) + ":" +
+                          std::to_string(options.align_steps.second) + ", but A holds " +
+                          steps_held(ra, ida) + " and B " + steps_held(rb, idb);
+          disjoint_advice = "give --align-steps a step of each run that it holds";
+          notes.push_back(disjoint_text + ": not compared");
+          continue;
+        }
         // What each holds, in ops and in steps (how --steps counts them).
         auto held = [](const Reader& r, uint32_t id, const TidxRange& range, int64_t* first_step,
                        int64_t* last_step) {
@@ -4397,19 +4449,38 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                             (a_later ? "B" : "A") + " holds" +
                             (ring(ra) || ring(rb) ? " (the ring of a run that stopped early holds "
                                                     "other steps than one that went on)"
-                                                  : "");
+                                                  : "") +
+                            // A run resumed from a checkpoint counts its steps from 0 again:
+                            // its step 0 is the other's later one.
+                            ((a_later ? first_b : first_a) == 0
+                                 ? "; or, if " + std::string(a_later ? "B" : "A") +
+                                       " resumed from a checkpoint (its steps count from 0 "
+                                       "again), pair the steps with --align-steps " +
+                                       (a_later ? std::to_string(first_a) + ":0" : "0:" + std::to_string(first_b))
+                                 : "");
         }
         notes.push_back(disjoint_text + ": no op in common (rings or --steps windows that kept "
                                         "other parts of the runs), not compared");
         continue;
       }
-      if (range_a.begin == range_b.begin && range_a.begin > 0)
+      if (!aligned && range_a.begin == range_b.begin && range_a.begin > 0)
         notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) +
                         ": both runs hold ops from " + std::to_string(range_a.begin) +
                         " of the thread only (a ring or a trimmed bundle dropped the earlier "
                         "ones): what came before was not compared");
       auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
-      if (from_step) {
+      if (aligned) {
+        pair->b_offset = range_b.begin - range_a.begin;
+        pair->step_offset = options.align_steps.first - options.align_steps.second;
+        if (p == 0 && k == 0) {
+          main_thread_offset = pair->b_offset;
+          notes.push_back("compared from A's step " + std::to_string(options.align_steps.first) +
+                          " (its op " + std::to_string(range_a.begin) + ") and B's step " +
+                          std::to_string(options.align_steps.second) + " (its op " +
+                          std::to_string(range_b.begin) + ") on (--align-steps); the ops before "
+                          "them were not compared");
+        }
+      } else if (from_step) {
         pair->b_offset = range_b.begin - range_a.begin;
         if (p == 0 && k == 0) main_thread_offset = pair->b_offset;
         notes.push_back("process " + std::to_string(p) + ", thread " + std::to_string(k) +
@@ -4645,8 +4716,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         std::to_string(moved["from_tidx"].get<int64_t>()) + " where " +
                         (a_goes_on ? "A" : "B") + "'s goes on; " + moved["text"].get<std::string>());
       }
-      // (Other --steps windows start at the first step both hold: a note says so.)
-      if (da.meta("steps") == db.meta("steps")) {
+      // (Other --steps windows start at the first step both hold, and --align-steps where it
+      // says: a note says so.)
+      if (da.meta("steps") == db.meta("steps") && options.align_steps.first < 0) {
         // Compared from after the threads' first ops (a ring, a trimmed bundle): the runs may
         // have differed before, unseen; likelier where this difference is in the first step
         // held (an argument found at the ring's first update differed since an earlier step).
@@ -5126,6 +5198,37 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                       (more_a ? "B" : "A") + " and from each worker's own (seeded base_seed + "
                       "worker id) in " + (more_a ? "A" : "B") + ", so its numbers differ. Record "
                       "both with the same num_workers to compare the training");
+    // A later phase left out (a sibling that started after a compared one ended, as a
+    // training resumed from a checkpoint by the same script does): this answer says nothing
+    // about it, which belongs under the headline, with the command that compares it.
+    for (size_t p = extra_at; p < more.processes.size(); ++p) {
+      const Reader& later = *more.processes[p];
+      if (!later.meta("rank").empty() || !later.meta("worker").empty()) continue;
+      for (size_t q = 0; q < extra_at; ++q) {
+        const Reader& earlier = *more.processes[q];
+        if (earlier.meta("ppid") != later.meta("ppid") || !earlier.meta("worker").empty() ||
+            lifetime(more, q).second > lifetime(more, p).first)
+          continue;
+        // The step it resumed at: the optimizer steps the earlier phase ran.
+        int64_t steps = -1;
+        for (const tracer::RegionRecord& region : earlier.regions())
+          if (region.kind == tracer::RegionKind::kStep) steps = std::max(steps, region.step + 1);
+        const std::string side = more_a ? "A" : "B", other = more_a ? "B" : "A";
+        const std::string k = steps >= 0 ? std::to_string(steps) : "K";
+        result["warnings"].push_back(
+            side + "'s process " + std::to_string(more.shown(p)) + " (pid " + later.meta("pid") +
+            ") started after its process " + std::to_string(more.shown(q)) +
+            " ended, as a later phase does (a training resumed from a checkpoint), and was not "
+            "compared: this answer is about the earlier phase only. To compare the later phase "
+            "with " + other + " from the step it resumed at (it counts its steps from 0 again): "
+            "tdbg diff " + (more_a ? later.path() + " RUN_B" : "RUN_A " + later.path()) +
+            " --align-steps " + (more_a ? "0:" + k : k + ":0") +
+            (steps >= 0 ? " (" + std::to_string(steps) + ": the optimizer steps process " +
+                              std::to_string(more.shown(q)) + " ran)"
+                        : " (K: the step it resumed at)"));
+        break;
+      }
+    }
     if (!left.empty())
       notes.push_back("A has " + std::to_string(a.processes.size()) + " recorded process(es), B has " +
                       std::to_string(b.processes.size()) + ": " + std::to_string(processes) +

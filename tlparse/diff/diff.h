@@ -7,6 +7,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,11 @@ struct DiffOptions {
   // Find the first differing op by bisection over the per-thread chain hash. False compares
   // every op from the start (slow; for benchmarks and for runs with untrustworthy chains).
   bool bisect = true;
+  // Pairs A's optimizer step `first` with B's step `second` and compares each thread from
+  // there (ops before them are left out): a run resumed from a checkpoint counts its steps
+  // from 0 again. {-1, -1}: from the start (or from the first step both hold, for runs
+  // recorded with other --steps windows).
+  std::pair<int64_t, int64_t> align_steps = {-1, -1};
   // Called with each step of the walk after the first divergence, as far as `scan_limit`.
   std::function<void(const AlignedStep&)> on_aligned;
 };

@@ -2625,6 +2625,7 @@ struct Process {
   std::function<void(Recorder&)> ops;
   std::string exit_status = {};  // as the hook words it ("0", "1", "signal 11"); none: unset
   std::vector<std::pair<std::string, std::string>> meta = {};  // more meta (seed, ...)
+  std::function<void(tdbg::tracer::Writer&)> more = {};  // more records (regions, ...)
 };
 
 std::string write_processes(const std::vector<Process>& processes) {
@@ -2643,6 +2644,7 @@ std::string write_processes(const std::vector<Process>& processes) {
     Recorder r(**w, 0, &seq);
     r.clock_ns = p.clock_ns;
     p.ops(r);
+    if (p.more) p.more(**w);
     REQUIRE((*w)->close().ok());
   }
   return dir.string();
@@ -3536,6 +3538,9 @@ TEST_CASE("runs recorded with other --steps windows are compared from the first 
   CHECK(none.status().message().find("(steps 0..2) of the thread and B ops 0..8 (steps 5..7)") !=
         std::string::npos);
   CHECK(none.status().message().find("record B again with --steps 0:3") != std::string::npos);
+  // A's steps start at 0, as a resumed run's count does again: --align-steps is offered too.
+  CHECK(none.status().message().find("or, if A resumed from a checkpoint (its steps count from 0 "
+                                     "again), pair the steps with --align-steps 0:5") != std::string::npos);
 }
 
 TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
@@ -4658,4 +4663,95 @@ TEST_CASE("a divergence in a forked process says the step its parent had reached
   CHECK(d["process_a"]["forked_at_step"] == 20);
   CHECK(tdbg::diff::format_divergence(r).rfind(
             "diverged at aten::mul (seq 0, step 0 of a process forked at step 20): arguments", 0) == 0);
+}
+
+TEST_CASE("--align-steps compares a resumed run's steps with the other run's from where it resumed") {
+  using T = Recorder::T;
+  // A trains steps 0..5 straight; B is the process that resumed at step 3: it builds the model
+  // and loads the checkpoint (ops of its own), then runs A's steps 3..5 as its steps 0..2.
+  // `lr_b`: B's learning rate at its step 1 (A's step 4), as a scheduler not restored gives.
+  auto step_ops = [](Recorder& r, int64_t step, const std::string& lr) {
+    r.op("aten::mm", {T{uint64_t(100 + step)}}, {T{uint64_t(200 + step)}}, {}, 0, 0, kNoSeq, 30);
+    r.op("aten::add_", {T{uint64_t(300 + step)}}, {T{uint64_t(lr == "0.1" ? 400 + step : 500 + step)}},
+         {{"alpha", lr}}, 0, 0, kNoSeq, 31);
+  };
+  const std::string straight = write_ops([&](Recorder& r) {
+    for (int64_t s = 0; s < 6; ++s) {
+      r.step = s;
+      step_ops(r, s, "0.1");
+    }
+  });
+  auto resumed = [&](const std::string& lr_b) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::randn", {}, {T{900}}, {}, 7, 0, kNoSeq, 10);     // the model's init
+      r.op("aten::copy_", {T{900}}, {T{901}}, {}, 0, 0, kNoSeq, 11);  // load_state_dict
+      for (int64_t s = 0; s < 3; ++s) {
+        r.step = s;
+        step_ops(r, 3 + s, s == 1 ? lr_b : "0.1");
+      }
+    });
+  };
+  tdbg::diff::DiffOptions aligned;
+  aligned.align_steps = {3, 0};
+  // A correct resume: B's own ops, then the same values to the end.
+  json r = compare(straight, resumed("0.1"), aligned);
+  json d = first(r);
+  CHECK(d["kind"] == "structure");
+  CHECK(d["values_same"].is_object());
+  CHECK(r["notes"].dump().find("compared from A's step 3 (its op 6) and B's step 0 (its op 0) on (--align-steps)") !=
+        std::string::npos);
+  // Not restored: named at B's step 1, A's step 4, as an argument.
+  d = first(compare(straight, resumed("0.01"), aligned));
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["cause"] == "arguments");
+  CHECK(d["value_after_structure"]["a"]["step"] == 4);
+  CHECK(d["value_after_structure"]["b"]["step"] == 1);
+  // Without it, A's step 0 pairs with B's resumed step 0: every value differs.
+  d = first(compare(straight, resumed("0.1")));
+  CHECK_FALSE(d.contains("values_same"));
+  // A step a run does not hold: an error that says which steps each holds.
+  aligned.align_steps = {9, 0};
+  auto ra = tdbg::tracer::Run::Open(straight);
+  auto rb = tdbg::tracer::Run::Open(resumed("0.1"));
+  REQUIRE((ra.ok() && rb.ok()));
+  auto bad = tdbg::diff::compare_runs(*ra, *rb, aligned);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("--align-steps 9:0, but A holds steps 0..5 and B steps 0..2") !=
+        std::string::npos);
+}
+
+TEST_CASE("a later phase left out of the comparison is said under the headline, with the command") {
+  using T = Recorder::T;
+  auto steps = [](int64_t from, int64_t to) {
+    return [from, to](Recorder& r) {
+      for (int64_t s = from; s < to; ++s) {
+        r.step = s - from;
+        r.op("aten::mm", {T{uint64_t(100 + s)}}, {T{uint64_t(200 + s)}}, {}, 0, 0, kNoSeq, 30);
+      }
+    };
+  };
+  // The earlier phase ran 3 optimizer steps (its step regions) and saved a checkpoint.
+  auto three_steps = [](tdbg::tracer::Writer& w) {
+    for (uint32_t k = 0; k < 3; ++k) {
+      tdbg::tracer::RegionRecord step;
+      step.id = k + 1;
+      step.name = w.intern("Optimizer.step#SGD.step");
+      step.kind = tdbg::tracer::RegionKind::kStep;
+      step.start_seq = step.end_seq = k;
+      step.step = k;
+      w.append_region(step);
+    }
+  };
+  const std::string straight = write_processes({Process{"10", "1", "", 1000, steps(0, 6), "0"}});
+  const std::string phases = write_processes(
+      {Process{"20", "1", "", 1000, steps(0, 3), "0", {{"end_time_ns", "2000"}}, three_steps},
+       Process{"21", "1", "", 3000, steps(3, 6), "0", {{"end_time_ns", "4000"}}}});
+  json r = compare(straight, phases);
+  const std::string warnings = r["warnings"].dump();
+  CHECK(warnings.find("B's process 1 (pid 21) started after its process 0 ended, as a later phase "
+                      "does") != std::string::npos);
+  CHECK(warnings.find("vm-21.sqlite --align-steps 3:0 (3: the optimizer steps process 0 ran)") !=
+        std::string::npos);
+  CHECK(tdbg::diff::format_divergence(r).find("\n  warning:  B's process 1 (pid 21) started after") !=
+        std::string::npos);
 }
