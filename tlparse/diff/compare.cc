@@ -1447,6 +1447,14 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
               "the other; not compared by value)";
     return "structure";
   }
+  // A view in both runs, of other memory (another slice of the batch, taken by an op the
+  // change inserted): the values it reads were not compared, and likely differ.
+  if (after_structure && c.view >= 0 && c.provenance < 0 && c.layout < 0) {
+    *detail = "input " + std::to_string(tensor_at(c.view).index) +
+              " comes from ops changed by the structural change (a view of other memory in each "
+              "run; not compared by value)";
+    return "structure";
+  }
   if (after_structure && c.provenance < 0 && c.layout >= 0 &&
       tensor_at(c.layout).role == TensorRole::kInput &&
       tensor_at(c.layout).status == tracer::TensorStatus::kView) {
@@ -2602,8 +2610,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // another op from before the change (a head's weight tied to the embedding's in one run):
   // the op reads another tensor; say which ops made it.
   auto made_before_change = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c, json& v) {
-    if (v.value("cause", "") != "structure" || c.input < 0) return;
-    const size_t k = static_cast<size_t>(c.input);
+    // (Or a view of other memory in each run, which has no value hash to differ.)
+    const int which = c.input >= 0 ? c.input : c.view;
+    if (v.value("cause", "") != "structure" || which < 0) return;
+    const size_t k = static_cast<size_t>(which);
     if (k >= a.tensors.size() || k >= b.tensors.size()) return;
     const TensorRecord& ta = a.tensors[k];
     const TensorRecord& tb = b.tensors[k];

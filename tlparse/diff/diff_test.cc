@@ -4755,3 +4755,32 @@ TEST_CASE("a later phase left out of the comparison is said under the headline, 
   CHECK(tdbg::diff::format_divergence(r).find("\n  warning:  B's process 1 (pid 21) started after") !=
         std::string::npos);
 }
+
+TEST_CASE("after a change, a view of other memory is said to come from the changed ops") {
+  using T = Recorder::T;
+  // B slices its batch again (an op inserted) and the layer reads that other slice: views are
+  // not compared by value, and the layer's inputs are not "identical".
+  auto run = [](bool again) {
+    return write_ops([&](Recorder& r) {
+      T batch{10};
+      batch.producer = r.op("aten::randn", {}, {batch}, {}, 7, 0, kNoSeq, 40);
+      T slice{11, kNoSeq, "16x8", TensorStatus::kView};
+      slice.summary = false;
+      slice.producer = r.op("aten::slice", {batch}, {slice}, {{"start", "0"}}, 0, 0, kNoSeq, 46);
+      if (again) {
+        slice.hash = 12;
+        slice.producer = r.op("aten::slice", {batch}, {slice}, {{"start", "1"}}, 0, 0, kNoSeq, 48);
+      }
+      r.op("aten::linear", {slice, T{20}}, {T{again ? 31u : 30u}}, {}, 0, 0, kNoSeq, 18);
+    });
+  };
+  json d = first(compare(run(false), run(true)));
+  CHECK(d["kind"] == "structure");
+  const json& v = d["value_after_structure"];
+  REQUIRE(v.is_object());
+  CHECK(v["cause"] == "structure");
+  CHECK(v["detail"] ==
+        "input 0 comes from ops changed by the structural change (a view of other memory in each "
+        "run; not compared by value) (A: made by op 1, aten::slice at train.py:46; B: made by op 2, "
+        "aten::slice at train.py:48)");
+}
