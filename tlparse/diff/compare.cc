@@ -4698,7 +4698,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       // same inputs, or a generator state, did not come from another process (a collective
       // brings tensors): a cause of its own (both ranks given another lr or seed).
       const OpRecord* in_b = best->b.cursor.at(best_at.j);
-      if (best_at.kind != Located::kStructure && in_a && in_b) {
+      // (Not in a DataLoader worker: the indices it loads come from its parent's sampler
+      // through a queue, and its seed from its parent's generator.)
+      if (best_at.kind != Located::kStructure && in_a && in_b &&
+          a.processes[index_a]->meta("worker").empty()) {
         const OpComparison c = compare_ops(*in_a, best->a.strings, *in_b, best->b.strings);
         if (c.rng) brief["own_cause"] = "rng";
         else if (c.arg >= 0 && c.input < 0) brief["own_cause"] = "arguments";

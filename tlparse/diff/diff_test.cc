@@ -3213,7 +3213,8 @@ TEST_CASE("a DataLoader worker's difference after the main process's earlier one
   CHECK(d["other_processes"][0]["worker"] == "0/1");
   CHECK(tdbg::diff::format_divergence(r).find(
             "also:     process 1 (DataLoader worker 0/1) differs later, from aten::linear (seq 1, "
-            "step 0): it may follow from this difference or have a cause of its own") !=
+            "step 0): most likely a consequence (a DataLoader worker loads the items its parent's "
+            "sampler picks, with a seed from its parent's generator)") !=
         std::string::npos);
 }
 
@@ -4783,4 +4784,22 @@ TEST_CASE("after a change, a view of other memory is said to come from the chang
         "input 0 comes from ops changed by the structural change (a view of other memory in each "
         "run; not compared by value) (A: made by op 1, aten::slice at train.py:46; B: made by op 2, "
         "aten::slice at train.py:48)");
+}
+
+TEST_CASE("a DataLoader worker loading other items is no cause of its own") {
+  using T = Recorder::T;
+  // The main process's sampler draws another permutation; its worker then selects other
+  // indices (arguments) of the same dataset: what its parent sent it.
+  auto worker = [](bool other) {
+    return [other](Recorder& r) {
+      r.op("aten::select", {T{10}}, {T{other ? 12u : 11u}}, {{"index", other ? "7" : "3"}}, 0, 0, kNoSeq, 21);
+    };
+  };
+  auto run = [&](bool other) {
+    return write_processes({{"100", "1", "", 1000, linear_ops(12, other ? 2 : -1)},
+                            {"101", "100", "0/1", 50000, worker(other)}});
+  };
+  json d = first(compare(run(false), run(true)));
+  REQUIRE(d["other_processes"].size() == 1);
+  CHECK_FALSE(d["other_processes"][0].contains("own_cause"));
 }

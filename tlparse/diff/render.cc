@@ -600,7 +600,9 @@ std::string format_divergence(const json& result) {
     const json& x = others[k];
     const std::string rank = str(x, "rank"), worker = str(x, "worker");
     o << "  also:     process " << str(x, "process")
-      << (!worker.empty() ? " (DataLoader worker " + worker + ")" : rank.empty() ? "" : " (rank " + rank + ")")
+      << (!worker.empty() ? " (DataLoader worker " + worker + (rank.empty() ? "" : " of rank " + rank) + ")"
+          : rank.empty()  ? ""
+                          : " (rank " + rank + ")")
       << " differs later, " << (str(x, "kind") == "structure" ? "structurally " : "")
       << "from " << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step");
     const std::string own = str(x, "own_cause");
@@ -610,6 +612,9 @@ std::string format_divergence(const json& result) {
     else if (own == "rng")
       o << "): a cause of its own: a random op's generator state differs (its own seed or "
            "generator), which no other process's values bring\n";
+    else if (!worker.empty())
+      o << "): most likely a consequence (a DataLoader worker loads the items its parent's "
+           "sampler picks, with a seed from its parent's generator)\n";
     else if (!rank.empty() && worker.empty() && !str(d.value("process_a", json()), "rank").empty())
       o << "): most likely a consequence (the values of this rank reach it through a "
            "collective, or it was stopped because of it)\n";
