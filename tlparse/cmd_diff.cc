@@ -74,6 +74,13 @@ void add_diff_command(CLI::App& app) {
     if (!a.ok()) return fail("diff", a.status().message());
     auto b = tracer::Run::Open(args->run_b);
     if (!b.ok()) return fail("diff", b.status().message());
+    // A run resumed from a checkpoint (--align-steps K:0, or 0:K): of a run directory that
+    // holds the training and its resumption, the phase that resumed at step K.
+    std::string phase_a, phase_b;
+    if (options.align_steps.first >= 0 && options.align_steps.second == 0 && options.align_steps.first > 0)
+      phase_b = diff::keep_resumed_phase(*b, options.align_steps.first);
+    else if (options.align_steps.first == 0 && options.align_steps.second > 0)
+      phase_a = diff::keep_resumed_phase(*a, options.align_steps.second);
     tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     options.context_ops = args->context;
     options.progress = isatty(STDERR_FILENO) != 0;
@@ -81,6 +88,8 @@ void add_diff_command(CLI::App& app) {
     options.bisect = !args->linear;
     auto result = diff::compare_runs(*a, *b, options);
     if (!result.ok()) return fail("diff", result.status().message());
+    for (const auto& [side, phase] : {std::pair{"A", &phase_a}, std::pair{"B", &phase_b}})
+      if (!phase->empty()) (*result)["notes"].push_back(std::string(side) + ": " + *phase);
     if (args->json) {
       std::printf("%s\n", json_text(*result, 2).c_str());
     } else {

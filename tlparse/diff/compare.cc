@@ -3278,6 +3278,14 @@ std::pair<int64_t, int64_t> lifetime(const tracer::Run& run, size_t p) {
           end.empty() ? std::numeric_limits<int64_t>::max() : std::strtoll(end.c_str(), nullptr, 10)};
 }
 
+// The optimizer steps a process ran (its step regions), -1 where it recorded none.
+int64_t optimizer_steps(const Reader& r) {
+  int64_t steps = -1;
+  for (const tracer::RegionRecord& region : r.regions())
+    if (region.kind == tracer::RegionKind::kStep) steps = std::max(steps, region.step + 1);
+  return steps;
+}
+
 // Whether processes `p` and `q` of `run` are workers of one pool: siblings of one kind that
 // ran at the same time (siblings that ran one after the other, as a shell script's train, then
 // resume, are phases, compared process by process). The DataLoader workers of one parent and
@@ -4245,6 +4253,65 @@ std::string process_ending(const tracer::Reader& r) {
   return how;
 }
 
+std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at) {
+  // The phases: sibling processes with neither a rank nor a worker id that ran one after the
+  // other, in start order.
+  std::map<std::string, std::vector<size_t>> siblings;
+  for (size_t p = 0; p < run.processes.size(); ++p) {
+    const Reader& r = *run.processes[p];
+    if (r.meta("rank").empty() && r.meta("worker").empty() && r.any_op())
+      siblings[r.meta("ppid")].push_back(p);
+  }
+  std::vector<size_t> phases;
+  for (auto& [ppid, list] : siblings) {
+    if (list.size() < 2) continue;
+    std::sort(list.begin(), list.end(),
+              [&](size_t x, size_t y) { return lifetime(run, x).first < lifetime(run, y).first; });
+    bool one_after_another = true;
+    for (size_t k = 1; k < list.size(); ++k)
+      one_after_another = one_after_another && lifetime(run, list[k - 1]).second <= lifetime(run, list[k]).first;
+    if (one_after_another) {
+      phases = list;
+      break;
+    }
+  }
+  if (phases.empty()) return "";
+  // The phase that resumed at that step: the earlier ones ran that many optimizer steps
+  // together; else the last one.
+  size_t keep = phases.back();
+  int64_t before = 0;
+  for (size_t k = 0; k < phases.size(); ++k) {
+    if (before == resumed_at && k > 0) {
+      keep = phases[k];
+      break;
+    }
+    const int64_t steps = optimizer_steps(*run.processes[phases[k]]);
+    before += std::max<int64_t>(steps, 0);
+  }
+  // Left out: the other phases and the processes they started.
+  std::set<std::string> dropped;
+  for (size_t p : phases)
+    if (p != keep) dropped.insert(run.processes[p]->meta("pid"));
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const auto& r : run.processes)
+      if (dropped.count(r->meta("ppid")) && dropped.insert(r->meta("pid")).second) grew = true;
+  }
+  const std::string pid = run.processes[keep]->meta("pid");
+  std::vector<std::unique_ptr<Reader>> kept;
+  std::vector<size_t> shown;
+  for (size_t p = 0; p < run.processes.size(); ++p) {
+    if (dropped.count(run.processes[p]->meta("pid"))) continue;
+    shown.push_back(run.shown(p));
+    kept.push_back(std::move(run.processes[p]));
+  }
+  run.processes = std::move(kept);
+  run.shown_index = std::move(shown);
+  return "compared its phase pid " + pid + ", which resumed at step " + std::to_string(resumed_at) +
+         " (--align-steps); the " + std::to_string(phases.size() - 1) +
+         " other phase(s) of the run, and the processes they started, were left out";
+}
+
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
   auto started = std::chrono::steady_clock::now();
   // A run whose --steps window or --ops pattern selected no op holds nothing to compare: not
@@ -5200,7 +5267,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     bool fewer_has_workers = false;
     for (const auto& r : fewer.processes) fewer_has_workers = fewer_has_workers || !r->meta("worker").empty();
     // A warning, under the headline: it explains the divergence that the headline names.
-    if (loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty())
+    // (Not when that run is one database given alone: its workers may just not be given.)
+    if (loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty() && !fewer.one_database)
       result["warnings"].push_back(std::string(more_a ? "B" : "A") + " loads its DataLoader's batches in its "
                       "main process (num_workers 0), " + (more_a ? "A" : "B") + " in worker "
                       "processes (num_workers " + worker_count + ", " +
@@ -5223,9 +5291,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
             lifetime(more, q).second > lifetime(more, p).first)
           continue;
         // The step it resumed at: the optimizer steps the earlier phase ran.
-        int64_t steps = -1;
-        for (const tracer::RegionRecord& region : earlier.regions())
-          if (region.kind == tracer::RegionKind::kStep) steps = std::max(steps, region.step + 1);
+        const int64_t steps = optimizer_steps(earlier);
         const std::string side = more_a ? "A" : "B", other = more_a ? "B" : "A";
         const std::string k = steps >= 0 ? std::to_string(steps) : "K";
         result["warnings"].push_back(

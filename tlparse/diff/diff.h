@@ -57,6 +57,13 @@ struct DiffOptions {
   std::function<void(const AlignedStep&)> on_aligned;
 };
 
+// For --align-steps: where `run` holds a training and its resumptions as sibling processes
+// that ran one after the other (phases), keeps only the phase that resumed at step
+// `resumed_at` (the optimizer steps the earlier phases ran together; the last phase where
+// none matches) and the processes it started. Returns a note naming the phase kept, or ""
+// (and leaves `run` as it was) where the run has no phases.
+std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at);
+
 // {"status": "identical"|"diverged", "first_divergence": null | {...}, ...} as documented.
 // Extra keys (context, summaries, growth, structural changes) may be present.
 StatusOr<nlohmann::json> compare_runs(const tracer::Run& a, const tracer::Run& b,

@@ -4755,6 +4755,22 @@ TEST_CASE("a later phase left out of the comparison is said under the headline, 
         std::string::npos);
   CHECK(tdbg::diff::format_divergence(r).find("\n  warning:  B's process 1 (pid 21) started after") !=
         std::string::npos);
+  // With --align-steps 3:0 on the run directory: the phase that resumed at step 3 is compared,
+  // and it ran A's steps 3..5 alike.
+  auto ra = tdbg::tracer::Run::Open(straight);
+  auto rb = tdbg::tracer::Run::Open(phases);
+  REQUIRE((ra.ok() && rb.ok()));
+  CHECK(tdbg::diff::keep_resumed_phase(*ra, 3).empty());  // one process: no phases
+  CHECK(tdbg::diff::keep_resumed_phase(*rb, 3) ==
+        "compared its phase pid 21, which resumed at step 3 (--align-steps); the 1 other phase(s) "
+        "of the run, and the processes they started, were left out");
+  REQUIRE(rb->processes.size() == 1);
+  CHECK(rb->shown(0) == 1);
+  tdbg::diff::DiffOptions aligned;
+  aligned.align_steps = {3, 0};
+  auto result = tdbg::diff::compare_runs(*ra, *rb, aligned);
+  REQUIRE(result.ok());
+  CHECK((*result)["status"] == "identical");
 }
 
 TEST_CASE("after a change, a view of other memory is said to come from the changed ops") {
