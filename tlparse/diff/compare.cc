@@ -1447,28 +1447,6 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
               "the other; not compared by value)";
     return "structure";
   }
-  // A view in one run, and in the other data that an op other than a copy made (argmax's
-  // tokens against a slice of the targets): not the same values laid out otherwise.
-  if (after_structure && c.provenance >= 0 && c.layout >= 0 && producer_text) {
-    const size_t k = static_cast<size_t>(c.provenance);
-    if (k < b.tensors.size()) {
-      const bool data_in_b = a.tensors[k].status == tracer::TensorStatus::kView;
-      const TensorRecord& data = data_in_b ? b.tensors[k] : a.tensors[k];
-      const std::string made =
-          data.producer == tracer::kNoSeq ? "" : producer_text(data_in_b, data.producer);
-      static const char* const kCopies[] = {"aten::contiguous ", "aten::clone ", "aten::_to_copy ",
-                                            "aten::copy_ ", "aten::to "};
-      const bool copy = std::any_of(std::begin(kCopies), std::end(kCopies),
-                                    [&](const char* op) { return made.rfind(op, 0) == 0; });
-      if (!made.empty() && !copy) {
-        *detail = "input " + std::to_string(a.tensors[k].index) +
-                  " comes from ops changed by the structural change (a view in " +
-                  (data_in_b ? "A" : "B") + ", in " + (data_in_b ? "B" : "A") + " made by " +
-                  made + "; not compared by value)";
-        return "structure";
-      }
-    }
-  }
   // A view in both runs, of other memory (another slice of the batch, taken by an op the
   // change inserted): the values it reads were not compared, and likely differ.
   if (after_structure && c.view >= 0 && c.provenance < 0 && c.layout < 0) {

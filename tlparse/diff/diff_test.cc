@@ -4821,26 +4821,3 @@ TEST_CASE("a DataLoader worker loading other items is no cause of its own") {
   CHECK_FALSE(d["other_processes"][0].contains("own_cause"));
 }
 
-TEST_CASE("after a change, a view against data another kind of op made is no layout difference") {
-  using T = Recorder::T;
-  // Greedy decoding feeds argmax's tokens, teacher forcing a column of the targets (a view):
-  // the embedding reads other tokens, not the same ones laid out otherwise.
-  auto run = [](bool teacher) {
-    return write_ops([&](Recorder& r) {
-      T tokens{teacher ? 12u : 11u, kNoSeq, teacher ? "5 strides 7" : "5",
-               teacher ? TensorStatus::kView : TensorStatus::kHashed};
-      tokens.summary = !teacher;
-      tokens.dtype = tdbg::hashing::DType::kInt64;
-      tokens.producer = teacher ? r.op("aten::select", {T{10}}, {tokens}, {{"index", "0"}}, 0, 0, kNoSeq, 6)
-                                : r.op("aten::argmax", {T{10}}, {tokens}, {{"dim", "-1"}}, 0, 0, kNoSeq, 6);
-      r.op("aten::embedding", {T{20}, tokens}, {T{teacher ? 31u : 30u}}, {}, 0, 0, kNoSeq, 7);
-    });
-  };
-  json d = first(compare(run(false), run(true)));
-  const json& v = d["value_after_structure"];
-  REQUIRE(v.is_object());
-  CHECK(v["cause"] == "structure");
-  CHECK(v["detail"] ==
-        "input 1 comes from ops changed by the structural change (a view in B, in A made by "
-        "aten::argmax at train.py:6; not compared by value)");
-}
