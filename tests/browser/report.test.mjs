@@ -187,6 +187,9 @@ test('a divergence where B inserts ops names B\'s op in the headline', async () 
   const first = await page.locator('#context tr.first td').allTextContents();
   const bSource = fd.b.source ? `${fd.b.source.file.split('/').pop()}:${fd.b.source.line}` : '';
   assert.ok(bSource && first[5].includes(bSource), `B's row shows B's line ${bSource}: ${first}`);
+  // Rows below an insertion are not paired ops: none is painted as differing, and a note says why.
+  assert.equal(await page.locator('#context tr.differs').count(), 0);
+  assert.match(await page.textContent('#context-note'), /not paired ops/);
   // What the diff found after the change, as `tdbg diff` prints it.
   const after = fd.value_after_structure;
   if (after && after.a) {

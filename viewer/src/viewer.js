@@ -239,13 +239,15 @@
         return h('tr', null, h('th', null, k), h('td', { class: 'num' }, fmt(x)), h('td', { class: 'num' }, fmt(y)), h('td', { class: 'num' }, rel));
       }));
   }
-  function contextTable(seqA, seqB) {
+  function contextTable(seqA, seqB, structural) {
     const rows = [];
     const n = 5;
     for (let d = -n; d <= n; d++) {
       const oa = opBySeq[0].get(seqA + d), ob = runs[1] ? opBySeq[1].get(seqB + d) : null;
       if (!oa && !ob) continue;
-      const cls = d === 0 ? 'first' : (outputsDiffer(oa, ob) ? 'differs' : null);
+      // Side by side by number: after ops one run inserted or removed, the rows below the change
+      // are other ops, whose values are not compared here (the diff's alignment compares them).
+      const cls = d === 0 ? 'first' : (!(structural && d > 0) && outputsDiffer(oa, ob) ? 'differs' : null);
       rows.push(h('tr', { class: cls },
         h('td', { class: 'num' }, oa ? oa.seq : ''), h('td', { class: 'mono' }, oa ? oa.name : '—'),
         h('td', { class: 'num' }, ob ? ob.seq : ''), h('td', { class: 'mono' }, ob ? ob.name : '—'),
@@ -382,7 +384,8 @@
       h('div', { class: 'sides' }, sideCard('A', fd.a, runs[0]), sideCard('B', fd.b, runs[1])),
       t ? [h('h3', null, 'Summaries of the differing tensor'), summariesTable(opA, opB, t.role, t.index, t.rel_diff) ||
         h('p', { class: 'muted' }, 'The op is outside the window of this report.')] : null,
-      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : fd.b.seq, fd.b ? fd.b.seq : fd.a.seq),
+      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : fd.b.seq, fd.b ? fd.b.seq : fd.a.seq, fd.kind === 'structure'),
+      fd.kind === 'structure' ? h('p', { class: 'muted', id: 'context-note' }, 'Rows side by side by number: below the change they are not paired ops, and are not coloured.') : null,
       data.diff_text ? h('details', { id: 'diff-text' }, h('summary', null, 'As tdbg diff prints it'), h('pre', null, data.diff_text)) : null);
   }
 
