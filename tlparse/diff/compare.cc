@@ -1328,6 +1328,26 @@ int64_t ring_offset(Pair& p) {
 // `producer_text(in_b, seq)`, when given, describes a producing op of A's or B's run ("aten::
 // uniform_ at train.py:11", or "" when unknown), so that inputs made by another op in each run
 // name those ops, not only their numbers.
+// The op that made the memory a view made by op `producer` looks at: up the chain of view
+// ops (`slice` of `t` of ...) to the first op whose output is not a view; `producer` itself
+// when it made data, or when an op of the chain cannot be read.
+int64_t view_base(const Reader& r, int64_t producer) {
+  int64_t base = producer;
+  for (int hops = 0; hops < 8; ++hops) {
+    auto op = r.op(base);
+    if (!op) break;
+    const TensorRecord* in0 = nullptr;
+    bool view_out = false;
+    for (const TensorRecord& t : op->tensors) {
+      if (t.role == TensorRole::kInput && t.index == 0) in0 = &t;
+      if (t.role == TensorRole::kOutput && t.status == tracer::TensorStatus::kView) view_out = true;
+    }
+    if (!view_out || !in0 || in0->producer == tracer::kNoSeq) break;
+    base = in0->producer;
+  }
+  return base;
+}
+
 const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
                      bool after_structure, std::string* detail,
                      const std::function<std::string(bool, int64_t)>& producer_text = {},
@@ -2011,6 +2031,15 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
       const std::string whose = carried_b ? "B's " : "";
       std::string subject = "input " + std::to_string(carried->index);
       std::string after = "after " + whose + "op " + std::to_string(carried->producer) + " made it";
+      // A view: its memory is its base's, which a write through `.numpy()` of the base (a
+      // shuffle in place) changes before the view is taken. Name the op that made the base.
+      if (carried->status == tracer::TensorStatus::kView) {
+        const int64_t base = view_base(*(carried_b ? p.b : p.a).reader, carried->producer);
+        const std::string maker = base != carried->producer ? producer_text(carried_b != nullptr, base) : "";
+        if (!maker.empty())
+          after += " (a view of what op " + std::to_string(base) + ", " + maker +
+                   ", made: a write into that tensor, as through its .numpy(), reaches the view)";
+      }
       if (all.size() > 1) {
         subject.clear();
         for (const auto& [t, in_b] : all) {

@@ -4821,3 +4821,23 @@ TEST_CASE("a DataLoader worker loading other items is no cause of its own") {
   CHECK_FALSE(d["other_processes"][0].contains("own_cause"));
 }
 
+
+TEST_CASE("a carried view names the op that made its base, which a .numpy() write reaches") {
+  using T = Recorder::T;
+  // The data is shuffled in place through .numpy() of the base (no op), then sliced: the
+  // slice's carried hash hides it, and the base's maker is where to look.
+  auto write = [](uint64_t out) {
+    return write_ops([&](Recorder& r) {
+      T data{11, kNoSeq, "32x8", TensorStatus::kKnown};
+      data.producer = r.op("aten::randint", {}, {T{11}}, {}, 7, 0, kNoSeq, 31);
+      T slice{12, kNoSeq, "16x8", TensorStatus::kView};
+      slice.summary = false;
+      slice.producer = r.op("aten::slice", {data}, {slice}, {{"start", "0"}}, 0, 0, kNoSeq, 34);
+      r.op("aten::flip", {slice}, {T{out}}, {}, 0, 0, kNoSeq, 35);
+    });
+  };
+  json d = first(compare(write(31), write(32)));
+  CHECK(d["detail"].get<std::string>().find(
+            "after op 1 made it (a view of what op 0, aten::randint at train.py:31, made: a write "
+            "into that tensor, as through its .numpy(), reaches the view)") != std::string::npos);
+}
