@@ -4821,6 +4821,25 @@ TEST_CASE("a DataLoader worker loading other items is no cause of its own") {
   CHECK_FALSE(d["other_processes"][0].contains("own_cause"));
 }
 
+TEST_CASE("a long stack keeps the user's outer frames and counts the library frames it leaves out") {
+  using T = Recorder::T;
+  auto run = [](uint64_t out) {
+    return write_ops([&](Recorder& r) { r.op("aten::mul", {T{10}}, {T{out}}, {}, 0, 0, kNoSeq, 5); });
+  };
+  json r = compare(run(11), run(12));
+  REQUIRE(first(r)["a"].is_object());
+  // train.py:122 calls load_state_dict, which deep-copies through 16 frames of the library.
+  json stack = json::array();
+  stack.push_back({{"file", "/w/train.py"}, {"line", 122}, {"function", "<module>"}});
+  stack.push_back({{"file", "/usr/lib/python3/dist-packages/torch/optim/optimizer.py"}, {"line", 200},
+                   {"function", "Optimizer.load_state_dict"}});
+  for (int k = 0; k < 16; ++k)
+    stack.push_back({{"file", "/usr/lib/python3.11/copy.py"}, {"line", 100 + k}, {"function", "deepcopy"}});
+  r["first_divergence"]["a"]["stack"] = stack;
+  const std::string text = tdbg::diff::format_divergence(r);
+  CHECK(text.find("stack (A, innermost last):\n    /w/train.py:122 <module>\n    ... 5 library frame(s)\n"
+                  "    /usr/lib/python3.11/copy.py:104 deepcopy\n") != std::string::npos);
+}
 
 TEST_CASE("a carried view names the op that made its base, which a .numpy() write reaches") {
   using T = Recorder::T;

@@ -260,12 +260,27 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   const json& stack = side.value("stack", json::array());
   if (stack.empty()) return;
   o << "\n  stack (" << label << ", innermost last):\n";
-  size_t start = stack.size() > 12 ? stack.size() - 12 : 0;
-  if (start > 0) o << "    ... " << start << " outer frames\n";
+  // The innermost 12 frames, and every frame of the user's own code further out (the line
+  // that called `load_state_dict`, `torch.jit.trace`): runs of library frames beyond those
+  // (torch, the standard library, shared libraries) are counted, not listed.
+  auto library = [](const std::string& file) {
+    return file.find("/dist-packages/") != std::string::npos ||
+           file.find("/site-packages/") != std::string::npos ||
+           file.find("/lib/python3") != std::string::npos || file.find(".so") != std::string::npos ||
+           (!file.empty() && file[0] == '<');
+  };
+  const size_t innermost = stack.size() > 12 ? stack.size() - 12 : 0;
+  size_t hidden = 0;
   // Native frames still without a line: the `addr2line` command that gives their lines from
   // a -g build.
   std::string native_file, offsets;
-  for (size_t k = start; k < stack.size(); ++k) {
+  for (size_t k = 0; k < stack.size(); ++k) {
+    if (k < innermost && library(str(stack[k], "file"))) {
+      ++hidden;
+      continue;
+    }
+    if (hidden > 0) o << "    ... " << hidden << " library frame(s)\n";
+    hidden = 0;
     const int64_t line = stack[k].value("line", int64_t{0});
     const std::string file = str(stack[k], "file"), function = str(stack[k], "function");
     const json& inlined = stack[k].value("inlined", json::array());
