@@ -2443,7 +2443,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     return op ? op->seq : int64_t{0};
   };
   const int64_t first_seq_a = first_seq(p.a), first_seq_b = first_seq(p.b);
-  auto aligned = [&](AlignedStep step) {
+  auto say_step = [&](AlignedStep step) {
     step.restart = std::exchange(restart, false);
     options.on_aligned(step);
   };
@@ -2815,7 +2815,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         change.a_last_seq = h.a_end > h.a_begin ? seq_at(h.a_end - 1) : change.a_first_seq;
         change.a_ops = h.a_end - h.a_begin;
         change.b_ops = h.b_end - h.b_begin;
-        aligned(change);
+        say_step(change);
       }
       // After healing, ops inserted or removed are a new divergence too (gradient clipping
       // added in one run).
@@ -2961,7 +2961,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         pair.b = e.b;
         pair.differs = e.cmp.differs() || !same_pass;
         pair.crossed = !same_pass;
-        aligned(pair);
+        say_step(pair);
       }
       // After a structural change, the same values in another memory layout (`W.t()` against
       // `W.t().contiguous()`) with the same outputs are no value difference: the change
@@ -5329,7 +5329,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
             " ended, as a later phase does (a training resumed from a checkpoint), and was not "
             "compared: this answer is about the earlier phase only. To compare the later phase "
             "with " + other + " from the step it resumed at (it counts its steps from 0 again): "
-            "tdbg diff " + (more_a ? later.path() + " RUN_B" : "RUN_A " + later.path()) +
+            "tdbg diff " + (more_a ? later.path() + " " + b.path : a.path + " " + later.path()) +
             " --align-steps " + (more_a ? "0:" + k : k + ":0") +
             (steps >= 0 ? " (" + std::to_string(steps) + ": the optimizer steps process " +
                               std::to_string(more.shown(q)) + " ran)"
