@@ -4667,7 +4667,7 @@ TEST_CASE("a divergence in a forked process says the step its parent had reached
             "diverged at aten::mul (seq 0, step 0 of a process forked at step 20): arguments", 0) == 0);
 }
 
-TEST_CASE("--align-steps compares a resumed run's steps with the other run's from where it resumed") {
+TEST_CASE("a resumed run is compared with --align-steps from the step it resumed at") {
   using T = Recorder::T;
   // A trains steps 0..5 straight; B is the process that resumed at step 3: it builds the model
   // and loads the checkpoint (ops of its own), then runs A's steps 3..5 as its steps 0..2.
