@@ -77,7 +77,7 @@ void add_diff_command(CLI::App& app) {
     // A run resumed from a checkpoint (--align-steps K:0, or 0:K): of a run directory that
     // holds the training and its resumption, the phase that resumed at step K.
     std::string phase_a, phase_b;
-    if (options.align_steps.first >= 0 && options.align_steps.second == 0 && options.align_steps.first > 0)
+    if (options.align_steps.first > 0 && options.align_steps.second == 0)
       phase_b = diff::keep_resumed_phase(*b, options.align_steps.first);
     else if (options.align_steps.first == 0 && options.align_steps.second > 0)
       phase_a = diff::keep_resumed_phase(*a, options.align_steps.second);
