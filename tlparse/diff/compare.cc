@@ -8,6 +8,7 @@
 #include <deque>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -1677,6 +1678,13 @@ bool has_compared_output(const OpRecord& a, const OpRecord& b) {
   return false;
 }
 
+// Why ops that moved into other optimizer steps moved, most often (`describe`); where the runs
+// load with another num_workers, `compare_runs` puts the DataLoader's prefetching instead.
+constexpr char kStepsMoved[] =
+    "optimizer.step() is called after another number of iterations in each run, such as a "
+    "gradient-accumulation condition (i % N == 0 against (i + 1) % N == 0), so each update sees "
+    "other batches";
+
 // Tracks how a difference spreads over the ops after it, at bounded cost.
 class Growth {
  public:
@@ -3100,10 +3108,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     out["detail"] = out.value("detail", std::string()) +
                     "; the same ops ran in another order (" + std::to_string(moved_ops / 2) +
                     " op(s) moved" +
-                    (other_steps ? ", into other optimizer steps: optimizer.step() is called after "
-                                   "another number of iterations in each run, such as a "
-                                   "gradient-accumulation condition (i % N == 0 against "
-                                   "(i + 1) % N == 0), so each update sees other batches)"
+                    (other_steps ? std::string(", into other optimizer steps: ") + kStepsMoved + ")"
                      : same_calls ? ", each from the same source line in both runs: an order "
                                   "chosen at run time, such as iterating a set or a dict built "
                                   "in another order, or an expression on those lines rewritten)"
@@ -5294,7 +5299,40 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // num_workers 0, loading each batch in the process itself.
     const tracer::Run& fewer = more_a ? b : a;
     bool fewer_has_workers = false;
-    for (const auto& r : fewer.processes) fewer_has_workers = fewer_has_workers || !r->meta("worker").empty();
+    std::string fewer_count;  // the other run's first process's worker count
+    const std::string fewer_pid = fewer.processes.empty() ? "" : fewer.processes[0]->meta("pid");
+    for (const auto& r : fewer.processes) {
+      fewer_has_workers = fewer_has_workers || !r->meta("worker").empty();
+      if (fewer_count.empty() && r->meta("ppid") == fewer_pid) fewer_count = ::tdbg::diff::worker_count(*r);
+    }
+    // Both load in workers, as many as each other not: a DataLoader prefetches
+    // prefetch_factor batches per worker, so the sampler's next permutation is drawn at another
+    // step (ops that move between optimizer steps, which is no change of the training), and a
+    // random op in the dataset draws from each worker's own generator.
+    std::string more_count;  // likewise, of the run with more processes (compared or not)
+    for (const auto& r : more.processes)
+      if (more_count.empty() && r->meta("ppid") == first_pid) more_count = ::tdbg::diff::worker_count(*r);
+    if (!fewer_count.empty() && !more_count.empty() && fewer_count != more_count) {
+      result["warnings"].push_back(
+          std::string("the runs load their DataLoader's batches with another num_workers (") +
+          (more_a ? "A " + more_count + ", B " + fewer_count : "A " + fewer_count + ", B " + more_count) +
+          "): the loader prefetches batches per worker, so its sampler draws the next epoch's "
+          "order at another step, and a random op in the dataset draws from each worker's own "
+          "generator (seeded base_seed + worker id); ops that move between optimizer steps are "
+          "that, not a change of the training. Record both with the same num_workers to compare "
+          "the training");
+      // Then ops moved into other optimizer steps are the loader's, not a gradient
+      // accumulation condition.
+      json& fd = result["first_divergence"];
+      if (fd.is_object() && fd.value("detail", json()).is_string()) {
+        std::string detail = fd["detail"].get<std::string>();
+        if (const size_t at = detail.find(kStepsMoved); at != std::string::npos) {
+          detail.replace(at, std::strlen(kStepsMoved),
+                         "the DataLoader's own ops, with another num_workers (see the warning)");
+          fd["detail"] = detail;
+        }
+      }
+    }
     // A warning, under the headline: it explains the divergence that the headline names.
     // (Not when that run is one database given alone: its workers may just not be given.)
     if (loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty() && !fewer.one_database)

@@ -4860,3 +4860,19 @@ TEST_CASE("a carried view names the op that made its base, which a .numpy() writ
             "after op 1 made it (a view of what op 0, aten::randint at train.py:31, made: a write "
             "into that tensor, as through its .numpy(), reaches the view)") != std::string::npos);
 }
+
+TEST_CASE("runs whose DataLoaders have other worker counts say so under the headline") {
+  using T = Recorder::T;
+  auto worker = [](uint64_t item) {
+    return [item](Recorder& r) { r.op("aten::stack", {T{item}}, {T{item + 100}}, {}, 0, 0, kNoSeq, 21); };
+  };
+  const std::string two = write_processes({{"100", "1", "", 1000, linear_ops(6)},
+                                           {"101", "100", "0/2", 2000, worker(1)},
+                                           {"102", "100", "1/2", 2000, worker(2)}});
+  const std::string one = write_processes({{"200", "1", "", 1000, linear_ops(6, 3)},
+                                           {"201", "200", "0/1", 2000, worker(1)}});
+  json r = compare(two, one);
+  CHECK(r["warnings"].dump().find("with another num_workers (A 2, B 1)") != std::string::npos);
+  CHECK(tdbg::diff::format_divergence(r).find("\n  warning:  the runs load their DataLoader's batches "
+                                              "with another num_workers (A 2, B 1)") != std::string::npos);
+}
