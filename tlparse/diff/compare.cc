@@ -5305,7 +5305,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       fewer_has_workers = fewer_has_workers || !r->meta("worker").empty();
       if (fewer_count.empty() && r->meta("ppid") == fewer_pid) fewer_count = ::tdbg::diff::worker_count(*r);
     }
-    // Both load in workers, as many as each other not: a DataLoader prefetches
+    // Both load in workers, but with other worker counts: a DataLoader prefetches
     // prefetch_factor batches per worker, so the sampler's next permutation is drawn at another
     // step (ops that move between optimizer steps, which is no change of the training), and a
     // random op in the dataset draws from each worker's own generator.
