@@ -1329,26 +1329,6 @@ int64_t ring_offset(Pair& p) {
 // `producer_text(in_b, seq)`, when given, describes a producing op of A's or B's run ("aten::
 // uniform_ at train.py:11", or "" when unknown), so that inputs made by another op in each run
 // name those ops, not only their numbers.
-// The op that made the memory a view made by op `producer` looks at: up the chain of view
-// ops (`slice` of `t` of ...) to the first op whose output is not a view; `producer` itself
-// when it made data, or when an op of the chain cannot be read.
-int64_t view_base(const Reader& r, int64_t producer) {
-  int64_t base = producer;
-  for (int hops = 0; hops < 8; ++hops) {
-    auto op = r.op(base);
-    if (!op) break;
-    const TensorRecord* in0 = nullptr;
-    bool view_out = false;
-    for (const TensorRecord& t : op->tensors) {
-      if (t.role == TensorRole::kInput && t.index == 0) in0 = &t;
-      if (t.role == TensorRole::kOutput && t.status == tracer::TensorStatus::kView) view_out = true;
-    }
-    if (!view_out || !in0 || in0->producer == tracer::kNoSeq) break;
-    base = in0->producer;
-  }
-  return base;
-}
-
 const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
                      bool after_structure, std::string* detail,
                      const std::function<std::string(bool, int64_t)>& producer_text = {},
@@ -1917,6 +1897,27 @@ std::string op_at_source(const Reader& r, Strings& strings, const OpRecord& op) 
   return src.empty() ? text : text + " at " + src;
 }
 
+// The op that made the memory `view` looks at: up the chain of view ops (`slice` of `t` of
+// ...), each the op whose output is that tensor, to the first whose output is not a view;
+// nullopt where the chain cannot be followed (an op not held, more than 6 views).
+std::optional<OpRecord> view_base(const Reader& r, const TensorRecord& view) {
+  TensorRecord cur = view;
+  for (int hops = 0; hops < 6 && cur.producer != tracer::kNoSeq; ++hops) {
+    auto prod = r.op(cur.producer);
+    if (!prod) return std::nullopt;
+    const TensorRecord* out = nullptr;
+    for (const TensorRecord& t : prod->tensors)
+      if (t.role == TensorRole::kOutput && t.hash == cur.hash) out = &t;
+    if (out == nullptr || out->status != tracer::TensorStatus::kView) return prod;
+    const TensorRecord* base = nullptr;  // the view op's first tensor input
+    for (const TensorRecord& t : prod->tensors)
+      if (!base && t.role == TensorRole::kInput && t.hash != 0) base = &t;
+    if (base == nullptr) return std::nullopt;
+    cur = *base;
+  }
+  return std::nullopt;
+}
+
 void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpComparison& c,
                     bool after_structure, json& out) {
   std::string detail;
@@ -1953,22 +1954,9 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   if (c.view >= 0 && out["cause"] == "structure" && static_cast<size_t>(c.view) < a.tensors.size() &&
       static_cast<size_t>(c.view) < b.tensors.size()) {
     auto base_maker = [](Side& side, const TensorRecord& view) -> std::string {
-      TensorRecord cur = view;
-      for (int hops = 0; hops < 6 && cur.producer != tracer::kNoSeq; ++hops) {
-        auto prod = side.reader->op(cur.producer);
-        if (!prod) return "";
-        const TensorRecord* out = nullptr;
-        for (const TensorRecord& t : prod->tensors)
-          if (t.role == TensorRole::kOutput && t.hash == cur.hash) out = &t;
-        if (out == nullptr || out->status != tracer::TensorStatus::kView)
-          return op_at_source(*side.reader, side.strings, *prod) + " (op " + std::to_string(prod->seq) + ")";
-        const TensorRecord* base = nullptr;  // the view op's first tensor input
-        for (const TensorRecord& t : prod->tensors)
-          if (!base && t.role == TensorRole::kInput && t.hash != 0) base = &t;
-        if (base == nullptr) return "";
-        cur = *base;
-      }
-      return "";
+      const std::optional<OpRecord> base = view_base(*side.reader, view);
+      return base ? op_at_source(*side.reader, side.strings, *base) + " (op " + std::to_string(base->seq) + ")"
+                  : "";
     };
     const std::string in_a = base_maker(p.a, a.tensors[static_cast<size_t>(c.view)]);
     const std::string in_b = base_maker(p.b, b.tensors[static_cast<size_t>(c.view)]);
@@ -2042,10 +2030,13 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
       // A view: its memory is its base's, which a write through `.numpy()` of the base (a
       // shuffle in place) changes before the view is taken. Name the op that made the base.
       if (carried->status == tracer::TensorStatus::kView) {
-        const int64_t base = view_base(*(carried_b ? p.b : p.a).reader, carried->producer);
-        const std::string maker = base != carried->producer ? producer_text(carried_b != nullptr, base) : "";
+        Side& side = carried_b ? p.b : p.a;
+        const std::optional<OpRecord> base = view_base(*side.reader, *carried);
+        const std::string maker = base && base->seq != carried->producer
+                                      ? op_at_source(*side.reader, side.strings, *base)
+                                      : "";
         if (!maker.empty())
-          after += " (a view of what op " + std::to_string(base) + ", " + maker +
+          after += " (a view of what op " + std::to_string(base->seq) + ", " + maker +
                    ", made: a write into that tensor, as through its .numpy(), reaches the view)";
       }
       if (all.size() > 1) {
