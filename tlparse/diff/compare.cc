@@ -2435,10 +2435,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   Growth growth;
   int64_t budget = options.scan_limit < 0 ? std::numeric_limits<int64_t>::max() : options.scan_limit;
   bool restart = true;  // the walk's first step said to `options.on_aligned`
-  // The seq of each side's first op compared (ops before it were left out: a ring, a window,
-  // --align-steps).
-  auto first_seq = [](const Side& side) {
-    const auto op = side.count > side.begin ? side.reader->op_at(side.thread, side.begin) : std::nullopt;
+  // With steps paired by hand (--align-steps), the seq of each side's first op compared: ops
+  // before it were left out. (Read only then.)
+  auto first_seq = [&](const Side& side) {
+    const auto op = options.align_steps.first >= 0 && side.count > side.begin
+                        ? side.reader->op_at(side.thread, side.begin)
+                        : std::nullopt;
     return op ? op->seq : int64_t{0};
   };
   const int64_t first_seq_a = first_seq(p.a), first_seq_b = first_seq(p.b);
@@ -3323,6 +3325,15 @@ bool same_pool(const tracer::Run& run, size_t p, size_t q) {
   const auto [start, end] = lifetime(run, p);
   const auto [q_start, q_end] = lifetime(run, q);
   return start < q_end && q_start < end;
+}
+
+// Whether process `later` of `run` is a later phase of process `earlier`: siblings of one kind,
+// neither a rank nor a DataLoader worker, the one started after the other ended (a training,
+// then its resumption from a checkpoint by the same script).
+bool later_phase(const tracer::Run& run, size_t earlier, size_t later) {
+  const std::string key = pool_key(run, earlier);
+  return !key.empty() && !dataloader_workers(run, earlier) && key == pool_key(run, later) &&
+         lifetime(run, earlier).second <= lifetime(run, later).first;
 }
 
 // For each process index below `processes`: its group's id (the group's first index), where two
@@ -4282,11 +4293,9 @@ std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at) {
   // The phases: sibling processes with neither a rank nor a worker id that ran one after the
   // other, in start order.
   std::map<std::string, std::vector<size_t>> siblings;
-  for (size_t p = 0; p < run.processes.size(); ++p) {
-    const Reader& r = *run.processes[p];
-    if (r.meta("rank").empty() && r.meta("worker").empty() && r.any_op())
-      siblings[r.meta("ppid")].push_back(p);
-  }
+  for (size_t p = 0; p < run.processes.size(); ++p)
+    if (!pool_key(run, p).empty() && !dataloader_workers(run, p) && run.processes[p]->any_op())
+      siblings[pool_key(run, p)].push_back(p);
   std::vector<size_t> phases;
   for (auto& [ppid, list] : siblings) {
     if (list.size() < 2) continue;
@@ -4294,7 +4303,7 @@ std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at) {
               [&](size_t x, size_t y) { return lifetime(run, x).first < lifetime(run, y).first; });
     bool one_after_another = true;
     for (size_t k = 1; k < list.size(); ++k)
-      one_after_another = one_after_another && lifetime(run, list[k - 1]).second <= lifetime(run, list[k]).first;
+      one_after_another = one_after_another && later_phase(run, list[k - 1], list[k]);
     if (one_after_another) {
       phases = list;
       break;
@@ -5290,19 +5299,19 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // num_workers 0, loading each batch in the process itself.
     const tracer::Run& fewer = more_a ? b : a;
     bool fewer_has_workers = false;
-    std::string fewer_count;  // the other run's first process's worker count
-    const std::string fewer_pid = fewer.processes.empty() ? "" : fewer.processes[0]->meta("pid");
-    for (const auto& r : fewer.processes) {
-      fewer_has_workers = fewer_has_workers || !r->meta("worker").empty();
-      if (fewer_count.empty() && r->meta("ppid") == fewer_pid) fewer_count = ::tdbg::diff::worker_count(*r);
-    }
+    for (const auto& r : fewer.processes) fewer_has_workers = fewer_has_workers || !r->meta("worker").empty();
+    // The worker count of a run's first process's DataLoader ("" where it started no worker).
+    auto first_loader_workers = [](const tracer::Run& run) {
+      const std::string pid = run.processes.empty() ? "" : run.processes[0]->meta("pid");
+      for (const auto& r : run.processes)
+        if (r->meta("ppid") == pid && !r->meta("worker").empty()) return ::tdbg::diff::worker_count(*r);
+      return std::string();
+    };
     // Both load in workers, but with other worker counts: a DataLoader prefetches
     // prefetch_factor batches per worker, so the sampler's next permutation is drawn at another
     // step (ops that move between optimizer steps, which is no change of the training), and a
     // random op in the dataset draws from each worker's own generator.
-    std::string more_count;  // likewise, of the run with more processes (compared or not)
-    for (const auto& r : more.processes)
-      if (more_count.empty() && r->meta("ppid") == first_pid) more_count = ::tdbg::diff::worker_count(*r);
+    const std::string fewer_count = first_loader_workers(fewer), more_count = first_loader_workers(more);
     if (!fewer_count.empty() && !more_count.empty() && fewer_count != more_count) {
       result["warnings"].push_back(
           std::string("the runs load their DataLoader's batches with another num_workers (") +
@@ -5342,12 +5351,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // about it, which belongs under the headline, with the command that compares it.
     for (size_t p = extra_at; p < more.processes.size(); ++p) {
       const Reader& later = *more.processes[p];
-      if (!later.meta("rank").empty() || !later.meta("worker").empty()) continue;
       for (size_t q = 0; q < extra_at; ++q) {
+        if (!later_phase(more, q, p)) continue;
         const Reader& earlier = *more.processes[q];
-        if (earlier.meta("ppid") != later.meta("ppid") || !earlier.meta("worker").empty() ||
-            lifetime(more, q).second > lifetime(more, p).first)
-          continue;
         // The step it resumed at: the optimizer steps the earlier phase ran.
         const int64_t steps = optimizer_steps(earlier);
         const std::string side = more_a ? "A" : "B", other = more_a ? "B" : "A";
