@@ -455,6 +455,13 @@ static std::string short_function_name(const std::string& function) {
   return name;
 }
 
+bool python_library_path(const std::string& path) {
+  static const char* const kLibraryParts[] = {"/site-packages/", "/dist-packages/", "/usr/lib/python",
+                                              "/usr/local/lib/python", "/lib/python3"};
+  return std::any_of(std::begin(kLibraryParts), std::end(kLibraryParts),
+                     [&](const char* part) { return path.find(part) != std::string::npos; });
+}
+
 std::string frame_text(const std::string& file, int64_t line, const std::string& function,
                        bool brief) {
   const std::string base = file.substr(file.rfind('/') + 1);  // npos + 1 is 0

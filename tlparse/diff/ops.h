@@ -161,6 +161,9 @@ nlohmann::json frame_json(const tracer::Reader& reader, Strings& strings, tracer
 // (the parameters and offset left out), else "/path/train_cpp in Net::forward(at::Tensor) +0x4adb".
 std::string frame_text(const std::string& file, int64_t line, const std::string& function,
                        bool brief);
+// Whether `path` is Python's own or an installed package's (torch, the standard library,
+// site- and dist-packages): not the user's code.
+bool python_library_path(const std::string& path);
 // The text of frame `id` of `reader`'s database (`frame_text`, with the native line where
 // there is one); "" for no frame.
 std::string frame_source_text(const tracer::Reader& reader, Strings& strings, tracer::FrameId id,

@@ -264,9 +264,7 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   // that called `load_state_dict`, `torch.jit.trace`): runs of library frames beyond those
   // (torch, the standard library, shared libraries) are counted, not listed.
   auto library = [](const std::string& file) {
-    return file.find("/dist-packages/") != std::string::npos ||
-           file.find("/site-packages/") != std::string::npos ||
-           file.find("/lib/python3") != std::string::npos || file.find(".so") != std::string::npos ||
+    return python_library_path(file) || file.find(".so") != std::string::npos ||
            (!file.empty() && file[0] == '<');
   };
   const size_t innermost = stack.size() > 12 ? stack.size() - 12 : 0;

@@ -30,6 +30,7 @@
 #include "base/command_line.h"
 #include "base/json_text.h"
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/ops.h"
 #include "tlparse/report/redact.h"
 #include "tlparse/report/report.h"
 #include "tracer/writer.h"
@@ -199,12 +200,7 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
 
 // Whether a stack's file is the user's (worth a snapshot), not Python's or a library's.
 bool user_source(const std::string& path) {
-  if (path.empty() || path[0] != '/') return false;
-  static const char* const kLibraryParts[] = {"/site-packages/", "/dist-packages/", "/usr/lib/python",
-                                              "/usr/local/lib/python", "/lib/python3"};
-  for (const char* p : kLibraryParts) {
-    if (path.find(p) != std::string::npos) return false;
-  }
+  if (path.empty() || path[0] != '/' || diff::python_library_path(path)) return false;
   // The system's and libraries' C++ headers (torch's templates, libstdc++), which a C++
   // program's inlined frames point into.
   static const char* const kHeaderRoots[] = {"/usr/include/", "/usr/local/include/", "/usr/lib/gcc/"};
