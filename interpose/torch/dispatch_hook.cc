@@ -1262,7 +1262,7 @@ void remember_forward(const at::RecordFunction& fn, const OpContext* ctx) {
 }
 
 bool in_step_window(int64_t step) {
-  return step >= settings().step_begin && step < settings().step_end;
+  return step >= settings().steps.begin && step < settings().steps.end;
 }
 
 bool python_loaded() {

@@ -241,15 +241,12 @@ void read_settings() {
                  h.c_str());
     g_settings.config.hash = "all";
   }
-  if (interpose::StepWindow window; !g_settings.config.steps.empty()) {
-    if (interpose::parse_step_window(g_settings.config.steps, &window)) {
-      g_settings.step_begin = window.begin;
-      g_settings.step_end = window.end;
-    } else {
-      std::fprintf(stderr, "tdbg: error: TDBG_STEPS=%s is not A:B with A < B; recording all steps\n",
-                   g_settings.config.steps.c_str());
-      g_settings.config.steps.clear();
-    }
+  // (A window that cannot be read leaves every step recorded.)
+  if (!g_settings.config.steps.empty() &&
+      !interpose::parse_step_window(g_settings.config.steps, &g_settings.steps)) {
+    std::fprintf(stderr, "tdbg: error: TDBG_STEPS=%s is not A:B with A < B; recording all steps\n",
+                 g_settings.config.steps.c_str());
+    g_settings.config.steps.clear();
   }
   if (!g_settings.config.ops.empty()) {
     try {

@@ -23,8 +23,7 @@ enum class HashMode { kAll, kOutputs, kNone };
 struct Settings {
   interpose::Config config;
   HashMode hash = HashMode::kAll;
-  int64_t step_begin = 0;           // TDBG_STEPS window [step_begin, step_end)
-  int64_t step_end = INT64_MAX;
+  interpose::StepWindow steps;      // TDBG_STEPS window (every step where unset)
   // TDBG_OPS compiled (null: every op), once: a pattern that does not compile is said and
   // dropped when the settings are read.
   std::shared_ptr<const std::regex> op_filter;
