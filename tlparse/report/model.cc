@@ -70,18 +70,36 @@ struct OpOutputs {
   std::vector<OutputSummary> outputs;
 };
 
+OpOutputs outputs_of(const OpRecord& op) {
+  OpOutputs o{op.seq, op.name, {}};
+  for (const auto& t : op.tensors) {
+    if (t.role == tracer::TensorRole::kOutput && comparable(t.status)) {
+      o.outputs.push_back({t.index, t.hash, t.summary});
+    }
+  }
+  return o;
+}
+
 Status scan_outputs(const Reader& reader, int64_t from, int64_t to, std::vector<OpOutputs>* out) {
   out->clear();
   return reader.scan_ops(std::nullopt, from, to, true, [&](const OpRecord& op) {
-    OpOutputs o{op.seq, op.name, {}};
-    for (const auto& t : op.tensors) {
-      if (t.role == tracer::TensorRole::kOutput && comparable(t.status)) {
-        o.outputs.push_back({t.index, t.hash, t.summary});
-      }
-    }
-    out->push_back(std::move(o));
+    out->push_back(outputs_of(op));
     return true;
   });
+}
+
+// The largest `relative_difference` of the same-numbered outputs of two ops whose hashes
+// differ (0 when none does); `*differs` is set when some do.
+double outputs_difference(const OpOutputs& x, const OpOutputs& y, bool* differs) {
+  double rel = 0;
+  for (const auto& ta : x.outputs) {
+    for (const auto& tb : y.outputs) {
+      if (ta.index != tb.index || ta.hash == tb.hash) continue;
+      *differs = true;
+      rel = std::max(rel, relative_difference(ta.summary, tb.summary));
+    }
+  }
+  return rel;
 }
 
 int process_index(const json& side, size_t processes) {
@@ -282,21 +300,6 @@ struct WalkStep {
   double rel;
 };
 
-// The largest `relative_difference` of the same-numbered outputs of a pair of ops whose
-// hashes differ, 0 when none does.
-double pair_difference(const OpRecord& x, const OpRecord& y) {
-  double rel = 0;
-  for (const TensorRecord& ta : x.tensors) {
-    if (ta.role != tracer::TensorRole::kOutput || !comparable(ta.status)) continue;
-    for (const TensorRecord& tb : y.tensors) {
-      if (tb.role == tracer::TensorRole::kOutput && comparable(tb.status) &&
-          ta.index == tb.index && ta.hash != tb.hash)
-        rel = std::max(rel, relative_difference(ta.summary, tb.summary));
-    }
-  }
-  return rel;
-}
-
 // Collects the diff engine's walk (`diff::DiffOptions::on_aligned`) for the curve.
 void collect_walk(const diff::AlignedStep& s, std::vector<WalkStep>* walk) {
   if (s.restart) walk->clear();
@@ -306,7 +309,9 @@ void collect_walk(const diff::AlignedStep& s, std::vector<WalkStep>* walk) {
   } else if (s.crossed) {
     walk->push_back({s.a->seq, s.a->seq, 1, 1, 1});
   } else {
-    walk->push_back({s.a->seq, s.a->seq, 1, s.differs ? 1 : 0, s.differs ? pair_difference(*s.a, *s.b) : 0});
+    bool outputs_differ = false;
+    const double rel = s.differs ? outputs_difference(outputs_of(*s.a), outputs_of(*s.b), &outputs_differ) : 0;
+    walk->push_back({s.a->seq, s.a->seq, 1, s.differs ? 1 : 0, rel});
   }
 }
 
@@ -361,18 +366,8 @@ StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
       while (j < ob.size() && ob[j].seq < x.seq) ++j;
       if (j >= ob.size() || ob[j].seq != x.seq) continue;
       const auto& y = ob[j];
-      double rel = 0;
       bool differs = a.string(x.name) != b.string(y.name);
-      if (differs) rel = 1;
-      for (const auto& ta : x.outputs) {
-        for (const auto& tb : y.outputs) {
-          if (ta.index != tb.index) continue;
-          if (ta.hash != tb.hash) {
-            differs = true;
-            rel = std::max(rel, relative_difference(ta.summary, tb.summary));
-          }
-        }
-      }
+      const double rel = std::max(differs ? 1.0 : 0.0, outputs_difference(x, y, &differs));
       add(x.seq, 1, differs ? 1 : 0, rel);
     }
   }
