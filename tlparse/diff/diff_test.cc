@@ -4588,14 +4588,20 @@ TEST_CASE("arguments read as the user wrote them: shortest floats, named reducti
   CHECK(argument_text("dim", "1") == "1");  // another int stays a number
 }
 
-TEST_CASE("a tensor of the same sizes in another layout is said not to be why hashes differ") {
+// A whole diff result (the renderer reads every key a result has, some with operator[]) of
+// one op whose output differs, for tests that set some of its fields to render them.
+json one_op_divergence() {
   using T = Recorder::T;
-  // A whole result (the renderer reads every key a result has), its tensor's layouts set.
   auto run = [](uint64_t out) {
     return write_ops([&](Recorder& r) { r.op("aten::mul", {T{10}}, {T{out}}, {}, 0, 0, kNoSeq, 5); });
   };
   json r = compare(run(11), run(12));
   REQUIRE(first(r)["tensor"].is_object());
+  return r;
+}
+
+TEST_CASE("a tensor of the same sizes in another layout is said not to be why hashes differ") {
+  json r = one_op_divergence();
   r["first_divergence"]["tensor"]["shape"] = "4x10x16 strides 16x64x1";
   r["first_divergence"]["tensor"]["shape_b"] = "4x10x16";
   std::string text = tdbg::diff::format_divergence(r);
@@ -4822,11 +4828,7 @@ TEST_CASE("a DataLoader worker loading other items is no cause of its own") {
 }
 
 TEST_CASE("a long stack keeps the user's outer frames and counts the library frames it leaves out") {
-  using T = Recorder::T;
-  auto run = [](uint64_t out) {
-    return write_ops([&](Recorder& r) { r.op("aten::mul", {T{10}}, {T{out}}, {}, 0, 0, kNoSeq, 5); });
-  };
-  json r = compare(run(11), run(12));
+  json r = one_op_divergence();
   REQUIRE(first(r)["a"].is_object());
   // train.py:122 calls load_state_dict, which deep-copies through 16 frames of the library.
   json stack = json::array();
