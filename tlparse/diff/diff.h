@@ -82,6 +82,11 @@ struct NonfiniteOptions {
 StatusOr<nlohmann::json> first_nonfinite(const tracer::Run& run,
                                          const NonfiniteOptions& options = {});
 
+// The ops holding NaN or Inf that a "finite" `first_nonfinite` result passed over as no start
+// (explained by their inputs or arguments, skipped before --from-step, ignored by --nan-only,
+// or contained); 0 where no op holds any.
+int64_t nonfinite_passed_over(const nlohmann::json& result);
+
 // How the recorded process of `r` ended, when not by a normal exit, with where its threads
 // were: "was ended by signal 6 (SIGABRT) inside aten::addmm at train.cpp:40 (in aten::linear)"
 // (the op a fault stopped a thread in), "... while thread 0 was inside aten::mm at x.py:3"

@@ -682,6 +682,13 @@ size_t choose_start(const tracer::Run& run, const std::vector<json>& starts, std
 
 }  // namespace
 
+int64_t nonfinite_passed_over(const json& result) {
+  int64_t ops = 0;
+  for (const char* key : {"explained", "skipped", "ignored", "contained"})
+    ops += result.value(key, int64_t{0});
+  return ops;
+}
+
 StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& options) {
   Counts counts;
   json notes = json::array();

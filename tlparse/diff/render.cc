@@ -667,7 +667,7 @@ std::string format_nonfinite(const json& result) {
     const int64_t skipped = result.value("skipped", int64_t{0});
     const int64_t ignored = result.value("ignored", int64_t{0});
     const int64_t contained = result.value("contained", int64_t{0});
-    if (explained == 0 && skipped == 0 && ignored == 0 && contained == 0) {
+    if (nonfinite_passed_over(result) == 0) {
       o << "finite: no op output holds " << what << " in " << str(result, "run") << "\n";
     } else {
       o << "finite: no " << what << " starts in " << str(result, "run");

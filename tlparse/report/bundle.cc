@@ -672,9 +672,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     } else if (status == "finite") {
       // NaN or Inf that no op started, in `tdbg nan`'s sense: passed on, made on purpose (an
       // attention mask's -inf), or contained.
-      int64_t carried = 0;
-      for (const char* key : {"explained", "skipped", "ignored", "contained"})
-        carried += n.value(key, int64_t{0});
+      const int64_t carried = diff::nonfinite_passed_over(n);
       if (carried == 0)
         md << "Run " << label << " holds no NaN or Inf.\n\n";
       else
