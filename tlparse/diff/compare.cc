@@ -1786,7 +1786,35 @@ class Growth {
             {"steps", steps},
             {"steps_truncated", steps_truncated_},
             {"past_end_ops", past_end_ops_},
-            {"past_end_run", past_end_run_ ? json(std::string(1, past_end_run_)) : json(nullptr)}};
+            {"past_end_run", past_end_run_ ? json(std::string(1, past_end_run_)) : json(nullptr)},
+            {"inputs_only", kept_json()}};
+  }
+  // A pair with an input of other values and every output equal: `name`'s inputs that
+  // differ are state written in place, which no recorded output carries (batch norm's
+  // running statistics under another momentum), or values absorbed (`relu` of other negative
+  // numbers). Kept for a few ops, with the steps where they differ.
+  void add_kept_inputs(const OpRecord& a, const OpRecord& b, const std::string& name) {
+    // Nested in an op kept already (`batch_norm` → `native_batch_norm`): the same inputs.
+    const bool nested = std::find(kept_seqs_.begin(), kept_seqs_.end(), a.parent) != kept_seqs_.end();
+    kept_seqs_.push_back(a.seq);
+    if (kept_seqs_.size() > 16) kept_seqs_.pop_front();
+    if (nested) return;
+    auto it = std::find_if(kept_.begin(), kept_.end(),
+                           [&](const KeptInputs& k) { return k.name == name; });
+    if (it == kept_.end()) {
+      if (kept_.size() == kMaxKept) return;
+      kept_.push_back({name, {}, a.step, a.step, 0});
+      it = std::prev(kept_.end());
+    }
+    ++it->pairs;
+    it->last_step = a.step;
+    for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
+      const TensorRecord& ta = a.tensors[k];
+      const TensorRecord& tb = b.tensors[k];
+      if (ta.role == TensorRole::kInput && ta.status != tracer::TensorStatus::kView &&
+          tensor_comparable(ta) && tensor_comparable(tb) && ta.hash != tb.hash)
+        it->inputs.insert(ta.index);
+    }
   }
   int64_t compared() const { return compared_; }
   // Ops in the structural changes added so far.
@@ -1831,7 +1859,22 @@ class Growth {
     window_max_ = -1;
     next_point_ *= 10;
   }
+  struct KeptInputs {
+    std::string name;
+    std::set<int> inputs;  // tensor input indices that differ in some pair
+    int64_t first_step = 0, last_step = 0, pairs = 0;
+  };
+  json kept_json() const {
+    json out = json::array();
+    for (const KeptInputs& k : kept_)
+      out.push_back({{"op", k.name}, {"inputs", k.inputs}, {"first_step", k.first_step},
+                     {"last_step", k.last_step}, {"pairs", k.pairs}});
+    return out;
+  }
   static constexpr size_t kMaxSteps = 1000;
+  static constexpr size_t kMaxKept = 4;
+  std::vector<KeptInputs> kept_;
+  std::deque<int64_t> kept_seqs_;  // the last pairs added to `kept_` (A's seq)
   int64_t compared_ = 0, diverged_ = 0, hunks_ = 0, structural_ops_ = 0, outputs_differ_ = 0;
   int64_t shapes_differ_ = 0;
   int64_t carried_ = 0;  // pairs through which the difference went on (see `add_pair`)
@@ -2952,6 +2995,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           ((e.a->flags ^ e.b->flags) & tracer::kOpBackward) == 0 && same_parent;
       if (same_pass) {
         growth.add_pair(*e.a, *e.b, e.cmp);
+        if (e.cmp.input >= 0 && e.cmp.output < 0 && e.cmp.structure.empty())
+          growth.add_kept_inputs(*e.a, *e.b, p.a.strings.text(e.a->name));
         ++pairs_compared;
       } else {
         growth.add_crossed_pair(*e.a);

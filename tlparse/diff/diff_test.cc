@@ -3558,6 +3558,16 @@ TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
   const std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("no output differs (inputs or arguments only)") != std::string::npos);
   CHECK(text.find("distance up to -") == std::string::npos);
+  // The inputs that differ are named: state changed in place that later readers see.
+  INFO(text);
+  CHECK(text.find("inputs differ although no output does: in 1 of aten::batch_norm (step 0)") !=
+        std::string::npos);
+  CHECK(text.find("what reads them later (eval mode, a saved checkpoint) reads other values") !=
+        std::string::npos);
+  const json& kept = r["first_divergence"]["growth"]["inputs_only"];
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0]["inputs"] == json::array({1}));
+  CHECK(kept[0]["pairs"] == 4);
 }
 
 TEST_CASE("growth where every differing op is structural, or outputs differ in shape, says so") {

@@ -180,6 +180,29 @@ void print_context(std::ostringstream& o, const json& context) {
   }
 }
 
+// Where no output differs after the divergence but inputs do (`inputs_only` of the growth):
+// those inputs hold state an op changes in place, which no recorded output carries, or data
+// from outside torch's ops.
+void print_kept_inputs(std::ostringstream& o, const json& g) {
+  const json& kept = g.value("inputs_only", json::array());
+  if (kept.empty() || g.value("outputs_differ", int64_t{0}) > 0) return;
+  o << "            inputs differ although no output does:";
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const json& row = kept[k];
+    std::string list;
+    for (const json& i : row.value("inputs", json::array()))
+      list += (list.empty() ? "in " : ", in ") + std::to_string(i.get<int64_t>());
+    const int64_t first = row.value("first_step", int64_t{0});
+    const int64_t until = row.value("last_step", int64_t{0});
+    o << (k ? ";" : "") << " " << list << " of " << str(row, "op") << " (step " << first;
+    if (until != first) o << " to " << until;
+    o << ")";
+  }
+  o << "\n            no differing output made them: state changed in place (such as batch "
+       "norm's running statistics) or data from outside torch; what reads them later (eval "
+       "mode, a saved checkpoint) reads other values\n";
+}
+
 void print_growth(std::ostringstream& o, const json& g) {
   if (!g.is_object()) return;
   o << "\n  growth:   " << str(g, "ops_diverged") << " of " << str(g, "ops_compared")
@@ -228,6 +251,7 @@ void print_growth(std::ostringstream& o, const json& g) {
   else
     o << "; largest summary distance " << num(g["max_distance"]) << "\n";
   const json& steps = g.value("steps", json::array());
+  print_kept_inputs(o, g);
   size_t shown = 0;
   for (const json& s : steps) {
     if (shown++ == 8) {
