@@ -1936,6 +1936,8 @@ void hook_write_unfinished(int tid) {
   flush_pending(*ts);
 }
 
+int64_t hook_main_step() { return g_steps.load(std::memory_order_relaxed); }
+
 int64_t hook_after_fork_child() {
   const int64_t forked_at_step = g_steps.load();
   {

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -139,6 +140,12 @@ std::string relevant_environment_json() {
 
 std::atomic<int> g_num_threads{-1};
 std::atomic<int> g_num_interop_threads{-1};
+// Each intra-op thread count the program ran with and the step it was first read at
+// (`note_thread_counts`), for the meta `num_threads_history`: a count set for a few steps
+// and set back leaves the final count equal in two runs that computed differently.
+std::mutex g_threads_history_mutex;
+std::vector<std::pair<int64_t, int>> g_threads_history;  // (step, count), at most kMaxThreadChanges
+constexpr size_t kMaxThreadChanges = 64;
 
 // Settings torch reads at run time: taken at open and again at close, because a script
 // usually sets seeds, thread counts and determinism after `import torch`.
@@ -169,6 +176,11 @@ void write_torch_settings(tracer::Writer* w, bool at_close) {
     if (at_close && g_num_threads.load() > 0) {
       w->set_meta("num_threads", std::to_string(g_num_threads.load()));
       w->set_meta("num_interop_threads", std::to_string(g_num_interop_threads.load()));
+      std::lock_guard<std::mutex> lock(g_threads_history_mutex);
+      std::string history;
+      for (const auto& [step, count] : g_threads_history)
+        history += (history.empty() ? "" : ",") + std::to_string(count) + "@" + std::to_string(step);
+      w->set_meta("num_threads_history", history);
     }
   } catch (...) {
   }
@@ -424,7 +436,12 @@ bool session_start() {
 
 void note_thread_counts() {
   try {
-    g_num_threads.store(at::get_num_threads());
+    const int threads = at::get_num_threads();
+    if (g_num_threads.exchange(threads) != threads) {
+      std::lock_guard<std::mutex> lock(g_threads_history_mutex);
+      if (g_threads_history.size() < kMaxThreadChanges)
+        g_threads_history.emplace_back(hook_main_step(), threads);
+    }
     g_num_interop_threads.store(at::get_num_interop_threads());
   } catch (...) {
   }

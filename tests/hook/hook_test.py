@@ -1092,6 +1092,8 @@ def case_metadata():
             (w @ w).relu().sum().backward()
     """, env={"OMP_NUM_THREADS": "1"}).db().execute("select key, value from meta"))
     check(late.get("num_threads") == "2", "num_threads set after the first ops: %s" % late.get("num_threads"))
+    check(late.get("num_threads_history") == "1@0,2@0",
+          "and each count with the step it was set at: %s" % late.get("num_threads_history"))
 
 
 def case_collective():

@@ -17,6 +17,7 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <sstream>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
@@ -4210,6 +4211,19 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
                        "themselves): its extra nested ops are no divergence of the program");
 }
 
+// The meta `num_threads_history` (`1@0,2@3,1@4`) as text: "1; 2 from step 3; 1 from step 4".
+std::string thread_counts_text(const std::string& history) {
+  std::string out;
+  std::stringstream in(history);
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t at = item.find('@');
+    if (at == std::string::npos) return history;
+    const std::string count = item.substr(0, at), step = item.substr(at + 1);
+    out += out.empty() ? count : "; " + count + " from step " + step;
+  }
+  return out;
+}
+
 // The settings that can change a run's numbers and differ between the runs (their first
 // processes): thread counts, determinism switches and the seed torch reported (when both were
 // closed), library versions, the machine, and the environment variables recorded (tdbg's own
@@ -4229,7 +4243,14 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
                           "deterministic_algorithms_warn_only", "cudnn_deterministic",
                           "cudnn_benchmark", "mkldnn_enabled", "float32_matmul_precision",
                           "flush_denormal", "seed"}) {
-    const std::string va = ra.meta(key), vb = rb.meta(key);
+    std::string va = ra.meta(key), vb = rb.meta(key);
+    // A thread count set for a while and set back (the same count at the close): the counts
+    // each run had, with their steps.
+    const std::string ha = ra.meta("num_threads_history"), hb = rb.meta("num_threads_history");
+    if (std::string_view(key) == "num_threads" && va == vb && !ha.empty() && !hb.empty() && ha != hb) {
+      va = thread_counts_text(ha);
+      vb = thread_counts_text(hb);
+    }
     if (both_closed && va != vb) out.push_back({{"key", key}, {"a", va}, {"b", vb}});
   }
   // The program's command line and directory first: another argument or input file is the

@@ -810,7 +810,7 @@ TEST_CASE("an input carried in one run only, hashed in the other, is named first
 
 TEST_CASE("runs with other thread counts: a differing output is the kernels', not a carried input") {
   using T = Recorder::T;
-  auto write = [](uint64_t out, const std::string& threads) {
+  auto write = [](uint64_t out, const std::string& threads, const std::string& history = "") {
     return write_ops(
         [&](Recorder& r) {
           T index{11, kNoSeq, "8", TensorStatus::kKnown};
@@ -819,6 +819,7 @@ TEST_CASE("runs with other thread counts: a differing output is the kernels', no
         },
         [&](tdbg::tracer::Writer& w) {
           w.set_meta("num_threads", threads);
+          w.set_meta("num_threads_history", history.empty() ? threads + "@0" : history);
           w.set_meta("end_time_ns", "1");
         });
   };
@@ -836,6 +837,13 @@ TEST_CASE("runs with other thread counts: a differing output is the kernels', no
   // With one thread it repeats exactly: the carried input is the explanation.
   json one = first(compare(write(31, "1"), write(32, "1")));
   CHECK(one["cause"] == "external_input");
+  // One thread at the end of both, but B ran two for a while: that is said, with the steps.
+  json r = compare(write(31, "1"), write(32, "1", "1@0,2@3,1@4"));
+  json set_back = first(r);
+  CHECK(set_back["cause"] == "nondeterministic");
+  CHECK(set_back["detail"].get<std::string>().find("num_threads (A 1, B 1; 2 from step 3; 1 from step 4)") !=
+        std::string::npos);
+  CHECK(r["settings"][0] == json({{"key", "num_threads"}, {"a", "1"}, {"b", "1; 2 from step 3; 1 from step 4"}}));
 }
 
 TEST_CASE("the same ops in another order are named as such, not only as inserts and removals") {
