@@ -5047,10 +5047,19 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                               ? std::string("record both runs with the same --steps window, or "
                                             "rings large enough to reach back to where they differ")
                               : disjoint_advice));
-  if (pairs_with_ops == 0 && result["first_divergence"].is_null())
-    notes.push_back("neither run holds any op (an --ops pattern that matched nothing, a "
-                    "--steps window the program never reached: steps count torch.optim "
-                    "optimizer steps, or a program that ran no torch op)");
+  // Nothing was compared: "identical" (exit 0) would pass a check of two programs that both
+  // failed before their first op.
+  if (pairs_with_ops == 0 && result["first_divergence"].is_null()) {
+    std::string endings;
+    for (const auto& [name, run] : {std::pair{"A", &a}, std::pair{"B", &b}})
+      if (!run->processes.empty())
+        if (const std::string ending = abnormal_ending(*run->processes[0]); !ending.empty())
+          endings += std::string("; ") + name + "'s process " + ending;
+    return Status::Error("neither run holds any op, nothing to compare (an --ops pattern that "
+                         "matched nothing, a --steps window the program never reached: steps "
+                         "count torch.optim optimizer steps, or a program that ran no torch "
+                         "op)" + endings);
+  }
   result["values_compared"] = values_compared;
   // Without hashes every op "is the same": nothing can be said to heal.
   if (!values_compared && result["first_divergence"].is_object()) {

@@ -2383,6 +2383,25 @@ TEST_CASE("a run whose --steps window selected no op is an error, not identical 
   }
 }
 
+TEST_CASE("two runs that hold no op at all are an error that says how each ended, not identical") {
+  auto empty = [](const std::string& status) {
+    return write_ops([](Recorder&) {}, [&](tdbg::tracer::Writer& w) {
+      w.set_meta("exit_status", status);
+      w.set_meta("end_time_ns", "1");
+    });
+  };
+  auto ra = tdbg::tracer::Run::Open(empty("2"));
+  auto rb = tdbg::tracer::Run::Open(empty("0"));
+  REQUIRE((ra.ok() && rb.ok()));
+  auto result = tdbg::diff::compare_runs(*ra, *rb, {});
+  REQUIRE_FALSE(result.ok());
+  const std::string message = result.status().message();
+  INFO(message);
+  CHECK(message.find("neither run holds any op, nothing to compare") != std::string::npos);
+  CHECK(message.find("; A's process exited with status 2") != std::string::npos);
+  CHECK(message.find("B's process") == std::string::npos);
+}
+
 TEST_CASE("hash mode none: after a change, nothing is said of values it did not record") {
   using T = Recorder::T;
   auto write = [](bool extra) {
