@@ -81,7 +81,7 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
     std::string status = tracer::tensor_status_name(t.status);
     // Why it was not hashed ("sparse layout", "overwritten by the op without being read"), and
     // where a tensor lives other than the CPU.
-    const std::string& reason = strings.text(t.reason);
+    const std::string reason = diff::reason_text(strings.text(t.reason), op.seq);
     const std::string& device = strings.text(t.device);
     std::string extra = reason.empty() ? "" : "(" + reason + ")";
     if (!device.empty() && device != "cpu") extra += (extra.empty() ? "" : " ") + std::string("on ") + device;

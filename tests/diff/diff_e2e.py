@@ -1447,6 +1447,47 @@ def case_uninitialized():
     check(line == mark["tensor"], f"at the torch.tensor line {mark['tensor']} (got {file}:{line})")
 
 
+UNINITIALIZED_PART = r'''
+import sys, torch
+w = torch.full((8,), 2.0)
+buf = torch.empty(8)  # MARK:empty
+# The garbage, written outside torch's ops: NaN, and huge values the product overflows on.
+buf.numpy()[:] = float('nan')
+buf.numpy()[6:] = 3e38
+if sys.argv[1] == "part":
+    buf[:4] = torch.ones(4)  # MARK:part
+print((w * buf).sum().item())  # MARK:read
+'''
+
+
+def case_uninitialized_part():
+    # The NaN of an `empty`'s memory that an op wrote only a part of (`buf[:4] = ...` where
+    # torch.zeros was meant) enters where it is read: not "finite" because a recorded op wrote
+    # into the tensor, and not an Inf "made" by the product that overflows on the garbage.
+    script = write_script("uninitialized_part.py", UNINITIALIZED_PART)
+    mark = marks(script)
+    for mode in ("part", "whole"):
+        run, _ = record("uninit_" + mode, [mode], script)
+        p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+        f = json.loads(p.stdout).get("first_nonfinite") or {}
+        line, file = line_of(f)
+        check(p.returncode == 1 and f.get("entered") == "uninitialized" and line == mark["read"],
+              f"{mode}: NaN entered from uninitialized memory at line {mark['read']} "
+              f"(exit {p.returncode}, entered {f.get('entered')}, {file}:{line})")
+        makers = [i.get("uninitialized_from") for i in f.get("inputs", []) if i.get("uninitialized_from")]
+        check(len(makers) == 1 and makers[0].get("source", "").endswith(f":{mark['empty']}"),
+              f"{mode}: the input names the aten::empty at line {mark['empty']} (got {makers})")
+        writers = [i.get("written_in_part_by") for i in f.get("inputs", []) if i.get("written_in_part_by")]
+        if mode == "part":
+            check(len(writers) == 1 and writers[0].get("op") == "aten::copy_"
+                  and writers[0].get("source", "").endswith(f":{mark['part']}"),
+                  f"and the op that wrote a part of it, at line {mark['part']} (got {writers})")
+            text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+            check("wrote finite values into a part of it only" in text, f"the cause says so: {text[:600]!r}")
+        else:
+            check(not writers, f"no op wrote into it (got {writers})")
+
+
 STALE_NAN = r'''
 import numpy as np, torch
 torch.manual_seed(0)

@@ -4915,3 +4915,12 @@ TEST_CASE("runs whose DataLoaders have other worker counts say so under the head
   CHECK(tdbg::diff::format_divergence(r).find("\n  warning:  the runs load their DataLoader's batches "
                                               "with another num_workers (A 2, B 1)") != std::string::npos);
 }
+
+TEST_CASE("a reason's distance back to the op that returned uninitialized memory reads as that op's seq") {
+  const std::string words = "memory returned uninitialized by an empty-family op; no recorded op wrote it";
+  CHECK(tdbg::diff::reason_text(words + " (seq -6)", 12) == words + " (seq 6)");
+  CHECK(tdbg::diff::reason_text(words, 12) == words);
+  // Not a distance this op can have: left as recorded.
+  CHECK(tdbg::diff::reason_text(words + " (seq -20)", 12) == words + " (seq -20)");
+  CHECK(tdbg::diff::reason_text("sparse layout", 3) == "sparse layout");
+}

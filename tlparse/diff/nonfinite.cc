@@ -205,6 +205,7 @@ class Tracker {
     Nonfinite in, external;
     bool from_dropped = false;  // the external NaN's producer is an op the ring dropped
     bool from_uninit = false;   // it was read from memory an `empty` returned uninitialized
+    bool from_part = false;     // it was read from memory a recorded op wrote only a part of
     int inputs = 0, unknown_inputs = 0;  // unknown: values not recorded (a kernel's buffer)
     // An input whose values were not recorded, made by an op a ring dropped: NaN made before
     // the ring may come in through it.
@@ -219,10 +220,17 @@ class Tracker {
       // (Or a view, made by a held op, of such an input: `aten::t` of a dropped op's output.)
       unknown_from_dropped = unknown_from_dropped ||
                              (unknown && (dropped || (t.hash != 0 && views_of_dropped_.count(t.hash))));
-      if ((t.producer == tracer::kNoSeq || dropped) && !unknown && seen_.find(t.hash) == seen_.end()) {
+      // Hashed where read after a recorded op wrote into it through a view (`buf[:8] = x` into
+      // a torch.empty buffer), while no op has passed NaN on yet: that op's output held none,
+      // so the NaN is in the part no recorded op wrote.
+      const bool in_part = v.nan && !carried_.nan && t.status == tracer::TensorStatus::kHashed &&
+                           t.producer != tracer::kNoSeq && !dropped;
+      if ((t.producer == tracer::kNoSeq || dropped || in_part) && !unknown &&
+          seen_.find(t.hash) == seen_.end()) {
         external |= v;
         from_dropped = from_dropped || (dropped && v.nan);
         from_uninit = from_uninit || (v.nan && uninitialized_read(strings_, t));
+        from_part = from_part || in_part;
       }
       if (!tensor_comparable(t)) ++unknown_inputs;
     }
@@ -247,7 +255,10 @@ class Tracker {
     const bool made_nan = out.nan && !in.nan && !literal.nan && !(may_carry && carried_.nan) &&
                           !unknown_from_dropped;
     const bool made_inf = out.inf && !in.inf && !literal.inf && !(may_carry && carried_.inf);
-    bool fresh = made_nan || (!options_.nan_only && made_inf);
+    // Inf made where NaN enters (a product overflowing on the garbage of uninitialized memory
+    // that also holds NaN): the NaN entering is the answer, not a start of Inf.
+    const bool nan_enters = out.nan && external.nan;
+    bool fresh = made_nan || (!options_.nan_only && made_inf && !nan_enters);
     // An Inf start that --nan-only looks past: counted as such, not as explained.
     bool ignored = options_.nan_only && made_inf && !made_nan;
     // A nested op that reads nothing but its enclosing kernel's buffers shows what that kernel
@@ -311,6 +322,7 @@ class Tracker {
              : !external.nan  ? "argument"
              : from_dropped   ? "dropped"
              : from_uninit    ? "uninitialized"
+             : from_part      ? "written_in_part"
                               : "input";
     return Verdict::kEntered;
   }
@@ -323,7 +335,8 @@ class Tracker {
   // Ops from `from_step` on whose NaN or Inf came from their inputs (from a skipped start).
   int64_t carried_in_window() const { return carried_in_window_; }
   // How NaN entered at the last op judged kEntered: "input", "uninitialized" (an input read
-  // from memory an `empty` returned), "dropped" or "argument".
+  // from memory an `empty` returned), "written_in_part" (read from memory a recorded op wrote
+  // only a part of), "dropped" or "argument".
   const std::string& entry() const { return entry_; }
 
  private:
@@ -532,7 +545,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   for (const tracer::ThreadRecord& t : r.threads())
     if (t.id == op.thread) j["os_tid"] = t.os_tid;
   j["entered"] = entry.empty() ? json(nullptr) : json(entry);
-  if (entry == "input") {
+  if (entry == "input" || entry == "written_in_part") {
     // What the recording left out may have made it: the ops before a --steps window, or the
     // ops --ops did not select.
     if (std::string selection = recorded_selection({&r}); !selection.empty())
@@ -552,6 +565,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (t.role == TensorRole::kOutput) outputs.push_back(tensor_json(strings, t));
   j["outputs"] = std::move(outputs);
   json inputs = json::array();
+  bool uninitialized_part = false;  // NaN read from the unwritten part of an `empty`'s memory
   for (const TensorRecord& t : op.tensors) {
     if (t.role != TensorRole::kInput) continue;
     json in = tensor_json(strings, t);
@@ -562,7 +576,16 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
       inputs.push_back(std::move(in));
       continue;
     }
-    if (t.producer != tracer::kNoSeq) {
+    if (entry == "written_in_part" && t.status == tracer::TensorStatus::kHashed &&
+        t.producer != tracer::kNoSeq && t.summary.valid && t.summary.nan_count > 0) {
+      // Its NaN is in the part the op that wrote into it did not write: memory from the
+      // `empty` family, most likely.
+      if (auto prod = r.op(t.producer)) in["written_in_part_by"] = op_brief_json(r, strings, *prod);
+      if (auto maker = uninitialized_maker(r, strings, op, t)) {
+        in["uninitialized_from"] = op_brief_json(r, strings, *maker);
+        uninitialized_part = true;
+      }
+    } else if (t.producer != tracer::kNoSeq) {
       if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
     } else if (uninitialized_read(strings, t)) {
       auto maker = uninitialized_maker(r, strings, op, t);
@@ -577,6 +600,10 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     }
     inputs.push_back(std::move(in));
   }
+  // Read from memory a recorded op wrote only a part of: said as uninitialized memory where
+  // an `empty` returned it, else as data from outside torch's ops (the input says which op
+  // wrote the rest).
+  if (entry == "written_in_part") j["entered"] = uninitialized_part ? "uninitialized" : "input";
   // NaN "made" by an op that cannot make it from finite inputs this small (a matmul, an add):
   // the values recorded for an input are stale. It was changed outside torch's ops after it
   // was hashed (a write through .numpy() or a data pointer), which the recording cannot see.

@@ -614,6 +614,15 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
   return maker;
 }
 
+std::string reason_text(const std::string& reason, int64_t op_seq) {
+  const size_t at = reason.rfind("(seq -");
+  if (at == std::string::npos) return reason;
+  char* end = nullptr;
+  const int64_t back = std::strtoll(reason.c_str() + at + 6, &end, 10);
+  if (end == reason.c_str() + at + 6 || back <= 0 || back > op_seq) return reason;
+  return reason.substr(0, at) + "(seq " + std::to_string(op_seq - back) + std::string(end);
+}
+
 nlohmann::json tensor_json(Strings& strings, const TensorRecord& t) {
   return {{"role", t.role == TensorRole::kInput ? "input" : "output"},
           {"index", t.index},

@@ -196,6 +196,11 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
                                                     const tracer::OpRecord& op,
                                                     const tracer::TensorRecord& t);
 
+// A tensor's recorded `reason` as a user reads it: the hook names the op that returned
+// uninitialized memory by its distance back from the reading op `op_seq` (" (seq -6)", so that
+// the text interns once for every read); this gives that op's own seq (" (seq 6)").
+std::string reason_text(const std::string& reason, int64_t op_seq);
+
 // Which process of `run` is number `p`, for a run of several: {index, path, pid, rank, worker,
 // text} (rank and worker where the process has them).
 nlohmann::json process_json(const tracer::Run& run, size_t p);

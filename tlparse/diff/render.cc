@@ -37,6 +37,13 @@ std::string source_text(const json& side) {
   return s;
 }
 
+// "aten::empty (seq 6) at train.py:7", of an `op_brief_json`.
+std::string op_and_source(const json& brief) {
+  std::string s = str(brief, "op") + " (seq " + str(brief, "seq") + ")";
+  if (!str(brief, "source").empty()) s += " at " + str(brief, "source");
+  return s;
+}
+
 std::string where_text(const json& side) {
   std::string s = source_text(side);
   std::string module = str(side, "module");
@@ -745,20 +752,20 @@ std::string format_nonfinite(const json& result) {
     o << "\n";
   } else if (entered == "uninitialized") {
     // The input that read it names the `empty` (below); the cause says what that means.
-    std::string maker = "an op of the empty family";
+    std::string maker = "an op of the empty family", written = "no recorded op wrote since";
     for (const json& in : f.value("inputs", json::array())) {
       const json& from = in.value("uninitialized_from", json());
       if (!from.is_object()) continue;
-      maker = str(from, "op") + " (seq " + str(from, "seq") + ")";
-      if (!str(from, "source").empty()) maker += " at " + str(from, "source");
+      maker = op_and_source(from);
+      if (const json& part = in.value("written_in_part_by", json()); part.is_object())
+        written = op_and_source(part) + " wrote finite values into a part of it only";
       break;
     }
     o << "  cause:    NaN entered here from uninitialized memory: an input holds NaN read from "
          "memory that "
-      << maker
-      << " returned uninitialized and no recorded op wrote since (torch.empty where zeros or "
-         "ones were meant), unless the program filled it outside torch's ops (.numpy(), "
-         "data_ptr); no op made NaN from finite values\n";
+      << maker << " returned uninitialized and " << written
+      << " (torch.empty where zeros or ones were meant), unless the program filled it outside "
+         "torch's ops (.numpy(), data_ptr); no op made NaN from finite values\n";
   } else if (entered == "dropped") {
     o << "  cause:    NaN entered the recording here: an input holds NaN made by an op before the"
       << " first one this database holds (a --ring kept the last ops, or a bundle was trimmed);"
@@ -866,17 +873,19 @@ std::string format_nonfinite(const json& result) {
     o << (fin.is_boolean() ? (fin.get<bool>() ? "finite" : "NON-FINITE") : "finiteness unknown");
     print_values(o, in);
     const json& prod = in.value("producer", json());
-    if (prod.is_object()) {
+    if (const json& part = in.value("written_in_part_by", json()); part.is_object()) {
+      o << ", written in part by " << op_and_source(part) << ", finite; the NaN is in the rest, ";
+      const json& from = in.value("uninitialized_from", json());
+      o << (from.is_object() ? "memory returned uninitialized by " + op_and_source(from)
+                             : std::string("which no recorded op wrote"));
+    } else if (prod.is_object()) {
       o << ", from " << str(prod, "op") << " (seq " << str(prod, "seq") << ")";
       std::string src = str(prod, "source");
       if (!src.empty()) o << " at " << src;
     } else if (prod.is_number()) {
       o << ", from op seq " << json_text(prod);
     } else if (const json& from = in.value("uninitialized_from", json()); from.is_object()) {
-      o << ", memory returned uninitialized by " << str(from, "op") << " (seq " << str(from, "seq")
-        << ")";
-      if (!str(from, "source").empty()) o << " at " << str(from, "source");
-      o << ", written by no recorded op";
+      o << ", memory returned uninitialized by " << op_and_source(from) << ", written by no recorded op";
     } else if (from.is_boolean()) {
       o << ", memory returned uninitialized by an empty-family op, written by no recorded op";
     } else {

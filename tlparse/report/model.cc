@@ -478,7 +478,7 @@ json op_json(const Reader& reader, const OpRecord& op, StackTable* stacks, bool 
                        {"nan", t.summary.nan_count},
                        {"inf", t.summary.inf_count}};
     }
-    if (t.reason) tj["reason"] = reader.string(t.reason);
+    if (t.reason) tj["reason"] = diff::reason_text(reader.string(t.reason), op.seq);
     tensors.push_back(std::move(tj));
   }
   j["tensors"] = std::move(tensors);
