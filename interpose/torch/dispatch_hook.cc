@@ -1482,8 +1482,11 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
   ctx->info = info;
   ctx->below_autograd = below_autograd;
   ctx->node = backward_range;
-  // The outermost recorded enclosing op: nested ops judge untracked inputs against its inputs.
-  ctx->root = outer ? outer->root : nullptr;
+  // The outermost recorded enclosing op: nested ops judge untracked inputs against its inputs
+  // (a kernel's own buffers are no data). Not across a Python custom Function's forward (as
+  // reentrant checkpointing's is): its body is the program's code, whose constants
+  // (`torch.tensor(...)`, `from_numpy`) are data from outside as anywhere else.
+  ctx->root = outer && !outer->info->python_forward ? outer->root : nullptr;
   if (outer) {
     ctx->record_parent = outer->recorded ? outer->seq : outer->record_parent;
     ctx->record_depth = outer->recorded ? outer->record_depth + 1 : outer->record_depth;

@@ -1447,6 +1447,45 @@ def case_uninitialized():
     check(line == mark["tensor"], f"at the torch.tensor line {mark['tensor']} (got {file}:{line})")
 
 
+FUNCTION_CONSTANT = r'''
+import sys, torch
+torch.manual_seed(0)
+class Leaky(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        slope = torch.tensor([float(sys.argv[1])])  # MARK:constant
+        ctx.save_for_backward(x, slope)
+        return torch.where(x > 0, x, x * slope)
+    @staticmethod
+    def backward(ctx, g):
+        x, slope = ctx.saved_tensors
+        return torch.where(x > 0, g, g * slope)
+lin = torch.nn.Linear(6, 8)
+x = torch.randn(16, 6)
+for step in range(2):
+    loss = Leaky.apply(lin(x)).square().mean()
+    loss.backward()
+    print(step, loss.item())
+'''
+
+
+def case_function_constant():
+    # A constant made from Python data inside a custom autograd Function's forward (reentrant
+    # checkpointing is one too) is the program's data, not a kernel's buffer: another value is
+    # data from outside at its line, not "nondeterministic" at the op that reads it.
+    script = write_script("function_constant.py", FUNCTION_CONSTANT)
+    mark = marks(script)
+    a, _ = record("fnconst_a", ["0.5"], script)
+    b, _ = record("fnconst_b", ["0.25"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, file = line_of(d.get("a"))
+    check(rc == 1 and d.get("cause") == "external_input" and line == mark["constant"],
+          f"external_input at line {mark['constant']} (exit {rc}: {d.get('cause')} at {file}:{line})")
+    rc, r = diff(a, record("fnconst_a2", ["0.5"], script)[0])
+    check(rc == 0 and r.get("status") == "identical", f"and the same run twice is identical (got {r.get('status')})")
+
+
 UNINITIALIZED_PART = r'''
 import sys, torch
 w = torch.full((8,), 2.0)
