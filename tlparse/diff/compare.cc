@@ -1666,6 +1666,43 @@ constexpr char kStepsMoved[] =
     "gradient-accumulation condition (i % N == 0 against (i + 1) % N == 0), so each update sees "
     "other batches";
 
+// An argument that says whether the module calling the op is in training mode (dropout's
+// `train`, batch norm's `training`).
+bool is_mode_argument(const std::string& name) { return name == "train" || name == "training"; }
+
+// A structural change where one side runs an op in training mode (dropout, batch norm with
+// `train`/`training` True) and the other side's part runs none: a module is in training mode
+// in one run and in eval mode in the other (`model.eval()` forgotten runs dropout, and the
+// transformer's slow path, where the other run has its eval fast path). {"run": "A" | "B",
+// "op": the first such op (`op_brief_json`) with its "argument"}; null otherwise. Reads at
+// most 4,096 ops of each side.
+json mode_change(Pair& p, const Hunk& h) {
+  auto first_training = [](Side& s, int64_t begin, int64_t end, std::string* argument) {
+    std::optional<OpRecord> found;
+    (void)s.reader->scan_ops(s.thread, begin, std::min(end, begin + 4096), /*with_tensors=*/true,
+                             [&](const OpRecord& op) {
+                               for (const tracer::ArgRecord& a : op.args) {
+                                 if (!is_mode_argument(s.strings.text(a.name)) ||
+                                     s.strings.text(a.value) != "True")
+                                   continue;
+                                 *argument = s.strings.text(a.name);
+                                 found = op;
+                                 return false;
+                               }
+                               return true;
+                             });
+    return found;
+  };
+  std::string arg_a, arg_b;
+  const auto in_a = first_training(p.a, h.a_begin, h.a_end, &arg_a);
+  const auto in_b = first_training(p.b, h.b_begin, h.b_end, &arg_b);
+  if (in_a.has_value() == in_b.has_value()) return nullptr;
+  Side& side = in_a ? p.a : p.b;
+  json op = op_brief_json(*side.reader, side.strings, in_a ? *in_a : *in_b);
+  op["argument"] = in_a ? arg_a : arg_b;
+  return {{"run", in_a ? "A" : "B"}, {"op", std::move(op)}};
+}
+
 // Tracks how a difference spreads over the ops after it, at bounded cost.
 class Growth {
  public:
@@ -2136,6 +2173,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
                               return false;
                             });
     if (in_step) out["argument"]["in_optimizer_step"] = true;
+    if (is_mode_argument(p.a.strings.text(aa.name))) out["argument"]["module_mode"] = true;
   } else {
     out["argument"] = nullptr;
   }
@@ -2943,6 +2981,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           out["ended_in_change"] = "A";
         out["detail"] = detail;
         first_change = e.hunk;
+        if (json mode = mode_change(p, e.hunk); !mode.is_null()) out["mode_change"] = std::move(mode);
       } else if (where.kind == Located::kStructure && !out.contains("ended_in_change")) {
         // A run that ended a few ops after the first change, in a change of its own (the
         // added ops that raised aligned after a few alike ones), ended in that change too.

@@ -4924,3 +4924,41 @@ TEST_CASE("a reason's distance back to the op that returned uninitialized memory
   CHECK(tdbg::diff::reason_text(words + " (seq -20)", 12) == words + " (seq -20)");
   CHECK(tdbg::diff::reason_text("sparse layout", 3) == "sparse layout");
 }
+
+TEST_CASE("a module's train/eval mode is named: dropout only one run runs, or a training argument") {
+  using T = Recorder::T;
+  // B forgot model.eval(): its forward runs dropout (train=True) where A runs none.
+  auto run = [](bool training) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::linear", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      if (training) r.op("aten::dropout", {T{11}}, {T{12}}, {{"p", "0.1"}, {"train", "True"}}, 0, 0, kNoSeq, 5);
+      r.op("aten::relu", {T{training ? 12u : 11u}}, {T{training ? 13u : 14u}}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  json r = compare(run(false), run(true));
+  json d = first(r);
+  REQUIRE(d["mode_change"].is_object());
+  CHECK(d["mode_change"]["run"] == "B");
+  CHECK(d["mode_change"]["op"]["op"] == "aten::dropout");
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("a module is in training mode in B and in eval mode in the other") != std::string::npos);
+  // Another structural change, without a mode: nothing said.
+  auto other = [](bool extra) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::linear", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      if (extra) r.op("aten::dropout", {T{11}}, {T{12}}, {{"p", "0.1"}, {"train", "False"}}, 0, 0, kNoSeq, 5);
+      r.op("aten::relu", {T{11}}, {T{13}}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  CHECK_FALSE(first(compare(other(false), other(true))).contains("mode_change"));
+  // The same batch norm with training False in A, True in B: the argument says what it means.
+  auto norm = [](const std::string& training) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::batch_norm", {T{10}}, {T{11}}, {{"training", training}, {"momentum", "0.1"}}, 0, 0, kNoSeq, 4);
+    });
+  };
+  json n = compare(norm("False"), norm("True"));
+  CHECK(first(n)["argument"]["module_mode"] == true);
+  CHECK(tdbg::diff::format_divergence(n).find("the module's train/eval mode") != std::string::npos);
+}

@@ -130,6 +130,9 @@ void print_value(std::ostringstream& o, const json& d) {
     if (arg.value("in_optimizer_step", false))
       o << "            (inside optimizer.step(): a scalar made of its hyperparameters, so lr, "
            "momentum, betas, eps or weight decay differs, or the scheduler that sets lr)\n";
+    if (arg.value("module_mode", false))
+      o << "            (the module's train/eval mode: it is in training mode in one run and in "
+           "eval mode in the other, so model.train() or model.eval() is missing or moved)\n";
   }
   const json& rng = d.value("rng", json());
   if (rng.is_object()) o << "  rng:      A " << str(rng, "a") << "  B " << str(rng, "b") << "\n";
@@ -598,6 +601,13 @@ std::string format_divergence(const json& result) {
       for (const json& op : h["removed"]) names += " -" + str(op, "op");
       for (const json& op : h["inserted"]) names += " +" + str(op, "op");
       o << " " << names << "\n";
+    }
+    if (const json& mode = d.value("mode_change", json()); mode.is_object()) {
+      const std::string run = str(mode, "run");
+      o << "  mode:     " << run << "'s part runs " << op_and_source(mode["op"]) << " with "
+        << str(mode["op"], "argument") << "=True, " << (run == "A" ? "B" : "A")
+        << "'s none: a module is in training mode in " << run << " and in eval mode in the other "
+           "(model.eval() or model.train() missing or moved)\n";
     }
     const json& after = d.value("value_after_structure", json());
     if (after.is_object()) {
