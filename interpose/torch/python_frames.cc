@@ -5,6 +5,7 @@
 #include "interpose/torch/script_frames.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "interpose/torch/session.h"
@@ -158,6 +160,18 @@ struct FrameKeyHash {
 std::unordered_map<PyObject*, CodeInfo> g_codes;
 std::unordered_map<FrameKey, tracer::FrameId, FrameKeyHash> g_frames;
 uint64_t g_frames_generation = 0;
+// The source files whose identity the current writer has been given (meta `source:<path>`).
+std::unordered_set<std::string> g_files_written;
+
+// Tells the database which version of `file` ran (its size and modification time, meta
+// `source:<path>`), so that `tdbg` can say when the file it shows lines from changed since.
+void note_source_file(tracer::Writer* w, const std::string& file) {
+  if (file.empty() || file[0] != '/' || !g_files_written.insert(file).second) return;
+  struct stat st;
+  if (stat(file.c_str(), &st) != 0) return;
+  const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  w->set_meta("source:" + file, std::to_string(st.st_size) + ":" + std::to_string(mtime_ns));
+}
 std::string g_torch_dir;   // ".../torch/" once known
 std::string g_functorch_dir;  // its sibling ".../functorch/" (a package of its own in torch 1.13)
 std::string g_stdlib_dir;  // ".../python3.11/" once known
@@ -294,6 +308,7 @@ tracer::FrameId intern_frame(tracer::Writer* w, tracer::FrameId parent, CodeInfo
   uint64_t gen = writer_generation();
   if (g_frames_generation != gen) {
     g_frames.clear();
+    g_files_written.clear();
     g_frames_generation = gen;
   }
   FrameKey key{parent, code, line};
@@ -301,6 +316,7 @@ tracer::FrameId intern_frame(tracer::Writer* w, tracer::FrameId parent, CodeInfo
   if (it != g_frames.end()) return it->second;
   if (code->generation != gen) {
     code->file_id = w->intern(code->file);
+    note_source_file(w, code->file);
     code->function_id = w->intern(code->function);
     code->generation = gen;
   }

@@ -1447,6 +1447,35 @@ def case_uninitialized():
     check(line == mark["tensor"], f"at the torch.tensor line {mark['tensor']} (got {file}:{line})")
 
 
+EDITED = r'''
+import torch
+x = torch.ones(3)
+print((x * 2).sum().item())
+'''
+
+
+def case_edited_source():
+    # The script edited after it ran: the lines diff, show and the bundle point into are not
+    # the code that ran, and each says so. Before the edit, nothing is said.
+    script = write_script("edited.py", EDITED)
+    a, _ = record("edited_a", [], script)
+    b, _ = record("edited_b", [], script)
+    note = "edited.py changed since the recording"
+    rc, r = diff(a, b)
+    check(rc == 0 and not any(note in n for n in r.get("notes", [])), f"unchanged: no note ({r.get('notes')})")
+    with open(script, "a") as f:
+        f.write("# edited after the recording\n")
+    rc, r = diff(a, b)
+    check(rc == 0 and any(note in n for n in r.get("notes", [])), f"edited: diff notes it ({r.get('notes')})")
+    p = subprocess.run([TDBG, "show", a], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 0 and note in p.stderr, f"and show: {p.stderr!r}")
+    bundle = os.path.join(WORK, "edited.tar.gz")
+    subprocess.run([TDBG, "bundle", a, b, "-o", bundle], check=True, stdout=subprocess.DEVNULL)
+    with tarfile.open(bundle) as t:
+        readme = next(t.extractfile(m).read().decode() for m in t.getmembers() if m.name.endswith("README.md"))
+    check("edited.py` changed after it was recorded" in readme, f"and the bundle's README: {readme[:800]!r}")
+
+
 FUNCTION_CONSTANT = r'''
 import sys, torch
 torch.manual_seed(0)

@@ -2,6 +2,8 @@
 // signatures, op comparison and JSON descriptions of ops, frames and tensors.
 #include "tlparse/diff/ops.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cinttypes>
@@ -612,6 +614,26 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
   });
   if (!st.ok()) return std::nullopt;
   return maker;
+}
+
+bool source_changed(const std::string& path, const std::string& identity) {
+  struct stat st;
+  if (identity.empty() || stat(path.c_str(), &st) != 0) return false;
+  const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return identity != std::to_string(st.st_size) + ":" + std::to_string(mtime_ns);
+}
+
+std::vector<std::string> changed_source_notes(const tracer::Reader& reader) {
+  std::vector<std::string> notes;
+  (void)reader.query("SELECT key, value FROM meta WHERE key LIKE 'source:%' ORDER BY key",
+                     [&](const std::vector<std::string>& row) {
+                       const std::string path = row[0].substr(7);
+                       if (source_changed(path, row[1]))
+                         notes.push_back(path + " changed since the recording: the source lines "
+                                         "shown from it may not be the code that ran");
+                       return true;
+                     });
+  return notes;
 }
 
 std::string reason_text(const std::string& reason, int64_t op_seq) {

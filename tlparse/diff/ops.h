@@ -196,6 +196,14 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
                                                     const tracer::OpRecord& op,
                                                     const tracer::TensorRecord& t);
 
+// One line for each Python source file the recorded stacks point into that changed since the
+// recording (meta `source:<path>`: its size and modification time then): the lines shown from
+// it may not be the code that ran.
+std::vector<std::string> changed_source_notes(const tracer::Reader& reader);
+// Whether the file at `path` is no longer the one recorded as `identity` (a `source:<path>`
+// meta value, "SIZE:MTIME_NS"); false when the file is gone or nothing was recorded.
+bool source_changed(const std::string& path, const std::string& identity);
+
 // A tensor's recorded `reason` as a user reads it: the hook names the op that returned
 // uninitialized memory by its distance back from the reading op `op_seq` (" (seq -6)", so that
 // the text interns once for every read); this gives that op's own seq (" (seq 6)").

@@ -590,6 +590,15 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       if (!snapshot(f, options.max_source_bytes, &text)) continue;
       if (total + static_cast<int64_t>(text.size()) > options.max_sources_total) break;
       total += static_cast<int64_t>(text.size());
+      // Edited since it ran (its size or time differs from the recording's): said, since the
+      // snapshot is then not the code the stacks point into.
+      bool changed = false;
+      for (const auto& rj : data["runs"])
+        for (const auto& pj : rj["processes"]) {
+          const json& meta = pj.value("meta", json::object());
+          if (const auto it = meta.find("source:" + f); it != meta.end() && it->is_string())
+            changed = changed || diff::source_changed(f, it->get<std::string>());
+        }
       std::string shown = redactor.apply(f);
       std::string name = shown;
       if (name.rfind("~", 0) == 0) name = "HOME" + name.substr(1);
@@ -597,6 +606,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       if (name.empty() || name.find("..") != std::string::npos) continue;
       TDBG_RETURN_IF_ERROR(add("sources/" + name, redactor.apply(text)));
       sources.push_back({{"path", shown}, {"entry", "sources/" + name}, {"bytes", text.size()}});
+      if (changed) sources.back()["changed_since_recording"] = true;
     }
   }
 
@@ -703,6 +713,10 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   if (options.sources) {
     md << "- `sources/`: snapshots of " << sources.size()
        << " user source file(s) that the recorded stacks point into.\n";
+    for (const json& s : sources)
+      if (s.value("changed_since_recording", false))
+        md << "  - `" << s["path"].get<std::string>() << "` changed after it was recorded (another "
+              "size or modification time): its snapshot may not be the code that ran.\n";
   } else {
     md << "- No source snapshots (bundled with `--no-sources`).\n";
   }
