@@ -1,6 +1,7 @@
 // Canonical, run-independent text of non-tensor op arguments.
 #include "interpose/torch/arg_text.h"
 
+#include <ATen/Context.h>
 #include <ATen/core/jit_type.h>
 #include <c10/core/Layout.h>
 #include <c10/core/MemoryFormat.h>
@@ -113,7 +114,17 @@ std::string arg_text(const c10::IValue& v, ArgKind kind) {
   }
   if (v.isString()) return quoted(v.toStringRef());
   if (v.isDevice()) return v.toDevice().str();
-  if (v.isGenerator()) return "<generator>";
+  if (v.isGenerator()) {
+    // The default generator of its device means what `None` means (torch draws from it then):
+    // said alike, so that passing it explicitly is no difference. Another generator is named
+    // by its device; which state it holds is the op's `rng`.
+    const at::Generator& g = v.toGenerator();
+    try {
+      if (g.defined() && g == at::globalContext().defaultGenerator(g.device())) return "None";
+    } catch (...) {
+    }
+    return g.defined() ? "torch.Generator(device='" + g.device().str() + "')" : "None";
+  }
   if (v.isIntList()) {
     std::string out = "[";
     bool first = true;

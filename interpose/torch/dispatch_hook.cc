@@ -1641,7 +1641,6 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
       });
       continue;
     }
-    if (kind == ArgKind::kGenerator && !v.isNone()) continue;  // described by `rng`
     tracer::ArgRecord arg;
     arg.index = static_cast<uint16_t>(i);
     arg.name = schema_args ? info->arg_name_ids[i] : 0;

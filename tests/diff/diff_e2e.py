@@ -1447,6 +1447,41 @@ def case_uninitialized():
     check(line == mark["tensor"], f"at the torch.tensor line {mark['tensor']} (got {file}:{line})")
 
 
+GENERATOR = r'''
+import sys, torch
+torch.manual_seed(0)
+mode = sys.argv[1]
+print(torch.rand(4, generator=torch.default_generator if mode == "default" else None).sum().item())
+own = torch.Generator().manual_seed(0) if mode == "own" else None
+ds = torch.utils.data.TensorDataset(torch.arange(16.))
+for (x,) in torch.utils.data.DataLoader(ds, batch_size=4, shuffle=True, generator=own):  # MARK:loader
+    print(x.sum().item())
+'''
+
+
+def case_generator():
+    # An explicit generator is recorded as an argument: the default one reads as None (the
+    # same numbers), a generator of its own is named, and passing it in one run only is the
+    # answer, at the DataLoader's seed draw.
+    script = write_script("generator.py", GENERATOR)
+    mark = marks(script)
+    none, out_none = record("gen_none", ["none"], script)
+    default, out_default = record("gen_default", ["default"], script)
+    own, _ = record("gen_own", ["own"], script)
+    check(out_none == out_default, "precondition: the default generator draws what None does")
+    rc, r = diff(none, default)
+    check(rc == 0 and r.get("status") == "identical", f"default generator = None: identical (got {r.get('status')})")
+    rc, r = diff(none, own)
+    d = r["first_divergence"] or {}
+    arg = d.get("argument") or {}
+    line, file = line_of(d.get("a"))
+    check(rc == 1 and d.get("cause") == "arguments" and arg.get("name") == "generator"
+          and arg.get("value_a") == "None" and arg.get("value_b") == "torch.Generator(device='cpu')"
+          and line == mark["loader"],
+          f"its own generator is the argument that differs, at line {mark['loader']} "
+          f"(got {d.get('cause')}, {arg}, {file}:{line})")
+
+
 EDITED = r'''
 import torch
 x = torch.ones(3)

@@ -2174,6 +2174,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
                             });
     if (in_step) out["argument"]["in_optimizer_step"] = true;
     if (is_mode_argument(p.a.strings.text(aa.name))) out["argument"]["module_mode"] = true;
+    if (p.a.strings.text(aa.name) == "generator") out["argument"]["generator"] = true;
   } else {
     out["argument"] = nullptr;
   }

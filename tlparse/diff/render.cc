@@ -130,6 +130,10 @@ void print_value(std::ostringstream& o, const json& d) {
     if (arg.value("in_optimizer_step", false))
       o << "            (inside optimizer.step(): a scalar made of its hyperparameters, so lr, "
            "momentum, betas, eps or weight decay differs, or the scheduler that sets lr)\n";
+    if (arg.value("generator", false))
+      o << "            (where the random numbers come from: None is the default generator, which "
+           "torch.manual_seed sets; a torch.Generator of its own keeps its own state, so a "
+           "generator made or passed in one run only, such as DataLoader(generator=g), differs)\n";
     if (arg.value("module_mode", false))
       o << "            (the module's train/eval mode: it is in training mode in one run and in "
            "eval mode in the other, so model.train() or model.eval() is missing or moved)\n";
