@@ -187,6 +187,17 @@ test('a divergence where B inserts ops names B\'s op in the headline', async () 
   const first = await page.locator('#context tr.first td').allTextContents();
   const bSource = fd.b.source ? `${fd.b.source.file.split('/').pop()}:${fd.b.source.line}` : '';
   assert.ok(bSource && first[5].includes(bSource), `B's row shows B's line ${bSource}: ${first}`);
+  // The op table (on B) marks the inserted op, and not the ops after it, which the diff pairs
+  // with A's (the same values) although their numbers moved.
+  const rows = await page.locator('#op-table .vt-row').evaluateAll(rs =>
+    rs.map(r => ({ seq: Number(r.dataset.seq), differs: r.classList.contains('differs') })));
+  const range = fd.structural_changes[0].b_range, count = range[1] - range[0];
+  const inserted = rows.filter(r => r.seq >= fd.b.seq && r.seq < fd.b.seq + count);
+  assert.ok(inserted.length === count && inserted.every(r => r.differs),
+    `B's ${count} inserted ops from #${fd.b.seq} are marked: ${JSON.stringify(rows.slice(0, 8))}`);
+  const later = rows.filter(r => r.seq >= fd.b.seq + count);
+  assert.ok(later.length > 5 && later.every(r => !r.differs),
+    `the ops after it, paired as the diff pairs them, are not: ${JSON.stringify(later.filter(r => r.differs).slice(0, 8))}`);
   // Rows below an insertion are not paired ops: none is painted as differing, and a note says why.
   assert.equal(await page.locator('#context tr.differs').count(), 0);
   assert.match(await page.textContent('#context-note'), /not paired ops/);

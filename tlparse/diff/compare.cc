@@ -2890,15 +2890,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (options.on_aligned) {
         // A's ops the change removes, or the A op after an insertion (the last at the end).
         const Hunk& h = e.hunk;
-        auto seq_at = [&](int64_t tidx) {
-          auto op = p.a.reader->op_at(p.a.thread, std::min(tidx, p.a.count - 1));
+        auto seq_at = [&](Side& side, int64_t tidx) {
+          auto op = side.reader->op_at(side.thread, std::min(tidx, side.count - 1));
           return op ? op->seq : tracer::kNoSeq;
         };
         AlignedStep change;
-        change.a_first_seq = seq_at(h.a_begin);
-        change.a_last_seq = h.a_end > h.a_begin ? seq_at(h.a_end - 1) : change.a_first_seq;
+        change.a_first_seq = seq_at(p.a, h.a_begin);
+        change.a_last_seq = h.a_end > h.a_begin ? seq_at(p.a, h.a_end - 1) : change.a_first_seq;
+        change.b_first_seq = seq_at(p.b, h.b_begin);
+        change.b_last_seq = h.b_end > h.b_begin ? seq_at(p.b, h.b_end - 1) : change.b_first_seq;
         change.a_ops = h.a_end - h.a_begin;
         change.b_ops = h.b_end - h.b_begin;
+        change.a_thread = p.a.thread;
+        change.b_thread = p.b.thread;
         say_step(change);
       }
       // After healing, ops inserted or removed are a new divergence too (gradient clipping

@@ -31,6 +31,9 @@ struct AlignedStep {
   // both seqs are of the A op right after the change (the last one at the end of the thread).
   int64_t a_first_seq = tracer::kNoSeq, a_last_seq = tracer::kNoSeq;
   int64_t a_ops = 0, b_ops = 0;
+  // Likewise B's: the ops it inserts, or the B op after a removal; and the thread of each side.
+  int64_t b_first_seq = tracer::kNoSeq, b_last_seq = tracer::kNoSeq;
+  uint32_t a_thread = 0, b_thread = 0;
   // The first step of a divergence's walk: the steps before were of a divergence found, later,
   // not to be the first (another process's); drop them.
   bool restart = false;

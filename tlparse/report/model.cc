@@ -1,6 +1,7 @@
 // Builds the viewer's data model from one or two runs: metadata, per-step aggregates, a window
 // of ops around the first divergence, the difference curve and the diff engine's findings.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -300,18 +301,55 @@ struct WalkStep {
   double rel;
 };
 
-// Collects the diff engine's walk (`diff::DiffOptions::on_aligned`) for the curve.
-void collect_walk(const diff::AlignedStep& s, std::vector<WalkStep>* walk) {
-  if (s.restart) walk->clear();
+// The ops of one run that the diff engine's walk found differing, for the op table: those of
+// pairs whose outputs differ (or that pair unrelated work), and the ranges of changed
+// structure (`[thread, first seq, last seq]`), from the walk's first op (`from_seq`) on.
+struct SideMarks {
+  int64_t from_seq = tracer::kNoSeq;
+  std::vector<int64_t> seqs;
+  std::vector<std::array<int64_t, 3>> ranges;
+  void start(int64_t seq) {
+    if (from_seq == tracer::kNoSeq) from_seq = seq;
+  }
+  // Those within [first, last] (the run's window in the report), as JSON.
+  json to_json(int64_t first, int64_t last) const {
+    json in_window = json::array(), overlapping = json::array();
+    for (int64_t s : seqs)
+      if (s >= first && s <= last) in_window.push_back(s);
+    for (const auto& r : ranges)
+      if (r[2] >= first && r[1] <= last) overlapping.push_back(r);
+    return {{"from_seq", from_seq}, {"seqs", in_window}, {"ranges", overlapping}};
+  }
+};
+
+// Collects the diff engine's walk (`diff::DiffOptions::on_aligned`) for the curve, and which
+// ops it found differing on each side for the op tables.
+void collect_walk(const diff::AlignedStep& s, std::vector<WalkStep>* walk, SideMarks* marks) {
+  if (s.restart) {
+    walk->clear();
+    marks[0] = marks[1] = SideMarks();
+  }
   if (s.a == nullptr || s.b == nullptr) {
     const int64_t ops = std::max(s.a_ops, s.b_ops);
     walk->push_back({s.a_first_seq, s.a_last_seq, ops, ops, 1});
-  } else if (s.crossed) {
+    marks[0].start(s.a_first_seq);
+    marks[1].start(s.b_first_seq);
+    if (s.a_ops > 0) marks[0].ranges.push_back({int64_t{s.a_thread}, s.a_first_seq, s.a_last_seq});
+    if (s.b_ops > 0) marks[1].ranges.push_back({int64_t{s.b_thread}, s.b_first_seq, s.b_last_seq});
+    return;
+  }
+  marks[0].start(s.a->seq);
+  marks[1].start(s.b->seq);
+  bool outputs_differ = s.crossed;
+  if (s.crossed) {
     walk->push_back({s.a->seq, s.a->seq, 1, 1, 1});
   } else {
-    bool outputs_differ = false;
     const double rel = s.differs ? outputs_difference(outputs_of(*s.a), outputs_of(*s.b), &outputs_differ) : 0;
     walk->push_back({s.a->seq, s.a->seq, 1, s.differs ? 1 : 0, rel});
+  }
+  if (outputs_differ) {
+    marks[0].seqs.push_back(s.a->seq);
+    marks[1].seqs.push_back(s.b->seq);
   }
 }
 
@@ -517,11 +555,14 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
 
   json diff = nullptr;
   std::vector<WalkStep> walk;  // the diff's walk from the first divergence on
+  SideMarks marks[2];          // and the ops it found differing in A and in B
   json nonfinite = json::array();
   if (options.with_diff) {
     if (b) {
       diff::DiffOptions diff_options;
-      diff_options.on_aligned = [&walk](const diff::AlignedStep& s) { collect_walk(s, &walk); };
+      diff_options.on_aligned = [&walk, &marks](const diff::AlignedStep& s) {
+        collect_walk(s, &walk, marks);
+      };
       auto d = diff::compare_runs(a, *b, diff_options);
       if (!d.ok()) return d.status();
       diff = std::move(d.value());
@@ -577,6 +618,20 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
     auto [cb, pb] = center_for(1);
     TDBG_ASSIGN_OR_RETURN(json jb, run_json(*b, "B", pb, cb, options));
     runs.push_back(std::move(jb));
+    // The op tables mark differing ops as the diff paired them from its walk on (by seq
+    // before it, where the runs agree): an insertion does not shift every later pair.
+    if (marks[0].from_seq != tracer::kNoSeq) {
+      json aligned = json::array();
+      for (size_t side = 0; side < 2; ++side) {
+        int64_t first = INT64_MAX, last = -1;
+        for (const json& o : runs[side].value("ops", json::array())) {
+          first = std::min(first, o.value("seq", int64_t{0}));
+          last = std::max(last, o.value("seq", int64_t{0}));
+        }
+        aligned.push_back(marks[side].to_json(first, last));
+      }
+      data["aligned"] = std::move(aligned);
+    }
     int64_t from = std::max<int64_t>(0, ca - options.window_ops / 2);
     TDBG_ASSIGN_OR_RETURN(json curve,
                           difference_curve(*a.processes[pa], *b->processes[pb], from, walk, options));

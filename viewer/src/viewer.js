@@ -87,11 +87,21 @@
     }
     return false;
   }
+  // By seq before the diff's walk (the runs agree up to there); from it on as the walk paired
+  // the ops (data.aligned: the ops whose outputs differ, and the ranges of changed structure
+  // by thread), so that an inserted op is marked and does not shift every later pair.
   const differing = runs.map((r, i) => {
     const set = new Set();
     if (runs.length < 2) return set;
     const other = opBySeq[1 - i];
-    for (const o of r.ops || []) if (outputsDiffer(o, other.get(o.seq))) set.add(o.seq);
+    const walk = data.aligned ? data.aligned[i] : null;
+    const walkFrom = walk && Number.isInteger(walk.from_seq) ? walk.from_seq : Infinity;
+    const marked = new Set(walk ? walk.seqs : []);
+    const inRange = o => walk && walk.ranges.some(([thread, first, last]) =>
+      o.thread === thread && o.seq >= first && o.seq <= last);
+    for (const o of r.ops || []) {
+      if (o.seq < walkFrom ? outputsDiffer(o, other.get(o.seq)) : marked.has(o.seq) || inRange(o)) set.add(o.seq);
+    }
     return set;
   });
 
