@@ -81,7 +81,8 @@ enum class OutputKind { kGzip, kJson, kDirectory };  // kDirectory: a folder to 
 
 // Why the command must not write `out` ("" when it may): a file of one of the `runs` it reads
 // (their databases, a file in a run folder), any existing database, or an existing file that
-// is not of `kind` (an earlier bundle is replaced; `train.py` is not).
+// is not of `kind` (an earlier bundle is replaced; `train.py` is not). For a kDirectory: any
+// run folder or a folder inside one, or one whose index.html is not an earlier report.
 std::string output_refusal(const std::string& out, const std::vector<std::string>& runs,
                            OutputKind kind);
 

@@ -65,6 +65,22 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
       return "it is a file of the run " + run + ": name another file";
     }
   }
+  if (kind == OutputKind::kDirectory) {
+    // Another run's folder, or a folder inside one: the report would mix into that recording.
+    for (fs::path p = target; !p.empty(); p = p.parent_path()) {
+      if (fs::exists(p / tracer::kRunManifest, ec))
+        return "it is " + std::string(p == target ? "" : "inside ") + "the run folder " + p.string() +
+               ": name a folder outside it, so that the recording stays as it is";
+      if (p == p.parent_path()) break;
+    }
+    // A page of someone else's where the report's would go.
+    const std::string index = (target / "index.html").string();
+    struct stat st;
+    if (::stat(index.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+        head(index, 256).find("The tdbg viewer page") == std::string::npos)
+      return index + " exists and is not a tdbg report: remove it first, or name another folder";
+    return "";
+  }
   struct stat st;
   if (::stat(out.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return "";
   const std::string bytes = head(out, 32);

@@ -109,15 +109,20 @@ for target in "$db" runs/a/new.tar.gz train.py mine.tar.gz elsewhere/tdbg-run.js
   set -e
   [ $rc -eq 2 ] && grep -q 'not written' err.txt || fail "export -o $target: exit $rc, $(cat err.txt)"
 done
-# A report written into a run folder it reads, or over a database: refused the same way.
-for target in runs/a runs/b/html "$db"; do
+# A report written into a run folder it reads, or over a database, into another run's folder,
+# or over a page of the user's own: refused the same way. An earlier report is replaced.
+mkdir -p other_run site && touch other_run/tdbg-run.json && echo '<h1>mine</h1>' >site/index.html
+for target in runs/a runs/b/html "$db" other_run other_run/html site; do
   set +e
   "$tdbg" report runs/a runs/b -o "$target" >/dev/null 2>err.txt; rc=$?
   set -e
   [ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q 'not written' err.txt ||
     fail "report -o $target: exit $rc, $(cat err.txt)"
 done
-[ ! -e runs/a/index.html ] && [ ! -e runs/b/html ] || fail "a refused report -o wrote"
+[ ! -e runs/a/index.html ] && [ ! -e runs/b/html ] && [ ! -e other_run/index.html ] ||
+  fail "a refused report -o wrote"
+[ "$(cat site/index.html)" = '<h1>mine</h1>' ] || fail "report -o replaced the user's index.html"
+"$tdbg" report runs/a runs/b -o rep >/dev/null || fail "report over an earlier report exited $?"
 [ "$before" = "$(sha256sum "$db" runs/b/*.sqlite)" ] || fail "a refused -o changed a recording"
 [ "$(cat train.py)" = 'print("train")' ] && [ ! -e runs/a/new.tar.gz ] || fail "a refused -o wrote"
 tar -tzf mine.tar.gz | grep -qx train.py || fail "the user's archive was replaced"
