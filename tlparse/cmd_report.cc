@@ -1,6 +1,7 @@
 // `tdbg report RUN [RUN_B] -o DIR`: writes a static, self-contained HTML report (DIR/index.html)
 // that opens from the file system with no server and no network.
 #include <cstdio>
+#include <filesystem>
 
 #include "tlparse/commands.h"
 #include "tlparse/report/report.h"
@@ -53,6 +54,16 @@ void add_report_command(CLI::App& app) {
     auto path = report::write_report(data.value(), args->out);
     if (!path.ok()) return fail("report", path.status().message());
     std::printf("%s\n", path.value().c_str());
+    // A page this large opens slowly, if at all: said, with what to do instead.
+    constexpr uintmax_t kLargePage = uintmax_t{64} << 20;
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(path.value(), ec);
+    if (!ec && bytes > kLargePage)
+      std::fprintf(stderr,
+                   "tdbg report: note: the page is %ju MB (--window %lld ops per run): a browser "
+                   "may be slow to open it; a smaller --window, or `tdbg view`, which pages "
+                   "through the whole run, keeps it light\n",
+                   bytes >> 20, static_cast<long long>(args->window));
   });
 }
 
