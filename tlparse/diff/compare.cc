@@ -1666,6 +1666,19 @@ constexpr char kStepsMoved[] =
     "gradient-accumulation condition (i % N == 0 against (i + 1) % N == 0), so each update sees "
     "other batches";
 
+// Whether `op` of `reader` ran inside an optimizer's step() (a region of kind 1).
+bool in_optimizer_step(const Reader& reader, const OpRecord& op) {
+  bool in_step = false;
+  (void)reader.query("SELECT 1 FROM regions WHERE kind = 1 AND thread = " + std::to_string(op.thread) +
+                         " AND start_seq <= " + std::to_string(op.seq) +
+                         " AND (end_seq IS NULL OR end_seq >= " + std::to_string(op.seq) + ") LIMIT 1",
+                     [&](const std::vector<std::string>&) {
+                       in_step = true;
+                       return false;
+                     });
+  return in_step;
+}
+
 // An argument that says whether the module calling the op is in training mode (dropout's
 // `train`, batch norm's `training`).
 bool is_mode_argument(const std::string& name) { return name == "train" || name == "training"; }
@@ -2164,15 +2177,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     // Inside an optimizer's step(): the scalar is made of its hyperparameters (AdamW's decay
     // multiplies by 1 - lr * weight_decay, its update adds -lr / bias correction), so the
     // user's question is which of them, or the scheduler that sets lr, differs.
-    bool in_step = false;
-    (void)p.a.reader->query("SELECT 1 FROM regions WHERE kind = 1 AND thread = " +
-                                std::to_string(a.thread) + " AND start_seq <= " + std::to_string(a.seq) +
-                                " AND (end_seq IS NULL OR end_seq >= " + std::to_string(a.seq) + ") LIMIT 1",
-                            [&](const std::vector<std::string>&) {
-                              in_step = true;
-                              return false;
-                            });
-    if (in_step) out["argument"]["in_optimizer_step"] = true;
+    if (in_optimizer_step(*p.a.reader, a)) out["argument"]["in_optimizer_step"] = true;
     if (is_mode_argument(p.a.strings.text(aa.name))) out["argument"]["module_mode"] = true;
     if (p.a.strings.text(aa.name) == "generator") out["argument"]["generator"] = true;
   } else {
@@ -3188,10 +3193,23 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // in B's last): the steps split the same work otherwise.
     bool other_steps = !change_steps[0].empty() && !change_steps[1].empty();
     for (int32_t step : change_steps[0]) other_steps = other_steps && !change_steps[1].count(step);
+    // Inside optimizer.step(): the parameters were updated in another order.
+    bool in_step = false;
+    if (same_calls) {
+      const bool removes = first_change.a_end > first_change.a_begin;
+      Side& side = removes ? p.a : p.b;
+      const auto op = side.reader->op_at(side.thread, removes ? first_change.a_begin : first_change.b_begin);
+      in_step = op && in_optimizer_step(*side.reader, *op);
+    }
     out["detail"] = out.value("detail", std::string()) +
                     "; the same ops ran in another order (" + std::to_string(moved_ops / 2) +
                     " op(s) moved" +
                     (other_steps ? std::string(", into other optimizer steps: ") + kStepsMoved + ")"
+                     : same_calls && in_step
+                         ? ", each from the same source line in both runs, inside "
+                           "optimizer.step(): the parameters updated in another order, such as "
+                           "parameter groups built another way (a weight-decay group split or "
+                           "merged) or from a set or a dict iterated in another order)"
                      : same_calls ? ", each from the same source line in both runs: an order "
                                   "chosen at run time, such as iterating a set or a dict built "
                                   "in another order, or an expression on those lines rewritten)"

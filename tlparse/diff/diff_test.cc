@@ -848,18 +848,33 @@ TEST_CASE("runs with other thread counts: a differing output is the kernels', no
 
 TEST_CASE("the same ops in another order are named as such, not only as inserts and removals") {
   using T = Recorder::T;
-  auto write = [](bool swapped) {
-    return write_ops([&](Recorder& r) {
-      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
-      auto first = [&] { r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 5);
-                         r.op("aten::tanh", {T{14}}, {T{15}}, {}, 0, 0, kNoSeq, 6); };
-      auto second = [&] { r.op("aten::exp", {T{16}}, {T{17}}, {}, 0, 0, kNoSeq, 7);
-                          r.op("aten::sin", {T{18}}, {T{19}}, {}, 0, 0, kNoSeq, 8); };
-      if (swapped) { second(); first(); } else { first(); second(); }
-      r.op("aten::cos", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 9);
-    });
+  auto write = [](bool swapped, bool in_step = false) {
+    return write_ops(
+        [&](Recorder& r) {
+          r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+          auto first = [&] { r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 5);
+                             r.op("aten::tanh", {T{14}}, {T{15}}, {}, 0, 0, kNoSeq, 6); };
+          auto second = [&] { r.op("aten::exp", {T{16}}, {T{17}}, {}, 0, 0, kNoSeq, 7);
+                              r.op("aten::sin", {T{18}}, {T{19}}, {}, 0, 0, kNoSeq, 8); };
+          if (swapped) { second(); first(); } else { first(); second(); }
+          r.op("aten::cos", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 9);
+        },
+        [&](tdbg::tracer::Writer& w) {
+          if (!in_step) return;
+          tdbg::tracer::RegionRecord step;  // the moved ops inside optimizer.step()
+          step.id = 1;
+          step.name = w.intern("Optimizer.step#AdamW.step");
+          step.kind = tdbg::tracer::RegionKind::kStep;
+          step.start_seq = 1;
+          step.end_seq = 4;
+          w.append_region(step);
+        });
   };
+  // Inside optimizer.step(): the parameters in another order (param groups built another way).
+  const std::string stepped = first(compare(write(false, true), write(true, true)))["detail"];
+  CHECK(stepped.find("inside optimizer.step(): the parameters updated in another order") != std::string::npos);
   json d = first(compare(write(false), write(true)));
+  CHECK(d["detail"].get<std::string>().find("inside optimizer.step()") == std::string::npos);
   CHECK(d["kind"] == "structure");
   CHECK(d.value("reordered", false));
   CHECK(d["detail"].get<std::string>().find("the same ops ran in another order") != std::string::npos);
