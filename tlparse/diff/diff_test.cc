@@ -2914,6 +2914,26 @@ TEST_CASE("first_nonfinite follows an expand of a tensor holding Inf as all of i
   CHECK(in["finite"] == false);
 }
 
+TEST_CASE("NaN made from Inf inputs says so: a softmax of a row masked to -inf throughout") {
+  using T = Recorder::T;
+  const std::string path = write_ops([](Recorder& r) {
+    T masked{10};
+    masked.inf = 12;
+    masked.producer = r.op("aten::masked_fill", {T{1}, T{2}}, {masked}, {{"value", "-inf"}}, 0, 0, kNoSeq, 9);
+    T nan{11};
+    nan.nan = 4;
+    r.op("aten::_softmax", {masked}, {nan}, {{"dim", "-1"}}, 0, 0, kNoSeq, 10);
+  });
+  json r = nonfinite_of(path);
+  REQUIRE(r["status"] == "nonfinite");
+  CHECK(r["first_nonfinite"]["op"] == "aten::_softmax");
+  const std::string text = tdbg::diff::format_nonfinite(r);
+  INFO(text);
+  CHECK(text.find("cause:    made here: NaN from inputs that hold Inf (inf - inf, inf / inf, 0 * inf; in a "
+                  "softmax, a row that is -inf throughout") != std::string::npos);
+  CHECK(text.find("an overflow, log or sqrt") == std::string::npos);
+}
+
 TEST_CASE("first_nonfinite passes over NaN made and cleaned inside one top-level op") {
   using T = Recorder::T;
   // torch's norm backward for a zero vector: a nested div makes 0/0, the next nested op masks

@@ -835,8 +835,21 @@ std::string format_nonfinite(const json& result) {
       }
       o << "\n";
     } else {
-      o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
-        << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf, 0 * inf)\n";
+      // NaN made from inputs that hold Inf: only the operations on infinities make it.
+      bool inf_input = false;
+      for (const json& in : f.value("inputs", json::array()))
+        if (const json& v = in.value("values", json()); v.is_object() && v.value("inf", int64_t{0}) > 0)
+          inf_input = true;
+      if (s.value("nan", int64_t{0}) > 0 && inf_input) {
+        o << "  cause:    made here: NaN from inputs that hold Inf (inf - inf, inf / inf, 0 * inf";
+        if (str(f, "op").find("softmax") != std::string::npos)
+          o << "; in a softmax, a row that is -inf throughout, such as a fully masked attention row, "
+               "is 0/0";
+        o << ")\n";
+      } else {
+        o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
+          << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf, 0 * inf)\n";
+      }
     }
   }
   // The other processes' starts: the run has several, and the user may look at either.
