@@ -150,23 +150,6 @@ pid_t live_writer(const std::vector<fs::path>& files) {
   return 0;
 }
 
-// The pid of a `tdbg record` still running into `dir` whose program has loaded no torch yet
-// (no database to hold open), or 0: the run manifest has no exit status yet and names a live
-// recorder.
-pid_t live_recorder(const std::string& dir) {
-  std::ifstream in(fs::path(dir) / kRunManifest);
-  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
-  if (!manifest.is_object() || !manifest.value("exit_status", nlohmann::json()).is_null() ||
-      !manifest.value("recorder_pid", nlohmann::json()).is_number_integer())
-    return 0;
-  const pid_t recorder = static_cast<pid_t>(manifest["recorder_pid"].get<int64_t>());
-  std::ifstream cmdline("/proc/" + std::to_string(recorder) + "/cmdline");
-  const std::string argv((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-  const bool live = recorder > 0 && recorder != getpid() && ::kill(recorder, 0) == 0 &&
-                    argv.find(std::string("record") + '\0') != std::string::npos;
-  return live ? recorder : 0;
-}
-
 StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) {
   std::error_code ec;
   fs::file_status status = fs::status(dir, ec);
@@ -191,7 +174,7 @@ StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) 
                            "--force to record into it anyway)");
     // A recording still running here is never replaced: removing its files under it would
     // lose what it records and leave another run's metadata beside them.
-    if (const pid_t recorder = live_recorder(dir); recorder != 0)
+    if (const pid_t recorder = tracer::LiveRecorder(dir); recorder != 0)
       return Status::Error(dir + ": a recording is still running into it (tdbg record, pid " +
                            std::to_string(recorder) + "); choose another -o");
     if (const pid_t pid = live_writer(run_files); pid != 0)

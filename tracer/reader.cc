@@ -3,6 +3,7 @@
 #include "tracer/reader.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,11 +12,15 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <queue>
 #include <tuple>
 #include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 #include "tracer/op_block.h"
 #include "tracer/names_check.h"
@@ -1157,6 +1162,20 @@ std::vector<ProcessKey> process_keys(const std::vector<std::unique_ptr<Reader>>&
 
 }  // namespace
 
+pid_t LiveRecorder(const std::string& dir) {
+  std::ifstream in(dir + "/" + kRunManifest);
+  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+  if (!manifest.is_object() || !manifest.value("exit_status", nlohmann::json()).is_null() ||
+      !manifest.value("recorder_pid", nlohmann::json()).is_number_integer())
+    return 0;
+  const pid_t recorder = static_cast<pid_t>(manifest["recorder_pid"].get<int64_t>());
+  std::ifstream cmdline("/proc/" + std::to_string(recorder) + "/cmdline");
+  const std::string argv((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  const bool live = recorder > 0 && recorder != getpid() && ::kill(recorder, 0) == 0 &&
+                    argv.find(std::string("record") + '\0') != std::string::npos;
+  return live ? recorder : 0;
+}
+
 StatusOr<Run> Run::Open(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return Status::Error(path + ": no such file or directory");
@@ -1178,9 +1197,14 @@ StatusOr<Run> Run::Open(const std::string& path) {
   ::closedir(dir);
   if (files.empty()) {
     struct stat manifest;
-    if (::stat((path + "/" + kRunManifest).c_str(), &manifest) == 0)
+    if (::stat((path + "/" + kRunManifest).c_str(), &manifest) == 0) {
+      if (const pid_t recorder = LiveRecorder(path); recorder != 0)
+        return Status::Error(path + ": still being recorded (tdbg record, pid " +
+                             std::to_string(recorder) + "), and no process of the program has "
+                             "loaded torch yet: nothing to read so far");
       return Status::Error(path + ": no process of the recorded program loaded torch, so nothing "
                                   "was recorded (" + kRunManifest + " names the program)");
+    }
     return Status::Error(path + ": no *.sqlite run database in this directory (a recorded program"
                                 " writes one per process that loads torch)");
   }

@@ -3,6 +3,8 @@
 // `*.sqlite` databases, one per recorded process, or a single database file.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
 #include <optional>
@@ -97,9 +99,15 @@ class Reader {
 // "-shm" companions, which end otherwise), and the manifest `tdbg record` writes beside them
 // (the command line, times and exit status). Either makes a directory a run directory.
 constexpr const char* kRunManifest = "tdbg-run.json";
+
 inline bool IsRunDatabaseName(const std::string& name) {
   return name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0;
 }
+
+// The pid of a `tdbg record` still running into the run directory `dir` (its manifest has no
+// exit status yet and names a recorder that is alive and is `tdbg record`), else 0. Not this
+// process.
+pid_t LiveRecorder(const std::string& dir);
 
 // A run: the databases of its processes, in a canonical order that two runs of the same
 // program share: by torch.distributed rank (meta `rank`; children inherit their parent's),

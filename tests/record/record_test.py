@@ -284,9 +284,14 @@ def case_force_live():
          "import time\ntime.sleep(4)\nimport torch\nprint(torch.ones(3).sum().item())"],
         lambda: os.path.exists(os.path.join(run, "tdbg-run.json")), timeout=30)
     result = force_into(run)
+    # Read meanwhile: not "nothing was recorded", which it is not known to be yet.
+    early = subprocess.run([TDBG, "nan", run], capture_output=True, text=True)
     out, err = first.communicate(timeout=120)
     check(result.returncode == 2 and "still running into it" in result.stderr,
           f"--force before the program loaded torch: status {result.returncode}, {result.stderr!r}")
+    check(early.returncode == 2 and "still being recorded" in early.stderr and
+          "nothing was recorded" not in early.stderr,
+          f"nan before the program loaded torch: status {early.returncode}, {early.stderr!r}")
     check(first.returncode == 0 and out.strip() == "3.0" and len(databases(run)) == 1,
           f"the late recording: status {first.returncode}, {databases(run)}")
     # Nor a process recording by hand (LD_PRELOAD, no tdbg record to ask): its open database.
