@@ -3847,6 +3847,9 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   const std::string text = tdbg::diff::format_nonfinite(r);
   CHECK(text.find("NaN entered the recording here") != std::string::npos);
   CHECK(text.find("(a ring kept the last ones, or a bundle trimmed") != std::string::npos);
+  // Where the ring begins, and what to record to reach before it.
+  CHECK(r["first_nonfinite"]["first_held_step"] == 0);
+  CHECK(text.find("the database begins in step 0, so record again with a larger --ring") != std::string::npos);
 
   // The same through an input whose values were not recorded (a view: no summary), made by an
   // op the ring dropped, into an op whose other inputs are finite: AccumulateGrad's add_ of a

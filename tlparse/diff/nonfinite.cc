@@ -554,6 +554,12 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (const int64_t first = window_first_step(r); first >= 0)
       j["window_first_step"] = op.step == first;
   }
+  if (entry == "dropped") {
+    // Where the database begins: the NaN was made before that step.
+    auto held = r.held();
+    if (held.ok() && held->any)
+      if (auto first = r.op(held->first_seq)) j["first_held_step"] = first->step;
+  }
   // The non-finite output; where NaN entered through a view, the view.
   int out = nonfinite_output(op);
   for (size_t k = 0; out < 0 && k < op.tensors.size(); ++k)

@@ -783,7 +783,19 @@ std::string format_nonfinite(const json& result) {
   } else if (entered == "dropped") {
     o << "  cause:    NaN entered the recording here: an input holds NaN made by an op before the"
       << " first one this database holds (a --ring kept the last ops, or a bundle was trimmed);"
-      << " it started earlier: record again with --steps around an earlier step to find where\n";
+      << " it started earlier: ";
+    const json& first = f.value("first_held_step", json());
+    if (first.is_number_integer() && first.get<int64_t>() == 0) {
+      o << "the database begins in step 0, so record again with a larger --ring (or none) to keep "
+           "the ops before\n";
+    } else if (first.is_number_integer()) {
+      const int64_t step = first.get<int64_t>();
+      o << "the database begins in step " << step << ", so record again with a --steps window "
+        << "that starts before it (--steps K:" << step + 1 << " with K < " << step
+        << ", or from 0 with --hash outputs for a cheap pass) to find where\n";
+    } else {
+      o << "record again with --steps around an earlier step to find where\n";
+    }
   } else if (entered == "argument") {
     const json& arg = f.value("argument", json());
     o << "  cause:    NaN entered here: a NaN argument";
