@@ -1,9 +1,12 @@
 // `tdbg report RUN [RUN_B] -o DIR`: writes a static, self-contained HTML report (DIR/index.html)
 // that opens from the file system with no server and no network.
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 
 #include "tlparse/commands.h"
+#include "tlparse/report/redact.h"
 #include "tlparse/report/report.h"
 
 namespace tdbg::cli {
@@ -51,7 +54,11 @@ void add_report_command(CLI::App& app) {
     options.with_diff = !args->no_diff;
     auto data = report::build_report_data(a.value(), b ? &*b : nullptr, options);
     if (!data.ok()) return fail("report", data.status().message());
-    auto path = report::write_report(data.value(), args->out);
+    // Pages are shared too: credentials in a command line or the environment are left out,
+    // as a bundle leaves them out (paths stay: the page is read where the runs are).
+    report::Redactor redactor(/*redact_paths=*/false, "", "");
+    redactor.remember_environment(environ);
+    auto path = report::write_report(redactor.apply_report(std::move(data.value())), args->out);
     if (!path.ok()) return fail("report", path.status().message());
     std::printf("%s\n", path.value().c_str());
     // A page this large opens slowly, if at all: said, with what to do instead.

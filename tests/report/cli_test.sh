@@ -73,6 +73,9 @@ PY
 grep -q 'bug/report/index.html' inspect.txt || fail "inspect does not list the report"
 grep -q 'AWS_SECRET_ACCESS_KEY' inspect.txt || fail "README does not list the redacted names"
 if gzip -dc bug.tar.gz | grep -aq 'FAKEawsSecretKey'; then fail "a secret is in the bundle"; fi
+# The report page leaves them out too.
+if grep -q 'FAKEawsSecretKey' rep/index.html; then fail "a secret is in the report"; fi
+grep -q 'REDACTED' rep/index.html || fail "the report does not mark what it left out"
 mkdir -p evil/sub && echo x >evil/sub/f
 tar -czf evil.tar.gz -C evil --transform 's,^sub/f,../../escaped,' sub/f
 set +e

@@ -611,17 +611,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   }
 
   // The report and the machine-readable findings, redacted as a whole.
-  for (auto& rj : data["runs"]) {
-    json meta = json::object();
-    for (const auto& [k, v] : rj["meta"].items()) meta[k] = redactor.meta(k, v.get<std::string>());
-    rj["meta"] = meta;
-    for (auto& pj : rj["processes"]) {
-      json pm = json::object();
-      for (const auto& [k, v] : pj["meta"].items()) pm[k] = redactor.meta(k, v.get<std::string>());
-      pj["meta"] = pm;
-    }
-  }
-  data = redactor.apply_json(data);
+  data = redactor.apply_report(std::move(data));
   data["bundle"] = {{"sources", sources}, {"trimmed", trimmed}};
   TDBG_RETURN_IF_ERROR(add("report/index.html", render_html(data)));
   if (!data["diff"].is_null()) TDBG_RETURN_IF_ERROR(add("diff.json", json_text(data["diff"], 2) + "\n"));

@@ -271,4 +271,17 @@ nlohmann::json Redactor::apply_json(const nlohmann::json& doc) const {
   return doc;
 }
 
+nlohmann::json Redactor::apply_report(nlohmann::json data) {
+  auto redact_meta = [&](nlohmann::json& meta) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : meta.items()) out[k] = v.is_string() ? nlohmann::json(this->meta(k, v.get<std::string>())) : v;
+    meta = std::move(out);
+  };
+  for (auto& rj : data["runs"]) {
+    redact_meta(rj["meta"]);
+    for (auto& pj : rj["processes"]) redact_meta(pj["meta"]);
+  }
+  return apply_json(data);
+}
+
 }  // namespace tdbg::report

@@ -1,5 +1,6 @@
-// What a bug-report bundle must not carry: credential-like environment values (and, on request,
-// the home directory and user name). One `Redactor` scrubs every string that goes into a bundle.
+// What a bug-report bundle or a report page must not carry: credential-like environment values
+// (and, on request, the home directory and user name). One `Redactor` scrubs every string that
+// goes into a bundle or a page.
 #pragma once
 
 #include <set>
@@ -39,6 +40,10 @@ class Redactor {
   std::string apply(std::string_view text) const;
   // `apply` on every string (keys and values) of a JSON document.
   nlohmann::json apply_json(const nlohmann::json& doc) const;
+
+  // A report's data model (`build_report_data`): each run's and process's meta by key, then
+  // every string.
+  nlohmann::json apply_report(nlohmann::json data);
 
   // Names whose values were redacted, sorted.
   const std::set<std::string>& redacted_names() const { return names_; }
