@@ -569,6 +569,12 @@ def case_worker_epochs():
           f"persistent worker 1 seeded otherwise: rng at worker 1's first augmentation "
           f"(got {d.get('cause')} in worker {worker} at {line_of(d.get('a'))}, seq "
           f"{(d.get('a') or {}).get('seq')})")
+    # The bundle's README says where as diff does: in which worker, not "at step 0".
+    bundle = os.path.join(WORK, "worker_epochs_bad.tar.gz")
+    subprocess.run([TDBG, "bundle", "-o", bundle, a, b], check=True, stdout=subprocess.DEVNULL)
+    with tarfile.open(bundle) as t:
+        readme = next(t.extractfile(m).read().decode() for m in t.getmembers() if m.name.endswith("README.md"))
+    check(f"in DataLoader worker {worker}" in readme, f"the README names the worker: {readme[:400]!r}")
 
 
 def case_poke():

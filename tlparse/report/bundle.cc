@@ -401,10 +401,15 @@ std::string text_of(const json& j, const char* key, const std::string& fallback)
   return it->is_string() ? it->get<std::string>() : json_text(*it);
 }
 
-// "op #S `name` at step N, file:line" for one side of a divergence.
-std::string op_text(const json& side) {
-  std::string s = "op #" + text_of(side, "seq", "?") + " `" + text_of(side, "op", "?") + "` at step " +
-                  text_of(side, "step", "?");
+// "op #S `name` at step N, file:line" for one side of a divergence; of a process (`process_json`)
+// that is a DataLoader worker, "in DataLoader worker W" (whose step is always 0), and of one
+// the program forked, the step it was forked at, as `tdbg diff` and `tdbg nan` say.
+std::string op_text(const json& side, const json& process = json()) {
+  const std::string worker = process.is_object() ? text_of(process, "worker", "") : "";
+  std::string s = "op #" + text_of(side, "seq", "?") + " `" + text_of(side, "op", "?") + "` " +
+                  (worker.empty() ? "at step " + text_of(side, "step", "?") : "in DataLoader worker " + worker);
+  if (process.is_object() && process.contains("forked_at_step"))
+    s += " (forked at step " + text_of(process, "forked_at_step", "?") + ")";
   auto source = side.find("source");
   if (source != side.end() && source->is_object()) {
     s += ", " + text_of(*source, "file", "?") + ":" + text_of(*source, "line", "?");
@@ -419,12 +424,14 @@ std::string divergence_text(const json& fd) {
   const json& a = fd.value("a", json());
   const json& b = fd.value("b", json());
   std::string s;
+  const json& pa = fd.value("process_a", json());
+  const json& pb = fd.value("process_b", json());
   if (a.is_object() && b.is_object()) {
-    s = op_text(a);
+    s = op_text(a, pa);
   } else if (a.is_object()) {
-    s = "run A's " + op_text(a) + ", which run B does not have";
+    s = "run A's " + op_text(a, pa) + ", which run B does not have";
   } else if (b.is_object()) {
-    s = "run B's " + op_text(b) + ", which run A does not have";
+    s = "run B's " + op_text(b, pb) + ", which run A does not have";
   } else {
     s = "a structural change";
   }
@@ -667,7 +674,8 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     const std::string label = text_of(data["runs"][k], "label", "?");
     const std::string status = text_of(n, "status", "");
     if (status == "nonfinite" && n.value("first_nonfinite", json()).is_object()) {
-      md << "**First non-finite value in run " << label << "**: " << op_text(n["first_nonfinite"])
+      md << "**First non-finite value in run " << label << "**: "
+         << op_text(n["first_nonfinite"], n["first_nonfinite"].value("process_info", json()))
          << " (see `nonfinite.json`).\n\n";
     } else if (status == "finite") {
       // NaN or Inf that no op started, in `tdbg nan`'s sense: passed on, made on purpose (an
