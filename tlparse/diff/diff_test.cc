@@ -546,6 +546,19 @@ std::string write_ops(const std::function<void(Recorder&)>& ops,
   return path;
 }
 
+// An optimizer step's region (`Optimizer.step#...`) over seqs [start, end] of thread 0.
+void add_step_region(tdbg::tracer::Writer& w, uint32_t id, int64_t start, int64_t end,
+                     const char* name = "Optimizer.step#AdamW.step") {
+  tdbg::tracer::RegionRecord step;
+  step.id = id;
+  step.name = w.intern(name);
+  step.kind = tdbg::tracer::RegionKind::kStep;
+  step.start_seq = start;
+  step.end_seq = end;
+  step.step = id - 1;
+  w.append_region(step);
+}
+
 // `write_ops`'s meta for a process (pid 42) that ended with `status` ("0", "1", "signal 11").
 std::function<void(tdbg::tracer::Writer&)> ended_with(const std::string& status) {
   return [status](tdbg::tracer::Writer& w) {
@@ -860,14 +873,7 @@ TEST_CASE("the same ops in another order are named as such, not only as inserts 
           r.op("aten::cos", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 9);
         },
         [&](tdbg::tracer::Writer& w) {
-          if (!in_step) return;
-          tdbg::tracer::RegionRecord step;  // the moved ops inside optimizer.step()
-          step.id = 1;
-          step.name = w.intern("Optimizer.step#AdamW.step");
-          step.kind = tdbg::tracer::RegionKind::kStep;
-          step.start_seq = 1;
-          step.end_seq = 4;
-          w.append_region(step);
+          if (in_step) add_step_region(w, 1, 1, 4);  // the moved ops inside optimizer.step()
         });
   };
   // Inside optimizer.step(): the parameters in another order (param groups built another way).
@@ -3396,14 +3402,7 @@ TEST_CASE("an argument that differs inside optimizer.step() says it is made of h
           r.op("aten::mul_", {T{12}}, {T{13}}, {{"other", other}}, 0, 0, kNoSeq, 9);
         },
         [=](tdbg::tracer::Writer& w) {
-          if (!region) return;
-          tdbg::tracer::RegionRecord step;
-          step.id = 1;
-          step.name = w.intern("Optimizer.step#AdamW.step");
-          step.kind = tdbg::tracer::RegionKind::kStep;
-          step.start_seq = 1;
-          step.end_seq = 1;
-          w.append_region(step);
+          if (region) add_step_region(w, 1, 1, 1);
         });
   };
   json r = compare(run("0.9999", true), run("0.9998", true));
@@ -4815,15 +4814,7 @@ TEST_CASE("a later phase left out of the comparison is said under the headline, 
   };
   // The earlier phase ran 3 optimizer steps (its step regions) and saved a checkpoint.
   auto three_steps = [](tdbg::tracer::Writer& w) {
-    for (uint32_t k = 0; k < 3; ++k) {
-      tdbg::tracer::RegionRecord step;
-      step.id = k + 1;
-      step.name = w.intern("Optimizer.step#SGD.step");
-      step.kind = tdbg::tracer::RegionKind::kStep;
-      step.start_seq = step.end_seq = k;
-      step.step = k;
-      w.append_region(step);
-    }
+    for (uint32_t k = 0; k < 3; ++k) add_step_region(w, k + 1, k, k, "Optimizer.step#SGD.step");
   };
   const std::string straight = write_processes({Process{"10", "1", "", 1000, steps(0, 6), "0"}});
   const std::string phases = write_processes(
