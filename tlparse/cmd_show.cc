@@ -206,11 +206,10 @@ void add_show_command(CLI::App& app) {
                                    : std::string(" (no op held)")));
     }
     if (!args->plain && shown == limit) std::printf("... (--limit %" PRId64 "; --limit 0 lists all)\n", limit);
-    // C++ frames listed without the lines their binary could have given, and Python files
-    // changed since the recording.
+    // The source lines listed: C++ frames without the lines their binary could have given,
+    // Python files edited since the recording.
     std::fflush(stdout);
-    note_skipped("show", diff::native_line_notes(r));
-    note_skipped("show", diff::changed_source_notes(r));
+    note_skipped("show", diff::source_line_notes(r));
   });
 }
 

@@ -162,16 +162,6 @@ std::unordered_map<FrameKey, tracer::FrameId, FrameKeyHash> g_frames;
 uint64_t g_frames_generation = 0;
 // The source files whose identity the current writer has been given (meta `source:<path>`).
 std::unordered_set<std::string> g_files_written;
-
-// Tells the database which version of `file` ran (its size and modification time, meta
-// `source:<path>`), so that `tdbg` can say when the file it shows lines from changed since.
-void note_source_file(tracer::Writer* w, const std::string& file) {
-  if (file.empty() || file[0] != '/' || !g_files_written.insert(file).second) return;
-  struct stat st;
-  if (stat(file.c_str(), &st) != 0) return;
-  const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  w->set_meta("source:" + file, std::to_string(st.st_size) + ":" + std::to_string(mtime_ns));
-}
 std::string g_torch_dir;   // ".../torch/" once known
 std::string g_functorch_dir;  // its sibling ".../functorch/" (a package of its own in torch 1.13)
 std::string g_stdlib_dir;  // ".../python3.11/" once known
@@ -303,6 +293,16 @@ struct StackMemo {
   bool library_outside[kMaxFrames];  // a frame outside the user's code, up to this one
 };
 thread_local StackMemo t_stack_memo;
+
+// Tells the database which version of `file` ran (its size and modification time, meta
+// `source:<path>`), so that `tdbg` can say when the file it shows lines from changed since.
+void note_source_file(tracer::Writer* w, const std::string& file) {
+  if (file.empty() || file[0] != '/' || !g_files_written.insert(file).second) return;
+  struct stat st;
+  if (stat(file.c_str(), &st) != 0) return;
+  const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  w->set_meta("source:" + file, std::to_string(st.st_size) + ":" + std::to_string(mtime_ns));
+}
 
 tracer::FrameId intern_frame(tracer::Writer* w, tracer::FrameId parent, CodeInfo* code, int line) {
   uint64_t gen = writer_generation();

@@ -54,10 +54,10 @@ void session_shutdown();
 void session_finish();
 
 // Reads torch's intra-op and inter-op thread counts into the values written at close (meta
-// `num_threads`, `num_interop_threads`, and each change of the first: `num_threads_history`). Only from a thread that is running ops: asking
-// initializes torch's thread settings on the calling thread, and at exit that can deadlock
-// in torch's thread pool (a program that set the count on its main thread and trained on
-// another never exited).
+// `num_threads`, `num_interop_threads`, and each change of the first: `num_threads_history`).
+// Only from a thread that is running ops: asking initializes torch's thread settings on the
+// calling thread, and at exit that can deadlock in torch's thread pool (a program that set the
+// count on its main thread and trained on another never exited).
 void note_thread_counts();
 // The training steps the program's main thread has completed (dispatch_hook.cc).
 int64_t hook_main_step();

@@ -5533,14 +5533,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   result["chain_probes"] = stats.probes;
   result["ops_compared"] = stats.ops_compared;
   result["elapsed_ms"] = ms;
-  // C++ frames shown without the lines their binary could have given, and Python files
-  // changed since the recording (both changed since).
+  // The source lines shown: C++ frames without the lines their binary could have given,
+  // Python files edited since the recording.
   std::set<std::string> line_notes;
   for (const auto* run : {&a, &b})
     for (const auto& r : run->processes)
-      for (const auto& source : {native_line_notes(*r), changed_source_notes(*r)})
-        for (const std::string& note : source)
-          if (line_notes.insert(note).second) notes.push_back(note);
+      for (const std::string& note : source_line_notes(*r))
+        if (line_notes.insert(note).second) notes.push_back(note);
   result["notes"] = notes;
   // A damaged database can read as a thread that ends early, or a text that differs: the
   // answer would be about the damage.

@@ -858,13 +858,12 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     j["other_starts"] = std::move(other_starts);
     j["chosen_because"] = why.empty() ? json("earliest") : json(why);
   }
-  // C++ frames shown without the lines their binary could have given, and Python files
-  // changed since the recording (both changed since).
+  // The source lines shown: C++ frames without the lines their binary could have given,
+  // Python files edited since the recording.
   std::set<std::string> line_notes;
   for (const auto& r : run.processes)
-    for (const auto& source : {native_line_notes(*r), changed_source_notes(*r)})
-      for (const std::string& note : source)
-        if (line_notes.insert(note).second) notes.push_back(note);
+    for (const std::string& note : source_line_notes(*r))
+      if (line_notes.insert(note).second) notes.push_back(note);
   return json{{"status", "nonfinite"}, {"first_nonfinite", std::move(j)}, {"run", run.path},
               {"options", options_json(options)}, {"notes", notes}};
 }

@@ -636,6 +636,12 @@ std::vector<std::string> changed_source_notes(const tracer::Reader& reader) {
   return notes;
 }
 
+std::vector<std::string> source_line_notes(const tracer::Reader& reader) {
+  std::vector<std::string> notes = native_line_notes(reader);
+  for (std::string& note : changed_source_notes(reader)) notes.push_back(std::move(note));
+  return notes;
+}
+
 std::string reason_text(const std::string& reason, int64_t op_seq) {
   const size_t at = reason.rfind("(seq -");
   if (at == std::string::npos) return reason;

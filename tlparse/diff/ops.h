@@ -200,6 +200,9 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
 // recording (meta `source:<path>`: its size and modification time then): the lines shown from
 // it may not be the code that ran.
 std::vector<std::string> changed_source_notes(const tracer::Reader& reader);
+// The notes on the source lines shown from `reader`'s frames: `native_line_notes` (C++ binaries
+// without lines) and `changed_source_notes` (Python files edited since).
+std::vector<std::string> source_line_notes(const tracer::Reader& reader);
 // Whether the file at `path` is no longer the one recorded as `identity` (a `source:<path>`
 // meta value, "SIZE:MTIME_NS"); false when the file is gone or nothing was recorded.
 bool source_changed(const std::string& path, const std::string& identity);
