@@ -1686,7 +1686,8 @@ bool is_mode_argument(const std::string& name) { return name == "train" || name 
 // A structural change where one side runs an op in training mode (dropout, batch norm with
 // `train`/`training` True) and the other side's part runs none: a module is in training mode
 // in one run and in eval mode in the other (`model.eval()` forgotten runs dropout, and the
-// transformer's slow path, where the other run has its eval fast path). {"run": "A" | "B",
+// transformer's slow path, where the other run has its eval fast path); ops autograd runs
+// (a checkpointed forward run again in backward) do not count. {"run": "A" | "B",
 // "op": the first such op (`op_brief_json`) with its "argument"}; null otherwise. Reads at
 // most 4,096 ops of each side.
 json mode_change(Pair& p, const Hunk& h) {
@@ -1694,6 +1695,9 @@ json mode_change(Pair& p, const Hunk& h) {
     std::optional<OpRecord> found;
     (void)s.reader->scan_ops(s.thread, begin, std::min(end, begin + 4096), /*with_tensors=*/true,
                              [&](const OpRecord& op) {
+                               // Not a forward that autograd runs again (checkpointing's
+                               // recomputation, in training mode in both runs).
+                               if (op.flags & tracer::kOpBackward) return true;
                                for (const tracer::ArgRecord& a : op.args) {
                                  if (!is_mode_argument(s.strings.text(a.name)) ||
                                      s.strings.text(a.value) != "True")

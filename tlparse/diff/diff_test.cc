@@ -4981,6 +4981,18 @@ TEST_CASE("a module's train/eval mode is named: dropout only one run runs, or a 
     });
   };
   CHECK_FALSE(first(compare(other(false), other(true))).contains("mode_change"));
+  // A forward run again by autograd (checkpointing's recomputation): training in both runs.
+  auto recomputed = [](bool again) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::linear", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      if (again) {
+        r.next_flags = tdbg::tracer::kOpBackward;
+        r.op("aten::batch_norm", {T{11}}, {T{12}}, {{"training", "True"}}, 0, 0, kNoSeq, 5);
+      }
+      r.op("aten::relu", {T{11}}, {T{13}}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  CHECK_FALSE(first(compare(recomputed(false), recomputed(true))).contains("mode_change"));
   // The same batch norm with training False in A, True in B: the argument says what it means.
   auto norm = [](const std::string& training) {
     return write_ops([&](Recorder& r) {
