@@ -3621,7 +3621,7 @@ TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
   CHECK(text.find("distance up to -") == std::string::npos);
   // The inputs that differ are named: state changed in place that later readers see.
   INFO(text);
-  CHECK(text.find("inputs differ although no output does: in 1 of aten::batch_norm (step 0)") !=
+  CHECK(text.find("inputs differ while no output does: in 1 of aten::batch_norm (step 0)") !=
         std::string::npos);
   CHECK(text.find("what reads them later (eval mode, a saved checkpoint) reads other values") !=
         std::string::npos);
@@ -3629,6 +3629,24 @@ TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
   REQUIRE(kept.size() == 1);
   CHECK(kept[0]["inputs"] == json::array({1}));
   CHECK(kept[0]["pairs"] == 4);
+  // Training steps where only the running stats differ, then an evaluation whose output they
+  // change: said too, as what explains the later difference; not the ops after it.
+  auto eval_later = [](uint64_t stats) {
+    return write_ops([=](Recorder& r) {
+      for (int k = 0; k < 3; ++k) {
+        r.step = k;
+        r.op("aten::batch_norm", {T{10}, T{stats + uint64_t(k)}}, {T{20}}, {}, 0, 0, kNoSeq, 7);
+      }
+      r.step = 3;
+      r.op("aten::batch_norm", {T{10}, T{stats + 3}}, {T{stats + 50}}, {}, 0, 0, kNoSeq, 9);
+      r.op("aten::relu", {T{stats + 50}}, {T{60}}, {}, 0, 0, kNoSeq, 10);
+    });
+  };
+  const std::string later = tdbg::diff::format_divergence(compare(eval_later(100), eval_later(200)));
+  INFO(later);
+  CHECK(later.find("inputs differ while no output does: in 1 of aten::batch_norm (step 0 to 2)") !=
+        std::string::npos);
+  CHECK(later.find("of aten::relu") == std::string::npos);
 }
 
 TEST_CASE("growth where every differing op is structural, or outputs differ in shape, says so") {

@@ -199,16 +199,26 @@ void print_context(std::ostringstream& o, const json& context) {
 // from outside torch's ops.
 void print_kept_inputs(std::ostringstream& o, const json& g) {
   const json& kept = g.value("inputs_only", json::array());
-  if (kept.empty() || g.value("outputs_differ", int64_t{0}) > 0) return;
-  o << "            inputs differ although no output does:";
-  for (size_t k = 0; k < kept.size(); ++k) {
-    const json& row = kept[k];
+  if (kept.empty()) return;
+  // Said where no output differs, or before the first step where one does (the running
+  // statistics that an evaluation then reads): there the changed state explains the later
+  // difference. Once outputs differ, inputs that differ are no news.
+  int64_t first_kept = INT64_MAX, first_output = INT64_MAX;
+  for (const json& row : kept) first_kept = std::min(first_kept, row.value("first_step", int64_t{0}));
+  for (const json& s : g.value("steps", json::array()))
+    if (s.value("outputs_differ", int64_t{0}) > 0)
+      first_output = std::min(first_output, s.value("step", int64_t{0}));
+  if (g.value("outputs_differ", int64_t{0}) > 0 && first_kept >= first_output) return;
+  o << "            inputs differ while no output does:";
+  size_t shown = 0;
+  for (const json& row : kept) {
+    if (row.value("first_step", int64_t{0}) >= first_output) continue;  // once outputs differ
     std::string list;
     for (const json& i : row.value("inputs", json::array()))
       list += (list.empty() ? "in " : ", in ") + std::to_string(i.get<int64_t>());
     const int64_t first = row.value("first_step", int64_t{0});
     const int64_t until = row.value("last_step", int64_t{0});
-    o << (k ? ";" : "") << " " << list << " of " << str(row, "op") << " (step " << first;
+    o << (shown++ ? ";" : "") << " " << list << " of " << str(row, "op") << " (step " << first;
     if (until != first) o << " to " << until;
     o << ")";
   }
