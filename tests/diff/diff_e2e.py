@@ -1503,11 +1503,13 @@ def case_edited_source():
     b, _ = record("edited_b", [], script)
     note = "edited.py changed since the recording"
     rc, r = diff(a, b)
-    check(rc == 0 and not any(note in n for n in r.get("notes", [])), f"unchanged: no note ({r.get('notes')})")
+    check(rc == 0 and not any(note in n for n in r.get("warnings", [])), f"unchanged: no warning ({r.get('warnings')})")
     with open(script, "a") as f:
         f.write("# edited after the recording\n")
     rc, r = diff(a, b)
-    check(rc == 0 and any(note in n for n in r.get("notes", [])), f"edited: diff notes it ({r.get('notes')})")
+    check(rc == 0 and any(note in n for n in r.get("warnings", [])), f"edited: diff warns ({r.get('warnings')})")
+    text = diff_text(a, b).splitlines()
+    check(len(text) > 1 and note in text[1], f"under the headline: {text[:3]}")
     p = subprocess.run([TDBG, "show", a], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     check(p.returncode == 0 and note in p.stderr, f"and show: {p.stderr!r}")
     bundle = os.path.join(WORK, "edited.tar.gz")

@@ -5537,13 +5537,17 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   result["chain_probes"] = stats.probes;
   result["ops_compared"] = stats.ops_compared;
   result["elapsed_ms"] = ms;
-  // The source lines shown: C++ frames without the lines their binary could have given,
-  // Python files edited since the recording.
+  // The source lines shown: C++ frames without the lines their binary could have given (a
+  // note), Python files edited since the recording (a warning, under the headline: the lines
+  // it names may be other statements).
   std::set<std::string> line_notes;
   for (const auto* run : {&a, &b})
-    for (const auto& r : run->processes)
-      for (const std::string& note : source_line_notes(*r))
+    for (const auto& r : run->processes) {
+      for (const std::string& note : native_line_notes(*r))
         if (line_notes.insert(note).second) notes.push_back(note);
+      for (const std::string& note : changed_source_notes(*r))
+        if (line_notes.insert(note).second) result["warnings"].push_back(note);
+    }
   result["notes"] = notes;
   // A damaged database can read as a thread that ends early, or a text that differs: the
   // answer would be about the damage.
