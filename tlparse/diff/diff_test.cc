@@ -3429,7 +3429,8 @@ TEST_CASE("an argument that changed no value is not said to have been overwritte
   const std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("changed no value") != std::string::npos);
   CHECK(text.find("was overwritten with the same values") == std::string::npos);
-  // The same hook at the next step: healed, then the same argument again.
+  // The same hook at the next step: the same argument again is no new divergence; it changes
+  // no value there either, to the end, and the headline says so.
   auto twice = [](const std::string& bound) {
     return write_ops([&](Recorder& r) {
       for (int step = 0; step < 2; ++step) {
@@ -3441,10 +3442,26 @@ TEST_CASE("an argument that changed no value is not said to have been overwritte
   };
   json again = compare(twice("-1"), twice("-0.5"));
   REQUIRE(first(again)["healed"].is_object());
-  REQUIRE(first(again)["next"].is_object());
+  CHECK_FALSE(first(again).contains("next"));
+  CHECK(first(again)["healed"]["to_end"] == true);
+  CHECK(first(again)["healed"]["repeats"] == 1);
   const std::string again_text = tdbg::diff::format_divergence(again);
-  CHECK(again_text.find("changed no value") != std::string::npos);
+  INFO(again_text);
+  CHECK(again_text.rfind("diverged at aten::clamp (seq 0, step 0): arguments; it changes no value: every "
+                         "tensor is the same in both runs to the end", 0) == 0);
+  CHECK(again_text.find("the same argument differs again at 1 later call(s)") != std::string::npos);
   CHECK(again_text.find("was overwritten with the same values") == std::string::npos);
+  // Another argument at the later call is a divergence of its own.
+  auto other = [](const std::string& bound, const std::string& later) {
+    return write_ops([&](Recorder& r) {
+      for (int step = 0; step < 2; ++step) {
+        r.step = step;
+        r.op("aten::clamp", {T{10}}, {T{11}}, {{"min", step == 0 ? bound : later}}, 0, 0, kNoSeq, 5);
+        for (int k = 0; k < 12; ++k) r.op("aten::mul", {T{11u + k}}, {T{12u + k}}, {}, 0, 0, kNoSeq, 6);
+      }
+    });
+  };
+  CHECK(first(compare(other("-1", "-1"), other("-0.5", "-0.7")))["next"].is_object());
 }
 
 TEST_CASE("identical runs whose module paths differ get a note") {

@@ -463,6 +463,9 @@ std::string healed_suffix(const json& d) {
            (next["a"].is_object() ? "" : " of B") + ", step " + str(side, "step") + "): " +
            str(next, "cause");
   }
+  // An argument that changed no tensor of its op, nor any op after it.
+  if (str(d, "kind") != "structure" && !d.value("tensor", json()).is_object())
+    return "; it changes no value: every tensor is the same in both runs to the end";
   return "; healed: the same again from seq " + str(healed, "seq_a") + " to the end";
 }
 
@@ -480,8 +483,11 @@ void print_healing(std::ostringstream& o, const json& d) {
       << (no_value_differed
               ? "the op's tensors are the same in both runs, so what differs changed no value"
               : "every tensor that differed was overwritten with the same values (as when "
-                "loaded weights replace a random init), and it changed nothing after")
-      << "\n";
+                "loaded weights replace a random init), and it changed nothing after");
+    if (healed.value("repeats", int64_t{0}) > 0)
+      o << "; the same argument differs again at " << str(healed, "repeats")
+        << " later call(s) of the op, changing no value there either";
+    o << "\n";
     return;
   }
   o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: "

@@ -163,7 +163,9 @@
         fd.kind === 'structure' && fd.detail ? [' (', fd.detail, ')'] : null,
         fd.cause ? [' — cause: ', h('span', { class: 'tag' }, fd.cause)] : null,
         fd.kind && fd.kind !== fd.cause ? [' (', fd.kind, ' difference)'] : null,
-        fd.healed && fd.healed.to_end ? h('span', { id: 'status-healed' }, '; healed: the same again from seq ' + fmt(fd.healed.seq_a) + ' to the end')
+        fd.healed && fd.healed.to_end ? h('span', { id: 'status-healed' }, fd.kind !== 'structure' && !fd.tensor
+          ? '; it changes no value: every tensor is the same in both runs to the end'
+          : '; healed: the same again from seq ' + fmt(fd.healed.seq_a) + ' to the end')
           : fd.healed && fd.next && (fd.next.a || fd.next.b) ? h('span', { id: 'status-healed' }, '; healed, then diverged again at ' +
             (fd.next.a || fd.next.b).op + ' (seq ' + fmt((fd.next.a || fd.next.b).seq) + ')') : null);
     }
