@@ -627,10 +627,10 @@ TEST_CASE("an input a view in one run and new data in the other is named, not a 
 
 TEST_CASE("an op reached from another line in each run shows both lines") {
   using T = Recorder::T;
-  auto write = [](int line, const char* index) {
+  auto write = [](int line, const char* index, int before = 5) {
     return write_ops([&](Recorder& r) {
       T x{11};
-      x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
+      x.producer = r.op("aten::relu", {T{10}}, {x}, {}, 0, 0, kNoSeq, before);
       r.op("aten::select", {x}, {T{20, kNoSeq, "32x8", TensorStatus::kView}},
            {{"dim", "0"}, {"index", index}}, 0, 0, kNoSeq, line);
     });
@@ -640,7 +640,12 @@ TEST_CASE("an op reached from another line in each run shows both lines") {
   std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("A train.py:30") != std::string::npos);
   CHECK(text.find("B train.py:32") != std::string::npos);
-  CHECK(text.find("another code path") != std::string::npos);
+  CHECK(text.find("another code path, or an edit that moved the lines") != std::string::npos);
+  // The op before moved by as much: an edit moved the file's lines, the statement is the same.
+  const std::string moved = tdbg::diff::format_divergence(compare(write(30, "1"), write(32, "0", 7)));
+  INFO(moved);
+  CHECK(moved.find("(the same statement: B's file has its lines lower by 2, as the ops before it do, "
+                   "from an edit; not another code path)") != std::string::npos);
 }
 
 TEST_CASE("two copies of one script: the same line in another file is no other code path") {

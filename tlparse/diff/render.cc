@@ -1,6 +1,7 @@
 // Human-readable renderings of `compare_runs` and `first_nonfinite` results: the answer to
 // "where, and why" in the first lines, then the details a user looks at next.
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <sstream>
 
@@ -76,6 +77,32 @@ void print_side(std::ostringstream& o, const char* label, const json& side) {
     << str(side, "step") << " · " << where_text(side) << "\n";
 }
 
+// Whether the runs' lines moved by `delta` at an op before the divergence too (the context's
+// rows before it, where the runs agree): the file was edited so that its lines moved, and the
+// op's other line is the same statement, not another code path.
+bool lines_moved(const json& d, int64_t delta) {
+  const json& context = d.value("context", json());
+  if (delta == 0 || !context.is_object()) return false;
+  const json& a = context.value("a", json::array());
+  const json& b = context.value("b", json::array());
+  auto split = [](const std::string& source, std::string* file, int64_t* line) {
+    const size_t colon = source.rfind(':');
+    if (colon == std::string::npos) return false;
+    *file = source.substr(0, colon);
+    *line = std::strtoll(source.c_str() + colon + 1, nullptr, 10);
+    return *line > 0;
+  };
+  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
+    if (a[k].value("here", false) || b[k].value("here", false)) break;
+    std::string fa, fb;
+    int64_t la = 0, lb = 0;
+    if (split(str(a[k], "source"), &fa, &la) && split(str(b[k], "source"), &fb, &lb) && fa == fb &&
+        lb - la == delta)
+      return true;
+  }
+  return false;
+}
+
 void print_value(std::ostringstream& o, const json& d) {
   const json& a = d["a"];
   const json& b = d["b"];
@@ -99,11 +126,27 @@ void print_value(std::ostringstream& o, const json& d) {
   } else {
     o << "  where:    " << where_text(!source_a && source_b ? b : a) << "\n";
   }
+  // Another line of the same function in the same file (or a copy of it, by name): another
+  // path through it, or an edit that moved its lines (then the ops before moved by as much).
+  auto base = [](const json& side) {
+    const std::string file = str(side["source"], "file");
+    return file.substr(file.rfind('/') + 1);
+  };
+  const bool same_function =
+      other_lines && !same_source && !other_file_only && base(a) == base(b) &&
+      a["source"].value("function", json()) == b["source"].value("function", json());
+  const int64_t delta = same_function ? b["source"].value("line", int64_t{0}) - a["source"].value("line", int64_t{0}) : 0;
   o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail");
   if (other_file_only)
     o << " (the same line of another file in each run)";
   else if (same_source)
     o << " (the same line, in another module in each run)";
+  else if (same_function && lines_moved(d, delta))
+    o << " (the same statement: B's file has its lines " << (delta > 0 ? "lower" : "higher") << " by "
+      << std::llabs(delta) << ", as the ops before it do, from an edit; not another code path)";
+  else if (same_function)
+    o << " (reached from another line of the same function in each run: another code path, or "
+         "an edit that moved the lines)";
   else if (other_lines)
     o << " (reached from another line in each run: another code path?)";
   o << "\n";
