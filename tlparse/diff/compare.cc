@@ -2842,12 +2842,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // `healed`).
   int64_t repeats = 0;
   auto repeats_first_argument = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c) {
-    const json arg = out.value("argument", json());
+    if (c.arg < 0 || c.input >= 0 || c.output >= 0 || c.rng || !c.structure.empty()) return false;
+    const auto found = out.find("argument");
+    if (found == out.end() || !found->is_object()) return false;
+    const json& arg = *found;
     auto text = [](const json& j, const char* key) {
-      return j.is_object() && j.value(key, json()).is_string() ? j[key].get<std::string>() : std::string();
+      const auto it = j.find(key);
+      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
     };
-    if (c.arg < 0 || c.input >= 0 || c.output >= 0 || c.rng || !c.structure.empty() || !arg.is_object())
-      return false;
     const tracer::ArgRecord& aa = a.args[static_cast<size_t>(c.arg)];
     const tracer::ArgRecord& ab = b.args[static_cast<size_t>(c.arg)];
     const bool same = p.a.strings.text(aa.name) == text(arg, "name") &&

@@ -977,9 +977,7 @@ std::string format_nonfinite(const json& result) {
       o << (from.is_object() ? "memory returned uninitialized by " + op_and_source(from)
                              : std::string("which no recorded op wrote"));
     } else if (prod.is_object()) {
-      o << ", from " << str(prod, "op") << " (seq " << str(prod, "seq") << ")";
-      std::string src = str(prod, "source");
-      if (!src.empty()) o << " at " << src;
+      o << ", from " << op_and_source(prod);
     } else if (prod.is_number()) {
       o << ", from op seq " << json_text(prod);
     } else if (const json& from = in.value("uninitialized_from", json()); from.is_object()) {

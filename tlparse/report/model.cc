@@ -623,12 +623,9 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
     if (marks[0].from_seq != tracer::kNoSeq) {
       json aligned = json::array();
       for (size_t side = 0; side < 2; ++side) {
-        int64_t first = INT64_MAX, last = -1;
-        for (const json& o : runs[side].value("ops", json::array())) {
-          first = std::min(first, o.value("seq", int64_t{0}));
-          last = std::max(last, o.value("seq", int64_t{0}));
-        }
-        aligned.push_back(marks[side].to_json(first, last));
+        const json& window = runs[side]["window"];
+        aligned.push_back(marks[side].to_json(window.value("from_seq", int64_t{-1}),
+                                              window.value("to_seq", int64_t{-1})));
       }
       data["aligned"] = std::move(aligned);
     }
