@@ -888,12 +888,15 @@ const char* cuda_copy_refusal() {
 // Hashes `t` (hashable, see `unhashable_reason`) into `rec`. A tensor in accelerator memory
 // is hashed from a host copy; when it cannot be copied now or the copy fails (a device error),
 // `rec` says why and the function returns false, leaving any error to the program's own next
-// use.
-bool hash_into(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRecord* rec) {
+// use. With `held_values`, a host tensor with stride-0 dimensions is hashed by the values it
+// holds once (`hash_expanded_host_tensor`).
+bool hash_into(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, TensorRecord* rec,
+               bool held_values = false) {
   const int threads = static_cast<int>(settings().config.hash_threads);
   hashing::HashResult r;
   if (t.is_cpu()) {
-    r = hash_host_tensor(t, threads);
+    r = held_values && expanded_repeats(t) > 1 ? hash_expanded_host_tensor(t, threads)
+                                               : hash_host_tensor(t, threads);
   } else {
     if (const char* refusal = t.is_cuda() ? cuda_copy_refusal() : nullptr) {
       rec->status = TensorStatus::kNotHashed;
@@ -938,7 +941,10 @@ void for_each_tensor(const c10::IValue& v, F&& f) {
 // `producer` (kNoSeq: no recorded op), and remembers it so later readers carry the hash.
 void hash_input_read_now(ThreadState& ts, tracer::Writer* w, const at::Tensor& t,
                          int64_t producer, TensorRecord* rec) {
-  if (!hash_into(ts, w, t, rec)) return;
+  // Expanded (stride 0) memory read as data from outside: hashed by the values it holds once
+  // and its geometry, so each read costs the memory's size, not the logical size (a NumPy
+  // mask broadcast to a batch is hashed again by every op that reads it).
+  if (!hash_into(ts, w, t, rec, /*held_values=*/true)) return;
   rec->producer = producer;
   TrackedTensor state;
   state.hash = rec->hash;

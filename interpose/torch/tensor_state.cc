@@ -95,13 +95,12 @@ GuardedRead guarded_read() {
 
 }  // namespace
 
-hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads) {
-  hashing::TensorView view;
-  view.data = t.data_ptr();
-  view.dtype = to_dtype(t.scalar_type());
-  view.ndim = static_cast<int>(t.dim());
-  view.sizes = t.sizes().data();
-  view.strides = t.strides().data();
+namespace {
+
+// tdbg-hash v1 of `view` over `t`'s memory, read on one thread under the preload's fault
+// handlers when the memory is foreign.
+hashing::HashResult hash_host_view(const at::Tensor& t, const hashing::TensorView& view,
+                                   int threads) {
   hashing::HashOptions options;
   options.threads = threads < 1 ? 1 : threads;
   options.summaries = true;
@@ -125,6 +124,72 @@ hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads) {
     return unreadable;
   }
   return job.result;
+}
+
+// The hash of a geometry (dtype, offset, sizes, strides) folded into `base_hash`.
+uint64_t geometry_hash(uint64_t base_hash, c10::ScalarType dtype, int64_t offset,
+                       c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  // On the stack for up to 30 dimensions.
+  constexpr size_t kLocal = 2 + 2 * 30;
+  const size_t n = 2 + sizes.size() + strides.size();
+  int64_t local[kLocal];
+  std::vector<int64_t> heap;
+  int64_t* geometry = local;
+  if (n > kLocal) {
+    heap.resize(n);
+    geometry = heap.data();
+  }
+  size_t k = 0;
+  geometry[k++] = static_cast<int64_t>(dtype);
+  geometry[k++] = offset;
+  for (int64_t s : sizes) geometry[k++] = s;
+  for (int64_t s : strides) geometry[k++] = s;
+  uint64_t h = hashing::hash_bytes(geometry, k * sizeof(int64_t),
+                                   /*seed=*/0x7664626776696577ull);  // "tdbgview"
+  return hashing::hash_combine(base_hash, h);
+}
+
+}  // namespace
+
+hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads) {
+  hashing::TensorView view;
+  view.data = t.data_ptr();
+  view.dtype = to_dtype(t.scalar_type());
+  view.ndim = static_cast<int>(t.dim());
+  view.sizes = t.sizes().data();
+  view.strides = t.strides().data();
+  return hash_host_view(t, view, threads);
+}
+
+int64_t expanded_repeats(const at::Tensor& t) {
+  int64_t repeats = 1;
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (strides[d] == 0 && sizes[d] > 1) repeats *= sizes[d];  // at most numel: no overflow
+  return t.numel() == 0 ? 1 : repeats;
+}
+
+hashing::HashResult hash_expanded_host_tensor(const at::Tensor& t, int threads) {
+  const int64_t repeats = expanded_repeats(t);
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (t.strides()[d] == 0) sizes[d] = 1;
+  hashing::TensorView view;
+  view.data = t.data_ptr();
+  view.dtype = to_dtype(t.scalar_type());
+  view.ndim = static_cast<int>(t.dim());
+  view.sizes = sizes.data();
+  view.strides = t.strides().data();
+  hashing::HashResult r = hash_host_view(t, view, threads);
+  if (!r.hashed) return r;
+  r.hash = geometry_hash(r.hash, t.scalar_type(), 0, t.sizes(), t.strides());
+  // Every value the compact part holds appears `repeats` times in the whole (counts stay at
+  // most numel).
+  r.summary.sum *= static_cast<double>(repeats);
+  r.summary.abs_sum *= static_cast<double>(repeats);
+  r.summary.nan_count *= repeats;
+  r.summary.inf_count *= repeats;
+  return r;
 }
 
 bool copied_to_host(const at::Tensor& t) {
@@ -151,24 +216,7 @@ uint64_t view_hash(uint64_t base_hash, const at::Tensor& view, const at::Tensor&
   if (offset == 0 && view.sizes() == base.sizes() && view.strides() == base.strides() &&
       view.scalar_type() == base.scalar_type())
     return base_hash;
-  // dtype, offset, sizes, strides: on the stack for up to 30 dimensions.
-  constexpr size_t kLocal = 2 + 2 * 30;
-  const size_t n = 2 + 2 * static_cast<size_t>(view.dim());
-  int64_t local[kLocal];
-  std::vector<int64_t> heap;
-  int64_t* geometry = local;
-  if (n > kLocal) {
-    heap.resize(n);
-    geometry = heap.data();
-  }
-  size_t k = 0;
-  geometry[k++] = static_cast<int64_t>(view.scalar_type());
-  geometry[k++] = offset;
-  for (int64_t s : view.sizes()) geometry[k++] = s;
-  for (int64_t s : view.strides()) geometry[k++] = s;
-  uint64_t h = hashing::hash_bytes(geometry, k * sizeof(int64_t),
-                                   /*seed=*/0x7664626776696577ull);  // "tdbgview"
-  return hashing::hash_combine(base_hash, h);
+  return geometry_hash(base_hash, view.scalar_type(), offset, view.sizes(), view.strides());
 }
 
 const void* storage_key(const at::Tensor& t) {

@@ -28,6 +28,17 @@ const void* storage_key(const at::Tensor& t);
 // tdbg-hash v1 of a hashable host tensor (see `unhashable_reason`).
 hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads);
 
+// How many times a stride-0 (expanded) tensor repeats each value it holds: the product of its
+// sizes above 1 with stride 0; 1 for a tensor without such dimensions.
+int64_t expanded_repeats(const at::Tensor& t);
+
+// The hash of a host tensor with stride-0 dimensions from the values it holds once: its
+// compact part (those dimensions at size 1) hashed by tdbg-hash v1, folded with `t`'s geometry
+// like a view's (`view_hash`). Not a hash of the logical values, so it costs the memory read,
+// never the logical size (`from_numpy(a).expand(10**9, 8)`). The summary is the whole's:
+// sums and non-finite counts scaled by `expanded_repeats`.
+hashing::HashResult hash_expanded_host_tensor(const at::Tensor& t, int threads);
+
 // Whether `t` lives in accelerator memory (CUDA, XPU, MPS) and is hashed from a host copy.
 bool copied_to_host(const at::Tensor& t);
 

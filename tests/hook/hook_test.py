@@ -281,6 +281,31 @@ def case_foreign_memory():
           "read after a recorded write names the writer: %s (copy_ is seq %d)" % (m, writer[0]))
 
 
+def case_foreign_expanded():
+    # An expand of foreign memory is hashed at every read by the values it holds once: reading
+    # a trillion-element broadcast of four NumPy floats costs four floats (its full logical
+    # size would never finish), the summary still describes the whole, and a change through
+    # NumPy still changes the hash.
+    r = run_python("""
+        import numpy as np, torch
+        arr = np.array([1.0, -2.0, 3.0, float("nan")], dtype=np.float32)
+        big = torch.from_numpy(arr).expand(10**12, 4)
+        big.index_select(0, torch.tensor([0, 10**12 - 1]))
+        arr[0] = 5.0       # through NumPy: no op sees it
+        big.index_select(0, torch.tensor([7]))
+    """)
+    con = r.db()
+    first = first_op(con, "aten::index_select")
+    second = first_op(con, "aten::index_select", first[0])
+    a, b = tensors(con, first[0], "input")[0], tensors(con, second[0], "input")[0]
+    check(a[1] == "hashed" and b[1] == "hashed" and a[2] != b[2],
+          "each read hashes what the array holds now: %s, %s" % (a, b))
+    summary = con.execute("select min, max, sum, nan from tensor_view where op = ? and "
+                          "role = 'input' and idx = 0", (first[0],)).fetchone()
+    check(summary == (-2.0, 3.0, 2.0 * 10**12, 10**12),
+          "the summary is the whole broadcast's: %s" % (summary,))
+
+
 def case_view():
     r = run_python("""
         import torch
