@@ -48,9 +48,33 @@ void replace_word(std::string* text, const std::string& word, const std::string&
   }
 }
 
+// Whether `text[value_at, value_end)`, the unquoted value of the `NAME=` starting at
+// `name_start`, is a Python name, attribute or call (`pad`, `self.mask`, `m.bool()`) passed
+// as a call's keyword argument: NAME right after `(` or `, `.
+bool code_argument(const std::string& text, size_t name_start, size_t value_at, size_t value_end) {
+  size_t before = name_start;
+  bool spaced = false;
+  while (before > 0 && text[before - 1] == ' ') {
+    --before;
+    spaced = true;
+  }
+  if (before == 0) return false;
+  const char opener = text[before - 1];
+  if (!(opener == '(' || (opener == ',' && spaced))) return false;
+  const char first = text[value_at];
+  if (!(std::isalpha(static_cast<unsigned char>(first)) || first == '_')) return false;
+  for (size_t k = value_at; k < value_end; ++k) {
+    const char c = text[k];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '(' || c == '[')) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool looks_like_secret_name(std::string_view name) {
+  // A path names a file (`source:/work/secret.py`), never a variable or an option.
+  if (name.find('/') != std::string_view::npos) return false;
   std::string n = upper(name);
   while (!n.empty() && n[0] == '-') n.erase(0, 1);
   std::replace(n.begin(), n.end(), '-', '_');
@@ -203,8 +227,13 @@ std::string Redactor::apply(std::string_view text_in) const {
       }
     }
     // A quoted name pairs with a quoted value only (not `os.environ["NAME"] = value_of(...)`);
-    // a comma pairs nothing else.
+    // a comma pairs nothing else, and only a variable's name (not `"secret.py", "--lr"`, two
+    // words of a command line).
     if (quoted_name.empty() ? text[i] == ',' : !quote) continue;
+    if (text[i] == ',' && !std::all_of(quoted_name.begin(), quoted_name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        }))
+      continue;
     size_t name_start = name_end;
     while (name_start > 0 && name_char(text[name_start - 1])) --name_start;
     if (name_start == name_end && quoted_name.empty()) continue;
@@ -239,6 +268,9 @@ std::string Redactor::apply(std::string_view text_in) const {
     // quoted value, or an unquoted one in a command line or environment text (no space
     // before the =).
     if (!quote && name_end != i) continue;
+    // A call's keyword argument whose value is a name (`enc(h, src_key_padding_mask=pad)`,
+    // `attn(q, key=k)`): code, not a literal.
+    if (!quote && code_argument(text, name_start, value_at, value_end)) continue;
     // A keyword argument's default or a flag (`token=None)`): no secret, and the source stays
     // readable.
     if (!quote) {

@@ -402,6 +402,17 @@ TEST_CASE("the redactor scrubs quoted values in source text, and the shell's cre
   // A keyword argument's default is no secret, and the source stays readable.
   CHECK(q.apply("def login(token=None):") == "def login(token=None):");
   CHECK(q.apply("--hub-token=abc123 --x") == "--hub-token=[REDACTED] --x");
+  // A call's keyword argument whose value is a name is code (torch's `key_padding_mask=`), a
+  // literal or an unspaced list's entry is not.
+  CHECK(q.apply("h = s.enc(h, src_key_padding_mask=pad)") == "h = s.enc(h, src_key_padding_mask=pad)");
+  CHECK(q.apply("attn(q, key=self.k, value=v)") == "attn(q, key=self.k, value=v)");
+  CHECK(q.apply("mha(key_padding_mask=mask.bool())") == "mha(key_padding_mask=mask.bool())");
+  CHECK(q.apply("login(x, token=tok-123)") == "login(x, token=[REDACTED])");
+  CHECK(q.apply("user=bob,password=hunter2") == "user=bob,password=[REDACTED]");
+  // A file name is no credential's name: neither a source's meta key nor a command line's
+  // word before an option.
+  CHECK_FALSE(looks_like_secret_name("source:/work/secret.py"));
+  CHECK(q.apply(R"(["python3", "secret.py", "--lr", "0.1"])") == R"(["python3", "secret.py", "--lr", "0.1"])");
   // A key the program put in a recorded string, from a variable the recording does not keep:
   // the bundling shell's value is scrubbed, and named only once found.
   const char* env[] = {"WANDB_API_KEY=wandbsecret999", "HF_TOKEN=short", "PATH=/usr/bin", nullptr};
