@@ -1710,12 +1710,51 @@ json mode_change(Pair& p, const Hunk& h) {
                              });
     return found;
   };
+  // Where the other side runs nothing, the side's outermost ops must all be such ops (`if
+  // self.training: x = dropout(x)`): a whole extra iteration (a gradient-accumulation
+  // condition) or the rest of a run that the other ended before runs dropout and batch norm
+  // in training mode too, with everything else.
+  auto only_mode_ops = [](Side& s, int64_t begin, int64_t end) {
+    bool only = true;
+    int depth = -1;
+    (void)s.reader->scan_ops(s.thread, begin, std::min(end, begin + 4096), /*with_tensors=*/true,
+                             [&](const OpRecord& op) {
+                               if (op.flags & tracer::kOpBackward) return true;
+                               if (depth >= 0 && op.depth > depth) return true;  // nested
+                               depth = op.depth;
+                               only = std::any_of(op.args.begin(), op.args.end(),
+                                                  [&](const tracer::ArgRecord& a) {
+                                                    return is_mode_argument(s.strings.text(a.name));
+                                                  });
+                               return only;
+                             });
+    return only;
+  };
   std::string arg_a, arg_b;
   const auto in_a = first_training(p.a, h.a_begin, h.a_end, &arg_a);
   const auto in_b = first_training(p.b, h.b_begin, h.b_end, &arg_b);
   if (in_a.has_value() == in_b.has_value()) return nullptr;
-  Side& side = in_a ? p.a : p.b;
-  json op = op_brief_json(*side.reader, side.strings, in_a ? *in_a : *in_b);
+  // Where it runs something, that must include the training op's module (the transformer's
+  // eval fast path against its training path), not other work (a checkpoint saved where the
+  // other run goes on training).
+  auto runs_module = [](Side& s, int64_t begin, int64_t end, const std::string& module) {
+    bool found = false;
+    (void)s.reader->scan_ops(s.thread, begin, std::min(end, begin + 4096), /*with_tensors=*/false,
+                             [&](const OpRecord& op) {
+                               found = s.strings.text(op.module) == module;
+                               return !found;
+                             });
+    return found;
+  };
+  Side& trained = in_a ? p.a : p.b;
+  Side& other = in_a ? p.b : p.a;
+  const int64_t t_begin = in_a ? h.a_begin : h.b_begin, t_end = in_a ? h.a_end : h.b_end;
+  const int64_t o_begin = in_a ? h.b_begin : h.a_begin, o_end = in_a ? h.b_end : h.a_end;
+  const std::string module = trained.strings.text((in_a ? *in_a : *in_b).module);
+  if (o_begin == o_end ? !only_mode_ops(trained, t_begin, t_end)
+                       : module.empty() || !runs_module(other, o_begin, o_end, module))
+    return nullptr;
+  json op = op_brief_json(*trained.reader, trained.strings, in_a ? *in_a : *in_b);
   op["argument"] = in_a ? arg_a : arg_b;
   return {{"run", in_a ? "A" : "B"}, {"op", std::move(op)}};
 }

@@ -5021,6 +5021,39 @@ TEST_CASE("a module's train/eval mode is named: dropout only one run runs, or a 
     });
   };
   CHECK_FALSE(first(compare(other(false), other(true))).contains("mode_change"));
+  // A whole extra forward in B (a gradient-accumulation condition, or the rest of a run the
+  // other ended): dropout in training mode among other work, which A does not run at all.
+  auto extra_forward = [](bool extra) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::linear", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      if (extra) {
+        r.op("aten::linear", {T{10}}, {T{21}}, {}, 0, 0, kNoSeq, 4);
+        r.op("aten::dropout", {T{21}}, {T{22}}, {{"p", "0.1"}, {"train", "True"}}, 0, 0, kNoSeq, 5);
+        r.op("aten::relu", {T{22}}, {T{23}}, {}, 0, 0, kNoSeq, 6);
+      }
+      r.op("aten::relu", {T{11}}, {T{13}}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  CHECK_FALSE(first(compare(extra_forward(false), extra_forward(true))).contains("mode_change"));
+  // Other work in its place: A saves a checkpoint (no module) where B goes on training; or
+  // A's eval fast path in the same module, which is a mode change.
+  auto in_place_of_training = [](bool training, const std::string& other_module) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::linear", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      if (training) {
+        r.op("aten::dropout", {T{11}}, {T{12}}, {{"p", "0.1"}, {"train", "True"}}, 0, 0, kNoSeq, 5);
+      } else {
+        r.root_module = other_module;
+        r.op("aten::_transformer_encoder_layer_fwd", {T{11}}, {T{12}}, {}, 0, 0, kNoSeq, 7);
+        r.root_module = "model";
+      }
+      r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  CHECK_FALSE(first(compare(in_place_of_training(false, ""), in_place_of_training(true, "")))
+                  .contains("mode_change"));
+  CHECK(first(compare(in_place_of_training(false, "model"), in_place_of_training(true, "")))
+            .contains("mode_change"));
   // A forward run again by autograd (checkpointing's recomputation): training in both runs.
   auto recomputed = [](bool again) {
     return write_ops([&](Recorder& r) {
