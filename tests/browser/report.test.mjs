@@ -176,6 +176,9 @@ test('a divergence where B inserts ops names B\'s op in the headline', async () 
   const status = await page.textContent('#status');
   assert.ok(status.includes(`at op #${fd.b.seq} of B`) && status.includes(fd.b.op), status);
   assert.ok(!status.includes('?') && !status.includes('—,'), status);
+  // The inserted ops change no result, and the banner says so as the diff's headline does.
+  assert.ok(fd.values_same, 'precondition: the values stay the same');
+  assert.equal(await page.textContent('#status-work'), '; the values stay the same to the end (work, not results)');
   // The page opens on B's op, the one only B ran, not A's op with that number, and the run
   // picker says B.
   assert.equal(await page.textContent('#detail-name'), fd.b.op);

@@ -115,6 +115,10 @@ std::string recorded_selection(std::initializer_list<const tracer::Reader*> read
 // recorded every step.
 int64_t window_first_step(const tracer::Reader& r);
 
+// What the headline of `tdbg diff` adds after a first divergence `d` ("; healed: ...", "; the
+// values stay the same to the end (work, not results)"), or "".
+std::string headline_verdict(const nlohmann::json& d);
+
 // Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print
 // them: the answer ("where, and why") in the first lines, then the details.
 std::string format_divergence(const nlohmann::json& result);

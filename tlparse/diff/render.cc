@@ -512,6 +512,17 @@ std::string healed_suffix(const json& d) {
   return "; healed: the same again from seq " + str(healed, "seq_a") + " to the end";
 }
 
+std::string work_not_results(const json& d) {
+  // The answer to "does this change my results?" belongs on the headline.
+  if (d.value("contained", json()).is_object())
+    return "; it reaches no other op's output (work, not results)";
+  if (d.value("values_same", json()).is_object())
+    return "; the values stay the same to the end (work, not results)";
+  return "";
+}
+
+std::string headline_verdict(const json& d) { return healed_suffix(d) + work_not_results(d); }
+
 // What healing means, and the new divergence after it with its cause.
 void print_healing(std::ostringstream& o, const json& d) {
   const json& healed = d.value("healed", json());
@@ -619,10 +630,8 @@ std::string format_divergence(const json& result) {
   if (str(d, "kind") == "value") {
     o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", " << where_in_run(a)
       << "): " << str(d, "cause") << healed_suffix(d);
-    // The answer to "does this change my results?" belongs on the first line.
     const json& contained = d.value("contained", json());
-    if (contained.is_object()) o << "; it reaches no other op's output (work, not results)";
-    o << "\n";
+    o << work_not_results(d) << "\n";
     print_warnings(o, result);
     print_process();
     print_value(o, d);
@@ -638,9 +647,7 @@ std::string format_divergence(const json& result) {
     o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << healed_suffix(d);
-    // The answer to "does this change my results?" belongs on the first line.
-    if (d.value("values_same", json()).is_object()) o << "; the values stay the same to the end (work, not results)";
-    o << "\n";
+    o << work_not_results(d) << "\n";
     print_warnings(o, result);
     print_process();
     print_side(o, "A", a);

@@ -438,7 +438,8 @@ std::string divergence_text(const json& fd) {
   s += " (cause: " + text_of(fd, "cause", "?");
   std::string detail = text_of(fd, "detail", "");
   if (!detail.empty()) s += " — " + detail;
-  return s + ").";
+  // With what the diff's headline adds: whether it changes results, whether it healed.
+  return s + ")" + diff::headline_verdict(fd) + ".";
 }
 
 }  // namespace
@@ -662,6 +663,10 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     const json& fd = data["diff"]["first_divergence"];
     if (fd.is_object()) {
       md << "**First divergence**: " << divergence_text(fd) << "\n\n";
+      // How the runs were recorded or paired changes how that reads (a later phase not
+      // compared, a window, no hashes): as `tdbg diff` says it under its headline.
+      for (const json& w : data["diff"].value("warnings", json::array()))
+        if (w.is_string()) md << "Warning: " << w.get<std::string>() << "\n\n";
     } else if (text_of(data["diff"], "status", "") == "identical") {
       md << "**The runs are identical** on every compared op.\n\n";
     } else {

@@ -167,7 +167,10 @@
           ? '; it changes no value: every tensor is the same in both runs to the end'
           : '; healed: the same again from seq ' + fmt(fd.healed.seq_a) + ' to the end')
           : fd.healed && fd.next && (fd.next.a || fd.next.b) ? h('span', { id: 'status-healed' }, '; healed, then diverged again at ' +
-            (fd.next.a || fd.next.b).op + ' (seq ' + fmt((fd.next.a || fd.next.b).seq) + ')') : null);
+            (fd.next.a || fd.next.b).op + ' (seq ' + fmt((fd.next.a || fd.next.b).seq) + ')') : null,
+        // Whether the change touches results at all, as the diff's headline says it.
+        fd.contained && typeof fd.contained === 'object' ? h('span', { id: 'status-work' }, "; it reaches no other op's output (work, not results)")
+          : fd.values_same && typeof fd.values_same === 'object' ? h('span', { id: 'status-work' }, '; the values stay the same to the end (work, not results)') : null);
     }
     const keys = new Set();
     for (const r of runs) for (const k of Object.keys(r.meta || {})) keys.add(k);
