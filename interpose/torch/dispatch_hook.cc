@@ -1958,7 +1958,10 @@ int64_t hook_after_fork_child() {
   g_info_mutex.unlock();
   // Another thread may have held an op's intern lock at the fork: it does not exist here.
   for (auto& entry : g_infos) new (&entry.second->intern_mutex) std::mutex();
-  g_tensors.clear();
+  // What the parent knew of its tensors holds in the child (a DataLoader worker reads the
+  // dataset's tensors): hashes carried, so that a view of one (`self.x[i]`) has a hash that
+  // tells which part it is; the ops that made them are the parent's.
+  g_tensors.forget_producers();
   std::fill(g_forward.begin(), g_forward.end(), ForwardOp());
   g_next_seq.store(0);
   g_next_thread.store(0);

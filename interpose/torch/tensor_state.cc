@@ -428,6 +428,12 @@ size_t TensorTable::size() {
   return size_;
 }
 
+void TensorTable::forget_producers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Slot& s : slots_) s.state.producer = tracer::kNoSeq;
+  for (WriteTime& w : writes_) w.writer = tracer::kNoSeq;
+}
+
 void TensorTable::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   for (Slot& s : slots_)

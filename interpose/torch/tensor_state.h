@@ -106,6 +106,10 @@ class TensorTable {
   // Recorded op `writer` wrote into `t`'s storage: entries of every tensor over it are stale.
   void note_write(const at::Tensor& t, int64_t writer);
   void clear();
+  // In a fork child: the entries stay (the child holds the same tensors with the same
+  // contents), but the ops that made or wrote them are in the parent's database, not this
+  // process's, whose seqs start again from 0.
+  void forget_producers();
   // Entries held, live or not yet swept (for tests).
   size_t size();
 

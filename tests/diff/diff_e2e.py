@@ -437,6 +437,58 @@ def case_workers():
     check(rc == 1, f"a changed data value diverges (got {rc})")
 
 
+WORKER_SAMPLER = """\
+import random, sys, numpy as np, torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+random.seed(int(sys.argv[1]))
+np.random.seed(0)
+torch.manual_seed(0)
+class Table(Dataset):
+    def __init__(self):
+        self.x = torch.randn(64, 8)  # made before the workers fork
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        x = self.x[i]  # MARK:item
+        noise = torch.from_numpy(np.random.normal(0, 0.01, size=8).astype(np.float32))
+        return x + noise
+class Shuffled(Sampler):
+    # Shuffles with Python's random module, not torch.
+    def __init__(self):
+        pass
+    def __iter__(self):
+        order = list(range(64))
+        random.shuffle(order)
+        return iter(order)
+    def __len__(self):
+        return 64
+model = torch.nn.Linear(8, 1)
+for x in DataLoader(Table(), batch_size=8, sampler=Shuffled(), num_workers=2):
+    model(x).sum().backward()
+print("done")
+"""
+
+
+def case_worker_sampler():
+    # A sampler seeded differently, with DataLoader workers: each worker takes another item,
+    # `self.x[i]` of a tensor made before the fork, and adds the same NumPy noise (each worker
+    # holds a copy of the parent's NumPy generator). The first difference is the indexing, at
+    # its argument, not the sum that reads it as data from outside torch.
+    script = write_script("worker_sampler.py", WORKER_SAMPLER)
+    a, _ = record("worker_sampler_a", ["1"], script)
+    b, _ = record("worker_sampler_b", ["2"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    check(rc == 1 and d.get("cause") == "arguments",
+          f"cause arguments (got {d.get('cause')}: {d.get('detail')})")
+    line, file = line_of(d.get("a"))
+    item = marks(script)["item"]
+    check(file == "worker_sampler.py" and line == item,
+          f"at worker_sampler.py:{item} (got {file}:{line})")
+    check((d.get("argument") or {}).get("name") == "index",
+          f"the index differs (got {d.get('argument')})")
+
+
 WORKER_EPOCHS = """\
 import sys, torch
 from torch.utils.data import DataLoader, Dataset

@@ -1014,6 +1014,16 @@ def case_fork_step():
     check(children[0].get("forked_at_step") == "2" and "forked_at_step" not in parent,
           "the child says it was forked at step 2: %s, parent %s"
           % (children[0].get("forked_at_step"), parent.get("forked_at_step")))
+    # The parameter the parent's optimizer wrote keeps its hash in the child (the same
+    # memory): known, not hashed again; the op that wrote it is the parent's, not the child's.
+    parent_con, child_con = r.db(pid=parent["pid"]), r.db(pid=children[0]["pid"])
+    last_write = one(parent_con, "select hash from tensor_view where op = (select max(seq) from "
+                     "op_view where name = 'aten::add_') and role = 'output'")
+    mul = first_op(child_con, "aten::mul")
+    read = tensors(child_con, mul[0], "input")[0]
+    check(read[1] == "known" and read[2] == last_write[0] and read[3] is None,
+          "the child reads the parameter as known, made in the parent: %s (parent's %s)"
+          % (read, last_write))
 
 
 def _losses(args):

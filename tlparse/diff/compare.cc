@@ -4867,6 +4867,33 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         jb = v.b_any.tidx;
         structure = true;
       }
+      if (!structure) {
+        // An input of the pair that differs came from an op of the same kind in both, in the
+        // same threads, whose own values differ (the item's `self.x[i]` with another index,
+        // before the equal augmentation noise the stretch stopped at): that op is first.
+        Strings sa(xa), sb(xb);
+        for (int hops = 0; hops < 16; ++hops) {
+          auto oa = xa.op_at(v.a.thread, ia), ob = xb.op_at(v.b.thread, jb);
+          if (!oa || !ob) break;
+          std::optional<OpRecord> pa, pb;
+          for (size_t k = 0; k < oa->tensors.size() && k < ob->tensors.size() && !pa; ++k) {
+            const TensorRecord& ta = oa->tensors[k];
+            const TensorRecord& tb = ob->tensors[k];
+            if (ta.role != TensorRole::kInput || tb.role != TensorRole::kInput || ta.hash == tb.hash ||
+                ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq)
+              continue;
+            pa = xa.op(ta.producer);
+            pb = xb.op(tb.producer);
+            if (!pa || !pb || pa->thread != v.a.thread || pb->thread != v.b.thread ||
+                sa.text(pa->name) != sb.text(pb->name) ||
+                op_content(*pa, sa) == op_content(*pb, sb))
+              pa.reset();
+          }
+          if (!pa) break;
+          ia = pa->tidx;
+          jb = pb->tidx;
+        }
+      }
       best = std::make_unique<Pair>(
           xa, v.a.thread, TidxRange{ia, thread_tidx_range(xa, v.a.thread).end}, xb,
           v.b.thread, TidxRange{jb, thread_tidx_range(xb, v.b.thread).end});
