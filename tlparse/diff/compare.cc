@@ -5373,8 +5373,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   for (const auto* side : {&a, &b}) {
     for (size_t p = 0; p < side->processes.size(); ++p) {
       const Reader& r = *side->processes[p];
+      // Numbered as `tdbg show --process` numbers it.
+      const std::string who = std::string(side == &a ? "A" : "B") + "'s process " +
+                              std::to_string(side->shown(p));
       if (!signal_ending(r).empty()) {
-        notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
+        notes.push_back(who +
                         " (pid " + r.meta("pid") + ") " + process_ending(r) +
                         ": it stops where the signal came, and ops the other run has after that "
                         "point are no divergence of the program");
@@ -5382,17 +5385,17 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         // An error exit (a DataLoader timeout, an exception), wherever the first divergence
         // is: often why the run stopped. Also where both runs exit with it: they may raise
         // in other places.
-        notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
+        notes.push_back(who +
                         " (pid " + r.meta("pid") + ") " + process_ending(r));
       }
       if (!r.meta("end_time_ns").empty()) continue;
       if (still_recording(r)) {
-        notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
+        notes.push_back(who +
                         " (pid " + r.meta("pid") + ") is still running: compared as far as it "
                         "has committed, it ends there for now");
         continue;
       }
-      notes.push_back(std::string(side == &a ? "A" : "B") + "'s process " + std::to_string(p) +
+      notes.push_back(who +
                       " (pid " + r.meta("pid") + ") did not close its database (killed or "
                       "crashed): it ends where it was stopped, its last ops (up to --flush-ms) "
                       "may be missing");
