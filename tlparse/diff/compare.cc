@@ -2689,13 +2689,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // kept another way, saved at the end). `left_differ_json`: the first replacement's last op,
   // in each run, whose value the other run's changes never made ({a, b}).
   std::unordered_set<uint64_t> changed_outputs[2];  // in A's changes, in B's
-  std::vector<std::pair<OpRecord, OpRecord>> replacements_left;  // the last ops of each
+  struct Replacement {
+    OpRecord last_a, last_b;  // the last ops of each (see `count_moved`)
+    Hunk hunk;
+  };
+  std::vector<Replacement> replacements_left;
   constexpr size_t kReplacementsKept = 4096;
   // Reads the ops of a change's stretch in one run (sign +1: A's, -1: B's) once, for all of
-  // the above; returns its last op with a hashed output.
+  // the above; returns its last op with a hashed output, not counting ops nested in it (a
+  // reshape's result, not the clone inside it that made another shape).
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
     const int run = sign > 0 ? 0 : 1;
     std::optional<OpRecord> last;
+    bool inside_last = false;  // the ops since `last` are nested in it
     for (int64_t t = begin; moved_known && t < end; ++t) {
       auto o = side.reader->op_at(side.thread, t);
       if (!o || --moved_budget < 0) {
@@ -2715,7 +2721,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           changed_outputs[run].insert(x.hash);
           made = true;
         }
-      if (made) last = std::move(o);
+      if (last && o->depth <= last->depth) inside_last = false;
+      if (made && !inside_last) {
+        last = std::move(o);
+        inside_last = true;
+      }
     }
     return last;
   };
@@ -2726,10 +2736,32 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           return false;
       return true;
     };
-    for (const auto& [last_a, last_b] : replacements_left)
-      if (!made_by_other(last_a, changed_outputs[1]) || !made_by_other(last_b, changed_outputs[0]))
-        return {{"a", op_json(*p.a.reader, p.a.strings, last_a)},
-                {"b", op_json(*p.b.reader, p.b.strings, last_b)}};
+    // Whether an op of the next 64 after the stretch [begin, end) of `side` reads what an op
+    // of the stretch made (a crop's slices of a flip the other run does after the crop): then
+    // the values it leaves are read by compared ops, which all have the same values.
+    auto read_after = [](Side& side, int64_t begin, int64_t end) {
+      auto first = side.reader->op_at(side.thread, begin);
+      auto final = side.reader->op_at(side.thread, end - 1);
+      if (!first || !final) return false;
+      bool read = false;
+      (void)side.reader->scan_ops(side.thread, end, end + 64, /*with_tensors=*/true,
+                                  [&](const OpRecord& op) {
+                                    for (const TensorRecord& t : op.tensors)
+                                      if (t.role == TensorRole::kInput && t.producer >= first->seq &&
+                                          t.producer <= final->seq)
+                                        read = true;
+                                    return !read;
+                                  });
+      return read;
+    };
+    for (const Replacement& r : replacements_left) {
+      if (made_by_other(r.last_a, changed_outputs[1]) && made_by_other(r.last_b, changed_outputs[0]))
+        continue;
+      if (read_after(p.a, r.hunk.a_begin, r.hunk.a_end) && read_after(p.b, r.hunk.b_begin, r.hunk.b_end))
+        continue;
+      return {{"a", op_json(*p.a.reader, p.a.strings, r.last_a)},
+              {"b", op_json(*p.b.reader, p.b.strings, r.last_b)}};
+    }
     return nullptr;
   };
   // Paired ops whose values differ, by key with line as for moved ops: with the moved ops of
@@ -2994,7 +3026,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       std::optional<OpRecord> last_a = count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       std::optional<OpRecord> last_b = count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       if (last_a && last_b && replacements_left.size() < kReplacementsKept)
-        replacements_left.emplace_back(std::move(*last_a), std::move(*last_b));
+        replacements_left.push_back({std::move(*last_a), std::move(*last_b), e.hunk});
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
       if (first_hunk && where.kind == Located::kStructure) {
         // Where the change begins in each run (the first op at or after it).

@@ -1053,6 +1053,67 @@ TEST_CASE("a replacement that leaves other values no later op reads is no 'work,
   CHECK(d["values_left_differ"].is_null());
 }
 
+TEST_CASE("a replacement whose values are read on, or made by an outer op, is work, not results") {
+  using T = Recorder::T;
+  // A mask made in two ways: A fills a zeroed buffer in place (masked_fill_); B reshapes an
+  // expanded view, whose reshape returns the value and nests a clone of another shape. The
+  // value both leave is the reshape's, not the clone's.
+  auto mask = [](bool reshape) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::linear", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      for (uint64_t s = 0; s < 3; ++s) {
+        r.step = static_cast<int32_t>(s);
+        if (reshape) {
+          const int64_t outer = r.op("aten::reshape", {T{20}}, {T{50}}, {}, 0, 0, kNoSeq, 5);
+          r.op("aten::clone", {T{20}}, {T{60, kNoSeq, "4x2x1x8"}}, {}, 0, 1, outer, 5);
+        } else {
+          r.op("aten::zero_", {T{30}}, {T{40}}, {}, 0, 0, kNoSeq, 6);
+          r.op("aten::masked_fill_", {T{40}}, {T{50}}, {}, 0, 0, kNoSeq, 6);
+        }
+        r.op("aten::baddbmm", {T{11}, T{50}}, {T{70 + s}}, {}, 0, 0, kNoSeq, 7);
+        r.op("aten::softmax", {T{70 + s}}, {T{80 + s}}, {}, 0, 0, kNoSeq, 7);
+        r.op("aten::bmm", {T{80 + s}}, {T{90 + s}}, {}, 0, 0, kNoSeq, 7);
+      }
+    });
+  };
+  json d = first(compare(mask(false), mask(true)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["values_left_differ"].is_null());
+  CHECK(d["values_same"].is_object());
+  // Two augmentations swapped: A flips the image, then crops it (a slice: a view, no value);
+  // B crops (narrow), then flips the crop. A's flip leaves a value B never makes, but the op
+  // after the change reads it, through the crop, in both runs, with the same values.
+  auto augment = [](bool crop_first) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::linear", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      for (uint64_t s = 0; s < 3; ++s) {
+        r.step = static_cast<int32_t>(s);
+        const uint64_t image = 100 + 10 * s;
+        int64_t last;
+        if (crop_first) {
+          const int64_t crop = r.op("aten::narrow", {T{image}}, {T{image + 1, kNoSeq, "24x8", TensorStatus::kView}},
+                                    {}, 0, 0, kNoSeq, 8);
+          last = r.op("aten::where", {T{image + 1, crop, "24x8", TensorStatus::kView}},
+                      {T{image + 3, kNoSeq, "24x8"}}, {}, 0, 0, kNoSeq, 9);
+        } else {
+          const int64_t flip = r.op("aten::where", {T{image}}, {T{image + 2}}, {}, 0, 0, kNoSeq, 9);
+          last = r.op("aten::slice", {T{image + 2, flip}}, {T{image + 4, kNoSeq, "24x8", TensorStatus::kView}},
+                      {}, 0, 0, kNoSeq, 8);
+        }
+        r.op("aten::clone", {T{crop_first ? image + 3 : image + 4, last, "24x8",
+                               crop_first ? TensorStatus::kHashed : TensorStatus::kView}},
+             {T{image + 5, kNoSeq, "24x8"}}, {}, 0, 0, kNoSeq, 10);
+        r.op("aten::mm", {T{image + 5, kNoSeq, "24x8"}}, {T{image + 6}}, {}, 0, 0, kNoSeq, 11);
+        r.op("aten::mean", {T{image + 6}}, {T{image + 7}}, {}, 0, 0, kNoSeq, 11);
+      }
+    });
+  };
+  d = first(compare(augment(false), augment(true)));
+  CHECK(d["kind"] == "structure");
+  CHECK(d["values_left_differ"].is_null());
+  CHECK(d["values_same"].is_object());
+}
+
 TEST_CASE("micro-batches that moved into other optimizer steps name the step call, not a set's order") {
   using T = Recorder::T;
   // Gradient accumulation over 16 micro-batches: A steps after micro-batches 3, 7, 11, 15, B
