@@ -1053,6 +1053,26 @@ TEST_CASE("a replacement that leaves other values no later op reads is no 'work,
   CHECK(d["values_left_differ"].is_null());
 }
 
+TEST_CASE("ops replaced on another code path print both stacks; paired ops one") {
+  using T = Recorder::T;
+  // The same user line updates the weight by another function in each run (AdamW's against
+  // Adam's): B's stack is printed too, since the frames that differ are the answer.
+  auto update = [](const std::string& op, int line) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::linear", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      r.op(op, {T{11}}, {T{12}}, {}, 0, 0, kNoSeq, line);
+      r.op("aten::relu", {T{12}}, {T{13}}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  const std::string text = tdbg::diff::format_divergence(compare(update("aten::mul_", 270), update("aten::add", 354)));
+  INFO(text);
+  CHECK(text.find("stack (A, innermost last):\n    train.py:270 forward") != std::string::npos);
+  CHECK(text.find("stack (B, innermost last):\n    train.py:354 forward") != std::string::npos);
+  const std::string same = tdbg::diff::format_divergence(compare(update("aten::mul_", 270), update("aten::add", 270)));
+  CHECK(same.find("stack (A") != std::string::npos);
+  CHECK(same.find("stack (B") == std::string::npos);
+}
+
 TEST_CASE("a replacement whose values are read on, or made by an outer op, is work, not results") {
   using T = Recorder::T;
   // A mask made in two ways: A fills a zeroed buffer in place (masked_fill_); B reshapes an

@@ -749,6 +749,10 @@ std::string format_divergence(const json& result) {
   print_context(o, d.value("context", json()));
   print_growth(o, d.value("growth", json()));
   print_stack(o, a.is_object() ? "A" : "B", a.is_object() ? a : b);
+  // B's too where it reached the op another way (AdamW's update against Adam's, below the
+  // same user line): the frames that differ are the answer.
+  if (a.is_object() && b.is_object() && a.value("stack", json::array()) != b.value("stack", json::array()))
+    print_stack(o, "B", b);
   if (!result.value("notes", json::array()).empty()) o << "\n";
   print_notes(o, result);
   return o.str();
