@@ -1121,6 +1121,7 @@ struct ProcessKey {
   bool unknown = false;  // no process metadata committed: after every known process
   int64_t rank = -1, depth = 0, worker = -1, start = 0, pid = 0, ppid = 0;
   bool has_rank = false;  // its own torch.distributed rank, or its nearest recorded ancestor's
+  bool phase = false;     // `ppid` is its recorded parent's parent (see Run::phase_parent)
 };
 
 std::vector<ProcessKey> process_keys(const std::vector<std::unique_ptr<Reader>>& processes) {
@@ -1141,6 +1142,18 @@ std::vector<ProcessKey> process_keys(const std::vector<std::unique_ptr<Reader>>&
     const std::string worker = r.meta("worker");
     if (!worker.empty()) k.worker = std::strtoll(worker.c_str(), nullptr, 10);
     by_pid[k.pid] = i;
+  }
+  // A parent that began recording only after its child ended ran another program since (a
+  // shell's exec of the last command of `bash -c "train && resume"`): the child is an
+  // earlier phase beside it, not below it.
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const std::string end = processes[i]->meta("end_time_ns");
+    auto it = by_pid.find(keys[i].ppid);
+    if (end.empty() || it == by_pid.end() || it->second == i || keys[it->second].unknown) continue;
+    if (keys[it->second].start >= std::strtoll(end.c_str(), nullptr, 10)) {
+      keys[i].ppid = keys[it->second].ppid;
+      keys[i].phase = true;
+    }
   }
   for (ProcessKey& k : keys) {
     // Walk up to the nearest ancestor recorded in this run (bounded: pids can be reused).
@@ -1249,7 +1262,15 @@ StatusOr<Run> Run::Open(const std::string& path) {
   for (size_t i : order) sorted.push_back(std::move(run.processes[i]));
   run.processes = std::move(sorted);
   for (size_t i = 0; i < run.processes.size(); ++i) run.shown_index.push_back(i);
+  for (const ProcessKey& k : keys)
+    if (k.phase) run.phase_parent[k.pid] = k.ppid;
   return run;
+}
+
+std::string Run::ppid(size_t p) const {
+  const Reader& r = *processes[p];
+  auto it = phase_parent.find(std::strtoll(r.meta("pid").c_str(), nullptr, 10));
+  return it == phase_parent.end() ? r.meta("ppid") : std::to_string(it->second);
 }
 
 Status Run::pin_snapshot() {

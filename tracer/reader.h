@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -124,6 +125,13 @@ struct Run {
   // kept when PairProcesses reorders them.
   std::vector<size_t> shown_index;
   size_t shown(size_t p) const { return p < shown_index.size() ? shown_index[p] : p; }
+  // Parents by pid where the process tree misleads: a process whose recorded parent began
+  // recording only after it ended (`bash -c "train && resume"` runs the last command in the
+  // shell's own process, the parent of the first) is taken as its parent's sibling, an
+  // earlier phase: pid -> the parent pid it is taken to have.
+  std::unordered_map<int64_t, int64_t> phase_parent;
+  // The parent pid of process `p` as the run's phases read (meta `ppid` but for those).
+  std::string ppid(size_t p) const;
 
   // Opens a run directory (every `*.sqlite` in it) or a single database file. An empty
   // directory or a directory with no database is an error, as is a database that cannot be

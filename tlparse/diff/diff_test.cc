@@ -4965,6 +4965,18 @@ TEST_CASE("a later phase left out of the comparison is said under the headline, 
   auto result = tdbg::diff::compare_runs(*ra, *rb, aligned);
   REQUIRE(result.ok());
   CHECK((*result)["status"] == "identical");
+  // `bash -c "train && resume"`: the shell runs the resume in its own process, the recorded
+  // parent of the first phase, which it started (and which ended) before: the same phases.
+  const std::string exec_phases = write_processes(
+      {Process{"20", "21", "", 1000, steps(0, 3), "0", {{"end_time_ns", "2000"}}, three_steps},
+       Process{"21", "1", "", 3000, steps(3, 6), "0", {{"end_time_ns", "4000"}}}});
+  const std::string exec_warnings = compare(straight, exec_phases)["warnings"].dump();
+  CHECK(exec_warnings.find("B's process 1 (pid 21) started after its process 0 ended, as a later "
+                           "phase does") != std::string::npos);
+  auto re = tdbg::tracer::Run::Open(exec_phases);
+  REQUIRE(re.ok());
+  CHECK(re->processes[0]->meta("pid") == "20");
+  CHECK(tdbg::diff::keep_resumed_phase(*re, 3).find("compared its phase pid 21") == 0);
 }
 
 TEST_CASE("after a change, a view of other memory is said to come from the changed ops") {
