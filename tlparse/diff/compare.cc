@@ -1181,7 +1181,11 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
         const OpComparison k = compare_ops(*ox, x.strings, *oy, y.strings);
         return k.structure.empty() && !k.differs();
       };
-      if (identical(p.a, t, p.b, u + 1) || identical(p.a, t + 1, p.b, u)) {
+      // Not where each is the other's next op: two ops of a kind swapped (`a.mul_(s);
+      // l.mul_(s)` the other way round), which no alignment of names lays out; their values
+      // are compared as they stand.
+      const bool later_in_b = identical(p.a, t, p.b, u + 1), later_in_a = identical(p.a, t + 1, p.b, u);
+      if (later_in_b != later_in_a) {
         TDBG_RETURN_IF_ERROR(p.status());
         return Located{Located::kStructure, t, u};
       }

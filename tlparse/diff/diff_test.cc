@@ -1053,6 +1053,32 @@ TEST_CASE("a replacement that leaves other values no later op reads is no 'work,
   CHECK(d["values_left_differ"].is_null());
 }
 
+TEST_CASE("two ops of a kind swapped are compared where they stand, not a structural change") {
+  using T = Recorder::T;
+  // `l.mul_(0.5); a.mul_(0.5)` in A, the other way round in B: each op is the other's next,
+  // no insertion; the first pair reads another tensor in each run.
+  auto swapped = [](bool b_first) {
+    return write_ops([&](Recorder& r) {
+      const int64_t l = r.op("aten::clone", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 9);
+      const int64_t a = r.op("aten::clone", {T{20}}, {T{21}}, {}, 0, 0, kNoSeq, 9);
+      const T lin{11, l}, ain{21, a};
+      r.op("aten::mul_", {b_first ? ain : lin}, {T{b_first ? 22u : 12u}}, {{"other", "0.5"}}, 0, 0, kNoSeq,
+           b_first ? 13 : 11);
+      r.op("aten::mul_", {b_first ? lin : ain}, {T{b_first ? 12u : 22u}}, {{"other", "0.5"}}, 0, 0, kNoSeq,
+           b_first ? 13 : 11);
+      r.op("aten::add", {T{12}, T{22}}, {T{30}}, {}, 0, 0, kNoSeq, 14);
+    });
+  };
+  json r = compare(swapped(false), swapped(true));
+  json d = first(r);
+  CHECK(d["a"]["op"] == "aten::mul_");
+  CHECK(d["b"]["op"] == "aten::mul_");
+  CHECK(d["cause"] == "structure");
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.rfind("diverged at aten::mul_ (seq 2", 0) == 0);
+}
+
 TEST_CASE("ops replaced on another code path print both stacks; paired ops one") {
   using T = Recorder::T;
   // The same user line updates the weight by another function in each run (AdamW's against
