@@ -4543,12 +4543,15 @@ std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at) {
   // The phase that resumed at that step: the earlier ones ran that many optimizer steps
   // together; else the last one.
   size_t keep = phases.back();
-  int64_t before = 0;
+  bool matched = false;
+  int64_t before = 0, before_last = 0;  // optimizer steps of the phases before the one kept / last
   for (size_t k = 0; k < phases.size(); ++k) {
     if (before == resumed_at && k > 0) {
       keep = phases[k];
+      matched = true;
       break;
     }
+    if (k + 1 == phases.size()) before_last = before;
     const int64_t steps = optimizer_steps(*run.processes[phases[k]]);
     before += std::max<int64_t>(steps, 0);
   }
@@ -4558,8 +4561,8 @@ std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at) {
     if (p != keep) dropped.insert(run.processes[p]->meta("pid"));
   for (bool grew = true; grew;) {
     grew = false;
-    for (const auto& r : run.processes)
-      if (dropped.count(r->meta("ppid")) && dropped.insert(r->meta("pid")).second) grew = true;
+    for (size_t p = 0; p < run.processes.size(); ++p)
+      if (dropped.count(run.ppid(p)) && dropped.insert(run.processes[p]->meta("pid")).second) grew = true;
   }
   const std::string pid = run.processes[keep]->meta("pid");
   std::vector<std::unique_ptr<Reader>> kept;
@@ -4571,9 +4574,15 @@ std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at) {
   }
   run.processes = std::move(kept);
   run.shown_index = std::move(shown);
+  const std::string others = "; the " + std::to_string(phases.size() - 1) +
+                             " other phase(s) of the run, and the processes they started, were left out";
+  if (!matched)
+    return "no phase resumed at step " + std::to_string(resumed_at) +
+           " (--align-steps): compared the last phase, pid " + pid + ", which resumed at step " +
+           std::to_string(before_last) + " (the optimizer steps the phases before it ran; is " +
+           std::to_string(before_last) + " the step meant?)" + others;
   return "compared its phase pid " + pid + ", which resumed at step " + std::to_string(resumed_at) +
-         " (--align-steps); the " + std::to_string(phases.size() - 1) +
-         " other phase(s) of the run, and the processes they started, were left out";
+         " (--align-steps)" + others;
 }
 
 StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const DiffOptions& options) {
