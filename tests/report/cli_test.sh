@@ -46,6 +46,13 @@ set +e
 "$tdbg" diff --scan-limit 0 runs/a runs/b >/dev/null; rc=$?
 set -e
 [ $rc -eq 1 ] || fail "diff --scan-limit 0 exited $rc"
+# --full is no limit: with one, a usage error naming both, not one silently ignored.
+set +e
+"$tdbg" diff --full --scan-limit 5 runs/a runs/b >/dev/null 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "diff --full --scan-limit 5 exited $rc"
+[ "$(wc -l < err.txt)" -le 2 ] && grep -q -- '--full.*--scan-limit\|--scan-limit.*--full' err.txt ||
+  fail "diff --full --scan-limit 5: $(cat err.txt)"
 # A structural divergence is still named with a limit of 0 (the limit is on what follows).
 "$fixture" ins --ops 600 --insert-at 300
 set +e
