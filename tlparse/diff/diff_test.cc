@@ -4949,6 +4949,22 @@ TEST_CASE("a resumed run is compared with --align-steps from the step it resumed
         std::string::npos);
 }
 
+TEST_CASE("tdbg nan on a run that crashed says its answer covers what ran until then") {
+  using T = Recorder::T;
+  auto ops = [](Recorder& r) { r.op("aten::mm", {T{100}}, {T{200}}, {}, 0, 0, kNoSeq, 30); };
+  const std::string crashed =
+      write_processes({Process{"20", "1", "", 1000, ops, "signal 11", {{"end_time_ns", "2000"}}}});
+  auto run = tdbg::tracer::Run::Open(crashed);
+  REQUIRE(run.ok());
+  auto r = tdbg::diff::first_nonfinite(*run);
+  REQUIRE(r.ok());
+  CHECK((*r)["status"] == "finite");
+  const std::string text = tdbg::diff::format_nonfinite(*r);
+  INFO(text);
+  CHECK(text.find("process 0 (pid 20) was ended by signal 11 (SIGSEGV): only what it ran until then "
+                  "is looked at") != std::string::npos);
+}
+
 TEST_CASE("a later phase left out of the comparison is said under the headline, with the command") {
   using T = Recorder::T;
   auto steps = [](int64_t from, int64_t to) {
@@ -5003,6 +5019,13 @@ TEST_CASE("a later phase left out of the comparison is said under the headline, 
   REQUIRE(re.ok());
   CHECK(re->processes[0]->meta("pid") == "20");
   CHECK(tdbg::diff::keep_resumed_phase(*re, 3).find("compared its phase pid 21") == 0);
+  // A step no phase resumed at: the last phase, and the step it did resume at.
+  auto wrong = tdbg::tracer::Run::Open(phases);
+  REQUIRE(wrong.ok());
+  CHECK(tdbg::diff::keep_resumed_phase(*wrong, 5) ==
+        "no phase resumed at step 5 (--align-steps): compared the last phase, pid 21, which resumed "
+        "at step 3 (the optimizer steps the phases before it ran; is 3 the step meant?); the 1 other "
+        "phase(s) of the run, and the processes they started, were left out");
 }
 
 TEST_CASE("after a change, a view of other memory is said to come from the changed ops") {
