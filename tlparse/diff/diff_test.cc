@@ -4794,10 +4794,14 @@ TEST_CASE("native frames get their line from the binary's debug info while it is
   const json unresolved = tdbg::diff::frame_json(*stale, strings, 1);
   CHECK(unresolved["line"] == 0);
   CHECK(unresolved["function"] == function);
+  // Said on the frame, so that no addr2line command is offered for the other build.
+  CHECK(unresolved.value("binary_changed", false));
+  CHECK_FALSE(frame.contains("binary_changed"));
   // Recorded before build-ids were kept: no line, no note.
   auto old = open(write_native_frame(binary, offset, ""));
   CHECK(!tdbg::diff::native_source(*old, binary, 0, function));
   CHECK(tdbg::diff::native_line_notes(*old).empty());
+  CHECK_FALSE(tdbg::diff::frame_json(*old, strings, 1).contains("binary_changed"));
 }
 
 TEST_CASE("arguments read as the user wrote them: shortest floats, named reductions") {

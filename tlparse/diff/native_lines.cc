@@ -218,6 +218,7 @@ struct DatabaseBinary {
   BinaryLines* lines = nullptr;  // null: its frames keep no lines
   std::string build;             // binary and build-id, the key of `lines`
   uint64_t load_address = 0;
+  bool changed = false;          // the file there now is another build than the one that ran
 };
 
 struct Database {
@@ -245,6 +246,16 @@ class NativeLines {
       if (found == b.lines->by_offset.end()) return std::nullopt;
     }
     return found->second;
+  }
+
+  // Whether `binary`, as `source` found it for `reader`, is another build than the one that
+  // ran (its lines would be another program's).
+  bool changed(const tracer::Reader& reader, const std::string& binary) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto db = databases_.find(reader.path());
+    if (db == databases_.end()) return false;
+    auto b = db->second.binaries.find(binary);
+    return b != db->second.binaries.end() && b->second.changed;
   }
 
   std::vector<std::string> notes(const tracer::Reader& reader) {
@@ -288,6 +299,7 @@ class NativeLines {
       return;
     }
     if (now->build_id != recorded) {
+      b.changed = true;
       db.notes.push_back(binary + " changed since the recording: C++ frames shown without lines");
       return;
     }
@@ -407,7 +419,10 @@ nlohmann::json frame_record_json(const tracer::Reader& reader, const std::string
     }
     return j;
   }
-  return {{"file", file}, {"line", line}, {"function", function}};
+  nlohmann::json j = {{"file", file}, {"line", line}, {"function", function}};
+  // No addr2line hint for it: the binary there now would give another build's lines.
+  if (native_frame_offset(line, function) && native_lines().changed(reader, file)) j["binary_changed"] = true;
+  return j;
 }
 
 std::vector<std::string> native_line_notes(const tracer::Reader& reader) {

@@ -388,7 +388,9 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
     }
     o << "    " << frame_text(file, line, function, false) << "\n";
     const size_t at = function.rfind(" +0x");
-    if (at == std::string::npos || (!native_file.empty() && native_file != file)) continue;
+    if (at == std::string::npos || (!native_file.empty() && native_file != file) ||
+        stack[k].value("binary_changed", false))
+      continue;
     native_file = file;
     offsets = " " + function.substr(at + 2) + offsets;  // innermost first
   }
