@@ -2745,14 +2745,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // the values it leaves are read by compared ops, which all have the same values.
     auto read_after = [](Side& side, int64_t begin, int64_t end) {
       auto first = side.reader->op_at(side.thread, begin);
-      auto final = side.reader->op_at(side.thread, end - 1);
-      if (!first || !final) return false;
+      auto last_op = side.reader->op_at(side.thread, end - 1);
+      if (!first || !last_op) return false;
       bool read = false;
       (void)side.reader->scan_ops(side.thread, end, end + 64, /*with_tensors=*/true,
                                   [&](const OpRecord& op) {
                                     for (const TensorRecord& t : op.tensors)
                                       if (t.role == TensorRole::kInput && t.producer >= first->seq &&
-                                          t.producer <= final->seq)
+                                          t.producer <= last_op->seq)
                                         read = true;
                                     return !read;
                                   });
@@ -2761,7 +2761,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     for (const Replacement& r : replacements_left) {
       if (made_by_other(r.last_a, changed_outputs[1]) && made_by_other(r.last_b, changed_outputs[0]))
         continue;
-      if (read_after(p.a, r.hunk.a_begin, r.hunk.a_end) && read_after(p.b, r.hunk.b_begin, r.hunk.b_end))
+      if (read_after(p.a, r.hunk.a_begin, r.hunk.a_end) &&
+          read_after(p.b, r.hunk.b_begin, r.hunk.b_end))
         continue;
       return {{"a", op_json(*p.a.reader, p.a.strings, r.last_a)},
               {"b", op_json(*p.b.reader, p.b.strings, r.last_b)}};
@@ -5420,28 +5421,24 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const Reader& r = *side->processes[p];
       // Numbered as `tdbg show --process` numbers it.
       const std::string who = std::string(side == &a ? "A" : "B") + "'s process " +
-                              std::to_string(side->shown(p));
+                              std::to_string(side->shown(p)) + " (pid " + r.meta("pid") + ")";
       if (!signal_ending(r).empty()) {
-        notes.push_back(who +
-                        " (pid " + r.meta("pid") + ") " + process_ending(r) +
+        notes.push_back(who + " " + process_ending(r) +
                         ": it stops where the signal came, and ops the other run has after that "
                         "point are no divergence of the program");
       } else if (const std::string status = r.meta("exit_status"); !status.empty() && status != "0") {
         // An error exit (a DataLoader timeout, an exception), wherever the first divergence
         // is: often why the run stopped. Also where both runs exit with it: they may raise
         // in other places.
-        notes.push_back(who +
-                        " (pid " + r.meta("pid") + ") " + process_ending(r));
+        notes.push_back(who + " " + process_ending(r));
       }
       if (!r.meta("end_time_ns").empty()) continue;
       if (still_recording(r)) {
-        notes.push_back(who +
-                        " (pid " + r.meta("pid") + ") is still running: compared as far as it "
+        notes.push_back(who + " is still running: compared as far as it "
                         "has committed, it ends there for now");
         continue;
       }
-      notes.push_back(who +
-                      " (pid " + r.meta("pid") + ") did not close its database (killed or "
+      notes.push_back(who + " did not close its database (killed or "
                       "crashed): it ends where it was stopped, its last ops (up to --flush-ms) "
                       "may be missing");
     }

@@ -747,16 +747,14 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     // killed before it closed its database: the answer covers what it holds. One note each
     // (a short recording may also have failed to close).
     const std::string lost = recording_lost(r);
+    const std::string who = "process " + std::to_string(p) + " (pid " + r.meta("pid") + ") ";
     if (!lost.empty())
-      notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " + lost +
-                      ": only what it holds is looked at");
+      notes.push_back(who + lost + ": only what it holds is looked at");
     else if (r.meta("end_time_ns").empty())
-      notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " +
-                      process_ending(r) + ": only what it committed is looked at");
+      notes.push_back(who + process_ending(r) + ": only what it committed is looked at");
     else if (const std::string status = r.meta("exit_status"); !status.empty() && status != "0")
       // A crash or an error exit: a NaN the program would have made later was never made.
-      notes.push_back("process " + std::to_string(p) + " (pid " + r.meta("pid") + ") " +
-                      process_ending(r) + ": only what it ran until then is looked at");
+      notes.push_back(who + process_ending(r) + ": only what it ran until then is looked at");
     if (!lost.empty() && lost_text.empty())
       lost_text = "recorded only in part: process " + std::to_string(p) + " " + lost +
                   "; no NaN or Inf starts in what it holds";
