@@ -4953,6 +4953,22 @@ TEST_CASE("a resumed run is compared with --align-steps from the step it resumed
         std::string::npos);
 }
 
+TEST_CASE("a DataLoader worker is named with the rank that started it") {
+  using T = Recorder::T;
+  auto ops = [](Recorder& r) { r.op("aten::mm", {T{100}}, {T{200}}, {}, 0, 0, kNoSeq, 30); };
+  const std::string run_dir = write_processes(
+      {Process{"20", "1", "", 1000, ops, "0", {{"rank", "1/2"}}},
+       Process{"21", "20", "0/2", 2000, ops, "0"}});
+  auto run = tdbg::tracer::Run::Open(run_dir);
+  REQUIRE(run.ok());
+  REQUIRE(run->processes.size() == 2);
+  const json worker = tdbg::diff::process_json(*run, 1);
+  CHECK(worker["parent_rank"] == "1/2");
+  CHECK(worker["text"].get<std::string>().find("(DataLoader worker 0/2 of rank 1/2, pid 21)") !=
+        std::string::npos);
+  CHECK_FALSE(tdbg::diff::process_json(*run, 0).contains("parent_rank"));
+}
+
 TEST_CASE("tdbg nan on a run that crashed says its answer covers what ran until then") {
   using T = Recorder::T;
   auto ops = [](Recorder& r) { r.op("aten::mm", {T{100}}, {T{200}}, {}, 0, 0, kNoSeq, 30); };

@@ -677,6 +677,19 @@ nlohmann::json process_json(const tracer::Run& run, size_t p) {
   if (!worker.empty()) {
     j["worker"] = worker;
     what += std::string(what.empty() ? "" : ", ") + "DataLoader worker " + worker;
+    // Which rank's: its nearest recorded ancestor's (each rank starts its own workers).
+    std::string ppid = run.ppid(p);
+    for (int hops = 0; rank.empty() && hops < 8 && !ppid.empty(); ++hops) {
+      size_t q = 0;
+      while (q < run.processes.size() && run.processes[q]->meta("pid") != ppid) ++q;
+      if (q == run.processes.size() || q == p) break;
+      if (const std::string parent_rank = run.processes[q]->meta("rank"); !parent_rank.empty()) {
+        j["parent_rank"] = parent_rank;
+        what += " of rank " + parent_rank;
+        break;
+      }
+      ppid = run.ppid(q);
+    }
   }
   // A fork child counts its steps from 0: the parent's step at the fork says which one it is
   // (the evaluation forked at step 20, a DataLoader's workers of an epoch).

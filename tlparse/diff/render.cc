@@ -586,8 +586,9 @@ std::string format_divergence(const json& result) {
   // The step (both runs' where they differ: the same op an iteration later), and the thread
   // where it is not the first one.
   const json& threads = d.value("threads", json());
+  const std::string worker_rank = process.is_object() ? str(process, "parent_rank") : "";
   auto where_in_run = [&](const json& side) {
-    std::string where = "in DataLoader worker " + worker;
+    std::string where = "in DataLoader worker " + worker + (worker_rank.empty() ? "" : " of rank " + worker_rank);
     if (worker.empty()) {
       // A run that ended: the step it ended in (the other's next op may be a step later, when
       // --ops recorded none of the ops between).
