@@ -219,6 +219,12 @@ class ReaderImpl final : public Reader {
                                "-wal file (which holds the data) is missing or empty; copy " +
                                path_ + "-wal with it");
         }
+        if (wal_present_) {
+          // The schema itself is in the log, which holds no whole commit: not another tool's.
+          return Status::Error(path_ + ": incomplete: the writer did not close it and its " +
+                               "-wal file holds no complete commit (a copy cut short, or a " +
+                               "process stopped before its first commit)");
+        }
         return Status::Error(path_ + ": SQLite database but not a tdbg run (no meta table)");
       }
       while ((rc = s.step()) == SQLITE_ROW) meta_.emplace_back(s.col_text(0), s.col_text(1));
@@ -730,6 +736,7 @@ class ReaderImpl final : public Reader {
 
   bool immutable_ = false;
   bool wal_missing_ = false;  // the header says WAL mode but there is no -wal file
+  bool wal_present_ = false;  // the header says WAL mode and there is a -wal file
 
  private:
   // A read transaction for the lifetime of the object unless one is already open.
@@ -1054,6 +1061,7 @@ StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
   auto reader = std::make_unique<ReaderImpl>(path, db);
   reader->immutable_ = !has_wal;
   reader->wal_missing_ = wal_mode && !has_wal;
+  reader->wal_present_ = wal_mode && has_wal;
   Status init = reader->init();
   if (!init.ok() && has_wal) {
     // Reading through a -wal file needs its -shm index beside it, which SQLite creates when

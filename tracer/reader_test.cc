@@ -532,6 +532,26 @@ TEST_CASE("a killed writer's database copied without its -wal file says what is 
   ExpectOpenError(dir.file("copy.sqlite"), "-wal file (which holds the data) is missing");
 }
 
+TEST_CASE("a killed writer's -wal cut to its header or its first frame is an incomplete run") {
+  TempDir dir;
+  const std::string path = dir.file("killed.sqlite");
+  auto w = LiveWriter(path, 100, 100);
+  const std::string wal = ReadBytes(path + "-wal");
+  const size_t frame = 24 + 16384;
+  REQUIRE(wal.size() > 32 + frame);
+  const std::string copy = dir.file("copy.sqlite");
+  // Cut short, as a copy interrupted: no commit whole, so not even the schema is there; it
+  // is a tdbg run that holds nothing yet, not "not a tdbg run".
+  for (size_t size : {size_t{32}, size_t{100}, 32 + frame}) {
+    INFO("-wal of " << size << " bytes");
+    WriteBytes(copy, ReadBytes(path));
+    std::remove((copy + "-shm").c_str());
+    WriteBytes(copy + "-wal", wal.substr(0, size));
+    ExpectOpenError(copy, "incomplete: the writer did not close it and its -wal file holds no "
+                          "complete commit");
+  }
+}
+
 TEST_CASE("a killed writer's -wal damaged early is an error, not a run that ended early") {
   TempDir dir;
   const std::string path = dir.file("live.sqlite");
