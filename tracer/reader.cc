@@ -177,6 +177,12 @@ Status check_file(const std::string& path, bool* has_wal, bool* wal_mode) {
   const bool pages_valid = be32(header + 92) == be32(header + 24) && pages != 0;
   const int64_t want = static_cast<int64_t>(pages) * page_size;
   if (pages_valid && st.st_size < want) {
+    // A size far beyond the file (70 TB for a 3 MB file) is more likely a damaged page-count
+    // field than a copy cut short: say both.
+    if (want / 16 > st.st_size)
+      return Status::Error(path + ": damaged header or truncated: the header says " +
+                           std::to_string(want) + " bytes (" + std::to_string(pages) +
+                           " pages), the file holds " + std::to_string(st.st_size));
     return Status::Error(path + ": truncated: " + std::to_string(st.st_size) + " of " +
                          std::to_string(want) + " bytes");
   }

@@ -142,6 +142,11 @@ TEST_CASE("each bad input gives a one-line error naming the file and the problem
   // A copy that kept only the header page.
   WriteBytes(dir.file("header_only.sqlite"), good.substr(0, 100));
   ExpectOpenError(dir.file("header_only.sqlite"), "truncated");
+  // A whole file whose page count field says 70 TB: the header may be what is damaged.
+  std::string huge = good;
+  huge[28] = static_cast<char>(0x40);
+  WriteBytes(dir.file("page_count.sqlite"), huge);
+  ExpectOpenError(dir.file("page_count.sqlite"), "damaged header or truncated: the header says ");
 
   ExpectOpenError(dir.path(), "is a directory");
 }
