@@ -2682,6 +2682,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     for (const TensorRecord& t : o.tensors) combine(t.hash);
     for (const tracer::ArgRecord& arg : o.args)
       combine(std::hash<std::string>{}(side.strings.text(arg.value)));
+    // What a random op drew from: with --hash none all that tells its values apart.
+    combine(o.rng);
     return id;
   };
   // The optimizer steps where the changes start, in A and in B: ops that moved to other steps

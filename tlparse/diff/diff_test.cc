@@ -4953,6 +4953,29 @@ TEST_CASE("a resumed run is compared with --align-steps from the step it resumed
         std::string::npos);
 }
 
+TEST_CASE("with --hash none a random op after a change that drew from another state is named") {
+  using T = Recorder::T;
+  // --hash none: tensors skipped. B inserts ops (a resume's setup), then its dropouts draw
+  // from other generator states: the first of them is the value difference after the change.
+  auto run = [](bool b) {
+    return write_ops([&](Recorder& r) {
+      const T skipped{0, kNoSeq, "32x8", TensorStatus::kSkipped};
+      r.op("aten::linear", {skipped}, {skipped}, {}, 0, 0, kNoSeq, 4);
+      if (b)
+        for (int k = 0; k < 3; ++k) r.op("aten::zero_", {skipped}, {skipped}, {}, 0, 0, kNoSeq, 5);
+      for (uint64_t s = 0; s < 4; ++s) {
+        r.op("aten::linear", {skipped}, {skipped}, {}, 0, 0, kNoSeq, 6);
+        r.op("aten::bernoulli_", {skipped}, {skipped}, {{"p", "0.5"}}, (b ? 900 : 100) + s, 0, kNoSeq, 7);
+      }
+    });
+  };
+  json d = first(compare(run(false), run(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::bernoulli_");
+  CHECK(d["value_after_structure"]["cause"] == "rng");
+}
+
 TEST_CASE("a DataLoader worker is named with the rank that started it") {
   using T = Recorder::T;
   auto ops = [](Recorder& r) { r.op("aten::mm", {T{100}}, {T{200}}, {}, 0, 0, kNoSeq, 30); };
