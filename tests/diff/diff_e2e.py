@@ -2311,8 +2311,10 @@ def case_crash():
     check(f"{copy} changed since the recording: C++ frames shown without lines" in notes,
           f"C++, binary replaced: a note says why there are no lines: {notes}")
     text = diff_text(a, b)
-    check("shape_error.cpp" not in text and "addr2line -C" in text,
-          "C++, binary replaced: no line in the text, and the addr2line hint stays")
+    check("shape_error.cpp" not in text and "is another build now; with the build that ran: "
+          "addr2line -C -f -i -e BUILD 0x" in text,
+          "C++, binary replaced: no line in the text, and the addr2line hint is for the build "
+          "that ran, not the file there now")
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

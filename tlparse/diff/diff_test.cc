@@ -1079,7 +1079,7 @@ TEST_CASE("two ops of a kind swapped are compared where they stand, not a struct
   CHECK(text.rfind("diverged at aten::mul_ (seq 2", 0) == 0);
 }
 
-TEST_CASE("ops replaced on another code path print both stacks; paired ops one") {
+TEST_CASE("ops replaced on another code path print both stacks and paired ops one") {
   using T = Recorder::T;
   // The same user line updates the weight by another function in each run (AdamW's against
   // Adam's): B's stack is printed too, since the frames that differ are the answer.
@@ -4953,7 +4953,7 @@ TEST_CASE("a resumed run is compared with --align-steps from the step it resumed
         std::string::npos);
 }
 
-TEST_CASE("with --hash none a random op after a change that drew from another state is named") {
+TEST_CASE("with hashing off a random op after a change that drew from another state is named") {
   using T = Recorder::T;
   // --hash none: tensors skipped. B inserts ops (a resume's setup), then its dropouts draw
   // from other generator states: the first of them is the value difference after the change.

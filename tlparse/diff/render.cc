@@ -363,6 +363,7 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   // Native frames still without a line: the `addr2line` command that gives their lines from
   // a -g build.
   std::string native_file, offsets;
+  bool native_changed = false;
   for (size_t k = 0; k < stack.size(); ++k) {
     if (k < innermost && library(str(stack[k], "file"))) {
       ++hidden;
@@ -388,13 +389,17 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
     }
     o << "    " << frame_text(file, line, function, false) << "\n";
     const size_t at = function.rfind(" +0x");
-    if (at == std::string::npos || (!native_file.empty() && native_file != file) ||
-        stack[k].value("binary_changed", false))
-      continue;
+    if (at == std::string::npos || (!native_file.empty() && native_file != file)) continue;
     native_file = file;
+    native_changed = stack[k].value("binary_changed", false);
     offsets = " " + function.substr(at + 2) + offsets;  // innermost first
   }
-  if (!offsets.empty())
+  // A file rebuilt since: its lines would be another build's; the offsets are the build's
+  // that ran, wherever it is kept.
+  if (!offsets.empty() && native_changed)
+    o << "    (lines: " << native_file << " is another build now; with the build that ran: "
+      << "addr2line -C -f -i -e BUILD" << offsets << ")\n";
+  else if (!offsets.empty())
     o << "    (lines, from a -g build: addr2line -C -f -i -e " << native_file << offsets << ")\n";
 }
 
