@@ -4974,6 +4974,11 @@ TEST_CASE("with hashing off a random op after a change that drew from another st
   REQUIRE(d["value_after_structure"].is_object());
   CHECK(d["value_after_structure"]["a"]["op"] == "aten::bernoulli_");
   CHECK(d["value_after_structure"]["cause"] == "rng");
+  // Its stack is printed as well as the change's.
+  const std::string text = tdbg::diff::format_divergence(compare(run(false), run(true)));
+  INFO(text);
+  CHECK(text.find("stack (A, first value difference after the change, innermost last):\n    "
+                  "train.py:7 forward") != std::string::npos);
 }
 
 TEST_CASE("a DataLoader worker is named with the rank that started it") {

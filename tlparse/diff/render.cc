@@ -761,6 +761,11 @@ std::string format_divergence(const json& result) {
   // same user line): the frames that differ are the answer.
   if (a.is_object() && b.is_object() && a.value("stack", json::array()) != b.value("stack", json::array()))
     print_stack(o, "B", b);
+  // After a structural change, the op whose values first differ is often the answer (a
+  // dropout whose generator state was not restored): its stack too.
+  const json& after = d.value("value_after_structure", json());
+  if (after.is_object() && after.value("a", json()).is_object())
+    print_stack(o, "A, first value difference after the change", after["a"]);
   if (!result.value("notes", json::array()).empty()) o << "\n";
   print_notes(o, result);
   return o.str();
