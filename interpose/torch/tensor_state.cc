@@ -93,10 +93,6 @@ GuardedRead guarded_read() {
   return fn;
 }
 
-}  // namespace
-
-namespace {
-
 // tdbg-hash v1 of `view` over `t`'s memory, read on one thread under the preload's fault
 // handlers when the memory is foreign.
 hashing::HashResult hash_host_view(const at::Tensor& t, const hashing::TensorView& view,
@@ -149,16 +145,21 @@ uint64_t geometry_hash(uint64_t base_hash, c10::ScalarType dtype, int64_t offset
   return hashing::hash_combine(base_hash, h);
 }
 
-}  // namespace
-
-hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads) {
+// `t`'s memory read with `sizes` (its own, or some set to 1: its compact part) and its strides.
+hashing::TensorView host_view(const at::Tensor& t, const int64_t* sizes) {
   hashing::TensorView view;
   view.data = t.data_ptr();
   view.dtype = to_dtype(t.scalar_type());
   view.ndim = static_cast<int>(t.dim());
-  view.sizes = t.sizes().data();
+  view.sizes = sizes;
   view.strides = t.strides().data();
-  return hash_host_view(t, view, threads);
+  return view;
+}
+
+}  // namespace
+
+hashing::HashResult hash_host_tensor(const at::Tensor& t, int threads) {
+  return hash_host_view(t, host_view(t, t.sizes().data()), threads);
 }
 
 int64_t expanded_repeats(const at::Tensor& t) {
@@ -174,13 +175,7 @@ hashing::HashResult hash_expanded_host_tensor(const at::Tensor& t, int threads) 
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   for (size_t d = 0; d < sizes.size(); ++d)
     if (t.strides()[d] == 0) sizes[d] = 1;
-  hashing::TensorView view;
-  view.data = t.data_ptr();
-  view.dtype = to_dtype(t.scalar_type());
-  view.ndim = static_cast<int>(t.dim());
-  view.sizes = sizes.data();
-  view.strides = t.strides().data();
-  hashing::HashResult r = hash_host_view(t, view, threads);
+  hashing::HashResult r = hash_host_view(t, host_view(t, sizes.data()), threads);
   if (!r.hashed) return r;
   r.hash = geometry_hash(r.hash, t.scalar_type(), 0, t.sizes(), t.strides());
   // Every value the compact part holds appears `repeats` times in the whole (counts stay at

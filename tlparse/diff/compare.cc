@@ -3502,8 +3502,8 @@ std::string worker_count(const Reader& r) {
 std::string pool_key(const tracer::Run& run, size_t p) {
   const Reader& r = *run.processes[p];
   if (!r.meta("rank").empty()) return "";
-  if (r.meta("worker").empty()) return run.ppid(p);
-  return run.ppid(p) + " workers of " + worker_count(r);
+  const std::string ppid = run.ppid(p);
+  return r.meta("worker").empty() ? ppid : ppid + " workers of " + worker_count(r);
 }
 
 bool dataloader_workers(const tracer::Run& run, size_t p) {
