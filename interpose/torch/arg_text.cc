@@ -12,6 +12,11 @@
 #include <torch/version.h>
 #endif
 
+#if __has_include(<torch/csrc/distributed/c10d/Types.hpp>)
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#define TDBG_HAVE_C10D_TYPES 1
+#endif
+
 #include "interpose/torch/tensor_state.h"
 
 namespace tdbg::torchhook {
@@ -56,6 +61,27 @@ std::string memory_format_text(int64_t v) {
     case c10::MemoryFormat::ChannelsLast3d: return "channels_last_3d";
     default: return "memory_format(" + std::to_string(v) + ")";
   }
+}
+
+// A TorchScript object (a custom class such as c10d's ReduceOp or ProcessGroup): its class
+// name, and for a collective's reduce op which one ("ReduceOp.MAX"), so that a changed
+// reduction is an argument difference at the collective. Nothing is called on the object: a
+// custom class's methods are the program's code.
+std::string object_text(const c10::ivalue::Object& object) {
+  const auto name = object.type()->name();
+  const std::string short_name = name ? name->name() : std::string("Object");
+#if defined(TDBG_HAVE_C10D_TYPES)
+  if (short_name == "ReduceOp" && object.slots().size() == 1 && object.getSlot(0).isCapsule()) {
+    const auto capsule = object.getSlot(0).toCapsule();
+    if (const auto* op = dynamic_cast<const c10d::ReduceOp*>(capsule.get())) {
+      static const char* const kNames[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX",
+                                           "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+      const unsigned k = static_cast<unsigned>(op->op_);
+      return "ReduceOp." + (k < std::size(kNames) ? std::string(kNames[k]) : std::to_string(k));
+    }
+  }
+#endif
+  return "<" + short_name + ">";
 }
 
 std::string quoted(const std::string& s) {
@@ -171,6 +197,7 @@ std::string arg_text(const c10::IValue& v, ArgKind kind) {
     return out + ")";
   }
   if (v.isScalar()) return double_text(v.toScalar().toDouble());
+  if (v.isObject()) return object_text(v.toObjectRef());
   return "<" + v.tagKind() + ">";
 }
 

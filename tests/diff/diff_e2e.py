@@ -1911,6 +1911,25 @@ def case_ddp():
           f"rank 0 alone: the collective is named (got {d.get('cause')}: {d.get('detail')})")
 
 
+def case_reduce_op():
+    # The same metric all-reduced with MAX instead of SUM on both ranks: the collective's reduce
+    # op is an argument (a TorchScript object, recorded by what it means), so the first
+    # divergence is that argument at the collective, not the values read from it afterwards.
+    a, b, _, _ = pair("reduce_op", [], ["--metric-op", "max"], DDP_SCRIPT)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "arguments", f"cause arguments (got {d.get('cause')}: "
+          f"{d.get('detail')})")
+    check((d.get("a") or {}).get("op") == "c10d::allreduce_",
+          f"at the collective (got {(d.get('a') or {}).get('op')})")
+    arg = d.get("argument") or {}
+    check(arg.get("value_a") == "ReduceOp.SUM" and arg.get("value_b") == "ReduceOp.MAX",
+          f"the reduce ops named (got {arg})")
+    line, file = line_of(d.get("a"))
+    want = marks(DDP_SCRIPT)["metric"]
+    check(file == "ddp_train.py" and line == want, f"source ddp_train.py:{want} (got {file}:{line})")
+
+
 def case_gather():
     # Gloo runs all_gather's copies on its worker threads, which take the work items in
     # another order each run: those ops are the collective's own, not the program's, and two

@@ -1,7 +1,8 @@
 """Data-parallel training on two CPU ranks (torch.distributed, gloo, on loopback) for the diff
 end-to-end tests: each rank trains the same DistributedDataParallel model on its own NumPy
-data; `--poke-rank R --poke-step S` changes one value of rank R's data at step S. Lines the
-tests expect `tdbg diff` to name carry a `# MARK:<name>` comment. Prints each rank's losses.
+data; `--poke-rank R --poke-step S` changes one value of rank R's data at step S, and
+`--metric-op max` all-reduces the logged loss with MAX instead of SUM. Lines the tests expect
+`tdbg diff` to name carry a `# MARK:<name>` comment. Prints each rank's losses and the metric.
 """
 import argparse
 import os
@@ -25,7 +26,8 @@ def worker(rank, args):
     data = np.random.RandomState(100 + rank).randn(args.steps, 4, 9).astype(np.float32)
     if rank == args.poke_rank:
         data[args.poke_step, 0, 0] += 1e-3
-    losses = []
+    losses, metric = [], []
+    metric_op = dist.ReduceOp.MAX if args.metric_op == "max" else dist.ReduceOp.SUM
     for step in range(args.steps):
         batch = torch.from_numpy(data[step])  # MARK:data
         x, y = batch[:, :8], batch[:, 8:]
@@ -34,7 +36,10 @@ def worker(rank, args):
         loss.backward()
         opt.step()
         losses.append("%.9g" % loss.item())
-    os.write(1, ("rank %d losses %s\n" % (rank, " ".join(losses))).encode())  # one write
+        logged = loss.detach().clone()
+        dist.all_reduce(logged, op=metric_op)  # MARK:metric
+        metric.append("%.9g" % logged.item())
+    os.write(1, ("rank %d losses %s metric %s\n" % (rank, " ".join(losses), " ".join(metric))).encode())  # one write
     dist.destroy_process_group()
 
 
@@ -44,6 +49,7 @@ def main():
     p.add_argument("--poke-rank", type=int, default=-1)
     p.add_argument("--poke-step", type=int, default=0)
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--metric-op", choices=["sum", "max"], default="sum")
     args = p.parse_args()
     if args.port == 0:
         with socket.socket() as s:
