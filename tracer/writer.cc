@@ -866,14 +866,17 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
   // worker) should not leave a 1 MiB file. WAL: a commit is one append to the -wal file, readers
   // never block the writer, and a killed process leaves every committed transaction readable.
   // synchronous=NORMAL skips fsync per commit: the data survives the death of the process (not of
-  // the machine).
+  // the machine). The file is created with synchronous=OFF, NORMAL only after its schema is
+  // committed: a DataLoader worker opens its database at its first op, and the creation's four
+  // fsyncs (journal, directory, database) took seconds on a busy disk, during which a SIGTERM
+  // that ends the worker waits (a machine that dies then leaves a file with nothing in it).
   // An 8 MiB page cache: the writer only appends, so the pages it touches are the right edges of
   // a few B-trees. A larger cache only kept written pages in the recorded process's memory (a
   // 64 MiB cache filled at ~100 KB per step of a small LM, with no gain in the writer benchmark).
   Status status = internal::exec(db,
+                                 "PRAGMA synchronous=OFF;"
                                  "PRAGMA page_size=16384;"
                                  "PRAGMA journal_mode=WAL;"
-                                 "PRAGMA synchronous=NORMAL;"
                                  "PRAGMA cache_size=-8192;"
                                  "PRAGMA wal_autocheckpoint=4096;",
                                  path);
@@ -893,6 +896,7 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
                        std::to_string(s->time_base_ns) + "');" +
                        "PRAGMA user_version=" + std::to_string(kSchemaVersion) + ";COMMIT;";
   status = internal::exec(db, create.c_str(), path);
+  if (status.ok()) status = internal::exec(db, "PRAGMA synchronous=NORMAL;", path);
   if (!status.ok()) return fail(status);
 
   struct {
