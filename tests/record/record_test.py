@@ -715,7 +715,23 @@ def case_worker_sigterm():
         return SKIP
     run = fresh("worker_sigterm")
     code = (
-        "import os, random, signal, sys, time, torch\n"
+        "import glob, os, random, signal, sys, time, torch\n"
+        "def where(pid):\n"
+        "    # Each thread of a hung worker: state, kernel wait, system call, blocked and\n"
+        "    # pending signals (what the test's failure message shows).\n"
+        "    out = []\n"
+        "    for task in sorted(glob.glob('/proc/%d/task/*' % pid)):\n"
+        "        def read(name):\n"
+        "            try:\n"
+        "                return open(task + '/' + name).read().strip()\n"
+        "            except OSError as e:\n"
+        "                return '?'\n"
+        "        status = dict(l.split(':', 1) for l in read('status').splitlines() if ':' in l)\n"
+        "        out.append('%s %s wchan=%s syscall=%s blk=%s pnd=%s' % (\n"
+        "            task.rsplit('/', 1)[1], status.get('State', '?').strip(), read('wchan'),\n"
+        "            read('syscall').split(' ')[0], status.get('SigBlk', '?').strip(),\n"
+        "            status.get('ShdPnd', '?').strip()))\n"
+        "    return '; '.join(out)\n"
         "random.seed(1)\n"
         "torch.zeros(1).add(1)\n"
         "for k in range(60):\n"
@@ -730,8 +746,9 @@ def case_worker_sigterm():
         "    deadline = time.time() + 20\n"
         "    while not os.waitpid(pid, os.WNOHANG)[0]:\n"
         "        if time.time() > deadline:\n"
+        "            print('worker', k, 'hung:', where(pid))\n"
         "            os.kill(pid, signal.SIGKILL); os.waitpid(pid, 0)\n"
-        "            print('worker', k, 'hung'); sys.exit(1)\n"
+        "            sys.exit(1)\n"
         "        time.sleep(0.002)\n"
         "print('all ended')\n")
     traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True, timeout=900)
