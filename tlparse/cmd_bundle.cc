@@ -12,6 +12,7 @@ void add_bundle_command(CLI::App& app) {
     std::string run_a, run_b, out, inspect, extract;
     report::BundleOptions options;
     bool no_sources = false;
+    std::string align_steps;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("bundle", "Write a shareable bug-report bundle (.tar.gz), or inspect one");
@@ -25,6 +26,7 @@ void add_bundle_command(CLI::App& app) {
   cmd->add_flag("--no-sources", args->no_sources, "Leave out snapshots of the user's source files");
   cmd->add_flag("--redact-paths", args->options.redact_paths,
                 "Replace the home directory and user name in every path and string");
+  add_align_steps_option(cmd, &args->align_steps);
   cmd->add_option("--inspect", args->inspect, "List and summarize a bundle");
   cmd->add_option("--extract", args->extract, "Unpack a bundle into the folder given with -o");
   cmd->callback([args] {
@@ -60,6 +62,11 @@ void add_bundle_command(CLI::App& app) {
     if (const std::string why = output_refusal(args->out, {args->run_a, args->run_b}, OutputKind::kGzip);
         !why.empty())
       return fail("bundle", args->out + ": not written: " + why);
+    if (std::string why = align_steps_error(args->align_steps, &args->options.align_steps);
+        !why.empty())
+      return fail("bundle", why);
+    if (args->options.align_steps.first >= 0 && args->run_b.empty())
+      return fail("bundle", "--align-steps pairs the steps of two runs: give RUN_B too");
     args->options.sources = !args->no_sources;
     auto result = report::write_bundle(args->run_a, args->run_b, args->out, args->options);
     if (!result.ok()) return fail("bundle", result.status().message());

@@ -56,33 +56,16 @@ void add_diff_command(CLI::App& app) {
       ->excludes(scan_limit);
   cmd->add_flag("--linear", args->linear,
                 "Compare op by op from the start instead of bisecting the chain hash");
-  cmd->add_option("--align-steps", args->align_steps,
-                  "A:B pairs A's optimizer step A with B's step B and compares from there (a run "
-                  "resumed from a checkpoint counts its steps from 0 again: --align-steps 16:0)");
+  add_align_steps_option(cmd, &args->align_steps);
   cmd->callback([args] {
     diff::DiffOptions options;
-    if (!args->align_steps.empty()) {
-      const size_t colon = args->align_steps.find(':');
-      long long first = -1, second = -1;
-      if (colon == std::string::npos ||
-          !whole_number_error(args->align_steps.substr(0, colon), &first).empty() ||
-          !whole_number_error(args->align_steps.substr(colon + 1), &second).empty() || first < 0 ||
-          second < 0)
-        return fail("diff", "--align-steps " + args->align_steps +
-                                ": want A:B, a step of each run (whole numbers, 0 or more)");
-      options.align_steps = {first, second};
-    }
+    if (std::string why = align_steps_error(args->align_steps, &options.align_steps); !why.empty())
+      return fail("diff", why);
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("diff", a.status().message());
     auto b = tracer::Run::Open(args->run_b);
     if (!b.ok()) return fail("diff", b.status().message());
-    // A run resumed from a checkpoint (--align-steps K:0, or 0:K): of a run directory that
-    // holds the training and its resumption, the phase that resumed at step K.
-    std::string phase_a, phase_b;
-    if (options.align_steps.first > 0 && options.align_steps.second == 0)
-      phase_b = diff::keep_resumed_phase(*b, options.align_steps.first);
-    else if (options.align_steps.first == 0 && options.align_steps.second > 0)
-      phase_a = diff::keep_resumed_phase(*a, options.align_steps.second);
+    const std::vector<std::string> phases = diff::keep_aligned_phases(*a, *b, options.align_steps);
     tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     options.context_ops = args->context;
     options.progress = isatty(STDERR_FILENO) != 0;
@@ -90,8 +73,7 @@ void add_diff_command(CLI::App& app) {
     options.bisect = !args->linear;
     auto result = diff::compare_runs(*a, *b, options);
     if (!result.ok()) return fail("diff", result.status().message());
-    for (const auto& [side, phase] : {std::pair{"A", &phase_a}, std::pair{"B", &phase_b}})
-      if (!phase->empty()) (*result)["notes"].push_back(std::string(side) + ": " + *phase);
+    for (const std::string& note : phases) (*result)["notes"].push_back(note);
     if (args->json) {
       std::printf("%s\n", json_text(*result, 2).c_str());
     } else {

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "tlparse/commands.h"
+#include "tlparse/diff/diff.h"
 #include "tlparse/report/redact.h"
 #include "tlparse/report/report.h"
 
@@ -16,6 +17,7 @@ void add_report_command(CLI::App& app) {
     std::string run_a, run_b, out;
     int64_t window = 1000;
     bool no_diff = false;
+    std::string align_steps;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand(
@@ -28,7 +30,13 @@ void add_report_command(CLI::App& app) {
                   "to 16777216)")
       ->check(whole_number_in(int64_t{1}, int64_t{1} << 24));
   cmd->add_flag("--no-diff", args->no_diff, "Skip the diff engine and the non-finite search");
+  add_align_steps_option(cmd, &args->align_steps);
   cmd->callback([args] {
+    report::ReportOptions options;
+    if (std::string why = align_steps_error(args->align_steps, &options.align_steps); !why.empty())
+      return fail("report", why);
+    if (options.align_steps.first >= 0 && args->run_b.empty())
+      return fail("report", "--align-steps pairs the steps of two runs: give RUN_B too");
     if (const std::string why =
             output_refusal(args->out, {args->run_a, args->run_b}, OutputKind::kDirectory);
         !why.empty())
@@ -42,6 +50,7 @@ void add_report_command(CLI::App& app) {
       if (!opened.ok()) return fail("report", opened.status().message());
       note_skipped("report", opened->skipped);
       b = std::move(opened.value());
+      options.diff_notes = diff::keep_aligned_phases(*a, *b, options.align_steps);
       tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     }
     // A run still recording is read as it is now, once: every part of the page tells of
@@ -49,7 +58,6 @@ void add_report_command(CLI::App& app) {
     for (tracer::Run* run : {&a.value(), b ? &*b : nullptr})
       if (run)
         if (Status pinned = run->pin_snapshot(); !pinned.ok()) return fail("report", pinned.message());
-    report::ReportOptions options;
     options.window_ops = args->window;
     options.with_diff = !args->no_diff;
     auto data = report::build_report_data(a.value(), b ? &*b : nullptr, options);

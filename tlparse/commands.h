@@ -75,6 +75,28 @@ inline CLI::Validator whole_number() {
       "");
 }
 
+// `--align-steps A:B` for the commands that compare two runs (diff, report, bundle): the
+// option on `cmd`, its text in `*text`.
+inline void add_align_steps_option(CLI::App* cmd, std::string* text) {
+  cmd->add_option("--align-steps", *text,
+                  "A:B pairs A's optimizer step A with B's step B and compares from there (a run "
+                  "resumed from a checkpoint counts its steps from 0 again: --align-steps 16:0)");
+}
+
+// Why `text` (from --align-steps) is not A:B ("" when it is; the steps in `*steps`, and
+// {-1, -1} for an empty text).
+inline std::string align_steps_error(const std::string& text, std::pair<int64_t, int64_t>* steps) {
+  *steps = {-1, -1};
+  if (text.empty()) return "";
+  const size_t colon = text.find(':');
+  long long first = -1, second = -1;
+  if (colon == std::string::npos || !whole_number_error(text.substr(0, colon), &first).empty() ||
+      !whole_number_error(text.substr(colon + 1), &second).empty() || first < 0 || second < 0)
+    return "--align-steps " + text + ": want A:B, a step of each run (whole numbers, 0 or more)";
+  *steps = {first, second};
+  return "";
+}
+
 // What a command writes, as far as `output_refusal` tells an earlier output of it from other
 // files it must not replace.
 enum class OutputKind { kGzip, kJson, kDirectory };  // kDirectory: a folder to write into

@@ -897,6 +897,98 @@ def case_checkpoint():
           f"the differing command line is named: {r.get('settings')}")
 
 
+# Trains 6 steps ("full"), or 3 steps saving a checkpoint ("first CKPT") and then the last 3
+# from it ("resume CKPT [LR]"), counting its steps from 0 again: a resumed run.
+RESUME = r"""
+import sys, torch
+torch.manual_seed(0)
+m = torch.nn.Linear(6, 3)
+opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+data = torch.randn(6, 8, 6)
+mode = sys.argv[1]
+steps = range(6) if mode == "full" else range(3) if mode == "first" else range(3, 6)
+if mode == "resume":
+    state = torch.load(sys.argv[2])
+    m.load_state_dict(state["model"]); opt.load_state_dict(state["opt"])
+    if len(sys.argv) > 3:
+        for g in opt.param_groups: g["lr"] = float(sys.argv[3])
+for k in steps:
+    opt.zero_grad()
+    loss = m(data[k]).pow(2).mean()
+    loss.backward()
+    opt.step()
+    print("%.6f" % loss.item())
+if mode == "first":
+    torch.save({"model": m.state_dict(), "opt": opt.state_dict()}, sys.argv[2])
+"""
+
+
+def case_resumed():
+    # A run resumed from a checkpoint, recorded as one run of two processes (the training,
+    # then its resumption, which counts its steps from 0 again), with another learning rate
+    # after the resume: `--align-steps 3:0` pairs A's step 3 with the resumption's step 0 in
+    # diff, report and bundle alike, and the bundle says how to compare its runs.
+    script = write_script("resume.py", RESUME)
+    ckpt = os.path.join(WORK, "resume.pt")
+    a, _ = record("resumed_a", ["full"], script)
+    b = os.path.join(WORK, "resumed_b")
+    shutil.rmtree(b, ignore_errors=True)
+    both = "%s %s first %s && %s %s resume %s 0.05" % (PYTHON, script, ckpt, PYTHON, script, ckpt)
+    subprocess.run([TDBG, "record", "-o", b, "--", "sh", "-c", both], check=True,
+                   stdout=subprocess.DEVNULL)
+    p = subprocess.run([TDBG, "diff", "--json", "--align-steps", "3:0", a, b],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    d = r.get("first_divergence") or {}
+    # B's own start (building the model, loading the checkpoint) reads as ops inserted; the
+    # first value difference after it is the learning rate, inside optimizer.step().
+    after = d.get("value_after_structure") or {}
+    check(p.returncode == 1 and d.get("cause") == "structure" and after.get("cause") == "arguments",
+          f"diff --align-steps: B's start, then an argument (got {p.returncode} {d.get('cause')}, "
+          f"{after.get('cause')} {p.stderr[-200:]!r})")
+    check((d.get("a") or {}).get("step") == 3 and (d.get("b") or {}).get("step") == 0,
+          f"A's step 3 with B's step 0 (got {(d.get('a') or {}).get('step')}, "
+          f"{(d.get('b') or {}).get('step')})")
+    check(any(n.startswith("B: ") for n in r.get("notes", [])), f"the phase kept is said: {r.get('notes')}")
+    headline = "diverged structurally at step A 3, B 0"
+    # The report: the same first divergence as the diff.
+    page = os.path.join(WORK, "resumed_report")
+    shutil.rmtree(page, ignore_errors=True)
+    p = subprocess.run([TDBG, "report", "--align-steps", "3:0", a, b, "-o", page],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    html = open(os.path.join(page, "index.html")).read() if p.returncode == 0 else ""
+    check(headline in html, f"the report says {headline!r} (exit {p.returncode} {p.stderr[-200:]!r})")
+    # The bundle: its diff.json, README, and a diff of its own runs say the same.
+    bundle = os.path.join(WORK, "resumed.tar.gz")
+    subprocess.run([TDBG, "bundle", "--align-steps", "3:0", "-o", bundle, a, b], check=True,
+                   stdout=subprocess.DEVNULL)
+    with tarfile.open(bundle) as t:
+        names = t.getnames()
+        get = lambda suffix: t.extractfile(next(n for n in names if n.endswith(suffix))).read().decode()
+        bundled, readme = json.loads(get("/diff.json")), get("/README.md")
+    bd = bundled.get("first_divergence") or {}
+    check((bd.get("a") or {}).get("seq") == (d.get("a") or {}).get("seq") and
+          (bd.get("b") or {}).get("seq") == (d.get("b") or {}).get("seq"),
+          f"the bundle's diff.json pairs the same ops (got {(bd.get('a') or {}).get('seq')}, "
+          f"{(bd.get('b') or {}).get('seq')})")
+    check("tdbg diff runs/a runs/b --align-steps 3:0" in readme, "the README's diff command aligns the steps")
+    out = os.path.join(WORK, "resumed_bundle")
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run([TDBG, "bundle", "--extract", bundle, "-o", out], check=True, stdout=subprocess.DEVNULL)
+    top = os.path.join(out, os.listdir(out)[0])
+    p = subprocess.run([TDBG, "diff", "--json", "--align-steps", "3:0", os.path.join(top, "runs", "a"),
+                        os.path.join(top, "runs", "b")], stdout=subprocess.PIPE, text=True)
+    again = (json.loads(p.stdout).get("first_divergence") or {}) if p.returncode == 1 else {}
+    check((again.get("b") or {}).get("step") == 0 and
+          (again.get("value_after_structure") or {}).get("cause") == "arguments",
+          f"the bundled runs diff alike (got {p.returncode} {again.get('cause')})")
+    # Without two runs the option means nothing: one line, exit 2.
+    p = subprocess.run([TDBG, "report", "--align-steps", "3:0", a, "-o", page + "_one"],
+                       stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1,
+          f"report --align-steps of one run: one line, exit 2 (got {p.returncode} {p.stderr!r})")
+
+
 # Residual blocks, run through torch.utils.checkpoint when argv[1] is "1": backward then
 # recomputes each block's forward, with the same values.
 ACTIVATION_CHECKPOINT = r"""

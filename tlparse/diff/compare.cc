@@ -4522,6 +4522,19 @@ std::string process_ending(const tracer::Reader& r) {
   return how;
 }
 
+std::vector<std::string> keep_aligned_phases(tracer::Run& a, tracer::Run& b,
+                                             std::pair<int64_t, int64_t> align_steps) {
+  std::vector<std::string> notes;
+  if (align_steps.first > 0 && align_steps.second == 0) {
+    if (std::string kept = keep_resumed_phase(b, align_steps.first); !kept.empty())
+      notes.push_back("B: " + kept);
+  } else if (align_steps.first == 0 && align_steps.second > 0) {
+    if (std::string kept = keep_resumed_phase(a, align_steps.second); !kept.empty())
+      notes.push_back("A: " + kept);
+  }
+  return notes;
+}
+
 std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at) {
   // The phases: sibling processes with neither a rank nor a worker id that ran one after the
   // other, in start order.

@@ -67,6 +67,11 @@ struct DiffOptions {
 // (and leaves `run` as it was) where the run has no phases.
 std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at);
 
+// For `align_steps` K:0 (or 0:K): `keep_resumed_phase` on the run that counts from 0 again.
+// Returns the notes to show with the diff ("B: compared the phase ..."), none without phases.
+std::vector<std::string> keep_aligned_phases(tracer::Run& a, tracer::Run& b,
+                                             std::pair<int64_t, int64_t> align_steps);
+
 // {"status": "identical"|"diverged", "first_divergence": null | {...}, ...} as documented.
 // Extra keys (context, summaries, growth, structural changes) may be present.
 StatusOr<nlohmann::json> compare_runs(const tracer::Run& a, const tracer::Run& b,

@@ -459,6 +459,11 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   if (!run_b.empty()) {
     TDBG_ASSIGN_OR_RETURN(tracer::Run opened, tracer::Run::Open(run_b));
     b = std::move(opened);
+  }
+  ReportOptions report_options;
+  if (b) {
+    report_options.align_steps = options.align_steps;
+    report_options.diff_notes = diff::keep_aligned_phases(a, *b, options.align_steps);
     tracer::PairProcesses(a, *b);  // the same process of the program at each index
   }
   // A process still being recorded is read as it is now, once: the report, the diff and the
@@ -471,7 +476,6 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       if (diff::still_recording(*p)) live.insert(p.get());
     TDBG_RETURN_IF_ERROR(run->pin_snapshot());
   }
-  ReportOptions report_options;
   TDBG_ASSIGN_OR_RETURN(json data, build_report_data(a, b ? &*b : nullptr, report_options));
 
   // Learn every secret first, so that each is scrubbed wherever it appears afterwards.
@@ -700,12 +704,18 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       md << (k ? ", " : "") << result.still_recording[k];
     md << ". The bundle holds what had been committed then; the program went on.\n\n";
   }
+  const std::string align_text =
+      report_options.align_steps.first >= 0
+          ? " --align-steps " + std::to_string(report_options.align_steps.first) + ":" +
+                std::to_string(report_options.align_steps.second)
+          : "";
   md << "## What is inside\n\n"
      << "- `report/index.html`: the report; open it in a browser (no server or network needed).\n"
      << "- `runs/a/`" << (runs.size() == 2 ? ", `runs/b/`" : "")
      << ": the run databases (SQLite, schema in tdbg's docs/schema.md). Look around with\n"
      << "  `tdbg show runs/a`, "
-     << (runs.size() == 2 ? "compare with `tdbg diff runs/a runs/b`, " : "look for NaN with `tdbg nan runs/a`, ")
+     << (runs.size() == 2 ? "compare with `tdbg diff runs/a runs/b" + align_text + "`, "
+                          : std::string("look for NaN with `tdbg nan runs/a`, "))
      << "page through with `tdbg view`.\n"
      << "- `facts.json`: versions and settings of each recorded process (torch, CUDA, Python, CPU,\n"
      << "  thread counts, determinism flags, seed, environment) and of the machine that bundled it.\n"

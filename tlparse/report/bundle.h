@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -24,6 +25,9 @@ struct BundleOptions {
   std::string home;                             // default: $HOME
   std::string user;                             // default: the login name
   std::string tmp_dir;                          // where the databases are rewritten; default $TMPDIR or /tmp
+  // `tdbg diff --align-steps`: the steps paired, {-1, -1} for none. A run's earlier phases
+  // (`diff::keep_aligned_phases`) are left out of the bundle, as the diff leaves them out.
+  std::pair<int64_t, int64_t> align_steps = {-1, -1};
 };
 
 struct BundleResult {

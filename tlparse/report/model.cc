@@ -560,12 +560,14 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
   if (options.with_diff) {
     if (b) {
       diff::DiffOptions diff_options;
+      diff_options.align_steps = options.align_steps;
       diff_options.on_aligned = [&walk, &marks](const diff::AlignedStep& s) {
         collect_walk(s, &walk, marks);
       };
       auto d = diff::compare_runs(a, *b, diff_options);
       if (!d.ok()) return d.status();
       diff = std::move(d.value());
+      for (const std::string& note : options.diff_notes) diff["notes"].push_back(note);
     }
     for (const tracer::Run* run : {&a, b}) {
       if (!run) continue;

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +29,10 @@ struct ReportOptions {
   int max_steps = 2000;
   // Run the diff engine (`tdbg::diff`) and the non-finite search. Off for tests of the model.
   bool with_diff = true;
+  // The diff's `--align-steps` (`diff::DiffOptions::align_steps`), and the notes that go with
+  // the diff (`diff::keep_aligned_phases`: the phase of a run that was compared).
+  std::pair<int64_t, int64_t> align_steps = {-1, -1};
+  std::vector<std::string> diff_notes;
   // "static" (everything embedded) or "server" (the viewer pages ops through the JSON API).
   std::string mode = "static";
 };
