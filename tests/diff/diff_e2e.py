@@ -1818,6 +1818,57 @@ def case_nan_mask():
     print(subprocess.run([TDBG, "nan", b], stdout=subprocess.PIPE, text=True).stdout)
 
 
+# A safe log (torch.where discards log's NaN for x <= 0) each step; with argv[1] "real", a
+# 0/0 standardization at step 2 that makes the loss NaN; with "guard", a NaN check reads the
+# log's output itself.
+NAN_WHERE = r"""
+import sys, torch
+torch.manual_seed(0)
+lin = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+for step in range(4):
+    x = torch.randn(16, 4)
+    r = lin(x)
+    logged = torch.log(r)
+    if sys.argv[1] == "guard":
+        print(bool(torch.isnan(logged).any()))
+    feat = torch.where(r > 0, logged, torch.zeros_like(r))
+    if sys.argv[1] == "real" and step == 2:
+        feat = (feat - feat) / (feat - feat).std()                     # the real 0/0
+    loss = feat.pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def case_nan_where():
+    # NaN the program masks on purpose (torch.where over a log) is passed over as masked, so
+    # the NaN that reaches the loss is found; a run with only the masked one is finite; a NaN
+    # check that reads the log's output makes it a start again.
+    script = write_script("nan_where.py", NAN_WHERE)
+    want = 1 + NAN_WHERE.split("\n").index(next(l for l in NAN_WHERE.split("\n") if "the real 0/0" in l))
+    runs = {mode: record("nan_where_" + mode, [mode], script)[0] for mode in ("real", "plain", "guard")}
+    p = subprocess.run([TDBG, "nan", "--json", runs["real"]], stdout=subprocess.PIPE, text=True)
+    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    f = r.get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("op") == "aten::div" and f.get("step") == 2 and
+          (f.get("source") or {}).get("line") == want,
+          f"the real 0/0 at line {want}, step 2 (got {p.returncode} {f.get('op')} step "
+          f"{f.get('step')} {(f.get('source') or {}).get('line')})")
+    check(f.get("masked_before", 0) >= 2, f"the masked logs before it counted (got {f.get('masked_before')})")
+    text = subprocess.run([TDBG, "nan", runs["real"]], stdout=subprocess.PIPE, text=True).stdout
+    print(text)
+    check("masked:   aten::log" in text and "read by aten::where" in text, "the masked log is listed")
+    p = subprocess.run([TDBG, "nan", "--json", runs["plain"]], stdout=subprocess.PIPE, text=True)
+    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    check(p.returncode == 0 and r.get("status") == "finite" and r.get("masked", 0) >= 1,
+          f"only masked NaN: finite, exit 0 (got {p.returncode} {r.get('status')} masked {r.get('masked')})")
+    p = subprocess.run([TDBG, "nan", "--json", runs["guard"]], stdout=subprocess.PIPE, text=True)
+    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    f = r.get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("op") == "aten::log",
+          f"a NaN check read it: the log is the start (got {p.returncode} {f.get('op')})")
+
+
 def case_errors():
     os.makedirs(WORK, exist_ok=True)
     bogus = os.path.join(WORK, "not_a_run.sqlite")

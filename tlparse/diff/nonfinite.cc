@@ -399,9 +399,12 @@ struct Counts {
   int64_t carried = 0;    // ops from --from-step on holding NaN or Inf they read (explained)
   int64_t max_step = -1;  // the last step of any op
   int64_t contained = 0;  // made and cleaned inside one top-level op
-  json contained_ops = json::array();  // the first of those, each an op brief with its step
+  int64_t masked = 0;     // starts whose NaN or Inf no op passed on (`masked_by`)
+  // The first contained or masked starts, each an op brief with its step (and "masked_by").
+  json contained_ops = json::array();
   Counts& operator+=(const Counts& o) {
     contained += o.contained;
+    masked += o.masked;
     for (const json& c : o.contained_ops)
       if (contained_ops.size() < kContainedShown) contained_ops.push_back(c);
     explained += o.explained;
@@ -462,6 +465,61 @@ StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
   return ended && !escaped && live.empty();
 }
 
+// For a start whose NaN or Inf the program masks (`torch.where(x > 0, torch.log(x), 0)`): the
+// op that read it and made only finite floating values from it (aten::where), when every op
+// that read it did so, up to the next op that makes NaN or Inf from anything else (the same
+// masked op of the next step, say) or a look-ahead's end; "" otherwise. An op that reads it and
+// makes no floating output (`isnan`, `item`: a guard or a log line saw it) or a view of it, or
+// that makes NaN or Inf from values not recorded (autograd's saved tensors, which may hold it),
+// makes the start one to report.
+StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start) {
+  std::set<uint64_t> live;
+  for (const TensorRecord& t : start.tensors)
+    if (t.role == TensorRole::kOutput && t.summary.valid && tensor_comparable(t) &&
+        (t.summary.nan_count > 0 || t.summary.inf_count > 0))
+      live.insert(t.hash);
+  if (live.empty()) return std::string();
+  constexpr int64_t kLookAhead = 1 << 16;
+  std::string masked_by;
+  bool spread = false, inside_start = true;
+  Status st = r.scan_ops(start.thread, start.tidx + 1, start.tidx + 1 + kLookAhead, true,
+                         [&](const OpRecord& o) {
+    // The start's own nested ops computed it.
+    if (inside_start && o.depth > start.depth) return true;
+    inside_start = false;
+    bool reads = false, unknown = false;
+    for (const TensorRecord& t : o.tensors) {
+      if (t.role != TensorRole::kInput || *never_read(strings, t) != '\0') continue;
+      reads = reads || live.count(t.hash) > 0;
+      unknown = unknown || !(t.summary.valid && tensor_comparable(t));
+    }
+    bool nonfinite = false, floating = false, view = false;
+    for (const TensorRecord& t : o.tensors) {
+      if (t.role != TensorRole::kOutput) continue;
+      if (!t.summary.valid || !tensor_comparable(t)) {
+        view = view || hashing::dtype_is_floating(t.dtype);
+        continue;
+      }
+      floating = floating || hashing::dtype_is_floating(t.dtype);
+      nonfinite = nonfinite || t.summary.nan_count > 0 || t.summary.inf_count > 0;
+    }
+    if ((reads || unknown) && nonfinite) {
+      spread = true;
+      return false;
+    }
+    if (nonfinite) return false;  // NaN or Inf from elsewhere: a start of its own
+    if (!reads) return true;
+    if (view || !floating) {
+      spread = true;
+      return false;
+    }
+    if (masked_by.empty()) masked_by = strings.text(o.name);
+    return true;
+  });
+  TDBG_RETURN_IF_ERROR(st);
+  return spread ? std::string() : masked_by;
+}
+
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
 // process has none; `counts` says what its ops passed over when it has none.
 // `first_held`: the first seq its database holds (a ring's or a trimmed bundle's first op).
@@ -475,6 +533,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   int64_t max_step = -1;
   int64_t resume = 0;      // the seq the search goes on from
   int64_t contained = 0;   // starts made and cleaned inside one top-level op, passed over
+  int64_t masked = 0;      // starts whose NaN or Inf the program masked, passed over
   json contained_ops = json::array();
   Counts before;
   std::string entry;  // how NaN entered at `op`, when no op made it
@@ -494,12 +553,12 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (!found) {
       TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
       *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(),
-                       tracker.carried_in_window(), max_step, contained, contained_ops};
+                       tracker.carried_in_window(), max_step, contained, masked, contained_ops};
       return json(nullptr);
     }
     // Before the descent below judges the start's nested ops, which come after it.
     before = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(), 0, -1, contained,
-                    contained_ops};
+                    masked, contained_ops};
     op = std::move(*found);
     if (verdict == Tracker::Verdict::kFresh) {
       // A parent op (aten::linear) starts before the child (aten::addmm) that computed the
@@ -529,6 +588,18 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
         ++contained;
         if (contained_ops.size() < kContainedShown)
           contained_ops.push_back(op_json(r, strings, op));
+        resume = op.seq + 1;
+        continue;
+      }
+      // Masked by the program (a safe log): its NaN reaches nothing, and a start that does
+      // may come later.
+      TDBG_ASSIGN_OR_RETURN(const std::string masked_by, masked_after(r, strings, op));
+      if (!masked_by.empty()) {
+        ++masked;
+        if (contained_ops.size() < kContainedShown) {
+          contained_ops.push_back(op_json(r, strings, op));
+          contained_ops.back()["masked_by"] = masked_by;
+        }
         resume = op.seq + 1;
         continue;
       }
@@ -658,6 +729,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   j["skipped_before"] = before.skipped;
   j["ignored_before"] = before.ignored;
   j["contained_before"] = before.contained;
+  j["masked_before"] = before.masked;
   j["contained_starts_before"] = before.contained_ops;
   return j;
 }
@@ -717,7 +789,7 @@ size_t choose_start(const tracer::Run& run, const std::vector<json>& starts, std
 
 int64_t nonfinite_passed_over(const json& result) {
   int64_t ops = 0;
-  for (const char* key : {"explained", "skipped", "ignored", "contained"})
+  for (const char* key : {"explained", "skipped", "ignored", "contained", "masked"})
     ops += result.value(key, int64_t{0});
   return ops;
 }
@@ -814,6 +886,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
               {"skipped", counts.skipped},
               {"ignored", counts.ignored},
               {"contained", counts.contained},
+              {"masked", counts.masked},
               {"contained_starts", counts.contained_ops},
               {"run", run.path},
               {"options", options_json(options)},

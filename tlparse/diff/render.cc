@@ -464,9 +464,12 @@ void print_values(std::ostringstream& o, const json& in) {
 // leading separator: ops that only carried NaN or Inf (from an input, or an Inf argument: a
 // mask), Inf starts that --nan-only ignores, and starts before --from-step.
 std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int64_t from_step,
-                        int64_t contained) {
+                        int64_t contained, int64_t masked) {
   const char* sep = "; ";
   std::ostringstream o;
+  if (masked > 0)
+    o << sep << masked << " NaN/Inf start(s) the program masked (every op that read it made "
+      << "finite values, as torch.where(x > 0, torch.log(x), 0) does; listed under masked:)";
   if (contained > 0)
     o << sep << contained << " NaN/Inf start(s) cleaned inside the op that ran them (a nested op's "
       << "NaN or Inf that the next nested ops wrote over with finite values before it returned, "
@@ -481,11 +484,17 @@ std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int
   return o.str();
 }
 
-// The starts passed over as cleaned inside the op that ran them, where each was.
+// The starts passed over as cleaned inside the op that ran them or masked by the program,
+// where each was.
 void print_contained(std::ostringstream& o, const json& starts) {
   if (!starts.is_array()) return;
   for (const json& c : starts) {
     if (!c.is_object()) continue;
+    if (c.contains("masked_by")) {
+      o << "  masked:   " << str(c, "op") << " (seq " << str(c, "seq") << ", step " << str(c, "step")
+        << ") at " << source_text(c) << " · read by " << str(c, "masked_by") << "\n";
+      continue;
+    }
     o << "  contained: " << str(c, "op") << " (seq " << str(c, "seq") << ", step " << str(c, "step")
       << ") at " << source_text(c);
     const json& enclosing = c.value("enclosing", json::array());
@@ -795,12 +804,13 @@ std::string format_nonfinite(const json& result) {
     const int64_t skipped = result.value("skipped", int64_t{0});
     const int64_t ignored = result.value("ignored", int64_t{0});
     const int64_t contained = result.value("contained", int64_t{0});
+    const int64_t masked = result.value("masked", int64_t{0});
     if (nonfinite_passed_over(result) == 0) {
       o << "finite: no op output holds " << what << " in " << str(result, "run") << "\n";
     } else {
       o << "finite: no " << what << " starts in " << str(result, "run");
       if (from_step > 0) o << " from step " << from_step;
-      o << passed_over(explained, skipped, ignored, from_step, contained) << "\n";
+      o << passed_over(explained, skipped, ignored, from_step, contained, masked) << "\n";
       print_contained(o, result.value("contained_starts", json()));
     }
     print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
@@ -971,7 +981,7 @@ std::string format_nonfinite(const json& result) {
   const std::string before =
       passed_over(f.value("explained_before", int64_t{0}), f.value("skipped_before", int64_t{0}),
                   f.value("ignored_before", int64_t{0}), from_step,
-                  f.value("contained_before", int64_t{0}));
+                  f.value("contained_before", int64_t{0}), f.value("masked_before", int64_t{0}));
   if (!before.empty()) o << "  (after: " << before.substr(2) << ")\n";
   print_contained(o, f.value("contained_starts_before", json()));
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
