@@ -1595,6 +1595,30 @@ def case_uninitialized():
           f"torch.tensor data is data from outside (exit {rc}: {d.get('detail')})")
     line, file = line_of(d.get("a"))
     check(line == mark["tensor"], f"at the torch.tensor line {mark['tensor']} (got {file}:{line})")
+    # Read by an op that writes it in place (`acc += g` into a torch.empty_like): the same
+    # memory, named with its empty's line, not a --hash outputs gap of a run hashed with all.
+    script = write_script("uninitialized_inplace.py", UNINITIALIZED_INPLACE)
+    mark = marks(script)
+    a, _ = record("uninit_inplace_a", ["1"], script)
+    b, _ = record("uninit_inplace_b", ["2"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, file = line_of(d.get("a"))
+    detail = d.get("detail", "")
+    check(rc == 1 and d.get("cause") == "external_input" and line == mark["inplace"] and
+          "returned uninitialized" in detail and f"uninitialized_inplace.py:{mark['acc']}" in detail
+          and "--hash" not in detail,
+          f"the in-place read names the empty_like (exit {rc}: {d.get('cause')} line {line}: {detail})")
+
+
+UNINITIALIZED_INPLACE = r'''
+import sys, torch
+g = torch.ones(8)
+acc = torch.empty_like(g)  # MARK:acc
+acc.numpy()[:] = float(sys.argv[1])  # as garbage would be: no recorded op writes it
+acc += g  # MARK:inplace
+print(acc.sum().item())
+'''
 
 
 GENERATOR = r'''

@@ -1566,14 +1566,29 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   // reason than a kernel that computes otherwise from equal inputs, or than another input
   // written through `.numpy()`.
   const bool unwritten = unhashed != nullptr && unhashed->status == tracer::TensorStatus::kUninitialized;
-  if (unhashed != nullptr && (unwritten || (unhashed->status == tracer::TensorStatus::kSkipped &&
-                                            unhashed->producer == tracer::kNoSeq))) {
+  if (unwritten) {
+    // Read uninitialized by an op that also writes it (`acc += g` into a torch.empty_like):
+    // garbage that differs in every run, unless the program filled it outside torch's ops.
+    std::string maker = producer_text && unhashed->producer != tracer::kNoSeq
+                            ? producer_text(false, unhashed->producer)
+                            : std::string();
+    maker = maker.empty() ? "an op of the empty family"
+                          : maker + " (seq " + std::to_string(unhashed->producer) + ")";
     *detail = "identical arguments, generator state and hashed inputs, different output; input " +
-              std::to_string(unhashed->index) + " was not hashed (--hash outputs) and " +
-              (unwritten ? "no recorded op wrote its memory (an empty-family op returned it)"
-                         : "no recorded op produced it") +
-              ": data from outside torch's ops (Python numbers, NumPy, a file, a DataLoader "
-              "worker) that most likely differs (--hash all would tell)";
+              std::to_string(unhashed->index) + " is memory that " + maker +
+              " returned uninitialized, which no recorded op wrote since: uninitialized memory, "
+              "different in every run, read here by an op that writes it in place (torch.empty "
+              "where zeros or ones were meant, then +=, mul_), unless the program filled it "
+              "outside torch's ops (.numpy(), data_ptr)";
+    return "external_input";
+  }
+  if (unhashed != nullptr && unhashed->status == tracer::TensorStatus::kSkipped &&
+      unhashed->producer == tracer::kNoSeq) {
+    *detail = "identical arguments, generator state and hashed inputs, different output; input " +
+              std::to_string(unhashed->index) +
+              " was not hashed (--hash outputs) and no recorded op produced it: data from outside "
+              "torch's ops (Python numbers, NumPy, a file, a DataLoader worker) that most likely "
+              "differs (--hash all would tell)";
     return "external_input";
   }
   *detail = unhashed == nullptr
