@@ -249,6 +249,7 @@ class Trainer {
       T in = out;
       if (s == v_.layout_change_step) in.shape = shape + " strides 1x32";
       T act{mix(out.hash, s == v_.layout_change_step ? 55 : 4), kNoSeq, shape};
+      act.nan = out.nan;  // NaN passes on (a NaN no op passes on is a masked one)
       act.producer = r_.op(s == v_.replace_step ? "aten::relu" : "aten::gelu", {in}, {act}, {}, 0, 0,
                            kNoSeq, 22);
       out = act;
@@ -4525,7 +4526,7 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
     CHECK(r["first_nonfinite"]["op"] == "aten::to");
   }
 
-  SECTION("an Inf masked on purpose: --nan-only and --from-step look past it") {
+  SECTION("an Inf masked on purpose is passed over and so are Inf starts under --nan-only") {
     // Each step: `deg.pow(-0.5)` makes Inf of zero degrees, `masked_fill` removes it; at
     // step 2 a division makes NaN of finite values, which no later op reads.
     auto ops = [&](Recorder& r) {
@@ -4546,10 +4547,12 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
         }
       }
     };
+    // masked_fill makes finite values of every pow's Inf: masked by the program, passed over.
     json all = nonfinite(ops);
-    CHECK(all["first_nonfinite"]["op"] == "aten::pow");
-    CHECK(all["first_nonfinite"]["step"] == 0);
-    CHECK(tdbg::diff::format_nonfinite(all).find("--nan-only") != std::string::npos);
+    CHECK(all["first_nonfinite"]["op"] == "aten::div");
+    CHECK(all["first_nonfinite"]["step"] == 2);
+    CHECK(all["first_nonfinite"]["masked_before"] == 3);
+    CHECK(tdbg::diff::format_nonfinite(all).find("  masked:   aten::pow (seq 0, step 0)") != std::string::npos);
     tdbg::diff::NonfiniteOptions nan_only;
     nan_only.nan_only = true;
     json n = nonfinite(ops, nan_only);
@@ -4558,9 +4561,10 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
     tdbg::diff::NonfiniteOptions later;
     later.from_step = 2;
     json l = nonfinite(ops, later);
-    CHECK(l["first_nonfinite"]["op"] == "aten::pow");
+    CHECK(l["first_nonfinite"]["op"] == "aten::div");
     CHECK(l["first_nonfinite"]["step"] == 2);
     CHECK(l["first_nonfinite"]["skipped_before"] == 2);
+    CHECK(l["first_nonfinite"]["masked_before"] == 1);
     later.nan_only = true;
     later.from_step = 3;
     json none = nonfinite(ops, later);
@@ -4578,7 +4582,7 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
     const std::string text = tdbg::diff::format_nonfinite(none);
     CHECK(text.find("4 Inf start(s) ignored by --nan-only") != std::string::npos);
     CHECK(text.find("attention masks") == std::string::npos);
-    CHECK(tdbg::diff::format_nonfinite(l).find("(after: 2 start(s) before step 2 skipped)\n") !=
+    CHECK(tdbg::diff::format_nonfinite(l).find("; 2 start(s) before step 2 skipped)\n") !=
           std::string::npos);
   }
 

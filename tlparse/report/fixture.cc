@@ -181,6 +181,7 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
   int64_t tidx[2] = {0, 0};
   int64_t last_output[2] = {-1, -1};      // seq
   int64_t last_output_pos[2] = {-1, -1};  // pos
+  bool last_output_nan[2] = {false, false};  // it holds NaN (from `nonfinite_at` on, passed on)
   int64_t t = 1'000'000'000;
   for (int64_t pos = 0; pos < o.ops; ++pos) {
     int64_t step = pos / k, i = pos % k;
@@ -267,6 +268,8 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     in.summary.abs_sum = std::fabs(in.summary.sum) * 1.5 + 1;
     in.summary.min = -1;
     in.summary.max = 1;
+    const bool input_nan = producer_pos >= 0 && last_output_nan[kind.thread];
+    if (input_nan) in.summary.nan_count = 3;
     op.tensors.push_back(in);
 
     TensorRecord out;
@@ -283,10 +286,14 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
     out.summary.abs_sum = std::fabs(base) * 1.5 + 1;
     out.summary.min = -1 - rel;
     out.summary.max = 1 + rel;
-    if (pos == o.nonfinite_at) out.summary.nan_count = 3;
+    // NaN made at `nonfinite_at` is passed on by every later op of its thread, as a real
+    // NaN spreads (a NaN no op passes on is one the program masked, which `tdbg nan` passes
+    // over).
+    if (pos == o.nonfinite_at || input_nan) out.summary.nan_count = 3;
     op.tensors.push_back(out);
     last_output[kind.thread] = seq;
     last_output_pos[kind.thread] = pos;
+    last_output_nan[kind.thread] = out.summary.nan_count > 0;
 
     bool other_lr = false;
     if (kind.flags & tracer::kOpInplace && kind.layer >= 0) {
