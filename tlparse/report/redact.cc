@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
+#include <vector>
 
 namespace tdbg::report {
 namespace {
@@ -79,12 +81,44 @@ bool looks_like_secret_name(std::string_view name) {
   while (!n.empty() && n[0] == '-') n.erase(0, 1);
   std::replace(n.begin(), n.end(), '-', '_');
   if (n.empty()) return false;
-  static const char* const kWords[] = {"TOKEN",   "SECRET",  "PASSWORD",  "PASSWD",   "PASSPHRASE",
-                                       "CREDENTIAL", "AUTH", "COOKIE",    "PRIVATE",  "SESSION",
-                                       "SIGNATURE", "KEY",   "DATABASE_URL", "_DSN",  "CERT"};
-  for (const char* w : kWords) {
-    if (n.find(w) != std::string::npos) return true;
+  // Judged by whole words (`--max-tokens`, `--tokenizer`, `--key-dim` and `--private-eval`
+  // are hyperparameters): the name's words, split at any other character than a letter or a
+  // digit and where a lower-case letter meets an upper-case one (`apiKey`).
+  std::vector<std::string> words;
+  std::string word;
+  for (size_t k = 0; k < name.size(); ++k) {
+    const auto c = static_cast<unsigned char>(name[k]);
+    const bool camel = k > 0 && std::isupper(c) && std::islower(static_cast<unsigned char>(name[k - 1]));
+    if (!std::isalnum(c) || camel) {
+      if (!word.empty()) words.push_back(upper(word));
+      word.clear();
+    }
+    if (std::isalnum(c)) word += static_cast<char>(c);
   }
+  if (!word.empty()) words.push_back(upper(word));
+  auto has = [&words](std::initializer_list<const char*> any) {
+    for (const std::string& w : words)
+      for (const char* a : any)
+        if (w == a) return true;
+    return false;
+  };
+  // Words that are a credential on their own.
+  if (has({"SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS",
+           "COOKIE", "SIGNATURE", "APIKEY", "SECRETKEY", "ACCESSKEY", "PRIVATEKEY", "AUTH",
+           "DSN", "CERT"}))
+    return true;
+  if (n.find("DATABASE_URL") != std::string::npos) return true;
+  // A token, but not a count or a kind of tokens (`max_token`, `pad_token`, `token_ids`).
+  if (has({"TOKEN"}) && !has({"MAX", "MIN", "NUM", "N", "LEN", "LENGTH", "COUNT", "SIZE", "DIM",
+                              "ID", "IDS", "TYPE", "TYPES", "LIMIT", "BUDGET", "PER", "PAD",
+                              "BOS", "EOS", "UNK", "SEP", "CLS", "MASK", "SPECIAL", "START", "END"}))
+    return true;
+  // A key, alone or of an access kind (`API_KEY`, `AWS_ACCESS_KEY_ID`), not `KEY_DIM`.
+  if (has({"KEY"}) && (words.size() == 1 || has({"API", "ACCESS", "SECRET", "PRIVATE", "AUTH",
+                                                  "SIGNING", "ENCRYPTION", "CLIENT", "LICENSE",
+                                                  "MASTER", "SERVICE", "ACCOUNT", "APP", "SSH",
+                                                  "GPG", "HMAC", "SESSION"})))
+    return true;
   static const char* const kPrefixes[] = {"AWS_", "AZURE_", "ARM_CLIENT", "GCP_", "GOOGLE_",
                                           "GCLOUD_", "HF_", "HUGGING_FACE_HUB_", "WANDB_",
                                           "OPENAI_", "ANTHROPIC_", "GITHUB_", "GH_", "NPM_",
@@ -108,7 +142,9 @@ void Redactor::remember(const std::string& name, const std::string& value) {
 
 void Redactor::remember_value(const std::string& name, const std::string& value, size_t shortest) {
   // Short values ("1", "yes") would scrub unrelated text; they are only removed where found.
-  if (value.size() < shortest) return;
+  // So is a path (a key file's, HF_HOME's): it names where a credential is, and scrubbed
+  // everywhere it would take every path below it (stacks, the sources) with it.
+  if (value.size() < shortest || value[0] == '/' || value[0] == '~') return;
   for (const auto& known : values_)
     if (known.first == value) return;
   values_.push_back({value, name});
@@ -263,7 +299,8 @@ std::string Redactor::apply(std::string_view text_in) const {
       ++value_end;
     }
     if (value_end == value_at) continue;
-    if (text.compare(value_at, value_end - value_at, kMark) == 0) continue;
+    // Redacted already (`--api-key=[REDACTED]` in a command line redacted word by word).
+    if (text.compare(value_at, std::char_traits<char>::length(kMark), kMark) == 0) continue;
     // An unquoted expression (`token = make_token()`, `key=args.key`) names no secret: only a
     // quoted value, or an unquoted one in a command line or environment text (no space
     // before the =).

@@ -357,6 +357,16 @@ TEST_CASE("credential-like names are recognized") {
                         "torch_version", "cwd", "cmdline"}) {
     CHECK_FALSE(looks_like_secret_name(n));
   }
+  // Whole words: a credential's name, not a hyperparameter that shares a word's letters.
+  for (const char* n : {"--token", "ACCESS_TOKEN", "apiKey", "accessToken", "--key", "PRIVATE_KEY",
+                        "SESSION_TOKEN", "DATABASE_URL", "--auth"}) {
+    CHECK(looks_like_secret_name(n));
+  }
+  for (const char* n : {"--max-tokens", "--max-token", "--key-dim", "--tokenizer", "--tokenizer-dir",
+                        "--private-eval", "pad_token", "key_padding_mask", "--session-name",
+                        "num_keys", "author"}) {
+    CHECK_FALSE(looks_like_secret_name(n));
+  }
 }
 
 TEST_CASE("the redactor scrubs environment, command line and every later string") {
@@ -409,6 +419,15 @@ TEST_CASE("the redactor scrubs quoted values in source text, and the shell's cre
   CHECK(q.apply("mha(key_padding_mask=mask.bool())") == "mha(key_padding_mask=mask.bool())");
   CHECK(q.apply("login(x, token=tok-123)") == "login(x, token=[REDACTED])");
   CHECK(q.apply("user=bob,password=hunter2") == "user=bob,password=[REDACTED]");
+  // A value redacted already is left as it is (a command line redacted word by word).
+  CHECK(q.apply(R"(["x.py", "--api-key=[REDACTED]"])") == R"(["x.py", "--api-key=[REDACTED]"])");
+  Redactor c(false, "", "");
+  const std::string line = c.meta("cmdline", R"(["x.py", "--api-key=shortk", "--key-file", "/keys/a.pem"])");
+  CHECK(line == R"(["x.py","--api-key=[REDACTED]","--key-file","/keys/a.pem"])");
+  // A path given to a credential-like option is not scrubbed from every other string.
+  Redactor d(false, "", "");
+  CHECK(d.meta("cmdline", R"(["x.py", "--secret-dir", "/work/run"])").find("[REDACTED]") != std::string::npos);
+  CHECK(d.apply("/work/run/train.py:3") == "/work/run/train.py:3");
   // A file name is no credential's name: neither a source's meta key nor a command line's
   // word before an option.
   CHECK_FALSE(looks_like_secret_name("source:/work/secret.py"));
