@@ -82,7 +82,13 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
     return "";
   }
   struct stat st;
-  if (::stat(out.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return "";
+  if (::stat(out.c_str(), &st) != 0) return "";
+  // A device, a pipe or a socket (`-o /dev/stdout`): the file is written aside and renamed
+  // over the name, which would replace the device itself (as root, /dev/full).
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return "it is not a regular file (a device, a pipe or a socket), which writing would "
+           "replace: name a file";
+  if (!S_ISREG(st.st_mode) || st.st_size == 0) return "";
   const std::string bytes = head(out, 32);
   if (is_database(bytes))
     return "it is a database (a recording?), which writing would replace: name another file";

@@ -147,6 +147,16 @@ set +e
 set -e
 rm runs/a/tdbg-run.json
 [ $rc -eq 2 ] && [ ! -e runs/a/trace.json ] || fail "export of a run's database into its folder: exit $rc"
+# A pipe (or a device: `-o /dev/stdout`) is not replaced by the file written aside.
+mkfifo pipe.out
+for cmd in "bundle runs/a" "export --chrome-trace runs/a"; do
+  set +e
+  "$tdbg" $cmd -o pipe.out >/dev/null 2>err.txt; rc=$?
+  set -e
+  [ $rc -eq 2 ] && [ -p pipe.out ] && grep -q "not a regular file" err.txt ||
+    fail "$cmd -o a pipe: exit $rc, $(cat err.txt), $(ls -l pipe.out)"
+done
+rm pipe.out
 "$tdbg" bundle runs/a runs/b -o bug.tar.gz >/dev/null || fail "bundle over an earlier bundle exited $?"
 "$tdbg" export --chrome-trace runs/a -o t.json >/dev/null && "$tdbg" export --chrome-trace runs/a -o t.json >/dev/null ||
   fail "export over an earlier trace exited $?"
