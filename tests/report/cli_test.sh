@@ -133,6 +133,14 @@ done
   fail "a refused report -o wrote"
 [ "$(cat site/index.html)" = '<h1>mine</h1>' ] || fail "report -o replaced the user's index.html"
 "$tdbg" report runs/a runs/b -o rep >/dev/null || fail "report over an earlier report exited $?"
+# A write that fails part way (a full disk; here a file size limit) leaves the earlier page
+# whole, and says why.
+page=$(sha256sum rep/index.html)
+set +e
+(trap '' XFSZ; ulimit -f 64; "$tdbg" report runs/a runs/b -o rep >/dev/null 2>err.txt); rc=$?
+set -e
+[ $rc -eq 2 ] && [ "$(sha256sum rep/index.html)" = "$page" ] && [ ! -e rep/index.html.partial ] &&
+  grep -q "cannot write: File too large" err.txt || fail "report cut short: exit $rc, $(cat err.txt)"
 [ "$before" = "$(sha256sum "$db" runs/b/*.sqlite)" ] || fail "a refused -o changed a recording"
 [ "$(cat train.py)" = 'print("train")' ] && [ ! -e runs/a/new.tar.gz ] || fail "a refused -o wrote"
 tar -tzf mine.tar.gz | grep -qx train.py || fail "the user's archive was replaced"

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <vector>
@@ -165,10 +166,19 @@ StatusOr<std::string> write_report(const nlohmann::json& data, const std::string
   TDBG_RETURN_IF_ERROR(make_dirs(dir));
   std::string path = dir + "/index.html";
   std::string html = render_html(data);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(html.data(), static_cast<std::streamsize>(html.size()));
-  out.close();
-  if (!out) return Status::Error(path + ": cannot write");
+  // Written aside and renamed: a full disk leaves the earlier page (or none), never a page cut
+  // short that opens as if whole.
+  const std::string partial = path + ".partial";
+  std::FILE* out = std::fopen(partial.c_str(), "wb");
+  if (!out) return Status::Error(path + ": cannot write: " + std::strerror(errno));
+  const bool written = std::fwrite(html.data(), 1, html.size(), out) == html.size();
+  int error = written ? 0 : errno;
+  if (std::fclose(out) != 0 && error == 0) error = errno;
+  if (!written || error != 0 || std::rename(partial.c_str(), path.c_str()) != 0) {
+    if (error == 0) error = errno;
+    std::remove(partial.c_str());
+    return Status::Error(path + ": cannot write: " + std::strerror(error));
+  }
   return path;
 }
 
