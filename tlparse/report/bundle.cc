@@ -140,7 +140,8 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
       w->set_meta(key, json_text(threads));
       continue;
     }
-    w->set_meta(key, redactor.meta(key, value));
+    // (A key may name a path too: `source:/home/USER/train.py`.)
+    w->set_meta(redactor.apply(key), redactor.meta(key, value));
   }
   w->set_meta("bundle_window", json_text(json{{"from_seq", from}, {"to_seq", to}}));
   // Not "killed or crashed" to whoever opens the bundle: it had not ended yet.

@@ -120,6 +120,8 @@ Status write_run(const std::string& path, const std::string& dir, const FixtureO
   w->set_meta("host", "fixture-host");
   w->set_meta("pid", is_b ? "4243" : "4242");
   w->set_meta("cwd", dir);
+  // As the hook notes each Python file it records a frame of (size and modification time).
+  w->set_meta("source:" + dir + "/train.py", "1:1");
   std::string env = "{\"OMP_NUM_THREADS\": \"4\", \"TORCH_HOME\": \"" + dir + "/cache\"";
   std::string cmd = "[\"/usr/bin/python3\", \"" + dir + "/train.py\", \"--lr\", \"0.01\"";
   if (o.secrets) {
