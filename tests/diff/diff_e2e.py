@@ -1687,6 +1687,38 @@ def case_edited_source():
     check("edited.py` changed after it was recorded" in readme, f"and the bundle's README: {readme[:800]!r}")
 
 
+# The same file in both runs, another branch: the scheduler steps before the optimizer with
+# an argument, after it without (the lines of the two opt.step() calls differ by 2, as an
+# edit that moved them would make them differ).
+CODE_PATH = r'''
+import sys, torch
+torch.manual_seed(0)
+w = torch.nn.Parameter(torch.ones(4, 4))
+opt = torch.optim.SGD([w], lr=0.1)
+sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / 3)
+for step in range(3):
+    opt.zero_grad(); (w * w).sum().backward()
+    if len(sys.argv) > 1:
+        sched.step()
+        opt.step()  # MARK:first
+    else:
+        opt.step()  # MARK:after
+        sched.step()
+'''
+
+
+def case_code_path():
+    # Two lines of one unedited file: another code path, never "an edit that moved the lines".
+    script = write_script("code_path.py", CODE_PATH)
+    a, _ = record("code_path_a", [], script)
+    b, _ = record("code_path_b", ["first"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    text = diff_text(a, b)
+    check(rc == 1 and d.get("same_source_file") is True and "another code path)" in text and
+          "from an edit" not in text, f"another code path of the same file: {text[:700]!r}")
+
+
 FUNCTION_CONSTANT = r'''
 import sys, torch
 torch.manual_seed(0)

@@ -5177,6 +5177,21 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         d["process_a"] = process_json(a, index_a);
         d["process_b"] = process_json(b, index_b);
       }
+      // The op's file, as each run recorded it (meta `source:<path>`, size and modification
+      // time): the same in both, a different line of it is another code path, not an edit.
+      {
+        const std::string file_a = d["a"].is_object() && d["a"].value("source", json()).is_object()
+                                       ? d["a"]["source"].value("file", std::string())
+                                       : std::string();
+        const std::string file_b = d["b"].is_object() && d["b"].value("source", json()).is_object()
+                                       ? d["b"]["source"].value("file", std::string())
+                                       : std::string();
+        if (!file_a.empty() && file_a == file_b) {
+          const std::string seen_a = a.processes[index_a]->meta("source:" + file_a);
+          const std::string seen_b = b.processes[index_b]->meta("source:" + file_b);
+          if (!seen_a.empty() && !seen_b.empty()) d["same_source_file"] = seen_a == seen_b;
+        }
+      }
       d["threads"] = {{"a", best->a.thread}, {"b", best->b.thread}};
       result["status"] = "diverged";
       result["first_divergence"] = std::move(d);

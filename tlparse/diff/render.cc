@@ -141,6 +141,9 @@ void print_value(std::ostringstream& o, const json& d) {
     o << " (the same line of another file in each run)";
   else if (same_source)
     o << " (the same line, in another module in each run)";
+  else if (same_function && d.value("same_source_file", false))
+    o << " (reached from another line of the same function in each run, of a file the same in "
+         "both runs: another code path)";
   else if (same_function && lines_moved(d, delta))
     o << " (the same statement: B's file has its lines " << (delta > 0 ? "lower" : "higher") << " by "
       << std::llabs(delta) << ", as the ops before it do, from an edit; not another code path)";
