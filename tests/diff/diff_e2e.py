@@ -1923,6 +1923,29 @@ def case_nan_where():
     f = r.get("first_nonfinite") or {}
     check(p.returncode == 1 and f.get("op") == "aten::log",
           f"a NaN check read it: the log is the start (got {p.returncode} {f.get('op')})")
+    # Inf from outside (NumPy here, a checkpoint's optimizer state elsewhere) is no start, as
+    # a mask's -inf is not; where it first came in is said.
+    script = write_script("inf_in.py", "import numpy, torch\n"
+                          "x = torch.from_numpy(numpy.array([1.0, numpy.inf], dtype=numpy.float32))\n"
+                          "print((x * 2).clamp(max=5).sum().item())\n")
+    run, _ = record("inf_in", [], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    came = r.get("inf_entered") or {}
+    check(p.returncode == 0 and came.get("op") == "aten::lift_fresh" and (came.get("source") or {}).get("line") == 2,
+          f"Inf from NumPy: where it came in (got {p.returncode} {came.get('op')} {came.get('source')})")
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check("Inf came in: aten::lift_fresh" in text, f"and said: {text!r}")
+    # A NaN made of it (inf - inf) is a start, and the Inf it read is traced to where it came in.
+    script = write_script("inf_in_nan.py", "import numpy, torch\n"
+                          "x = torch.from_numpy(numpy.array([1.0, numpy.inf], dtype=numpy.float32))\n"
+                          "print((x * 2 - x).sum().item())\n")
+    run, _ = record("inf_in_nan", [], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    came = f.get("inf_entered") or {}
+    check(p.returncode == 1 and f.get("op") == "aten::sub" and came.get("op") == "aten::lift_fresh",
+          f"NaN of that Inf: the start, and where the Inf came in (got {f.get('op')}, {came.get('op')})")
 
 
 def case_errors():

@@ -297,6 +297,16 @@ class Tracker {
     }
     if (counted) open.back().started = true;
     const bool entered_nan = enters_nan && !before_window;
+    // Inf passed on from data no recorded op made (a checkpoint, NumPy): a mask's -inf, or a
+    // value that went wrong outside; the first such op is named when nothing else starts.
+    if (!before_window && !inf_entry_ && external.inf && !entered_nan) {
+      bool passes_inf = out.inf;
+      for (const TensorRecord& t : op.tensors)
+        if (t.role == TensorRole::kOutput && t.hash != 0 && !t.summary.valid &&
+            hashing::dtype_is_floating(t.dtype))
+          passes_inf = true;  // a view of it (lift_fresh of a NumPy array)
+      if (passes_inf) inf_entry_ = op;
+    }
     if ((out.nan || out.inf) && !entered_nan && !counted) {
       ++(ignored ? ignored_ : explained_);
       if (!before_window && !ignored) ++carried_in_window_;
@@ -334,6 +344,8 @@ class Tracker {
   int64_t skipped() const { return skipped_; }
   // Ops from `from_step` on whose NaN or Inf came from their inputs (from a skipped start).
   int64_t carried_in_window() const { return carried_in_window_; }
+  // The first op that passed on Inf from data no recorded op made, if any.
+  const std::optional<OpRecord>& inf_entry() const { return inf_entry_; }
   // How NaN entered at the last op judged kEntered: "input", "uninitialized" (an input read
   // from memory an `empty` returned), "written_in_part" (read from memory a recorded op wrote
   // only a part of), "dropped" or "argument".
@@ -374,6 +386,7 @@ class Tracker {
   int64_t carried_in_window_ = 0;
   int64_t first_held_ = 0;
   std::string entry_;
+  std::optional<OpRecord> inf_entry_;
 };
 
 // The note for a database that does not hold its threads' first ops (`held.dropped_start`: a
@@ -402,6 +415,7 @@ struct Counts {
   int64_t masked = 0;     // starts whose NaN or Inf no op passed on (`masked_by`)
   // The first contained or masked starts, each an op brief with its step (and "masked_by").
   json contained_ops = json::array();
+  json inf_entered = nullptr;  // the first op that passed on Inf from outside (`Tracker::inf_entry`)
   Counts& operator+=(const Counts& o) {
     contained += o.contained;
     masked += o.masked;
@@ -412,6 +426,7 @@ struct Counts {
     ignored += o.ignored;
     carried += o.carried;
     max_step = std::max(max_step, o.max_step);
+    if (inf_entered.is_null()) inf_entered = o.inf_entered;
     return *this;
   }
 };
@@ -554,6 +569,10 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
       TDBG_RETURN_IF_ERROR(r.lookup_status());  // an argument's text may have been misread
       *counts = Counts{tracker.explained(), tracker.skipped(), tracker.ignored(),
                        tracker.carried_in_window(), max_step, contained, masked, contained_ops};
+      if (const auto& entry = tracker.inf_entry()) {
+        counts->inf_entered = op_json(r, strings, *entry);
+        counts->inf_entered["process"] = p;
+      }
       return json(nullptr);
     }
     // Before the descent below judges the start's nested ops, which come after it.
@@ -728,6 +747,9 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   j["explained_before"] = before.explained;
   j["skipped_before"] = before.skipped;
   j["ignored_before"] = before.ignored;
+  // Inf the start may have read, from data no recorded op made (a batch with an Inf).
+  if (const auto& entry = tracker.inf_entry(); entry && entry->seq < op.seq)
+    j["inf_entered"] = op_json(r, strings, *entry);
   j["contained_before"] = before.contained;
   j["masked_before"] = before.masked;
   j["contained_starts_before"] = before.contained_ops;
@@ -887,6 +909,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
               {"ignored", counts.ignored},
               {"contained", counts.contained},
               {"masked", counts.masked},
+              {"inf_entered", counts.inf_entered},
               {"contained_starts", counts.contained_ops},
               {"run", run.path},
               {"options", options_json(options)},

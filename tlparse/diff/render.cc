@@ -815,6 +815,14 @@ std::string format_nonfinite(const json& result) {
       if (from_step > 0) o << " from step " << from_step;
       o << passed_over(explained, skipped, ignored, from_step, contained, masked) << "\n";
       print_contained(o, result.value("contained_starts", json()));
+      // Inf from outside counts as a mask's: said where it first came in, for the Inf that is
+      // none (a checkpoint's optimizer state).
+      const json& inf = result.value("inf_entered", json());
+      if (inf.is_object())
+        o << "  Inf came in: " << str(inf, "op") << " (seq " << str(inf, "seq") << ", step "
+          << str(inf, "step") << ") at " << source_text(inf)
+          << ", from data no recorded op made (NumPy, a file, a checkpoint): not counted as a "
+             "start, as a mask's -inf is not; if it is not a mask, this is where it started\n";
     }
     print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
     return o.str();
@@ -987,6 +995,10 @@ std::string format_nonfinite(const json& result) {
                   f.value("contained_before", int64_t{0}), f.value("masked_before", int64_t{0}));
   if (!before.empty()) o << "  (after: " << before.substr(2) << ")\n";
   print_contained(o, f.value("contained_starts_before", json()));
+  if (const json& inf = f.value("inf_entered", json()); inf.is_object())
+    o << "  Inf came in earlier: " << str(inf, "op") << " (seq " << str(inf, "seq") << ", step "
+      << str(inf, "step") << ") at " << source_text(inf)
+      << ", from data no recorded op made (NumPy, a file, a checkpoint)\n";
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
   // `masked_fill(isinf, 0)`. Say how to look past it.
   if (!nan_only && s.is_object() && s.value("nan", int64_t{0}) == 0 && entered.empty()) {
