@@ -1719,6 +1719,33 @@ def case_code_path():
           "from an edit" not in text, f"another code path of the same file: {text[:700]!r}")
 
 
+# Tensors summed in the order a set of their names iterates: Python's str hash, and so the
+# order, changes in every run unless PYTHONHASHSEED is set.
+HASH_SEED = r'''
+import torch
+names = {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"}
+ws = {n: torch.ones(1 + k) for k, n in enumerate(sorted(names))}
+print(" ".join(names))
+print(sum(ws[n].pow(2).sum() for n in names).item())
+'''
+
+
+def case_hash_seed():
+    # A set of strings iterated in another order in each run, with PYTHONHASHSEED unset in
+    # both: the reordering is named, and so is the unset seed.
+    script = write_script("hash_seed.py", HASH_SEED)
+    os.environ.pop("PYTHONHASHSEED", None)
+    a, out_a = record("hash_seed_a", [], script)
+    for attempt in range(8):  # until the two runs' orders differ (1 in 40,320 they do not)
+        b, out_b = record("hash_seed_b", [], script)
+        if out_b != out_a:
+            break
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    check(rc == 1 and d.get("reordered") and "PYTHONHASHSEED is unset in both runs" in d.get("detail", ""),
+          f"reordered by the unset hash seed (got {rc}: {d.get('detail')})")
+
+
 FUNCTION_CONSTANT = r'''
 import sys, torch
 torch.manual_seed(0)

@@ -2579,6 +2579,24 @@ class StepCalls {
 };
 
 // Full description of where a thread pair diverges, with what follows it.
+// For an order chosen at run time in a Python program: ", and PYTHONHASHSEED is unset in both
+// runs, ..." where neither run fixed it (meta `env`), which makes a set of strings iterate in
+// another order in every run; "" otherwise (a differing PYTHONHASHSEED is a setting that
+// differs, said with the settings).
+std::string hash_seed_note(const Pair& p) {
+  auto unset = [](const Reader& r) {
+    if (r.meta("python_version").empty()) return false;
+    const json env = json::parse(r.meta("env"), nullptr, /*allow_exceptions=*/false);
+    if (!env.is_object()) return false;
+    const auto it = env.find("PYTHONHASHSEED");
+    return it == env.end() || *it == "random";
+  };
+  return unset(*p.a.reader) && unset(*p.b.reader)
+             ? "; PYTHONHASHSEED is unset in both runs, so the order of a set of strings (and "
+               "hash() of a string) changes in every run: set PYTHONHASHSEED=0, or sort"
+             : "";
+}
+
 StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& options,
                         Stats& stats, Progress& progress) {
   json out;
@@ -3331,7 +3349,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                            "merged) or from a set or a dict iterated in another order)"
                      : same_calls ? ", each from the same source line in both runs: an order "
                                   "chosen at run time, such as iterating a set or a dict built "
-                                  "in another order, or an expression on those lines rewritten)"
+                                  "in another order, or an expression on those lines rewritten" +
+                                      hash_seed_note(p) + ")"
                      : same_lines ? ", each from the same source line, called from other lines "
                                     "in each run: calls of the code in another order, such as "
                                     "an update moved before or after another call)"
