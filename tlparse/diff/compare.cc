@@ -4274,8 +4274,11 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched, 
                      ? " before this thread's first op" + elsewhere
                      : ran > matched
                            ? " after " + std::to_string(ran) + " op(s) of this thread; the last " +
-                                 std::to_string(matched) + ", which both runs hold (a --ring kept the " +
-                                 "others in one run at most), are all as in " + other + elsewhere
+                                 std::to_string(matched) + ", which both runs hold (" +
+                                 (r.meta("bundle_window").empty()
+                                      ? "a --ring kept the others in one run at most"
+                                      : "the others are outside the window a bundle kept") +
+                                 "), are all as in " + other + elsewhere
                            : " after " + std::to_string(matched) + " op(s) of this thread, all as in " +
                                  other + elsewhere) +
                 rest;
