@@ -1685,6 +1685,13 @@ def case_edited_source():
     with tarfile.open(bundle) as t:
         readme = next(t.extractfile(m).read().decode() for m in t.getmembers() if m.name.endswith("README.md"))
     check("edited.py` changed after it was recorded" in readme, f"and the bundle's README: {readme[:800]!r}")
+    check(any("of A and of B" in n for n in r.get("warnings", [])), f"of both runs: {r.get('warnings')}")
+    # A run of the edited file: A ran the other version, B the one there now.
+    c, _ = record("edited_c", [], script)
+    rc, r = diff(a, c)
+    check(any("changed since the recording of A:" in n and "for A" in n and
+              "A and B ran different versions of it" in n for n in r.get("warnings", [])),
+          f"only A's lines are not the code there now: {r.get('warnings')}")
 
 
 # The same file in both runs, another branch: the scheduler steps before the optimizer with

@@ -5742,13 +5742,37 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // note), Python files edited since the recording (a warning, under the headline: the lines
   // it names may be other statements).
   std::set<std::string> line_notes;
+  // Each Python file as each run recorded it (meta `source:<path>`, size:mtime; the first
+  // process that has it), to say which run ran another version than the file there now.
+  std::map<std::string, std::pair<std::string, std::string>> sources;
   for (const auto* run : {&a, &b})
     for (const auto& r : run->processes) {
       for (const std::string& note : native_line_notes(*r))
         if (line_notes.insert(note).second) notes.push_back(note);
-      for (const std::string& note : changed_source_notes(*r))
-        if (line_notes.insert(note).second) result["warnings"].push_back(note);
+      (void)r->query("SELECT key, value FROM meta WHERE key LIKE 'source:%'",
+                     [&](const std::vector<std::string>& row) {
+                       std::string& seen = run == &a ? sources[row[0].substr(7)].first
+                                                     : sources[row[0].substr(7)].second;
+                       if (seen.empty()) seen = row[1];
+                       return true;
+                     });
     }
+  for (const auto& [path, seen] : sources) {
+    const bool in_a = source_changed(path, seen.first), in_b = source_changed(path, seen.second);
+    const bool versions = !seen.first.empty() && !seen.second.empty() && seen.first != seen.second;
+    if (in_a || in_b) {
+      const std::string which = in_a && in_b ? "the recording of A and of B"
+                                : in_a       ? "the recording of A"
+                                             : "the recording of B";
+      result["warnings"].push_back(
+          path + " changed since " + which + ": the source lines shown from it" +
+          (in_a && in_b ? "" : in_a ? " for A" : " for B") + " may not be the code that ran" +
+          (versions ? " (A and B ran different versions of it)" : ""));
+    } else if (versions) {
+      notes.push_back(path + ": A and B ran different versions of it (its size or modification "
+                      "time differ)");
+    }
+  }
   result["notes"] = notes;
   // A damaged database can read as a thread that ends early, or a text that differs: the
   // answer would be about the damage.
