@@ -1334,10 +1334,14 @@ int64_t ring_offset(Pair& p) {
 // `producer_text(in_b, seq)`, when given, describes a producing op of A's or B's run ("aten::
 // uniform_ at train.py:11", or "" when unknown), so that inputs made by another op in each run
 // name those ops, not only their numbers.
+// `inputs_hashed`: the runs were recorded with --hash all, which hashes memory an `empty`
+// returned where an op reads it (under --hash outputs such an input is not hashed, and may
+// be a tensor filled from Python data).
 const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
                      bool after_structure, std::string* detail,
                      const std::function<std::string(bool, int64_t)>& producer_text = {},
-                     const std::function<bool(const TensorRecord&)>& carries_nothing = {}) {
+                     const std::function<bool(const TensorRecord&)>& carries_nothing = {},
+                     bool inputs_hashed = true) {
   auto tensor_at = [&](int i) -> const TensorRecord& { return a.tensors[static_cast<size_t>(i)]; };
   // B's tensor `i` when A's and B's were made by other ops: the same producer sits at the same
   // distance before the op (the streams are equal up to here). Another distance: the program
@@ -1566,7 +1570,7 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   // reason than a kernel that computes otherwise from equal inputs, or than another input
   // written through `.numpy()`.
   const bool unwritten = unhashed != nullptr && unhashed->status == tracer::TensorStatus::kUninitialized;
-  if (unwritten) {
+  if (unwritten && inputs_hashed) {
     // Read uninitialized by an op that also writes it (`acc += g` into a torch.empty_like):
     // garbage that differs in every run, unless the program filled it outside torch's ops.
     std::string maker = producer_text && unhashed->producer != tracer::kNoSeq
@@ -1582,13 +1586,14 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
               "outside torch's ops (.numpy(), data_ptr)";
     return "external_input";
   }
-  if (unhashed != nullptr && unhashed->status == tracer::TensorStatus::kSkipped &&
-      unhashed->producer == tracer::kNoSeq) {
+  if (unhashed != nullptr && (unwritten || (unhashed->status == tracer::TensorStatus::kSkipped &&
+                                            unhashed->producer == tracer::kNoSeq))) {
     *detail = "identical arguments, generator state and hashed inputs, different output; input " +
-              std::to_string(unhashed->index) +
-              " was not hashed (--hash outputs) and no recorded op produced it: data from outside "
-              "torch's ops (Python numbers, NumPy, a file, a DataLoader worker) that most likely "
-              "differs (--hash all would tell)";
+              std::to_string(unhashed->index) + " was not hashed (--hash outputs) and " +
+              (unwritten ? "no recorded op wrote its memory (an empty-family op returned it)"
+                         : "no recorded op produced it") +
+              ": data from outside torch's ops (Python numbers, NumPy, a file, a DataLoader "
+              "worker) that most likely differs (--hash all would tell)";
     return "external_input";
   }
   *detail = unhashed == nullptr
@@ -2086,7 +2091,8 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   auto carries_nothing = [&p](const TensorRecord& t) {
     return *never_read(p.a.strings, t) != '\0';
   };
-  out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing);
+  out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing,
+                          p.a.reader->meta("hash_mode") != "outputs");
   // An input that differs by more than rounding: a small difference in the output is that
   // input's, made smaller (an EMA's 0.01 of the weights, a mean), not float operations in
   // another order.
@@ -4320,7 +4326,8 @@ json compare_moved(Side& side, bool side_is_a, int64_t from, Side& there, int64_
     OpComparison c = compare_ops(a, sa.strings, b, sb.strings);
     if (c.differs()) {
       std::string detail;
-      const char* cause = cause_of(c, a, b, /*after_structure=*/false, &detail);
+      const char* cause = cause_of(c, a, b, /*after_structure=*/false, &detail, {}, {},
+                                   sa.reader->meta("hash_mode") != "outputs");
       return {{"cause", cause}, {"detail", detail},
               {"a", op_json(*sa.reader, sa.strings, a)},
               {"b", op_json(*sb.reader, sb.strings, b)}};
