@@ -2,6 +2,7 @@
 // Exit status: 0 all finite, 1 non-finite found (a start, or with --from-step values carried
 // from a start before it), 2 error or unchecked.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "base/json_text.h"
@@ -31,6 +32,21 @@ void add_nan_command(CLI::App& app) {
     if (!run.ok()) return fail("nan", run.status().message());
     auto result = diff::first_nonfinite(*run, args->options);
     if (!result.ok()) return fail("nan", result.status().message());
+    // One database of a run folder: the run's other processes (DataLoader workers, ranks)
+    // may hold where the NaN started.
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(args->run, ec)) {
+      const std::filesystem::path file = std::filesystem::absolute(args->run, ec);
+      int others = 0;
+      for (const auto& e : std::filesystem::directory_iterator(file.parent_path(), ec))
+        if (e.path().extension() == ".sqlite" && e.path().filename() != file.filename()) ++others;
+      const std::string folder = std::filesystem::path(args->run).parent_path().string();
+      if (others > 0)
+        (*result)["notes"].push_back(
+            std::to_string(others) + " other database(s) beside it (the run's other processes: "
+            "DataLoader workers, ranks) may hold where it started: `tdbg nan " +
+            (folder.empty() ? std::string(".") : folder) + "` looks in all of them");
+    }
     if (args->json) {
       std::printf("%s\n", json_text(*result, 2).c_str());
     } else {

@@ -2165,6 +2165,11 @@ def case_ddp():
     d = r["first_divergence"] or {}
     check(rc == 1 and "came in through" in d.get("detail", "") and d.get("collective"),
           f"rank 0 alone: the collective is named (got {d.get('cause')}: {d.get('detail')})")
+    # tdbg nan on one database of the run: the others beside it are pointed to.
+    p = subprocess.run([TDBG, "nan", "--json", rank0(a)], stdout=subprocess.PIPE, text=True)
+    notes = json.loads(p.stdout).get("notes", []) if p.returncode in (0, 1) else []
+    check(any("other database(s) beside it" in n and "tdbg nan " + a in n for n in notes),
+          f"nan on one rank's database points to the run (got {p.returncode} {notes})")
 
 
 def case_reduce_op():
