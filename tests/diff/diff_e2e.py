@@ -1948,6 +1948,8 @@ def case_nan_where():
     text = subprocess.run([TDBG, "nan", runs["real"]], stdout=subprocess.PIPE, text=True).stdout
     print(text)
     check("masked:   aten::log" in text and "read by aten::where" in text, "the masked log is listed")
+    check("division by a divisor that holds 0" in text and "0/0" in text,
+          f"the cause says which operation made it: {text[:500]!r}")
     p = subprocess.run([TDBG, "nan", "--json", runs["plain"]], stdout=subprocess.PIPE, text=True)
     r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
     check(p.returncode == 0 and r.get("status") == "finite" and r.get("masked", 0) >= 1,
@@ -1957,6 +1959,8 @@ def case_nan_where():
     f = r.get("first_nonfinite") or {}
     check(p.returncode == 1 and f.get("op") == "aten::log",
           f"a NaN check read it: the log is the start (got {p.returncode} {f.get('op')})")
+    text = subprocess.run([TDBG, "nan", runs["guard"]], stdout=subprocess.PIPE, text=True).stdout
+    check("log of a negative value: input min -" in text, f"the log's cause: {text[:400]!r}")
     # Inf from outside (NumPy here, a checkpoint's optimizer state elsewhere) is no start, as
     # a mask's -inf is not; where it first came in is said.
     script = write_script("inf_in.py", "import numpy, torch\n"

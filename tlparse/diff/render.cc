@@ -463,6 +463,56 @@ void print_values(std::ostringstream& o, const json& in) {
   }
 }
 
+// Which operation on finite values most likely made the NaN or Inf of start `f`, from its op
+// and its inputs' ranges ("log of 0 (input min 0)"), or "" when they do not tell.
+std::string nonfinite_reason(const json& f) {
+  std::string op = str(f, "op");
+  if (op.rfind("aten::", 0) == 0) op = op.substr(6);
+  while (!op.empty() && op.back() == '_') op.pop_back();  // the in-place form
+  const json& inputs = f.value("inputs", json::array());
+  auto range = [&](size_t k, double* lo, double* hi) {
+    if (k >= inputs.size()) return false;
+    const json& v = inputs[k].value("values", json());
+    if (!v.is_object() || !v.value("min", json()).is_number() || !v.value("max", json()).is_number())
+      return false;
+    *lo = v["min"].get<double>();
+    *hi = v["max"].get<double>();
+    return true;
+  };
+  auto num = [](double x) {
+    std::ostringstream t;
+    t << x;
+    return t.str();
+  };
+  double lo = 0, hi = 0;
+  if ((op == "log" || op == "log2" || op == "log10") && range(0, &lo, &hi) && lo <= 0)
+    return lo < 0 ? "log of a negative value: input min " + num(lo)
+                  : "log of 0: input min 0 (-inf)";
+  if (op == "log1p" && range(0, &lo, &hi) && lo <= -1)
+    return "log1p of a value at or below -1: input min " + num(lo);
+  if (op == "sqrt" && range(0, &lo, &hi) && lo < 0) return "sqrt of a negative value: input min " + num(lo);
+  if (op == "rsqrt" && range(0, &lo, &hi) && lo <= 0)
+    return "rsqrt of 0 or of a negative value: input min " + num(lo);
+  if (op == "reciprocal" && range(0, &lo, &hi) && lo <= 0 && hi >= 0)
+    return "reciprocal of 0: input min " + num(lo) + ", max " + num(hi);
+  if (op == "div" && range(1, &lo, &hi) && lo <= 0 && hi >= 0) {
+    double nlo = 0, nhi = 0;
+    const bool zero_over_zero = range(0, &nlo, &nhi) && nlo <= 0 && nhi >= 0;
+    return std::string("division by a divisor that holds 0 (min ") + num(lo) + ", max " + num(hi) +
+           (zero_over_zero ? "): 0/0 where the dividend is 0 too, x/0 elsewhere" : "): x/0");
+  }
+  const std::string dtype = f.value("tensor", json()).is_object() ? str(f["tensor"], "dtype") : "";
+  const double largest = dtype == "float16" ? 65504.0 : dtype == "bfloat16" ? 3.3895e38 : 3.4028e38;
+  if (op == "exp" && range(0, &lo, &hi) && hi > std::log(largest))
+    return "exp overflow: input max " + num(hi) + " is above " + num(std::log(largest)) +
+           ", past which " + (dtype.empty() ? std::string("the dtype") : dtype) + "'s exp is Inf";
+  if ((op == "_to_copy" || op == "to" || op == "copy") && (dtype == "float16" || dtype == "bfloat16") &&
+      range(0, &lo, &hi) && std::max(std::fabs(lo), std::fabs(hi)) > largest)
+    return "beyond " + dtype + "'s range (largest " + num(largest) + "): input min " + num(lo) +
+           ", max " + num(hi);
+  return "";
+}
+
 // What the search passed over before its answer, each op counted once, "; "-separated with a
 // leading separator: ops that only carried NaN or Inf (from an input, or an Inf argument: a
 // mask), Inf starts that --nan-only ignores, and starts before --from-step.
@@ -963,8 +1013,12 @@ std::string format_nonfinite(const json& result) {
                "is 0/0";
         o << ")\n";
       } else {
+        const std::string reason = nonfinite_reason(f);
         o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
-          << " and arguments (an overflow, log or sqrt of a value out of range, 0/0, inf - inf, 0 * inf)\n";
+          << " and arguments ("
+          << (reason.empty() ? "an overflow, log or sqrt of a value out of range, 0/0, inf - inf, 0 * inf"
+                             : reason)
+          << ")\n";
       }
     }
   }
