@@ -2073,6 +2073,13 @@ def case_selection():
     rc, r = diff(a, b)
     check(any("different --steps (A 1:4, B 2:4)" in w for w in r["warnings"]),
           f"different step windows are named (got {r['warnings']})")
+    # A bundle's README says what each run holds.
+    bundle = os.path.join(WORK, "sel_steps.tar.gz")
+    subprocess.run([TDBG, "bundle", "-o", bundle, a, b], check=True, stdout=subprocess.DEVNULL)
+    with tarfile.open(bundle) as t:
+        readme = next(t.extractfile(m).read().decode() for m in t.getmembers() if m.name.endswith("README.md"))
+    check("Run A was recorded with --steps 1:4" in readme and "Run B was recorded with --steps 2:4" in readme,
+          f"the README names each run's selection: {readme[:900]!r}")
 
     # Rings that kept other ends of the runs: nothing in common to compare.
     a, _ = record("sel_ring_a", ["--steps", "2"], options=["--ring", "20"])

@@ -678,6 +678,20 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       md << "**The runs diverge**; see `diff.json`.\n\n";
     }
   }
+  // How each run was recorded, where it holds only a part of what ran: every statement below
+  // is about that part.
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const tracer::Run& run = *runs[k];
+    if (run.processes.empty()) continue;
+    std::string selection = diff::recorded_selection({run.processes[0].get()});
+    const std::string ring = run.processes[0]->meta("ring");
+    if (!ring.empty() && ring != "0")
+      selection += (selection.empty() ? "" : ", ") + std::string("--ring ") + ring +
+                   " (only each process's last " + ring + " ops)";
+    if (!selection.empty())
+      md << "Run " << (k == 0 ? "A" : "B") << " was recorded with " << selection
+         << ": it holds only those ops, and what is said of it is said of them.\n\n";
+  }
   // Where each run first holds NaN or Inf (`nonfinite.json`): often why the bundle was made.
   for (size_t k = 0; k < data["nonfinite"].size() && k < data["runs"].size(); ++k) {
     const json& n = data["nonfinite"][k];
@@ -698,6 +712,11 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
            << " op(s) hold NaN or Inf that tdbg nan does not count as a start (made on purpose, "
               "as a mask's -inf, or passed on; see `nonfinite.json`).\n\n";
     }
+    // What bounds that answer (ops a ring dropped, a process that did not close), as
+    // `tdbg nan` says it under its headline.
+    if (status == "nonfinite" || status == "finite")
+      for (const json& note : n.value("notes", json::array()))
+        if (note.is_string()) md << "Note on run " << label << ": " << note.get<std::string>() << "\n\n";
   }
   if (!result.still_recording.empty()) {
     md << "**Still recording when bundled** (" << read_at << "): ";
