@@ -65,6 +65,10 @@ void add_diff_command(CLI::App& app) {
     if (!a.ok()) return fail("diff", a.status().message());
     auto b = tracer::Run::Open(args->run_b);
     if (!b.ok()) return fail("diff", b.status().message());
+    // A run still recording is read as it is now, once: the headline, the ending it names
+    // and the ops around it tell of the same moment.
+    for (tracer::Run* run : {&a.value(), &b.value()})
+      if (Status pinned = run->pin_snapshot(); !pinned.ok()) return fail("diff", pinned.message());
     const std::vector<std::string> phases = diff::keep_aligned_phases(*a, *b, options.align_steps);
     tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     options.context_ops = args->context;

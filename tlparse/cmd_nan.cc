@@ -30,6 +30,8 @@ void add_nan_command(CLI::App& app) {
   cmd->callback([args] {
     auto run = tracer::Run::Open(args->run);
     if (!run.ok()) return fail("nan", run.status().message());
+    // A run still recording is read as it is now, once.
+    if (Status pinned = run->pin_snapshot(); !pinned.ok()) return fail("nan", pinned.message());
     auto result = diff::first_nonfinite(*run, args->options);
     if (!result.ok()) return fail("nan", result.status().message());
     // One database of a run folder: the run's other processes (DataLoader workers, ranks)
