@@ -1753,6 +1753,36 @@ def case_hash_seed():
           f"reordered by the unset hash seed (got {rc}: {d.get('detail')})")
 
 
+# An embedding, frozen (requires_grad False) when argv[1] is "freeze".
+FROZEN = r'''
+import sys, torch
+torch.manual_seed(0)
+emb, ln, head = torch.nn.Embedding(20, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 1)
+if len(sys.argv) > 1:
+    emb.weight.requires_grad_(False)
+params = [p for m in (emb, ln, head) for p in m.parameters() if p.requires_grad]
+opt = torch.optim.SGD(params, lr=0.1)
+ids = torch.randint(0, 20, (8,))
+for step in range(2):
+    opt.zero_grad()
+    head(ln(emb(ids))).pow(2).mean().backward()
+    opt.step()
+'''
+
+
+def case_frozen():
+    # A layer frozen in one run only: the backward op that no longer computes a gradient for
+    # its input says so in plain words.
+    script = write_script("frozen.py", FROZEN)
+    a, _ = record("frozen_a", [], script)
+    b, _ = record("frozen_b", ["freeze"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    check(rc == 1 and "B computes no gradient for this backward op's input" in d.get("detail", "")
+          and "requires_grad_(False)" in d.get("detail", ""),
+          f"the frozen parameter is named as such (got {rc}: {d.get('detail')})")
+
+
 FUNCTION_CONSTANT = r'''
 import sys, torch
 torch.manual_seed(0)

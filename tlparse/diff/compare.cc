@@ -2471,6 +2471,36 @@ std::string first_shared_op(Pair& p, const Hunk& h) {
   return "";
 }
 
+// For a backward op whose `output_mask` (which gradients it computes) differs: "; B computes
+// no gradient for its input 0 ...", the plain reason (a parameter frozen in one run); "" else.
+std::string grad_mask_note(const OpRecord& a, Strings& sa, const OpRecord& b, Strings& sb) {
+  auto mask = [](const OpRecord& o, Strings& strings) -> std::string {
+    for (const tracer::ArgRecord& arg : o.args)
+      if (strings.text(arg.name) == "output_mask") return strings.text(arg.value);
+    return "";
+  };
+  const std::string ma = mask(a, sa), mb = mask(b, sb);
+  if (ma.empty() || mb.empty() || ma == mb) return "";
+  // "[True, False, True]": the entries in order.
+  auto entries = [](const std::string& text) {
+    std::vector<bool> out;
+    for (size_t at = 0; (at = text.find_first_of("TF", at)) != std::string::npos; ++at)
+      out.push_back(text[at] == 'T');
+    return out;
+  };
+  const std::vector<bool> ea = entries(ma), eb = entries(mb);
+  if (ea.size() != eb.size()) return "";
+  for (size_t k = 0; k < ea.size(); ++k) {
+    if (ea[k] == eb[k]) continue;
+    const char* without = ea[k] ? "B" : "A";
+    return std::string("; ") + without + " computes no gradient for this backward op's input " +
+           std::to_string(k) + " (output_mask): what feeds that input requires no grad in " +
+           without + ", such as a parameter frozen there (requires_grad_(False)), or torch.no_grad "
+           "or .detach() upstream";
+  }
+  return "";
+}
+
 // The first ops of hunk `h` on each side (none where it takes none), and the change in one
 // sentence: "3 op(s) inserted in B, first aten::linear".
 struct HunkStart {
@@ -2485,7 +2515,7 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
   if (s.a && s.b) {
     const std::string first = compare_ops(*s.a, p.a.strings, *s.b, p.b.strings).structure;
     s.text = std::to_string(removed) + " op(s) of A replaced by " + std::to_string(inserted) +
-             " op(s) in B; first: " + first;
+             " op(s) in B; first: " + first + grad_mask_note(*s.a, p.a.strings, *s.b, p.b.strings);
     // Other ops first: the first op both sides run, with what differs there, says more.
     if (first.rfind("different ops", 0) == 0) s.text += first_shared_op(p, h);
   } else if (s.b) {
