@@ -1609,6 +1609,32 @@ def case_uninitialized():
           "returned uninitialized" in detail and f"uninitialized_inplace.py:{mark['acc']}" in detail
           and "--hash" not in detail,
           f"the in-place read names the empty_like (exit {rc}: {d.get('cause')} line {line}: {detail})")
+    # Written in part (padding): the rows' copies matched, the rest is the empty's memory.
+    script = write_script("uninitialized_pad.py", UNINITIALIZED_PAD)
+    mark = marks(script)
+    a, _ = record("uninit_pad_a", ["1"], script)
+    b, _ = record("uninit_pad_b", ["2"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, file = line_of(d.get("a"))
+    detail = d.get("detail", "")
+    check(rc == 1 and line == mark["read"] and "wrote only a part of it" in detail and
+          f"uninitialized_pad.py:{mark['pad']}" in detail,
+          f"the padding names the empty (exit {rc}: {d.get('cause')} line {line}: {detail})")
+
+
+# A padding buffer from torch.empty with only its rows' starts written by ops; the rest holds
+# what the memory held (here set outside torch's ops to argv[1], as garbage would be).
+UNINITIALIZED_PAD = r'''
+import sys, torch
+torch.manual_seed(0)
+seqs = [torch.randn(n, 4) for n in (2, 5, 3)]
+pad = torch.empty(3, 5, 4)  # MARK:pad
+pad.numpy()[:] = float(sys.argv[1])
+for i, s in enumerate(seqs):
+    pad[i, :len(s)] = s
+print(torch.nn.functional.linear(pad, torch.ones(2, 4)).sum().item())  # MARK:read
+'''
 
 
 UNINITIALIZED_INPLACE = r'''

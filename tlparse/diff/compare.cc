@@ -1341,7 +1341,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
                      bool after_structure, std::string* detail,
                      const std::function<std::string(bool, int64_t)>& producer_text = {},
                      const std::function<bool(const TensorRecord&)>& carries_nothing = {},
-                     bool inputs_hashed = true) {
+                     bool inputs_hashed = true,
+                     const std::function<std::string(const TensorRecord&)>& written_in_part = {}) {
   auto tensor_at = [&](int i) -> const TensorRecord& { return a.tensors[static_cast<size_t>(i)]; };
   // B's tensor `i` when A's and B's were made by other ops: the same producer sits at the same
   // distance before the op (the streams are equal up to here). Another distance: the program
@@ -1439,6 +1440,17 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
                 "'s outputs (or views) in each run: the code passes another tensor here "
                 "(operands swapped, another variable, or an order chosen at run time)";
       return "structure";
+    }
+    // The op wrote only a part of it (a row of a padding buffer) into memory an `empty`
+    // returned: the rest was never written.
+    if (const std::string maker = written_in_part ? written_in_part(t) : std::string(); !maker.empty()) {
+      *detail = "input " + std::to_string(t.index) + " differs although op " +
+                std::to_string(t.producer) + ", which wrote it last, matched: that op wrote only "
+                "a part of it, into memory that " + maker + " returned uninitialized; the rest, "
+                "which no recorded op wrote, is uninitialized memory, different in every run "
+                "(a buffer from torch.empty filled in part, such as padding, where zeros were "
+                "meant), unless the program filled it outside torch's ops";
+      return "external_input";
     }
     *detail = "input " + std::to_string(t.index) + " differs although op " +
               std::to_string(t.producer) +
@@ -2091,8 +2103,20 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   auto carries_nothing = [&p](const TensorRecord& t) {
     return *never_read(p.a.strings, t) != '\0';
   };
+  // The op that wrote input `t` last, when all its outputs are of another shape than `t` (it
+  // wrote a part, through a view), and the empty-family op that returned `t`'s memory: "aten::
+  // empty at pad.py:10 (seq 96)", or "".
+  auto written_in_part = [&p, &a](const TensorRecord& t) -> std::string {
+    const auto writer = p.a.reader->op(t.producer);
+    if (!writer) return "";
+    for (const TensorRecord& out : writer->tensors)
+      if (out.role == TensorRole::kOutput && out.shape == t.shape) return "";
+    const auto maker = uninitialized_maker(*p.a.reader, p.a.strings, a, t);
+    if (!maker || maker->seq > t.producer) return "";
+    return op_at_source(*p.a.reader, p.a.strings, *maker) + " (seq " + std::to_string(maker->seq) + ")";
+  };
   out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing,
-                          p.a.reader->meta("hash_mode") != "outputs");
+                          p.a.reader->meta("hash_mode") != "outputs", written_in_part);
   // An input that differs by more than rounding: a small difference in the output is that
   // input's, made smaller (an EMA's 0.01 of the weights, a mean), not float operations in
   // another order.
