@@ -1609,6 +1609,15 @@ def case_uninitialized():
           "returned uninitialized" in detail and f"uninitialized_inplace.py:{mark['acc']}" in detail
           and "--hash" not in detail,
           f"the in-place read names the empty_like (exit {rc}: {d.get('cause')} line {line}: {detail})")
+    # zeros replaced by empty: after the change, B's input is named as the empty's memory.
+    script = write_script("uninitialized_zeros.py", UNINITIALIZED_ZEROS)
+    a, _ = record("uninit_zeros_a", ["zeros"], script)
+    b, _ = record("uninit_zeros_b", ["empty"], script)
+    rc, r = diff(a, b)
+    after = (r["first_divergence"] or {}).get("value_after_structure") or {}
+    check(rc == 1 and "B: read from memory that aten::empty at" in after.get("detail", "") and
+          "returned uninitialized" in after.get("detail", ""),
+          f"zeros made empty: B's memory named (got {rc}: {after.get('detail')})")
     # Written in part (padding): the rows' copies matched, the rest is the empty's memory.
     script = write_script("uninitialized_pad.py", UNINITIALIZED_PAD)
     mark = marks(script)
@@ -1621,6 +1630,20 @@ def case_uninitialized():
     check(rc == 1 and line == mark["read"] and "wrote only a part of it" in detail and
           f"uninitialized_pad.py:{mark['pad']}" in detail,
           f"the padding names the empty (exit {rc}: {d.get('cause')} line {line}: {detail})")
+
+
+# torch.zeros, or torch.empty in its place (argv[1] "empty"), whose memory holds 3 (set outside
+# torch's ops, as garbage would be).
+UNINITIALIZED_ZEROS = r'''
+import sys, torch
+w = torch.ones(8)
+if sys.argv[1] == "empty":
+    buf = torch.empty(8)
+    buf.numpy()[:] = 3.0
+else:
+    buf = torch.zeros(8)
+print((w * buf).sum().item())
+'''
 
 
 # A padding buffer from torch.empty with only its rows' starts written by ops; the rest holds

@@ -2918,15 +2918,25 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           detail.find("made by op") != std::string::npos)
         return;
       std::string made;
-      auto name = [&](const char* side, Side& s, int64_t producer) {
-        if (producer == tracer::kNoSeq) return;
-        auto op = s.reader->op(producer);
+      auto name = [&](const char* side, Side& s, const OpRecord& reader_op, const TensorRecord& t) {
+        if (t.producer == tracer::kNoSeq) {
+          // Read from memory an `empty` returned that nothing wrote (zeros made empty).
+          if (!uninitialized_read(s.strings, t)) return;
+          const auto maker = uninitialized_maker(*s.reader, s.strings, reader_op, t);
+          made += std::string(made.empty() ? "" : "; ") + side + ": read from memory that " +
+                  (maker ? op_at_source(*s.reader, s.strings, *maker) + " (seq " +
+                               std::to_string(maker->seq) + ")"
+                         : std::string("an op of the empty family")) +
+                  " returned uninitialized, which no recorded op wrote";
+          return;
+        }
+        auto op = s.reader->op(t.producer);
         if (!op) return;
         made += std::string(made.empty() ? "" : "; ") + side + ": made by op " +
-                std::to_string(producer) + ", " + op_at_source(*s.reader, s.strings, *op);
+                std::to_string(t.producer) + ", " + op_at_source(*s.reader, s.strings, *op);
       };
-      name("A", p.a, ta.producer);
-      name("B", p.b, tb.producer);
+      name("A", p.a, a, ta);
+      name("B", p.b, b, tb);
       if (!made.empty()) v["detail"] = detail + " (" + made + ")";
       return;
     }
