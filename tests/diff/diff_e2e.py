@@ -2240,6 +2240,9 @@ def case_ddp():
     proc = (d or {}).get("process_a") or {}
     check(proc.get("rank") == "1/2" and "rank 1/2" in proc.get("text", ""),
           f"the process is named by its rank (got {proc})")
+    # The ranks run mp.spawn's `spawn_main` command: the program's is the launcher's.
+    check(any(st.get("key") == "cmdline" and "--poke-rank" in st.get("b", "") for st in r.get("settings", [])),
+          f"the launcher's command lines are compared (got {r.get('settings')})")
     # Rank 0 alone: its gradients differ because rank 1's came in through the collectives,
     # which the cause must name rather than pass off as a kernel's nondeterminism.
     import sqlite3

@@ -4533,7 +4533,19 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
   for (const char* key : {"cmdline", "cwd", "torch_version", "python_version",
                           "cuda_runtime_version", "cuda_driver_version", "cpu_model", "cpu_count",
                           "host"}) {
-    const std::string va = ra.meta(key), vb = rb.meta(key);
+    std::string va = ra.meta(key), vb = rb.meta(key);
+    if (std::string(key) == "cmdline") {
+      // A multiprocessing child started by spawn or forkserver (mp.spawn's ranks) runs
+      // `python -c 'from multiprocessing.spawn import spawn_main; ...'`: the program's own
+      // command line is its launcher's, the run's first process.
+      auto program = [](const tracer::Run& run, const std::string& own) {
+        const bool child = own.find("spawn_main") != std::string::npos ||
+                           own.find("multiprocessing.forkserver") != std::string::npos;
+        return child ? run.processes[0]->meta("cmdline") : own;
+      };
+      va = program(a, va);
+      vb = program(b, vb);
+    }
     if (va == vb) continue;
     // The same command line written with other spacing (a bundle's copy rewrites its JSON).
     if (std::string(key) == "cmdline") {
