@@ -2165,6 +2165,12 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
              " returned uninitialized, which no recorded op wrote since: uninitialized memory, "
              "different in every run (torch.empty where zeros or ones were meant), unless the "
              "program filled it outside torch's ops (.numpy(), data_ptr)";
+    // Inside DDP: its C++ reducer fills its bucket tensors (the bucket assignment it
+    // broadcasts) through data pointers, so another bucket layout reads as this.
+    if (a.module != 0 && p.a.strings.text(a.module).find("DistributedDataParallel") != std::string::npos)
+      detail += "; inside DistributedDataParallel, whose C++ reducer fills its bucket tensors "
+                "that way: another bucket layout (bucket_cap_mb, find_unused_parameters, "
+                "static_graph, gradient_as_bucket_view) reads so too";
   }
   if (detail.find("no recorded op produced it") != std::string::npos) {
     // An op the recording left out may have made it: before a --steps window, or not
