@@ -1832,6 +1832,37 @@ def case_frozen():
           f"the frozen parameter is named as such (got {rc}: {d.get('detail')})")
 
 
+# Batches made on the main thread, or (with an argument) on a loader thread the main thread
+# waits for, as a C++ DataLoader's worker threads make them.
+OPS_ELSEWHERE = r'''
+import sys, threading, torch
+def load(out):
+    for k in range(3):
+        out.append(torch.arange(6.).mul(k).add(1))
+batches = []
+if len(sys.argv) > 1:
+    t = threading.Thread(target=load, args=(batches,)); t.start(); t.join()
+else:
+    load(batches)
+w = torch.ones(6)
+for b in batches:
+    w = w * b
+print(w.sum().item())
+'''
+
+
+def case_ops_elsewhere():
+    # Work moved to a thread only B has while B's main thread goes on: not "removed".
+    script = write_script("ops_elsewhere.py", OPS_ELSEWHERE)
+    a, out_a = record("ops_elsewhere_a", [], script)
+    b, out_b = record("ops_elsewhere_b", ["thread"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    moved = d.get("ops_elsewhere") or {}
+    check(rc == 1 and moved.get("side") == "A" and "run in B on thread" in d.get("detail", ""),
+          f"the ops moved to B's loader thread (got {rc}: {d.get('detail')})")
+
+
 FUNCTION_CONSTANT = r'''
 import sys, torch
 torch.manual_seed(0)

@@ -4446,6 +4446,30 @@ json thread_move(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
   return nullptr;
 }
 
+// For a structural divergence where neither thread ends: the ops one side runs there that the
+// other side runs from the start of a thread only it has (the dataset's ops a C++ DataLoader's
+// worker threads run): {"side", "thread", "text"}, or null.
+json ops_elsewhere(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
+                   const std::vector<uint32_t>& only_a, const std::vector<uint32_t>& only_b) {
+  if (at.kind != Located::kStructure || at.i >= p.a.count || at.j >= p.b.count) return nullptr;
+  for (const bool a_has : {true, false}) {
+    Side& side = a_has ? p.a : p.b;
+    const int64_t from = a_has ? at.i : at.j;
+    const Reader& there_reader = a_has ? rb : ra;
+    for (uint32_t other : a_has ? only_b : only_a) {
+      Side there(there_reader, other, thread_tidx_range(there_reader, other));
+      if (!moved_ops(side, from, there)) continue;
+      const std::string here = a_has ? "A" : "B", elsewhere = a_has ? "B" : "A";
+      return {{"side", here}, {"thread", other},
+              {"text", "the ops " + here + " runs here run in " + elsewhere + " on thread " +
+                           std::to_string(other) + ", which only " + elsewhere +
+                           " has: the work moved to other threads (a data loader's worker "
+                           "threads, say), not removed"}};
+    }
+  }
+  return nullptr;
+}
+
 // Warnings on how the two recordings selected what they hold (meta `hash_mode`, `steps` and
 // `ops` of the first process of each): a comparison of runs recorded otherwise can only be
 // read with them in mind. `*values_compared` is false when either run has no tensor hashes.
@@ -5228,7 +5252,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const Reader& da = *a.processes[index_a];
       const Reader& db = *b.processes[index_b];
       json moved = thread_move(*best, best_at, da, db, only_a, only_b, options.scan_limit);
+      const json elsewhere = moved.is_null() ? ops_elsewhere(*best, best_at, da, db, only_a, only_b)
+                                             : json(nullptr);
       TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
+      if (!elsewhere.is_null()) {
+        d["detail"] = d.value("detail", std::string()) + "; " + elsewhere["text"].get<std::string>();
+        d["ops_elsewhere"] = elsewhere;
+      }
       if (!moved.is_null()) {
         d["detail"] = d.value("detail", std::string()) + "; " + moved["text"].get<std::string>();
         const bool a_goes_on = moved["side"] == "A";
