@@ -4376,6 +4376,17 @@ bool moved_ops(Side& side, int64_t from, Side& there) {
   return true;
 }
 
+// Of the threads `candidates` of `there_reader`, the first whose ops begin as `side`'s from
+// tidx `from` on (`moved_ops`): where that work runs in the other run.
+std::optional<uint32_t> thread_carrying_on(Side& side, int64_t from, const Reader& there_reader,
+                                           const std::vector<uint32_t>& candidates) {
+  for (uint32_t other : candidates) {
+    Side there(there_reader, other, thread_tidx_range(there_reader, other));
+    if (moved_ops(side, from, there)) return other;
+  }
+  return std::nullopt;
+}
+
 // Compares the moved ops with the ops of `there` pair by pair, in order, up to `limit` pairs
 // (negative: all): the first pair that differs, with its cause, or null. `side_is_a`: `side`
 // belongs to run A. A plain walk: no chains (their prefixes differ), no descent into nested
@@ -4421,13 +4432,12 @@ json thread_move(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
   Side& side = a_goes_on ? p.a : p.b;
   const int64_t from = a_goes_on ? at.i : at.j;
   const Reader& there_reader = a_goes_on ? rb : ra;
-  for (uint32_t other : a_goes_on ? only_b : only_a) {
-    Side there_side(there_reader, other, thread_tidx_range(there_reader, other));
-    if (!moved_ops(side, from, there_side)) continue;
+  if (const auto other = thread_carrying_on(side, from, there_reader, a_goes_on ? only_b : only_a)) {
+    Side there_side(there_reader, *other, thread_tidx_range(there_reader, *other));
     int64_t compared = 0;
     json first = compare_moved(side, a_goes_on, from, there_side, limit, &compared);
     const char* there = a_goes_on ? "B" : "A";
-    std::string text = std::string("the same ops run on thread ") + std::to_string(other) +
+    std::string text = std::string("the same ops run on thread ") + std::to_string(*other) +
                        " in " + there + ": the work moved to another thread; ";
     if (compared == 0)
       text += "their values are not compared (--scan-limit 0)";
@@ -4440,7 +4450,7 @@ json thread_move(Pair& p, const Located& at, const Reader& ra, const Reader& rb,
               std::to_string(first["b"].value("seq", int64_t(-1))) + "): " +
               first["cause"].get<std::string>() + ", " + first["detail"].get<std::string>();
     return {{"side", a_goes_on ? "A" : "B"}, {"thread", side.thread}, {"from_tidx", from},
-            {"to_thread", other}, {"ops_compared", compared}, {"first_difference", first},
+            {"to_thread", *other}, {"ops_compared", compared}, {"first_difference", first},
             {"text", text}};
   }
   return nullptr;
@@ -4453,19 +4463,15 @@ json ops_elsewhere(Pair& p, const Located& at, const Reader& ra, const Reader& r
                    const std::vector<uint32_t>& only_a, const std::vector<uint32_t>& only_b) {
   if (at.kind != Located::kStructure || at.i >= p.a.count || at.j >= p.b.count) return nullptr;
   for (const bool a_has : {true, false}) {
-    Side& side = a_has ? p.a : p.b;
-    const int64_t from = a_has ? at.i : at.j;
-    const Reader& there_reader = a_has ? rb : ra;
-    for (uint32_t other : a_has ? only_b : only_a) {
-      Side there(there_reader, other, thread_tidx_range(there_reader, other));
-      if (!moved_ops(side, from, there)) continue;
-      const std::string here = a_has ? "A" : "B", elsewhere = a_has ? "B" : "A";
-      return {{"side", here}, {"thread", other},
-              {"text", "the ops " + here + " runs here run in " + elsewhere + " on thread " +
-                           std::to_string(other) + ", which only " + elsewhere +
-                           " has: the work moved to other threads (a data loader's worker "
-                           "threads, say), not removed"}};
-    }
+    const auto other = thread_carrying_on(a_has ? p.a : p.b, a_has ? at.i : at.j,
+                                          a_has ? rb : ra, a_has ? only_b : only_a);
+    if (!other) continue;
+    const std::string here = a_has ? "A" : "B", elsewhere = a_has ? "B" : "A";
+    return {{"side", here}, {"thread", *other},
+            {"text", "the ops " + here + " runs here run in " + elsewhere + " on thread " +
+                         std::to_string(*other) + ", which only " + elsewhere +
+                         " has: the work moved to other threads (a data loader's worker "
+                         "threads, say), not removed"}};
   }
   return nullptr;
 }
