@@ -2033,6 +2033,11 @@ for step in range(4):
     if sys.argv[1] == "guard":
         print(bool(torch.isnan(logged).any()))
     feat = torch.where(r > 0, logged, torch.zeros_like(r))
+    if sys.argv[1] == "scalar":                                        # where with a number
+        feat = torch.where(r > 0, torch.log(r), 0.)
+    if sys.argv[1] == "reuse":                                         # masked twice, then used
+        other = torch.where(r > 0.5, torch.log(r - 0.5), torch.zeros_like(r))
+        feat = feat + other + logged.sum()
     if sys.argv[1] == "real" and step == 2:
         feat = (feat - feat) / (feat - feat).std()                     # the real 0/0
     loss = feat.pow(2).mean()
@@ -2046,7 +2051,8 @@ def case_nan_where():
     # check that reads the log's output makes it a start again.
     script = write_script("nan_where.py", NAN_WHERE)
     want = 1 + NAN_WHERE.split("\n").index(next(l for l in NAN_WHERE.split("\n") if "the real 0/0" in l))
-    runs = {mode: record("nan_where_" + mode, [mode], script)[0] for mode in ("real", "plain", "guard")}
+    runs = {mode: record("nan_where_" + mode, [mode], script)[0]
+            for mode in ("real", "plain", "guard", "scalar", "reuse")}
     p = subprocess.run([TDBG, "nan", "--json", runs["real"]], stdout=subprocess.PIPE, text=True)
     r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
     f = r.get("first_nonfinite") or {}
@@ -2071,6 +2077,18 @@ def case_nan_where():
           f"a NaN check read it: the log is the start (got {p.returncode} {f.get('op')})")
     text = subprocess.run([TDBG, "nan", runs["guard"]], stdout=subprocess.PIPE, text=True).stdout
     check("log of a negative value: input min -" in text, f"the log's cause: {text[:400]!r}")
+    # where with a number reads the log through views of it: masked all the same.
+    p = subprocess.run([TDBG, "nan", "--json", runs["scalar"]], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 0, f"torch.where(x > 0, torch.log(x), 0.): masked (got {p.returncode})")
+    # Masked where it is first read, then read again into the loss (after another masked
+    # start): the first log is the start.
+    want_line = 1 + NAN_WHERE.split("\n").index(next(l for l in NAN_WHERE.split("\n") if "logged = " in l))
+    p = subprocess.run([TDBG, "nan", "--json", runs["reuse"]], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("op") == "aten::log" and f.get("step") == 0 and
+          (f.get("source") or {}).get("line") == want_line,
+          f"a masked NaN read again later is the start (got {p.returncode} {f.get('op')} step "
+          f"{f.get('step')} {(f.get('source') or {}).get('line')})")
     # Inf from outside (NumPy here, a checkpoint's optimizer state elsewhere) is no start, as
     # a mask's -inf is not; where it first came in is said.
     script = write_script("inf_in.py", "import numpy, torch\n"

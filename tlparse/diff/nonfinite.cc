@@ -482,13 +482,14 @@ StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
 
 // For a start whose NaN or Inf the program masks (`torch.where(x > 0, torch.log(x), 0)`): the
 // op that read it and made only finite floating values from it (aten::where), when every op
-// that read it did so, up to the next op that makes NaN or Inf from anything else (the same
-// masked op of the next step, say) or a look-ahead's end; "" otherwise. An op that reads it and
-// makes no floating output (`isnan`, `item`: a guard or a log line saw it) or a view of it, or
-// that makes NaN or Inf from values not recorded (autograd's saved tensors, which may hold it),
-// makes the start one to report.
+// that read it, or a view of it, did so up to the end of its step (or a look-ahead's end); ""
+// otherwise. It is a start to report when an op reads it and makes NaN or Inf or integers
+// (`.long()`), when Python reads it or a test of it (`item`, `if torch.isnan(x).any()`: a guard
+// or a log line saw it), or when an op makes NaN or Inf from values not recorded (autograd's
+// saved tensors, which may hold it) before any other op made NaN or Inf.
 StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start) {
-  std::set<uint64_t> live;
+  std::set<uint64_t> live;   // the start's non-finite tensors, and views of them
+  std::set<uint64_t> tests;  // non-floating results of reading them (`isnan(x)`, `x > 0`)
   for (const TensorRecord& t : start.tensors)
     if (t.role == TensorRole::kOutput && t.summary.valid && tensor_comparable(t) &&
         (t.summary.nan_count > 0 || t.summary.inf_count > 0))
@@ -496,39 +497,56 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
   if (live.empty()) return std::string();
   constexpr int64_t kLookAhead = 1 << 16;
   std::string masked_by;
-  bool spread = false, inside_start = true;
-  Status st = r.scan_ops(start.thread, start.tidx + 1, start.tidx + 1 + kLookAhead, true,
+  bool spread = false, inside_start = true, other_source = false;
+  // Every thread's ops, in the order they ran: backward may run on autograd's device threads.
+  Status st = r.scan_ops(std::nullopt, start.seq + 1, start.seq + 1 + kLookAhead, true,
                          [&](const OpRecord& o) {
-    // The start's own nested ops computed it.
-    if (inside_start && o.depth > start.depth) return true;
-    inside_start = false;
-    bool reads = false, unknown = false;
+    if (o.thread == start.thread) {
+      if (inside_start && o.depth > start.depth) return true;  // the start's own nested ops
+      inside_start = false;
+    }
+    if (o.step > start.step) return false;
+    bool reads = false, reads_test = false, unknown = false;
     for (const TensorRecord& t : o.tensors) {
       if (t.role != TensorRole::kInput || *never_read(strings, t) != '\0') continue;
       reads = reads || live.count(t.hash) > 0;
+      reads_test = reads_test || tests.count(t.hash) > 0;
       unknown = unknown || !(t.summary.valid && tensor_comparable(t));
     }
-    bool nonfinite = false, floating = false, view = false;
+    bool nonfinite = false, any_output = false;
     for (const TensorRecord& t : o.tensors) {
       if (t.role != TensorRole::kOutput) continue;
-      if (!t.summary.valid || !tensor_comparable(t)) {
-        view = view || hashing::dtype_is_floating(t.dtype);
-        continue;
+      any_output = true;
+      if (t.summary.valid && tensor_comparable(t))
+        nonfinite = nonfinite || t.summary.nan_count > 0 || t.summary.inf_count > 0;
+    }
+    if (nonfinite && (reads || (unknown && !other_source))) {
+      spread = true;
+      return false;
+    }
+    if (nonfinite) {
+      other_source = true;  // NaN or Inf of another start
+      return true;
+    }
+    // Python read it, or a test of it (`item()`, `bool(torch.isnan(x).any())`).
+    if ((reads || reads_test) && !any_output) {
+      spread = true;
+      return false;
+    }
+    if (!reads && !reads_test) return true;
+    for (const TensorRecord& t : o.tensors) {
+      if (t.role != TensorRole::kOutput || t.hash == 0) continue;
+      const bool floating = hashing::dtype_is_floating(t.dtype);
+      if (reads && floating && !(t.summary.valid && tensor_comparable(t))) {
+        live.insert(t.hash);  // a view of it holds its values
+      } else if (t.dtype == hashing::DType::kBool) {
+        tests.insert(t.hash);
+      } else if (reads && !floating) {
+        spread = true;  // NaN made integers (`.long()`): numbers no later op can tell
+        return false;
       }
-      floating = floating || hashing::dtype_is_floating(t.dtype);
-      nonfinite = nonfinite || t.summary.nan_count > 0 || t.summary.inf_count > 0;
     }
-    if ((reads || unknown) && nonfinite) {
-      spread = true;
-      return false;
-    }
-    if (nonfinite) return false;  // NaN or Inf from elsewhere: a start of its own
-    if (!reads) return true;
-    if (view || !floating) {
-      spread = true;
-      return false;
-    }
-    if (masked_by.empty()) masked_by = strings.text(o.name);
+    if (reads && masked_by.empty()) masked_by = strings.text(o.name);
     return true;
   });
   TDBG_RETURN_IF_ERROR(st);
