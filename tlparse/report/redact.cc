@@ -119,14 +119,8 @@ bool looks_like_secret_name(std::string_view name) {
                                                   "MASTER", "SERVICE", "ACCOUNT", "APP", "SSH",
                                                   "GPG", "HMAC", "SESSION"})))
     return true;
-  static const char* const kPrefixes[] = {"AWS_", "AZURE_", "ARM_CLIENT", "GCP_", "GOOGLE_",
-                                          "GCLOUD_", "HF_", "HUGGING_FACE_HUB_", "WANDB_",
-                                          "OPENAI_", "ANTHROPIC_", "GITHUB_", "GH_", "NPM_",
-                                          "DOCKER_", "SLACK_", "STRIPE_", "TWILIO_"};
-  for (const char* p : kPrefixes) {
-    if (n.rfind(p, 0) == 0) return true;
-  }
-  return false;
+  // (A vendor's prefix alone names no credential: WANDB_PROJECT, HF_HOME, AWS_REGION.)
+  return has({"WEBHOOK"});
 }
 
 Redactor::Redactor(bool redact_paths, std::string home, std::string user)
@@ -209,10 +203,17 @@ std::string Redactor::apply(std::string_view text_in) const {
     if (value.size() < 16 || value[0] == '/' || value[0] == '~' ||
         value.find_first_of(" \t") != std::string::npos)
       continue;
+    // Only where the text there ends with it (a string cut short), not inside a longer value
+    // that begins alike (another URL after `postgresql://`).
     const std::string prefix = value.substr(0, kPrefix);
     for (size_t at = text.find(prefix); at != std::string::npos; at = text.find(prefix, at)) {
       size_t n = kPrefix;
       while (at + n < text.size() && n < value.size() && text[at + n] == value[n]) ++n;
+      const bool cut_short = at + n == text.size() || std::string_view("\"' \t\n").find(text[at + n]) != std::string_view::npos;
+      if (!cut_short) {
+        at += n;
+        continue;
+      }
       text.replace(at, n, kMark);
       names_.insert(name);
       at += std::char_traits<char>::length(kMark);
@@ -317,6 +318,18 @@ std::string Redactor::apply(std::string_view text_in) const {
     text.replace(value_at, value_end - value_at, kMark);
     names_.insert(name);
     i = value_at + std::char_traits<char>::length(kMark) - 1;
+  }
+  // A URL's password, whatever names it: scheme://user:PASSWORD@host.
+  for (size_t at = text.find("://"); at != std::string::npos; at = text.find("://", at + 3)) {
+    const size_t user = at + 3;
+    size_t end = user;
+    while (end < text.size() && std::string_view("/@ \t\n\"'").find(text[end]) == std::string_view::npos) ++end;
+    if (end >= text.size() || text[end] != '@') continue;
+    const size_t colon = text.find(':', user);
+    if (colon == std::string::npos || colon >= end || colon + 1 == end) continue;
+    if (text.compare(colon + 1, std::char_traits<char>::length(kMark), kMark) == 0) continue;
+    text.replace(colon + 1, end - colon - 1, kMark);
+    names_.insert("a URL's password");
   }
   if (redact_paths_) {
     if (!home_.empty()) replace_all(&text, home_, "~");

@@ -364,7 +364,7 @@ TEST_CASE("credential-like names are recognized") {
   }
   for (const char* n : {"--max-tokens", "--max-token", "--key-dim", "--tokenizer", "--tokenizer-dir",
                         "--private-eval", "pad_token", "key_padding_mask", "--session-name",
-                        "num_keys", "author"}) {
+                        "num_keys", "author", "WANDB_PROJECT", "WANDB_NAME", "HF_HOME", "AWS_REGION"}) {
     CHECK_FALSE(looks_like_secret_name(n));
   }
 }
@@ -424,6 +424,16 @@ TEST_CASE("the redactor scrubs quoted values in source text, and the shell's cre
   Redactor c(false, "", "");
   const std::string line = c.meta("cmdline", R"(["x.py", "--api-key=shortk", "--key-file", "/keys/a.pem"])");
   CHECK(line == R"(["x.py","--api-key=[REDACTED]","--key-file","/keys/a.pem"])");
+  // A URL's password, whatever the option is called; and a long secret's start is scrubbed
+  // where a string was cut short there, not inside another value that begins alike.
+  Redactor u(false, "", "");
+  CHECK(u.apply("--db-url postgresql://bob:ConnStrPw9!@pg.example.com/ml") ==
+        "--db-url postgresql://bob:[REDACTED]@pg.example.com/ml");
+  CHECK(u.apply("see https://example.com/a@b") == "see https://example.com/a@b");
+  const char* url_env[] = {"DATABASE_URL=postgresql://mluser:DbS3cretPw77@db.internal/x", nullptr};
+  u.remember_environment(url_env);
+  CHECK(u.apply("url postgresql://bob@other/y") == "url postgresql://bob@other/y");
+  CHECK(u.apply("\"postgresql://mluser:Db\"") == "\"[REDACTED]\"");
   // A path given to a credential-like option is not scrubbed from every other string.
   Redactor d(false, "", "");
   CHECK(d.meta("cmdline", R"(["x.py", "--secret-dir", "/work/run"])").find("[REDACTED]") != std::string::npos);
