@@ -65,14 +65,22 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
       return "it is a file of the run " + run + ": name another file";
     }
   }
+  // Another run's folder, or a folder inside one: the output would mix into that recording.
+  for (fs::path p = kind == OutputKind::kDirectory ? target : target.parent_path(); !p.empty();
+       p = p.parent_path()) {
+    if (fs::exists(p / tracer::kRunManifest, ec))
+      return "it is " + std::string(p == target ? "" : "inside ") + "the run folder " + p.string() +
+             ": name a " + (kind == OutputKind::kDirectory ? "folder" : "file") +
+             " outside it, so that the recording stays as it is";
+    if (p == p.parent_path()) break;
+  }
+  // A symbolic link, even one that leads nowhere: the output is renamed over the name, which
+  // would replace the link rather than write where it points.
+  // (A report's folder given as a link is written into, not replaced.)
+  struct stat link;
+  if (kind != OutputKind::kDirectory && ::lstat(out.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
+    return "it is a symbolic link, which writing would replace: name the file itself";
   if (kind == OutputKind::kDirectory) {
-    // Another run's folder, or a folder inside one: the report would mix into that recording.
-    for (fs::path p = target; !p.empty(); p = p.parent_path()) {
-      if (fs::exists(p / tracer::kRunManifest, ec))
-        return "it is " + std::string(p == target ? "" : "inside ") + "the run folder " + p.string() +
-               ": name a folder outside it, so that the recording stays as it is";
-      if (p == p.parent_path()) break;
-    }
     // A page of someone else's where the report's would go.
     const std::string index = (target / "index.html").string();
     struct stat st;

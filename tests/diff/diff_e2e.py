@@ -972,6 +972,8 @@ def case_resumed():
           f"the bundle's diff.json pairs the same ops (got {(bd.get('a') or {}).get('seq')}, "
           f"{(bd.get('b') or {}).get('seq')})")
     check("tdbg diff runs/a runs/b --align-steps 3:0" in readme, "the README's diff command aligns the steps")
+    check("Note: B: compared its phase" in readme and "not in this bundle" in readme,
+          f"the README says which phase was left out: {readme[:1200]!r}")
     out = os.path.join(WORK, "resumed_bundle")
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run([TDBG, "bundle", "--extract", bundle, "-o", out], check=True, stdout=subprocess.DEVNULL)

@@ -165,6 +165,18 @@ for cmd in "bundle runs/a" "export --chrome-trace runs/a"; do
     fail "$cmd -o a pipe: exit $rc, $(cat err.txt), $(ls -l pipe.out)"
 done
 rm pipe.out
+# A symbolic link, even a dangling one, is not renamed over; nor is a file written into
+# another run's folder.
+ln -s nowhere.tar.gz dangling.tar.gz
+mkdir -p other_run && touch other_run/tdbg-run.json
+for target in dangling.tar.gz other_run/b.tar.gz; do
+  set +e
+  "$tdbg" bundle runs/a -o "$target" >/dev/null 2>err.txt; rc=$?
+  set -e
+  [ $rc -eq 2 ] && [ ! -e other_run/b.tar.gz ] && [ -L dangling.tar.gz ] ||
+    fail "bundle -o $target: exit $rc, $(cat err.txt)"
+done
+rm -rf dangling.tar.gz other_run
 "$tdbg" bundle runs/a runs/b -o bug.tar.gz >/dev/null || fail "bundle over an earlier bundle exited $?"
 "$tdbg" export --chrome-trace runs/a -o t.json >/dev/null && "$tdbg" export --chrome-trace runs/a -o t.json >/dev/null ||
   fail "export over an earlier trace exited $?"

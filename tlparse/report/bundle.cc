@@ -672,6 +672,9 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       // compared, a window, no hashes): as `tdbg diff` says it under its headline.
       for (const json& w : data["diff"].value("warnings", json::array()))
         if (w.is_string()) md << "Warning: " << w.get<std::string>() << "\n\n";
+      // --align-steps: the phases of a run left out of the comparison, and of this bundle.
+      for (const std::string& note : report_options.diff_notes)
+        md << "Note: " << note << "; they are not in this bundle either.\n\n";
     } else if (text_of(data["diff"], "status", "") == "identical") {
       md << "**The runs are identical** on every compared op.\n\n";
     } else {
