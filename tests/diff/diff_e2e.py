@@ -974,6 +974,9 @@ def case_resumed():
     check("tdbg diff runs/a runs/b --align-steps 3:0" in readme, "the README's diff command aligns the steps")
     check("Note: B: compared its phase" in readme and "not in this bundle" in readme,
           f"the README says which phase was left out: {readme[:1200]!r}")
+    check(re.search(r"first value difference after it: op #\d+ `aten::add_`", readme) is not None
+          and "(cause: arguments" in readme,
+          f"and the first value difference after B's start: {readme[:1200]!r}")
     out = os.path.join(WORK, "resumed_bundle")
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run([TDBG, "bundle", "--extract", bundle, "-o", out], check=True, stdout=subprocess.DEVNULL)

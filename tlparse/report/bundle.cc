@@ -440,7 +440,14 @@ std::string divergence_text(const json& fd) {
   std::string detail = text_of(fd, "detail", "");
   if (!detail.empty()) s += " — " + detail;
   // With what the diff's headline adds: whether it changes results, whether it healed.
-  return s + ")" + diff::headline_verdict(fd) + ".";
+  s += ")" + diff::headline_verdict(fd);
+  // After a structural change (a resumed run's own start, ops inserted), the first value
+  // difference, which is often the finding: as `tdbg diff` prints it under the change.
+  const json& after = fd.value("value_after_structure", json());
+  if (after.is_object() && after.value("a", json()).is_object())
+    s += "; first value difference after it: " + op_text(after["a"], pa) + " (cause: " +
+         text_of(after, "cause", "?") + " — " + text_of(after, "detail", "") + ")";
+  return s + ".";
 }
 
 }  // namespace
