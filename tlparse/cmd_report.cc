@@ -66,12 +66,17 @@ void add_report_command(CLI::App& app) {
     // as a bundle leaves them out (paths stay: the page is read where the runs are).
     report::Redactor redactor(/*redact_paths=*/false, "", "");
     redactor.remember_environment(environ);
+    std::error_code ec;
+    const bool existed = std::filesystem::exists(args->out, ec);
     auto path = report::write_report(redactor.apply_report(std::move(data.value())), args->out);
-    if (!path.ok()) return fail("report", path.status().message());
+    if (!path.ok()) {
+      // A folder made for the page and left empty is taken away again.
+      if (!existed) std::filesystem::remove(args->out, ec);
+      return fail("report", path.status().message());
+    }
     std::printf("%s\n", path.value().c_str());
     // A page this large opens slowly, if at all: said, with what to do instead.
     constexpr uintmax_t kLargePage = uintmax_t{64} << 20;
-    std::error_code ec;
     const uintmax_t bytes = std::filesystem::file_size(path.value(), ec);
     if (!ec && bytes > kLargePage)
       std::fprintf(stderr,

@@ -141,6 +141,11 @@ set +e
 set -e
 [ $rc -eq 2 ] && [ "$(sha256sum rep/index.html)" = "$page" ] && [ ! -e rep/index.html.partial ] &&
   grep -q "cannot write: File too large" err.txt || fail "report cut short: exit $rc, $(cat err.txt)"
+# Into a new folder: the folder made for the page is taken away again.
+set +e
+(trap '' XFSZ; ulimit -f 64; "$tdbg" report runs/a runs/b -o fresh_rep >/dev/null 2>err.txt); rc=$?
+set -e
+[ $rc -eq 2 ] && [ ! -e fresh_rep ] || fail "a failed report into a new folder left it: exit $rc"
 [ "$before" = "$(sha256sum "$db" runs/b/*.sqlite)" ] || fail "a refused -o changed a recording"
 [ "$(cat train.py)" = 'print("train")' ] && [ ! -e runs/a/new.tar.gz ] || fail "a refused -o wrote"
 tar -tzf mine.tar.gz | grep -qx train.py || fail "the user's archive was replaced"

@@ -546,7 +546,7 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
         return false;
       }
     }
-    if (reads && masked_by.empty()) masked_by = strings.text(o.name);
+    if (reads && masked_by.empty()) masked_by = strings.text(o.name) + " (seq " + std::to_string(o.seq) + ")";
     return true;
   });
   TDBG_RETURN_IF_ERROR(st);
