@@ -537,6 +537,12 @@ std::string passed_over(int64_t explained, int64_t skipped, int64_t ignored, int
   return o.str();
 }
 
+// "aten::log (seq 31, step 0) at train.py:7 in f": an op brief where it ran.
+std::string op_step_source(const json& x) {
+  return str(x, "op") + " (seq " + str(x, "seq") + ", step " + str(x, "step") + ") at " +
+         source_text(x);
+}
+
 // The starts passed over as cleaned inside the op that ran them or masked by the program,
 // where each was.
 void print_contained(std::ostringstream& o, const json& starts) {
@@ -544,12 +550,10 @@ void print_contained(std::ostringstream& o, const json& starts) {
   for (const json& c : starts) {
     if (!c.is_object()) continue;
     if (c.contains("masked_by")) {
-      o << "  masked:   " << str(c, "op") << " (seq " << str(c, "seq") << ", step " << str(c, "step")
-        << ") at " << source_text(c) << " · read by " << str(c, "masked_by") << "\n";
+      o << "  masked:   " << op_step_source(c) << " · read by " << str(c, "masked_by") << "\n";
       continue;
     }
-    o << "  contained: " << str(c, "op") << " (seq " << str(c, "seq") << ", step " << str(c, "step")
-      << ") at " << source_text(c);
+    o << "  contained: " << op_step_source(c);
     const json& enclosing = c.value("enclosing", json::array());
     if (enclosing.is_array() && !enclosing.empty())
       o << " · inside " << str(enclosing[enclosing.size() - 1], "op");
@@ -869,9 +873,7 @@ std::string format_nonfinite(const json& result) {
       // none (a checkpoint's optimizer state).
       const json& inf = result.value("inf_entered", json());
       if (inf.is_object())
-        o << "  Inf came in: " << str(inf, "op") << " (seq " << str(inf, "seq") << ", step "
-          << str(inf, "step") << ") at " << source_text(inf)
-          << ", from data no recorded op made (NumPy, a file, a checkpoint): not counted as a "
+        o << "  Inf came in: " << op_step_source(inf) << ", from data no recorded op made (NumPy, a file, a checkpoint): not counted as a "
              "start, as a mask's -inf is not; if it is not a mask, this is where it started\n";
     }
     print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
@@ -1050,9 +1052,7 @@ std::string format_nonfinite(const json& result) {
   if (!before.empty()) o << "  (after: " << before.substr(2) << ")\n";
   print_contained(o, f.value("contained_starts_before", json()));
   if (const json& inf = f.value("inf_entered", json()); inf.is_object())
-    o << "  Inf came in earlier: " << str(inf, "op") << " (seq " << str(inf, "seq") << ", step "
-      << str(inf, "step") << ") at " << source_text(inf)
-      << ", from data no recorded op made (NumPy, a file, a checkpoint)\n";
+    o << "  Inf came in earlier: " << op_step_source(inf) << ", from data no recorded op made (NumPy, a file, a checkpoint)\n";
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
   // `masked_fill(isinf, 0)`. Say how to look past it.
   if (!nan_only && s.is_object() && s.value("nan", int64_t{0}) == 0 && entered.empty()) {
