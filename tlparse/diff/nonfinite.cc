@@ -620,22 +620,18 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
       }
       // Made inside a top-level op and cleaned there before anything outside it read it: no
       // start of the run's (torch's norm backward divides by a zero norm, then masks the 0/0).
-      TDBG_ASSIGN_OR_RETURN(const bool cleaned, cleaned_inside(r, op));
-      if (cleaned) {
-        ++contained;
-        if (contained_ops.size() < kContainedShown)
-          contained_ops.push_back(op_json(r, strings, op));
-        resume = op.seq + 1;
-        continue;
-      }
-      // Masked by the program (a safe log): its NaN reaches nothing, and a start that does
+      // Or masked by the program (a safe log): its NaN reaches nothing, and a start that does
       // may come later.
-      TDBG_ASSIGN_OR_RETURN(const std::string masked_by, masked_after(r, strings, op));
-      if (!masked_by.empty()) {
-        ++masked;
+      TDBG_ASSIGN_OR_RETURN(const bool cleaned, cleaned_inside(r, op));
+      std::string masked_by;
+      if (!cleaned) {
+        TDBG_ASSIGN_OR_RETURN(masked_by, masked_after(r, strings, op));
+      }
+      if (cleaned || !masked_by.empty()) {
+        ++(cleaned ? contained : masked);
         if (contained_ops.size() < kContainedShown) {
           contained_ops.push_back(op_json(r, strings, op));
-          contained_ops.back()["masked_by"] = masked_by;
+          if (!cleaned) contained_ops.back()["masked_by"] = masked_by;
         }
         resume = op.seq + 1;
         continue;
