@@ -1336,7 +1336,8 @@ int64_t ring_offset(Pair& p) {
 // name those ops, not only their numbers.
 // `inputs_hashed`: the runs were recorded with --hash all, which hashes memory an `empty`
 // returned where an op reads it (under --hash outputs such an input is not hashed, and may
-// be a tensor filled from Python data).
+// be a tensor filled from Python data). `written_in_part(t)`, when given, names the `empty`
+// whose memory input `t`'s last writer filled only in part ("" when it did not).
 const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
                      bool after_structure, std::string* detail,
                      const std::function<std::string(bool, int64_t)>& producer_text = {},
@@ -2070,6 +2071,11 @@ std::string op_at_source(const Reader& r, Strings& strings, const OpRecord& op) 
   return src.empty() ? text : text + " at " + src;
 }
 
+// `op_at_source` with the op's seq: "aten::empty at pad.py:10 (seq 96)".
+std::string op_at_source_seq(const Reader& r, Strings& strings, const OpRecord& op) {
+  return op_at_source(r, strings, op) + " (seq " + std::to_string(op.seq) + ")";
+}
+
 // The op that made the memory `view` looks at: up the chain of view ops (`slice` of `t` of
 // ...), each the op whose output is that tensor, to the first whose output is not a view;
 // nullopt where the chain cannot be followed (an op not held, more than 6 views).
@@ -2113,7 +2119,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
       if (out.role == TensorRole::kOutput && out.shape == t.shape) return "";
     const auto maker = uninitialized_maker(*p.a.reader, p.a.strings, a, t);
     if (!maker || maker->seq > t.producer) return "";
-    return op_at_source(*p.a.reader, p.a.strings, *maker) + " (seq " + std::to_string(maker->seq) + ")";
+    return op_at_source_seq(*p.a.reader, p.a.strings, *maker);
   };
   out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing,
                           p.a.reader->meta("hash_mode") != "outputs", written_in_part);
@@ -2157,7 +2163,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     const TensorRecord& t = a.tensors[static_cast<size_t>(c.input)];
     std::string maker = "an op of the empty family";
     if (auto m = uninitialized_maker(*p.a.reader, p.a.strings, a, t)) {
-      maker = op_at_source(*p.a.reader, p.a.strings, *m) + " (seq " + std::to_string(m->seq) + ")";
+      maker = op_at_source_seq(*p.a.reader, p.a.strings, *m);
       out["uninitialized_from"] = op_brief_json(*p.a.reader, p.a.strings, *m);
     }
     detail = "input " + std::to_string(t.index) + " differs and was read from memory that " +
@@ -2644,7 +2650,6 @@ class StepCalls {
   Regions regions_a_, regions_b_;
 };
 
-// Full description of where a thread pair diverges, with what follows it.
 // For an order chosen at run time in a Python program: ", and PYTHONHASHSEED is unset in both
 // runs, ..." where neither run fixed it (meta `env`), which makes a set of strings iterate in
 // another order in every run; "" otherwise (a differing PYTHONHASHSEED is a setting that
@@ -2663,6 +2668,7 @@ std::string hash_seed_note(const Pair& p) {
              : "";
 }
 
+// Full description of where a thread pair diverges, with what follows it.
 StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& options,
                         Stats& stats, Progress& progress) {
   json out;
@@ -2930,8 +2936,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           if (!uninitialized_read(s.strings, t)) return;
           const auto maker = uninitialized_maker(*s.reader, s.strings, reader_op, t);
           made += std::string(made.empty() ? "" : "; ") + side + ": read from memory that " +
-                  (maker ? op_at_source(*s.reader, s.strings, *maker) + " (seq " +
-                               std::to_string(maker->seq) + ")"
+                  (maker ? op_at_source_seq(*s.reader, s.strings, *maker)
                          : std::string("an op of the empty family")) +
                   " returned uninitialized, which no recorded op wrote";
           return;
@@ -5874,13 +5879,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     for (const auto& r : run->processes) {
       for (const std::string& note : native_line_notes(*r))
         if (line_notes.insert(note).second) notes.push_back(note);
-      (void)r->query("SELECT key, value FROM meta WHERE key LIKE 'source:%'",
-                     [&](const std::vector<std::string>& row) {
-                       std::string& seen = run == &a ? sources[row[0].substr(7)].first
-                                                     : sources[row[0].substr(7)].second;
-                       if (seen.empty()) seen = row[1];
-                       return true;
-                     });
+      for (const auto& [path, identity] : recorded_sources(*r)) {
+        std::string& seen = run == &a ? sources[path].first : sources[path].second;
+        if (seen.empty()) seen = identity;
+      }
     }
   for (const auto& [path, seen] : sources) {
     const bool in_a = source_changed(path, seen.first), in_b = source_changed(path, seen.second);

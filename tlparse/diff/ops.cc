@@ -623,16 +623,22 @@ bool source_changed(const std::string& path, const std::string& identity) {
   return identity != std::to_string(st.st_size) + ":" + std::to_string(mtime_ns);
 }
 
-std::vector<std::string> changed_source_notes(const tracer::Reader& reader) {
-  std::vector<std::string> notes;
+std::vector<std::pair<std::string, std::string>> recorded_sources(const tracer::Reader& reader) {
+  std::vector<std::pair<std::string, std::string>> sources;
   (void)reader.query("SELECT key, value FROM meta WHERE key LIKE 'source:%' ORDER BY key",
                      [&](const std::vector<std::string>& row) {
-                       const std::string path = row[0].substr(7);
-                       if (source_changed(path, row[1]))
-                         notes.push_back(path + " changed since the recording: the source lines "
-                                         "shown from it may not be the code that ran");
+                       sources.emplace_back(row[0].substr(7), row[1]);
                        return true;
                      });
+  return sources;
+}
+
+std::vector<std::string> changed_source_notes(const tracer::Reader& reader) {
+  std::vector<std::string> notes;
+  for (const auto& [path, identity] : recorded_sources(reader))
+    if (source_changed(path, identity))
+      notes.push_back(path + " changed since the recording: the source lines shown from it may "
+                      "not be the code that ran");
   return notes;
 }
 

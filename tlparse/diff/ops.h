@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -200,6 +201,9 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
 // recording (meta `source:<path>`: its size and modification time then): the lines shown from
 // it may not be the code that ran.
 std::vector<std::string> changed_source_notes(const tracer::Reader& reader);
+// Each Python file the process recorded a frame of, with its identity then (meta
+// `source:<path>`: "size:mtime_ns"), by path.
+std::vector<std::pair<std::string, std::string>> recorded_sources(const tracer::Reader& reader);
 // The notes on the source lines shown from `reader`'s frames: `native_line_notes` (C++ binaries
 // without lines) and `changed_source_notes` (Python files edited since).
 std::vector<std::string> source_line_notes(const tracer::Reader& reader);
