@@ -62,11 +62,10 @@ void add_bundle_command(CLI::App& app) {
     if (const std::string why = output_refusal(args->out, {args->run_a, args->run_b}, OutputKind::kGzip);
         !why.empty())
       return fail("bundle", args->out + ": not written: " + why);
-    if (std::string why = align_steps_error(args->align_steps, &args->options.align_steps);
+    if (std::string why = align_steps_error(args->align_steps, !args->run_b.empty(),
+                                            &args->options.align_steps);
         !why.empty())
       return fail("bundle", why);
-    if (args->options.align_steps.first >= 0 && args->run_b.empty())
-      return fail("bundle", "--align-steps pairs the steps of two runs: give RUN_B too");
     args->options.sources = !args->no_sources;
     auto result = report::write_bundle(args->run_a, args->run_b, args->out, args->options);
     if (!result.ok()) return fail("bundle", result.status().message());

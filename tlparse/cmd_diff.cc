@@ -59,7 +59,8 @@ void add_diff_command(CLI::App& app) {
   add_align_steps_option(cmd, &args->align_steps);
   cmd->callback([args] {
     diff::DiffOptions options;
-    if (std::string why = align_steps_error(args->align_steps, &options.align_steps); !why.empty())
+    if (std::string why = align_steps_error(args->align_steps, true, &options.align_steps);
+        !why.empty())
       return fail("diff", why);
     auto a = tracer::Run::Open(args->run_a);
     if (!a.ok()) return fail("diff", a.status().message());

@@ -33,10 +33,10 @@ void add_report_command(CLI::App& app) {
   add_align_steps_option(cmd, &args->align_steps);
   cmd->callback([args] {
     report::ReportOptions options;
-    if (std::string why = align_steps_error(args->align_steps, &options.align_steps); !why.empty())
+    if (std::string why =
+            align_steps_error(args->align_steps, !args->run_b.empty(), &options.align_steps);
+        !why.empty())
       return fail("report", why);
-    if (options.align_steps.first >= 0 && args->run_b.empty())
-      return fail("report", "--align-steps pairs the steps of two runs: give RUN_B too");
     if (const std::string why =
             output_refusal(args->out, {args->run_a, args->run_b}, OutputKind::kDirectory);
         !why.empty())

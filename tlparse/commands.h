@@ -83,9 +83,10 @@ inline void add_align_steps_option(CLI::App* cmd, std::string* text) {
                   "resumed from a checkpoint counts its steps from 0 again: --align-steps 16:0)");
 }
 
-// Why `text` (from --align-steps) is not A:B ("" when it is; the steps in `*steps`, and
-// {-1, -1} for an empty text).
-inline std::string align_steps_error(const std::string& text, std::pair<int64_t, int64_t>* steps) {
+// Why `text` (from --align-steps) is not A:B, or is given with one run only (`two_runs`
+// false): "" when it is fine; the steps in `*steps`, and {-1, -1} for an empty text.
+inline std::string align_steps_error(const std::string& text, bool two_runs,
+                                     std::pair<int64_t, int64_t>* steps) {
   *steps = {-1, -1};
   if (text.empty()) return "";
   const size_t colon = text.find(':');
@@ -93,6 +94,7 @@ inline std::string align_steps_error(const std::string& text, std::pair<int64_t,
   if (colon == std::string::npos || !whole_number_error(text.substr(0, colon), &first).empty() ||
       !whole_number_error(text.substr(colon + 1), &second).empty() || first < 0 || second < 0)
     return "--align-steps " + text + ": want A:B, a step of each run (whole numbers, 0 or more)";
+  if (!two_runs) return "--align-steps pairs the steps of two runs: give RUN_B too";
   *steps = {first, second};
   return "";
 }
