@@ -1604,8 +1604,7 @@ def case_uninitialized():
     # memory, named with its empty's line, not a --hash outputs gap of a run hashed with all.
     script = write_script("uninitialized_inplace.py", UNINITIALIZED_INPLACE)
     mark = marks(script)
-    a, _ = record("uninit_inplace_a", ["1"], script)
-    b, _ = record("uninit_inplace_b", ["2"], script)
+    a, b, _, _ = pair("uninit_inplace", ["1"], ["2"], script)
     rc, r = diff(a, b)
     d = r["first_divergence"] or {}
     line, file = line_of(d.get("a"))
@@ -1616,8 +1615,7 @@ def case_uninitialized():
           f"the in-place read names the empty_like (exit {rc}: {d.get('cause')} line {line}: {detail})")
     # zeros replaced by empty: after the change, B's input is named as the empty's memory.
     script = write_script("uninitialized_zeros.py", UNINITIALIZED_ZEROS)
-    a, _ = record("uninit_zeros_a", ["zeros"], script)
-    b, _ = record("uninit_zeros_b", ["empty"], script)
+    a, b, _, _ = pair("uninit_zeros", ["zeros"], ["empty"], script)
     rc, r = diff(a, b)
     after = (r["first_divergence"] or {}).get("value_after_structure") or {}
     check(rc == 1 and "B: read from memory that aten::empty at" in after.get("detail", "") and
@@ -1626,8 +1624,7 @@ def case_uninitialized():
     # Written in part (padding): the rows' copies matched, the rest is the empty's memory.
     script = write_script("uninitialized_pad.py", UNINITIALIZED_PAD)
     mark = marks(script)
-    a, _ = record("uninit_pad_a", ["1"], script)
-    b, _ = record("uninit_pad_b", ["2"], script)
+    a, b, _, _ = pair("uninit_pad", ["1"], ["2"], script)
     rc, r = diff(a, b)
     d = r["first_divergence"] or {}
     line, file = line_of(d.get("a"))
@@ -1771,8 +1768,7 @@ for step in range(3):
 def case_code_path():
     # Two lines of one unedited file: another code path, never "an edit that moved the lines".
     script = write_script("code_path.py", CODE_PATH)
-    a, _ = record("code_path_a", [], script)
-    b, _ = record("code_path_b", ["first"], script)
+    a, b, _, _ = pair("code_path", [], ["first"], script)
     rc, r = diff(a, b)
     d = r.get("first_divergence") or {}
     text = diff_text(a, b)
@@ -1828,8 +1824,7 @@ def case_frozen():
     # A layer frozen in one run only: the backward op that no longer computes a gradient for
     # its input says so in plain words.
     script = write_script("frozen.py", FROZEN)
-    a, _ = record("frozen_a", [], script)
-    b, _ = record("frozen_b", ["freeze"], script)
+    a, b, _, _ = pair("frozen", [], ["freeze"], script)
     rc, r = diff(a, b)
     d = r.get("first_divergence") or {}
     check(rc == 1 and "B computes no gradient for this backward op's input" in d.get("detail", "")
@@ -1859,8 +1854,7 @@ print(w.sum().item())
 def case_ops_elsewhere():
     # Work moved to a thread only B has while B's main thread goes on: not "removed".
     script = write_script("ops_elsewhere.py", OPS_ELSEWHERE)
-    a, out_a = record("ops_elsewhere_a", [], script)
-    b, out_b = record("ops_elsewhere_b", ["thread"], script)
+    a, b, _, _ = pair("ops_elsewhere", [], ["thread"], script)
     rc, r = diff(a, b)
     d = r.get("first_divergence") or {}
     moved = d.get("ops_elsewhere") or {}
