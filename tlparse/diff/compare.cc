@@ -4858,6 +4858,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // B's op paired with A's op t of the first threads of the first processes is t + this
   // (rings that kept other windows: `ring_offset`).
   int64_t main_thread_offset = 0;
+  // With --align-steps: where each side's compared ops begin (the first pair of threads).
+  json aligned_start = nullptr;
   json others = json::array(), first_brief;  // the other processes' divergences, in brief
   for (size_t p = 0; p < processes; ++p) {
     const Reader& ra = *a.processes[p];
@@ -5001,6 +5003,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         pair->step_offset = options.align_steps.first - options.align_steps.second;
         if (p == 0 && k == 0) {
           main_thread_offset = pair->b_offset;
+          auto start = [](const Reader& r, uint32_t id, int64_t tidx, int64_t step) {
+            const auto op = r.op_at(id, tidx);
+            return json{{"step", step}, {"seq", op ? json(op->seq) : json(nullptr)}};
+          };
+          aligned_start = {{"a", start(ra, ida, range_a.begin, options.align_steps.first)},
+                           {"b", start(rb, idb, range_b.begin, options.align_steps.second)}};
           notes.push_back("compared from A's step " + std::to_string(options.align_steps.first) +
                           " (its op " + std::to_string(range_a.begin) + ") and B's step " +
                           std::to_string(options.align_steps.second) + " (its op " +
@@ -5459,6 +5467,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                          "op)" + endings);
   }
   result["values_compared"] = values_compared;
+  if (!aligned_start.is_null()) result["aligned_start"] = std::move(aligned_start);
   // Without hashes every op "is the same": nothing can be said to heal.
   if (!values_compared && result["first_divergence"].is_object()) {
     result["first_divergence"]["healed"] = nullptr;

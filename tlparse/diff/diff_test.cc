@@ -4937,6 +4937,9 @@ TEST_CASE("a resumed run is compared with --align-steps from the step it resumed
   CHECK(d["values_same"].is_object());
   CHECK(r["notes"].dump().find("compared from A's step 3 (its op 6) and B's step 0 (its op 0) on (--align-steps)") !=
         std::string::npos);
+  CHECK(r["aligned_start"]["a"]["seq"] == 6);
+  CHECK(r["aligned_start"]["b"]["seq"] == 0);
+  CHECK(r["aligned_start"]["b"]["step"] == 0);
   // Not restored: named at B's step 1, A's step 4, as an argument.
   d = first(compare(straight, resumed("0.01"), aligned));
   REQUIRE(d["value_after_structure"].is_object());

@@ -358,8 +358,14 @@ void collect_walk(const diff::AlignedStep& s, std::vector<WalkStep>* walk, SideM
 // (`walk`, from the first divergence on) ops are paired by seq: the runs agree up to there.
 // From it on the curve follows the walk, which pairs ops as `tdbg diff` aligns them in the
 // thread pair of the divergence: an insertion does not shift every later pair.
+// With --align-steps (`aligned_start`, the diff's) the curve starts at A's first compared op,
+// and the ops up to the walk are those the diff paired and found the same: by seq, ops of A's
+// earlier steps would pair with B's own start.
 StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
-                                const std::vector<WalkStep>& walk, const ReportOptions& options) {
+                                const std::vector<WalkStep>& walk, const json& aligned_start,
+                                const ReportOptions& options) {
+  const bool aligned = aligned_start.is_object();
+  if (aligned) from = std::max(from, aligned_start["a"].value("seq", int64_t{0}));
   // By seq, to the last op both hold (a --ring's seqs run past its op count).
   TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held_a, a.held());
   TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held_b, b.held());
@@ -398,6 +404,10 @@ StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
   for (int64_t s = from; s < by_seq_to; s += kChunk) {
     int64_t e = std::min(by_seq_to, s + kChunk);
     TDBG_RETURN_IF_ERROR(scan_outputs(a, s, e, &oa));
+    if (aligned) {
+      for (const auto& x : oa) add(x.seq, 1, 0, 0);
+      continue;
+    }
     TDBG_RETURN_IF_ERROR(scan_outputs(b, s, e, &ob));
     size_t j = 0;
     for (const auto& x : oa) {
@@ -433,6 +443,9 @@ StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
                 {"points", points},
                 {"measure", "max over outputs of |sum_a - sum_b| / max(abs_sum_a, abs_sum_b)"}};
   if (walk_from != tracer::kNoSeq) curve["aligned_from_seq"] = walk_from;
+  if (aligned)
+    curve["aligned_steps"] = {{"a", aligned_start["a"].value("step", int64_t{0})},
+                              {"b", aligned_start["b"].value("step", int64_t{0})}};
   return curve;
 }
 
@@ -633,7 +646,11 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
     }
     int64_t from = std::max<int64_t>(0, ca - options.window_ops / 2);
     TDBG_ASSIGN_OR_RETURN(json curve,
-                          difference_curve(*a.processes[pa], *b->processes[pb], from, walk, options));
+                          difference_curve(*a.processes[pa], *b->processes[pb], from, walk,
+                                           pa == 0 && pb == 0 && diff.is_object()
+                                               ? diff.value("aligned_start", json())
+                                               : json(),
+                                           options));
     data["curve"] = std::move(curve);
   } else {
     data["curve"] = nullptr;

@@ -169,6 +169,31 @@ TEST_CASE("after ops inserted in one run, the curve pairs ops as the diff aligns
   }
 }
 
+TEST_CASE("with aligned steps the curve starts at the aligned step and pairs nothing before it") {
+  // B inserts 5 ops at A's op 1000, then runs as A does: paired by number every later op
+  // would differ. Aligned at step 80, long after, the runs are the same from there on.
+  fixture::FixtureOptions o;
+  o.ops = 3000;
+  o.insert_at = 1000;
+  auto p = make_pair(o);
+  ReportOptions ro;
+  ro.align_steps = {80, 80};
+  auto data_or = build_report_data(p->a, &p->b, ro);
+  REQUIRE(data_or.ok());
+  const json& d = data_or.value();
+  CHECK(d["diff"]["status"] == "identical");
+  const json& start = d["diff"]["aligned_start"];
+  REQUIRE(start.is_object());
+  CHECK(start["a"]["step"] == 80);
+  CHECK(start["b"]["seq"].get<int64_t>() == start["a"]["seq"].get<int64_t>() + 5);
+  const json& c = d["curve"];
+  REQUIRE(c.is_object());
+  CHECK(c["from_seq"] == start["a"]["seq"]);
+  CHECK(c["first_differing_seq"] == -1);
+  CHECK(c["aligned_steps"]["a"] == 80);
+  for (const auto& pt : c["points"]) CHECK(pt["differing"] == 0);
+}
+
 TEST_CASE("identical runs give an empty curve of differences") {
   fixture::FixtureOptions o;
   o.ops = 300;

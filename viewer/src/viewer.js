@@ -501,8 +501,13 @@
         // which after ops one run inserted or removed pairs other ops.
         typeof c.aligned_from_seq === 'number'
           ? h('span', { id: 'curve-aligned' }, '. From #' + fmt(c.aligned_from_seq) + ' on, ops are paired as tdbg diff aligns them, ' +
-              'in the thread where the runs diverged (ops only one run holds count as differing); before it, by number')
-          : firstDivergence && firstDivergence.kind === 'structure'
+              'in the thread where the runs diverged (ops only one run holds count as differing); before it, ' +
+              (c.aligned_steps ? 'the ops tdbg diff compared and found the same' : 'by number'))
+          : null,
+        c.aligned_steps
+          ? h('span', { id: 'curve-align-steps' }, '. With --align-steps ' + c.aligned_steps.a + ':' + c.aligned_steps.b +
+              ', the curve starts at A\'s step ' + c.aligned_steps.a + ': the ops before it were not compared')
+          : typeof c.aligned_from_seq !== 'number' && firstDivergence && firstDivergence.kind === 'structure'
           ? h('span', { id: 'curve-shifted' }, '. Ops are paired here by number: from the structural change at #' +
               fmt((firstDivergence.a || firstDivergence.b || {}).seq) + ' on, one run\'s ops are shifted against the other\'s, so the curve ' +
               'and the red rows there compare other ops; the first divergence above (and its first value difference after the change) is what the aligned comparison found')
