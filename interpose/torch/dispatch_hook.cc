@@ -1256,7 +1256,10 @@ tracer::OpRecord& next_pending(ThreadState& ts) {
 
 void remember_forward(const at::RecordFunction& fn, const OpContext* ctx) {
   int64_t seq_nr = fn.seqNr();
-  if (seq_nr < 0 || ctx->backward) return;
+  // Not a backward node's own range (it carries its forward op's number). Ops inside backward
+  // count: reentrant checkpointing runs the forward again there, with grad mode on, and
+  // backward then runs through the nodes that made.
+  if (seq_nr < 0 || ctx->node) return;
   // The autograd node numbered `seq_nr` exists once the counter moved past it; the first op to
   // end after that (the innermost one that created it) is its forward op.
   if (static_cast<int64_t>(at::sequence_number::peek()) <= seq_nr) return;

@@ -845,6 +845,29 @@ def case_python_in_ranges():
               "reentrant=%s: and its module: %r, forward's %r" % (reentrant, recomputed[4], fwd[4]))
 
 
+def case_checkpoint_backward():
+    # Reentrant checkpointing (torch 1.13's default) runs the block's forward again inside its
+    # backward node, with grad mode on, and backward then runs through the nodes that made:
+    # each of those names the recomputed op as its forward op, as without checkpointing.
+    r = run_python("""
+        import torch
+        from torch.utils.checkpoint import checkpoint
+        torch.manual_seed(0)
+        block = torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Linear(8, 8))
+        x = torch.randn(4, 8, requires_grad=True)
+        checkpoint(block, x).pow(2).sum().backward()
+    """, name="ckpt.py")
+    con = r.db()
+    node = first_op(con, "CheckpointFunctionBackward")
+    for forward, backward in (("aten::addmm", "AddmmBackward0"),
+                              ("aten::native_layer_norm", "NativeLayerNormBackward0")):
+        recomputed = first_op(con, forward, node[0])
+        grad = one(con, "select seq, fwd from op_view where name = ? and seq > ? order by seq limit 1", backward, node[0])
+        check(grad[1] == recomputed[0],
+              "%s in the checkpoint's backward differentiates the recomputed %s (seq %d): fwd %s"
+              % (backward, forward, recomputed[0], grad[1]))
+
+
 def case_random():
     code = """
         import sys, torch

@@ -132,6 +132,8 @@ class Recorder {
       op.stack = op.user_frame = 0;
       next_fwd = kNoSeq;
     }
+    if (next_no_stack) op.stack = op.user_frame = 0;  // a backward op of no forward op
+    next_no_stack = false;
     op.rng = rng;
     op.start_ns = clock_ns;
     op.end_ns = clock_ns + 500;
@@ -181,6 +183,7 @@ class Recorder {
   int caller_line = 0;      // nonzero: ops run in a function called from this line
   uint32_t next_flags = 0;  // added to the next op's flags only
   int64_t next_fwd = kNoSeq;  // the next op is a backward op of this forward op
+  bool next_no_stack = false; // the next op has no stack (AccumulateGrad's ops)
   bool chain_covers_uninitialized = false;
   int64_t clock_ns = 1000000;  // CLOCK_MONOTONIC of the next op's start, 1 us apart
 
@@ -1855,6 +1858,39 @@ TEST_CASE("arguments that mean the same another way with the same outputs are no
   }
   json d = first(compare(a, write("-1", "None", 31)));
   CHECK(d["a"]["op"] == "aten::log_softmax");
+}
+
+TEST_CASE("an AccumulateGrad inside a checkpoint's backward has the line of the op that made its gradient") {
+  // Reentrant checkpointing: CheckpointFunctionBackward (the checkpoint call's line, 40) runs
+  // the block's addmm again (line 20) and a backward of its own, whose AccumulateGrad adds the
+  // gradient AddmmBackward0 made. B's add_ gives another value: named at the addmm's line,
+  // not at the checkpoint call's.
+  using T = Recorder::T;
+  auto write = [](uint64_t grad) {
+    return write_ops([&](Recorder& r) {
+      const int64_t call = r.op("CheckpointFunction", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 40);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      r.next_fwd = call;
+      const int64_t node = r.op("autograd::engine::evaluate_function: CheckpointFunctionBackward",
+                                {}, {}, {}, 0, 0, kNoSeq, 0);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      const int64_t addmm = r.op("aten::addmm", {T{3}}, {T{4}}, {}, 0, 1, node, 20);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      r.next_fwd = addmm;
+      const int64_t made = r.op("AddmmBackward0", {T{5}}, {T{6}}, {}, 0, 1, node, 0);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      r.next_no_stack = true;
+      const int64_t acc = r.op("autograd::engine::evaluate_function: torch::autograd::AccumulateGrad",
+                               {}, {}, {}, 0, 1, node, 0);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      r.next_no_stack = true;
+      r.op("aten::add_", {T{6, made}}, {T{grad}}, {}, 0, 2, acc, 0);
+    });
+  };
+  json d = first(compare(write(7), write(8)));
+  CHECK(d["a"]["op"] == "aten::add_");
+  CHECK(d["a"]["source"]["line"] == 20);
+  CHECK(d["a"]["source_from_forward"] == true);
 }
 
 TEST_CASE("after a structural change, a forward op paired with an op inside a backward function is no value difference") {

@@ -479,16 +479,23 @@ std::string frame_text(const std::string& file, int64_t line, const std::string&
   return name + " (" + base + ")";
 }
 
-// The forward op of `op`'s autograd node: its own, or an enclosing op's.
+// The forward op of `op`'s autograd node: its own, or an enclosing op's, up to the engine's
+// range of the node (a node that runs a backward of its own, as reentrant checkpointing's
+// does, encloses other nodes: an AccumulateGrad inside it is not its forward op's work).
 static int64_t node_forward_seq(const tracer::Reader& reader, const OpRecord& op,
                                 std::vector<OpRecord>* chain) {
   int64_t fwd = op.fwd;
   if (chain) chain->push_back(op);
+  tracer::StringId below = op.name;  // the op whose parent is next
   for (int64_t up = op.parent, k = 0; fwd == tracer::kNoSeq && up != tracer::kNoSeq && k < 8; ++k) {
+    if ((op.flags & tracer::kOpBackward) &&
+        reader.string(below).rfind("autograd::engine::evaluate_function", 0) == 0)
+      break;
     auto parent = reader.op(up);
     if (!parent) break;
     fwd = parent->fwd;
     up = parent->parent;
+    below = parent->name;
     if (chain) chain->push_back(*parent);
   }
   return fwd;
