@@ -44,7 +44,9 @@ namespace {
 Settings g_settings;
 std::atomic<tracer::Writer*> g_writer{nullptr};
 std::atomic<uint64_t> g_generation{0};
-std::atomic<bool> g_open_in_child{false};   // a fork child opens its own database lazily
+// The database is opened at the first op: in a fork child, and in a process the hook was
+// LD_PRELOADed into by hand (a `nice` or `env` before the program execs it writes nothing).
+std::atomic<bool> g_open_lazily{false};
 int64_t g_forked_at_step = -1;              // in a fork child: the parent's step at the fork
 std::atomic<bool> g_closed{false};
 std::mutex g_open_mutex;                    // guards opening and closing
@@ -308,6 +310,13 @@ bool open_database_locked() {
   }
   tracer::Writer* w = created.value().release();
   write_start_metadata(w);
+  // After the metadata, which made torch's default generator: exit handlers run last first,
+  // so the close still finds it (a fork child inherits the registration).
+  static bool at_exit_registered = false;
+  if (!at_exit_registered) {
+    at_exit_registered = true;
+    std::atexit([] { session_shutdown(); });
+  }
   g_generation.fetch_add(1);
   g_writer.store(w, std::memory_order_release);
   // Under the preload: a SIGTERM or a crash closes the database before it ends the process.
@@ -388,7 +397,7 @@ void at_fork_child() {
   tracer::Writer* inherited = g_writer.exchange(nullptr);
   if (inherited) {
     inherited->abandon_after_fork();  // leaked on purpose: its destructor would join threads
-    g_open_in_child.store(!g_closed.load());
+    g_open_lazily.store(!g_closed.load());
   }
   g_forked_at_step = hook_after_fork_child();
 }
@@ -404,16 +413,18 @@ const Settings& settings() { return g_settings; }
 
 bool recording() {
   return g_writer.load(std::memory_order_relaxed) != nullptr ||
-         g_open_in_child.load(std::memory_order_relaxed);
+         g_open_lazily.load(std::memory_order_relaxed);
 }
 
 tracer::Writer* writer() {
   tracer::Writer* w = g_writer.load(std::memory_order_acquire);
-  if (w || !g_open_in_child.load(std::memory_order_relaxed)) return w;
+  if (w || !g_open_lazily.load(std::memory_order_relaxed)) return w;
   OpenLock lock;
   w = g_writer.load(std::memory_order_acquire);
   if (w) return w;
-  if (g_open_in_child.exchange(false) && !g_closed.load()) open_database_locked();
+  // Cleared only once the writer is there: a thread that meets neither would not record.
+  if (g_open_lazily.load() && !g_closed.load()) open_database_locked();
+  g_open_lazily.store(false);  // opened, or failed and not tried again
   return g_writer.load(std::memory_order_acquire);
 }
 
@@ -425,11 +436,14 @@ bool session_start() {
     say("TDBG_OUT is not set; this process is not recorded");
     return false;
   }
-  {
+  // Without the preload (which closes the database before an exec), a process that runs no op
+  // before it execs its program would leave an empty database, and the program another.
+  if (dlsym(RTLD_DEFAULT, "tdbg_preload_watch_signals") == nullptr) {
+    g_open_lazily.store(true);
+  } else {
     OpenLock lock;
     if (!open_database_locked()) return false;
   }
-  std::atexit([] { session_shutdown(); });
   pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
   return true;
 }
@@ -458,7 +472,7 @@ void end_recording(bool close) {
   }
   OpenLock lock;
   if (g_closed.exchange(true)) return;
-  g_open_in_child.store(false);
+  g_open_lazily.store(false);
   tracer::Writer* w = g_writer.exchange(nullptr);
   if (!w) return;
   try {

@@ -868,6 +868,23 @@ def case_checkpoint_backward():
               % (backward, forward, recomputed[0], grad[1]))
 
 
+def case_exec_by_hand():
+    # The hook LD_PRELOADed by hand loads torch into every program the environment reaches:
+    # `nice`, which runs no op and execs the training script with the same pid, writes no
+    # database; the script writes the only one, closed.
+    work = work_dir()
+    script = os.path.join(work, "tiny.py")
+    with open(script, "w") as f:
+        f.write("import torch\nprint(float(torch.ones(3).sum()))\n")
+    r = run_command(["nice", "-n", "1", ARGS.python, script], cwd=work)
+    names = sorted(os.listdir(r.dir))
+    check(len(r.paths) == 1 and names == [os.path.basename(r.paths[0])],
+          "one database, nothing else, after an exec: %s" % names)
+    meta = _meta(r.paths[0])
+    check("end_time_ns" in meta and meta.get("cmdline", "").endswith('tiny.py"]'),
+          "the script's database, closed: %s" % {k: meta.get(k) for k in ("cmdline", "end_time_ns")})
+
+
 def case_random():
     code = """
         import sys, torch
