@@ -396,11 +396,39 @@ std::optional<uint64_t> native_frame_offset(int64_t line, const std::string& fun
   return parse_hex(std::string_view(function).substr(at + 4));
 }
 
+// A demangled name without its parameter list and " const": "ns::f(int) const" is "ns::f";
+// an operator's own parentheses stay ("X::operator()(long)" is "X::operator()").
+static std::string_view without_parameters(std::string_view name) {
+  if (name.size() > 6 && name.substr(name.size() - 6) == " const") name.remove_suffix(6);
+  if (name.empty() || name.back() != ')') return name;
+  int depth = 0;
+  for (size_t i = name.size(); i-- > 0;) {
+    if (name[i] == ')') ++depth;
+    if (name[i] == '(' && --depth == 0) {
+      std::string_view rest = name.substr(0, i);
+      return rest.size() >= 8 && rest.substr(rest.size() - 8) == "operator" ? name : rest;
+    }
+  }
+  return name;
+}
+
 std::optional<NativeSource> native_source(const tracer::Reader& reader, const std::string& binary,
                                           int64_t line, const std::string& function) {
   const std::optional<uint64_t> offset = native_frame_offset(line, function);
   if (!offset || binary.empty() || binary[0] != '/') return std::nullopt;
-  return native_lines().source(reader, binary, *offset);
+  std::optional<NativeSource> found = native_lines().source(reader, binary, *offset);
+  // The debug info names a lambda's body "operator()" and may name a method without its
+  // class: the symbol's name, recorded, says whose it is.
+  if (found && !found->line.function.empty()) {
+    const std::string symbol = function.substr(0, function.rfind(" +0x"));
+    const std::string_view qualified = without_parameters(symbol);
+    const std::string tail = "::" + found->line.function;
+    if (qualified.size() > tail.size() && qualified.substr(qualified.size() - tail.size()) == tail)
+      found->line.function = symbol;
+    else if (found->line.function == "operator()" && !qualified.empty() && qualified != "?")
+      found->line.function = "operator() inlined in " + std::string(qualified);
+  }
+  return found;
 }
 
 nlohmann::json frame_record_json(const tracer::Reader& reader, const std::string& file,

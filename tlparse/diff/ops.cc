@@ -448,7 +448,8 @@ static std::string short_function_name(const std::string& function) {
     for (size_t i = name.size(); i-- > 0;) {
       if (name[i] == ')') ++depth;
       if (name[i] == '(' && --depth == 0) {
-        if (i > 0) name.resize(i);
+        // "operator()" alone keeps its parentheses.
+        if (i > 0 && !(i >= 8 && name.compare(i - 8, 8, "operator") == 0)) name.resize(i);
         break;
       }
     }

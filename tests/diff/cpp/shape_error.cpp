@@ -35,8 +35,10 @@ int main(int argc, char** argv) {
   auto net = std::make_shared<Net>();
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05));
   auto gen = at::detail::createCPUGenerator(1234);
+  // A lambda: tdbg names its frames after the function it is in, not "operator()".
+  auto batch = [&](int64_t features) { return at::randn({32, features}, gen); };
   for (int64_t step = 0; step < steps; ++step) {
-    auto x = at::randn({32, step == bad_step ? 7 : 8}, gen);
+    auto x = batch(step == bad_step ? 7 : 8);
     auto y = x.sum(1, /*keepdim=*/true);
     opt.zero_grad();
     auto loss = torch::mse_loss(net->forward(x), y);
