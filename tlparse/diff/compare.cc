@@ -5893,6 +5893,21 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         if (seen.empty()) seen = identity;
       }
     }
+  // Native programs rebuilt between the runs (meta `build_id:<path>`, the binary's GNU
+  // build-id): the same path, other code.
+  std::map<std::string, std::pair<std::string, std::string>> builds;
+  for (const auto* run : {&a, &b})
+    for (const auto& r : run->processes)
+      for (const auto& [key, value] : r->all_meta()) {
+        if (key.rfind("build_id:", 0) != 0 || value.empty()) continue;
+        std::string& seen = run == &a ? builds[key.substr(9)].first : builds[key.substr(9)].second;
+        if (seen.empty()) seen = value;
+      }
+  for (const auto& [path, ids] : builds)
+    if (!ids.first.empty() && !ids.second.empty() && ids.first != ids.second)
+      result["warnings"].push_back(path + ": A and B ran different builds of it (build-id " +
+                                   ids.first.substr(0, 12) + " and " + ids.second.substr(0, 12) +
+                                   "): every difference may come from the code");
   for (const auto& [path, seen] : sources) {
     const bool in_a = source_changed(path, seen.first), in_b = source_changed(path, seen.second);
     const bool versions = !seen.first.empty() && !seen.second.empty() && seen.first != seen.second;

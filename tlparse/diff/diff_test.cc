@@ -1860,6 +1860,36 @@ TEST_CASE("arguments that mean the same another way with the same outputs are no
   CHECK(d["a"]["op"] == "aten::log_softmax");
 }
 
+TEST_CASE("a native program rebuilt between the runs is warned of, and unknown lines infer no code path") {
+  // A ran build "aaaa" of /w/prog, B build "bbbb": B's binary is the one there now, so only B's
+  // frame has a line (A's reads "+0x..." with line 0). The lines do not say another path.
+  using T = Recorder::T;
+  auto run = [](const std::string& build, double alpha) {
+    return write_ops(
+        [&](Recorder& r) { r.op("aten::add", {T{1}}, {T{uint64_t(alpha * 10)}}, {{"alpha", std::to_string(alpha)}}); },
+        [&](tdbg::tracer::Writer& w) { w.set_meta("build_id:/w/prog", build); });
+  };
+  json r = compare(run("aaaa1111222233334444", 1), run("bbbb1111222233334444", 2));
+  bool warned = false;
+  for (const json& w : r["warnings"])
+    warned = warned || w.get<std::string>() ==
+                           "/w/prog: A and B ran different builds of it (build-id aaaa11112222 and "
+                           "bbbb11112222): every difference may come from the code";
+  CHECK(warned);
+  CHECK(first(compare(run("same", 1), run("same", 2))).is_object());
+  for (const json& w : compare(run("same", 1), run("same", 2))["warnings"])
+    CHECK(w.get<std::string>().find("different builds") == std::string::npos);
+  // The text: A's frame unresolved, B's with a line: no "another code path?".
+  json d = first(r);
+  d["a"]["source"] = {{"file", "/w/prog"}, {"line", 0}, {"function", "main +0x7016"}};
+  d["b"]["source"] = {{"file", "/w/prog.cc"}, {"line", 35}, {"function", "main"}};
+  json text_input = r;
+  text_input["first_divergence"] = d;
+  const std::string text = tdbg::diff::format_divergence(text_input);
+  CHECK(text.find("another code path") == std::string::npos);
+  CHECK(text.find("A /w/prog in main +0x7016") != std::string::npos);
+}
+
 TEST_CASE("an AccumulateGrad inside a checkpoint's backward has the line of the op that made its gradient") {
   // Reentrant checkpointing: CheckpointFunctionBackward (the checkpoint call's line, 40) runs
   // the block's addmm again (line 20) and a backward of its own, whose AccumulateGrad adds the
