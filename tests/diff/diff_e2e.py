@@ -2031,6 +2031,8 @@ for step in range(4):
     logged = torch.log(r)
     if sys.argv[1] == "guard":
         print(bool(torch.isnan(logged).any()))
+    if sys.argv[1] == "count":                                         # a log line counts them
+        print("nan count", torch.isnan(logged).sum().item())
     feat = torch.where(r > 0, logged, torch.zeros_like(r))
     if sys.argv[1] == "scalar":                                        # where with a number
         feat = torch.where(r > 0, torch.log(r), 0.)
@@ -2051,7 +2053,7 @@ def case_nan_where():
     script = write_script("nan_where.py", NAN_WHERE)
     want = 1 + NAN_WHERE.split("\n").index(next(l for l in NAN_WHERE.split("\n") if "the real 0/0" in l))
     runs = {mode: record("nan_where_" + mode, [mode], script)[0]
-            for mode in ("real", "plain", "guard", "scalar", "reuse")}
+            for mode in ("real", "plain", "guard", "count", "scalar", "reuse")}
     p = subprocess.run([TDBG, "nan", "--json", runs["real"]], stdout=subprocess.PIPE, text=True)
     r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
     f = r.get("first_nonfinite") or {}
@@ -2069,11 +2071,12 @@ def case_nan_where():
     r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
     check(p.returncode == 0 and r.get("status") == "finite" and r.get("masked", 0) >= 1,
           f"only masked NaN: finite, exit 0 (got {p.returncode} {r.get('status')} masked {r.get('masked')})")
-    p = subprocess.run([TDBG, "nan", "--json", runs["guard"]], stdout=subprocess.PIPE, text=True)
-    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
-    f = r.get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("op") == "aten::log",
-          f"a NaN check read it: the log is the start (got {p.returncode} {f.get('op')})")
+    for mode in ("guard", "count"):
+        p = subprocess.run([TDBG, "nan", "--json", runs[mode]], stdout=subprocess.PIPE, text=True)
+        r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+        f = r.get("first_nonfinite") or {}
+        check(p.returncode == 1 and f.get("op") == "aten::log",
+              f"{mode}: a NaN check read it: the log is the start (got {p.returncode} {f.get('op')})")
     text = subprocess.run([TDBG, "nan", runs["guard"]], stdout=subprocess.PIPE, text=True).stdout
     check("log of a negative value: input min -" in text, f"the log's cause: {text[:400]!r}")
     # where with a number reads the log through views of it: masked all the same.

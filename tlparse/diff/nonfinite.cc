@@ -485,7 +485,7 @@ StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
 // that read it, or a view of it, did so up to the end of its step (or a look-ahead's end); ""
 // otherwise. It is a start to report when an op reads it and makes NaN or Inf or integers
 // (`.long()`), when Python reads it or a test of it (`item`, `if torch.isnan(x).any()`: a guard
-// or a log line saw it), or when an op makes NaN or Inf from values not recorded (autograd's
+// or a log line saw it; a count, `isnan(x).sum()`, is a test too), or when an op makes NaN or Inf from values not recorded (autograd's
 // saved tensors, which may hold it) before any other op made NaN or Inf.
 StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start) {
   std::set<uint64_t> live;   // the start's non-finite tensors, and views of them
@@ -539,8 +539,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       const bool floating = hashing::dtype_is_floating(t.dtype);
       if (reads && floating && !(t.summary.valid && tensor_comparable(t))) {
         live.insert(t.hash);  // a view of it holds its values
-      } else if (t.dtype == hashing::DType::kBool) {
-        tests.insert(t.hash);
+      } else if (t.dtype == hashing::DType::kBool || (reads_test && !floating)) {
+        tests.insert(t.hash);  // a test, or a count of one (`isnan(x).sum()`)
       } else if (reads && !floating) {
         spread = true;  // NaN made integers (`.long()`): numbers no later op can tell
         return false;
