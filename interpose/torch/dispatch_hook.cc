@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -395,6 +396,15 @@ struct ForwardOp {
 };
 constexpr size_t kForwardSlots = size_t{1} << 18;
 std::mutex g_forward_mutex;
+// Held shared while a thread switches RecordFunction off or on for itself, and exclusively
+// across a fork: torch rebuilds the thread's callbacks under its global callbacks' mutex, and
+// a child forked while another thread held that mutex would wait on it at its first op.
+std::shared_mutex g_record_function_switch;
+
+void switch_record_function(bool on) {
+  std::shared_lock<std::shared_mutex> lock(g_record_function_switch);
+  at::enableRecordFunction(on);
+}
 std::vector<ForwardOp> g_forward;  // kForwardSlots entries once the first one is stored
 
 ForwardOp& forward_slot(uint64_t thread, int64_t seq_nr) {
@@ -1418,7 +1428,7 @@ std::unique_ptr<at::ObserverContext> open_op(ThreadState& ts, std::unique_ptr<Op
   ts.stack.push_back(ctx.get());
   if (!ctx->below_autograd && !settings().config.internal_ops &&
       ctx->info->internals.load(std::memory_order_relaxed) == kInternalsPlain) {
-    at::enableRecordFunction(false);
+    switch_record_function(false);
     ctx->record_function_off = true;
   }
   return ctx;
@@ -1671,7 +1681,7 @@ std::unique_ptr<at::ObserverContext> start_op(const at::RecordFunction& fn, Thre
 void end_op(const at::RecordFunction& fn, OpContext* ctx) {
   ThreadState& ts = *ctx->thread;
   if (ctx->recorded) ts.in_flight_depth.store(ctx->record_depth, std::memory_order_relaxed);
-  if (ctx->record_function_off) at::enableRecordFunction(true);
+  if (ctx->record_function_off) switch_record_function(true);
   learn_internals(ctx);
   // Normally the innermost open op; searched so that an unexpected order cannot corrupt.
   bool innermost = !ts.stack.empty() && ts.stack.back() == ctx;
@@ -1868,6 +1878,7 @@ void detach_gpu_sink() {
 }
 
 void hook_prepare_fork() {
+  g_record_function_switch.lock();
   g_info_mutex.lock();
   g_forward_mutex.lock();
   g_tensors.mutex().lock();
@@ -1877,6 +1888,7 @@ void hook_after_fork_parent() {
   g_tensors.mutex().unlock();
   g_forward_mutex.unlock();
   g_info_mutex.unlock();
+  g_record_function_switch.unlock();
 }
 
 namespace {
@@ -1959,6 +1971,7 @@ int64_t hook_after_fork_child() {
   g_tensors.mutex().unlock();
   g_forward_mutex.unlock();
   g_info_mutex.unlock();
+  new (&g_record_function_switch) std::shared_mutex();
   // Another thread may have held an op's intern lock at the fork: it does not exist here.
   for (auto& entry : g_infos) new (&entry.second->intern_mutex) std::mutex();
   // What the parent knew of its tensors holds in the child (a DataLoader worker reads the
