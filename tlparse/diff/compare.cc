@@ -1924,7 +1924,8 @@ class Growth {
   // differ are state written in place, which no recorded output carries (batch norm's
   // running statistics under another momentum), or values absorbed (`relu` of other negative
   // numbers). Kept for a few ops, with the steps where they differ.
-  void add_kept_inputs(const OpRecord& a, const OpRecord& b, const std::string& name) {
+  void add_kept_inputs(const OpRecord& a, const OpRecord& b, const std::string& name,
+                       bool from_change) {
     // Nested in an op kept already (`batch_norm` → `native_batch_norm`): the same inputs.
     const bool nested = std::find(kept_seqs_.begin(), kept_seqs_.end(), a.parent) != kept_seqs_.end();
     kept_seqs_.push_back(a.seq);
@@ -1938,6 +1939,7 @@ class Growth {
       it = std::prev(kept_.end());
     }
     ++it->pairs;
+    it->from_change = it->from_change && from_change;
     it->last_step = a.step;
     for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
       const TensorRecord& ta = a.tensors[k];
@@ -1994,12 +1996,13 @@ class Growth {
     std::string name;
     std::set<int> inputs;  // tensor input indices that differ in some pair
     int64_t first_step = 0, last_step = 0, pairs = 0;
+    bool from_change = true;  // every differing input was made by a structural change's ops
   };
   json kept_json() const {
     json out = json::array();
     for (const KeptInputs& k : kept_)
       out.push_back({{"op", k.name}, {"inputs", k.inputs}, {"first_step", k.first_step},
-                     {"last_step", k.last_step}, {"pairs", k.pairs}});
+                     {"last_step", k.last_step}, {"pairs", k.pairs}, {"from_change", k.from_change}});
     return out;
   }
   static constexpr size_t kMaxSteps = 1000;
@@ -3263,8 +3266,28 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           ((e.a->flags ^ e.b->flags) & tracer::kOpBackward) == 0 && same_parent;
       if (same_pass) {
         growth.add_pair(*e.a, *e.b, e.cmp);
-        if (e.cmp.input >= 0 && e.cmp.output < 0 && e.cmp.structure.empty())
-          growth.add_kept_inputs(*e.a, *e.b, p.a.strings.text(e.a->name));
+        if (e.cmp.input >= 0 && e.cmp.output < 0 && e.cmp.structure.empty()) {
+          // Inputs made after the divergence by ops not paired with each other: the
+          // structural change's ops made them (not state changed in place).
+          bool from_change = false;
+          for (size_t k = 0; k < e.a->tensors.size() && k < e.b->tensors.size(); ++k) {
+            const TensorRecord& ta = e.a->tensors[k];
+            const TensorRecord& tb = e.b->tensors[k];
+            if (ta.role != TensorRole::kInput || ta.hash == tb.hash) continue;
+            if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq) continue;
+            const bool before_a = ta.producer < split_seq_a, before_b = tb.producer < split_seq_b;
+            if (before_a && before_b) continue;
+            if (before_a != before_b) {
+              from_change = true;  // one made before the divergence, the other after
+              continue;
+            }
+            // (A producer older than the pairs kept is not known either way.)
+            if (paired_order.empty() || ta.producer < paired_order.front()) continue;
+            auto made = paired_seq.find(ta.producer);
+            if (made == paired_seq.end() || made->second != tb.producer) from_change = true;
+          }
+          growth.add_kept_inputs(*e.a, *e.b, p.a.strings.text(e.a->name), from_change);
+        }
         ++pairs_compared;
       } else {
         growth.add_crossed_pair(*e.a);

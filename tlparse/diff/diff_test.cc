@@ -3801,6 +3801,34 @@ TEST_CASE("runs recorded with other --steps windows are compared from the first 
                                      "again), pair the steps with --align-steps 0:5") != std::string::npos);
 }
 
+TEST_CASE("inputs that differ because ops were inserted are said to come from the change") {
+  using T = Recorder::T;
+  // B adds to the loss (an inserted op) before ones_like reads it: ones_like's input differs,
+  // its output not, and the inserted add made it, not state changed in place.
+  auto run = [](bool insert) {
+    return write_ops([=](Recorder& r) {
+      const int64_t loss = r.op("aten::mse_loss", {T{1}}, {T{5}}, {}, 0, 0, kNoSeq, 10);
+      int64_t made = loss;
+      uint64_t value = 5;
+      if (insert) {
+        made = r.op("aten::add", {T{5, loss}}, {T{6}}, {}, 0, 0, kNoSeq, 11);
+        value = 6;
+      }
+      r.op("aten::ones_like", {T{value, made}}, {T{7}}, {}, 0, 0, kNoSeq, 12);
+      r.op("aten::mul", {T{7}}, {T{8}}, {}, 0, 0, kNoSeq, 13);
+    });
+  };
+  json r = compare(run(false), run(true));
+  REQUIRE(r["first_divergence"].is_object());
+  const json& kept = r["first_divergence"]["growth"]["inputs_only"];
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0]["from_change"] == true);
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("the ops only one run ran (the structural change) made them") != std::string::npos);
+  CHECK(text.find("batch norm") == std::string::npos);
+}
+
 TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
   using T = Recorder::T;
   // Batch norm under another momentum: the running stats (inputs) differ, the outputs not.

@@ -268,9 +268,17 @@ void print_kept_inputs(std::ostringstream& o, const json& g) {
     if (until != first) o << " to " << until;
     o << ")";
   }
-  o << "\n            no differing output made them: state changed in place (such as batch "
-       "norm's running statistics) or data from outside torch; what reads them later (eval "
-       "mode, a saved checkpoint) reads other values\n";
+  bool all_from_change = true;
+  for (const json& row : kept)
+    if (row.value("first_step", int64_t{0}) < first_output)
+      all_from_change = all_from_change && row.value("from_change", false);
+  if (all_from_change)
+    o << "\n            no differing output made them: the ops only one run ran (the structural "
+         "change) made them\n";
+  else
+    o << "\n            no differing output made them: state changed in place (such as batch "
+         "norm's running statistics) or data from outside torch; what reads them later (eval "
+         "mode, a saved checkpoint) reads other values\n";
 }
 
 void print_growth(std::ostringstream& o, const json& g) {
