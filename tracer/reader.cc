@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -1205,7 +1206,11 @@ pid_t LiveRecorder(const std::string& dir) {
 
 StatusOr<Run> Run::Open(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return Status::Error(path + ": no such file or directory");
+  if (::stat(path.c_str(), &st) != 0) {
+    // (A folder above it that cannot be searched says "Permission denied".)
+    if (errno == ENOENT || errno == ENOTDIR) return Status::Error(path + ": no such file or directory");
+    return Status::Error(path + ": cannot open: " + std::strerror(errno));
+  }
   Run run;
   run.path = path;
   if (!S_ISDIR(st.st_mode)) {

@@ -627,6 +627,30 @@ TEST_CASE("a killed run's -wal in a directory that cannot be written says what t
   ::chmod(ro.c_str(), 0755);
 }
 
+TEST_CASE("a run below a folder that cannot be searched says permission denied") {
+  TempDir dir;
+  const std::string locked = dir.file("locked");
+  REQUIRE(::mkdir(locked.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((locked + "/run").c_str(), 0755) == 0);
+  MakeRun(locked + "/run/a.sqlite", 10, 100);
+  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);
+  REQUIRE(::chmod(locked.c_str(), 0) == 0);
+  const std::string want = locked + "/run: cannot open: Permission denied";
+  // As an unprivileged user (root searches any folder), in a child.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    auto r = Run::Open(locked + "/run");
+    ::_exit(!r.ok() && r.status().message() == want ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  ::chmod(locked.c_str(), 0755);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
 TEST_CASE("runs: a directory of databases in start order, or one file") {
   TempDir dir;
   auto empty = Run::Open(dir.path());
