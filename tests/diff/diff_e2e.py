@@ -1360,6 +1360,11 @@ def case_still_running():
         check(rc == 1 and "is still running" in d.get("detail", "") and "killed" not in notes
               and "is still running" in notes,
               f"B is said to be still running (got {d.get('cause')}: {d.get('detail')} / {notes})")
+        headline = diff_text(a, out).splitlines()[0]
+        check(d.get("still_recording") == "B" and
+              headline.startswith("B is still being recorded, read up to its last commit at ")
+              and "ended early" not in headline,
+              f"the headline says B is still being recorded, not that it ended: {headline!r}")
         p = subprocess.run([TDBG, "nan", "--json", out], stdout=subprocess.PIPE, text=True)
         nan_notes = " ".join(json.loads(p.stdout).get("notes", []))
         check(p.returncode == 0 and "is still running" in nan_notes,

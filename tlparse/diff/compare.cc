@@ -4356,6 +4356,8 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched, 
              " more op(s) from here, first " + ops[0].value("op", "");
   }
   d["cause"] = "ended";
+  // Not ended at all: a run still being recorded, read up to its last commit.
+  if (r.meta("end_time_ns").empty() && still_recording(r)) d["still_recording"] = side;
   if (!last.ops.empty()) {
     // Ended between ops (inside none): the other run's next op is of a later step when this
     // one ended after an optimizer step (a raise at the top of the loop). The runs agree up to

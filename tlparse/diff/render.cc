@@ -726,7 +726,10 @@ std::string format_divergence(const json& result) {
   } else {
     const json& side = a.is_object() ? a : b;
     // One run stopped early (a signal, a crash): say so first, it is the answer.
-    o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
+    if (d.contains("still_recording"))
+      o << str(d, "still_recording") << " is still being recorded, read up to its last commit";
+    else
+      o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << healed_suffix(d);
     o << work_not_results(d) << "\n";
