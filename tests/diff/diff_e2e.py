@@ -2749,6 +2749,22 @@ def case_crash():
           "C++, binary replaced: no line in the text, and the addr2line hint is for the build "
           "that ran, not the file there now")
 
+    # Built without debug info (here: stripped of it): no lines, and the hint is for a build
+    # with -g, not for the binary that has none.
+    bare = os.path.join(WORK, "crash_cpp_bare")
+    shutil.copyfile(program, bare)
+    os.chmod(bare, 0o755)
+    subprocess.run(["strip", "--strip-debug", bare], check=True)
+    a, b = os.path.join(WORK, "crash_cpp_bare_a"), os.path.join(WORK, "crash_cpp_bare_b")
+    for run, args in ((a, []), (b, ["--bad-step", "3"])):
+        shutil.rmtree(run, ignore_errors=True)
+        subprocess.run([TDBG, "record", "-o", run, "--", bare, *args], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    text = diff_text(a, b)
+    check(f"(lines: {os.path.realpath(bare)} has no debug info; built again with -g and the same "
+          "flags: addr2line -C -f -i -e BUILD 0x" in text,
+          f"C++ without debug info: the addr2line hint is for a -g build: {text}")
+
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 

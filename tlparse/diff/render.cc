@@ -411,7 +411,9 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
     o << "    (lines: " << native_file << " is another build now; with the build that ran: "
       << "addr2line -C -f -i -e BUILD" << offsets << ")\n";
   else if (!offsets.empty())
-    o << "    (lines, from a -g build: addr2line -C -f -i -e " << native_file << offsets << ")\n";
+    // (The binary as it is gave no line: built without -g, or stripped; -g changes no code.)
+    o << "    (lines: " << native_file << " has no debug info; built again with -g and the same "
+      << "flags: addr2line -C -f -i -e BUILD" << offsets << ")\n";
 }
 
 // Warnings about how the runs were recorded (different --steps or --ops, no hashes): right
