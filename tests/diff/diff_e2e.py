@@ -629,6 +629,57 @@ def case_worker_epochs():
     check(f"in DataLoader worker {worker}" in readme, f"the README names the worker: {readme[:400]!r}")
 
 
+# Padded token batches from a collate_fn, in 2 DataLoader workers or (argv[1] "0") in the main
+# process; the loader's own generator fixes the order.
+LOADER_VALUES = r"""
+import sys, torch
+from torch.utils.data import DataLoader, Dataset
+class Tokens(Dataset):
+    def __init__(self, n=48):
+        g = torch.Generator().manual_seed(42)
+        self.lens = torch.randint(2, 10, (n,), generator=g).tolist()
+        self.items = [torch.randint(1, 30, (k,), generator=g) for k in self.lens]
+        self.labels = torch.randint(0, 3, (n,), generator=g)
+    def __len__(self): return len(self.items)
+    def __getitem__(self, i): return self.items[i], self.labels[i]
+def pad(batch):
+    xs, ys = zip(*batch)
+    out = torch.zeros(len(xs), max(len(x) for x in xs), dtype=torch.long)
+    for j, x in enumerate(xs):
+        out[j, :len(x)] = x
+    return out, torch.stack(ys)
+torch.manual_seed(0)
+emb, head = torch.nn.Embedding(30, 16, padding_idx=0), torch.nn.Linear(16, 3)
+opt = torch.optim.SGD(list(emb.parameters()) + list(head.parameters()), lr=0.1)
+loader = DataLoader(Tokens(), batch_size=8, shuffle=True, num_workers=int(sys.argv[1]),
+                    collate_fn=pad, generator=torch.Generator().manual_seed(0))
+for epoch in range(2):
+    for x, y in loader:
+        m = (x != 0).float().unsqueeze(-1)
+        h = (emb(x) * m).sum(1) / m.sum(1).clamp(min=1)
+        loss = torch.nn.functional.cross_entropy(head(h), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        print(round(loss.item(), 6))
+"""
+
+
+def case_loader_values():
+    # The same batches loaded in 2 workers and in the main process: the warning explains the
+    # divergence; the dataset's ops that moved between processes leave no pair of "values
+    # left" to name (they would pair a loader's bookkeeping op with a batch's stack).
+    script = write_script("loader_values.py", LOADER_VALUES)
+    a, out_a = record("loader_values_2", ["2"], script)
+    b, out_b = record("loader_values_0", ["0"], script)
+    check(out_a == out_b, "precondition: the same losses")
+    rc, r = diff(a, b)
+    warnings = " ".join(r.get("warnings", []))
+    check("loads its DataLoader's batches in its main process (num_workers 0)" in warnings,
+          f"the warning says where each run loads its batches: {warnings}")
+    d = r.get("first_divergence") or {}
+    check("values_left_differ" not in d and "the changed ops leave other values" not in diff_text(a, b),
+          f"no pair of values left by the moved dataset ops is named: {d.get('values_left_differ')}")
+
+
 def case_poke():
     a, b, _, _ = pair("poke", [], ["--poke", "7.5"])
     rc, r = diff(a, b)

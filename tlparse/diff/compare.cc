@@ -5841,7 +5841,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     // A warning, under the headline: it explains the divergence that the headline names.
     // (Not when that run is one database given alone: its workers may just not be given.)
-    if (loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty() && !fewer.one_database)
+    const bool loaded_elsewhere =
+        loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty() && !fewer.one_database;
+    // Then the changes are the dataset's ops, run in another process: what they leave differs
+    // by where it ran, and a pair of "values left" from them compares unrelated tensors.
+    if ((loaded_elsewhere || (!fewer_count.empty() && !more_count.empty() && fewer_count != more_count)) &&
+        result["first_divergence"].is_object())
+      result["first_divergence"].erase("values_left_differ");
+    if (loaded_elsewhere)
       result["warnings"].push_back(std::string(more_a ? "B" : "A") + " loads its DataLoader's batches in its "
                       "main process (num_workers 0), " + (more_a ? "A" : "B") + " in worker "
                       "processes (num_workers " + worker_count + ", " +
