@@ -5240,6 +5240,24 @@ TEST_CASE("a long stack keeps the user's outer frames and counts the library fra
                   "    /usr/lib/python3.11/copy.py:104 deepcopy\n") != std::string::npos);
 }
 
+TEST_CASE("a C++ thread's stack counts std::thread's plumbing in system headers as library frames") {
+  json r = one_op_divergence();
+  REQUIRE(first(r)["a"].is_object());
+  json stack = json::array();
+  const char* plumbing[] = {"std::thread::_State_impl<...>::_M_run()", "std::thread::_Invoker<...>::operator()()",
+                            "std::__invoke<...>", "void std::__invoke_impl<...>"};
+  for (const char* f : plumbing)
+    stack.push_back({{"file", "/usr/include/c++/12/bits/std_thread.h"}, {"line", 211}, {"function", f}});
+  stack.push_back({{"file", "/w/train.cc"}, {"line", 40}, {"function", "worker(int)"}});
+  for (int k = 0; k < 12; ++k)
+    stack.push_back({{"file", "/usr/lib/libtorch_cpu.so"}, {"line", 0}, {"function", "at::f +0x10"}});
+  r["first_divergence"]["a"]["stack"] = stack;
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("stack (A, innermost last):\n    ... 4 library frame(s)\n    /w/train.cc:40 worker(int)\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("a carried view names the op that made its base, which a .numpy() write reaches") {
   using T = Recorder::T;
   // The data is shuffled in place through .numpy() of the base (no op), then sliced: the

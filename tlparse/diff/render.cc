@@ -365,9 +365,12 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   // The innermost 12 frames, and every frame of the user's own code further out (the line
   // that called `load_state_dict`, `torch.jit.trace`): runs of library frames beyond those
   // (torch, the standard library, shared libraries) are counted, not listed.
+  // (A C++ program's own frames in system headers, std::thread's plumbing or a torch header's
+  // inline function, are library frames too.)
   auto library = [](const std::string& file) {
     return python_library_path(file) || file.find(".so") != std::string::npos ||
-           (!file.empty() && file[0] == '<');
+           (!file.empty() && file[0] == '<') || file.rfind("/usr/include/", 0) == 0 ||
+           file.find("/include/c++/") != std::string::npos;
   };
   const size_t innermost = stack.size() > 12 ? stack.size() - 12 : 0;
   size_t hidden = 0;
