@@ -373,13 +373,17 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
            file.find("/include/c++/") != std::string::npos;
   };
   const size_t innermost = stack.size() > 12 ? stack.size() - 12 : 0;
+  // Library frames outside the user's outermost one (a thread's entry plumbing) go too.
+  size_t first_user = 0;
+  while (first_user < stack.size() && library(str(stack[first_user], "file"))) ++first_user;
+  if (first_user == stack.size()) first_user = 0;
   size_t hidden = 0;
   // Native frames still without a line: the `addr2line` command that gives their lines from
   // a -g build.
   std::string native_file, offsets;
   bool native_changed = false;
   for (size_t k = 0; k < stack.size(); ++k) {
-    if (k < innermost && library(str(stack[k], "file"))) {
+    if ((k < innermost || k < first_user) && library(str(stack[k], "file"))) {
       ++hidden;
       continue;
     }
