@@ -1303,17 +1303,26 @@ void note_rank() {
 }
 
 // Writes which DataLoader worker this process is (meta `worker`, "ID/NUM_WORKERS") once per
-// database, at its first recorded op: workers start together, so `tdbg diff` pairs them by
-// id, not by start order. A worker sets its id before it runs any op.
-std::atomic<uint64_t> g_worker_generation{~uint64_t{0}};
+// database: workers start together, so `tdbg diff` pairs them by id, not by start order. A
+// forked worker sets its id before it runs any op; a spawned one first unpickles its dataset
+// (tensors in it: ops), so until an id is found it is asked again at the process's op 1, 2,
+// 4, 8, ... (a few Python evaluations in all, in a process that is no worker too).
+std::atomic<uint64_t> g_worker_generation{~uint64_t{0}};  // the database that has its answer
+std::atomic<uint64_t> g_worker_asked_generation{~uint64_t{0}};
+std::atomic<int64_t> g_worker_next_ask{0};
 void note_worker() {
   const uint64_t gen = writer_generation();
   if (g_worker_generation.load(std::memory_order_relaxed) == gen) return;
-  if (g_worker_generation.exchange(gen) == gen) return;
+  if (g_worker_asked_generation.exchange(gen) != gen) g_worker_next_ask.store(0);
+  int64_t due = g_worker_next_ask.load(std::memory_order_relaxed);
+  const int64_t seq = g_next_seq.load(std::memory_order_relaxed);
+  if (seq < due || !g_worker_next_ask.compare_exchange_strong(due, std::max<int64_t>(1, 2 * seq)))
+    return;
   if (!python_loaded() || !thread_has_python()) return;
   const std::string worker = dataloader_worker();
-  tracer::Writer* w = writer();
-  if (w && !worker.empty()) w->set_meta("worker", worker);
+  if (worker.empty()) return;
+  if (g_worker_generation.exchange(gen) == gen) return;
+  if (tracer::Writer* w = writer()) w->set_meta("worker", worker);
 }
 
 // ---- Callbacks ---------------------------------------------------------------------------

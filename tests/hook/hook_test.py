@@ -885,6 +885,21 @@ def case_exec_by_hand():
           "the script's database, closed: %s" % {k: meta.get(k) for k in ("cmdline", "end_time_ns")})
 
 
+def case_spawned_workers():
+    # DataLoader workers started with spawn unpickle their dataset first (a TensorDataset:
+    # ops) before they set their id: each is still named as the worker it is.
+    r = run_python("""
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        if __name__ == "__main__":
+            ds = TensorDataset(torch.arange(32.).view(16, 2), torch.arange(16))
+            for x, y in DataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context="spawn"):
+                print(float(x.sum()))
+    """, name="spawned.py")
+    workers = sorted(_meta(p).get("worker", "") for p in r.paths)
+    check(workers == ["", "0/2", "1/2"], "the spawned workers are named: %s" % workers)
+
+
 def case_random():
     code = """
         import sys, torch
