@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <climits>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/json_text.h"
@@ -148,6 +150,39 @@ pid_t live_writer(const std::vector<fs::path>& files) {
     }
   }
   return 0;
+}
+
+// After the program: processes it left running that still write into the run (a dead rank's
+// DataLoader workers, which outlive it by seconds) are waited for, up to `limit`, so that
+// what reads the run next sees them closed. True when none is left.
+bool wait_for_left_writers(const std::string& run_dir, bool quiet, std::chrono::seconds limit) {
+  auto databases = [&] {
+    std::vector<fs::path> files;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(run_dir, ec))
+      if (entry.path().extension() == ".sqlite") files.push_back(entry.path());
+    return files;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool said = false;
+  for (pid_t pid = live_writer(databases()); pid != 0; pid = live_writer(databases())) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (!quiet)
+        std::fprintf(stderr,
+                     "tdbg record: process %d, which the program left running, still records "
+                     "into %s: its database holds what it has committed so far\n",
+                     static_cast<int>(pid), run_dir.c_str());
+      return false;
+    }
+    if (!said && !quiet)
+      std::fprintf(stderr,
+                   "tdbg record: waiting (at most %lld s) for processes the program left running "
+                   "(pid %d) to close their databases\n",
+                   static_cast<long long>(limit.count()), static_cast<int>(pid));
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return true;
 }
 
 StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) {
@@ -507,6 +542,7 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
     exit_code = 128 + WTERMSIG(status);
     manifest["signal"] = WTERMSIG(status);
   }
+  wait_for_left_writers(*run_dir, options.config.quiet, std::chrono::seconds(15));
   remove_orphan_reserves(*run_dir);
   manifest["exit_status"] = exit_code;
   manifest["ended"] = utc_now();

@@ -831,6 +831,33 @@ def case_torch_children():
               f"want a database per torch process (2), got {databases(run)}")
 
 
+def case_left_running():
+    # The program leaves a torch child running for a while after it exits (a dead rank's
+    # DataLoader workers do): tdbg record waits for its database to close before it returns.
+    if not torch_hook_here():
+        return SKIP
+    run = fresh("left_running")
+    code = (
+        "import os, sys, time, torch\n"
+        "torch.ones(2).add(1)\n"
+        "if os.fork() == 0:\n"
+        "    time.sleep(2)\n"
+        "    torch.zeros(3).add(2)\n"
+        "    sys.exit(0)\n"
+        "print('parent done')\n"
+        "os._exit(0)\n")
+    traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+    check(traced.returncode == 0 and traced.stdout == "parent done\n", "under tdbg: " + traced.stderr[-500:])
+    check("waiting (at most 15 s) for processes the program left running" in traced.stderr,
+          f"record says what it waits for: {traced.stderr!r}")
+    closed = []
+    for path in databases(run):
+        con = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+        closed.append(con.execute("select count(*) from meta where key = 'end_time_ns'").fetchone()[0])
+        con.close()
+    check(len(closed) == 2 and all(closed), f"both databases are closed when record returns: {closed}")
+
+
 def case_fork_workers():
     if not have_torch():
         print("SKIP: no torch for " + TORCH_PYTHON)
