@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -2370,6 +2371,31 @@ def case_ddp():
     notes = json.loads(p.stdout).get("notes", []) if p.returncode in (0, 1) else []
     check(any("other database(s) beside it" in n and "tdbg nan " + a in n for n in notes),
           f"nan on one rank's database points to the run (got {p.returncode} {notes})")
+
+
+def case_ddp_nan():
+    # NaN made on rank 1 reaches rank 0 through a hand-written all_reduce: on rank 0's
+    # database alone, tdbg nan names the collective it came in through; on the whole run, rank
+    # 1's op that made it.
+    run, _ = record("ddp_nan", ["--nan-rank", "1"], DDP_SCRIPT)
+    dbs = {}
+    for db in glob.glob(os.path.join(run, "*.sqlite")):
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+            row = con.execute("SELECT value FROM meta WHERE key = 'rank'").fetchone()
+        if row:
+            dbs[row[0]] = db
+    p = subprocess.run([TDBG, "nan", "--json", dbs.get("0/2", run)], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    check(p.returncode == 1 and (f.get("collective") or {}).get("op") == "c10d::allreduce_",
+          f"rank 0 alone: the NaN came in through the all_reduce (got {p.returncode} "
+          f"{f.get('op')} {f.get('entered')} {f.get('collective')})")
+    text = subprocess.run([TDBG, "nan", dbs.get("0/2", run)], stdout=subprocess.PIPE, text=True).stdout
+    check("NaN came in through c10d::allreduce_" in text, f"the cause says so: {text[:600]!r}")
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    line, file = line_of(f)
+    check(p.returncode == 1 and file == "ddp_train.py" and line == marks(DDP_SCRIPT)["nan"],
+          f"the whole run: rank 1's op that made it (got {f.get('op')} at {file}:{line})")
 
 
 def case_reduce_op():

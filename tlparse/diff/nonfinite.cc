@@ -710,6 +710,29 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     }
     inputs.push_back(std::move(in));
   }
+  // NaN in an input no recorded op made, of the shape and dtype a collective returned shortly
+  // before (a hand-written dist.all_reduce, whose result is hashed only when next read): it
+  // came in with the values of the ranks that collective gathered.
+  if (entry == "input") {
+    const TensorRecord* held = nullptr;
+    for (const TensorRecord& t : op.tensors)
+      if (t.role == TensorRole::kInput && t.producer == tracer::kNoSeq && t.summary.valid &&
+          t.summary.nan_count > 0)
+        held = &t;
+    std::optional<OpRecord> collective;
+    if (held)
+      (void)r.scan_ops(std::nullopt, std::max<int64_t>(0, op.seq - 4096), op.seq, true,
+                       [&](const OpRecord& o) {
+                         if (strings.text(o.name).rfind("c10d::", 0) != 0) return true;
+                         for (const TensorRecord& t : o.tensors)
+                           if (t.role == TensorRole::kOutput && t.shape == held->shape &&
+                               t.dtype == held->dtype &&
+                               strings.text(t.reason).rfind("collective result", 0) == 0)
+                             collective = o;
+                         return true;
+                       });
+    if (collective) j["collective"] = op_brief_json(r, strings, *collective);
+  }
   // Read from memory a recorded op wrote only a part of: said as uninitialized memory where
   // an `empty` returned it, else as data from outside torch's ops (the input says which op
   // wrote the rest).

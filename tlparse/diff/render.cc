@@ -930,7 +930,11 @@ std::string format_nonfinite(const json& result) {
   if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
   o << "  where:    " << where_text(f) << "\n";
   const std::string entered = f.value("entered", json()).is_string() ? str(f, "entered") : "";
-  if (entered == "input") {
+  if (entered == "input" && f.value("collective", json()).is_object()) {
+    o << "  cause:    NaN came in through " << op_and_source(f["collective"])
+      << ": a collective's result, which holds what the other ranks sent; run tdbg nan on the "
+         "whole run to find the rank that made it\n";
+  } else if (entered == "input") {
     o << "  cause:    NaN entered here: an input holds NaN that no recorded op produced (data"
       << " from outside torch ops: Python data, a file, NumPy, a DataLoader worker";
     if (f.value("recorded_only", json()).is_string())

@@ -1,7 +1,8 @@
 """Data-parallel training on two CPU ranks (torch.distributed, gloo, on loopback) for the diff
 end-to-end tests: each rank trains the same DistributedDataParallel model on its own NumPy
 data; `--poke-rank R --poke-step S` changes one value of rank R's data at step S, and
-`--metric-op max` all-reduces the logged loss with MAX instead of SUM. Lines the tests expect
+`--metric-op max` all-reduces the logged loss with MAX instead of SUM, and `--nan-rank R` makes
+rank R's logged loss NaN at step 2 (the all-reduce brings it to the other rank). Lines the tests expect
 `tdbg diff` to name carry a `# MARK:<name>` comment. Prints each rank's losses and the metric.
 """
 import argparse
@@ -37,7 +38,11 @@ def worker(rank, args):
         opt.step()
         losses.append("%.9g" % loss.item())
         logged = loss.detach().clone()
+        if rank == args.nan_rank and step == 2:
+            logged = logged * float("nan")  # MARK:nan
         dist.all_reduce(logged, op=metric_op)  # MARK:metric
+        if args.nan_rank >= 0:
+            logged = logged / 2  # the mean over the ranks
         metric.append("%.9g" % logged.item())
     os.write(1, ("rank %d losses %s metric %s\n" % (rank, " ".join(losses), " ".join(metric))).encode())  # one write
     dist.destroy_process_group()
@@ -50,6 +55,7 @@ def main():
     p.add_argument("--poke-step", type=int, default=0)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--metric-op", choices=["sum", "max"], default="sum")
+    p.add_argument("--nan-rank", type=int, default=-1)
     args = p.parse_args()
     if args.port == 0:
         with socket.socket() as s:
