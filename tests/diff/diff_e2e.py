@@ -2396,6 +2396,12 @@ def case_ddp_nan():
     line, file = line_of(f)
     check(p.returncode == 1 and file == "ddp_train.py" and line == marks(DDP_SCRIPT)["nan"],
           f"the whole run: rank 1's op that made it (got {f.get('op')} at {file}:{line})")
+    # mp.spawn's parent's database (no op) against the whole run: which one holds none.
+    parent = next(db for db in glob.glob(os.path.join(run, "*.sqlite")) if db not in dbs.values())
+    p = subprocess.run([TDBG, "diff", parent, run], stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and "holds no op, and its process pairs with one of B that holds none "
+          "either (B's ops are in its other processes)" in p.stderr,
+          f"a launcher's database against the run: says A holds none (got {p.returncode}: {p.stderr!r})")
 
 
 def case_reduce_op():

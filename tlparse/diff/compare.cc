@@ -5486,6 +5486,21 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       if (!run->processes.empty())
         if (const std::string ending = abnormal_ending(*run->processes[0]); !ending.empty())
           endings += std::string("; ") + name + "'s process " + ending;
+    // One run holds ops in processes the other has no counterpart for: a launcher's database
+    // given alone (mp.spawn's parent records none), against a whole run.
+    auto ops_of = [](const tracer::Run& run) {
+      int64_t n = 0;
+      for (const auto& r : run.processes) n += r->op_count();
+      return n;
+    };
+    const int64_t ops_a = ops_of(a), ops_b = ops_of(b);
+    if ((ops_a == 0) != (ops_b == 0))
+      return Status::Error(std::string(ops_a == 0 ? "A (" + a.path : "B (" + b.path) +
+                           ") holds no op, and its process pairs with one of " +
+                           (ops_a == 0 ? "B" : "A") + " that holds none either (" +
+                           (ops_a == 0 ? "B" : "A") + "'s ops are in its other processes): a "
+                           "launcher (mp.spawn's parent, torchrun) records none; compare a rank's "
+                           "database with a rank's, or the two run folders" + endings);
     return Status::Error("neither run holds any op, nothing to compare (an --ops pattern that "
                          "matched nothing, a --steps window the program never reached: steps "
                          "count torch.optim optimizer steps, or a program that ran no torch "
