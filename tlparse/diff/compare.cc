@@ -1255,7 +1255,13 @@ std::optional<int64_t> first_common_step(const Reader& ra, uint32_t ta, TidxRang
   const auto first_a = ra.op_at(ta, range_a->begin), first_b = rb.op_at(tb, range_b->begin);
   const auto last_a = ra.op_at(ta, range_a->end - 1), last_b = rb.op_at(tb, range_b->end - 1);
   if (!first_a || !first_b || !last_a || !last_b) return std::nullopt;
-  const int64_t from = std::max(first_a->step, first_b->step);
+  // A ring that dropped ops begins most likely inside a step: its first step is not whole.
+  auto partial_first = [](const Reader& r, const TidxRange& range) {
+    const std::string ring = r.meta("ring");
+    return range.begin > 0 && !ring.empty() && ring != "0" ? 1 : 0;
+  };
+  const int64_t from = std::max(first_a->step + partial_first(ra, *range_a),
+                                first_b->step + partial_first(rb, *range_b));
   const int64_t to = std::min(last_a->step, last_b->step) + 1;
   if (from >= to) {
     *none_in_common = true;
@@ -4524,11 +4530,16 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
                                                           : "B") +
                     " (--hash none): only ops, shapes, arguments and generator states were compared");
   }
+  // All steps, of which a ring keeps the last ops (from inside a step: compared from the next).
+  auto all_of = [](const Reader& r) {
+    const std::string ring = r.meta("ring");
+    return ring.empty() || ring == "0" ? std::string("all") : "all, a --ring of the last " + ring + " ops";
+  };
   for (const char* key : {"steps", "ops"}) {
     const std::string va = ra.meta(key), vb = rb.meta(key);
     if (va == vb) continue;
     warnings.push_back(std::string("the runs were recorded with different --") + key + " (A " +
-                    (va.empty() ? "all" : va) + ", B " + (vb.empty() ? "all" : vb) +
+                    (va.empty() ? all_of(ra) : va) + ", B " + (vb.empty() ? all_of(rb) : vb) +
                     (std::string(key) == "steps"
                          ? "): ops are compared from the first step both hold; one that only one "
                            "run holds reads as inserted or removed"

@@ -3786,6 +3786,26 @@ TEST_CASE("runs recorded with other --steps windows are compared from the first 
   // No difference in the steps both hold: identical, whatever only one run holds.
   json r = compare(run(0, 8, "", -1), run(2, 6, "2:6", -1));
   CHECK(r["status"] == "identical");
+  // A ring that begins inside step 2 (its first op dropped) against a window from step 2: the
+  // ring's step 2 is not whole, so the steps compared begin at 3, not at a "removed" op.
+  const std::string ring = write_ops(
+      [](Recorder& r) {
+        r.skip(7);
+        for (int64_t s = 2; s < 6; ++s) {
+          r.step = s;
+          const uint64_t x = 10 * static_cast<uint64_t>(s);
+          if (s > 2) r.op("aten::relu", {T{x}}, {T{x + 1}}, {}, 0, 0, kNoSeq, 5);
+          r.op("aten::mm", {T{x + 1}}, {T{x + 2}}, {}, 0, 0, kNoSeq, 6);
+          r.op("aten::add_", {T{x + 2}}, {T{x + 3}}, {}, 0, 0, kNoSeq, 7);
+        }
+      },
+      [](tdbg::tracer::Writer& w) { w.set_meta("ring", "11"); });
+  for (const auto& [a, b] : {std::pair{run(2, 6, "2:6", -1), ring}, std::pair{ring, run(2, 6, "2:6", -1)}}) {
+    json ringed = compare(a, b);
+    INFO(tdbg::diff::format_divergence(ringed));
+    CHECK(ringed["status"] == "identical");
+    CHECK(ringed["warnings"].dump().find("all, a --ring of the last 11 ops") != std::string::npos);
+  }
   // No step in common: nothing to compare, an error that names the steps each run holds.
   auto ra = tdbg::tracer::Run::Open(run(0, 3, "0:3", -1));
   auto rb = tdbg::tracer::Run::Open(run(5, 8, "5:8", 6));
