@@ -210,4 +210,14 @@ assert c.getresponse().status == 404
 PY
 kill -INT $pid
 wait $pid || fail "view exited $? after SIGINT"
+# A bundle whose window (around the divergence) leaves out a later NaN: tdbg nan on the
+# bundled run cannot call it finite; it says the window cut the ops after it, exit 2.
+"$fixture" late --ops 3000 --diverge-at 300 --nonfinite-at 2600
+"$tdbg" bundle late/a late/b --window 500 -o late.tar.gz >/dev/null || fail "bundle late exited $?"
+"$tdbg" bundle --extract late.tar.gz -o late_x >/dev/null || fail "extract late exited $?"
+set +e
+"$tdbg" nan "$(dirname "$(find late_x -path '*runs/b/*.sqlite' | head -1)")" >nan.txt; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "nan on a bundle that cut the NaN away exited $rc: $(cat nan.txt)"
+grep -q "holds a bundle's window of ops #" nan.txt || fail "nan does not say the window cut later ops: $(cat nan.txt)"
 echo "report_cli: all checks passed"

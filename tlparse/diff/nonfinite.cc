@@ -889,6 +889,19 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     if (!lost.empty() && lost_text.empty())
       lost_text = "recorded only in part: process " + std::to_string(p) + " " + lost +
                   "; no NaN or Inf starts in what it holds";
+    // A bundle's window that left out the ops after it: a later start is not in the bundle.
+    const json window = json::parse(r.meta("bundle_window"), nullptr, /*allow_exceptions=*/false);
+    if (window.is_object() && window.value("to_seq", INT64_MAX) <= window.value("recorded_last_seq", int64_t{-1})) {
+      const std::string cut = r.path() + " holds a bundle's window of ops #" +
+                              std::to_string(window.value("from_seq", int64_t{0})) + " to #" +
+                              std::to_string(window.value("to_seq", int64_t{0}) - 1) + " of the " +
+                              std::to_string(window.value("recorded_last_seq", int64_t{0}) + 1) +
+                              " its process recorded: NaN or Inf may have started in the ops "
+                              "after it (the bundle's README and nonfinite.json say where the "
+                              "whole run's first one was)";
+      notes.push_back(cut);
+      if (lost_text.empty()) lost_text = "a bundle's window: " + cut;
+    }
     hosts.insert(r.meta("host"));
     Counts c;
     TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, held.first_seq, &c));

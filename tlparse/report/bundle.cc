@@ -143,7 +143,10 @@ Status copy_process(const tracer::Reader& r, const std::string& dst, int64_t fro
     // (A key may name a path too: `source:/home/USER/train.py`.)
     w->set_meta(redactor.apply(key), redactor.meta(key, value));
   }
-  w->set_meta("bundle_window", json_text(json{{"from_seq", from}, {"to_seq", to}}));
+  // With the last op the process recorded: whether the window left out ops after it.
+  json window = {{"from_seq", from}, {"to_seq", to}};
+  if (auto held = r.held(); held.ok() && held->any) window["recorded_last_seq"] = held->last_seq;
+  w->set_meta("bundle_window", json_text(window));
   // Not "killed or crashed" to whoever opens the bundle: it had not ended yet.
   if (!live_at.empty()) w->set_meta("bundled_while_recording", live_at);
   for (auto t : r.threads()) {
