@@ -4111,6 +4111,14 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   // Where the ring begins, and what to record to reach before it.
   CHECK(r["first_nonfinite"]["first_held_step"] == 0);
   CHECK(text.find("the database begins in step 0, so record again with a larger --ring") != std::string::npos);
+  // Begun at a later step: a window from before it, or first a cheap pass over the loss's op
+  // (--hash outputs keeps nearly all the size: no cheap pass).
+  json later = r;
+  later["first_nonfinite"]["first_held_step"] = 3164;
+  const std::string advice = tdbg::diff::format_nonfinite(later);
+  INFO(advice);
+  CHECK(advice.find("--steps K:3165 with K < 3164, or from 0 with --ops matching the loss's op") != std::string::npos);
+  CHECK(advice.find("--hash outputs") == std::string::npos);
 
   // The same through an input whose values were not recorded (a view: no summary), made by an
   // op the ring dropped, into an op whose other inputs are finite: AccumulateGrad's add_ of a
