@@ -1313,7 +1313,10 @@ std::atomic<int64_t> g_worker_next_ask{0};
 void note_worker() {
   const uint64_t gen = writer_generation();
   if (g_worker_generation.load(std::memory_order_relaxed) == gen) return;
-  if (g_worker_asked_generation.exchange(gen) != gen) g_worker_next_ask.store(0);
+  // (Read first: an exchange on every op would bounce the line between the threads.)
+  if (g_worker_asked_generation.load(std::memory_order_relaxed) != gen &&
+      g_worker_asked_generation.exchange(gen) != gen)
+    g_worker_next_ask.store(0);
   int64_t due = g_worker_next_ask.load(std::memory_order_relaxed);
   const int64_t seq = g_next_seq.load(std::memory_order_relaxed);
   if (seq < due || !g_worker_next_ask.compare_exchange_strong(due, std::max<int64_t>(1, 2 * seq)))
