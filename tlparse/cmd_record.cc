@@ -22,6 +22,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -630,12 +631,23 @@ void add_record_command(CLI::App& app) {
       }
       command.push_back(word);
     }
-#define FLAG(type, name, def, doc)                                               \
-  if (const CLI::Option* given = cmd->get_option_no_throw("--" + option_name(#name)); \
-      given != nullptr && given->count() > 0)                                     \
-    options->on_command_line.insert(#name);
+    // `--stacks --no-stacks`: which one was meant is not ours to guess.
+    std::string contradicted;
+#define FLAG(type, name, def, doc)                                                              \
+  if (const CLI::Option* given = cmd->get_option_no_throw("--" + option_name(#name));          \
+      given != nullptr && given->count() > 0) {                                                  \
+    options->on_command_line.insert(#name);                                                      \
+    const std::vector<std::string>& said = given->results();                                     \
+    if (std::strcmp(#type, "BOOL") == 0 && contradicted.empty() &&                               \
+        std::adjacent_find(said.begin(), said.end(), std::not_equal_to<>()) != said.end())       \
+      contradicted = option_name(#name);                                                         \
+  }
 #include "interpose/flags.inc"
 #undef FLAG
+    if (!contradicted.empty()) {
+      fail("record", "--" + contradicted + " and --no-" + contradicted + " both given: give one");
+      return;
+    }
     run_record(*options, command, out_option->count() > 0);
   });
 }
