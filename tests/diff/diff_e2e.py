@@ -609,8 +609,10 @@ def case_worker_epochs():
         m = re.match(r"process (\d+) of", info.get("text", ""))
         shown = subprocess.run([TDBG, "show", run, "--process", m.group(1) if m else "0", "--limit", "0"],
                                stdout=subprocess.PIPE, text=True).stdout
-        check(m is not None and f"-{info.get('pid')}.sqlite" in shown.split("\n")[0],
-              f"{side}: '{info.get('text')}' is what show --process {m and m.group(1)} shows: {shown[:120]!r}")
+        check(m is not None and f"-{info.get('pid')}.sqlite" in shown.split("\n")[0]
+              and f"(DataLoader worker {info.get('worker')}" in shown.split("\n")[0],
+              f"{side}: '{info.get('text')}' is what show --process {m and m.group(1)} shows "
+              f"(process_json's words, which add a worker's rank): {shown[:160]!r}")
     # Persistent workers with worker 1 seeded otherwise, against workers started each epoch:
     # worker 1's first random op, in the first epoch.
     b, _ = record("worker_epochs_bad", ["2", "2", "augment", "persistent", "bad_seed"], script)
