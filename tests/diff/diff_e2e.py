@@ -2398,6 +2398,12 @@ def case_ddp_nan():
     line, file = line_of(f)
     check(p.returncode == 1 and file == "ddp_train.py" and line == marks(DDP_SCRIPT)["nan"],
           f"the whole run: rank 1's op that made it (got {f.get('op')} at {file}:{line})")
+    # The bundle's README says which rank's op it is (op numbers count per process).
+    bundle = os.path.join(WORK, "ddp_nan.tar.gz")
+    subprocess.run([TDBG, "bundle", run, "-o", bundle], stdout=subprocess.DEVNULL, check=True)
+    readme = subprocess.run([TDBG, "bundle", "--inspect", bundle], stdout=subprocess.PIPE, text=True).stdout
+    check(re.search(r"First non-finite value in run A\*\*: op #\d+ `aten::mul` at step \d+ of rank 1/2", readme),
+          f"the bundle's README names the rank: {readme[:800]!r}")
     # mp.spawn's parent's database (no op) against the whole run: which one holds none.
     parent = next(db for db in glob.glob(os.path.join(run, "*.sqlite")) if db not in dbs.values())
     p = subprocess.run([TDBG, "diff", parent, run], stderr=subprocess.PIPE, text=True)

@@ -414,6 +414,9 @@ std::string op_text(const json& side, const json& process = json()) {
                   (worker.empty() ? "at step " + text_of(side, "step", "?") : "in DataLoader worker " + worker);
   if (process.is_object() && process.contains("forked_at_step"))
     s += " (forked at step " + text_of(process, "forked_at_step", "?") + ")";
+  // Op numbers count per process: which one (rank, or the rank whose worker it is).
+  const std::string rank = process.is_object() ? text_of(process, "rank", text_of(process, "parent_rank", "")) : "";
+  if (!rank.empty()) s += " of rank " + rank;
   auto source = side.find("source");
   if (source != side.end() && source->is_object()) {
     s += ", " + text_of(*source, "file", "?") + ":" + text_of(*source, "line", "?");
