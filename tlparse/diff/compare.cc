@@ -2008,7 +2008,8 @@ class Growth {
     json out = json::array();
     for (const KeptInputs& k : kept_)
       out.push_back({{"op", k.name}, {"inputs", k.inputs}, {"first_step", k.first_step},
-                     {"last_step", k.last_step}, {"pairs", k.pairs}, {"from_change", k.from_change}});
+                     {"last_step", k.last_step}, {"pairs", k.pairs},
+                     {"from_change", k.from_change}});
     return out;
   }
   static constexpr size_t kMaxSteps = 1000;
@@ -4533,7 +4534,8 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
   // All steps, of which a ring keeps the last ops (from inside a step: compared from the next).
   auto all_of = [](const Reader& r) {
     const std::string ring = r.meta("ring");
-    return ring.empty() || ring == "0" ? std::string("all") : "all, a --ring of the last " + ring + " ops";
+    return ring.empty() || ring == "0" ? std::string("all")
+                                       : "all, a --ring of the last " + ring + " ops";
   };
   for (const char* key : {"steps", "ops"}) {
     const std::string va = ra.meta(key), vb = rb.meta(key);
@@ -5844,7 +5846,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // step (ops that move between optimizer steps, which is no change of the training), and a
     // random op in the dataset draws from each worker's own generator.
     const std::string fewer_count = first_loader_workers(fewer), more_count = first_loader_workers(more);
-    if (!fewer_count.empty() && !more_count.empty() && fewer_count != more_count) {
+    const bool other_counts = !fewer_count.empty() && !more_count.empty() && fewer_count != more_count;
+    if (other_counts) {
       result["warnings"].push_back(
           std::string("the runs load their DataLoader's batches with another num_workers (") +
           (more_a ? "A " + more_count + ", B " + fewer_count : "A " + fewer_count + ", B " + more_count) +
@@ -5865,15 +5868,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         }
       }
     }
-    // A warning, under the headline: it explains the divergence that the headline names.
     // (Not when that run is one database given alone: its workers may just not be given.)
     const bool loaded_elsewhere =
         loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty() && !fewer.one_database;
-    // Then the changes are the dataset's ops, run in another process: what they leave differs
-    // by where it ran, and a pair of "values left" from them compares unrelated tensors.
-    if ((loaded_elsewhere || (!fewer_count.empty() && !more_count.empty() && fewer_count != more_count)) &&
-        result["first_divergence"].is_object())
+    // Either way the changes are the dataset's ops, run in another process: what they leave
+    // differs by where it ran, and a pair of "values left" from them compares unrelated tensors.
+    if ((loaded_elsewhere || other_counts) && result["first_divergence"].is_object())
       result["first_divergence"].erase("values_left_differ");
+    // A warning, under the headline: it explains the divergence that the headline names.
     if (loaded_elsewhere)
       result["warnings"].push_back(std::string(more_a ? "B" : "A") + " loads its DataLoader's batches in its "
                       "main process (num_workers 0), " + (more_a ? "A" : "B") + " in worker "

@@ -485,8 +485,9 @@ StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
 // that read it, or a view of it, did so up to the end of its step (or a look-ahead's end); ""
 // otherwise. It is a start to report when an op reads it and makes NaN or Inf or integers
 // (`.long()`), when Python reads it or a test of it (`item`, `if torch.isnan(x).any()`: a guard
-// or a log line saw it; a count, `isnan(x).sum()`, is a test too), or when an op makes NaN or Inf from values not recorded (autograd's
-// saved tensors, which may hold it) before any other op made NaN or Inf.
+// or a log line saw it; a count, `isnan(x).sum()`, is a test too), or when an op makes NaN or
+// Inf from values not recorded (autograd's saved tensors, which may hold it) before any other
+// op made NaN or Inf.
 StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start) {
   std::set<uint64_t> live;   // the start's non-finite tensors, and views of them
   std::set<uint64_t> tests;  // non-floating results of reading them (`isnan(x)`, `x > 0`)

@@ -150,7 +150,8 @@ void print_value(std::ostringstream& o, const json& d) {
   else if (same_function)
     o << " (reached from another line of the same function in each run: another code path, or "
          "an edit that moved the lines)";
-  else if (other_lines && a["source"].value("line", int64_t{0}) > 0 && b["source"].value("line", int64_t{0}) > 0)
+  else if (other_lines && a["source"].value("line", int64_t{0}) > 0 &&
+           b["source"].value("line", int64_t{0}) > 0)
     o << " (reached from another line in each run: another code path?)";
   o << "\n";
   const json& t = d.value("tensor", json());
