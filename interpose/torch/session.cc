@@ -64,8 +64,22 @@ struct OpenLock {
   OpenLock() { lock(); }
   ~OpenLock() { unlock(); }
   static void lock() {
+    const pid_t id = this_thread_id();  // (before: nothing between the lock and the mark)
     g_open_mutex.lock();
-    g_open_owner.store(this_thread_id(), std::memory_order_release);
+    g_open_owner.store(id, std::memory_order_release);
+  }
+  // For the close, which a signal handler may run on any thread: a signal that lands between
+  // the mutex and its owner's mark (either way) finds it held by no thread it knows, and
+  // waiting would wait on itself. Tries for `limit`; false: not taken.
+  static bool lock_within(std::chrono::milliseconds limit) {
+    const pid_t id = this_thread_id();
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!g_open_mutex.try_lock()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    g_open_owner.store(id, std::memory_order_release);
+    return true;
   }
   static void unlock() {
     g_open_owner.store(0, std::memory_order_release);
@@ -470,7 +484,12 @@ void end_recording(bool close) {
     // `tdbg diff` reads it as a process that did not close its database).
     return;
   }
-  OpenLock lock;
+  // (Another thread opening takes milliseconds; a close that cannot have the lock in 5 s
+  // leaves the database as committed, as a kill would.)
+  if (!OpenLock::lock_within(std::chrono::seconds(5))) return;
+  struct Unlock {
+    ~Unlock() { OpenLock::unlock(); }
+  } unlock_at_end;
   if (g_closed.exchange(true)) return;
   g_open_lazily.store(false);
   tracer::Writer* w = g_writer.exchange(nullptr);
