@@ -161,7 +161,7 @@ bool wait_for_left_writers(const std::string& run_dir, bool quiet, std::chrono::
     std::vector<fs::path> files;
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(run_dir, ec))
-      if (entry.path().extension() == ".sqlite") files.push_back(entry.path());
+      if (tracer::IsRunDatabaseName(entry.path().filename().string())) files.push_back(entry.path());
     return files;
   };
   const auto deadline = std::chrono::steady_clock::now() + limit;

@@ -1242,6 +1242,12 @@ std::optional<int64_t> seek_step(const Reader& r, uint32_t t, const TidxRange& r
   return lo;
 }
 
+// Recorded with --ring N (meta `ring`, "0" or absent: every op kept).
+bool kept_as_ring(const Reader& r) {
+  const std::string ring = r.meta("ring");
+  return !ring.empty() && ring != "0";
+}
+
 // For threads recorded with other --steps windows: cuts each range to the steps both threads
 // hold, from the first op of the first such step to the last op of the last (steps never
 // decrease along a thread, so found by bisection), and returns the first step; nullopt where
@@ -1257,8 +1263,7 @@ std::optional<int64_t> first_common_step(const Reader& ra, uint32_t ta, TidxRang
   if (!first_a || !first_b || !last_a || !last_b) return std::nullopt;
   // A ring that dropped ops begins most likely inside a step: its first step is not whole.
   auto partial_first = [](const Reader& r, const TidxRange& range) {
-    const std::string ring = r.meta("ring");
-    return range.begin > 0 && !ring.empty() && ring != "0" ? 1 : 0;
+    return range.begin > 0 && kept_as_ring(r) ? 1 : 0;
   };
   const int64_t from = std::max(first_a->step + partial_first(ra, *range_a),
                                 first_b->step + partial_first(rb, *range_b));
@@ -4533,9 +4538,7 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
   }
   // All steps, of which a ring keeps the last ops (from inside a step: compared from the next).
   auto all_of = [](const Reader& r) {
-    const std::string ring = r.meta("ring");
-    return ring.empty() || ring == "0" ? std::string("all")
-                                       : "all, a --ring of the last " + ring + " ops";
+    return kept_as_ring(r) ? "all, a --ring of the last " + r.meta("ring") + " ops" : std::string("all");
   };
   for (const char* key : {"steps", "ops"}) {
     const std::string va = ra.meta(key), vb = rb.meta(key);
@@ -5009,12 +5012,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         // of a run that stopped early and of one that went on need.
         if (first_a >= 0 && first_b >= 0 && last_a != last_b) {
           const bool a_later = last_a > last_b;
-          auto ring = [](const Reader& r) { return !r.meta("ring").empty() && r.meta("ring") != "0"; };
           disjoint_advice = std::string("record ") + (a_later ? "A" : "B") + " again with --steps " +
                             std::to_string(a_later ? first_b : first_a) + ":" +
                             std::to_string((a_later ? last_b : last_a) + 1) + ", the steps " +
                             (a_later ? "B" : "A") + " holds" +
-                            (ring(ra) || ring(rb) ? " (the ring of a run that stopped early holds "
+                            (kept_as_ring(ra) || kept_as_ring(rb) ? " (the ring of a run that stopped early holds "
                                                     "other steps than one that went on)"
                                                   : "") +
                             // A run resumed from a checkpoint counts its steps from 0 again:
@@ -5944,6 +5946,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   // Each Python file as each run recorded it (meta `source:<path>`, size:mtime; the first
   // process that has it), to say which run ran another version than the file there now.
   std::map<std::string, std::pair<std::string, std::string>> sources;
+  // Likewise each native program's GNU build-id (meta `build_id:<path>`).
+  std::map<std::string, std::pair<std::string, std::string>> builds;
   for (const auto* run : {&a, &b})
     for (const auto& r : run->processes) {
       for (const std::string& note : native_line_notes(*r))
@@ -5952,17 +5956,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         std::string& seen = run == &a ? sources[path].first : sources[path].second;
         if (seen.empty()) seen = identity;
       }
-    }
-  // Native programs rebuilt between the runs (meta `build_id:<path>`, the binary's GNU
-  // build-id): the same path, other code.
-  std::map<std::string, std::pair<std::string, std::string>> builds;
-  for (const auto* run : {&a, &b})
-    for (const auto& r : run->processes)
       for (const auto& [key, value] : r->all_meta()) {
         if (key.rfind("build_id:", 0) != 0 || value.empty()) continue;
         std::string& seen = run == &a ? builds[key.substr(9)].first : builds[key.substr(9)].second;
         if (seen.empty()) seen = value;
       }
+    }
+  // Native programs rebuilt between the runs: the same path, other code.
   for (const auto& [path, ids] : builds)
     if (!ids.first.empty() && !ids.second.empty() && ids.first != ids.second)
       result["warnings"].push_back(path + ": A and B ran different builds of it (build-id " +

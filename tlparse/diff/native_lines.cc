@@ -396,9 +396,7 @@ std::optional<uint64_t> native_frame_offset(int64_t line, const std::string& fun
   return parse_hex(std::string_view(function).substr(at + 4));
 }
 
-// A demangled name without its parameter list and " const": "ns::f(int) const" is "ns::f";
-// an operator's own parentheses stay ("X::operator()(long)" is "X::operator()").
-static std::string_view without_parameters(std::string_view name) {
+std::string_view without_parameters(std::string_view name) {
   if (name.size() > 6 && name.substr(name.size() - 6) == " const") name.remove_suffix(6);
   if (name.empty() || name.back() != ')') return name;
   int depth = 0;
@@ -406,7 +404,8 @@ static std::string_view without_parameters(std::string_view name) {
     if (name[i] == ')') ++depth;
     if (name[i] == '(' && --depth == 0) {
       std::string_view rest = name.substr(0, i);
-      return rest.size() >= 8 && rest.substr(rest.size() - 8) == "operator" ? name : rest;
+      return rest.empty() || (rest.size() >= 8 && rest.substr(rest.size() - 8) == "operator") ? name
+                                                                                                : rest;
     }
   }
   return name;

@@ -37,6 +37,10 @@ std::vector<std::pair<uint64_t, std::vector<NativeLine>>> parse_addr2line(std::s
 // nullopt for any other frame.
 std::optional<uint64_t> native_frame_offset(int64_t line, const std::string& function);
 
+// A demangled name without its parameter list and " const": "ns::f(int) const" is "ns::f";
+// an operator's own parentheses stay ("X::operator()(long)" is "X::operator()").
+std::string_view without_parameters(std::string_view name);
+
 // Where a native frame is in the program's source.
 struct NativeSource {
   // The frame's location: the innermost of the functions inlined at that call whose code is

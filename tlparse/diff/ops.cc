@@ -441,19 +441,7 @@ std::string frame_source_text(const tracer::Reader& reader, Strings& strings, tr
 // A C++ function's name without what makes it long: " +0x4adb", the parameter list and
 // " const"; a name over 48 characters keeps its end.
 static std::string short_function_name(const std::string& function) {
-  std::string name = function.substr(0, function.rfind(" +0x"));
-  if (name.size() > 6 && name.compare(name.size() - 6, 6, " const") == 0) name.resize(name.size() - 6);
-  if (!name.empty() && name.back() == ')') {
-    int depth = 0;
-    for (size_t i = name.size(); i-- > 0;) {
-      if (name[i] == ')') ++depth;
-      if (name[i] == '(' && --depth == 0) {
-        // "operator()" alone keeps its parentheses.
-        if (i > 0 && !(i >= 8 && name.compare(i - 8, 8, "operator") == 0)) name.resize(i);
-        break;
-      }
-    }
-  }
+  std::string name(without_parameters(std::string_view(function).substr(0, function.rfind(" +0x"))));
   if (name.size() > 48) name = "..." + name.substr(name.size() - 45);
   return name;
 }
