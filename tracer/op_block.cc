@@ -14,12 +14,12 @@
 namespace tdbg::tracer {
 namespace {
 
-// XXH3-64 (seed 0) of a format-2 block after its header: its checksum.
+// XXH3-64 (seed 0) of a format-2 or -3 block after its header: its checksum.
 uint64_t block_checksum(std::string_view block) {
   return XXH3_64bits(block.data() + kOpBlockHeaderBytes, block.size() - kOpBlockHeaderBytes);
 }
 
-// The bytes of a block after its header (format 1: the format byte; format 2: also the
+// The bytes of a block after its header (format 1: the format byte; formats 2 and 3: also the
 // checksum); empty when the block is shorter than its header.
 std::string_view block_body(std::string_view block) {
   const size_t header = !block.empty() && block[0] == 1 ? 1 : kOpBlockHeaderBytes;
@@ -62,11 +62,25 @@ enum : uint32_t {
   kNewMeta = 1u << 8,           // dtype, shape, device follow (else: as the previous tensor)
   kIndexExplicit = 1u << 9,     // index follows (else: previous index of the same role + 1)
   kHasReason = 1u << 10,
+  kSummaryAsSeen = 1u << 11,    // format 3: the summaries last stored with this (seen) hash
 };
 // How a tensor's hash is stored: none (0), the 8 bytes (which enter the block's dictionary),
 // or the ordinal of an equal hash stored earlier in the block (an input that is an earlier
 // op's output, a parameter used again).
 enum HashMode : uint32_t { kNoHash = 0, kRawHash = 1, kSeenHash = 2 };
+
+// Whether two summaries hold the same bits (NaN fields included: min and max of a tensor
+// with no finite value).
+bool same_summary(const hashing::Summary& a, const hashing::Summary& b) {
+  auto bits = [](double v) {
+    uint64_t u;
+    std::memcpy(&u, &v, sizeof u);
+    return u;
+  };
+  return a.valid == b.valid && bits(a.min) == bits(b.min) && bits(a.max) == bits(b.max) &&
+         bits(a.sum) == bits(b.sum) && bits(a.abs_sum) == bits(b.abs_sum) &&
+         a.nan_count == b.nan_count && a.inf_count == b.inf_count;
+}
 
 // Encodings of a summary value (2 bits each, four values in one byte).
 enum : uint8_t { kZero = 0, kFloat = 1, kDouble = 2 };
@@ -203,6 +217,7 @@ void OpBlockEncoder::clear() {
   ops_ = 0;
   prev_ = internal::PrevOp();
   hashes_.clear();
+  summaries_.clear();
 }
 
 void OpBlockEncoder::add(const OpRecord& op) {
@@ -269,7 +284,6 @@ void OpBlockEncoder::add(const OpRecord& op, const TensorRecord* op_tensors, siz
       if (t.dtype != prev_.dtype || t.shape != prev_.shape || t.device != prev_.device) {
         head |= kNewMeta;
       }
-      if (t.summary.valid) head |= kHasSummary;
       if (t.index != next_index[role]) head |= kIndexExplicit;
       if (t.producer != kNoSeq) head |= kHasProducer;
       if (t.reason != 0) head |= kHasReason;
@@ -279,8 +293,17 @@ void OpBlockEncoder::add(const OpRecord& op, const TensorRecord* op_tensors, siz
         auto [it, fresh] = hashes_.emplace(t.hash, static_cast<uint32_t>(hashes_.size()));
         mode = fresh ? kRawHash : kSeenHash;
         ordinal = it->second;
+        if (fresh) summaries_.emplace_back();
       }
       head |= mode << kHashShift;
+      if (t.summary.valid) {
+        if (mode == kSeenHash && same_summary(summaries_[ordinal], t.summary)) {
+          head |= kSummaryAsSeen;
+        } else {
+          head |= kHasSummary;
+          if (mode != kNoHash) summaries_[ordinal] = t.summary;
+        }
+      }
       o.varint(head);
       if (head & kIndexExplicit) o.varint(t.index);
       if (head & kNewMeta) {
@@ -342,9 +365,9 @@ Status CheckOpBlock(std::string_view block) {
   if (block.empty()) return Status::Error("corrupt op block (empty)");
   const uint8_t format = static_cast<uint8_t>(block[0]);
   if (format == 1) return Status::Ok();
-  if (format != kOpBlockFormat) {
+  if (format != 2 && format != kOpBlockFormat) {
     return Status::Error("op block in format " + std::to_string(format) +
-                         ", this tdbg reads formats 1 and " + std::to_string(kOpBlockFormat));
+                         ", this tdbg reads formats 1 to " + std::to_string(kOpBlockFormat));
   }
   if (block.size() < kOpBlockHeaderBytes) return Status::Error("corrupt op block (truncated)");
   if (get_le64(block.data() + 1) != block_checksum(block)) {
@@ -377,7 +400,9 @@ Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_det
   internal::PrevOp prev;
   prev.tidx = in.svarint() - 1;
   prev.seq = in.svarint() - 1;
+  const uint8_t format = static_cast<uint8_t>(block[0]);
   std::vector<uint64_t> hashes;  // distinct hashes stored so far, by ordinal
+  std::vector<hashing::Summary> summaries;  // by ordinal, the last stored with that hash
   while (!in.done()) {
     OpRecord& op = ops->emplace_back();
     const uint32_t mask = static_cast<uint32_t>(in.varint());
@@ -421,15 +446,25 @@ Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_det
         t.device = prev.device;
         t.producer = (head & kHasProducer) ? op.seq - in.svarint() : kNoSeq;
         const uint32_t mode = (head >> kHashShift) & 3u;
+        uint64_t ordinal = 0;
         if (mode == kRawHash) {
           t.hash = in.u64();
+          ordinal = hashes.size();
           hashes.push_back(t.hash);
+          summaries.emplace_back();
         } else if (mode == kSeenHash) {
-          const uint64_t k = in.varint();
-          if (k >= hashes.size()) return corrupt("hash reference");
-          t.hash = hashes[k];
+          ordinal = in.varint();
+          if (ordinal >= hashes.size()) return corrupt("hash reference");
+          t.hash = hashes[ordinal];
         } else if (mode != kNoHash) {
           return corrupt("hash mode");
+        }
+        if (head & kSummaryAsSeen) {
+          if (format < 3 || mode != kSeenHash || (head & kHasSummary) ||
+              !summaries[ordinal].valid) {
+            return corrupt("summary reference");
+          }
+          t.summary = summaries[ordinal];
         }
         if (head & kHasSummary) {
           t.summary.valid = true;
@@ -440,6 +475,7 @@ Status DecodeOpBlock(std::string_view block, int64_t time_base_ns, bool with_det
           t.summary.abs_sum = get_value(in, (kinds >> 6) & 3);
           t.summary.nan_count = static_cast<int64_t>(in.varint());
           t.summary.inf_count = static_cast<int64_t>(in.varint());
+          if (mode != kNoHash) summaries[ordinal] = t.summary;
         }
         if (head & kHasReason) t.reason = static_cast<StringId>(in.varint());
         next_index[role] = static_cast<int64_t>(t.index) + 1;

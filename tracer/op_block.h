@@ -19,9 +19,11 @@ namespace tdbg::tracer {
 
 // Version of the block encoding, the first byte of every block. Format 2 follows it with an
 // XXH3-64 checksum of the rest of the block, so that damage to the file (a zeroed or flipped
-// page) is told from data; format 1 (no checksum) is still read.
-constexpr uint8_t kOpBlockFormat = 2;
-// Bytes before the first op of a format-2 block: the format and the checksum.
+// page) is told from data; format 1 (no checksum) is still read. Format 3 adds one tensor
+// head bit: summaries as those stored with the same hash earlier in the block (an input that
+// is an earlier op's output need not repeat its producer's summaries).
+constexpr uint8_t kOpBlockFormat = 3;
+// Bytes before the first op of a format-2 or -3 block: the format and the checksum.
 constexpr size_t kOpBlockHeaderBytes = 9;
 
 namespace internal {
@@ -73,6 +75,7 @@ class OpBlockEncoder {
   size_t ops_ = 0;
   internal::PrevOp prev_;
   std::unordered_map<uint64_t, uint32_t> hashes_;  // distinct hashes stored so far: ordinal
+  std::vector<hashing::Summary> summaries_;         // by hash ordinal: the last stored with it
   std::vector<TensorRecord> sorted_;
   std::vector<ArgRecord> args_;
 };
@@ -81,7 +84,7 @@ class OpBlockEncoder {
 void EncodeOpBlock(const std::vector<const OpRecord*>& ops, int64_t time_base_ns,
                    std::string* out);
 
-// Whether a block's checksum matches its bytes (format 2; a format-1 block has none and
+// Whether a block's checksum matches its bytes (formats 2 and 3; a format-1 block has none and
 // passes); an error says the block is damaged. Cheaper than decoding (one XXH3 pass).
 Status CheckOpBlock(std::string_view block);
 

@@ -57,12 +57,16 @@ std::vector<OpRecord> RandomOps(size_t n, uint64_t seed) {
         const OpRecord& p = ops[rng.below(ops.size())];
         t.producer = p.seq;
         for (const TensorRecord& pt : p.tensors) {
-          if (pt.role == TensorRole::kOutput && pt.hash != 0 && rng.below(2)) t.hash = pt.hash;
+          if (pt.role == TensorRole::kOutput && pt.hash != 0 && rng.below(2)) {
+            t.hash = pt.hash;
+            // Mostly with its producer's summaries, as the hook records a known input.
+            if (rng.below(4)) t.summary = pt.summary;
+          }
         }
       } else if (rng.below(4) == 0) {
         t.producer = seq - 5000;  // outside the block
       }
-      if (rng.below(2)) {
+      if (t.producer == kNoSeq && rng.below(2)) {
         t.summary.valid = true;
         const double specials[] = {0.0, -0.0, 1.5, -2.25e-3, 1e300, 3.0 / 7.0,
                                    std::numeric_limits<double>::infinity(),
@@ -164,6 +168,60 @@ TEST_CASE("a hash seen earlier in the block costs a byte or two, not eight") {
   for (size_t i = 1; i < back.size(); ++i) {
     CHECK(back[i].tensors.front().hash == back[i - 1].tensors.back().hash);
   }
+}
+
+TEST_CASE("an input's summaries, as stored with its hash earlier in the block, are not stored again") {
+  // A chain of ops, each consuming the previous op's output with its summaries.
+  std::vector<OpRecord> ops(100);
+  testing::Rng rng(11);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ops[i].seq = ops[i].tidx = static_cast<int64_t>(i);
+    TensorRecord out;
+    out.hash = rng.next();
+    out.summary.valid = true;
+    out.summary.min = -static_cast<double>(rng.next()) / 7.0;
+    out.summary.max = std::numeric_limits<double>::quiet_NaN();
+    out.summary.sum = static_cast<double>(rng.next()) / 3.0;
+    out.summary.abs_sum = static_cast<double>(rng.next()) / 5.0;
+    out.summary.nan_count = 3;
+    ops[i].tensors.push_back(out);
+    if (i > 0) {
+      TensorRecord in = ops[i - 1].tensors.back();
+      in.role = TensorRole::kInput;
+      in.status = TensorStatus::kKnown;
+      in.producer = ops[i - 1].seq;
+      ops[i].tensors.insert(ops[i].tensors.begin(), in);
+    }
+  }
+  std::string shared;
+  EncodeOpBlock(Pointers(ops), 0, &shared);
+  std::vector<OpRecord> back;
+  REQUIRE(DecodeOpBlock(shared, 0, true, &back).ok());
+  REQUIRE(back.size() == ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) CheckSameOp(ops[i], back[i]);
+
+  // An input whose summaries differ from those stored with its hash keeps its own.
+  auto changed = ops;
+  for (auto& op : changed) {
+    if (op.tensors.size() > 1) op.tensors.front().summary.sum = 0.5;
+  }
+  std::string own;
+  EncodeOpBlock(Pointers(changed), 0, &own);
+  CHECK(own.size() - shared.size() >= 99 * 20);
+  REQUIRE(DecodeOpBlock(own, 0, true, &back).ok());
+  for (size_t i = 0; i < changed.size(); ++i) CheckSameOp(changed[i], back[i]);
+
+  // Format 2 has no such reference: a block that holds one is damaged there; one that holds
+  // none reads as before.
+  std::string as_format2 = shared;
+  as_format2[0] = 2;
+  Status st = DecodeOpBlock(as_format2, 0, true, &back);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.message().find("summary reference") != std::string::npos);
+  as_format2 = own;
+  as_format2[0] = 2;
+  REQUIRE(DecodeOpBlock(as_format2, 0, true, &back).ok());
+  for (size_t i = 0; i < changed.size(); ++i) CheckSameOp(changed[i], back[i]);
 }
 
 TEST_CASE("a damaged block is an error, never a crash") {

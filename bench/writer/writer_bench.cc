@@ -1,7 +1,8 @@
 // Benchmark of the run-database writer: sustained op records per second and bytes per op on
 // disk for a realistic mix, printed beside naive SQLite baselines measured in the same run.
 // Usage: writer_bench [ops=1000000] [threads=1] [dir=$TMPDIR or /tmp]
-//        writer_bench --replay RUN.sqlite   (the real mix: a recorded database written again)
+//        writer_bench --replay RUN.sqlite   (the real mix: a recorded database written again,
+//                                            then where its encoded bytes go, field by field)
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -77,9 +78,32 @@ std::vector<std::vector<OpRecord>> make_ops(Writer& w, int64_t n, int threads, b
   std::exit(1);
 }
 
+// Fields a replay can leave out, to measure what each costs in the encoded blocks.
+enum Without : unsigned {
+  kKeepAll = 0,
+  kWithoutSummaries = 1u << 0,
+  kWithoutHashes = 1u << 1,
+  kWithoutArgs = 1u << 2,
+  kWithoutStacks = 1u << 3,
+  kWithoutTimes = 1u << 4,
+  kWithoutProducers = 1u << 5,
+};
+
+void leave_out(unsigned without, OpRecord* op) {
+  for (TensorRecord& t : op->tensors) {
+    if (without & kWithoutSummaries) t.summary = {};
+    if (without & kWithoutHashes) t.hash = 0;
+    if (without & kWithoutProducers) t.producer = kNoSeq;
+  }
+  if (without & kWithoutArgs) op->args.clear();
+  if (without & kWithoutStacks) op->stack = op->user_frame = 0;
+  if (without & kWithoutTimes) op->start_ns = op->end_ns = 0;
+}
+
 // The ops of a recorded database, to be written again: the real mix of a real program. Its
 // strings and frames are interned first, in id order, so the ops' ids stay valid.
-std::vector<std::vector<OpRecord>> replay_ops(Writer& w, const std::string& source) {
+std::vector<std::vector<OpRecord>> replay_ops(Writer& w, const std::string& source,
+                                              unsigned without) {
   auto opened = Reader::Open(source);
   if (!opened.ok()) die(opened.status().message());
   const Reader& r = **opened;
@@ -104,6 +128,7 @@ std::vector<std::vector<OpRecord>> replay_ops(Writer& w, const std::string& sour
   st = r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), true,
                   [&](const OpRecord& op) {
                     per_thread[0].push_back(op);
+                    leave_out(without, &per_thread[0].back());
                     return true;
                   });
   if (!st.ok()) die(st.message());
@@ -113,12 +138,12 @@ std::vector<std::vector<OpRecord>> replay_ops(Writer& w, const std::string& sour
 // Writes `n` ops of the synthetic realistic mix (`threads` appending threads), or with
 // `replay` the ops of that recorded database, and measures the writer.
 Result run_writer(const std::string& path, int64_t n, int threads, bool details,
-                  const std::string& replay = "") {
+                  const std::string& replay = "", unsigned without = kKeepAll) {
   remove_db(path);
   auto created = Writer::Create(path);
   if (!created.ok()) die(created.status().message());
   auto w = std::move(created).value();
-  auto ops = replay.empty() ? make_ops(*w, n, threads, details) : replay_ops(*w, replay);
+  auto ops = replay.empty() ? make_ops(*w, n, threads, details) : replay_ops(*w, replay, without);
   if (!replay.empty()) {
     threads = 1;
     n = static_cast<int64_t>(ops[0].size());
@@ -263,6 +288,19 @@ Result run_plain_schema(const std::string& path, int64_t n, int64_t commit_every
   return r;
 }
 
+// Encoded bytes per op of a database's op blocks, or -1.
+double encoded_bytes_per_op(const std::string& path) {
+  auto reader = Reader::Open(path);
+  double bytes = -1;
+  if (!reader.ok()) return bytes;
+  (void)(*reader)->query("SELECT sum(length(ops)), sum(count) FROM op_blocks",
+                         [&](const std::vector<std::string>& row) {
+                           bytes = std::stod(row[0]) / std::stod(row[1]);
+                           return false;
+                         });
+  return bytes;
+}
+
 // Bytes per op of each table and index, from SQLite's dbstat (when compiled in).
 void print_table_sizes(const std::string& path, int64_t n) {
   auto reader = Reader::Open(path);
@@ -305,6 +343,27 @@ int main(int argc, char** argv) {
                 "64 B / bytes per op = %.2f\n",
                 r.ops_per_s / kGoalOpsPerSecond, r.cpu_ops_per_s / kGoalOpsPerSecond,
                 kGoalBytesPerOp / r.bytes_per_op);
+    // Where the encoded bytes go: the same replay without one field at a time. Hashes are
+    // measured with the summaries already left out: an input's summaries cost nothing when
+    // its hash was stored earlier in the block, so without hashes they would cost more.
+    auto encoded_without = [&](unsigned without) {
+      (void)run_writer(path, 0, 1, true, argv[2], without);
+      const double bytes = encoded_bytes_per_op(path);
+      remove_db(path);
+      return bytes;
+    };
+    const double all = encoded_without(kKeepAll);
+    const double no_summaries = encoded_without(kWithoutSummaries);
+    std::printf("encoded bytes/op that each field takes (replayed without it): summaries %.1f "
+                "hashes %.1f",
+                all - no_summaries,
+                no_summaries - encoded_without(kWithoutSummaries | kWithoutHashes));
+    const std::pair<unsigned, const char*> fields[] = {{kWithoutProducers, "producers"},
+                                                       {kWithoutArgs, "arguments"},
+                                                       {kWithoutStacks, "stacks"},
+                                                       {kWithoutTimes, "times"}};
+    for (const auto& [without, name] : fields) std::printf(" %s %.1f", name, all - encoded_without(without));
+    std::printf(" (of %.1f)\n", all);
     return 0;
   }
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 1000000;
