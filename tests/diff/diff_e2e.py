@@ -1766,6 +1766,63 @@ def case_generator():
           f"(got {d.get('cause')}, {arg}, {file}:{line})")
 
 
+SHARED_GENERATOR = r'''
+import sys, threading, torch
+# Two threads take turns drawing random numbers, in the order argv[1] gives ("aab": a twice,
+# then b), from the default generator (shared) or each from its own (argv[3] "own").
+order, seed, gens = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+torch.manual_seed(seed)
+torch.set_num_threads(1)
+turns = order * 13
+state = {"i": 0}
+cond = threading.Condition()
+out = {}
+def work(name, gen):
+    acc = torch.zeros(8)
+    while True:
+        with cond:
+            cond.wait_for(lambda: state["i"] >= len(turns) or turns[state["i"]] == name)
+            if state["i"] >= len(turns):
+                break
+            acc = torch.tanh(acc + torch.randn(8, generator=gen))  # MARK:draw
+            state["i"] += 1
+            cond.notify_all()
+    out[name] = acc.sum().item()
+own = {n: torch.Generator().manual_seed(s) for n, s in (("a", 1), ("b", 2))}
+threads = [threading.Thread(target=work, args=(n, own[n] if gens == "own" else None))
+           for n in "ab"]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(sorted(out.items()))
+'''
+
+
+def case_shared_generator():
+    # Threads drawing from one generator in another order: the same seed, other numbers per
+    # op. Diff says so from the generator states both runs recorded, and not for another seed.
+    script = write_script("shared_generator.py", SHARED_GENERATOR)
+    mark = marks(script)
+    ab, out_ab = record("shared_ab", ["aab", "0", "shared"], script)
+    ba, out_ba = record("shared_ba", ["aba", "0", "shared"], script)
+    other_seed, _ = record("shared_seed1", ["aab", "1", "shared"], script)
+    check(out_ab != out_ba, "precondition: the order of draws changes the numbers")
+    rc, r = diff(ab, ba)
+    d = r["first_divergence"] or {}
+    line, _ = line_of(d.get("a"))
+    check(rc == 1 and d.get("cause") == "rng" and d.get("shared_generator") is True
+          and "threads that share a random generator" in d.get("detail", "")
+          and line == mark["draw"],
+          f"another order of draws: a shared generator, at line {mark['draw']} "
+          f"(got {d.get('cause')}, {d.get('shared_generator')}, line {line}: {d.get('detail')})")
+    rc, r = diff(ab, other_seed)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "rng" and not d.get("shared_generator")
+          and "share" not in d.get("detail", ""),
+          f"another seed: no shared generator said (got {d.get('cause')}: {d.get('detail')})")
+
+
 EDITED = r'''
 import torch
 x = torch.ones(3)

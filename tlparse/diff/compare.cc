@@ -2414,6 +2414,63 @@ void explain_nondeterministic(json& d,
   }
 }
 
+// Random ops on several threads of one process that draw from one generator (the default
+// one, shared by every thread): which thread draws first changes from run to run, so with the
+// same seed an op gets other numbers. Told by the generator states recorded: where threads
+// take turns in another order, both runs hold the same states, at other ops (or most of them:
+// a draw another thread made while an op drew changes that op's numbers after its state was
+// read). With another seed no state repeats. Said in `d`'s detail, when its op is random and
+// its cause is its generator state ("rng") or a different output from the same state.
+void explain_shared_generator(json& d, const tracer::Run& a, const tracer::Run& b) {
+  const std::string cause = d.value("cause", "");
+  const json& op = d.value("a", json());
+  if ((cause != "rng" && cause != "nondeterministic") || !op.is_object() ||
+      !op.value("random", false))
+    return;
+  const size_t p = d.value("process", size_t{0});
+  if (p >= a.processes.size() || p >= b.processes.size()) return;
+  struct Draws {
+    std::unordered_map<uint64_t, int64_t> states;  // generator state hash: random ops drawing at it
+    std::set<uint32_t> threads;
+    int64_t ops = 0;
+  };
+  auto draws_of = [](const Reader& r, Draws* out) {
+    return r.scan_ops(std::nullopt, 0, std::numeric_limits<int64_t>::max(), false,
+                      [&](const OpRecord& o) {
+                        if ((o.flags & tracer::kOpRandom) && o.rng != 0) {
+                          ++out->states[o.rng];
+                          out->threads.insert(o.thread);
+                          ++out->ops;
+                        }
+                        return true;
+                      });
+  };
+  Draws da, db;
+  if (!draws_of(*a.processes[p], &da).ok() || !draws_of(*b.processes[p], &db).ok()) return;
+  if (da.threads.size() < 2 || db.threads.size() < 2) return;
+  int64_t shared = 0;
+  for (const auto& [state, n] : da.states) {
+    auto it = db.states.find(state);
+    if (it != db.states.end()) shared += std::min(n, it->second);
+  }
+  const int64_t most = std::max(da.ops, db.ops);
+  if (shared * 2 < most) return;
+  const std::string why =
+      "threads that share a random generator: random ops run on " +
+      std::to_string(std::min(da.threads.size(), db.threads.size())) +
+      " threads of this process, and the runs recorded the same generator states (" +
+      std::to_string(shared) + " of " + std::to_string(most) +
+      " random ops), held by other ops, so the seed is the same and the threads took their "
+      "turns drawing in another order. Give each thread its own torch.Generator (passed as "
+      "generator=), or draw the random numbers in one thread, to make the runs repeat";
+  d["detail"] = cause == "rng"
+                    ? "random op whose generator state differs, most likely from " + why
+                    : d.value("detail", std::string()) +
+                          "; the same generator state, other numbers: another thread drew from "
+                          "that generator while this op drew, most likely " + why;
+  d["shared_generator"] = true;
+}
+
 json hunk_ops_json(Side& s, int64_t begin, int64_t end, int limit) {
   json ops = json::array();
   for (int64_t t = begin; t < end && t < begin + limit; ++t) {
@@ -5728,6 +5785,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       if (ta == b.processes[p]->meta("num_threads")) threads = ta;
     }
     explain_nondeterministic(first, kernel_settings, threads);
+    explain_shared_generator(first, a, b);
     if (first.contains("value_after_structure") && first["value_after_structure"].is_object()) {
       json& v = first["value_after_structure"];
       explain_nondeterministic(v, kernel_settings, threads, /*after_structure=*/true);
