@@ -2162,6 +2162,44 @@ for step in range(4):
 """
 
 
+NAN_COUNT = r"""
+import sys, torch
+torch.manual_seed(0)
+w = torch.nn.Parameter(torch.randn(4))
+opt = torch.optim.SGD([w], lr=0.1)
+for step in range(5):
+    x = torch.randn(16, 4)
+    mask = (x[:, 0] > 0).long() if step != 3 else torch.zeros(16, dtype=torch.long)
+    per = (x * w).sum(1) * mask
+    if sys.argv[1] == "nan":
+        loss = per.sum() / mask.sum()                                  # MARK:mean
+    else:
+        loss = (per.sum() + 1) / mask.sum()                            # MARK:plus_one
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def case_nan_count():
+    # A masked mean over an integer count that is 0 at one step: the divisor has no summary
+    # (tdbg keeps none of integer tensors), and the cause still says it is 0, from what a
+    # division can make: NaN only as 0/0, Inf from an integer divisor only as x/0.
+    script = write_script("nan_count.py", NAN_COUNT)
+    mark = marks(script)
+    for mode, line, says in (("nan", mark["mean"], "0/0: dividing finite numbers makes NaN only as 0/0"),
+                             ("inf", mark["plus_one"], "x/0: dividing by an integer makes Inf only as x/0")):
+        run, _ = record("nan_count_" + mode, [mode], script)
+        p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+        r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+        f = r.get("first_nonfinite") or {}
+        check(p.returncode == 1 and f.get("op") == "aten::div" and f.get("step") == 3 and
+              (f.get("source") or {}).get("line") == line,
+              f"{mode}: the div at line {line}, step 3 (got {p.returncode} {f.get('op')} step "
+              f"{f.get('step')} {(f.get('source') or {}).get('line')})")
+        text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+        check(says in text and "divisor input 1 (int64" in text,
+              f"{mode}: the cause says the integer divisor is 0: {text[:600]!r}")
+
+
 def case_nan_where():
     # NaN the program masks on purpose (torch.where over a log) is passed over as masked, so
     # the NaN that reaches the loss is found; a run with only the masked one is finite; a NaN

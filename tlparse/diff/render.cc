@@ -519,6 +519,26 @@ std::string nonfinite_reason(const json& f) {
     return std::string("division by a divisor that holds 0 (min ") + num(lo) + ", max " + num(hi) +
            (zero_over_zero ? "): 0/0 where the dividend is 0 too, x/0 elsewhere" : "): x/0");
   }
+  if (op == "div" && inputs.size() > 1 && inputs[1].value("finite", false) &&
+      !inputs[1].value("values", json()).is_object()) {
+    // A divisor whose values tdbg does not summarize (an integer tensor: a count, a mask's
+    // sum). A true division of finite numbers makes NaN only as 0/0, and Inf, by an integer,
+    // only as x/0 (a float divisor may also be small enough to overflow).
+    const json& out = f.value("tensor", json()).value("summary", json());
+    const bool nan = out.is_object() && out.value("nan", int64_t{0}) > 0;
+    const std::string dtype = str(inputs[1], "dtype");
+    const bool integer = dtype.find("int") != std::string::npos || dtype == "bool";
+    const std::string divisor = "divisor input 1 (" + dtype +
+                                (integer ? "; tdbg keeps no summary of integer tensors)"
+                                         : "; its values were not recorded)");
+    const bool zero_dividend = range(0, &lo, &hi) && lo == 0 && hi == 0;
+    if (nan)
+      return "0/0: dividing finite numbers makes NaN only as 0/0, so " + divisor +
+             " is 0 where the dividend is 0" + (zero_dividend ? ", and the dividend is 0 throughout" : "") +
+             ": an empty count or mask, such as x.sum() / mask.sum() with nothing selected";
+    if (integer) return "x/0: dividing by an integer makes Inf only as x/0, so " + divisor + " holds 0";
+    return "x/0, or a divisor small enough to overflow: " + divisor;
+  }
   const std::string dtype = f.value("tensor", json()).is_object() ? str(f["tensor"], "dtype") : "";
   const double largest = dtype == "float16" ? 65504.0 : dtype == "bfloat16" ? 3.3895e38 : 3.4028e38;
   if (op == "exp" && range(0, &lo, &hi) && hi > std::log(largest))
