@@ -2493,6 +2493,12 @@ def case_ddp_nan():
     line, file = line_of(f)
     check(p.returncode == 1 and file == "ddp_train.py" and line == marks(DDP_SCRIPT)["nan"],
           f"the whole run: rank 1's op that made it (got {f.get('op')} at {file}:{line})")
+    # Rank 0's start is listed under it, by rank, as brought by the all-reduce.
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    also = [l for l in text.splitlines() if l.lstrip().startswith("also:")]
+    check(len(also) == 1 and "(rank 0/2)" in also[0]
+          and "came in through c10d::allreduce_" in also[0] and "from another rank" in also[0],
+          f"rank 0's start: its rank, and the all-reduce it came through (got {also})")
     # The bundle's README says which rank's op it is (op numbers count per process).
     bundle = os.path.join(WORK, "ddp_nan.tar.gz")
     subprocess.run([TDBG, "bundle", run, "-o", bundle], stdout=subprocess.DEVNULL, check=True)

@@ -1003,6 +1003,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
            {"source", src.is_object() ? json(frame_text(file, src["line"].get<int64_t>(),
                                                         src.value("function", std::string()), true))
                                       : json("")}});
+      if (s->contains("collective")) other_starts.back()["collective"] = (*s)["collective"];
     }
     j["other_starts"] = std::move(other_starts);
     j["chosen_because"] = why.empty() ? json("earliest") : json(why);

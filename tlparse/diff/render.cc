@@ -1078,17 +1078,23 @@ std::string format_nonfinite(const json& result) {
     const json& s2 = others[k];
     const json& p2 = s2.value("process", json());
     const std::string w2 = p2.is_object() ? str(p2, "worker") : "";
-    o << "  also:     process " << str(p2, "index")
-      << (w2.empty() ? "" : " (DataLoader worker " + w2 + ")") << ": " << str(s2, "op") << " (seq "
-      << str(s2, "seq") << (w2.empty() ? ", step " + str(s2, "step") : "") << ")";
+    const std::string rank = p2.is_object() ? str(p2, "rank") : "";
+    std::string who = rank.empty() ? "" : "rank " + rank;
+    if (!w2.empty()) who += (who.empty() ? "" : ", ") + std::string("DataLoader worker ") + w2;
+    o << "  also:     process " << str(p2, "index") << (who.empty() ? "" : " (" + who + ")") << ": "
+      << str(s2, "op") << " (seq " << str(s2, "seq") << (w2.empty() ? ", step " + str(s2, "step") : "")
+      << ")";
     const std::string src = str(s2, "source");
     if (!src.empty()) o << " at " << src;
     const std::string e2 = str(s2, "entered");
-    o << (e2 == "input"      ? ", NaN entered from an input"
-          : e2 == "dropped"  ? ", NaN entered from before the ops held"
-          : e2 == "argument" ? ", NaN entered from an argument"
-                             : ", made there")
-      << "\n";
+    if (e2 == "input" && s2.value("collective", json()).is_object())
+      o << ", NaN came in through " << op_and_source(s2["collective"]) << " from another rank";
+    else
+      o << (e2 == "input"      ? ", NaN entered from an input"
+            : e2 == "dropped"  ? ", NaN entered from before the ops held"
+            : e2 == "argument" ? ", NaN entered from an argument"
+                               : ", made there");
+    o << "\n";
   }
   if (others.size() > 5) o << "  also:     " << others.size() - 5 << " more process(es) with a start\n";
   const std::string before =
