@@ -2179,6 +2179,39 @@ for step in range(5):
 """
 
 
+NAN_LOGGED_LATE = r"""
+import sys, torch
+torch.manual_seed(0)
+lin = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+for step in range(6):
+    x = torch.randn(8, 4)
+    scale = 1e20 if step == 3 else 1.0                                 # finite, its square is not
+    loss = torch.nn.functional.mse_loss(lin(x) * scale, torch.zeros(8, 1))  # MARK:loss
+    opt.zero_grad(); loss.backward(); opt.step()
+    if sys.argv[1] == "after":
+        print(step, loss.item())                                       # read after the step
+"""
+
+
+def case_nan_logged_late():
+    # A loss that overflows to Inf, read by Python only after optimizer.step() (in the next
+    # step's count) or not at all: backward's seed (ones_like) reads only its shape, so nothing
+    # masked it, and the run is not finite.
+    script = write_script("nan_logged_late.py", NAN_LOGGED_LATE)
+    mark = marks(script)
+    for mode in ("after", "none"):
+        run, out = record("nan_logged_late_" + mode, [mode], script)
+        p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+        r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+        f = r.get("first_nonfinite") or {}
+        check(p.returncode == 1 and f.get("op") == "aten::mse_loss" and f.get("step") == 3 and
+              (f.get("source") or {}).get("line") == mark["loss"] and not f.get("backward"),
+              f"{mode}: the loss's overflow, mse_loss at line {mark['loss']}, step 3, not a "
+              f"backward op after it (got {p.returncode} "
+              f"{r.get('status')} {f.get('op')} step {f.get('step')} {(f.get('source') or {}).get('line')})")
+
+
 def case_nan_count():
     # A masked mean over an integer count that is 0 at one step: the divisor has no summary
     # (tdbg keeps none of integer tensors), and the cause still says it is 0, from what a

@@ -480,10 +480,21 @@ StatusOr<bool> cleaned_inside(const tracer::Reader& r, const OpRecord& start) {
   return ended && !escaped && live.empty();
 }
 
+// Whether op `name` reads only its input's shape, dtype and device, never its values
+// (`ones_like`: the seed of `loss.backward()`; `new_zeros`): no reader that could mask them.
+bool reads_only_metadata(std::string_view name) {
+  if (name.rfind("aten::", 0) == 0) name.remove_prefix(6);
+  const size_t like = name.size() >= 5 ? name.size() - 5 : std::string_view::npos;
+  return (like != std::string_view::npos && name.substr(like) == "_like") ||
+         name.rfind("new_", 0) == 0 || name == "size" || name == "sym_size" || name == "stride" ||
+         name == "numel" || name == "dim";
+}
+
 // For a start whose NaN or Inf the program masks (`torch.where(x > 0, torch.log(x), 0)`): the
 // op that read it and made only finite floating values from it (aten::where), when every op
-// that read it, or a view of it, did so up to the end of its step (or a look-ahead's end); ""
-// otherwise. It is a start to report when an op reads it and makes NaN or Inf or integers
+// that read it, or a view of it, did so up to the end of the next step (Python reads a loss
+// after `optimizer.step()`, in the next step's count) or a look-ahead's end; "" otherwise. An
+// op that reads only the shape (`ones_like`, backward's seed) is no reader. It is a start to report when an op reads it and makes NaN or Inf or integers
 // (`.long()`), when Python reads it or a test of it (`item`, `if torch.isnan(x).any()`: a guard
 // or a log line saw it; a count, `isnan(x).sum()`, is a test too), or when an op makes NaN or
 // Inf from values not recorded (autograd's saved tensors, which may hold it) before any other
@@ -506,7 +517,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       if (inside_start && o.depth > start.depth) return true;  // the start's own nested ops
       inside_start = false;
     }
-    if (o.step > start.step) return false;
+    if (o.step > start.step + 1) return false;
+    if (reads_only_metadata(strings.text(o.name))) return true;
     bool reads = false, reads_test = false, unknown = false;
     for (const TensorRecord& t : o.tensors) {
       if (t.role != TensorRole::kInput || *never_read(strings, t) != '\0') continue;
