@@ -2186,8 +2186,8 @@ lin = torch.nn.Linear(4, 1)
 opt = torch.optim.SGD(lin.parameters(), lr=0.01)
 for step in range(6):
     x = torch.randn(8, 4)
-    scale = 1e20 if step == 3 else 1.0                                 # finite, its square is not
-    loss = torch.nn.functional.mse_loss(lin(x) * scale, torch.zeros(8, 1))  # MARK:loss
+    y = torch.randn(8, 1) * (1e20 if step == 3 else 1.0)               # finite, its square is not
+    loss = torch.nn.functional.mse_loss(lin(x), y)                     # MARK:loss
     opt.zero_grad(); loss.backward(); opt.step()
     if sys.argv[1] == "after":
         print(step, loss.item())                                       # read after the step
@@ -2195,9 +2195,9 @@ for step in range(6):
 
 
 def case_nan_logged_late():
-    # A loss that overflows to Inf, read by Python only after optimizer.step() (in the next
-    # step's count) or not at all: backward's seed (ones_like) reads only its shape, so nothing
-    # masked it, and the run is not finite.
+    # A loss that overflows to Inf (a target 1e20 too large), read by Python only after
+    # optimizer.step() (in the next step's count) or not at all: backward's seed (ones_like)
+    # reads only its shape, so nothing masked it, and the run is not finite.
     script = write_script("nan_logged_late.py", NAN_LOGGED_LATE)
     mark = marks(script)
     for mode in ("after", "none"):
@@ -2210,6 +2210,11 @@ def case_nan_logged_late():
               f"{mode}: the loss's overflow, mse_loss at line {mark['loss']}, step 3, not a "
               f"backward op after it (got {p.returncode} "
               f"{r.get('status')} {f.get('op')} step {f.get('step')} {(f.get('source') or {}).get('line')})")
+        # Its inputs come through broadcast_tensors, a view of each: the target's values are
+        # the target's, not the prediction's.
+        values = [((i.get("values") or {}).get("max") or 0) for i in f.get("inputs", [])]
+        check(len(values) == 2 and abs(values[0]) < 100 and values[1] > 1e19,
+              f"{mode}: the inputs' values are the prediction's and the target's (got maxima {values})")
 
 
 def case_nan_count():

@@ -2103,9 +2103,8 @@ std::optional<OpRecord> view_base(const Reader& r, const TensorRecord& view) {
     for (const TensorRecord& t : prod->tensors)
       if (t.role == TensorRole::kOutput && t.hash == cur.hash) out = &t;
     if (out == nullptr || out->status != tracer::TensorStatus::kView) return prod;
-    const TensorRecord* base = nullptr;  // the view op's first tensor input
-    for (const TensorRecord& t : prod->tensors)
-      if (!base && t.role == TensorRole::kInput && t.hash != 0) base = &t;
+    const TensorRecord* base =
+        viewed_input(*prod, *out, [](const TensorRecord& t) { return t.hash != 0; });
     if (base == nullptr) return std::nullopt;
     cur = *base;
   }

@@ -114,10 +114,7 @@ InputValues recorded_values(const tracer::Reader& r, Strings& strings, const Ten
     if (out->summary.valid) return answer(out->summary, "producer", prod->seq);
     if (out->status != tracer::TensorStatus::kView) return v;
     through_view = true;
-    // The viewed tensor: the view op's first comparable input.
-    const TensorRecord* base = nullptr;
-    for (const TensorRecord& in : prod->tensors)
-      if (!base && in.role == TensorRole::kInput && tensor_comparable(in)) base = &in;
+    const TensorRecord* base = viewed_input(*prod, *out, tensor_comparable);
     if (base == nullptr) return v;
     const int64_t view_n = element_count(strings.text(cur.shape));
     whole = whole && view_n >= 0 && view_n >= element_count(strings.text(base->shape));

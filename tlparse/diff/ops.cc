@@ -569,6 +569,18 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, con
   return j;
 }
 
+const tracer::TensorRecord* viewed_input(const OpRecord& op, const tracer::TensorRecord& view,
+                                         bool (*usable)(const tracer::TensorRecord&)) {
+  const tracer::TensorRecord* base = nullptr;
+  for (const tracer::TensorRecord& in : op.tensors) {
+    if (in.role != tracer::TensorRole::kInput || !usable(in)) continue;
+    // (Of its dtype: `tensor_split(x, indices)`'s second view is of x, not of the indices.)
+    if (in.index == view.index && in.dtype == view.dtype) return &in;
+    if (base == nullptr) base = &in;
+  }
+  return base;
+}
+
 const char* never_read(Strings& strings, const tracer::TensorRecord& t) {
   if (t.status != tracer::TensorStatus::kNotHashed || t.reason == 0) return "";
   const std::string& reason = strings.text(t.reason);  // the tracer's words, fixed
