@@ -2217,6 +2217,43 @@ def case_nan_logged_late():
               f"{mode}: the inputs' values are the prediction's and the target's (got maxima {values})")
 
 
+NAN_CAUSES = r"""
+import sys, torch
+torch.manual_seed(0)
+x = torch.randn(16, 4)
+mode = sys.argv[1]
+if mode == "acos":                                     # a cosine similarity rounded past 1
+    cos = x[:, 0].clamp(-1, 1) * 1.0000002             # (exact on every CPU: no sum)
+    print(torch.acos(cos).sum().item())
+elif mode == "pow":
+    print(x.pow(1.5).sum().item())
+elif mode == "adam":                                   # eps 0 and a zero gradient
+    w = torch.nn.Parameter(torch.ones(4))
+    opt = torch.optim.Adam([w], lr=0.1, eps=0.0)
+    (w * 0).sum().backward()
+    opt.step()
+    print(w.sum().item())
+elif mode == "half":
+    print((x.half() * 1e5).float().sum().item())
+"""
+
+
+def case_nan_causes():
+    # The cause names the operation on finite values that made NaN or Inf, with the input
+    # values that show it, at full precision where six digits would hide it (1.0000001).
+    script = write_script("nan_causes.py", NAN_CAUSES)
+    for mode, op, says in (
+            ("acos", "aten::acos", r"acos of a value outside \[-1, 1\]: input min [-0-9.e]+, max 1\.0000\d*[1-9]"),
+            ("pow", "aten::pow", r"a negative base to a fractional power: input min -[0-9.]+, exponent 1\.5"),
+            ("adam", "aten::addcdiv_", r"tensor2, the divisor, holds 0"),
+            ("half", "aten::mul", r"a result beyond float16's range, whose largest value is 65504")):
+        run, _ = record("nan_causes_" + mode, [mode], script)
+        text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+        head = text.split("\n")[0] + text[text.find("cause:"):].split("\n")[0]
+        check(f"non-finite at {op} " in text and re.search(says, text),
+              f"{mode}: {op}, and its cause (got {head!r})")
+
+
 def case_nan_count():
     # A masked mean over an integer count that is 0 at one step: the divisor has no summary
     # (tdbg keeps none of integer tensors), and the cause still says it is 0, from what a

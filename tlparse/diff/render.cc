@@ -452,6 +452,23 @@ void print_warnings(std::ostringstream& o, const json& result) {
 // its NaN and Inf counts (" (3 NaN), min 0, max 2"), so the zero, the negative or the huge
 // value that made NaN or Inf is in sight. A view of part of a tensor is shown with that
 // tensor's values, said so.
+// A value of a tensor's range to read: six significant digits, or as many as tell it apart
+// where six would round it onto a whole number it is not (an acos input of 1.0000001, shown
+// as 1, would hide why acos made NaN).
+std::string range_value(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.6g", x);
+  const double shown = std::strtod(buf, nullptr);
+  if (shown == x || shown != std::nearbyint(shown)) return buf;
+  for (int digits = 7; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, x);
+    const double back = std::strtod(buf, nullptr);
+    // (A float32 tensor's bound reads back as that float: 1.0000001, not 1.00000011920928955.)
+    if (back == x || static_cast<float>(back) == x) break;
+  }
+  return buf;
+}
+
 void print_values(std::ostringstream& o, const json& in) {
   const json& v = in.value("values", json());
   if (!v.is_object()) return;
@@ -472,12 +489,8 @@ void print_values(std::ostringstream& o, const json& in) {
   if (!bound("min") || !bound("max")) {
     o << (of == "view" || viewed ? "" : ",") << " no finite value";
   } else {
-    auto brief = [](const json& x) {  // six digits: a range to read, not to compare
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "%.6g", x.get<double>());
-      return std::string(buf);
-    };
-    o << (of == "view" || viewed ? "" : ",") << " min " << brief(v["min"]) << ", max " << brief(v["max"]);
+    o << (of == "view" || viewed ? "" : ",") << " min " << range_value(v["min"].get<double>())
+      << ", max " << range_value(v["max"].get<double>());
   }
 }
 
@@ -497,12 +510,25 @@ std::string nonfinite_reason(const json& f) {
     *hi = v["max"].get<double>();
     return true;
   };
-  auto num = [](double x) {
-    std::ostringstream t;
-    t << x;
-    return t.str();
-  };
+  auto num = range_value;
   double lo = 0, hi = 0;
+  if ((op == "acos" || op == "asin") && range(0, &lo, &hi) && (lo < -1 || hi > 1))
+    return op + " of a value outside [-1, 1]: input min " + num(lo) + ", max " + num(hi) +
+           "; a cosine or a normalized dot product rounded past 1 (clamp it to [-1, 1] first)";
+  if (op == "acosh" && range(0, &lo, &hi) && lo < 1)
+    return "acosh of a value below 1: input min " + num(lo);
+  if (op == "atanh" && range(0, &lo, &hi) && (lo <= -1 || hi >= 1))
+    return "atanh of a value at or beyond ±1: input min " + num(lo) + ", max " + num(hi);
+  if (op == "pow" && range(0, &lo, &hi) && lo < 0) {
+    // A negative base to a fractional exponent (an argument: pow(x, 1.5)).
+    for (const json& a : f.value("args", json::array())) {
+      const std::string v = a.value("value", std::string());
+      char* end = nullptr;
+      const double e = std::strtod(v.c_str(), &end);
+      if (end != v.c_str() && *end == '\0' && std::isfinite(e) && e != std::nearbyint(e))
+        return "a negative base to a fractional power: input min " + num(lo) + ", exponent " + v;
+    }
+  }
   if ((op == "log" || op == "log2" || op == "log10") && range(0, &lo, &hi) && lo <= 0)
     return lo < 0 ? "log of a negative value: input min " + num(lo)
                   : "log of 0: input min 0 (-inf)";
@@ -548,6 +574,14 @@ std::string nonfinite_reason(const json& f) {
       range(0, &lo, &hi) && std::max(std::fabs(lo), std::fabs(hi)) > largest)
     return "beyond " + dtype + "'s range (largest " + num(largest) + "): input min " + num(lo) +
            ", max " + num(hi);
+  if (op == "addcdiv" && range(2, &lo, &hi) && lo <= 0 && hi >= 0)
+    // self + value * tensor1 / tensor2: Adam's update divides by sqrt(v) + eps.
+    return "tensor2, the divisor, holds 0: min " + num(lo) + ", max " + num(hi) +
+           "; x/0, or 0/0 where tensor1 is 0 too; in Adam, a denominator sqrt(v) + eps with eps 0";
+  const json& out = f.value("tensor", json()).value("summary", json());
+  const bool inf_only = out.is_object() && out.value("inf", int64_t{0}) > 0 && out.value("nan", int64_t{0}) == 0;
+  if (inf_only && (dtype == "float16" || dtype == "bfloat16"))
+    return "a result beyond " + dtype + "'s range, whose largest value is " + num(largest);
   return "";
 }
 
