@@ -1233,6 +1233,12 @@ def case_micro_batches():
     b, _ = record("more_b", ["2", "more"], script)
     rc, r = diff(a, b)
     d = r["first_divergence"] or {}
+    # The text lists a side's first 8 ops of a change and says how many more it has.
+    first = (d.get("structural_changes") or [{}])[0]
+    change = next((l for l in diff_text(a, b).splitlines() if l.lstrip().startswith("change:")), "")
+    more_b = (first.get("b_range") or [0, 0])[1] - (first.get("b_range") or [0, 0])[0] - len(first.get("inserted") or [])
+    check(more_b > 0 and change.endswith(f"({more_b} more)"),
+          f"the first change's line says {more_b} more ops of B (got {change!r})")
     changes = d.get("structural_changes") or []
     line, _ = line_of(d.get("b"))
     kinds = [c.get("type") for c in changes]

@@ -816,9 +816,18 @@ std::string format_divergence(const json& result) {
       };
       o << "  change:   " << str(h, "type") << "  thread ops A" << range(h["a_range"]) << "  B"
         << range(h["b_range"]);
+      // The lists hold the first ops of each side only: say how many more the range has.
+      auto more = [](const json& r, size_t listed) -> std::string {
+        if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer())
+          return "";
+        const int64_t n = r[1].get<int64_t>() - r[0].get<int64_t>() - static_cast<int64_t>(listed);
+        return n > 0 ? " (" + std::to_string(n) + " more)" : "";
+      };
       std::string names;
       for (const json& op : h["removed"]) names += " -" + str(op, "op");
+      names += more(h["a_range"], h["removed"].size());
       for (const json& op : h["inserted"]) names += " +" + str(op, "op");
+      names += more(h["b_range"], h["inserted"].size());
       o << " " << names << "\n";
     }
     if (const json& mode = d.value("mode_change", json()); mode.is_object()) {
