@@ -753,6 +753,12 @@ def case_view_copy():
           f"at the matmul whose output differs, not tanh's same output (got {v.get('a', {}).get('op')})")
     check(t.get("role") == "input" and ("strides" in t.get("shape", "")) != ("strides" in t.get("shape_b", "")),
           f"an input strided in one run, contiguous in the other (got {t.get('shape')} / {t.get('shape_b')})")
+    # What differs is the output: it is shown, with its summaries, beside the same input.
+    out = v.get("output") or {}
+    check(out.get("role") == "output" and out.get("hash_a") != out.get("hash_b") and "summary_a" in out,
+          f"the differing output beside the input (got {out.get('hash_a')}/{out.get('hash_b')})")
+    text = diff_text(a, b)
+    check("  output:   output 0 " in text, "the text shows that output")
 
 
 def case_thread_move():

@@ -2279,6 +2279,9 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   out["b"] = op_json(*p.b.reader, p.b.strings, b);
   int tensor = c.input >= 0 ? c.input : c.layout >= 0 ? c.layout : c.output;
   out["tensor"] = tensor >= 0 ? tensor_pair_json(p, a, b, tensor) : json(nullptr);
+  // Another layout of the same values: the output is what differs, and how much.
+  if (tensor == c.layout && c.layout >= 0 && c.output >= 0)
+    out["output"] = tensor_pair_json(p, a, b, c.output);
   // After a structural change the inputs may differ by construction (`(h + x) + y` against
   // `h + (x + y)`: the outer sums add other terms) while the output is the same sum up to
   // rounding: the output is what tells whether the change changed results.

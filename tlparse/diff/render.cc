@@ -169,6 +169,12 @@ void print_value(std::ostringstream& o, const json& d) {
         << "\n";
     }
   }
+  // (A layout cause: the input's values are the same; the output's differ.)
+  const json& output = d.value("output", json());
+  if (output.is_object())
+    o << "  output:   " << str(output, "role") << " " << str(output, "index") << " "
+      << str(output, "dtype") << "[" << str(output, "shape") << "]  A " << str(output, "hash_a")
+      << "  B " << str(output, "hash_b") << " (the summaries below are its)\n";
   const json& arg = d.value("argument", json());
   if (arg.is_object()) {
     o << "  argument: " << str(arg, "name") << " (#" << str(arg, "index") << ")  A "
@@ -190,10 +196,11 @@ void print_value(std::ostringstream& o, const json& d) {
   if (a.is_object() && b.is_object() && str(a, "seq") != str(b, "seq")) {
     o << "  (seq " << str(a, "seq") << " in A, " << str(b, "seq") << " in B)\n";
   }
-  if (t.is_object() && t["summary_a"].is_object() && t["summary_b"].is_object()) {
-    const json& sa = t["summary_a"];
-    const json& sb = t["summary_b"];
-    const json& rel = t.value("rel_diff", json());
+  const json& shown = output.is_object() ? output : t;
+  if (shown.is_object() && shown["summary_a"].is_object() && shown["summary_b"].is_object()) {
+    const json& sa = shown["summary_a"];
+    const json& sb = shown["summary_b"];
+    const json& rel = shown.value("rel_diff", json());
     o << "\n  summary        A                 B                 rel.diff\n";
     for (const char* k : {"min", "max", "sum", "abs_sum"}) {
       char line[160];
