@@ -1835,6 +1835,40 @@ def case_shared_generator():
           f"another seed: no shared generator said (got {d.get('cause')}: {d.get('detail')})")
 
 
+EVAL_MODE = r'''
+import sys, torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                        torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+if sys.argv[1] == "eval":
+    m.eval()                                      # a validation's eval() left on
+for step in range(3):
+    x = torch.randn(16, 4)
+    loss = m(x).pow(2).mean()                     # MARK:forward
+    opt.zero_grad(); loss.backward(); opt.step()
+'''
+
+
+def case_eval_mode():
+    # BatchNorm in eval mode in B: its running-statistics update (num_batches_tracked += 1)
+    # is missing, a structural change; the headline says which module runs in which mode.
+    script = write_script("eval_mode.py", EVAL_MODE)
+    mark = marks(script)
+    a, _ = record("eval_mode_train", ["train"], script)
+    b, _ = record("eval_mode_eval", ["eval"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    v = d.get("value_after_structure") or {}
+    arg = v.get("argument") or {}
+    check(rc == 1 and d.get("kind") == "structure" and arg.get("name") == "training" and arg.get("module_mode"),
+          f"a structural change, then the training argument (got {d.get('kind')}, {arg})")
+    check("Sequential.1 runs in training mode in A and in eval mode in B" in d.get("detail", ""),
+          f"the headline names the module and its modes (got {d.get('detail')!r})")
+    line, _ = line_of(d.get("a"))
+    check(line == mark["forward"], f"at the forward's line {mark['forward']} (got {line})")
+
+
 EDITED = r'''
 import torch
 x = torch.ones(3)

@@ -5788,6 +5788,24 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     explain_nondeterministic(first, kernel_settings, threads);
     explain_shared_generator(first, a, b);
+    // A structural change whose first value difference is a module's train/eval mode (a
+    // BatchNorm's running-statistics update runs in training mode only): the mode is the
+    // answer, said in the headline.
+    if (first.value("kind", "") == "structure" && first.contains("value_after_structure") &&
+        first["value_after_structure"].is_object()) {
+      const json& v = first["value_after_structure"];
+      const json& arg = v.value("argument", json());
+      if (arg.is_object() && arg.value("module_mode", false)) {
+        auto mode = [&](const char* key) {
+          return arg.value(key, std::string()) == "True" ? "training" : "eval";
+        };
+        const std::string module = v.value("a", json()).is_object() ? v["a"].value("module", std::string()) : "";
+        first["detail"] = first.value("detail", std::string()) + "; " +
+                          (module.empty() ? std::string("a module") : module) + " runs in " +
+                          mode("value_a") + " mode in A and in " + mode("value_b") +
+                          " mode in B (model.train() or model.eval() is missing or moved)";
+      }
+    }
     if (first.contains("value_after_structure") && first["value_after_structure"].is_object()) {
       json& v = first["value_after_structure"];
       explain_nondeterministic(v, kernel_settings, threads, /*after_structure=*/true);
