@@ -2300,6 +2300,36 @@ def case_nan_causes():
               f"{mode}: {op}, and its cause (got {head!r})")
 
 
+NAN_WHERE_GRAD = r"""
+import torch
+torch.manual_seed(0)
+lin = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+for step in range(3):
+    out = lin(torch.randn(8, 4))
+    safe = torch.where(out > 0, torch.sqrt(out), torch.zeros_like(out))    # MARK:sqrt
+    loss = safe.mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def case_nan_where_grad():
+    # torch.where over a sqrt: the forward's NaN is masked, but the gradient of a masked
+    # element is 0 * NaN. The sqrt is the start, and the text says why the mask did not help.
+    script = write_script("nan_where_grad.py", NAN_WHERE_GRAD)
+    mark = marks(script)
+    run, _ = record("nan_where_grad", [], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("op") == "aten::sqrt" and (f.get("source") or {}).get("line") == mark["sqrt"]
+          and (f.get("masked_then_backward") or "").startswith("aten::where (seq "),
+          f"the sqrt, masked by where in the forward (got {p.returncode} {f.get('op')} "
+          f"{(f.get('source') or {}).get('line')} {f.get('masked_then_backward')})")
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check("masked:   by aten::where" in text and "torch.sqrt(torch.where(x > 0, x, 1))" in text,
+          f"the text says what to do instead: {text[:700]!r}")
+
+
 def case_nan_count():
     # A masked mean over an integer count that is 0 at one step: the divisor has no summary
     # (tdbg keeps none of integer tensors), and the cause still says it is 0, from what a

@@ -496,7 +496,10 @@ bool reads_only_metadata(std::string_view name) {
 // or a log line saw it; a count, `isnan(x).sum()`, is a test too), or when an op makes NaN or
 // Inf from values not recorded (autograd's saved tensors, which may hold it) before any other
 // op made NaN or Inf.
-StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start) {
+// `undone_by_backward`, when the start is a start because a backward op made NaN or Inf from
+// saved values after an op had masked it (the where-over-sqrt trap), gets that masking op.
+StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start,
+                                   std::string* undone_by_backward) {
   std::set<uint64_t> live;   // the start's non-finite tensors, and views of them
   std::set<uint64_t> tests;  // non-floating results of reading them (`isnan(x)`, `x > 0`)
   for (const TensorRecord& t : start.tensors)
@@ -531,6 +534,7 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
         nonfinite = nonfinite || t.summary.nan_count > 0 || t.summary.inf_count > 0;
     }
     if (nonfinite && (reads || (unknown && !other_source))) {
+      if (!reads && (o.flags & tracer::kOpBackward) && !masked_by.empty()) *undone_by_backward = masked_by;
       spread = true;
       return false;
     }
@@ -580,6 +584,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   json contained_ops = json::array();
   Counts before;
   std::string entry;  // how NaN entered at `op`, when no op made it
+  std::string mask_undone;  // the op that masked `op`'s NaN or Inf before backward used it
   OpRecord op;
   // A start that turns out to be contained is passed over, and the search goes on after it.
   while (true) {
@@ -635,7 +640,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
       TDBG_ASSIGN_OR_RETURN(const bool cleaned, cleaned_inside(r, op));
       std::string masked_by;
       if (!cleaned) {
-        TDBG_ASSIGN_OR_RETURN(masked_by, masked_after(r, strings, op));
+        TDBG_ASSIGN_OR_RETURN(masked_by, masked_after(r, strings, op, &mask_undone));
       }
       if (cleaned || !masked_by.empty()) {
         ++(cleaned ? contained : masked);
@@ -659,6 +664,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   for (const tracer::ThreadRecord& t : r.threads())
     if (t.id == op.thread) j["os_tid"] = t.os_tid;
   j["entered"] = entry.empty() ? json(nullptr) : json(entry);
+  if (!mask_undone.empty()) j["masked_then_backward"] = mask_undone;
   if (entry == "input" || entry == "written_in_part") {
     // What the recording left out may have made it: the ops before a --steps window, or the
     // ops --ops did not select.

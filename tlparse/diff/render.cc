@@ -1120,6 +1120,12 @@ std::string format_nonfinite(const json& result) {
       }
     }
   }
+  // Masked in the forward, yet a start: backward made NaN from the values saved for it.
+  if (const std::string by = str(f, "masked_then_backward"); !by.empty())
+    o << "  masked:   by " << by << " in the forward, but backward then made NaN or Inf from "
+      << "the values saved for it: a masked element's gradient is 0, and 0 times the op's NaN "
+      << "or Inf derivative is NaN. Keep the op's input in its domain inside the mask, as "
+      << "torch.sqrt(torch.where(x > 0, x, 1)) does, rather than masking its output\n";
   // The other processes' starts: the run has several, and the user may look at either.
   const std::string because = str(f, "chosen_because");
   if (!because.empty() && because != "earliest") o << "  chosen:   " << because << "\n";
