@@ -136,15 +136,23 @@ TEST_CASE("an empty block and a block of one op") {
   CheckSameOp(op, back[0]);
 }
 
-TEST_CASE("a hash seen earlier in the block costs a byte or two, not eight") {
-  // A chain of ops, each consuming the previous op's output: each hash is stored once.
+// A chain of 100 ops, each reading the previous op's output as a known input (its hash, and
+// its summaries when `summaries`).
+std::vector<OpRecord> ChainOps(testing::Rng& rng, bool summaries) {
   std::vector<OpRecord> ops(100);
-  testing::Rng rng(7);
   for (size_t i = 0; i < ops.size(); ++i) {
     ops[i].seq = ops[i].tidx = static_cast<int64_t>(i);
     ops[i].chain = rng.next();
     TensorRecord out;
     out.hash = rng.next();
+    if (summaries) {
+      out.summary.valid = true;
+      out.summary.min = -static_cast<double>(rng.next()) / 7.0;
+      out.summary.max = std::numeric_limits<double>::quiet_NaN();
+      out.summary.sum = static_cast<double>(rng.next()) / 3.0;
+      out.summary.abs_sum = static_cast<double>(rng.next()) / 5.0;
+      out.summary.nan_count = 3;
+    }
     ops[i].tensors.push_back(out);
     if (i > 0) {
       TensorRecord in = ops[i - 1].tensors.back();
@@ -154,6 +162,13 @@ TEST_CASE("a hash seen earlier in the block costs a byte or two, not eight") {
       ops[i].tensors.insert(ops[i].tensors.begin(), in);
     }
   }
+  return ops;
+}
+
+TEST_CASE("a hash seen earlier in the block costs a byte or two, not eight") {
+  // Each hash of the chain is stored once.
+  testing::Rng rng(7);
+  auto ops = ChainOps(rng, false);
   std::string repeated;
   EncodeOpBlock(Pointers(ops), 0, &repeated);
   for (auto& op : ops) {
@@ -171,28 +186,9 @@ TEST_CASE("a hash seen earlier in the block costs a byte or two, not eight") {
 }
 
 TEST_CASE("an input's summaries, as stored with its hash earlier in the block, are not stored again") {
-  // A chain of ops, each consuming the previous op's output with its summaries.
-  std::vector<OpRecord> ops(100);
+  // Each input with its producer's summaries.
   testing::Rng rng(11);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    ops[i].seq = ops[i].tidx = static_cast<int64_t>(i);
-    TensorRecord out;
-    out.hash = rng.next();
-    out.summary.valid = true;
-    out.summary.min = -static_cast<double>(rng.next()) / 7.0;
-    out.summary.max = std::numeric_limits<double>::quiet_NaN();
-    out.summary.sum = static_cast<double>(rng.next()) / 3.0;
-    out.summary.abs_sum = static_cast<double>(rng.next()) / 5.0;
-    out.summary.nan_count = 3;
-    ops[i].tensors.push_back(out);
-    if (i > 0) {
-      TensorRecord in = ops[i - 1].tensors.back();
-      in.role = TensorRole::kInput;
-      in.status = TensorStatus::kKnown;
-      in.producer = ops[i - 1].seq;
-      ops[i].tensors.insert(ops[i].tensors.begin(), in);
-    }
-  }
+  const auto ops = ChainOps(rng, true);
   std::string shared;
   EncodeOpBlock(Pointers(ops), 0, &shared);
   std::vector<OpRecord> back;
