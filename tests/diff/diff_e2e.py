@@ -1869,6 +1869,33 @@ def case_eval_mode():
     check(line == mark["forward"], f"at the forward's line {mark['forward']} (got {line})")
 
 
+AUTOCAST = r'''
+import sys, torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for step in range(2):
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=sys.argv[1] == "bf16"):
+        loss = torch.nn.functional.cross_entropy(m(x), y)          # MARK:forward
+    opt.zero_grad(); loss.backward(); opt.step()
+'''
+
+
+def case_autocast():
+    # Mixed precision in one run only: the first op computes in bfloat16 in B, said as such.
+    script = write_script("autocast.py", AUTOCAST)
+    mark = marks(script)
+    a, _ = record("autocast_off", ["off"], script)
+    b, _ = record("autocast_bf16", ["bf16"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, _ = line_of(d.get("a"))
+    check(rc == 1 and d.get("kind") == "structure" and line == mark["forward"]
+          and "B computes in 16 bits: autocast on in one run only" in d.get("detail", ""),
+          f"autocast in B, at line {mark['forward']} (got {d.get('kind')}, {line}, {d.get('detail')!r})")
+
+
 EDITED = r'''
 import torch
 x = torch.ones(3)

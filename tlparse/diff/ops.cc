@@ -234,6 +234,15 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
       c.structure = std::string(ta.role == TensorRole::kInput ? "input " : "output ") +
                     std::to_string(ta.index) + " differs: " + describe_tensor_kind(sa, ta) +
                     " vs " + describe_tensor_kind(sb, tb);
+      // The same sizes in a 16-bit float in one run only: mixed precision.
+      auto half = [](hashing::DType d) {
+        return d == hashing::DType::kFloat16 || d == hashing::DType::kBFloat16;
+      };
+      if (sa.shape_hash(ta.shape) == sb.shape_hash(tb.shape) && half(ta.dtype) != half(tb.dtype) &&
+          hashing::dtype_is_floating(ta.dtype) && hashing::dtype_is_floating(tb.dtype))
+        c.structure += std::string(" (") + (half(ta.dtype) ? "A" : "B") +
+                       " computes in 16 bits: autocast on in one run only, as torch.autocast or "
+                       "torch.cuda.amp turns it on, or a .half() or .bfloat16() call)";
       return c;
     }
     if (c.layout < 0 && sa.text(ta.shape) != sb.text(tb.shape)) c.layout = static_cast<int>(i);
