@@ -3891,6 +3891,9 @@ TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
   CHECK(later.find("inputs differ while no output does: in 1 of aten::batch_norm (step 0 to 2)") !=
         std::string::npos);
   CHECK(later.find("of aten::relu") == std::string::npos);
+  // Each such step says its ops differ in what they read, not in what they made.
+  CHECK(later.find("step 0: 1/1 ops differ, no output among them: arguments or inputs differ") !=
+        std::string::npos);
 }
 
 TEST_CASE("growth where every differing op is structural, or outputs differ in shape, says so") {

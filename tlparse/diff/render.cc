@@ -355,7 +355,9 @@ void print_growth(std::ostringstream& o, const json& g) {
                        : s.value("outputs_differ", int64_t{0}) > 0
                            ? (s.value("shapes_differ", int64_t{1}) > 0 ? ", outputs differ in shape or dtype"
                                                                        : ", outputs differ in integer or bool values")
-                           : ", no output among them")
+                           : ", no output among them: arguments or inputs differ (an update in "
+                             "place, as of BatchNorm's running statistics, changes an input, "
+                             "not an output)")
                 : "")
         << "\n";
     else if (s["max_distance"].is_number() && s["max_distance"].get<double>() == 0)
