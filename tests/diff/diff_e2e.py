@@ -2308,6 +2308,10 @@ elif mode == "adam":                                   # eps 0 and a zero gradie
     print(w.sum().item())
 elif mode == "half":
     print((x.half() * 1e5).float().sum().item())
+elif mode == "saved":                                  # exp's Inf, read again by its backward
+    w = torch.nn.Parameter(torch.ones(4))
+    torch.exp(w * 100.0).clamp(max=10).sum().backward()   # forward finite, gradient 0 * Inf
+    print(w.grad)
 """
 
 
@@ -2319,9 +2323,14 @@ def case_nan_causes():
             ("acos", "aten::acos", r"acos of a value outside \[-1, 1\]: input min [-0-9.e]+, max 1\.0000\d*[1-9]"),
             ("pow", "aten::pow", r"a negative base to a fractional power: input min -[0-9.]+, exponent 1\.5"),
             ("adam", "aten::addcdiv_", r"tensor2, the divisor, holds 0"),
-            ("half", "aten::mul", r"a result beyond float16's range, whose largest value is 65504")):
+            ("half", "aten::mul", r"a result beyond float16's range, whose largest value is 65504"),
+            # (--nan-only: past the exp's Inf, to the backward's 0 * Inf; exp's result is read
+            # again there as a tensor autograd saved, unknown to the recording.)
+            ("saved", "aten::mul", r"most likely saved for backward by aten::exp \(seq \d+\) at "
+                                   r"nan_causes.py:\d+, whose .*output 0 holds 4 Inf")):
         run, _ = record("nan_causes_" + mode, [mode], script)
-        text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+        text = subprocess.run([TDBG, "nan", *(["--nan-only"] if mode == "saved" else []), run],
+                              stdout=subprocess.PIPE, text=True).stdout
         head = text.split("\n")[0] + text[text.find("cause:"):].split("\n")[0]
         check(f"non-finite at {op} " in text and re.search(says, text),
               f"{mode}: {op}, and its cause (got {head!r})")

@@ -723,6 +723,25 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
       in["values"] = summary_json(values.summary);
       in["values_of"] = values.summary_of;
       if (values.viewed_producer != tracer::kNoSeq) in["viewed_producer"] = values.viewed_producer;
+    } else if (t.producer == tracer::kNoSeq && (op.flags & tracer::kOpBackward)) {
+      // Values a backward op reads that no recorded op made: most likely a tensor autograd
+      // saved from the forward op (exp saves its result, sqrt its output, mul its operands),
+      // unpacked as a new tensor. The forward op's tensors of its dtype and shape are the
+      // candidates, with what the recording holds of their values.
+      const int64_t fwd = forward_seq_of(r, op);
+      if (auto forward = fwd == tracer::kNoSeq ? std::nullopt : r.op(fwd)) {
+        json candidates = json::array();
+        for (const TensorRecord& ft : forward->tensors) {
+          if (ft.dtype != t.dtype || ft.shape != t.shape) continue;
+          json c = {{"role", ft.role == TensorRole::kOutput ? "output" : "input"}, {"index", ft.index}};
+          const InputValues fv = recorded_values(r, strings, ft);
+          c["finite"] = fv.finite ? json(*fv.finite) : json(nullptr);
+          if (fv.summary.valid) c["values"] = summary_json(fv.summary);
+          candidates.push_back(std::move(c));
+        }
+        if (!candidates.empty())
+          in["saved_from"] = {{"op", op_brief_json(r, strings, *forward)}, {"tensors", std::move(candidates)}};
+      }
     }
     inputs.push_back(std::move(in));
   }

@@ -1197,6 +1197,24 @@ std::string format_nonfinite(const json& result) {
       o << ", memory returned uninitialized by " << op_and_source(from) << ", written by no recorded op";
     } else if (from.is_boolean()) {
       o << ", memory returned uninitialized by an empty-family op, written by no recorded op";
+    } else if (const json& saved = in.value("saved_from", json()); saved.is_object()) {
+      // A backward op's input that autograd saved from the forward op: which of that op's
+      // tensors it may be, and what they held.
+      o << ", most likely saved for backward by " << op_and_source(saved["op"]) << ", whose ";
+      const json& cands = saved.value("tensors", json::array());
+      for (size_t k = 0; k < cands.size(); ++k) {
+        const json& c = cands[k];
+        o << (k == 0 ? "" : k + 1 == cands.size() ? " or " : ", ") << str(c, "role") << " "
+          << str(c, "index");
+        const json& v = c.value("values", json());
+        const int64_t nan = v.is_object() ? v.value("nan", int64_t{0}) : 0;
+        const int64_t inf = v.is_object() ? v.value("inf", int64_t{0}) : 0;
+        if (nan > 0 || inf > 0)
+          o << " holds " << (nan > 0 ? std::to_string(nan) + " NaN" : "")
+            << (nan > 0 && inf > 0 ? ", " : "") << (inf > 0 ? std::to_string(inf) + " Inf" : "");
+        else
+          o << (c.value("finite", json()).is_boolean() ? " is finite" : " is of unknown finiteness");
+      }
     } else {
       o << ", not produced by a recorded op";
     }
