@@ -1584,6 +1584,10 @@ def case_nan():
     r = json.loads(p.stdout)
     check(p.returncode == 1 and r["status"] == "carried" and r["carried"] > 0 and r["skipped"] > 0,
           f"--from-step 3: carried from step 2 (got {p.returncode}: {p.stdout[:300]})")
+    text = subprocess.run([TDBG, "nan", "--from-step", "3", a], stdout=subprocess.PIPE, text=True).stdout
+    check(f"{r['skipped']} start(s) before step 3 were skipped" in text and
+          "run without --from-step for the first of them" in text,
+          f"the text says how many starts were skipped before the step: {text!r}")
     p = subprocess.run([TDBG, "nan", "--from-step", "1000", a], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 2 and p.stdout.startswith("unchecked:") and "no op is at step 1000" in p.stdout,
           f"--from-step past the end: unchecked (got {p.returncode}: {p.stdout!r})")

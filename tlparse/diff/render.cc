@@ -943,9 +943,10 @@ std::string format_nonfinite(const json& result) {
   }
   if (str(result, "status") == "carried") {
     o << "non-finite from before step " << from_step << ": " << str(result, "carried")
-      << " op(s) from step " << from_step << " on hold " << what << " that "
-      << str(result, "skipped") << " start(s) before it passed on, and none starts there (run "
-      << "without --from-step for the first start)\n";
+      << " op(s) from step " << from_step << " on hold " << what << " passed on from before "
+      << "it, and none starts there; " << str(result, "skipped") << " start(s) before step "
+      << from_step << " were skipped (each op that made NaN or Inf from finite values, or where "
+      << "it entered, counts as one); run without --from-step for the first of them\n";
     print_notes(o, result);
     return o.str();
   }
