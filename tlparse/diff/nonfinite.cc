@@ -491,11 +491,11 @@ bool reads_only_metadata(std::string_view name) {
 // op that read it and made only finite floating values from it (aten::where), when every op
 // that read it, or a view of it, did so up to the end of the next step (Python reads a loss
 // after `optimizer.step()`, in the next step's count) or a look-ahead's end; "" otherwise. An
-// op that reads only the shape (`ones_like`, backward's seed) is no reader. It is a start to report when an op reads it and makes NaN or Inf or integers
-// (`.long()`), when Python reads it or a test of it (`item`, `if torch.isnan(x).any()`: a guard
-// or a log line saw it; a count, `isnan(x).sum()`, is a test too), or when an op makes NaN or
-// Inf from values not recorded (autograd's saved tensors, which may hold it) before any other
-// op made NaN or Inf.
+// op that reads only the shape (`ones_like`, backward's seed) is no reader. It is a start to
+// report when an op reads it and makes NaN or Inf or integers (`.long()`), when Python reads
+// it or a test of it (`item`, `if torch.isnan(x).any()`: a guard or a log line saw it; a
+// count, `isnan(x).sum()`, is a test too), or when an op makes NaN or Inf from values not
+// recorded (autograd's saved tensors, which may hold it) before any other op made NaN or Inf.
 // `undone_by_backward`, when the start is a start because a backward op made NaN or Inf from
 // saved values after an op had masked it (the where-over-sqrt trap), gets that masking op.
 StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start,
@@ -534,7 +534,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
         nonfinite = nonfinite || t.summary.nan_count > 0 || t.summary.inf_count > 0;
     }
     if (nonfinite && (reads || (unknown && !other_source))) {
-      if (!reads && (o.flags & tracer::kOpBackward) && !masked_by.empty()) *undone_by_backward = masked_by;
+      if (!reads && (o.flags & tracer::kOpBackward) && !masked_by.empty())
+        *undone_by_backward = masked_by;
       spread = true;
       return false;
     }
