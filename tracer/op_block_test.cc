@@ -185,7 +185,8 @@ TEST_CASE("a hash seen earlier in the block costs a byte or two, not eight") {
   }
 }
 
-TEST_CASE("an input's summaries, as stored with its hash earlier in the block, are not stored again") {
+TEST_CASE(
+    "an input's summaries, as stored with its hash earlier in the block, are not stored again") {
   // Each input with its producer's summaries.
   testing::Rng rng(11);
   const auto ops = ChainOps(rng, true);

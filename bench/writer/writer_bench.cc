@@ -354,15 +354,16 @@ int main(int argc, char** argv) {
     };
     const double all = encoded_without(kKeepAll);
     const double no_summaries = encoded_without(kWithoutSummaries);
-    std::printf("encoded bytes/op that each field takes (replayed without it): summaries %.1f "
-                "hashes %.1f",
-                all - no_summaries,
-                no_summaries - encoded_without(kWithoutSummaries | kWithoutHashes));
+    std::printf(
+        "encoded bytes/op that each field takes (replayed without it): summaries %.1f "
+        "hashes %.1f",
+        all - no_summaries, no_summaries - encoded_without(kWithoutSummaries | kWithoutHashes));
     const std::pair<unsigned, const char*> fields[] = {{kWithoutProducers, "producers"},
                                                        {kWithoutArgs, "arguments"},
                                                        {kWithoutStacks, "stacks"},
                                                        {kWithoutTimes, "times"}};
-    for (const auto& [without, name] : fields) std::printf(" %s %.1f", name, all - encoded_without(without));
+    for (const auto& [without, name] : fields)
+      std::printf(" %s %.1f", name, all - encoded_without(without));
     std::printf(" (of %.1f)\n", all);
     return 0;
   }

@@ -734,14 +734,16 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
         json candidates = json::array();
         for (const TensorRecord& ft : forward->tensors) {
           if (ft.dtype != t.dtype || ft.shape != t.shape) continue;
-          json c = {{"role", ft.role == TensorRole::kOutput ? "output" : "input"}, {"index", ft.index}};
+          json c = {{"role", ft.role == TensorRole::kOutput ? "output" : "input"},
+                    {"index", ft.index}};
           const InputValues fv = recorded_values(r, strings, ft);
           c["finite"] = fv.finite ? json(*fv.finite) : json(nullptr);
           if (fv.summary.valid) c["values"] = summary_json(fv.summary);
           candidates.push_back(std::move(c));
         }
         if (!candidates.empty())
-          in["saved_from"] = {{"op", op_brief_json(r, strings, *forward)}, {"tensors", std::move(candidates)}};
+          in["saved_from"] = {{"op", op_brief_json(r, strings, *forward)},
+                              {"tensors", std::move(candidates)}};
       }
     }
     inputs.push_back(std::move(in));

@@ -183,9 +183,10 @@ int64_t forward_seq_of(const tracer::Reader& reader, const tracer::OpRecord& op)
 
 // The input that output `view` of view op `op` looks at: the input at the view's index where
 // the op has one there of the view's dtype (`broadcast_tensors(a, b)` and `meshgrid` return a
-// view of each input, in order), else its first (`split`, `t`, `view_as(other)`: views of input 0); only inputs
-// `usable` accepts count. nullptr when none does.
-const tracer::TensorRecord* viewed_input(const tracer::OpRecord& op, const tracer::TensorRecord& view,
+// view of each input, in order), else its first (`split`, `t`, `view_as(other)`: views of input 0);
+// only inputs `usable` accepts count. nullptr when none does.
+const tracer::TensorRecord* viewed_input(const tracer::OpRecord& op,
+                                         const tracer::TensorRecord& view,
                                          bool (*usable)(const tracer::TensorRecord&));
 
 // Why input `t` brings no values into its op although they were not recorded, or "":

@@ -352,12 +352,13 @@ void print_growth(std::ostringstream& o, const json& g) {
       o << (s.value("diverged", 0) > 0
                 ? (s.value("structural_ops", int64_t{0}) >= s.value("diverged", int64_t{0})
                        ? ", all in structural changes"
-                       : s.value("outputs_differ", int64_t{0}) > 0
-                           ? (s.value("shapes_differ", int64_t{1}) > 0 ? ", outputs differ in shape or dtype"
-                                                                       : ", outputs differ in integer or bool values")
-                           : ", no output among them: arguments or inputs differ (an update in "
-                             "place, as of BatchNorm's running statistics, changes an input, "
-                             "not an output)")
+                   : s.value("outputs_differ", int64_t{0}) > 0
+                       ? (s.value("shapes_differ", int64_t{1}) > 0
+                              ? ", outputs differ in shape or dtype"
+                              : ", outputs differ in integer or bool values")
+                       : ", no output among them: arguments or inputs differ (an update in "
+                         "place, as of BatchNorm's running statistics, changes an input, "
+                         "not an output)")
                 : "")
         << "\n";
     else if (s["max_distance"].is_number() && s["max_distance"].get<double>() == 0)
@@ -569,9 +570,11 @@ std::string nonfinite_reason(const json& f) {
     const bool zero_dividend = range(0, &lo, &hi) && lo == 0 && hi == 0;
     if (nan)
       return "0/0: dividing finite numbers makes NaN only as 0/0, so " + divisor +
-             " is 0 where the dividend is 0" + (zero_dividend ? ", and the dividend is 0 throughout" : "") +
+             " is 0 where the dividend is 0" +
+             (zero_dividend ? ", and the dividend is 0 throughout" : "") +
              ": an empty count or mask, such as x.sum() / mask.sum() with nothing selected";
-    if (integer) return "x/0: dividing by an integer makes Inf only as x/0, so " + divisor + " holds 0";
+    if (integer)
+      return "x/0: dividing by an integer makes Inf only as x/0, so " + divisor + " holds 0";
     return "x/0, or a divisor small enough to overflow: " + divisor;
   }
   const std::string dtype = f.value("tensor", json()).is_object() ? str(f["tensor"], "dtype") : "";
@@ -588,7 +591,8 @@ std::string nonfinite_reason(const json& f) {
     return "tensor2, the divisor, holds 0: min " + num(lo) + ", max " + num(hi) +
            "; x/0, or 0/0 where tensor1 is 0 too; in Adam, a denominator sqrt(v) + eps with eps 0";
   const json& out = f.value("tensor", json()).value("summary", json());
-  const bool inf_only = out.is_object() && out.value("inf", int64_t{0}) > 0 && out.value("nan", int64_t{0}) == 0;
+  const bool inf_only =
+      out.is_object() && out.value("inf", int64_t{0}) > 0 && out.value("nan", int64_t{0}) == 0;
   if (inf_only && (dtype == "float16" || dtype == "bfloat16"))
     return "a result beyond " + dtype + "'s range, whose largest value is " + num(largest);
   return "";
@@ -827,7 +831,8 @@ std::string format_divergence(const json& result) {
         << range(h["b_range"]);
       // The lists hold the first ops of each side only: say how many more the range has.
       auto more = [](const json& r, size_t listed) -> std::string {
-        if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer())
+        if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() ||
+            !r[1].is_number_integer())
           return "";
         const int64_t n = r[1].get<int64_t>() - r[0].get<int64_t>() - static_cast<int64_t>(listed);
         return n > 0 ? " (" + std::to_string(n) + " more)" : "";
@@ -1141,8 +1146,8 @@ std::string format_nonfinite(const json& result) {
     std::string who = rank.empty() ? "" : "rank " + rank;
     if (!w2.empty()) who += (who.empty() ? "" : ", ") + std::string("DataLoader worker ") + w2;
     o << "  also:     process " << str(p2, "index") << (who.empty() ? "" : " (" + who + ")") << ": "
-      << str(s2, "op") << " (seq " << str(s2, "seq") << (w2.empty() ? ", step " + str(s2, "step") : "")
-      << ")";
+      << str(s2, "op") << " (seq " << str(s2, "seq")
+      << (w2.empty() ? ", step " + str(s2, "step") : "") << ")";
     const std::string src = str(s2, "source");
     if (!src.empty()) o << " at " << src;
     const std::string e2 = str(s2, "entered");
@@ -1205,8 +1210,10 @@ std::string format_nonfinite(const json& result) {
       const json& cands = saved.value("tensors", json::array());
       for (size_t k = 0; k < cands.size(); ++k) {
         const json& c = cands[k];
-        o << (k == 0 ? "" : k + 1 == cands.size() ? " or " : ", ") << str(c, "role") << " "
-          << str(c, "index");
+        o << (k == 0                  ? ""
+              : k + 1 == cands.size() ? " or "
+                                      : ", ")
+          << str(c, "role") << " " << str(c, "index");
         const json& v = c.value("values", json());
         const int64_t nan = v.is_object() ? v.value("nan", int64_t{0}) : 0;
         const int64_t inf = v.is_object() ? v.value("inf", int64_t{0}) : 0;
@@ -1214,7 +1221,8 @@ std::string format_nonfinite(const json& result) {
           o << " holds " << (nan > 0 ? std::to_string(nan) + " NaN" : "")
             << (nan > 0 && inf > 0 ? ", " : "") << (inf > 0 ? std::to_string(inf) + " Inf" : "");
         else
-          o << (c.value("finite", json()).is_boolean() ? " is finite" : " is of unknown finiteness");
+          o << (c.value("finite", json()).is_boolean() ? " is finite"
+                                                       : " is of unknown finiteness");
       }
     } else {
       o << ", not produced by a recorded op";
