@@ -2853,6 +2853,37 @@ def flagged_in_show(run, flag="unfinished"):
     return [b for b in blocks if any(flag + ":" in line for line in b)]
 
 
+KILLED_AT = r"""
+import os, sys, torch
+torch.manual_seed(0)
+lin = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+for step in range(8):
+    if step == int(sys.argv[1]):
+        os.kill(os.getpid(), 9)                                        # killed before step N
+    loss = lin(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def case_window_killed():
+    # A run killed at step 5, kept as a ring, against a --steps window of a run that went on
+    # past it: B ended early, though A's window ends later than B's last step (not identical).
+    # Two rings hold no step in common: the advice reaches one step past B's last.
+    script = write_script("killed_at.py", KILLED_AT)
+    a_window, _ = record("killed_window_a", ["-1"], script, options=["--steps", "3:7"])
+    a_ring, _ = record("killed_ring_a", ["-1"], script, options=["--ring", "40"])
+    b, p = record_ending("killed_ring_b", ["5"], script, options=["--ring", "200"])
+    check(p.returncode == -9, f"B killed by SIGKILL (got {p.returncode})")
+    rc, r = diff(a_window, b)
+    d = r.get("first_divergence") or {}
+    check(rc == 1 and d.get("cause") == "ended",
+          f"A's window goes on past B's end: ended early (got {rc} {r.get('status')} {d.get('cause')})")
+    p = subprocess.run([TDBG, "diff", a_ring, b], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and re.search(r"record A again with --steps \d+:6, the steps B holds and the next", p.stderr),
+          f"two rings with no step in common: record A over B's steps and the next (got {p.stderr!r})")
+
+
 def case_crash():
     # A process that a fault or an abort ends inside an op keeps that op, flagged unfinished
     # with its inputs, and the diff says the run ended inside it, not that the program changed.

@@ -1248,6 +1248,14 @@ bool kept_as_ring(const Reader& r) {
   return !ring.empty() && ring != "0";
 }
 
+// Whether a recording whose thread's last op is at `last_step` stops there because its
+// --steps window ended (the run may have gone on unrecorded), not because the thread did.
+bool window_ended(const Reader& r, int64_t last_step) {
+  interpose::StepWindow window;
+  return interpose::parse_step_window(r.meta("steps"), &window) &&
+         window.end != std::numeric_limits<int64_t>::max() && last_step + 1 >= window.end;
+}
+
 // For threads recorded with other --steps windows: cuts each range to the steps both threads
 // hold, from the first op of the first such step to the last op of the last (steps never
 // decrease along a thread, so found by bisection), and returns the first step; nullopt where
@@ -1267,7 +1275,15 @@ std::optional<int64_t> first_common_step(const Reader& ra, uint32_t ta, TidxRang
   };
   const int64_t from = std::max(first_a->step + partial_first(ra, *range_a),
                                 first_b->step + partial_first(rb, *range_b));
-  const int64_t to = std::min(last_a->step, last_b->step) + 1;
+  // A side's last step ends what is compared only where its --steps window ended there (the
+  // run may have gone on unrecorded). A whole recording or a ring holds its thread's end: the
+  // other side's later steps are ops it never ran (a run killed at step 1500, against a window
+  // of another that went on).
+  const bool cut_a = window_ended(ra, last_a->step), cut_b = window_ended(rb, last_b->step);
+  const int64_t to = cut_a && cut_b ? std::min(last_a->step, last_b->step) + 1
+                     : cut_a        ? last_a->step + 1
+                     : cut_b        ? last_b->step + 1
+                                    : std::max(last_a->step, last_b->step) + 1;
   if (from >= to) {
     *none_in_common = true;
     return std::nullopt;
@@ -2469,7 +2485,8 @@ void explain_shared_generator(json& d, const tracer::Run& a, const tracer::Run& 
                     ? "random op whose generator state differs, most likely from " + why
                     : d.value("detail", std::string()) +
                           "; the same generator state, other numbers: another thread drew from "
-                          "that generator while this op drew, most likely " + why;
+                          "that generator while this op drew, most likely " +
+                          why;
   d["shared_generator"] = true;
 }
 
@@ -5068,13 +5085,17 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         disjoint_text = "process " + std::to_string(p) + ", thread " + std::to_string(k) +
                         ": A holds " + held_a + " of the thread and B " + held_b;
         // Recording the run that holds the later steps again over the other's: what a ring
-        // of a run that stopped early and of one that went on need.
+        // of a run that stopped early and of one that went on need; and one step more where
+        // the other's recording holds its thread's end (the step where one went on and the
+        // other did not).
         if (first_a >= 0 && first_b >= 0 && last_a != last_b) {
           const bool a_later = last_a > last_b;
+          const bool ended = !window_ended(a_later ? rb : ra, a_later ? last_b : last_a);
           disjoint_advice = std::string("record ") + (a_later ? "A" : "B") + " again with --steps " +
                             std::to_string(a_later ? first_b : first_a) + ":" +
-                            std::to_string((a_later ? last_b : last_a) + 1) + ", the steps " +
-                            (a_later ? "B" : "A") + " holds" +
+                            std::to_string((a_later ? last_b : last_a) + (ended ? 2 : 1)) +
+                            ", the steps " + (a_later ? "B" : "A") + " holds" +
+                            (ended ? " and the next" : "") +
                             (kept_as_ring(ra) || kept_as_ring(rb) ? " (the ring of a run that stopped early holds "
                                                     "other steps than one that went on)"
                                                   : "") +
@@ -5799,7 +5820,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         auto mode = [&](const char* key) {
           return arg.value(key, std::string()) == "True" ? "training" : "eval";
         };
-        const std::string module = v.value("a", json()).is_object() ? v["a"].value("module", std::string()) : "";
+        const std::string module =
+            v.value("a", json()).is_object() ? v["a"].value("module", std::string()) : "";
         first["detail"] = first.value("detail", std::string()) + "; " +
                           (module.empty() ? std::string("a module") : module) + " runs in " +
                           mode("value_a") + " mode in A and in " + mode("value_b") +
