@@ -356,9 +356,9 @@ void print_growth(std::ostringstream& o, const json& g) {
                        ? (s.value("shapes_differ", int64_t{1}) > 0
                               ? ", outputs differ in shape or dtype"
                               : ", outputs differ in integer or bool values")
-                       : ", no output among them: arguments or inputs differ (an update in "
-                         "place, as of BatchNorm's running statistics, changes an input, "
-                         "not an output)")
+                       : ", no output among them: arguments or inputs differ (state updated "
+                         "in place, such as running statistics, or differences the op rounds "
+                         "away)")
                 : "")
         << "\n";
     else if (s["max_distance"].is_number() && s["max_distance"].get<double>() == 0)
