@@ -2526,6 +2526,8 @@ def case_selection():
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
     check(text.startswith("identical in ops, shapes and arguments (tensor values not recorded)"),
           f"the headline says what was compared (got {text.splitlines()[:1]})")
+    check("next:     the values were not compared; to compare them, record both again with hashing on" in text,
+          f"and how to compare the values (got {text!r})")
     # Nor can tdbg nan look for NaN there: unchecked, exit 2, never "finite".
     p = subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 2 and p.stdout.startswith("unchecked: ") and "--hash none" in p.stdout,

@@ -732,6 +732,11 @@ std::string format_divergence(const json& result) {
       << str(result, "threads_compared") << " thread(s) compared)\n";
     print_warnings(o, result);
     print_notes(o, result);
+    // Values not compared: the runs may still differ in them, which the next pass can tell.
+    if (!result.value("values_compared", true))
+      o << "  next:     the values were not compared; to compare them, record both again with "
+           "hashing on (without --hash none), over a --steps window around the step where "
+           "the runs' losses first differ, or with --ops set to the loss's op\n";
     return o.str();
   }
   const json& a = d.value("a", json());
