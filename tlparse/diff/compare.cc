@@ -5809,14 +5809,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     explain_nondeterministic(first, kernel_settings, threads);
     explain_shared_generator(first, a, b);
-    // A structural change whose first value difference is a module's train/eval mode (a
-    // BatchNorm's running-statistics update runs in training mode only): the mode is the
-    // answer, said in the headline.
-    if (first.value("kind", "") == "structure" && first.contains("value_after_structure") &&
-        first["value_after_structure"].is_object()) {
-      const json& v = first["value_after_structure"];
+    if (first.contains("value_after_structure") && first["value_after_structure"].is_object()) {
+      json& v = first["value_after_structure"];
+      // A structural change whose first value difference is a module's train/eval mode (a
+      // BatchNorm's running-statistics update runs in training mode only): the mode is the
+      // answer, said in the headline.
       const json& arg = v.value("argument", json());
-      if (arg.is_object() && arg.value("module_mode", false)) {
+      if (first.value("kind", "") == "structure" && arg.is_object() &&
+          arg.value("module_mode", false)) {
         auto mode = [&](const char* key) {
           return arg.value(key, std::string()) == "True" ? "training" : "eval";
         };
@@ -5827,9 +5827,6 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                           mode("value_a") + " mode in A and in " + mode("value_b") +
                           " mode in B (model.train() or model.eval() is missing or moved)";
       }
-    }
-    if (first.contains("value_after_structure") && first["value_after_structure"].is_object()) {
-      json& v = first["value_after_structure"];
       explain_nondeterministic(v, kernel_settings, threads, /*after_structure=*/true);
       // An "equivalent" rewrite (x / 3 for x * (1 / 3), a sum regrouped): the values that the
       // change carries in differ only in the last bits.

@@ -521,6 +521,7 @@ std::string nonfinite_reason(const json& f) {
     return true;
   };
   auto num = range_value;
+  const json& out = f.value("tensor", json()).value("summary", json());  // the output's
   double lo = 0, hi = 0;
   if ((op == "acos" || op == "asin") && range(0, &lo, &hi) && (lo < -1 || hi > 1))
     return op + " of a value outside [-1, 1]: input min " + num(lo) + ", max " + num(hi) +
@@ -560,7 +561,6 @@ std::string nonfinite_reason(const json& f) {
     // A divisor whose values tdbg does not summarize (an integer tensor: a count, a mask's
     // sum). A true division of finite numbers makes NaN only as 0/0, and Inf, by an integer,
     // only as x/0 (a float divisor may also be small enough to overflow).
-    const json& out = f.value("tensor", json()).value("summary", json());
     const bool nan = out.is_object() && out.value("nan", int64_t{0}) > 0;
     const std::string dtype = str(inputs[1], "dtype");
     const bool integer = dtype.find("int") != std::string::npos || dtype == "bool";
@@ -590,7 +590,6 @@ std::string nonfinite_reason(const json& f) {
     // self + value * tensor1 / tensor2: Adam's update divides by sqrt(v) + eps.
     return "tensor2, the divisor, holds 0: min " + num(lo) + ", max " + num(hi) +
            "; x/0, or 0/0 where tensor1 is 0 too; in Adam, a denominator sqrt(v) + eps with eps 0";
-  const json& out = f.value("tensor", json()).value("summary", json());
   const bool inf_only =
       out.is_object() && out.value("inf", int64_t{0}) > 0 && out.value("nan", int64_t{0}) == 0;
   if (inf_only && (dtype == "float16" || dtype == "bfloat16"))
