@@ -2,7 +2,9 @@
 """The overhead benchmark of issue 3 ("Speed"): per-step time of examples/train_lm.py's
 transformer LM, measured side by side in one run — untraced, `tdbg record` (default),
 `tdbg record --hash none`, a TorchDispatchMode logger (DebugMode's approach) and
-torch.profiler with record_shapes=True — printed as slowdown ratios against untraced.
+torch.profiler with record_shapes=True — printed as slowdown ratios against untraced. Beside
+them (no goal of the issue): hashing off without stacks or module paths, and the steps before
+a `--steps` window.
 
 Variants run as separate processes in interleaved rounds (A B C D E, A B C D E, ...) so that
 load from other work on the machine falls on all of them alike; each variant's figure is the
@@ -81,6 +83,9 @@ def main():
         # Not a goal of the issue: says how much of the cost is source stacks and module paths.
         ("tdbg --hash none --no-stacks --no-modules",
          tdbg(["--hash", "none", "--no-stacks", "--no-modules"], "bare") + base),
+        # The steps before a --steps window (the second pass of a long run, on its way to
+        # the window): what the hook costs where it records nothing.
+        ("tdbg before its --steps window", tdbg(["--steps", "1000000:"], "ahead") + base),
         ("TorchDispatchMode logger", [args.python] + base + ["--mode", "logger"]),
         ("torch.profiler record_shapes", [args.python] + base + ["--mode", "profiler"]),
     ]

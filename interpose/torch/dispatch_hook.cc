@@ -1284,6 +1284,32 @@ bool in_step_window(int64_t step) {
   return step >= settings().steps.begin && step < settings().steps.end;
 }
 
+// With a `--steps` window, the ops' callback (for which torch boxes every op's arguments and
+// results, and the hook builds each op's context) is on only while the steps counted are in
+// the window: before and after it, a step costs about what an untraced one does. The regions'
+// callback, which counts the steps, stays on. Once a thread steps optimizers of its own (its
+// steps are its own count) the ops' callback stays on, and `start_op` tells each op's window.
+// Ops that began while it was off are not seen, nor what they nest; one that began while it
+// was on still ends through it.
+at::CallbackHandle g_ops_callback = 0;  // 0: one callback for everything, always on
+std::mutex g_ops_callback_mutex;
+bool g_ops_callback_on = true;
+std::atomic<bool> g_ops_callback_pinned{false};
+
+void update_ops_callback() {
+  if (g_ops_callback == 0) return;
+  const bool on = g_ops_callback_pinned.load() || in_step_window(g_steps.load());
+  std::lock_guard<std::mutex> lock(g_ops_callback_mutex);
+  if (on == g_ops_callback_on) return;
+  // Under the fork lock: torch switches it under its global callbacks' mutex.
+  std::shared_lock<std::shared_mutex> fork_lock(g_record_function_switch);
+  if (on)
+    at::reenableCallback(g_ops_callback);
+  else
+    at::disableCallback(g_ops_callback);
+  g_ops_callback_on = on;
+}
+
 bool python_loaded() {
   static const bool loaded = !python_version().empty();
   return loaded;
@@ -1382,7 +1408,9 @@ void close_region(ThreadState& ts, uint32_t id) {
       } else {
         ts.steps = ts.step_counter.on_step(region.optimizer);
         ts.own_steps = true;
+        g_ops_callback_pinned.store(true);
       }
+      update_ops_callback();
       note_thread_counts();  // a script may change them after import; the last step's count
     }
     return;
@@ -1984,6 +2012,7 @@ int64_t hook_after_fork_child() {
   g_forward_mutex.unlock();
   g_info_mutex.unlock();
   new (&g_record_function_switch) std::shared_mutex();
+  new (&g_ops_callback_mutex) std::mutex();
   // Another thread may have held an op's intern lock at the fork: it does not exist here.
   for (auto& entry : g_infos) new (&entry.second->intern_mutex) std::mutex();
   // What the parent knew of its tensors holds in the child (a DataLoader worker reads the
@@ -1997,6 +2026,7 @@ int64_t hook_after_fork_child() {
   g_steps.store(0);
   new (&g_step_mutex) std::mutex();
   g_step_counter.reset();
+  update_ops_callback();  // the child's steps count from 0
   g_fork_generation.fetch_add(1);
   python_frames_after_fork_child();
   native_frames_after_fork_child();
@@ -2012,12 +2042,18 @@ void install_dispatch_hook() {
   if (SetStepSink set = find_step_sink_setter()) set(&g_step_sink);
   // A program without Python gets C++ call sites, from a walk of its native stack per op.
   if (!python_loaded() && settings().config.stacks) prepare_native_stack();
-  at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
-                            .needsInputs(true)
-                            .needsOutputs(true)
-                            .scopes({at::RecordScope::FUNCTION,
-                                     at::RecordScope::BACKWARD_FUNCTION,
-                                     at::RecordScope::USER_SCOPE}));
+  at::addGlobalCallback(
+      at::RecordFunctionCallback(on_start, on_end).scopes({at::RecordScope::USER_SCOPE}));
+  const at::CallbackHandle ops = at::addGlobalCallback(
+      at::RecordFunctionCallback(on_start, on_end)
+          .needsInputs(true)
+          .needsOutputs(true)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+  const interpose::StepWindow& window = settings().steps;
+  if (window.begin > 0 || window.end < INT64_MAX) {
+    g_ops_callback = ops;
+    update_ops_callback();
+  }
 }
 
 }  // namespace tdbg::torchhook

@@ -1157,6 +1157,40 @@ def case_config():
               "%s: all steps recorded" % window)
 
 
+def case_window_matches_full():
+    # A --steps window records its steps as a run of every step does: the same ops, nesting,
+    # modules, lines, generator states, backward links and output hashes, though before the
+    # window the hook sees no op (only the ranges that count the steps).
+    args = [os.path.join(ARGS.examples, "train_lm.py"), "--steps", "5", "--layers", "1",
+            "--workers", "1"]
+
+    def window_ops(con):
+        rows = con.execute(
+            "select o.seq, o.name, o.step, o.depth, o.module, u.file, u.line, o.rng, f.name "
+            "from op_view o left join op_view f on f.seq = o.fwd "
+            "left join frame_view u on u.id = o.user_frame "
+            "where o.step between 2 and 3 and o.thread = 0 order by o.seq").fetchall()
+        outputs = {}
+        for op, hash_ in con.execute("select op, hash from tensor_view where role = 'output' "
+                                     "and status = 'hashed' order by op, idx"):
+            outputs.setdefault(op, []).append(hash_)
+        return [row[1:] + (tuple(outputs.get(row[0], ())),) for row in rows]
+
+    full = window_ops(run_command([ARGS.python] + args).db())
+    windowed = run_command([ARGS.python] + args, env={"TDBG_STEPS": "2:4"})
+    con = windowed.db()
+    check(one(con, "select count(*) from op_view where step not between 2 and 3")[0] == 0,
+          "only steps 2 and 3 recorded")
+    ops = window_ops(con)
+    check(len(full) > 500 and sum(1 for op in full if op[-1]) > 200,
+          "the full run's steps 2 and 3 hold ops with hashed outputs: %d" % len(full))
+    first = next((i for i, (a, b) in enumerate(zip(full, ops)) if a != b), None)
+    check(len(ops) == len(full) and first is None,
+          "the window records what the full run does (%d ops, %d): first difference at %s: "
+          "%s / %s" % (len(full), len(ops), first, full[first] if first is not None else None,
+                       ops[first] if first is not None else None))
+
+
 def case_metadata():
     con = run_python("""
         import torch
