@@ -2214,6 +2214,11 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     const std::string selection = recorded_selection({p.a.reader, p.b.reader});
     if (!selection.empty())
       detail += "; or an op the recording left out made it (recorded with " + selection + ")";
+    // Which op, a pass recording every op of the step (and of the one before, whose optimizer
+    // update this step reads) tells.
+    if (selection.find("--ops") != std::string::npos)
+      detail += ": to see which, record both again without --ops, with --steps " +
+                std::to_string(std::max<int64_t>(a.step - 1, 0)) + ":" + std::to_string(a.step + 1);
   }
   out["detail"] = detail;
   if (out["cause"] == "nondeterministic") {
