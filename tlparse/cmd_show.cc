@@ -105,6 +105,41 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
     std::printf("%22s raised: an error (an exception) ended this op; it has no outputs\n", "");
 }
 
+// What the database holds when that is not the whole run (a ring's last ops, a bundle's window),
+// and, for a process that ended abnormally, its last op: where it was when it ended.
+void print_held(const tracer::Reader& r, diff::Strings& strings, bool ended_abnormally) {
+  auto held = r.held();
+  if (!held.ok() || !held->any || (!held->dropped_start && !ended_abnormally)) return;
+  const auto first = r.op(held->first_seq);
+  const auto last = r.op(held->last_seq);
+  if (!first || !last) return;
+  std::string line;
+  if (held->dropped_start) {
+    const std::string ring = r.meta("ring");
+    line = "holds ops " + std::to_string(first->seq) + " to " + std::to_string(last->seq) +
+           " (steps " + std::to_string(first->step) + " to " + std::to_string(last->step) + "): " +
+           (ring.empty() || ring == "0" ? "the earlier ones were trimmed (a bundle's window)"
+                                        : "--ring " + ring +
+                                              " kept the last ops, the earlier ones "
+                                              "were dropped");
+  }
+  if (ended_abnormally) {
+    // Named by its top-level op: the line the program was at.
+    tracer::OpRecord top = *last;
+    for (int up = 0; up < 64 && top.parent != tracer::kNoSeq; ++up) {
+      const auto parent = r.op(top.parent);
+      if (!parent) break;
+      top = *parent;
+    }
+    const nlohmann::json brief = diff::op_brief_json(r, strings, top);
+    const std::string source = brief.value("source", std::string());
+    line += std::string(line.empty() ? "" : "; ") + "the last op recorded: seq " +
+            std::to_string(top.seq) + " " + brief.value("op", std::string()) + " in step " +
+            std::to_string(top.step) + (source.empty() ? "" : " at " + source);
+  }
+  std::printf("%s\n", line.c_str());
+}
+
 }  // namespace
 
 void add_show_command(CLI::App& app) {
@@ -147,8 +182,9 @@ void add_show_command(CLI::App& app) {
                     std::to_string(run->processes.size() - 1) + who;
       std::printf("%s: %" PRId64 " ops, %zu thread(s), %s\n", r.path().c_str(), r.op_count(),
                   r.threads().size(), process.c_str());
-      if (const std::string ending = diff::process_ending(r); !ending.empty())
-        std::printf("the process %s\n", ending.c_str());
+      const std::string ending = diff::process_ending(r);
+      if (!ending.empty()) std::printf("the process %s\n", ending.c_str());
+      print_held(r, strings, !ending.empty());
     }
     int64_t shown = 0;
     const int64_t limit = args->limit == 0 ? std::numeric_limits<int64_t>::max() : args->limit;

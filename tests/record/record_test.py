@@ -609,6 +609,38 @@ def case_killed_program():
           f"tdbg show on the killed run: {shown.stdout.strip()} {shown.stderr.strip()}")
 
 
+def case_killed_ring_show():
+    # A ring's last ops of a SIGKILLed program: `tdbg show` says that they are a ring's (not
+    # the whole run) and where the program was when it was killed: its last top-level op, step
+    # and line.
+    if not torch_hook_here():
+        return SKIP
+    work = fresh("killed_ring")
+    os.makedirs(work)
+    script = os.path.join(work, "killed.py")
+    with open(script, "w") as f:
+        f.write("import os, signal, time, torch\n"
+                "m = torch.nn.Linear(8, 1)\n"
+                "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                "for i in range(20):\n"
+                "    loss = m(torch.ones(4, 8)).pow(2).mean()\n"
+                "    opt.zero_grad(); loss.backward(); opt.step()\n"
+                "x = loss.item()\n"
+                "time.sleep(0.5)\n"
+                "os.kill(os.getpid(), signal.SIGKILL)\n")
+    run = os.path.join(work, "run")
+    got = subprocess.run([TDBG, "record", "--quiet", "--ring", "100", "--flush-ms", "5", "-o", run,
+                          "--", TORCH_PYTHON, script], capture_output=True, text=True)
+    check(got.returncode == -signal.SIGKILL, f"exit status {got.returncode}, want SIGKILL")
+    shown = subprocess.run([TDBG, "show", run, "--limit", "1"], capture_output=True, text=True)
+    check(shown.returncode == 0, f"tdbg show: {shown.stderr.strip()}")
+    lines = shown.stdout.splitlines()
+    check(len(lines) > 3 and "--ring 100 kept the last ops, the earlier ones were dropped" in lines[2]
+          and "the last op recorded: seq" in lines[2]
+          and "aten::item in step 20 at killed.py:7" in lines[2],
+          f"tdbg show on the killed ring: {shown.stdout[:800]}")
+
+
 def case_unreadable_memory():
     # A tensor over memory that cannot be read: a NumPy memmap whose file was truncated after
     # it was mapped (SIGBUS past the file's end), and an address that is not mapped (SIGSEGV).
