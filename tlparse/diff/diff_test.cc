@@ -3925,17 +3925,19 @@ TEST_CASE("growth where every differing op is structural, or outputs differ in s
 TEST_CASE("an input from no recorded op, in a selective recording, may come from an op left out") {
   using T = Recorder::T;
   auto run = [](uint64_t input, const std::string& ops) {
-    return write_ops([=](Recorder& r) {
-                       r.step = 7;
-                       r.op("aten::addmm", {T{input}}, {T{mix(input, 1)}}, {}, 0, 0, kNoSeq, 7);
-                     },
-                     [=](tdbg::tracer::Writer& w) { w.set_meta("ops", ops); });
+    return write_ops(
+        [=](Recorder& r) {
+          r.step = 7;
+          r.op("aten::addmm", {T{input}}, {T{mix(input, 1)}}, {}, 0, 0, kNoSeq, 7);
+        },
+        [=](tdbg::tracer::Writer& w) { w.set_meta("ops", ops); });
   };
   json d = first(compare(run(10, "addmm|mean"), run(11, "addmm|mean")));
   CHECK(d["cause"] == "external_input");
   CHECK(d["detail"].get<std::string>().find("or an op the recording left out made it (recorded "
                                             "with --ops addmm|mean): to see which, record both "
-                                            "again without --ops, with --steps 6:8") != std::string::npos);
+                                            "again without --ops, with --steps 6:8") !=
+        std::string::npos);
   CHECK(first(compare(run(10, ""), run(11, "")))["detail"].get<std::string>().find("left out") ==
         std::string::npos);
 }
