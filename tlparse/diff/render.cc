@@ -1055,7 +1055,8 @@ std::string format_nonfinite(const json& result) {
       const int64_t step = first.get<int64_t>();
       o << "the database begins in step " << step << ", so record again with a --steps window "
         << "that starts before it (--steps K:" << step + 1 << " with K < " << step
-        << ", or from 0 with --ops matching the loss's op (--ops loss matches the ops named *loss*: "
+        << ", or from 0 with --ops matching the loss's op (--ops loss matches the ops named "
+           "*loss*: "
            "mse_loss, nll_loss, cross_entropy_loss), for a cheap "
            "pass that finds the step) to find where\n";
     } else {
