@@ -169,12 +169,8 @@ void add_show_command(CLI::App& app) {
       // Numbered from 0, as --process and `tdbg diff` number them.
       // As `tdbg diff` names it: a worker with the rank that started it.
       const nlohmann::json named = diff::process_json(*run, args->process);
-      const std::string rank = named.value("rank", std::string()), worker = named.value("worker", std::string());
-      const std::string of_rank = named.value("parent_rank", std::string());
-      const std::string who = !worker.empty() ? " (DataLoader worker " + worker +
-                                                    (of_rank.empty() ? "" : " of rank " + of_rank) + ")"
-                              : !rank.empty() ? " (rank " + rank + ")"
-                                              : "";
+      const std::string label = named.value("who", std::string());
+      const std::string who = label.empty() ? "" : " (" + label + ")";
       const std::string process =
           run->processes.size() == 1
               ? "one process" + who

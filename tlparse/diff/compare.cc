@@ -5367,6 +5367,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       brief = {{"process", a.shown(index_a)},  // as `tdbg show --process` numbers it
                {"rank", a.processes[index_a]->meta("rank")},
                {"worker", a.processes[index_a]->meta("worker")},
+               {"who", process_json(a, index_a).value("who", std::string())},
                {"kind", best_at.kind == Located::kStructure ? "structure" : "value"},
                {"op", o ? json(strings.text(o->name)) : json(nullptr)},
                {"seq", o ? json(o->seq) : json(nullptr)},

@@ -714,6 +714,8 @@ nlohmann::json process_json(const tracer::Run& run, size_t p) {
       ppid = run.ppid(q);
     }
   }
+  // What the process is, as every command names it: "rank 1", "DataLoader worker 0/2 of rank 1/2".
+  if (!what.empty()) j["who"] = what;
   // A fork child counts its steps from 0: the parent's step at the fork says which one it is
   // (the evaluation forked at step 20, a DataLoader's workers of an epoch).
   if (const std::string forked = r.meta("forked_at_step"); !forked.empty()) {

@@ -898,11 +898,8 @@ std::string format_divergence(const json& result) {
   const json& others = d.value("other_processes", json::array());
   for (size_t k = 0; k < others.size() && k < 4; ++k) {
     const json& x = others[k];
-    const std::string rank = str(x, "rank"), worker = str(x, "worker");
-    o << "  also:     process " << str(x, "process")
-      << (!worker.empty() ? " (DataLoader worker " + worker + (rank.empty() ? "" : " of rank " + rank) + ")"
-          : rank.empty()  ? ""
-                          : " (rank " + rank + ")")
+    const std::string rank = str(x, "rank"), worker = str(x, "worker"), who = str(x, "who");
+    o << "  also:     process " << str(x, "process") << (who.empty() ? "" : " (" + who + ")")
       << " differs later, " << (str(x, "kind") == "structure" ? "structurally " : "")
       << "from " << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step");
     const std::string own = str(x, "own_cause");
@@ -1148,9 +1145,7 @@ std::string format_nonfinite(const json& result) {
     const json& s2 = others[k];
     const json& p2 = s2.value("process", json());
     const std::string w2 = p2.is_object() ? str(p2, "worker") : "";
-    const std::string rank = p2.is_object() ? str(p2, "rank") : "";
-    std::string who = rank.empty() ? "" : "rank " + rank;
-    if (!w2.empty()) who += (who.empty() ? "" : ", ") + std::string("DataLoader worker ") + w2;
+    const std::string who = p2.is_object() ? str(p2, "who") : "";
     o << "  also:     process " << str(p2, "index") << (who.empty() ? "" : " (" + who + ")") << ": "
       << str(s2, "op") << " (seq " << str(s2, "seq")
       << (w2.empty() ? ", step " + str(s2, "step") : "") << ")";
