@@ -900,8 +900,8 @@ std::string format_divergence(const json& result) {
     const json& x = others[k];
     const std::string rank = str(x, "rank"), worker = str(x, "worker"), who = str(x, "who");
     o << "  also:     process " << str(x, "process") << (who.empty() ? "" : " (" + who + ")")
-      << " differs later, " << (str(x, "kind") == "structure" ? "structurally " : "")
-      << "from " << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step");
+      << " differs later, " << (str(x, "kind") == "structure" ? "structurally " : "") << "from "
+      << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step");
     const std::string own = str(x, "own_cause");
     if (own == "arguments")
       o << "): a cause of its own: an argument differs over the same inputs, which no other "
