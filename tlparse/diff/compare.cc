@@ -4602,12 +4602,23 @@ json ops_elsewhere(Pair& p, const Located& at, const Reader& ra, const Reader& r
 // Warnings on how the two recordings selected what they hold (meta `hash_mode`, `steps` and
 // `ops` of the first process of each): a comparison of runs recorded otherwise can only be
 // read with them in mind. `*values_compared` is false when either run has no tensor hashes.
+// `*part` is what both recordings hold of their runs when that is a part selected alike
+// ("--steps 100:103", "--ops RE", a --ring's last ops), else empty: "identical" holds for it only.
 void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& warnings,
-                             bool* values_compared) {
+                             bool* values_compared, std::string* part) {
   *values_compared = true;
+  part->clear();
   if (a.processes.empty() || b.processes.empty()) return;
   const Reader& ra = *a.processes[0];
   const Reader& rb = *b.processes[0];
+  if (ra.meta("steps") == rb.meta("steps") && ra.meta("ops") == rb.meta("ops"))
+    *part = recorded_selection({&ra});
+  auto dropped = [](const Reader& r) {
+    auto held = r.held();
+    return held.ok() && held->dropped_start;
+  };
+  if (kept_as_ring(ra) && kept_as_ring(rb) && (dropped(ra) || dropped(rb)))
+    *part += (part->empty() ? "" : ", ") + std::string("the last ops a --ring kept");
   const std::string hash_a = ra.meta("hash_mode"), hash_b = rb.meta("hash_mode");
   if (hash_a == "none" || hash_b == "none") {
     *values_compared = false;
@@ -4910,7 +4921,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   json notes = json::array();
   json warnings = json::array();
   bool values_compared = true;
-  note_recording_settings(a, b, warnings, &values_compared);
+  std::string recorded_part;
+  note_recording_settings(a, b, warnings, &values_compared, &recorded_part);
   int64_t pairs_with_ops = 0, pairs_disjoint = 0;
   std::string disjoint_advice;  // how to record runs whose threads hold no op in common
   std::string disjoint_text;
@@ -5608,6 +5620,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                          "op)" + endings);
   }
   result["values_compared"] = values_compared;
+  if (!recorded_part.empty()) result["recorded_part"] = recorded_part;
   if (!aligned_start.is_null()) result["aligned_start"] = std::move(aligned_start);
   // Without hashes every op "is the same": nothing can be said to heal.
   if (!values_compared && result["first_divergence"].is_object()) {

@@ -2545,6 +2545,37 @@ TEST_CASE("a call inserted before a copy of itself in every step is the new line
   }
 }
 
+TEST_CASE(
+    "identical runs recorded with the same --steps or --ops say they were compared there only") {
+  using T = Recorder::T;
+  auto write = [](const std::string& key, const std::string& value) {
+    return write_ops(
+        [](Recorder& r) {
+          r.step = 2;
+          r.op("aten::relu", {T{10}}, {T{110}}, {}, 0, 0, kNoSeq, 5);
+        },
+        [=](tdbg::tracer::Writer& w) {
+          if (!key.empty()) w.set_meta(key, value);
+        });
+  };
+  json r = compare(write("steps", "1:3"), write("steps", "1:3"));
+  CHECK(r["status"] == "identical");
+  CHECK(r["recorded_part"] == "--steps 1:3");
+  std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.rfind("identical over what both recorded (--steps 1:3): ", 0) == 0);
+  CHECK(text.find("next:     only that part of the runs was compared; they may differ outside "
+                  "it: record both again with a --steps window further on (or none)") !=
+        std::string::npos);
+  r = compare(write("ops", "relu"), write("ops", "relu"));
+  CHECK(r["recorded_part"] == "--ops relu");
+  CHECK(tdbg::diff::format_divergence(r).find("other --ops (or none)") != std::string::npos);
+  // Whole runs: a plain "identical".
+  r = compare(write("", ""), write("", ""));
+  CHECK_FALSE(r.contains("recorded_part"));
+  CHECK(tdbg::diff::format_divergence(r).rfind("identical: ", 0) == 0);
+}
+
 TEST_CASE("data from outside a --steps window may come from before it") {
   using T = Recorder::T;
   auto write = [](uint64_t input, int64_t step) {

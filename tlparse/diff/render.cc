@@ -724,13 +724,23 @@ std::string format_divergence(const json& result) {
   std::ostringstream o;
   const json& d = result.value("first_divergence", json());
   if (!d.is_object()) {
-    o << (result.value("values_compared", true) ? "identical: "
-                                                 : "identical in ops, shapes and arguments (tensor "
-                                                   "values not recorded): ")
+    const std::string part = str(result, "recorded_part");
+    o << (result.value("values_compared", true)
+              ? "identical"
+              : "identical in ops, shapes and arguments (tensor values not recorded)")
+      << (part.empty() ? "" : " over what both recorded (" + part + ")") << ": "
       << str(result, "run_a") << " and " << str(result, "run_b") << " ("
       << str(result, "threads_compared") << " thread(s) compared)\n";
     print_warnings(o, result);
     print_notes(o, result);
+    // Only a part of each run was recorded: the runs may differ in the rest.
+    if (!part.empty())
+      o << "  next:     only that part of the runs was compared; they may differ outside it: "
+           "record both again with "
+        << (part.find("--steps") != std::string::npos ? "a --steps window further on (or none)"
+            : part.find("--ops") != std::string::npos ? "other --ops (or none)"
+                                                      : "a larger --ring (or none)")
+        << " to look there\n";
     // Values not compared: the runs may still differ in them, which the next pass can tell.
     if (!result.value("values_compared", true))
       o << "  next:     the values were not compared; to compare them, record both again with "
