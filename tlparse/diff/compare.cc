@@ -5768,8 +5768,24 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     };
     if (d.value("cause", std::string()) != "rng" && cause("value_after_structure") != "rng" &&
         cause("next") != "rng") {
-      for (json& st : result["settings"])
-        if (st.value("key", "") == "seed") st["note"] = "no random op differs up to the divergence";
+      // A seed the program set (torch draws a 64-bit one where it sets none) often seeds
+      // Python's random and NumPy too (worker_init_fn, seed_everything): what they draw is a
+      // Python number or NumPy data, an argument or an input, a branch taken.
+      auto set_by_program = [](const json& v) {
+        const std::string text = v.is_string() ? v.get<std::string>() : "";
+        return !text.empty() && text.size() <= 10 &&
+               std::strtoull(text.c_str(), nullptr, 10) < (1ull << 32);
+      };
+      const std::string c = d.value("cause", std::string());
+      for (json& st : result["settings"]) {
+        if (st.value("key", "") != "seed") continue;
+        st["note"] = "no random op differs up to the divergence";
+        if ((c == "arguments" || c == "external_input" || c == "structure") &&
+            set_by_program(st.value("a", json())) && set_by_program(st.value("b", json())))
+          st["note"] =
+              "no torch random op differs up to the divergence; Python's random or "
+              "NumPy, where the program seeds them with it, may have drawn what differs";
+      }
     }
   }
   for (const auto* run : {&a, &b})

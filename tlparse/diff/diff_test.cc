@@ -1709,6 +1709,35 @@ TEST_CASE("settings that differ are listed, a database never closed gets a note 
   CHECK(killed["notes"][0].get<std::string>().rfind("B's process 0 (pid 42) did not close", 0) == 0);
 }
 
+TEST_CASE(
+    "a seed the program set may have seeded Python's random: said where a Python value differs") {
+  using T = Recorder::T;
+  auto write = [](const std::string& seed, const std::string& scale) {
+    return write_ops(
+        [=](Recorder& r) {
+          r.op("aten::mul", {T{10}}, {T{mix(10, scale == "1.07" ? 1 : 2)}}, {{"other", scale}}, 0,
+               0, kNoSeq, 5);
+        },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("seed", seed);
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  auto seed_note = [](const json& r) {
+    for (const json& st : r["settings"])
+      if (st["key"] == "seed") return st.value("note", std::string());
+    return std::string("(no seed line)");
+  };
+  json r = compare(write("1000", "1.07"), write("1005", "1.04"));
+  CHECK(first(r)["cause"] == "arguments");
+  CHECK(seed_note(r) ==
+        "no torch random op differs up to the divergence; Python's random or NumPy, "
+        "where the program seeds them with it, may have drawn what differs");
+  // Seeds torch drew (the program set none): nothing else was seeded from them.
+  r = compare(write("67280421310721", "1.07"), write("9218172912731273", "1.04"));
+  CHECK(seed_note(r) == "no random op differs up to the divergence");
+}
+
 TEST_CASE("a run ended by a signal, differing command lines and --internal-ops are named") {
   using T = Recorder::T;
   auto write = [](const std::string& arg, const std::string& ending) {
