@@ -2548,6 +2548,19 @@ void note_collective(Pair& p, const OpRecord& a, json& out) {
       break;
     }
   }
+  // Inside the collective's own work (DDP copying its all-reduced bucket into the gradients):
+  // what it reads the collective wrote, outside the recorded ops. Another rank's values, far
+  // likelier than a kernel of this one computing otherwise.
+  if (!via.empty() && cause == "nondeterministic") {
+    out["cause"] = "external_input";
+    out["collective"] = via;
+    out["detail"] = "every recorded input is the same but the output differs, inside " + via +
+                    ": the values come from the other ranks, written outside the recorded ops; "
+                    "another rank that differs is the cause (diff the whole run directories to "
+                    "compare every rank); if none does: " +
+                    out.value("detail", std::string());
+    return;
+  }
   constexpr int64_t kLookBack = 4096;
   for (int64_t t = a.tidx - 1; via.empty() && t >= 0 && t >= a.tidx - kLookBack; --t) {
     auto o = p.a.reader->op_at(p.a.thread, t);

@@ -3581,6 +3581,33 @@ TEST_CASE("processes left out of the comparison are named with their pid and com
                                "second)") != std::string::npos);
 }
 
+TEST_CASE(
+    "an output that differs from equal inputs inside DDP's all-reduce is another rank's values") {
+  using T = Recorder::T;
+  // One rank's database: DDP's reducer copies the all-reduced bucket (written by the
+  // collective, not recorded) into a gradient; the other rank's data differed.
+  auto write = [](uint64_t reduced, const std::string& scope_name) {
+    return write_ops(
+        [=](Recorder& r) {
+          const int64_t scope = r.op(scope_name, {T{10}}, {}, {}, 0, 0, kNoSeq, 17);
+          r.op("aten::copy_", {T{11}, T{12}}, {T{reduced}}, {}, 0, 1, scope, 17);
+        },
+        [](tdbg::tracer::Writer& w) { w.set_meta("rank", "0/2"); });
+  };
+  json d = first(compare(write(20, "torch.distributed.ddp.reducer::copy_bucket_to_grad"),
+                         write(21, "torch.distributed.ddp.reducer::copy_bucket_to_grad")));
+  CHECK(d["a"]["op"] == "aten::copy_");
+  CHECK(d["cause"] == "external_input");
+  const std::string detail = d["detail"];
+  CHECK(detail.rfind("every recorded input is the same but the output differs, inside DDP's "
+                     "gradient all-reduce (torch.distributed.ddp.reducer::copy_bucket_to_grad "
+                     "around it): the values come from the other ranks",
+                     0) == 0);
+  // Not inside a collective: a kernel computing otherwise.
+  d = first(compare(write(20, "my_scope"), write(21, "my_scope")));
+  CHECK(d["cause"] == "nondeterministic");
+}
+
 TEST_CASE("a collective that overwrites a differing tensor heals it, views of it included") {
   using T = Recorder::T;
   // DDP: rank 1 inits its parameters from another seed; the parameters are flattened (views,
