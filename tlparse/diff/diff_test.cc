@@ -4744,6 +4744,20 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
     CHECK(r["first_nonfinite"]["op"] == "aten::to");
   }
 
+  SECTION("an Inf read only through a view Python reads (.tolist()) is no masked start") {
+    // y = x * 10 overflows; `y.tolist()` reads it through resolve_conj's view: the program
+    // saw the Inf, no op made finite values of it.
+    json r = nonfinite([&](Recorder& r) {
+      T y{uint64_t(12)};
+      y.inf = 1;
+      const int64_t mul = r.op("aten::mul", {T{11}}, {y}, {{"other", "10"}}, 0, 0, kNoSeq, 3);
+      y.producer = mul;
+      r.op("aten::resolve_conj", {y}, {view(13, mul)}, {}, 0, 0, kNoSeq, 4);
+    });
+    CHECK(r["status"] == "nonfinite");
+    CHECK(r["first_nonfinite"]["op"] == "aten::mul");
+  }
+
   SECTION("an Inf masked on purpose is passed over and so are Inf starts under --nan-only") {
     // Each step: `deg.pow(-0.5)` makes Inf of zero degrees, `masked_fill` removes it; at
     // step 2 a division makes NaN of finite values, which no later op reads.

@@ -549,11 +549,16 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       return false;
     }
     if (!reads && !reads_test) return true;
+    // Whether it made finite values of its own from them: a reader that only passes a view on
+    // (`resolve_conj` before `.tolist()`, `flatten`) masks nothing; the view's readers may.
+    bool made_finite = false;
     for (const TensorRecord& t : o.tensors) {
       if (t.role != TensorRole::kOutput || t.hash == 0) continue;
       const bool floating = hashing::dtype_is_floating(t.dtype);
       if (reads && floating && !(t.summary.valid && tensor_comparable(t))) {
         live.insert(t.hash);  // a view of it holds its values
+      } else if (reads && floating) {
+        made_finite = true;
       } else if (t.dtype == hashing::DType::kBool || (reads_test && !floating)) {
         tests.insert(t.hash);  // a test, or a count of one (`isnan(x).sum()`)
       } else if (reads && !floating) {
@@ -561,7 +566,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
         return false;
       }
     }
-    if (reads && masked_by.empty()) masked_by = strings.text(o.name) + " (seq " + std::to_string(o.seq) + ")";
+    if (reads && made_finite && masked_by.empty())
+      masked_by = strings.text(o.name) + " (seq " + std::to_string(o.seq) + ")";
     return true;
   });
   TDBG_RETURN_IF_ERROR(st);
