@@ -1715,10 +1715,12 @@ double rounding_level_difference(const json& tensor, bool reorder = false) {
 }
 
 // Whether `a` and `b` have an output whose values both recorded.
-bool has_compared_output(const OpRecord& a, const OpRecord& b) {
+// Whether the pair has an output compared by its values (hashed or known, not a view).
+bool has_value_output(const OpRecord& a, const OpRecord& b) {
   for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k)
     if (a.tensors[k].role == TensorRole::kOutput && tensor_comparable(a.tensors[k]) &&
-        tensor_comparable(b.tensors[k]))
+        tensor_comparable(b.tensors[k]) && a.tensors[k].status != tracer::TensorStatus::kView &&
+        b.tensors[k].status != tracer::TensorStatus::kView)
       return true;
   return false;
 }
@@ -1857,9 +1859,10 @@ class Growth {
     if (compared_ > 1 && output_differs && c.output < 0) later_beyond_rounding_ = true;
     // Whether the difference went on through this op: an output differs that its inputs made
     // differ (not its own arguments or generator alone), or differing inputs leave the
-    // recording through an op with no output compared (`.item()` into Python).
+    // recording through an op with no output compared (`.item()` into Python), or pass on as
+    // views (`a[0].item()`: a view's hash is not its values, its readers are not compared).
     if ((output_differs && (c.input >= 0 || (c.arg < 0 && !c.rng))) ||
-        (c.input >= 0 && !has_compared_output(a, b)))
+        ((c.input >= 0 || c.view >= 0) && !has_value_output(a, b)))
       ++carried_;
     StepRow& row = step_row(a.step);
     ++row.ops;

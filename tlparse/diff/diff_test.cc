@@ -5080,7 +5080,7 @@ TEST_CASE("a difference that reaches no other op's output is said to change no r
   // clamped to the same value in both runs. `leaks`: the clamp's output differs too, or
   // `item`: the coefficient is read into Python; `hash_mode`: the recording's.
   struct Variant {
-    bool leaks = false, item = false;
+    bool leaks = false, item = false, view_item = false;
     std::string hash_mode = "all";
   };
   auto run = [](const std::string& threshold, const Variant& v) {
@@ -5092,6 +5092,14 @@ TEST_CASE("a difference that reaches no other op's output is said to change no r
             const int64_t coef = r.op("aten::mul", {T{10}}, {T{b ? 21u : 20u}}, {{"other", threshold}}, 0, 0, kNoSeq, 5);
             r.op("aten::clamp", {T{b ? 21u : 20u, coef}}, {T{v.leaks && b ? 31u : 30u}}, {{"max", "1"}}, 0, 0, kNoSeq, 5);
             if (v.item) r.op("aten::_local_scalar_dense", {T{b ? 21u : 20u, coef}}, {}, {}, 0, 0, kNoSeq, 6);
+            if (v.view_item) {  // coef[0].item(): read through a view
+              T view{b ? 61u : 60u, kNoSeq, "", TensorStatus::kView};
+              view.summary = false;
+              const int64_t select =
+                  r.op("aten::select", {T{b ? 21u : 20u, coef}}, {view}, {}, 0, 0, kNoSeq, 6);
+              view.producer = select;
+              r.op("aten::_local_scalar_dense", {view}, {}, {}, 0, 0, kNoSeq, 6);
+            }
             for (int k = 0; k < 10; ++k) r.op("aten::add", {T{40u + k}}, {T{50u + k}}, {}, 0, 0, kNoSeq, 7);
           }
         },
@@ -5103,12 +5111,15 @@ TEST_CASE("a difference that reaches no other op's output is said to change no r
   REQUIRE(d["contained"].is_object());
   const std::string text = tdbg::diff::format_divergence(r);
   CHECK(text.find("arguments; it reaches no other op's output (work, not results)\n") != std::string::npos);
-  CHECK(text.find("the difference reaches no other op's output, and no result changes") != std::string::npos);
-  Variant leaks, item, outputs;
+  CHECK(text.find("the difference reaches no other op's output (what Python reads of a tensor "
+                  "without an op, such as .tolist(), .numpy() or torch.save, is not seen)") !=
+        std::string::npos);
+  Variant leaks, item, view_item, outputs;
   leaks.leaks = true;
   item.item = true;
+  view_item.view_item = true;
   outputs.hash_mode = "outputs";
-  for (const Variant& v : {leaks, item, outputs}) {
+  for (const Variant& v : {leaks, item, view_item, outputs}) {
     CAPTURE(v.leaks, v.item, v.hash_mode);
     json other = compare(run("1", v), run("2", v));
     CHECK_FALSE(first(other).contains("contained"));

@@ -812,8 +812,8 @@ std::string format_divergence(const json& result) {
     if (contained.is_object())
       o << "  values:   every output that differs, to the end (" << str(contained, "pairs")
         << " pairs compared), was made from the same inputs by an op whose own argument or "
-           "generator differs: the difference reaches no other op's output, and no result "
-           "changes\n";
+           "generator differs: the difference reaches no other op's output (what Python reads "
+           "of a tensor without an op, such as .tolist(), .numpy() or torch.save, is not seen)\n";
   } else {
     const json& side = a.is_object() ? a : b;
     // One run stopped early (a signal, a crash): say so first, it is the answer.
