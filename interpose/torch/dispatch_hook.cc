@@ -234,10 +234,15 @@ OpInfo* build_info_locked(const std::string& key, const std::string& name,
     const auto op = c10::Dispatcher::singleton().findOp(schema->operator_name());
     info->inplace_view = op && op->hasTag(at::Tag::inplace_view) && !resizes(name);
     using c10::DispatchKey;
+    // (A structured kernel's functional form has a CompositeExplicitAutogradNonFunctional
+    // kernel for backends without one of their own, beside its CPU and CUDA kernels: on those
+    // it is a backend kernel, which `sort.stable` is, filling its output after a `copy_`.)
     info->composite =
-        op && (op->hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) ||
-               op->hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutograd) ||
-               op->hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutogradNonFunctional));
+        op &&
+        (op->hasKernelForDispatchKey(DispatchKey::CompositeImplicitAutograd) ||
+         op->hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutograd) ||
+         op->hasKernelForDispatchKey(DispatchKey::CompositeExplicitAutogradNonFunctional)) &&
+        !op->hasKernelForAnyDispatchKey(c10::DispatchKeySet({DispatchKey::CPU, DispatchKey::CUDA}));
     const auto& args = schema->arguments();
     info->returns = schema->returns().size();
     info->varargs = schema->is_vararg() || schema->is_varret();

@@ -937,9 +937,17 @@ def case_internal_ops():
             y = torch.nn.functional.linear(torch.ones(3, 8), w)
             d, mask = torch.native_dropout(torch.ones(64), 0.5, True)
         z = c.sum()
+        v, i = torch.sort(torch.tensor([3., 1., 2., 5., 4.]))
     """
     default = run_python(code).db()
     full = run_python(code, env={"TDBG_INTERNAL_OPS": "1"}).db()
+    # The values an op returns are recorded alike: sort's kernel copies its input into the
+    # output (an internal op) and sorts it in place after, unseen.
+    sorted_hashes = [set(row[0] for row in con.execute(
+        "select t.hash from op_view o join tensor_view t on t.op = o.seq "
+        "where o.name = 'aten::sort' and t.role = 'output'")) for con in (default, full)]
+    check(len(sorted_hashes[0]) == 2 and sorted_hashes[0] == sorted_hashes[1],
+          "sort's outputs hash alike with and without TDBG_INTERNAL_OPS: %s" % sorted_hashes)
 
     def children(con, name):
         return [one(con, "select count(*) from op_view where parent = ?", seq)[0]
