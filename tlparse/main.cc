@@ -98,8 +98,28 @@ int main(int argc, char** argv) {
     for (char& c : what)
       if (c == '\n') c = ' ';
     // `tdbg record --stacks 0 -- ...`: an on/off option's value given as a word of its own.
-    if (command == "tdbg record" && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr &&
-        what.find(": -") == std::string::npos) {
+    // `tdbg record --hash -o RUN`: an option that takes a value took the next option as it,
+    // which leaves that option's own value stray.
+    std::string took_option;
+    if (command == "tdbg record" && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      CLI::App* record = nullptr;
+      for (CLI::App* sub : app.get_subcommands({}))
+        if (sub->get_name() == "record") record = sub;
+      for (int i = 2; record && i + 1 < parsed_argc && took_option.empty(); ++i) {
+        const std::string name = argv[i], next = argv[i + 1];
+        if (name.rfind("-", 0) != 0 || name.find('=') != std::string::npos ||
+            next.rfind("-", 0) != 0)
+          continue;
+        const CLI::Option* opt = record->get_option_no_throw(name);
+        if (opt && opt->get_type_size_min() > 0)
+          took_option = name + " took " + next + " as its value: give it a value of its own (" +
+                        name + (name.rfind("--", 0) == 0 ? "=" : " ") + "VALUE)";
+      }
+    }
+    if (!took_option.empty()) {
+      what += "; " + took_option;
+    } else if (command == "tdbg record" && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr &&
+               what.find(": -") == std::string::npos) {
       // Name the option given before the stray word: `--quiet 1` reads `--quiet=1`.
       std::string option = "--stacks", value = "0", example = "e.g. ";
       const size_t colon = what.find(": ");

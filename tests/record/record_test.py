@@ -357,6 +357,14 @@ def case_bad_options():
               and f"not expected: {stray};" in result.stderr and hint in result.stderr
               and "hi" not in result.stderr and result.stdout == "",
               f"{flags}: status {result.returncode}, error {result.stderr!r}")
+    # An option given no value takes the next option as its value: said so, not the on/off hint.
+    run = fresh("bad")
+    result = subprocess.run([TDBG, "record", "--hash", "-o", run, "--", "/bin/echo", "hi"],
+                            capture_output=True, text=True)
+    check(result.returncode == 2 and result.stderr.count("\n") == 1
+          and "--hash took -o as its value: give it a value of its own (--hash=VALUE)" in result.stderr
+          and "on/off" not in result.stderr,
+          f"--hash with no value: status {result.returncode}, error {result.stderr!r}")
     # Words after `--` belong to the program, `--` and option names included.
     result = subprocess.run([TDBG, "record", "--no-stacks", "-o", fresh("dashes"), "--", "/bin/echo",
                              "a", "--", "--stacks", "1"], capture_output=True, text=True)
