@@ -593,10 +593,12 @@ void add_record_command(CLI::App& app) {
       ->check(whole_number())                                                    \
       ->capture_default_str();
 // `-q` as well for --quiet, as people type it.
-#define FLAG_ADD_BOOL(name, doc)                                                                  \
-  cmd->add_flag(std::string(std::strcmp(#name, "quiet") == 0 ? "-q," : "") + "--" +                \
-                    option_name(#name) + ",!--no-" + option_name(#name),                          \
-                options->config.name, std::string(doc) + (options->config.name ? " [on]" : " [off]"));
+#define FLAG_ADD_BOOL(name, doc)                                                    \
+  cmd->add_flag(std::string(std::strcmp(#name, "quiet") == 0 ? "-q," : "") + "--" + \
+                    option_name(#name) + ",!--no-" + option_name(#name),            \
+                options->config.name,                                               \
+                std::string(doc) + (options->config.name ? " [on]" : " [off]"))     \
+      ->check(boolean_word());
 #define FLAG(type, name, def, doc)      \
   if (std::strcmp(#name, "out") != 0) { \
     FLAG_ADD_##type(name, doc)          \

@@ -4,12 +4,13 @@
 // and prints errors as one line on stderr: "tdbg <command>: <file>: <problem>".
 #pragma once
 
+#include <strings.h>
+
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace tdbg::cli {
 
@@ -71,6 +72,18 @@ inline CLI::Validator whole_number() {
       [](std::string& text) -> std::string {
         long long value = 0;
         return whole_number_error(text, &value);
+      },
+      "");
+}
+
+// An on/off flag's value (`--stacks=0`): the words TDBG_* variables take, as the hook reads
+// them (CLI11 alone reads any number as on).
+inline CLI::Validator boolean_word() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        for (const char* word : {"1", "0", "true", "false", "yes", "no", "on", "off"})
+          if (strcasecmp(text.c_str(), word) == 0) return "";
+        return "want 1/0, true/false, yes/no or on/off";
       },
       "");
 }

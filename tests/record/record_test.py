@@ -337,7 +337,8 @@ def case_bad_options():
     for flags in (["--hash", "some"], ["--steps", "10:5"], ["--steps", "x"], ["--ops", "("],
                   ["--ring", "-1"], ["--ring", "abc"], ["--ring", "99999999999999999999"],
                   ["--flush-ms", "1e3"], ["--steps", "1:99999999999999999999"], ["--bogus-flag"],
-                  ["--stacks", "--no-stacks"], ["--modules", "--modules", "--no-modules"]):
+                  ["--stacks", "--no-stacks"], ["--modules", "--modules", "--no-modules"],
+                  ["--quiet=2"], ["--stacks=maybe"]):
         run = fresh("bad")
         result = subprocess.run([TDBG, "record"] + flags + ["-o", run, "--", "/bin/true"],
                                 capture_output=True, text=True)
