@@ -83,7 +83,7 @@ inline CLI::Validator boolean_word() {
       [](std::string& text) -> std::string {
         for (const char* word : {"1", "0", "true", "false", "yes", "no", "on", "off"})
           if (strcasecmp(text.c_str(), word) == 0) return "";
-        return "want 1/0, true/false, yes/no or on/off";
+        return "want 1/0, true/false, yes/no or on/off, not " + text;
       },
       "");
 }
