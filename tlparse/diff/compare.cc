@@ -5661,10 +5661,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     return path.substr(path.find_last_of('/') + 1);  // npos + 1 == 0: the whole path
   };
+  bool different_programs = false;
   if (!a.processes.empty() && !b.processes.empty()) {
     const std::string pa = program_of(*a.processes[0]), pb = program_of(*b.processes[0]);
     auto known = [](const std::string& p) { return !p.empty() && p.rfind("python", 0) != 0; };
-    if (known(pa) && known(pb) && pa != pb)
+    different_programs = known(pa) && known(pb) && pa != pb;
+    if (different_programs)
       warnings.push_back("the runs are of different programs (A " + pa + ", B " + pb +
                          "): every difference may come from the programs being other code");
   }
@@ -6018,9 +6020,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         }
       }
     }
-    // (Not when that run is one database given alone: its workers may just not be given.)
-    const bool loaded_elsewhere =
-        loader_workers > 0 && !fewer_has_workers && !fewer.processes.empty() && !fewer.one_database;
+    // (Not when that run is one database given alone: its workers may just not be given; nor
+    // for another program, which may have no DataLoader at all.)
+    const bool loaded_elsewhere = loader_workers > 0 && !fewer_has_workers &&
+                                  !fewer.processes.empty() && !fewer.one_database &&
+                                  !different_programs;
     // Either way the changes are the dataset's ops, run in another process: what they leave
     // differs by where it ran, and a pair of "values left" from them compares unrelated tensors.
     if ((loaded_elsewhere || other_counts) && result["first_divergence"].is_object())

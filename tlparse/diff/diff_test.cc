@@ -3525,6 +3525,31 @@ TEST_CASE("a DataLoader worker's difference after the main process's earlier one
         std::string::npos);
 }
 
+TEST_CASE(
+    "a run with DataLoader workers against another program is not said to load in its main "
+    "process") {
+  using T = Recorder::T;
+  auto ops = [](Recorder& r) { r.op("aten::mm", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 30); };
+  auto one = [&](const std::string& script) {
+    return write_processes({Process{
+        "100", "1", "", 1000, ops, "0", {{"cmdline", "[\"python3\", \"" + script + "\"]"}}}});
+  };
+  const std::string loading = write_processes(
+      {Process{"100", "1", "", 1000, ops, "0", {{"cmdline", R"(["python3", "dl.py"])"}}},
+       Process{"101", "100", "0/2", 2000, ops, "0", {{"cmdline", R"(["python3", "dl.py"])"}}}});
+  auto said = [](const json& r) {
+    for (const json& w : r.value("warnings", json::array()))
+      if (w.get<std::string>().find("loads its DataLoader's batches in its main process") !=
+          std::string::npos)
+        return true;
+    return false;
+  };
+  CHECK(said(compare(one("dl.py"), loading)));
+  const json other = compare(one("ddp.py"), loading);
+  CHECK_FALSE(said(other));
+  CHECK(other["warnings"].dump().find("different programs") != std::string::npos);
+}
+
 TEST_CASE("DataLoader workers as many in both runs are not said to load other batches each") {
   // Two workers in both runs; B's second worker loads another item (a data bug, a dropped
   // last batch): the workers load the same batches in both, so no note says otherwise.
