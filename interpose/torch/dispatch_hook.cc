@@ -1070,6 +1070,17 @@ std::optional<TrackedTensor> output_of_nested_op(const OpContext* ctx, const at:
   return known;
 }
 
+// A tensor a collective writes (its result, maybe still in flight): not known until an op
+// reads it, but remembered as written by the collective, so that the reader that hashes it
+// names the collective as its producer: the values it brought in are the collective's.
+void remember_collective_result(const at::Tensor& t, int64_t collective) {
+  TrackedTensor pending;
+  pending.status = TensorStatus::kNotHashed;
+  pending.pending = true;
+  pending.producer = collective;
+  g_tensors.remember(t, pending);
+}
+
 void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::Tensor& t,
                    uint16_t index, tracer::OpRecord* op, uint64_t* content) {
   TensorRecord rec;
@@ -1097,7 +1108,7 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
       // reads it (which runs after the wait), never here.
       rec.status = TensorStatus::kNotHashed;
       rec.reason = intern_literal(ts, w, "collective result: hashed when next used");
-      g_tensors.forget(t);
+      remember_collective_result(t, ctx->seq);
     } else if (settings().hash == HashMode::kNone) {
       rec.status = TensorStatus::kSkipped;
     } else if (info->storage_source) {
@@ -1763,7 +1774,7 @@ void end_op(const at::RecordFunction& fn, OpContext* ctx) {
     }
     if (ctx->info->collective)
       for (size_t i = ctx->inputs_begin; i < ctx->inputs_end; ++i)
-        g_tensors.forget(ts.inputs[i].tensor);
+        remember_collective_result(ts.inputs[i].tensor, ctx->seq);
     remember_forward(fn, ctx);
   }
   // The innermost op's inputs are the last range (an op ending out of order leaves its own

@@ -1276,6 +1276,7 @@ def case_collective():
         mul = first_op(con, "aten::mul", seq)
         use = tensors(con, mul[0], "input")
         check(use[0][1] == "hashed", "the next reader hashes the reduced tensor: %s" % use)
+        check(use[0][3] == seq, "the reduced tensor's producer is the all-reduce: %s" % (use,))
         check(use[0][2] != before[0][2], "the reduced value differs from the rank's own input")
         reduced.append(use[0][2])
         ranks.append(dict(con.execute("select key, value from meta")).get("rank"))

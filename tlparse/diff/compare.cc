@@ -1955,7 +1955,7 @@ class Growth {
   // running statistics under another momentum), or values absorbed (`relu` of other negative
   // numbers). Kept for a few ops, with the steps where they differ.
   void add_kept_inputs(const OpRecord& a, const OpRecord& b, const std::string& name,
-                       bool from_change) {
+                       bool from_change, const std::string& collective) {
     // Nested in an op kept already (`batch_norm` → `native_batch_norm`): the same inputs.
     const bool nested = std::find(kept_seqs_.begin(), kept_seqs_.end(), a.parent) != kept_seqs_.end();
     kept_seqs_.push_back(a.seq);
@@ -1967,9 +1967,11 @@ class Growth {
       if (kept_.size() == kMaxKept) return;
       kept_.push_back({name, {}, a.step, a.step, 0});
       it = std::prev(kept_.end());
+      it->collective = collective;
     }
     ++it->pairs;
     it->from_change = it->from_change && from_change;
+    if (it->collective != collective) it->collective.clear();
     it->last_step = a.step;
     for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
       const TensorRecord& ta = a.tensors[k];
@@ -2027,13 +2029,16 @@ class Growth {
     std::set<int> inputs;  // tensor input indices that differ in some pair
     int64_t first_step = 0, last_step = 0, pairs = 0;
     bool from_change = true;  // every differing input was made by a structural change's ops
+    std::string collective;   // the collective that wrote every differing input, if one did
   };
   json kept_json() const {
     json out = json::array();
-    for (const KeptInputs& k : kept_)
+    for (const KeptInputs& k : kept_) {
       out.push_back({{"op", k.name}, {"inputs", k.inputs}, {"first_step", k.first_step},
                      {"last_step", k.last_step}, {"pairs", k.pairs},
                      {"from_change", k.from_change}});
+      if (!k.collective.empty()) out.back()["collective"] = k.collective;
+    }
     return out;
   }
   static constexpr size_t kMaxSteps = 1000;
@@ -3379,10 +3384,20 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           // Inputs made after the divergence by ops not paired with each other: the
           // structural change's ops made them (not state changed in place).
           bool from_change = false;
+          // The collective that wrote a differing input (an all_reduce's result, hashed by its
+          // first reader): another rank's values, or the collective's own arguments.
+          std::string collective;
+          bool all_collective = true;
           for (size_t k = 0; k < e.a->tensors.size() && k < e.b->tensors.size(); ++k) {
             const TensorRecord& ta = e.a->tensors[k];
             const TensorRecord& tb = e.b->tensors[k];
             if (ta.role != TensorRole::kInput || ta.hash == tb.hash) continue;
+            const std::optional<OpRecord> writer =
+                ta.producer == tracer::kNoSeq ? std::nullopt : p.a.reader->op(ta.producer);
+            if (writer && (writer->flags & tracer::kOpCollective))
+              collective = p.a.strings.text(writer->name);
+            else
+              all_collective = false;
             if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq) continue;
             const bool before_a = ta.producer < split_seq_a, before_b = tb.producer < split_seq_b;
             if (before_a && before_b) continue;
@@ -3395,7 +3410,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
             auto made = paired_seq.find(ta.producer);
             if (made == paired_seq.end() || made->second != tb.producer) from_change = true;
           }
-          growth.add_kept_inputs(*e.a, *e.b, p.a.strings.text(e.a->name), from_change);
+          growth.add_kept_inputs(*e.a, *e.b, p.a.strings.text(e.a->name), from_change,
+                                 all_collective ? collective : std::string());
         }
         ++pairs_compared;
       } else {

@@ -3633,6 +3633,46 @@ TEST_CASE(
   CHECK(d["cause"] == "nondeterministic");
 }
 
+TEST_CASE("a collective's result, hashed where read, is named where it differs or holds NaN") {
+  using T = Recorder::T;
+  // A metric all-reduced (SUM in A, MAX in B), then read by item: the reader's input is the
+  // collective's result, its producer.
+  auto write = [](const std::string& op, uint64_t reduced, int64_t nan) {
+    return write_ops([=](Recorder& r) {
+      r.next_flags = tdbg::tracer::kOpCollective;
+      T result{0, kNoSeq, "", TensorStatus::kNotHashed};
+      result.reason = "collective result: hashed when next used";
+      const int64_t all_reduce =
+          r.op("c10d::allreduce_", {T{10, kNoSeq, ""}}, {result}, {{"op", op}}, 0, 0, kNoSeq, 42);
+      T read{reduced, all_reduce, ""};
+      read.nan = nan;
+      r.op("aten::item", {read}, {}, {}, 0, 0, kNoSeq, 44);
+      if (nan > 0) {
+        T mean{40, kNoSeq, ""};
+        mean.nan = nan;
+        r.op("aten::div", {read}, {mean}, {{"other", "2"}}, 0, 0, kNoSeq, 45);
+      }
+      for (int k = 0; k < 4; ++k)
+        r.op("aten::mul", {T{20u + k}}, {T{30u + k}}, {}, 0, 0, kNoSeq, 45);
+    });
+  };
+  const std::string text =
+      tdbg::diff::format_divergence(compare(write("SUM", 11, 0), write("MAX", 12, 0)));
+  INFO(text);
+  CHECK(text.find("no differing output made them: the collective c10d::allreduce_ wrote them") !=
+        std::string::npos);
+  // NaN in what the other ranks sent: it came in through the collective.
+  auto run = tdbg::tracer::Run::Open(write("SUM", 11, 1));
+  REQUIRE(run.ok());
+  auto found = tdbg::diff::first_nonfinite(*run, {});
+  REQUIRE(found.ok());
+  const json& r = *found;
+  REQUIRE(r["status"] == "nonfinite");
+  CHECK(r["first_nonfinite"]["op"] == "aten::div");
+  CHECK(r["first_nonfinite"]["entered"] == "input");
+  CHECK(r["first_nonfinite"]["collective"]["op"] == "c10d::allreduce_");
+}
+
 TEST_CASE("a collective that overwrites a differing tensor heals it, views of it included") {
   using T = Recorder::T;
   // DDP: rank 1 inits its parameters from another seed; the parameters are flattened (views,

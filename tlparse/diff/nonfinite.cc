@@ -188,6 +188,10 @@ class Tracker {
   // recorded op produced (then `entry()` says which). Remembers the non-finite tensors `op`
   // passes on either way.
   Verdict judge(const OpRecord& op) {
+    if (op.flags & tracer::kOpCollective) {
+      if (collectives_.size() > (1u << 16)) collectives_.clear();  // bounded
+      collectives_.insert(op.seq);
+    }
     std::vector<Open>& open = open_[op.thread];
     while (!open.empty() && open.back().depth >= op.depth) open.pop_back();
     Nonfinite enclosing;
@@ -220,9 +224,13 @@ class Tracker {
       // Hashed where read after a recorded op wrote into it through a view (`buf[:8] = x` into
       // a torch.empty buffer), while no op has passed NaN on yet: that op's output held none,
       // so the NaN is in the part no recorded op wrote.
+      // A collective's result, hashed where first read: what the other ranks sent, data from
+      // outside this process as much as data no recorded op made.
+      const bool from_collective =
+          t.producer != tracer::kNoSeq && collectives_.count(t.producer) > 0;
       const bool in_part = v.nan && !carried_.nan && t.status == tracer::TensorStatus::kHashed &&
-                           t.producer != tracer::kNoSeq && !dropped;
-      if ((t.producer == tracer::kNoSeq || dropped || in_part) && !unknown &&
+                           t.producer != tracer::kNoSeq && !dropped && !from_collective;
+      if ((t.producer == tracer::kNoSeq || dropped || in_part || from_collective) && !unknown &&
           seen_.find(t.hash) == seen_.end()) {
         external |= v;
         from_dropped = from_dropped || (dropped && v.nan);
@@ -374,6 +382,7 @@ class Tracker {
   const NonfiniteOptions& options_;
   int64_t skipped_ = 0;
   std::unordered_map<uint64_t, Nonfinite> seen_;
+  std::unordered_set<int64_t> collectives_;  // the collective ops judged so far (their seqs)
   // Outputs without values recorded (views) of ops that read values a ring dropped.
   std::unordered_set<uint64_t> views_of_dropped_;
   std::unordered_map<tracer::StringId, Nonfinite> literals_;
@@ -757,14 +766,19 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   // NaN in an input no recorded op made, of the shape and dtype a collective returned shortly
   // before (a hand-written dist.all_reduce, whose result is hashed only when next read): it
   // came in with the values of the ranks that collective gathered.
+  // (Recordings since 2026-12-06 name the collective as the producer of its result.)
   if (entry == "input") {
     const TensorRecord* held = nullptr;
-    for (const TensorRecord& t : op.tensors)
-      if (t.role == TensorRole::kInput && t.producer == tracer::kNoSeq && t.summary.valid &&
-          t.summary.nan_count > 0)
-        held = &t;
     std::optional<OpRecord> collective;
-    if (held)
+    for (const TensorRecord& t : op.tensors) {
+      if (t.role != TensorRole::kInput || !t.summary.valid || t.summary.nan_count == 0) continue;
+      if (t.producer == tracer::kNoSeq) {
+        held = &t;
+      } else if (auto made = r.op(t.producer); made && (made->flags & tracer::kOpCollective)) {
+        collective = made;
+      }
+    }
+    if (held && !collective)
       (void)r.scan_ops(std::nullopt, std::max<int64_t>(0, op.seq - 4096), op.seq, true,
                        [&](const OpRecord& o) {
                          if (strings.text(o.name).rfind("c10d::", 0) != 0) return true;

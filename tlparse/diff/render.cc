@@ -277,10 +277,20 @@ void print_kept_inputs(std::ostringstream& o, const json& g) {
     o << ")";
   }
   bool all_from_change = true;
-  for (const json& row : kept)
-    if (row.value("first_step", int64_t{0}) < first_output)
-      all_from_change = all_from_change && row.value("from_change", false);
-  if (all_from_change)
+  std::string collective;  // the collective that wrote them all, if one did
+  bool all_collective = true;
+  for (const json& row : kept) {
+    if (row.value("first_step", int64_t{0}) >= first_output) continue;
+    all_from_change = all_from_change && row.value("from_change", false);
+    const std::string c = str(row, "collective");
+    all_collective = all_collective && !c.empty() && (collective.empty() || c == collective);
+    collective = c;
+  }
+  if (all_collective && !collective.empty())
+    o << "\n            no differing output made them: the collective " << collective
+      << " wrote them (its result, hashed where first read): other ranks' values or the "
+         "collective's own arguments differ\n";
+  else if (all_from_change)
     o << "\n            no differing output made them: the ops only one run ran (the structural "
          "change) made them\n";
   else
