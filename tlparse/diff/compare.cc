@@ -2452,6 +2452,31 @@ void explain_nondeterministic(json& d,
 // a draw another thread made while an op drew changes that op's numbers after its state was
 // read). With another seed no state repeats. Said in `d`'s detail, when its op is random and
 // its cause is its generator state ("rng") or a different output from the same state.
+// With several optimizers, the ops of the first iteration after the first optimizer's first
+// step() count as step 1 (docs/recording.md, steps): a divergence among them is said to be in
+// the first iteration, for a user who reads "step 1" as the loop's second pass (a GAN's
+// generator update of iteration 0). Several optimizers show as more step regions in step 1
+// (the other's first step, then a step of each) than in step 0.
+void note_first_iteration_step(json& d, const tracer::Run& run) {
+  const json& side = d.value("a", json());
+  const size_t p = d.value("process", size_t{0});
+  if (!side.is_object() || side.value("step", int64_t{-1}) != 1 || p >= run.processes.size())
+    return;
+  int64_t at0 = 0, at1 = 0, first_start = INT64_MAX, first_end = tracer::kNoSeq;
+  for (const tracer::RegionRecord& g : run.processes[p]->regions()) {
+    if (g.kind != tracer::RegionKind::kStep || g.step > 1) continue;
+    if (g.step == 0) {
+      ++at0;
+    } else if (++at1, g.start_seq < first_start) {
+      first_start = g.start_seq;
+      first_end = g.end_seq;
+    }
+  }
+  const int64_t seq = side.value("seq", int64_t{-1});
+  if (at1 < 2 || at1 <= at0 || first_end == tracer::kNoSeq || seq < 0 || seq > first_end) return;
+  d["first_iteration"] = true;
+}
+
 void explain_shared_generator(json& d, const tracer::Run& a, const tracer::Run& b) {
   const std::string cause = d.value("cause", "");
   const json& op = d.value("a", json());
@@ -5878,6 +5903,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     }
     explain_nondeterministic(first, kernel_settings, threads);
     explain_shared_generator(first, a, b);
+    note_first_iteration_step(first, a);
     if (first.contains("value_after_structure") && first["value_after_structure"].is_object()) {
       json& v = first["value_after_structure"];
       // A structural change whose first value difference is a module's train/eval mode (a

@@ -1738,6 +1738,52 @@ TEST_CASE(
   CHECK(seed_note(r) == "no random op differs up to the divergence");
 }
 
+TEST_CASE(
+    "with two optimizers, a divergence in step 1 before the second's first step ends is the first "
+    "iteration's") {
+  using T = Recorder::T;
+  // A GAN: iteration k steps D, then G. D's first step ends step 0, so iteration 0's G update
+  // counts as step 1, with all of iteration 1. `lr_at`: the op whose lr differs in B.
+  auto write = [](int lr_at, bool gan, bool b) {
+    return write_ops(
+        [=](Recorder& r) {
+          const int64_t steps[] = {0, 1, 1, 1, 2};
+          for (int k = 0; k < 5; ++k) {
+            r.step = gan ? steps[k] : k;
+            const std::string lr = b && k == lr_at ? "0.002" : "0.001";
+            r.op("aten::addcdiv_", {T{uint64_t(10 + k)}},
+                 {T{uint64_t(b && k >= lr_at ? 40 + k : 20 + k)}}, {{"value", lr}}, 0, 0, kNoSeq,
+                 31);
+          }
+        },
+        [=](tdbg::tracer::Writer& w) {
+          // One step region per op: D, G, D, G, D with a GAN; one optimizer's otherwise.
+          const int64_t steps[] = {0, 1, 1, 1, 2};
+          for (uint32_t k = 0; k < 5; ++k) {
+            tdbg::tracer::RegionRecord step;
+            step.id = k + 1;
+            step.name = w.intern("Optimizer.step#Adam.step");
+            step.kind = tdbg::tracer::RegionKind::kStep;
+            step.start_seq = step.end_seq = k;
+            step.step = gan ? steps[k] : k;
+            w.append_region(step);
+          }
+        });
+  };
+  json r = compare(write(1, true, false), write(1, true, true));
+  CHECK(first(r)["a"]["step"] == 1);
+  CHECK(first(r)["first_iteration"] == true);
+  CHECK(tdbg::diff::format_divergence(r).find(
+            "  step:     step 1 here is still the training loop's first "
+            "iteration") != std::string::npos);
+  // Iteration 1's G update, after the second optimizer's first step: step 1 as it reads.
+  CHECK_FALSE(
+      first(compare(write(3, true, false), write(3, true, true))).contains("first_iteration"));
+  // One optimizer: step 1 is the second iteration.
+  CHECK_FALSE(
+      first(compare(write(1, false, false), write(1, false, true))).contains("first_iteration"));
+}
+
 TEST_CASE("a run ended by a signal, differing command lines and --internal-ops are named") {
   using T = Recorder::T;
   auto write = [](const std::string& arg, const std::string& ending) {

@@ -126,6 +126,10 @@ void print_value(std::ostringstream& o, const json& d) {
   } else {
     o << "  where:    " << where_text(!source_a && source_b ? b : a) << "\n";
   }
+  if (d.value("first_iteration", false))
+    o << "  step:     step 1 here is still the training loop's first iteration: with several "
+         "optimizers, the ops after the first optimizer's first step() up to the end of "
+         "another's first step() count as step 1; a window holding it is --steps 0:2\n";
   // Another line of the same function in the same file (or a copy of it, by name): another
   // path through it, or an edit that moved its lines (then the ops before moved by as much).
   auto base = [](const json& side) {
