@@ -41,8 +41,13 @@ def worker(rank, args):
         if rank == args.nan_rank and step == 2:
             logged = logged * float("nan")  # MARK:nan
         dist.all_reduce(logged, op=metric_op)  # MARK:metric
+        # Kept alive until the next step: torch 1.13 hangs one run in four in
+        # destroy_process_group when Python drops an all-reduced tensor before gloo's worker
+        # thread has released it (the worker then needs the GIL that the process group's
+        # destructor holds), with or without tdbg.
+        reduced = logged
         if args.nan_rank >= 0:
-            logged = logged / 2  # the mean over the ranks
+            logged = reduced / 2  # the mean over the ranks
         metric.append("%.9g" % logged.item())
     os.write(1, ("rank %d losses %s metric %s\n" % (rank, " ".join(losses), " ".join(metric))).encode())  # one write
     dist.destroy_process_group()
