@@ -3417,8 +3417,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
             const TensorRecord& ta = e.a->tensors[k];
             const TensorRecord& tb = e.b->tensors[k];
             if (ta.role != TensorRole::kInput || ta.hash == tb.hash) continue;
+            // (Looked up only for an input hashed where read with a producer, as a collective's
+            // result is: a carried input, most of them, needs no read of the database.)
             const std::optional<OpRecord> writer =
-                ta.producer == tracer::kNoSeq ? std::nullopt : p.a.reader->op(ta.producer);
+                ta.producer == tracer::kNoSeq || ta.status != tracer::TensorStatus::kHashed
+                    ? std::nullopt
+                    : p.a.reader->op(ta.producer);
             if (writer && (writer->flags & tracer::kOpCollective))
               collective = p.a.strings.text(writer->name);
             else
