@@ -6123,10 +6123,22 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   {
     // The same recording named twice (a typo in a script's second path): identical, as it
     // must be, but not a comparison of two runs.
+    // Also a run directory and its only database (`RUN` and `RUN/vm-1.sqlite`): the same
+    // databases on each side.
+    auto databases = [](const tracer::Run& run) {
+      std::set<std::filesystem::path> paths;
+      for (const auto& r : run.processes) {
+        std::error_code ec;
+        paths.insert(std::filesystem::weakly_canonical(r->path(), ec));
+        if (ec) return std::set<std::filesystem::path>();
+      }
+      return paths;
+    };
     std::error_code ec_a, ec_b;
     const std::filesystem::path pa = std::filesystem::weakly_canonical(a.path, ec_a);
     const std::filesystem::path pb = std::filesystem::weakly_canonical(b.path, ec_b);
-    if (!ec_a && !ec_b && pa == pb)
+    const std::set<std::filesystem::path> da = databases(a);
+    if ((!ec_a && !ec_b && pa == pb) || (!da.empty() && da == databases(b)))
       result["warnings"].push_back("A and B are the same recording (" + a.path +
                                    "): it is compared with itself");
   }

@@ -338,6 +338,10 @@ TEST_CASE("identical runs are identical, found with a handful of chain probes") 
   CHECK(self["status"] == "identical");
   REQUIRE(self["warnings"].size() == 1);
   CHECK(self["warnings"][0].get<std::string>().rfind("A and B are the same recording", 0) == 0);
+  // A run directory and its only database.
+  json dir = compare(fs::path(a).parent_path().string(), a);
+  REQUIRE(dir["warnings"].size() == 1);
+  CHECK(dir["warnings"][0].get<std::string>().rfind("A and B are the same recording", 0) == 0);
 }
 
 TEST_CASE("a copy damaged between the ops bisection reads is never called identical") {
