@@ -188,6 +188,17 @@ bool wait_for_left_writers(const std::string& run_dir, bool quiet, std::chrono::
 
 StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) {
   std::error_code ec;
+  if (dir.empty()) return Status::Error("-o names no folder: give the run directory's path");
+  // A folder inside another run's (its databases' readers would not see this run, and
+  // removing that run would take this one with it).
+  const fs::path target = fs::weakly_canonical(dir, ec);
+  for (fs::path p = target.parent_path(); !ec && !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p / kRunManifest, ec))
+      return Status::Error(dir + ": is inside the run folder " + p.string() +
+                           ": name a folder outside it");
+    if (p == p.parent_path()) break;
+  }
+  ec.clear();
   fs::file_status status = fs::status(dir, ec);
   if (fs::exists(status) && !fs::is_directory(status))
     return Status::Error(dir + ": exists and is not a directory");

@@ -358,6 +358,16 @@ def case_bad_options():
               and f"not expected: {stray};" in result.stderr and hint in result.stderr
               and "hi" not in result.stderr and result.stdout == "",
               f"{flags}: status {result.returncode}, error {result.stderr!r}")
+    # A run folder inside another run's, or no folder named: refused before the program runs.
+    outer = fresh("outer_run")
+    record(outer, ["/bin/true"], capture_output=True)
+    for out, said in ((os.path.join(outer, "inner"), "is inside the run folder"),
+                      ("", "-o names no folder")):
+        result = subprocess.run([TDBG, "record", "-o", out, "--", "/bin/echo", "hi"],
+                                capture_output=True, text=True)
+        check(result.returncode == 2 and said in result.stderr and result.stdout == ""
+              and not os.path.exists(os.path.join(outer, "inner")),
+              f"-o {out!r}: status {result.returncode}, error {result.stderr!r}")
     # An option given no value takes the next option as its value: said so, not the on/off hint.
     run = fresh("bad")
     result = subprocess.run([TDBG, "record", "--hash", "-o", run, "--", "/bin/echo", "hi"],
