@@ -5441,6 +5441,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                {"rank", a.processes[index_a]->meta("rank")},
                {"worker", a.processes[index_a]->meta("worker")},
                {"who", process_json(a, index_a).value("who", std::string())},
+               {"forked_at_step", process_json(a, index_a).value("forked_at_step", json())},
                {"kind", best_at.kind == Located::kStructure ? "structure" : "value"},
                {"op", o ? json(strings.text(o->name)) : json(nullptr)},
                {"seq", o ? json(o->seq) : json(nullptr)},

@@ -3556,9 +3556,14 @@ TEST_CASE("a DataLoader worker's difference after the main process's earlier one
   // The main process draws another sampler permutation at step 3 (op 9); its worker, whose
   // ops all count as step 0, then loads other items (later by the clock).
   auto run = [](bool forgot_set_epoch) {
-    return write_processes(
-        {{"100", "1", "", 1000, linear_ops(12, forgot_set_epoch ? 9 : -1)},
-         {"101", "100", "0/1", 50000, linear_ops(3, forgot_set_epoch ? 1 : -1)}});
+    return write_processes({{"100", "1", "", 1000, linear_ops(12, forgot_set_epoch ? 9 : -1)},
+                            {"101",
+                             "100",
+                             "0/1",
+                             50000,
+                             linear_ops(3, forgot_set_epoch ? 1 : -1),
+                             "",
+                             {{"forked_at_step", "3"}}}});
   };
   json r = compare(run(false), run(true));
   json d = first(r);
@@ -3569,10 +3574,10 @@ TEST_CASE("a DataLoader worker's difference after the main process's earlier one
   CHECK(d["other_processes"][0]["process"] == 1);
   CHECK(d["other_processes"][0]["worker"] == "0/1");
   CHECK(tdbg::diff::format_divergence(r).find(
-            "also:     process 1 (DataLoader worker 0/1) differs later, from aten::linear (seq 1, "
-            "step 0): most likely a consequence (a DataLoader worker loads the items its parent's "
-            "sampler picks, with a seed from its parent's generator)") !=
-        std::string::npos);
+            "also:     process 1 (DataLoader worker 0/1, forked at step 3) differs later, from "
+            "aten::linear (seq 1): most likely a consequence (a DataLoader worker loads the items "
+            "its parent's "
+            "sampler picks, with a seed from its parent's generator)") != std::string::npos);
 }
 
 TEST_CASE(

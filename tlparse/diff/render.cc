@@ -923,9 +923,16 @@ std::string format_divergence(const json& result) {
   for (size_t k = 0; k < others.size() && k < 4; ++k) {
     const json& x = others[k];
     const std::string rank = str(x, "rank"), worker = str(x, "worker"), who = str(x, "who");
-    o << "  also:     process " << str(x, "process") << (who.empty() ? "" : " (" + who + ")")
+    // A fork child counts its steps from 0: the parent's step at the fork says which one it is
+    // (a DataLoader's workers of an epoch), and its own step says nothing.
+    const std::string forked = str(x, "forked_at_step");
+    std::string label = who;
+    if (!forked.empty())
+      label += (label.empty() ? "" : ", ") + std::string("forked at step ") + forked;
+    o << "  also:     process " << str(x, "process") << (label.empty() ? "" : " (" + label + ")")
       << " differs later, " << (str(x, "kind") == "structure" ? "structurally " : "") << "from "
-      << str(x, "op") << " (seq " << str(x, "seq") << ", step " << str(x, "step");
+      << str(x, "op") << " (seq " << str(x, "seq")
+      << (forked.empty() && worker.empty() ? ", step " + str(x, "step") : "");
     const std::string own = str(x, "own_cause");
     if (own == "arguments")
       o << "): a cause of its own: an argument differs over the same inputs, which no other "
