@@ -5437,11 +5437,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const OpRecord* in_a = best->a.cursor.at(best_at.i);
       const OpRecord* o = in_a ? in_a : best->b.cursor.at(best_at.j);
       Strings& strings = in_a ? best->a.strings : best->b.strings;
+      const json named = process_json(a, index_a);
       brief = {{"process", a.shown(index_a)},  // as `tdbg show --process` numbers it
                {"rank", a.processes[index_a]->meta("rank")},
                {"worker", a.processes[index_a]->meta("worker")},
-               {"who", process_json(a, index_a).value("who", std::string())},
-               {"forked_at_step", process_json(a, index_a).value("forked_at_step", json())},
+               {"who", named.value("who", std::string())},
+               {"forked_at_step", named.value("forked_at_step", json())},
                {"kind", best_at.kind == Located::kStructure ? "structure" : "value"},
                {"op", o ? json(strings.text(o->name)) : json(nullptr)},
                {"seq", o ? json(o->seq) : json(nullptr)},
