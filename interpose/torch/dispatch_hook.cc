@@ -1307,7 +1307,7 @@ bool in_step_window(int64_t step) {
 // steps are its own count) the ops' callback stays on, and `start_op` tells each op's window.
 // Ops that began while it was off are not seen, nor what they nest; one that began while it
 // was on still ends through it.
-at::CallbackHandle g_ops_callback = 0;  // 0: one callback for everything, always on
+at::CallbackHandle g_ops_callback = 0;  // set only with a window (0: the ops' callback stays on)
 std::mutex g_ops_callback_mutex;
 bool g_ops_callback_on = true;
 std::atomic<bool> g_ops_callback_pinned{false};
