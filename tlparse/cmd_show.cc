@@ -118,10 +118,9 @@ void print_held(const tracer::Reader& r, diff::Strings& strings, bool ended_abno
     const std::string ring = r.meta("ring");
     line = "holds ops " + std::to_string(first->seq) + " to " + std::to_string(last->seq) +
            " (steps " + std::to_string(first->step) + " to " + std::to_string(last->step) + "): " +
-           (ring.empty() || ring == "0" ? "the earlier ones were trimmed (a bundle's window)"
-                                        : "--ring " + ring +
-                                              " kept the last ops, the earlier ones "
-                                              "were dropped");
+           (ring.empty() || ring == "0"
+                ? "the earlier ones were trimmed (a bundle's window)"
+                : "--ring " + ring + " kept the last ops, the earlier ones were dropped");
   }
   if (ended_abnormally) {
     // Named by its top-level op: the line the program was at.
