@@ -351,9 +351,21 @@ bool any_database(const std::string& run_dir) {
 void warn_empty_selection(const interpose::Config& config, const std::string& run_dir) {
   if (config.quiet) return;
   if (!any_database(run_dir)) {
+    // A hook library named by hand that is not there: no process could be recorded, whether
+    // it loaded torch or not (the preload said so in each).
+    const char* hook = std::getenv("TDBG_TORCH_LIB");
+    std::error_code ec;
+    if (hook != nullptr && *hook != '\0' && !fs::exists(hook, ec)) {
+      std::fprintf(stderr,
+                   "tdbg record: nothing was recorded in %s: TDBG_TORCH_LIB=%s names no file, so "
+                   "tdbg's torch hook could not be loaded into any process\n",
+                   run_dir.c_str(), hook);
+      return;
+    }
     std::fprintf(stderr,
                  "tdbg record: no process of the program loaded torch: nothing was recorded in "
-                 "%s (tdbg records the processes that load libtorch)\n",
+                 "%s (tdbg records the processes that load libtorch; where it could not load its "
+                 "hook into one, it said so above)\n",
                  run_dir.c_str());
     return;
   }

@@ -69,6 +69,14 @@ def case_exit_status():
     # Nothing recorded is said, after the program, and again by the tool that reads the run.
     check("no process of the program loaded torch: nothing was recorded" in result.stderr,
           f"record says nothing was recorded: {result.stderr!r}")
+    # A hook library named by hand that is not there: said, not "no process loaded torch".
+    result = subprocess.run([TDBG, "record", "-o", fresh("no_hook"), "--", "/bin/true"],
+                            capture_output=True, text=True,
+                            env=dict(os.environ, TDBG_TORCH_LIB="/nonexistent/libhook.so"))
+    check(result.returncode == 0
+          and "TDBG_TORCH_LIB=/nonexistent/libhook.so names no file" in result.stderr
+          and "no process of the program loaded torch" not in result.stderr,
+          f"a missing TDBG_TORCH_LIB is named: {result.stderr!r}")
     diff = subprocess.run([TDBG, "diff", run, run], capture_output=True, text=True)
     check(diff.returncode == 2 and "no process of the recorded program loaded torch" in diff.stderr,
           f"diff says why the run holds nothing (exit {diff.returncode}): {diff.stderr!r}")
