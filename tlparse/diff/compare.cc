@@ -1714,7 +1714,6 @@ double rounding_level_difference(const json& tensor, bool reorder = false) {
   return largest > 0 && largest <= limit ? largest : -1;
 }
 
-// Whether `a` and `b` have an output whose values both recorded.
 // Whether the pair has an output compared by its values (hashed or known, not a view).
 bool has_value_output(const OpRecord& a, const OpRecord& b) {
   for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k)
@@ -1965,9 +1964,8 @@ class Growth {
                            [&](const KeptInputs& k) { return k.name == name; });
     if (it == kept_.end()) {
       if (kept_.size() == kMaxKept) return;
-      kept_.push_back({name, {}, a.step, a.step, 0});
+      kept_.push_back({name, {}, a.step, a.step, 0, true, collective});
       it = std::prev(kept_.end());
-      it->collective = collective;
     }
     ++it->pairs;
     it->from_change = it->from_change && from_change;
@@ -2445,13 +2443,6 @@ void explain_nondeterministic(json& d,
   }
 }
 
-// Random ops on several threads of one process that draw from one generator (the default
-// one, shared by every thread): which thread draws first changes from run to run, so with the
-// same seed an op gets other numbers. Told by the generator states recorded: where threads
-// take turns in another order, both runs hold the same states, at other ops (or most of them:
-// a draw another thread made while an op drew changes that op's numbers after its state was
-// read). With another seed no state repeats. Said in `d`'s detail, when its op is random and
-// its cause is its generator state ("rng") or a different output from the same state.
 // With several optimizers, the ops of the first iteration after the first optimizer's first
 // step() count as step 1 (docs/recording.md, steps): a divergence among them is said to be in
 // the first iteration, for a user who reads "step 1" as the loop's second pass (a GAN's
@@ -2467,7 +2458,10 @@ void note_first_iteration_step(json& d, const tracer::Run& run) {
     if (g.kind != tracer::RegionKind::kStep || g.step > 1) continue;
     if (g.step == 0) {
       ++at0;
-    } else if (++at1, g.start_seq < first_start) {
+      continue;
+    }
+    ++at1;
+    if (g.start_seq < first_start) {
       first_start = g.start_seq;
       first_end = g.end_seq;
     }
@@ -2477,6 +2471,13 @@ void note_first_iteration_step(json& d, const tracer::Run& run) {
   d["first_iteration"] = true;
 }
 
+// Random ops on several threads of one process that draw from one generator (the default
+// one, shared by every thread): which thread draws first changes from run to run, so with the
+// same seed an op gets other numbers. Told by the generator states recorded: where threads
+// take turns in another order, both runs hold the same states, at other ops (or most of them:
+// a draw another thread made while an op drew changes that op's numbers after its state was
+// read). With another seed no state repeats. Said in `d`'s detail, when its op is random and
+// its cause is its generator state ("rng") or a different output from the same state.
 void explain_shared_generator(json& d, const tracer::Run& a, const tracer::Run& b) {
   const std::string cause = d.value("cause", "");
   const json& op = d.value("a", json());

@@ -221,13 +221,13 @@ class Tracker {
       // (Or a view, made by a held op, of such an input: `aten::t` of a dropped op's output.)
       unknown_from_dropped = unknown_from_dropped ||
                              (unknown && (dropped || (t.hash != 0 && views_of_dropped_.count(t.hash))));
-      // Hashed where read after a recorded op wrote into it through a view (`buf[:8] = x` into
-      // a torch.empty buffer), while no op has passed NaN on yet: that op's output held none,
-      // so the NaN is in the part no recorded op wrote.
       // A collective's result, hashed where first read: what the other ranks sent, data from
       // outside this process as much as data no recorded op made.
       const bool from_collective =
           t.producer != tracer::kNoSeq && collectives_.count(t.producer) > 0;
+      // Hashed where read after a recorded op wrote into it through a view (`buf[:8] = x` into
+      // a torch.empty buffer), while no op has passed NaN on yet: that op's output held none,
+      // so the NaN is in the part no recorded op wrote.
       const bool in_part = v.nan && !carried_.nan && t.status == tracer::TensorStatus::kHashed &&
                            t.producer != tracer::kNoSeq && !dropped && !from_collective;
       if ((t.producer == tracer::kNoSeq || dropped || in_part || from_collective) && !unknown &&

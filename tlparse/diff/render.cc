@@ -1084,9 +1084,8 @@ std::string format_nonfinite(const json& result) {
       o << "the database begins in step " << step << ", so record again with a --steps window "
         << "that starts before it (--steps K:" << step + 1 << " with K < " << step
         << ", or from 0 with --ops matching the loss's op (--ops loss matches the ops named "
-           "*loss*: "
-           "mse_loss, nll_loss, cross_entropy_loss), for a cheap "
-           "pass that finds the step) to find where\n";
+           "*loss*: mse_loss, nll_loss, cross_entropy_loss), for a cheap pass that finds the "
+           "step) to find where\n";
     } else {
       o << "record again with --steps around an earlier step to find where\n";
     }
