@@ -3129,8 +3129,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // A collective writes its first tensor argument in place (broadcast_, allreduce_: what it
   // receives; allgather_: its outputs), whatever its schema says.
   constexpr uint32_t kWritesInput0 = tracer::kOpInplace | tracer::kOpCollective;
+  // The op that overwrote the last live tensor: what healed the difference (in A).
+  json healed_by;
   auto track_live = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c) {
-    if (a.flags & kWritesInput0) {
+    if ((a.flags & kWritesInput0) && !live.empty()) {
       for (const TensorRecord& t : a.tensors) {
         if (t.role != TensorRole::kInput || t.index != 0) continue;
         if (tensor_comparable(t)) {
@@ -3145,6 +3147,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
             break;
           }
         }
+      }
+      if (live.empty()) {
+        healed_by = op_brief_json(*p.a.reader, p.a.strings, a);
       }
     }
     // Differing outputs, and differing inputs no compared op made (data from outside, a
@@ -3166,6 +3171,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     }
   };
   int64_t same_run = 0, same_from_seq = -1, same_from_step = 0;
+  // Where the runs are the same again, and the op that made them so.
+  auto healed_json = [&] {
+    json h = {{"seq_a", same_from_seq}, {"step", same_from_step}, {"ops_same", same_run}};
+    if (!healed_by.is_null()) h["by"] = healed_by;
+    return h;
+  };
   int64_t pairs_compared = 0, pairs_differing = 0;
   // Whether the last structural change replaced ops up to both ends (every later op changed
   // shape: another batch size), where "no paired value differs" says little.
@@ -3199,7 +3210,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         (c->arg >= 0 || (c->rng && first_cause != "rng"))) {
       json v;
       describe_value(p, *a, *b, *c, where.kind == Located::kStructure, v);
-      v["healed"] = {{"seq_a", same_from_seq}, {"step", same_from_step}, {"ops_same", same_run}};
+      v["healed"] = healed_json();
       next_divergence = std::move(v);
     }
     if (next_divergence.is_null()) {
@@ -3276,12 +3287,15 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (!first_event && track_healing && next_divergence.is_null() && live.empty() &&
           same_run >= kHealedOps) {
         const HunkStart hs = hunk_start(p, e.hunk);
-        next_divergence = {{"kind", "structure"}, {"cause", "structure"}, {"detail", hs.text},
+        next_divergence = {{"kind", "structure"},
+                           {"cause", "structure"},
+                           {"detail", hs.text},
                            {"a", hs.a ? op_json(*p.a.reader, p.a.strings, *hs.a) : json(nullptr)},
                            {"b", hs.b ? op_json(*p.b.reader, p.b.strings, *hs.b) : json(nullptr)},
-                           {"tensor", nullptr}, {"argument", nullptr}, {"rng", nullptr},
-                           {"healed", {{"seq_a", same_from_seq}, {"step", same_from_step},
-                                       {"ops_same", same_run}}}};
+                           {"tensor", nullptr},
+                           {"argument", nullptr},
+                           {"rng", nullptr},
+                           {"healed", healed_json()}};
       }
       if (!first_event) note_difference(nullptr, nullptr, nullptr);
       if (e.hunk.a_begin == e.hunk.a_end) note_inserted(p.b, e.hunk.b_begin, e.hunk.b_end, inserted_parent_b);
@@ -3678,8 +3692,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     out["healed"] = out["next"]["healed"];
   } else if (track_healing && live.empty() && same_run >= kHealedOps && complete) {
     // Every op from there to the end of both threads is the same.
-    out["healed"] = {{"seq_a", same_from_seq}, {"step", same_from_step}, {"ops_same", same_run},
-                     {"to_end", true}};
+    out["healed"] = healed_json();
+    out["healed"]["to_end"] = true;
     if (repeats > 0) out["healed"]["repeats"] = repeats;
   } else {
     out["healed"] = nullptr;

@@ -3756,6 +3756,11 @@ TEST_CASE("a collective that overwrites a differing tensor heals it, views of it
   CHECK(d["cause"] == "rng");
   REQUIRE(d["healed"].is_object());
   CHECK(d["healed"]["to_end"] == true);
+  // The copy of the received values into the parameter overwrote the last differing tensor.
+  CHECK(d["healed"]["by"]["op"] == "aten::copy_");
+  CHECK(d["healed"]["by"]["seq"] == 4);
+  const std::string text = tdbg::diff::format_divergence(compare(rank1(7), rank1(8)));
+  CHECK(text.find("healed by aten::copy_ at ") != std::string::npos);
 }
 
 TEST_CASE("an argument difference against a run without hashes does not vouch for the inputs") {

@@ -666,6 +666,16 @@ void print_notes(std::ostringstream& o, const json& result) {
 
 }  // namespace
 
+// " by OP at FILE:LINE (seq N)": the op that overwrote the last tensor that differed, when
+// the diff knows it.
+std::string healed_by_text(const json& healed) {
+  const json& by = healed.value("by", json());
+  if (!by.is_object()) return "";
+  const std::string source = str(by, "source");
+  return " by " + str(by, "op") + (source.empty() ? "" : " at " + source) + " (seq " +
+         str(by, "seq") + ")";
+}
+
 // The headline's ending when the first difference healed: what it made was overwritten.
 std::string healed_suffix(const json& d) {
   const json& healed = d.value("healed", json());
@@ -680,7 +690,8 @@ std::string healed_suffix(const json& d) {
   // An argument that changed no tensor of its op, nor any op after it.
   if (str(d, "kind") != "structure" && !d.value("tensor", json()).is_object())
     return "; it changes no value: every tensor is the same in both runs to the end";
-  return "; healed: the same again from seq " + str(healed, "seq_a") + " to the end";
+  return "; healed" + healed_by_text(healed) + ": the same again from seq " + str(healed, "seq_a") +
+         " to the end";
 }
 
 std::string work_not_results(const json& d) {
@@ -702,13 +713,16 @@ void print_healing(std::ostringstream& o, const json& d) {
   // An argument that differs while every tensor of the op is the same (a clamp bound no value
   // reaches): no value ever differed, so none was overwritten.
   const bool no_value_differed = str(d, "kind") != "structure" && !d.value("tensor", json()).is_object();
+  const std::string by = healed_by_text(healed);
+  const std::string last_by = by.empty() ? "" : ", the last" + by;
   if (healed.value("to_end", false)) {
     o << "to the end, all " << str(healed, "ops_same") << " op(s) compared are the same in both "
       << "runs: "
       << (no_value_differed
               ? "the op's tensors are the same in both runs, so what differs changed no value"
               : "every tensor that differed was overwritten with the same values (as when "
-                "loaded weights replace a random init), and it changed nothing after");
+                "loaded weights replace a random init)" +
+                    last_by + ", and it changed nothing after");
     if (healed.value("repeats", int64_t{0}) > 0)
       o << "; the same argument differs again at " << str(healed, "repeats")
         << " later call(s) of the op, changing no value there either";
@@ -716,8 +730,9 @@ void print_healing(std::ostringstream& o, const json& d) {
     return;
   }
   o << "on, " << str(healed, "ops_same") << " op(s) were the same in both runs: "
-    << (no_value_differed ? "the op's tensors are the same in both runs, so what differs changed no value"
-                          : "what this difference made was overwritten with the same values")
+    << (no_value_differed
+            ? "the op's tensors are the same in both runs, so what differs changed no value"
+            : "what this difference made was overwritten with the same values" + last_by)
     << "\n";
   const json& next = d.value("next", json());
   if (!next.is_object()) return;
