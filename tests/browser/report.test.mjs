@@ -148,7 +148,11 @@ test('a first difference that healed is said to have changed nothing after it', 
   const text = await page.textContent('#healed');
   assert.match(text, new RegExp(`^Healed: from seq ${healed.seq_a} \\(step \\d+\\) to the end, all ${healed.ops_same} op\\(s\\)`));
   // The headline says it too, as `tdbg diff`'s first line does.
-  assert.equal(await page.textContent('#status-healed'), `; healed: the same again from seq ${healed.seq_a} to the end`);
+  // With the op that overwrote the difference, as the diff names it.
+  assert.ok(healed.by && healed.by.op, `the diff names what healed it: ${JSON.stringify(healed)}`);
+  const by = ` by ${healed.by.op}${healed.by.source ? " at " + healed.by.source : ""} (seq ${healed.by.seq})`;
+  assert.equal(await page.textContent('#status-healed'), `; healed${by}: the same again from seq ${healed.seq_a} to the end`);
+  assert.ok(text.includes(`the last${by}`), text);
   assert.deepEqual(seen.errors, []);
 });
 
@@ -327,6 +331,42 @@ test('the first non-finite value says why and shows the inputs, as tdbg nan does
   assert.ok(f.module && card.includes(f.module), `the module ${f.module} is on the card: ${card}`);
   for (const e of f.enclosing || []) assert.ok(card.includes(e.op), `the enclosing ${e.op} is on the card`);
   assert.deepEqual(seen.errors, []);
+});
+
+test('a NaN the program masks is reported as tdbg nan reports it, not as all finite', async () => {
+  const dir = join(work, 'masked');
+  mkdirSync(dir);
+  const script = join(dir, 'masked.py');
+  // log: NaN masked by where, with a finite gradient (no start). sqrt: the same mask, but
+  // backward multiplies the masked NaN derivative by 0 (NaN in the weights).
+  writeFileSync(script, [
+    'import sys, torch',
+    'torch.manual_seed(0)',
+    'm = torch.nn.Linear(8, 8)',
+    'h = m(torch.randn(16, 8))',
+    'f = torch.log if sys.argv[1] == "log" else torch.sqrt',
+    'torch.where(h > 0, f(h), torch.zeros_like(h)).mean().backward()',
+    ''].join('\n'));
+  for (const [fn, status] of [['log', 0], ['sqrt', 1]]) {
+    const run = recordTorch(dir, fn, script, [fn]);
+    const nan = spawnSync(tdbg, ['nan', run], { encoding: 'utf8' });
+    assert.equal(nan.status, status, nan.stdout + nan.stderr);
+    const masked = nan.stdout.split('\n').filter(l => l.startsWith('  masked:')).map(l => l.replace(/^  masked:\s*/, ''));
+    assert.ok(masked.length > 0, `tdbg nan lists what was masked: ${nan.stdout}`);
+    const { page, seen } = await openPage(makeReport(dir, run));
+    const card = await page.textContent('#nonfinite');
+    assert.ok(!card.includes('Every recorded value is finite'), card);
+    for (const line of masked) assert.ok(card.includes(line), `the report says "${line}": ${card}`);
+    if (fn === 'log') {
+      assert.match(await page.textContent('#nonfinite .nan-finite'), /^No NaN or Inf starts in .* masked/);
+    } else {
+      assert.match(await page.textContent('#nonfinite .nan-masked'), /backward then made NaN/);
+    }
+    // A report of one run links no divergence section.
+    assert.equal(await page.locator('#nav a[href="#divergence"]').count(), 0);
+    assert.equal(await page.locator('#nav a[href="#nonfinite"]').count(), 1);
+    assert.deepEqual(seen.errors, []);
+  }
 });
 
 test('a run full of HTML and script payloads executes nothing and shows them as text', async () => {

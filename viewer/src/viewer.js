@@ -165,7 +165,7 @@
         fd.kind && fd.kind !== fd.cause ? [' (', fd.kind, ' difference)'] : null,
         fd.healed && fd.healed.to_end ? h('span', { id: 'status-healed' }, fd.kind !== 'structure' && !fd.tensor
           ? '; it changes no value: every tensor is the same in both runs to the end'
-          : '; healed: the same again from seq ' + fmt(fd.healed.seq_a) + ' to the end')
+          : '; healed' + healedBy(fd.healed) + ': the same again from seq ' + fmt(fd.healed.seq_a) + ' to the end')
           : fd.healed && fd.next && (fd.next.a || fd.next.b) ? h('span', { id: 'status-healed' }, '; healed, then diverged again at ' +
             (fd.next.a || fd.next.b).op + ' (seq ' + fmt((fd.next.a || fd.next.b).seq) + ')') : null,
         // Whether the change touches results at all, as the diff's headline says it.
@@ -286,6 +286,12 @@
   }
   // A first difference that healed (what it made was overwritten), and the new divergence
   // after it, as `tdbg diff` words them.
+  // " by OP at SOURCE (seq N)": the op that overwrote the last differing tensor, as the diff says.
+  function healedBy(healed) {
+    const by = healed && healed.by;
+    if (!by || typeof by !== 'object') return '';
+    return ' by ' + by.op + (by.source ? ' at ' + srcText(by.source) : '') + ' (seq ' + fmt(by.seq) + ')';
+  }
   function healing(fd) {
     if (fd.values_same && typeof fd.values_same === 'object') {
       return h('p', { id: 'values-same' }, h('strong', null, 'Values: '),
@@ -308,7 +314,8 @@
         'from seq ' + fmt(healed.seq_a) + ' (step ' + fmt(healed.step) + ') to the end, all ' + fmt(healed.ops_same) +
         ' op(s) compared are the same in both runs: ' + (fd.kind !== 'structure' && !fd.tensor
           ? 'the op\'s tensors are the same in both runs, so what differs changed no value.'
-          : 'every tensor that differed was overwritten with the same values, and it changed nothing after.'));
+          : 'every tensor that differed was overwritten with the same values' + (healed.by ? ', the last' + healedBy(healed) : '') +
+            ', and it changed nothing after.'));
     }
     const next = fd.next;
     if (!next || !(next.a || next.b)) return null;
@@ -407,6 +414,9 @@
   function nonfinite() {
     const items = (data.nonfinite || []).map((n, i) => {
       const r = runs[i] || { label: '?' };
+      // What `tdbg nan` prints for this run: the report says what the command line says.
+      const said = String((data.nonfinite_text || [])[i] || '').split('\n');
+      const labelled = (label) => said.filter(l => l.startsWith('  ' + label + ':')).map(l => l.replace(/^  [a-z]+:\s*/, ''));
       if (n && n.status === 'unchecked') {
         return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
           h('p', null, 'Not checked: ' + n.reason + '.'));
@@ -416,6 +426,14 @@
         return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
           h('p', null, 'Non-finite from before step ' + step + ': ' + fmt(n.carried) + ' op(s) from step ' + step +
             ' on hold NaN or Inf that ' + fmt(n.skipped) + ' start(s) before it passed on, and none starts there.'));
+      }
+      if (n && n.status === 'finite' && said[0].startsWith('finite: ')) {
+        // The starts the program masked or an op cleaned, listed as `tdbg nan` lists them.
+        const listed = said.slice(1).filter(l => /^  [a-z]+:/.test(l)).map(l => l.trim());
+        const head = said[0].replace(/^finite: /, '');
+        return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
+          h('p', { class: 'nan-finite' }, head.charAt(0).toUpperCase() + head.slice(1)),
+          listed.length ? h('pre', { class: 'nan-listed' }, listed.join('\n')) : null);
       }
       if (!n || n.status !== 'nonfinite' || !n.first_nonfinite) {
         // Each op passed over counted once, as what it is (as `tdbg nan` words it).
@@ -433,7 +451,6 @@
       }
       const f = n.first_nonfinite;
       // The cause and the inputs as `tdbg nan` words them.
-      const said = String((data.nonfinite_text || [])[i] || '').split('\n');
       const causeLine = said.find(l => l.startsWith('  cause:'));
       const inputLines = said.filter(l => /^  (input \d+|output \d+|args):/.test(l)).map(l => l.trim());
       return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
@@ -444,6 +461,8 @@
             // The ops it ran inside, innermost first, as `tdbg nan` prints them.
             (f.enclosing || []).length ? ['inside', (f.backward ? 'backward: ' : '') + f.enclosing.map(e => e.op).reverse().join(' < ')]
               : f.backward ? ['in', 'backward'] : null,
+            // The cause as `tdbg nan` words it, with its advice; the words below where it has none.
+            causeLine ? ['why', h('span', { class: 'nan-cause' }, causeLine.replace(/^  cause:\s*/, ''))] :
             f.entered === 'uninitialized' ? ['cause', 'NaN entered here from uninitialized memory: an input read memory that an op of the empty family returned and no recorded op wrote (torch.empty where zeros were meant), unless the program filled it outside torch\'s ops'] :
             f.entered === 'dropped' ? ['cause', 'NaN entered the recording here: an input holds NaN made before the first op the recording holds (a --ring kept the last ops); it started earlier'] :
             f.entered ? ['cause', 'NaN entered here through ' + (f.entered === 'input' ? 'an input that no recorded op produced' : 'a NaN argument' + (f.argument ? ' (' + f.argument.name + ' = ' + f.argument.value + ')' : '')) + '; no op made it from finite values'] : null,
@@ -451,7 +470,8 @@
               (s.source ? ', ' + srcText(s.source) : '') + ') in process ' + (s.process ? s.process.index : '?')).join('; ')] : null,
             f.tensor ? ['tensor', (f.tensor.role || '') + ' ' + (f.tensor.index ?? '') + ' ' + (f.tensor.dtype || '') + '[' + (f.tensor.shape || '') + ']' +
               (f.tensor.summary ? ': ' + fmt(f.tensor.summary.nan) + ' NaN, ' + fmt(f.tensor.summary.inf) + ' Inf' : '')] : null,
-            causeLine && !f.entered ? ['why', h('span', { class: 'nan-cause' }, causeLine.replace(/^  cause:\s*/, ''))] : null]),
+            // A mask in the forward that backward undid, and what to try (`hint:`).
+            ...['masked', 'hint'].flatMap(label => labelled(label).map(text => [label, h('span', { class: 'nan-' + label }, text)]))]),
         inputLines.length ? h('pre', { class: 'nan-inputs' }, inputLines.join('\n')) : null,
         // What the search notes (ops a ring dropped before the first held: re-record with --steps).
         (n.notes || []).length ? h('ul', { class: 'nan-notes' }, n.notes.map(x => h('li', null, 'note: ', x))) : null,
@@ -682,14 +702,16 @@
           (o.flags & 64) ? ['raised', 'an error (an exception) ended this op: it has no outputs'] : null,
           ['chain hash', o.chain]]),
       h('h3', null, 'Tensors'),
-      h('div', { class: 'scroll' }, h('table', { id: 'tensors' }, h('tr', null, ['role', 'dtype', 'shape', 'device', 'status', 'hash', 'min', 'max', 'sum', 'abs sum', 'NaN', 'Inf', 'producer'].map(k => h('th', null, k))),
+      h('div', { class: 'scroll' }, h('table', { id: 'tensors' }, h('tr', null, ['role', 'dtype', 'shape', 'device', 'status', 'NaN', 'Inf', 'hash', 'min', 'max', 'sum', 'abs sum', 'producer'].map(k => h('th', null, k))),
         (o.tensors || []).map(t => {
           const u = other ? (other.tensors || []).find(v => v.role === t.role && v.index === t.index) : null;
           const sm = t.summary || {};
           return h('tr', { class: u && u.hash && t.hash && u.hash !== t.hash ? 'differs' : null },
             h('td', null, t.role + ' ' + t.index), h('td', null, t.dtype), h('td', { class: 'mono' }, t.shape), h('td', null, t.device),
-            h('td', null, t.status + (t.reason ? ' (' + t.reason + ')' : '')), h('td', { class: 'mono' }, t.hash || '—'),
-            ['min', 'max', 'sum', 'abs_sum', 'nan', 'inf'].map(k => h('td', { class: 'num' }, fmt(sm[k]))),
+            h('td', null, t.status + (t.reason ? ' (' + t.reason + ')' : '')),
+            // NaN and Inf first: in a narrow panel the columns past the hash scroll out of view.
+            ['nan', 'inf'].map(k => h('td', { class: 'num' }, fmt(sm[k]))), h('td', { class: 'mono' }, t.hash || '—'),
+            ['min', 'max', 'sum', 'abs_sum'].map(k => h('td', { class: 'num' }, fmt(sm[k]))),
             h('td', null, t.producer >= 0 ? h('button', { class: 'link', onclick: () => goTo(t.producer) }, '#' + t.producer) : '—'));
         }))),
       (o.args || []).length ? [h('h3', null, 'Arguments'), kv(o.args.map(a => [a.name || String(a.index), numText(a.value)]))] : null,
@@ -736,9 +758,6 @@
     document.title = 'tdbg: ' + runs.map(r => r.path).join(' vs ');
     document.getElementById('title').textContent = runs.map(r => r.path).join('  vs  ');
     const nav = document.getElementById('nav');
-    for (const [id, label] of [['overview', 'Overview'], ['divergence', 'Divergence'], ['nonfinite', 'Non-finite'], ['charts', 'Charts'], ['ops', 'Ops'], ['modules', 'Kernels']]) {
-      nav.appendChild(h('a', { href: '#' + id }, label));
-    }
     const app = document.getElementById('app');
     app.replaceChildren();  // then `append`, which skips the sections that are null
     append(app, [overview(), divergence(), nonfinite(),
@@ -746,6 +765,10 @@
       opsSection(), modulesSection(),
       h('p', { class: 'muted', id: 'bound' }, 'This report holds at most ', fmt((data.bound || {}).window_ops), ' ops per run around the point of interest, per-step aggregates and a ',
         fmt((data.bound || {}).curve_points), '-point difference curve. ', server ? 'Served by tdbg view.' : 'Use tdbg view RUN to page through every op.')]);
+    // Links to the sections this page has (a report of one run has no divergence).
+    for (const [id, label] of [['overview', 'Overview'], ['divergence', 'Divergence'], ['nonfinite', 'Non-finite'], ['charts', 'Charts'], ['ops', 'Ops'], ['modules', 'Kernels']]) {
+      if (document.getElementById(id)) nav.appendChild(h('a', { href: '#' + id }, label));
+    }
     setRun(0);
     // Open on the point of interest: the divergence, else run A's first non-finite value.
     const nf = (data.nonfinite || [])[0];
