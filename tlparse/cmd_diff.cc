@@ -70,7 +70,7 @@ void add_diff_command(CLI::App& app) {
     // and the ops around it tell of the same moment.
     for (tracer::Run* run : {&a.value(), &b.value()})
       if (Status pinned = run->pin_snapshot(); !pinned.ok()) return fail("diff", pinned.message());
-    const std::vector<std::string> phases = diff::keep_aligned_phases(*a, *b, options.align_steps);
+    const std::vector<std::string> phases = diff::keep_aligned_phases(*a, *b, &options.align_steps);
     tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     options.context_ops = args->context;
     options.progress = isatty(STDERR_FILENO) != 0;

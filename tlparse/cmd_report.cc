@@ -50,7 +50,7 @@ void add_report_command(CLI::App& app) {
       if (!opened.ok()) return fail("report", opened.status().message());
       note_skipped("report", opened->skipped);
       b = std::move(opened.value());
-      options.diff_notes = diff::keep_aligned_phases(*a, *b, options.align_steps);
+      options.diff_notes = diff::keep_aligned_phases(*a, *b, &options.align_steps);
       tracer::PairProcesses(*a, *b);  // the same process of the program at each index
     }
     // A run still recording is read as it is now, once: every part of the page tells of

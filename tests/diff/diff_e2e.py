@@ -1011,6 +1011,15 @@ def case_resumed():
           f"{(d.get('b') or {}).get('step')})")
     check(any(n.startswith("B: ") for n in r.get("notes", [])), f"the phase kept is said: {r.get('notes')}")
     headline = "diverged structurally at step A 3, B 0"
+    # Without --align-steps: the phase that loads A's values after step 3 is found, and kept.
+    p = subprocess.run([TDBG, "diff", "--json", a, b], stdout=subprocess.PIPE, text=True)
+    r = json.loads(p.stdout) if p.returncode == 1 else {}
+    found = r.get("first_divergence") or {}
+    check(any(n.startswith("B begins by copying in values") and "--align-steps 3:0" in n
+              for n in r.get("notes", [])) and
+          (found.get("a") or {}).get("seq") == (d.get("a") or {}).get("seq") and
+          (found.get("b") or {}).get("seq") == (d.get("b") or {}).get("seq"),
+          f"without --align-steps, the same pairing, found: {r.get('notes')}")
     # The report: the same first divergence as the diff.
     page = os.path.join(WORK, "resumed_report")
     shutil.rmtree(page, ignore_errors=True)
@@ -1052,6 +1061,72 @@ def case_resumed():
                        stderr=subprocess.PIPE, text=True)
     check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1,
           f"report --align-steps of one run: one line, exit 2 (got {p.returncode} {p.stderr!r})")
+
+
+# Trains 6 steps with AdamW ("full"), or 3 saving a checkpoint ("first CKPT"), or the last 3
+# from it ("resume CKPT"; "resume_fresh CKPT" forgets to load the optimizer's state).
+RESUME_ADAM = r"""
+import sys, torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 3))
+opt = torch.optim.AdamW(m.parameters(), lr=0.01)
+data = torch.randn(6, 8, 6)
+mode = sys.argv[1]
+steps = range(6) if mode == "full" else range(3) if mode == "first" else range(3, 6)
+if mode.startswith("resume"):
+    state = torch.load(sys.argv[2])
+    m.load_state_dict(state["model"])  # MARK:resume_load
+    if mode == "resume":
+        opt.load_state_dict(state["opt"])
+for k in steps:
+    opt.zero_grad()
+    loss = m(data[k]).pow(2).mean()
+    loss.backward()
+    opt.step()
+    print("%.6f" % loss.item())
+if mode == "first":
+    torch.save({"model": m.state_dict(), "opt": opt.state_dict()}, sys.argv[2])
+"""
+
+
+def case_resumed_apart():
+    # The usual resumption: a separate job, recorded on its own, counting its steps from 0.
+    # Without --align-steps, diff finds by the values it loads that it resumes A at step 3.
+    script = write_script("resume_adam.py", RESUME_ADAM)
+    ckpt = os.path.join(WORK, "resume_adam.pt")
+    subprocess.run([PYTHON, script, "first", ckpt], check=True, stdout=subprocess.DEVNULL)
+    a, out_a = record("resumed_apart_a", ["full"], script)
+    b, out_b = record("resumed_apart_b", ["resume", ckpt], script)
+    fresh, out_fresh = record("resumed_apart_fresh", ["resume_fresh", ckpt], script)
+    check(out_a.splitlines()[3:] == out_b.splitlines() and out_b != out_fresh,
+          f"precondition: B goes on as A does, the fresh optimizer not ({out_a!r} {out_b!r} {out_fresh!r})")
+    load_line = marks(script)["resume_load"]
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    guessed = [n for n in r.get("notes", []) if n.startswith("B begins by copying in values")]
+    check(len(guessed) == 1 and "--align-steps 3:0" in guessed[0] and
+          f"resume_adam.py:{load_line}" in guessed[0],
+          f"the resumption is found, at the load's line {load_line}: {r.get('notes')}")
+    check((d.get("a") or {}).get("step") == 3 and (d.get("b") or {}).get("step") == 0 and
+          isinstance(d.get("values_same"), dict),
+          f"A's step 3 with B's step 0, and the values the same after B's start-up (got "
+          f"{(d.get('a') or {}).get('step')}, {(d.get('b') or {}).get('step')}, {d.get('values_same')})")
+    rc, r = diff(a, fresh)
+    d = r.get("first_divergence") or {}
+    after = d.get("value_after_structure") or {}
+    check("B's optimizer started afresh" in after.get("detail", ""),
+          f"a fresh optimizer is named as such: {after.get('cause')}: {after.get('detail')}")
+    headline = diff_text(a, fresh).splitlines()[0]
+    check("that is B's start-up" in headline and
+          "the first value difference after it: " + after.get("a", {}).get("op", "?") in headline,
+          f"the headline goes past B's start-up to the value difference: {headline}")
+    # Pairing the steps by number, as asked, guesses nothing.
+    p = subprocess.run([TDBG, "diff", "--json", "--align-steps", "0:0", a, b], stdout=subprocess.PIPE, text=True)
+    r = json.loads(p.stdout) if p.returncode == 1 else {}
+    check(not any(n.startswith("B begins") for n in r.get("notes", [])) and
+          ((r.get("first_divergence") or {}).get("b") or {}).get("step") == 0 and
+          any(n.startswith("compared from A's step 0 ") for n in r.get("notes", [])),
+          f"--align-steps 0:0 pairs step 0 with step 0: {r.get('notes')}")
 
 
 # Residual blocks, run through torch.utils.checkpoint when argv[1] is "1": backward then

@@ -3057,6 +3057,38 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // An input that "comes from ops changed by the structural change" but was made in each run by
   // another op from before the change (a head's weight tied to the embedding's in one run):
   // the op reads another tensor; say which ops made it.
+  // Inside an optimizer step, an input one run made in this very step and the other carried
+  // from an earlier one: optimizer state created afresh (a resumed run whose optimizer's state
+  // was not loaded, a new optimizer made mid-training) against state that went on.
+  std::optional<std::unordered_set<uint32_t>> step_regions_a, step_regions_b;
+  auto step_region = [&](bool is_a, const OpRecord& op) -> bool {
+    auto& ids = is_a ? step_regions_a : step_regions_b;
+    if (!ids) {
+      ids.emplace();
+      for (const tracer::RegionRecord& g : (is_a ? p.a : p.b).reader->regions())
+        if (g.kind == tracer::RegionKind::kStep) ids->insert(g.id);
+    }
+    return ids->count(op.region) > 0;
+  };
+  auto fresh_optimizer_state = [&](const OpRecord& a, const OpRecord& b, const TensorRecord& ta,
+                                   const TensorRecord& tb) -> std::string {
+    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq || !step_region(true, a) ||
+        !step_region(false, b))
+      return "";
+    auto pa = p.a.reader->op(ta.producer);
+    auto pb = p.b.reader->op(tb.producer);
+    if (!pa || !pb) return "";
+    const bool a_fresh = pa->step == a.step && step_region(true, *pa);
+    const bool b_fresh = pb->step == b.step && step_region(false, *pb);
+    if (a_fresh == b_fresh) return "";
+    const char* fresh = b_fresh ? "B" : "A";
+    const char* carried = b_fresh ? "A" : "B";
+    return std::string(": ") + fresh + " made this optimizer state in this step and " + carried +
+           " carried it from its step " + std::to_string(b_fresh ? pa->step : pb->step) + ", so " +
+           fresh +
+           "'s optimizer started afresh here (in a resumed run: its state was not "
+           "restored, optimizer.load_state_dict missing?)";
+  };
   auto made_before_change = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c, json& v) {
     // (Or a view of other memory in each run, which has no value hash to differ.)
     const int which = c.input >= 0 ? c.input : c.view;
@@ -3091,7 +3123,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       };
       name("A", p.a, a, ta);
       name("B", p.b, b, tb);
-      if (!made.empty()) v["detail"] = detail + " (" + made + ")";
+      if (!made.empty())
+        v["detail"] = detail + " (" + made + ")" + fresh_optimizer_state(a, b, ta, tb);
       return;
     }
     if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq) return;
@@ -4893,8 +4926,11 @@ std::string process_ending(const tracer::Reader& r) {
 }
 
 std::vector<std::string> keep_aligned_phases(tracer::Run& a, tracer::Run& b,
-                                             std::pair<int64_t, int64_t> align_steps) {
+                                             std::pair<int64_t, int64_t>* align) {
   std::vector<std::string> notes;
+  if (std::string guessed = guess_resumed_steps(a, b, align); !guessed.empty())
+    notes.push_back(std::move(guessed));
+  const std::pair<int64_t, int64_t> align_steps = *align;
   if (align_steps.first > 0 && align_steps.second == 0) {
     if (std::string kept = keep_resumed_phase(b, align_steps.first); !kept.empty())
       notes.push_back("B: " + kept);

@@ -67,10 +67,18 @@ struct DiffOptions {
 // (and leaves `run` as it was) where the run has no phases.
 std::string keep_resumed_phase(tracer::Run& run, int64_t resumed_at);
 
-// For `align_steps` K:0 (or 0:K): `keep_resumed_phase` on the run that counts from 0 again.
-// Returns the notes to show with the diff ("B: compared the phase ..."), none without phases.
+// Where `*align_steps` is unset ({-1, -1}): whether one run resumes the other's training from
+// a checkpoint, told by its values (resume.cc): it begins by copying in tensors that the other
+// held after its optimizer step K. Then sets `*align_steps` to K:0 (or 0:K) and returns a note
+// that says so; "" otherwise.
+std::string guess_resumed_steps(const tracer::Run& a, const tracer::Run& b,
+                                std::pair<int64_t, int64_t>* align_steps);
+
+// `guess_resumed_steps` where `*align_steps` is unset; then, for K:0 (or 0:K),
+// `keep_resumed_phase` on the run that counts from 0 again. Returns the notes to show with
+// the diff ("B: compared the phase ..."), none without a guess or phases.
 std::vector<std::string> keep_aligned_phases(tracer::Run& a, tracer::Run& b,
-                                             std::pair<int64_t, int64_t> align_steps);
+                                             std::pair<int64_t, int64_t>* align_steps);
 
 // {"status": "identical"|"diverged", "first_divergence": null | {...}, ...} as documented.
 // Extra keys (context, summaries, growth, structural changes) may be present.

@@ -703,6 +703,32 @@ std::string work_not_results(const json& d) {
   return "";
 }
 
+// A resumed run compared from its step 0 (--align-steps, or a resumption the diff found) begins
+// with its start-up, building the model and loading the checkpoint, where the other run ends its
+// previous step: a change every resumption has. When that is the first change, the headline goes
+// on to the first value difference after it, which is the answer.
+std::string resumed_startup_suffix(const json& result) {
+  const json& d = result.value("first_divergence", json());
+  const json& start = result.value("aligned_start", json());
+  if (!d.is_object() || !start.is_object() || str(d, "kind") != "structure") return "";
+  const json& after = d.value("value_after_structure", json());
+  if (!after.is_object() || !d["a"].is_object() || !d["b"].is_object()) return "";
+  for (const char* side : {"a", "b"})
+    if (!start[side].is_object() || str(d[side], "seq") != str(start[side], "seq")) return "";
+  const char* resumed = str(start["b"], "step") == "0" && str(start["b"], "seq") == "0"   ? "B"
+                        : str(start["a"], "step") == "0" && str(start["a"], "seq") == "0" ? "A"
+                                                                                          : nullptr;
+  if (!resumed) return "";
+  const std::string step_a = str(after["a"], "step"), step_b = str(after["b"], "step");
+  return std::string("; that is ") + resumed +
+         "'s start-up (a resumed run builds its model and loads "
+         "its checkpoint); the first value difference after it: " +
+         str(after["a"], "op") + " (seq A " + str(after["a"], "seq") + ", B " +
+         str(after["b"], "seq") +
+         (step_a == step_b ? ", step " + step_a : ", step A " + step_a + ", B " + step_b) +
+         "): " + str(after, "cause");
+}
+
 std::string headline_verdict(const json& d) { return healed_suffix(d) + work_not_results(d); }
 
 // What healing means, and the new divergence after it with its cause.
@@ -852,7 +878,7 @@ std::string format_divergence(const json& result) {
       o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << healed_suffix(d);
-    o << work_not_results(d) << "\n";
+    o << work_not_results(d) << resumed_startup_suffix(result) << "\n";
     print_warnings(o, result);
     print_process();
     print_side(o, "A", a);

@@ -477,7 +477,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   ReportOptions report_options;
   if (b) {
     report_options.align_steps = options.align_steps;
-    report_options.diff_notes = diff::keep_aligned_phases(a, *b, options.align_steps);
+    report_options.diff_notes = diff::keep_aligned_phases(a, *b, &report_options.align_steps);
     tracer::PairProcesses(a, *b);  // the same process of the program at each index
   }
   // A process still being recorded is read as it is now, once: the report, the diff and the

@@ -1,0 +1,146 @@
+// Whether one run resumes the other's training from a checkpoint, found from the values alone:
+// a resumed process begins by copying in the tensors torch.load read (load_state_dict's
+// `copy_`), and those are, bit for bit, the other run's parameters after one of its optimizer
+// steps. The diff then pairs that step with the resumed run's step 0, as --align-steps would,
+// instead of pairing both steps 0 and blaming the seed.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tlparse/diff/diff.h"
+#include "tlparse/diff/ops.h"
+
+namespace tdbg::diff {
+namespace {
+
+using tracer::OpRecord;
+using tracer::Reader;
+using tracer::TensorRecord;
+
+// Ops looked at for loaded tensors before the resumed run's first optimizer step: a start-up
+// that builds and loads a model runs a few thousand.
+constexpr int64_t kStartOps = 200000;
+
+// The thread a process's training ran in: the one whose id is the process's.
+std::optional<uint32_t> main_thread(const Reader& r) {
+  const std::vector<tracer::ThreadRecord> threads = r.threads();
+  if (threads.empty()) return std::nullopt;
+  for (const tracer::ThreadRecord& t : threads)
+    if (std::to_string(t.os_tid) == r.meta("pid")) return t.id;
+  return threads.front().id;
+}
+
+// The values a process copied in from outside before its first optimizer step: the source of
+// a top-level `copy_` that no recorded op made (what torch.load read, copied into a parameter
+// or a buffer by load_state_dict), by hash, with the first such op.
+struct Loaded {
+  std::unordered_set<uint64_t> hashes;
+  std::optional<OpRecord> first;
+  const Reader* reader = nullptr;  // the process of `first`
+};
+
+void add_loaded(const Reader& r, Loaded* loaded) {
+  const auto thread = main_thread(r);
+  if (!thread) return;
+  Strings strings(r);
+  r.scan_ops(*thread, 0, kStartOps, true, [&](const OpRecord& op) {
+    if (op.step > 0) return false;
+    if (op.depth != 0 || strings.text(op.name) != "aten::copy_") return true;
+    for (const TensorRecord& t : op.tensors) {
+      // (Not a scalar or a one-element tensor: a step count of 4 says nothing of whose.)
+      if (t.role != tracer::TensorRole::kInput || t.index != 1 || t.producer != tracer::kNoSeq ||
+          t.status != tracer::TensorStatus::kHashed || t.shape == 0 || strings.text(t.shape) == "1")
+        continue;
+      loaded->hashes.insert(t.hash);
+      if (!loaded->first) {
+        loaded->first = op;
+        loaded->reader = &r;
+      }
+    }
+    return true;
+  });
+}
+
+// Of every process of `run`: a training resumed in the same run folder (`bash -c "train &&
+// resume"`) loads in its second process.
+Loaded loaded_at_start(const tracer::Run& run) {
+  Loaded loaded;
+  for (const auto& process : run.processes) add_loaded(*process, &loaded);
+  return loaded;
+}
+
+// The first op of `r`'s optimizer steps whose output holds one of `hashes`: a parameter as it
+// was after that step. Reads the ops of the steps alone, in order, until one is found.
+std::optional<OpRecord> made_in_a_step(const Reader& r,
+                                       const std::unordered_set<uint64_t>& hashes) {
+  std::vector<tracer::RegionRecord> steps;
+  for (const tracer::RegionRecord& g : r.regions())
+    if (g.kind == tracer::RegionKind::kStep && g.end_seq != tracer::kNoSeq) steps.push_back(g);
+  std::sort(steps.begin(), steps.end(),
+            [](const auto& x, const auto& y) { return x.start_seq < y.start_seq; });
+  std::optional<OpRecord> found;
+  for (const tracer::RegionRecord& g : steps) {
+    r.scan_ops(std::nullopt, g.start_seq, g.end_seq + 1, true, [&](const OpRecord& op) {
+      if (op.thread != g.thread) return true;
+      for (const TensorRecord& t : op.tensors) {
+        if (t.role == tracer::TensorRole::kOutput && t.status == tracer::TensorStatus::kHashed &&
+            hashes.count(t.hash) > 0) {
+          found = op;
+          return false;
+        }
+      }
+      return true;
+    });
+    if (found) break;
+  }
+  return found;
+}
+
+// "aten::copy_ at resume.py:17 (seq 118, step 0)".
+std::string where(const Reader& r, const OpRecord& op) {
+  Strings strings(r);
+  const nlohmann::json j = op_brief_json(r, strings, op);
+  const std::string source = j.value("source", std::string());
+  return j.value("op", std::string()) + (source.empty() ? "" : " at " + source) + " (seq " +
+         std::to_string(op.seq) + ", step " + std::to_string(op.step) + ")";
+}
+
+}  // namespace
+
+std::string guess_resumed_steps(const tracer::Run& a, const tracer::Run& b,
+                                std::pair<int64_t, int64_t>* align_steps) {
+  if (align_steps->first >= 0 || a.processes.empty() || b.processes.empty()) return "";
+  const Reader& ra = *a.processes[0];
+  const Reader& rb = *b.processes[0];
+  const Loaded loaded_a = loaded_at_start(a);
+  const Loaded loaded_b = loaded_at_start(b);
+  // `resumed` loaded what `trained` had after its step K (and did not load it too: both
+  // starting from one checkpoint is no resumption).
+  auto resumes = [](const Reader& trained, const Loaded& loaded_t,
+                    const Loaded& loaded) -> std::optional<OpRecord> {
+    if (loaded.hashes.empty()) return std::nullopt;
+    for (uint64_t h : loaded.hashes)
+      if (loaded_t.hashes.count(h) > 0) return std::nullopt;
+    return made_in_a_step(trained, loaded.hashes);
+  };
+  std::optional<OpRecord> made = resumes(ra, loaded_a, loaded_b);
+  const bool b_side = made.has_value();
+  if (!made) made = resumes(rb, loaded_b, loaded_a);
+  if (!made) return "";
+  // Made in the step that `made->step` steps preceded: the values after one more.
+  const int64_t k = made->step + 1;
+  const Reader& trained = b_side ? ra : rb;
+  const Loaded& loaded = b_side ? loaded_b : loaded_a;
+  *align_steps = b_side ? std::make_pair(k, int64_t{0}) : std::make_pair(int64_t{0}, k);
+  const std::string ks = std::to_string(k);
+  const std::string kr = b_side ? "B" : "A", kt = b_side ? "A" : "B";
+  return kr + " begins by copying in values (" + where(*loaded.reader, *loaded.first) + ") that " +
+         kt + " held after " + ks + " optimizer step(s) (" + where(trained, *made) + "): " + kr +
+         " resumes " + kt + "'s training from a checkpoint, so " + kt + "'s step " + ks +
+         " is compared with " + kr + "'s step 0, as --align-steps " +
+         (b_side ? ks + ":0" : "0:" + ks) + " does (--align-steps 0:0 pairs the steps by number)";
+}
+
+}  // namespace tdbg::diff
