@@ -1307,6 +1307,13 @@ def case_micro_batches():
           and v.get("cause") == "structure",
           f"the loss's division by the micro-batch count (got {(v.get('a') or {}).get('op')} at "
           f"{line}, {v.get('cause')}, {v.get('detail')})")
+    # Yet it is the same training: the optimizer's updates agree at rounding level, and the
+    # headline says so (not only the loss's halved value).
+    u = d.get("updates") or {}
+    check(u.get("steps") == 3 and u.get("rounding") is True and 0 < u.get("largest", 1) < 1e-5,
+          f"the optimizer's updates agree at rounding level in all 3 steps: {u}")
+    check("the optimizer's updates agree at rounding level" in diff_text(a, b).splitlines()[0],
+          "the headline says the updates agree")
     # Two micro-batches of the same shape per step against one: B's second micro-batch is
     # inserted in each step. A cheaper script pairs it with A's next step and calls A's
     # optimizer step removed, drifting a step further apart every two steps.
@@ -1328,6 +1335,11 @@ def case_micro_batches():
           f"{d.get('kind')}, line {line}, {kinds})")
     check(d.get("value_after_structure") is not None,
           f"the optimizer's first update differs after the change (got {d.get('detail')})")
+    # Other data in each micro-batch: the updates differ from the first step on.
+    u = d.get("updates") or {}
+    beyond = u.get("beyond") or {}
+    check(u.get("rounding") is False and beyond.get("step") == 0 and beyond.get("relative", 0) > 1e-5,
+          f"the optimizer's updates differ beyond rounding from step 0: {u}")
     # Four against one: three micro-batches inserted per step, more ops than the first
     # alignment window holds.
     c, _ = record("more_c", ["4", "more"], script)

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -31,6 +31,7 @@
 #include "tlparse/diff/diff.h"
 #include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
+#include "tlparse/diff/updates.h"
 
 namespace tdbg::diff {
 namespace {
@@ -1673,16 +1674,6 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   // The other explanation, an input changed outside torch's ops since its hash was carried, is
   // weighed by `compare_runs` against the runs' settings (see `carried_input`).
   return "nondeterministic";
-}
-
-// The largest relative difference that rounding makes (another kernel, another summation
-// order) in a tensor of `dtype` (its name, as `hashing::dtype_name` gives it); -1 for a dtype
-// that does not round (integers, bool).
-double rounding_limit(std::string_view dtype) {
-  return dtype == "float32" || dtype == "complex64"      ? 1e-5
-         : dtype == "float64" || dtype == "complex128"   ? 1e-12
-         : dtype == "float16" || dtype == "bfloat16"     ? 1e-2
-                                                         : -1;
 }
 
 // The largest relative difference that the same values computed with float operations in
@@ -3747,6 +3738,17 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       left_differ["pairs"] = pairs_compared;
       out["values_left_differ"] = std::move(left_differ);
     }
+  }
+  // After a structural change that changed values: whether the optimizer's updates still
+  // agree up to rounding step by step (a batch split into micro-batches), or from which step
+  // they do not. Not for an --ops selection, whose steps hold what it matched.
+  if (where.kind == Located::kStructure && !out.contains("values_same") &&
+      !out.contains("values_left_differ") && p.a.reader->meta("hash_mode") != "none" &&
+      p.b.reader->meta("hash_mode") != "none" && p.a.reader->meta("ops").empty() &&
+      p.b.reader->meta("ops").empty()) {
+    json updates = compare_updates(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset,
+                                   options.scan_limit);
+    if (!updates.is_null()) out["updates"] = std::move(updates);
   }
   // Around the first change: it may start before the split point, on the copy of a repeated
   // block that ran at the other line (`slide_up_to_lines`).

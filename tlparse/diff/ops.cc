@@ -415,6 +415,13 @@ SummaryDifferences summary_differences(const hashing::Summary& a, const hashing:
           relative_difference(a.abs_sum, b.abs_sum)};
 }
 
+double rounding_limit(std::string_view dtype) {
+  return dtype == "float32" || dtype == "complex64"    ? 1e-5
+         : dtype == "float64" || dtype == "complex128" ? 1e-12
+         : dtype == "float16" || dtype == "bfloat16"   ? 1e-2
+                                                       : -1;
+}
+
 double summary_distance(const hashing::Summary& a, const hashing::Summary& b) {
   if (!a.valid || !b.valid) return -1;
   if (a.nan_count != b.nan_count || a.inf_count != b.inf_count) return 2;

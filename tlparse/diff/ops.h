@@ -5,13 +5,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "tracer/reader.h"
@@ -150,6 +150,11 @@ SummaryDifferences summary_differences(const hashing::Summary& a, const hashing:
 // Largest of `summary_differences`; 2 when non-finite counts differ; -1 when either summary
 // is invalid.
 double summary_distance(const hashing::Summary& a, const hashing::Summary& b);
+
+// The largest relative difference that rounding makes (another kernel, another summation
+// order) in a tensor of `dtype` (its name, as `hashing::dtype_name` gives it); -1 for a dtype
+// that does not round (integers, bool).
+double rounding_limit(std::string_view dtype);
 // A frame as {file, line, function}. A native frame of a C++ program whose line its binary's
 // debug info gives (native_lines.h) is {file: the source file, line, function, binary, offset,
 // inlined?}: "binary" and "offset" are what was recorded, "inlined" the functions inlined at

@@ -703,6 +703,76 @@ std::string work_not_results(const json& d) {
   return "";
 }
 
+std::string relative_text(const json& v) {
+  char size[32];
+  std::snprintf(size, sizeof(size), "%.2g", v.is_number() ? v.get<double>() : 0.0);
+  return size;
+}
+
+// The headline's word on the optimizer's updates after a structural change (`updates`).
+std::string updates_suffix(const json& d) {
+  const json& u = d.value("updates", json());
+  if (!u.is_object()) return "";
+  if (u.value("rounding", false))
+    return u.value("largest", 0.0) == 0
+               ? "; the optimizer's updates are the same in every step"
+               : "; the optimizer's updates agree at rounding level in every step (largest "
+                 "relative difference " +
+                     relative_text(u["largest"]) + ")";
+  return "; the optimizer's updates differ beyond rounding from step " + str(u["beyond"], "step");
+}
+
+// The optimizer's updates after a structural change, step by step: the same training computed
+// another way (micro-batches), or another result from a step on.
+void print_updates(std::ostringstream& o, const json& d) {
+  const json& u = d.value("updates", json());
+  if (!u.is_object()) return;
+  const std::string steps = str(u, "steps");
+  const json& unpaired = u.value("unpaired_step", json());
+  const std::string paired = unpaired.is_null()
+                                 ? "in all " + steps + " step(s) both ran"
+                                 : "in the " + steps + " step(s) paired (from step " +
+                                       str(u, "unpaired_step") +
+                                       " on, the optimizer ran other ops in each run)";
+  o << "  updates:  the outputs of the optimizer's steps (parameters, optimizer state), paired op "
+       "for op ";
+  if (u.value("rounding", false)) {
+    if (u.value("largest", 0.0) == 0) {
+      o << paired << ", are the same: the change did not alter what the training computed\n";
+      return;
+    }
+    o << paired << ", agree at rounding level taken whole (largest relative difference "
+      << relative_text(u["largest"]) << ", step " << str(u, "largest_step")
+      << "): the change computes the same training in another order of float operations (a "
+         "batch split into micro-batches whose gradients accumulate, another reduction order), "
+         "not another result";
+    // One tensor beyond rounding in a whole that is not: said, with its likely reason.
+    const json& one = u.value("largest_tensor", json());
+    if (one.is_object() && one.value("relative", 0.0) > 1e-5) {
+      const std::string at = str(one["a"], "source");
+      o << "; one output alone differs more, " << str(one["a"], "op")
+        << (at.empty() ? "" : " at " + at) << " (seq A " << str(one["a"], "seq") << ", step "
+        << str(one, "step") << ", relative " << relative_text(one["relative"])
+        << "): a gradient that is 0 up to rounding (the bias "
+           "of attention's keys, say), which an optimizer such as Adam scales to a whole step";
+    }
+    o << "\n";
+    return;
+  }
+  const json& beyond = u["beyond"];
+  const int64_t agreed = beyond.value("steps_agreed", int64_t{0});
+  const std::string source = str(beyond["a"], "source");
+  o << paired << ", differ beyond rounding from step " << str(beyond, "step") << ": "
+    << str(beyond["a"], "op") << (source.empty() ? "" : " at " + source) << " (seq A "
+    << str(beyond["a"], "seq") << ", B " << str(beyond["b"], "seq") << ", relative "
+    << relative_text(beyond["relative"]) << ")"
+    << (agreed > 0 ? "; the " + std::to_string(agreed) +
+                         " step(s) before it agree at rounding level (a rounding difference that "
+                         "grew, or a change that begins there)"
+                   : ": the change alters what the training computes")
+    << "\n";
+}
+
 // A resumed run compared from its step 0 (--align-steps, or a resumption the diff found) begins
 // with its start-up, building the model and loading the checkpoint, where the other run ends its
 // previous step: a change every resumption has. When that is the first change, the headline goes
@@ -878,7 +948,7 @@ std::string format_divergence(const json& result) {
       o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << healed_suffix(d);
-    o << work_not_results(d) << resumed_startup_suffix(result) << "\n";
+    o << work_not_results(d) << updates_suffix(d) << resumed_startup_suffix(result) << "\n";
     print_warnings(o, result);
     print_process();
     print_side(o, "A", a);
@@ -946,6 +1016,7 @@ std::string format_divergence(const json& result) {
           << str(left["b"], "op") << " (seq " << str(left["b"], "seq") << ") at "
           << source_text(left["b"]) << "\n";
     }
+    print_updates(o, d);
   }
   if (const json& later = d.value("later_rounding_level", json()); later.is_number()) {
     char size[32];

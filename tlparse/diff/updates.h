@@ -1,0 +1,29 @@
+// The optimizer's updates of two runs compared step by step, apart from the ops before them:
+// after a structural change (a batch split into micro-batches whose gradients accumulate,
+// another order of the same sums), whether the training still computes the same parameters up
+// to rounding, or from which step it does not.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "tracer/reader.h"
+
+namespace tdbg::diff {
+
+// Pairs the ops inside A's optimizer steps (`Optimizer.step#` regions of thread `thread_a`)
+// with B's of the same step (A's step s + `step_offset` with B's s), in order, while each
+// step runs the same ops in both; reads at most `max_ops` ops of each run (-1: no limit).
+// Returns null where no step could be paired, else {"steps": N paired, "largest": the largest
+// relative difference of a step's outputs taken whole (how far their sums and sums of
+// magnitudes moved, over their magnitude), "largest_step", "rounding": whether every step's is
+// within rounding for its dtypes, "beyond": null or the first step past it {"step", "a", "b"
+// (its most different op in each run, as `op_brief_json`), "relative", "steps_agreed": the
+// steps paired before it}, "largest_tensor": {"step", "a", "relative"} the one output most
+// different (a gradient that is 0 up to rounding, which Adam scales to whole steps, moves its
+// tensor far and the whole hardly), "unpaired_step": the first step whose ops differ, or null}.
+nlohmann::json compare_updates(const tracer::Reader& ra, uint32_t thread_a,
+                               const tracer::Reader& rb, uint32_t thread_b, int64_t step_offset,
+                               int64_t max_ops);
+
+}  // namespace tdbg::diff
