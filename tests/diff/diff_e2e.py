@@ -2428,13 +2428,17 @@ def case_nan_causes():
 
 
 NAN_WHERE_GRAD = r"""
-import torch
+import sys, torch
 torch.manual_seed(0)
 lin = torch.nn.Linear(4, 4)
 opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+mask = sys.argv[1] if len(sys.argv) > 1 else "where"
 for step in range(3):
     out = lin(torch.randn(8, 4))
-    safe = torch.where(out > 0, torch.sqrt(out), torch.zeros_like(out))    # MARK:sqrt
+    if mask == "where":
+        safe = torch.where(out > 0, torch.sqrt(out), torch.zeros_like(out))    # MARK:sqrt
+    else:
+        safe = torch.nan_to_num(torch.sqrt(out), nan=0.0)    # MARK:sqrt_nan_to_num
     loss = safe.mean()
     opt.zero_grad(); loss.backward(); opt.step()
 """
@@ -2455,6 +2459,16 @@ def case_nan_where_grad():
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
     check("masked:   by aten::where" in text and "torch.sqrt(torch.where(x > 0, x, 1))" in text,
           f"the text says what to do instead: {text[:700]!r}")
+    # nan_to_num as the mask: its backward tests the saved values (isfinite), and the sqrt's
+    # backward reads them itself; the same trap, said the same way.
+    run, _ = record("nan_to_num_grad", ["nan_to_num"], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("op") == "aten::sqrt" and
+          (f.get("source") or {}).get("line") == mark["sqrt_nan_to_num"] and
+          (f.get("masked_then_backward") or "").startswith("aten::nan_to_num (seq "),
+          f"the sqrt, masked by nan_to_num in the forward (got {p.returncode} {f.get('op')} "
+          f"{(f.get('source') or {}).get('line')} {f.get('masked_then_backward')})")
 
 
 def case_nan_count():

@@ -220,4 +220,16 @@ set +e
 set -e
 [ $rc -eq 2 ] || fail "nan on a bundle that cut the NaN away exited $rc: $(cat nan.txt)"
 grep -q "holds a bundle's window of ops #" nan.txt || fail "nan does not say the window cut later ops: $(cat nan.txt)"
+# One whose window holds the NaN: one note, on the ops before the window (a start found in it
+# comes before any after it), naming the bundle, not a ring.
+"$fixture" early --ops 3000 --diverge-at 300 --nonfinite-at 400
+"$tdbg" bundle early/a early/b --window 500 -o early.tar.gz >/dev/null || fail "bundle early exited $?"
+"$tdbg" bundle --extract early.tar.gz -o early_x >/dev/null || fail "extract early exited $?"
+set +e
+"$tdbg" nan "$(dirname "$(find early_x -path '*runs/b/*.sqlite' | head -1)")" >nan.txt; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "nan on a bundle that holds the NaN exited $rc: $(cat nan.txt)"
+[ "$(grep -c "holds a bundle's window of ops #.*in the ops before it" nan.txt)" -eq 1 ] ||
+  fail "nan does not say once that the window left out the ops before it: $(cat nan.txt)"
+! grep -q "in the ops after it\|a ring kept" nan.txt || fail "nan hedges on ops after the start, or a ring: $(cat nan.txt)"
 echo "report_cli: all checks passed"

@@ -3229,6 +3229,28 @@ TEST_CASE("NaN made from Inf inputs says so: a softmax of a row masked to -inf t
   CHECK(text.find("an overflow, log or sqrt") == std::string::npos);
 }
 
+TEST_CASE("Inf alone from finite float32 inputs is an overflow, with pow's exponent") {
+  using T = Recorder::T;
+  // out ** 2 with out near 5e36: past float32's largest value.
+  const std::string path = write_ops([](Recorder& r) {
+    T big{10};
+    big.min = -4.9e36;
+    big.max = 3e36;
+    big.producer = r.op("aten::mul", {T{1}, T{2}}, {big}, {}, 0, 0, kNoSeq, 8);
+    T inf{11};
+    inf.inf = 8;
+    r.op("aten::pow", {big}, {inf}, {{"exponent", "2"}}, 0, 0, kNoSeq, 9);
+    T inf2{12};
+    inf2.inf = 8;
+    r.op("aten::mul", {inf, T{3}}, {inf2}, {}, 0, 0, kNoSeq, 10);
+  });
+  const std::string text = tdbg::diff::format_nonfinite(nonfinite_of(path));
+  INFO(text);
+  CHECK(text.find("overflow: inputs up to 4.9e+36 in magnitude to the power 2 are beyond "
+                  "float32's largest value, 3.4028e+38") != std::string::npos);
+  CHECK(text.find("0 * inf") == std::string::npos);
+}
+
 TEST_CASE("first_nonfinite passes over NaN made and cleaned inside one top-level op") {
   using T = Recorder::T;
   // torch's norm backward for a zero vector: a nested div makes 0/0, the next nested op masks
@@ -4338,7 +4360,7 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   later["first_nonfinite"]["first_held_step"] = 3164;
   const std::string advice = tdbg::diff::format_nonfinite(later);
   INFO(advice);
-  CHECK(advice.find("--steps K:3165 with K < 3164, or from 0 with --ops matching the loss's op") != std::string::npos);
+  CHECK(advice.find("--steps K:3165 with K < 3164, or from 0 with --ops matching the ops that compute the loss") != std::string::npos);
   CHECK(advice.find("--hash outputs") == std::string::npos);
 
   // The same through an input whose values were not recorded (a view: no summary), made by an

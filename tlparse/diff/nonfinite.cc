@@ -543,8 +543,9 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
         nonfinite = nonfinite || t.summary.nan_count > 0 || t.summary.inf_count > 0;
     }
     if (nonfinite && (reads || (unknown && !other_source))) {
-      if (!reads && (o.flags & tracer::kOpBackward) && !masked_by.empty())
-        *undone_by_backward = masked_by;
+      // Backward made it after the forward masked it: from the values saved for it, or from
+      // the start's output itself (sqrt's backward divides by its result).
+      if ((o.flags & tracer::kOpBackward) && !masked_by.empty()) *undone_by_backward = masked_by;
       spread = true;
       return false;
     }
@@ -931,7 +932,21 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held, r.held());
-    if (held.dropped_start) notes.push_back(dropped_note(r, held));
+    // A bundle's window: the ops it holds of those its process recorded.
+    const json window = json::parse(r.meta("bundle_window"), nullptr, /*allow_exceptions=*/false);
+    const std::string window_text =
+        window.is_object() ? r.path() + " holds a bundle's window of ops #" +
+                                 std::to_string(window.value("from_seq", int64_t{0})) + " to #" +
+                                 std::to_string(window.value("to_seq", int64_t{0}) - 1) + " of the " +
+                                 std::to_string(window.value("recorded_last_seq", int64_t{0}) + 1) +
+                                 " its process recorded"
+                           : std::string();
+    if (held.dropped_start)
+      notes.push_back(window_text.empty()
+                          ? dropped_note(r, held)
+                          : window_text + ": NaN or Inf may have started in the ops before it (the "
+                                          "bundle's README and nonfinite.json say where the whole "
+                                          "run's first one was)");
     // A process whose recording stopped short (a full disk), or one still recording or
     // killed before it closed its database: the answer covers what it holds. One note each
     // (a short recording may also have failed to close).
@@ -947,22 +962,19 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     if (!lost.empty() && lost_text.empty())
       lost_text = "recorded only in part: process " + std::to_string(p) + " " + lost +
                   "; no NaN or Inf starts in what it holds";
-    // A bundle's window that left out the ops after it: a later start is not in the bundle.
-    const json window = json::parse(r.meta("bundle_window"), nullptr, /*allow_exceptions=*/false);
-    if (window.is_object() && window.value("to_seq", INT64_MAX) <= window.value("recorded_last_seq", int64_t{-1})) {
-      const std::string cut = r.path() + " holds a bundle's window of ops #" +
-                              std::to_string(window.value("from_seq", int64_t{0})) + " to #" +
-                              std::to_string(window.value("to_seq", int64_t{0}) - 1) + " of the " +
-                              std::to_string(window.value("recorded_last_seq", int64_t{0}) + 1) +
-                              " its process recorded: NaN or Inf may have started in the ops "
-                              "after it (the bundle's README and nonfinite.json say where the "
-                              "whole run's first one was)";
-      notes.push_back(cut);
-      if (lost_text.empty()) lost_text = "a bundle's window: " + cut;
-    }
     hosts.insert(r.meta("host"));
     Counts c;
     TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, held.first_seq, &c));
+    // A bundle's window that left out the ops after it, and holds no start: a later start is
+    // not in the bundle (one it holds comes before any after it).
+    if (start.is_null() && window.is_object() &&
+        window.value("to_seq", INT64_MAX) <= window.value("recorded_last_seq", int64_t{-1})) {
+      const std::string cut = window_text + ": NaN or Inf may have started in the ops after it (the "
+                                            "bundle's README and nonfinite.json say where the "
+                                            "whole run's first one was)";
+      notes.push_back(cut);
+      if (lost_text.empty()) lost_text = "a bundle's window: " + cut;
+    }
     if (start.is_null()) {
       counts += c;
     } else {

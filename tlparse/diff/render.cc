@@ -1,6 +1,7 @@
 // Human-readable renderings of `compare_runs` and `first_nonfinite` results: the answer to
 // "where, and why" in the first lines, then the details a user looks at next.
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstdio>
 #include <sstream>
@@ -483,7 +484,8 @@ std::string range_value(double x) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%.6g", x);
   const double shown = std::strtod(buf, nullptr);
-  if (shown == x || shown != std::nearbyint(shown)) return buf;
+  // (Past 1e15 every double is whole: nothing to tell apart there.)
+  if (shown == x || shown != std::nearbyint(shown) || std::fabs(shown) >= 1e15) return buf;
   for (int digits = 7; digits <= 17; ++digits) {
     std::snprintf(buf, sizeof(buf), "%.*g", digits, x);
     const double back = std::strtod(buf, nullptr);
@@ -519,7 +521,7 @@ void print_values(std::ostringstream& o, const json& in) {
 }
 
 // Which operation on finite values most likely made the NaN or Inf of start `f`, from its op
-// and its inputs' ranges ("log of 0 (input min 0)"), or "" when they do not tell.
+// and its inputs' ranges ("log(0) = -inf: input min 0"), or "" when they do not tell.
 std::string nonfinite_reason(const json& f) {
   std::string op = str(f, "op");
   if (op.rfind("aten::", 0) == 0) op = op.substr(6);
@@ -556,7 +558,7 @@ std::string nonfinite_reason(const json& f) {
   }
   if ((op == "log" || op == "log2" || op == "log10") && range(0, &lo, &hi) && lo <= 0)
     return lo < 0 ? "log of a negative value: input min " + num(lo)
-                  : "log of 0: input min 0 (-inf)";
+                  : "log(0) = -inf: input min 0";
   if (op == "log1p" && range(0, &lo, &hi) && lo <= -1)
     return "log1p of a value at or below -1: input min " + num(lo);
   if (op == "sqrt" && range(0, &lo, &hi) && lo < 0) return "sqrt of a negative value: input min " + num(lo);
@@ -592,7 +594,10 @@ std::string nonfinite_reason(const json& f) {
     return "x/0, or a divisor small enough to overflow: " + divisor;
   }
   const std::string dtype = f.value("tensor", json()).is_object() ? str(f["tensor"], "dtype") : "";
-  const double largest = dtype == "float16" ? 65504.0 : dtype == "bfloat16" ? 3.3895e38 : 3.4028e38;
+  const double largest = dtype == "float16"    ? 65504.0
+                         : dtype == "bfloat16" ? 3.3895e38
+                         : dtype == "float64"  ? std::numeric_limits<double>::max()
+                                               : 3.4028e38;
   if (op == "exp" && range(0, &lo, &hi) && hi > std::log(largest))
     return "exp overflow: input max " + num(hi) + " is above " + num(std::log(largest)) +
            ", past which " + (dtype.empty() ? std::string("the dtype") : dtype) + "'s exp is Inf";
@@ -608,6 +613,25 @@ std::string nonfinite_reason(const json& f) {
       out.is_object() && out.value("inf", int64_t{0}) > 0 && out.value("nan", int64_t{0}) == 0;
   if (inf_only && (dtype == "float16" || dtype == "bfloat16"))
     return "a result beyond " + dtype + "'s range, whose largest value is " + num(largest);
+  if (inf_only && (dtype == "float32" || dtype == "float64")) {
+    // Inf alone from finite values: a result too large, or x/0 inside the op.
+    double magnitude = -1;
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (range(k, &lo, &hi)) magnitude = std::max({magnitude, std::fabs(lo), std::fabs(hi)});
+    const std::string from =
+        magnitude >= 0 ? " from inputs up to " + num(magnitude) + " in magnitude" : std::string();
+    if (op == "pow" && magnitude >= 0)
+      for (const json& a : f.value("args", json::array())) {
+        const std::string v = a.value("value", std::string());
+        char* end = nullptr;
+        const double e = std::strtod(v.c_str(), &end);
+        if (end != v.c_str() && *end == '\0' && e > 1)
+          return "overflow: inputs up to " + num(magnitude) + " in magnitude to the power " + v +
+                 " are beyond " + dtype + "'s largest value, " + num(largest);
+      }
+    return "an overflow: a result beyond " + dtype + "'s largest value, " + num(largest) + from +
+           " (or x/0 inside the op)";
+  }
   return "";
 }
 
@@ -1195,9 +1219,10 @@ std::string format_nonfinite(const json& result) {
       const int64_t step = first.get<int64_t>();
       o << "the database begins in step " << step << ", so record again with a --steps window "
         << "that starts before it (--steps K:" << step + 1 << " with K < " << step
-        << ", or from 0 with --ops matching the loss's op (--ops loss matches the ops named "
-           "*loss*: mse_loss, nll_loss, cross_entropy_loss), for a cheap pass that finds the "
-           "step) to find where\n";
+        << ", or from 0 with --ops matching the ops that compute the loss, for a cheap pass "
+           "that finds the step: --ops loss matches torch's loss functions (mse_loss, nll_loss, "
+           "cross_entropy_loss), and a loss written by hand needs its own ops' names, such as "
+           "--ops 'exp|mean'; tdbg show RUN lists the ops a step ran) to find where\n";
     } else {
       o << "record again with --steps around an earlier step to find where\n";
     }
