@@ -279,7 +279,7 @@ def case_healed():
           f"the init differs, then every later op is the same to the end (got {rc}: "
           f"{d.get('cause')}, {healed}, next {d.get('next')})")
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
-    check("; healed: the same again from seq " in text.splitlines()[0],
+    check(re.search(r"; healed by aten::copy_ at healed.py:\d+ \(seq \d+\): the same again from seq ", text.splitlines()[0]),
           f"the headline says so: {text.splitlines()[:1]}")
     rc, r = diff(a, c)
     d = r["first_divergence"] or {}
@@ -1111,6 +1111,11 @@ def case_resumed_apart():
           isinstance(d.get("values_same"), dict),
           f"A's step 3 with B's step 0, and the values the same after B's start-up (got "
           f"{(d.get('a') or {}).get('step')}, {(d.get('b') or {}).get('step')}, {d.get('values_same')})")
+    # --results: a resumption that trains the same passes a check (exit 0), one that does not
+    # fails it (exit 1).
+    codes = [subprocess.run([TDBG, "diff", "--results", a, x], stdout=subprocess.DEVNULL).returncode
+             for x in (b, fresh)]
+    check(codes == [0, 1], f"diff --results exits 0 for the same results, 1 for other ones (got {codes})")
     rc, r = diff(a, fresh)
     d = r.get("first_divergence") or {}
     after = d.get("value_after_structure") or {}

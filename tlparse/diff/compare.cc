@@ -2096,7 +2096,8 @@ std::string op_at_source(const Reader& r, Strings& strings, const OpRecord& op) 
   const json j = op_brief_json(r, strings, op);
   std::string text = j.value("op", std::string());
   const std::string src = j.value("source", std::string());
-  return src.empty() ? text : text + " at " + src;
+  if (src.empty()) return text;
+  return text + " at " + src + (j.value("source_from_forward", false) ? " (forward op's line)" : "");
 }
 
 // `op_at_source` with the op's seq: "aten::empty at pad.py:10 (seq 96)".
@@ -3080,6 +3081,22 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
            "'s optimizer started afresh here (in a resumed run: its state was not "
            "restored, optimizer.load_state_dict missing?)";
   };
+  // The same op making the input in each run, one in the forward and one run by autograd: a
+  // forward recomputed in backward (activation checkpointing), whose values differ.
+  auto recomputed_in_backward = [&](const TensorRecord& ta, const TensorRecord& tb) -> std::string {
+    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq) return "";
+    auto pa = p.a.reader->op(ta.producer);
+    auto pb = p.b.reader->op(tb.producer);
+    if (!pa || !pb || p.a.strings.text(pa->name) != p.b.strings.text(pb->name)) return "";
+    const bool a_backward = (pa->flags & tracer::kOpBackward) != 0;
+    if (a_backward == ((pb->flags & tracer::kOpBackward) != 0)) return "";
+    const char* again = a_backward ? "A" : "B";
+    return std::string(": ") + again + "'s " + p.a.strings.text(pa->name) +
+           " was computed again in backward (activation checkpointing) and made other values "
+           "than the forward's: a random op in it drew other numbers the second time "
+           "(torch.utils.checkpoint with preserve_rng_state=False), or what it reads changed "
+           "in between";
+  };
   auto made_before_change = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c, json& v) {
     // (Or a view of other memory in each run, which has no value hash to differ.)
     const int which = c.input >= 0 ? c.input : c.view;
@@ -3115,7 +3132,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       name("A", p.a, a, ta);
       name("B", p.b, b, tb);
       if (!made.empty())
-        v["detail"] = detail + " (" + made + ")" + fresh_optimizer_state(a, b, ta, tb);
+        v["detail"] = detail + " (" + made + ")" + fresh_optimizer_state(a, b, ta, tb) +
+                      recomputed_in_backward(ta, tb);
       return;
     }
     if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq) return;

@@ -581,7 +581,18 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, con
   nlohmann::json j = {{"seq", op.seq}, {"tidx", op.tidx}, {"op", strings.text(op.name)},
                       {"depth", op.depth}, {"step", op.step}, {"module", strings.text(op.module)}};
   // The file's base name keeps context lines short; `source` of the op itself has the path.
-  j["source"] = frame_source_text(reader, strings, op.user_frame != 0 ? op.user_frame : op.stack, true);
+  tracer::FrameId frame = op.user_frame != 0 ? op.user_frame : op.stack;
+  if (frame == 0) {
+    // An op autograd ran (a checkpointed forward recomputed in backward, say): the line of the
+    // forward op its node differentiates, as `op_json` gives it.
+    const int64_t fwd_seq = forward_seq_of(reader, op);
+    if (fwd_seq != tracer::kNoSeq)
+      if (auto fwd = reader.op(fwd_seq); fwd && (fwd->user_frame != 0 || fwd->stack != 0)) {
+        frame = fwd->user_frame != 0 ? fwd->user_frame : fwd->stack;
+        j["source_from_forward"] = true;
+      }
+  }
+  j["source"] = frame_source_text(reader, strings, frame, true);
   return j;
 }
 
