@@ -454,7 +454,12 @@
       const causeLine = said.find(l => l.startsWith('  cause:'));
       const inputLines = said.filter(l => /^  (input \d+|output \d+|args):/.test(l)).map(l => l.trim());
       return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
-        kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)], ['step', fmt(f.step)],
+        kv([['op', h('code', null, f.op ?? '?')], ['seq', fmt(f.seq)],
+            // A worker counts no optimizer step of its own: its step is where it was forked.
+            ['step', fmt(f.step) + (f.process_info && f.process_info.worker
+              ? ' (a DataLoader worker runs no optimizer step: the step it was forked in' +
+                ((f.other_starts || []).length ? '; the step of the process that read the batch is under "also")' : ')')
+              : '')],
             f.process_info ? ['process', f.process_info.text] : null,
             ['source', [h('code', null, srcText(f.source)), f.source_from_forward ? ' (the forward op\'s line)' : null]],
             f.module ? ['module', h('code', null, f.module)] : null,
