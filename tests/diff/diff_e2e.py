@@ -1428,6 +1428,23 @@ def case_extra_step():
           f"{(v.get('a') or {}).get('op')} at {line}, {v.get('detail')})")
 
 
+# A block with dropout, run plainly ("plain") or checkpointed without keeping the generator's
+# state ("norng"): its backward recomputes the dropout with other random numbers.
+CHECKPOINT_DROPOUT = r"""
+import sys, torch
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+block = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.3), torch.nn.Linear(16, 8))
+x = torch.randn(4, 8, requires_grad=True)  # (reentrant checkpointing needs an input that does)
+if sys.argv[1] == "plain":
+    h = block(x)
+else:
+    h = checkpoint(block, x, preserve_rng_state=False)  # MARK:ckpt
+h.pow(2).mean().backward()
+print(block[0].weight.grad.sum().item())
+"""
+
+
 def case_activation_checkpoint():
     # Checkpointing adds the recomputed forwards, not other values: the recomputed block is one
     # insertion (not paired op by op with a look-alike inside it), and no paired op differs.
@@ -1451,6 +1468,18 @@ def case_activation_checkpoint():
     check("the change added or moved work, not results" in text, f"and says so: {text[:600]!r}")
     check("the values stay the same to the end (work, not results)" in text.splitlines()[0],
           f"on its first line: {text.splitlines()[0]!r}")
+    # Without the generator's state kept, the recomputed dropout draws other numbers: said so,
+    # with the line of the checkpointed call for B's recomputed op.
+    script_d = write_script("checkpoint_dropout.py", CHECKPOINT_DROPOUT)
+    p_a, _ = record("actck_plain", ["plain"], script_d)
+    p_b, _ = record("actck_norng", ["norng"], script_d)
+    rc, r = diff(p_a, p_b)
+    after = (r.get("first_divergence") or {}).get("value_after_structure") or {}
+    ck_line = marks(script_d)["ckpt"]
+    check("B's aten::dropout was computed again in backward (activation checkpointing)" in
+          after.get("detail", "") and f"checkpoint_dropout.py:{ck_line} (forward op's line)" in
+          after.get("detail", ""),
+          f"the recomputed dropout is named, at the checkpoint's line {ck_line}: {after.get('detail')}")
     # Reentrant checkpointing also nests each block's forward in a CheckpointFunction that A
     # never ran: the ops inside are still compared, and are the same.
     c, out_c = record("actck_c", ["2"], script)
