@@ -100,7 +100,8 @@ void add_diff_command(CLI::App& app) {
     } else {
       std::fputs(diff::format_divergence(*result).c_str(), stdout);
     }
-    exit_code = (*result)["status"] == "identical" || (args->results && same_results(*result)) ? 0 : 1;
+    exit_code =
+        (*result)["status"] == "identical" || (args->results && same_results(*result)) ? 0 : 1;
   });
 }
 

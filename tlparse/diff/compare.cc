@@ -2097,7 +2097,8 @@ std::string op_at_source(const Reader& r, Strings& strings, const OpRecord& op) 
   std::string text = j.value("op", std::string());
   const std::string src = j.value("source", std::string());
   if (src.empty()) return text;
-  return text + " at " + src + (j.value("source_from_forward", false) ? " (forward op's line)" : "");
+  return text + " at " + src +
+         (j.value("source_from_forward", false) ? " (forward op's line)" : "");
 }
 
 // `op_at_source` with the op's seq: "aten::empty at pad.py:10 (seq 96)".

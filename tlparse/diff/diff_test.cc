@@ -4360,7 +4360,8 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   later["first_nonfinite"]["first_held_step"] = 3164;
   const std::string advice = tdbg::diff::format_nonfinite(later);
   INFO(advice);
-  CHECK(advice.find("--steps K:3165 with K < 3164, or from 0 with --ops matching the ops that compute the loss") != std::string::npos);
+  CHECK(advice.find("--steps K:3165 with K < 3164, or from 0 with --ops matching the ops that "
+                    "compute the loss") != std::string::npos);
   CHECK(advice.find("--hash outputs") == std::string::npos);
 
   // The same through an input whose values were not recorded (a view: no summary), made by an

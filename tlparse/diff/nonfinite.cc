@@ -935,18 +935,20 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     // A bundle's window: the ops it holds of those its process recorded.
     const json window = json::parse(r.meta("bundle_window"), nullptr, /*allow_exceptions=*/false);
     const std::string window_text =
-        window.is_object() ? r.path() + " holds a bundle's window of ops #" +
-                                 std::to_string(window.value("from_seq", int64_t{0})) + " to #" +
-                                 std::to_string(window.value("to_seq", int64_t{0}) - 1) + " of the " +
-                                 std::to_string(window.value("recorded_last_seq", int64_t{0}) + 1) +
-                                 " its process recorded"
-                           : std::string();
+        window.is_object()
+            ? r.path() + " holds a bundle's window of ops #" +
+                  std::to_string(window.value("from_seq", int64_t{0})) + " to #" +
+                  std::to_string(window.value("to_seq", int64_t{0}) - 1) + " of the " +
+                  std::to_string(window.value("recorded_last_seq", int64_t{0}) + 1) +
+                  " its process recorded"
+            : std::string();
     if (held.dropped_start)
       notes.push_back(window_text.empty()
                           ? dropped_note(r, held)
-                          : window_text + ": NaN or Inf may have started in the ops before it (the "
-                                          "bundle's README and nonfinite.json say where the whole "
-                                          "run's first one was)");
+                          : window_text +
+                                ": NaN or Inf may have started in the ops before it (the "
+                                "bundle's README and nonfinite.json say where the whole "
+                                "run's first one was)");
     // A process whose recording stopped short (a full disk), or one still recording or
     // killed before it closed its database: the answer covers what it holds. One note each
     // (a short recording may also have failed to close).
@@ -969,9 +971,10 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     // not in the bundle (one it holds comes before any after it).
     if (start.is_null() && window.is_object() &&
         window.value("to_seq", INT64_MAX) <= window.value("recorded_last_seq", int64_t{-1})) {
-      const std::string cut = window_text + ": NaN or Inf may have started in the ops after it (the "
-                                            "bundle's README and nonfinite.json say where the "
-                                            "whole run's first one was)";
+      const std::string cut = window_text +
+                              ": NaN or Inf may have started in the ops after it (the "
+                              "bundle's README and nonfinite.json say where the "
+                              "whole run's first one was)";
       notes.push_back(cut);
       if (lost_text.empty()) lost_text = "a bundle's window: " + cut;
     }

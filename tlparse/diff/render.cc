@@ -1,9 +1,9 @@
 // Human-readable renderings of `compare_runs` and `first_nonfinite` results: the answer to
 // "where, and why" in the first lines, then the details a user looks at next.
 #include <cmath>
-#include <limits>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "base/json_text.h"
@@ -557,8 +557,7 @@ std::string nonfinite_reason(const json& f) {
     }
   }
   if ((op == "log" || op == "log2" || op == "log10") && range(0, &lo, &hi) && lo <= 0)
-    return lo < 0 ? "log of a negative value: input min " + num(lo)
-                  : "log(0) = -inf: input min 0";
+    return lo < 0 ? "log of a negative value: input min " + num(lo) : "log(0) = -inf: input min 0";
   if (op == "log1p" && range(0, &lo, &hi) && lo <= -1)
     return "log1p of a value at or below -1: input min " + num(lo);
   if (op == "sqrt" && range(0, &lo, &hi) && lo < 0) return "sqrt of a negative value: input min " + num(lo);
