@@ -369,6 +369,34 @@ test('a NaN the program masks is reported as tdbg nan reports it, not as all fin
   }
 });
 
+test('a batch split into micro-batches: the headline says the updates agree, as tdbg diff does', async () => {
+  const dir = join(work, 'micro');
+  mkdirSync(dir);
+  const script = join(dir, 'micro.py');
+  writeFileSync(script, [
+    'import sys, torch',
+    'torch.manual_seed(0)',
+    'm = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 2))',
+    'opt = torch.optim.SGD(m.parameters(), lr=0.1)',
+    'x, y = torch.randn(3, 8, 6), torch.randn(3, 8, 2)',
+    'parts = int(sys.argv[1])',
+    'for step in range(3):',
+    '    opt.zero_grad()',
+    '    for k in range(parts):',
+    '        xs, ys = x[step].chunk(parts), y[step].chunk(parts)',
+    '        (torch.nn.functional.mse_loss(m(xs[k]), ys[k]) / parts).backward()',
+    '    opt.step()',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, ['1']);
+  const b = recordTorch(dir, 'b', script, ['2']);
+  const headline = spawnSync(tdbg, ['diff', a, b], { encoding: 'utf8' }).stdout.split('\n')[0];
+  const said = headline.match(/; the optimizer's updates agree at rounding level in every step \([^)]*\)/);
+  assert.ok(said, headline);
+  const { page, seen } = await openPage(makeReport(dir, a, b));
+  assert.equal(await page.textContent('#status-updates'), said[0]);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a run full of HTML and script payloads executes nothing and shows them as text', async () => {
   const dir = makeRuns('hostile', '--ops', '600', '--diverge-at', '300', '--hostile');
   const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));

@@ -170,7 +170,9 @@
             (fd.next.a || fd.next.b).op + ' (seq ' + fmt((fd.next.a || fd.next.b).seq) + ')') : null,
         // Whether the change touches results at all, as the diff's headline says it.
         fd.contained && typeof fd.contained === 'object' ? h('span', { id: 'status-work' }, "; it reaches no other op's output (work, not results)")
-          : fd.values_same && typeof fd.values_same === 'object' ? h('span', { id: 'status-work' }, '; the values stay the same to the end (work, not results)') : null);
+          : fd.values_same && typeof fd.values_same === 'object' ? h('span', { id: 'status-work' }, '; the values stay the same to the end (work, not results)') : null,
+        // After a structural change, whether the optimizer's updates still agree.
+        updatesWords(fd) ? h('span', { id: 'status-updates' }, '; ' + updatesWords(fd)) : null);
     }
     const keys = new Set();
     for (const r of runs) for (const k of Object.keys(r.meta || {})) keys.add(k);
@@ -291,6 +293,29 @@
     const by = healed && healed.by;
     if (!by || typeof by !== 'object') return '';
     return ' by ' + by.op + (by.source ? ' at ' + srcText(by.source) : '') + ' (seq ' + fmt(by.seq) + ')';
+  }
+  // A number as C's "%.2g" writes it (how tdbg diff prints relative differences): two
+  // significant digits, no trailing zeros, a two-digit exponent.
+  function printfG2(x) {
+    const e = Number(x).toExponential(1);  // "1.5e-5": the exponent after rounding
+    const exponent = parseInt(e.split('e')[1], 10);
+    if (exponent < -4 || exponent >= 2) {
+      return e.replace(/\.?0+e/, 'e').replace(/e([+-])(\d)$/, 'e$10$2');
+    }
+    const t = Number(x).toPrecision(2);
+    return t.includes('.') ? t.replace(/0+$/, '').replace(/\.$/, '') : t;
+  }
+  // The diff's word on the optimizer's updates after a structural change (`updates`), as its
+  // headline says it.
+  function updatesWords(fd) {
+    const u = fd && fd.updates;
+    if (!u || typeof u !== 'object') return null;
+    if (u.rounding) {
+      return u.largest === 0 ? 'the optimizer\'s updates are the same in every step'
+        : 'the optimizer\'s updates agree at rounding level in every step (largest relative difference ' +
+          printfG2(u.largest) + ')';
+    }
+    return 'the optimizer\'s updates differ beyond rounding from step ' + fmt(u.beyond && u.beyond.step);
   }
   function healing(fd) {
     if (fd.values_same && typeof fd.values_same === 'object') {
