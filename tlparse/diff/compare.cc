@@ -3047,9 +3047,6 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   int value_after_depth = -1;  // depth of the value difference after a structural change
   // The seq of the first op at or after the first structural change, in each run.
   int64_t change_seq_a = std::numeric_limits<int64_t>::max(), change_seq_b = change_seq_a;
-  // An input that "comes from ops changed by the structural change" but was made in each run by
-  // another op from before the change (a head's weight tied to the embedding's in one run):
-  // the op reads another tensor; say which ops made it.
   // Inside an optimizer step, an input one run made in this very step and the other carried
   // from an earlier one: optimizer state created afresh (a resumed run whose optimizer's state
   // was not loaded, a new optimizer made mid-training) against state that went on.
@@ -3098,6 +3095,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
            "(torch.utils.checkpoint with preserve_rng_state=False), or what it reads changed "
            "in between";
   };
+  // An input that "comes from ops changed by the structural change" but was made in each run by
+  // another op from before the change (a head's weight tied to the embedding's in one run):
+  // the op reads another tensor; say which ops made it.
   auto made_before_change = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c, json& v) {
     // (Or a view of other memory in each run, which has no value hash to differ.)
     const int which = c.input >= 0 ? c.input : c.view;

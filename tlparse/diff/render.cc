@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "base/json_text.h"
@@ -546,16 +547,21 @@ std::string nonfinite_reason(const json& f) {
     return "acosh of a value below 1: input min " + num(lo);
   if (op == "atanh" && range(0, &lo, &hi) && (lo <= -1 || hi >= 1))
     return "atanh of a value at or beyond ±1: input min " + num(lo) + ", max " + num(hi);
-  if (op == "pow" && range(0, &lo, &hi) && lo < 0) {
-    // A negative base to a fractional exponent (an argument: pow(x, 1.5)).
-    for (const json& a : f.value("args", json::array())) {
-      const std::string v = a.value("value", std::string());
-      char* end = nullptr;
-      const double e = std::strtod(v.c_str(), &end);
-      if (end != v.c_str() && *end == '\0' && std::isfinite(e) && e != std::nearbyint(e))
-        return "a negative base to a fractional power: input min " + num(lo) + ", exponent " + v;
+  // pow's exponent, where it is a number argument (pow(x, 1.5)), with its text.
+  std::optional<std::pair<double, std::string>> exponent;
+  for (const json& a : f.value("args", json::array())) {
+    const std::string v = a.value("value", std::string());
+    char* end = nullptr;
+    const double e = std::strtod(v.c_str(), &end);
+    if (end != v.c_str() && *end == '\0' && std::isfinite(e)) {
+      exponent = std::make_pair(e, v);
+      break;
     }
   }
+  if (op == "pow" && range(0, &lo, &hi) && lo < 0 && exponent &&
+      exponent->first != std::nearbyint(exponent->first))
+    return "a negative base to a fractional power: input min " + num(lo) + ", exponent " +
+           exponent->second;
   if ((op == "log" || op == "log2" || op == "log10") && range(0, &lo, &hi) && lo <= 0)
     return lo < 0 ? "log of a negative value: input min " + num(lo) : "log(0) = -inf: input min 0";
   if (op == "log1p" && range(0, &lo, &hi) && lo <= -1)
@@ -619,15 +625,9 @@ std::string nonfinite_reason(const json& f) {
       if (range(k, &lo, &hi)) magnitude = std::max({magnitude, std::fabs(lo), std::fabs(hi)});
     const std::string from =
         magnitude >= 0 ? " from inputs up to " + num(magnitude) + " in magnitude" : std::string();
-    if (op == "pow" && magnitude >= 0)
-      for (const json& a : f.value("args", json::array())) {
-        const std::string v = a.value("value", std::string());
-        char* end = nullptr;
-        const double e = std::strtod(v.c_str(), &end);
-        if (end != v.c_str() && *end == '\0' && e > 1)
-          return "overflow: inputs up to " + num(magnitude) + " in magnitude to the power " + v +
-                 " are beyond " + dtype + "'s largest value, " + num(largest);
-      }
+    if (op == "pow" && magnitude >= 0 && exponent && exponent->first > 1)
+      return "overflow: inputs up to " + num(magnitude) + " in magnitude to the power " +
+             exponent->second + " are beyond " + dtype + "'s largest value, " + num(largest);
     return "an overflow: a result beyond " + dtype + "'s largest value, " + num(largest) + from +
            " (or x/0 inside the op)";
   }
