@@ -397,6 +397,14 @@ test('a batch split into micro-batches: the headline says the updates agree, as 
   assert.deepEqual(seen.errors, []);
 });
 
+test('a report of one recording named twice says the runs are identical and warns why', async () => {
+  const dir = makeRuns('twice', '--ops', '200');
+  const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'a')));
+  assert.match(await page.textContent('#status'), /^The runs are identical/);
+  assert.match(await page.textContent('#identical-warnings'), /A and B are the same recording/);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a run full of HTML and script payloads executes nothing and shows them as text', async () => {
   const dir = makeRuns('hostile', '--ops', '600', '--diverge-at', '300', '--hostile');
   const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));

@@ -1125,6 +1125,14 @@ def case_resumed_apart():
     check("that is B's start-up" in headline and
           "the first value difference after it: " + after.get("a", {}).get("op", "?") in headline,
           f"the headline goes past B's start-up to the value difference: {headline}")
+    # The bundle pairs them alike, and its README says why and how to diff its runs.
+    bundle = os.path.join(WORK, "resumed_apart.tar.gz")
+    subprocess.run([TDBG, "bundle", "-o", bundle, a, b], check=True, stdout=subprocess.DEVNULL)
+    with tarfile.open(bundle) as t:
+        readme = t.extractfile(next(n for n in t.getnames() if n.endswith("/README.md"))).read().decode()
+    check("Note: B begins by copying in values" in readme and "not in this bundle" not in readme and
+          "tdbg diff runs/a runs/b --align-steps 3:0" in readme,
+          f"the bundle's README names the resumption and its pairing: {readme[:1500]!r}")
     # Pairing the steps by number, as asked, guesses nothing.
     p = subprocess.run([TDBG, "diff", "--json", "--align-steps", "0:0", a, b], stdout=subprocess.PIPE, text=True)
     r = json.loads(p.stdout) if p.returncode == 1 else {}

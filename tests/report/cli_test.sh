@@ -232,4 +232,8 @@ set -e
 [ "$(grep -c "holds a bundle's window of ops #.*in the ops before it" nan.txt)" -eq 1 ] ||
   fail "nan does not say once that the window left out the ops before it: $(cat nan.txt)"
 ! grep -q "in the ops after it\|a ring kept" nan.txt || fail "nan hedges on ops after the start, or a ring: $(cat nan.txt)"
+# The same recording named twice: identical, and the bundle's README says why.
+"$tdbg" bundle early/a early/a -o twice.tar.gz >/dev/null || fail "bundle twice exited $?"
+tar -xzf twice.tar.gz -O --wildcards '*/README.md' | grep -q "Warning: A and B are the same recording" ||
+  fail "the README of a bundle of one recording twice does not warn"
 echo "report_cli: all checks passed"

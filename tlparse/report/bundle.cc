@@ -681,17 +681,21 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     const json& fd = data["diff"]["first_divergence"];
     if (fd.is_object()) {
       md << "**First divergence**: " << divergence_text(fd) << "\n\n";
-      // How the runs were recorded or paired changes how that reads (a later phase not
-      // compared, a window, no hashes): as `tdbg diff` says it under its headline.
-      for (const json& w : data["diff"].value("warnings", json::array()))
-        if (w.is_string()) md << "Warning: " << w.get<std::string>() << "\n\n";
-      // --align-steps: the phases of a run left out of the comparison, and of this bundle.
-      for (const std::string& note : report_options.diff_notes)
-        md << "Note: " << note << "; they are not in this bundle either.\n\n";
     } else if (text_of(data["diff"], "status", "") == "identical") {
       md << "**The runs are identical** on every compared op.\n\n";
     } else {
       md << "**The runs diverge**; see `diff.json`.\n\n";
+    }
+    // How the runs were recorded or paired changes how that reads (a later phase not
+    // compared, a window, no hashes, the same recording twice): as `tdbg diff` says it under
+    // its headline.
+    for (const json& w : data["diff"].value("warnings", json::array()))
+      if (w.is_string()) md << "Warning: " << w.get<std::string>() << "\n\n";
+    // How the steps were paired: a resumption found, and (--align-steps) the phases of a run
+    // left out of the comparison ("B: compared its phase ..."), which this bundle leaves out too.
+    for (const std::string& note : report_options.diff_notes) {
+      const bool phase = note.rfind("A: ", 0) == 0 || note.rfind("B: ", 0) == 0;
+      md << "Note: " << note << (phase ? "; they are not in this bundle either" : "") << ".\n\n";
     }
   }
   // How each run was recorded, where it holds only a part of what ran: every statement below

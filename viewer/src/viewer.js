@@ -149,7 +149,10 @@
     } else if (!data.diff) {
       banner = h('div', { class: 'banner', id: 'status' }, 'Two runs (the diff engine was not run).');
     } else if (data.diff.status === 'identical') {
-      banner = h('div', { class: 'banner identical', id: 'status' }, 'The runs are identical: every compared op has the same inputs and outputs.');
+      // With what the diff warns of (the same recording named twice, runs recorded otherwise).
+      const warned = (Array.isArray(data.diff.warnings) ? data.diff.warnings : []).filter(x => typeof x === 'string');
+      banner = h('div', { class: 'banner identical', id: 'status' }, 'The runs are identical: every compared op has the same inputs and outputs.',
+        warned.length ? h('ul', { id: 'identical-warnings' }, warned.map(w => h('li', null, h('strong', null, 'warning: '), w))) : null);
     } else {
       const fd = firstDivergence || {};
       // Ops only B runs (an insertion) have no A side: name B's op, said so.
