@@ -22,6 +22,11 @@ struct Config {
 #undef FLAG_TYPE_BOOL
 };
 
+// The file in the run directory (`out`) where a process notes, a line each ("PID\tREASON"),
+// why tdbg's torch hook could not be loaded into it: `tdbg record` says it after the program,
+// where no database is there to, and removes the file.
+inline constexpr const char* kHookFailedFile = ".tdbg-hook-failed";
+
 // Reads every `TDBG_<NAME>` variable (upper-cased flag name); unset ones keep the default.
 // A malformed or out-of-range value (a negative ring or flush interval, hash threads below 1)
 // keeps the default and, when `report`, is reported on stderr: one reader per process

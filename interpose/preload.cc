@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 
@@ -125,6 +127,21 @@ void after_fork_in_child() {
   forget_watcher_after_fork();
 }
 
+// Notes in the run directory why the hook could not be loaded into this process
+// (`interpose::kHookFailedFile`).
+void note_hook_failure(const std::string& out, const char* why) {
+  const std::string path = out + "/" + interpose::kHookFailedFile;
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  char line[600];
+  int n = snprintf(line, sizeof(line), "%d\t%s\n", static_cast<int>(getpid()), why);
+  if (n > 0) {
+    ssize_t written = write(fd, line, std::min(static_cast<size_t>(n), sizeof(line) - 1));
+    (void)written;
+  }
+  close(fd);
+}
+
 void load_torch_hook() {
   interpose::Config config = interpose::config_from_environment(/*report=*/false);
   if (config.out.empty()) {
@@ -154,6 +171,7 @@ void load_torch_hook() {
     const char* why = dlerror();
     say_once(&g_said_torch_lib, "cannot load the torch hook (%s); not recording this process",
              why != nullptr ? why : path);
+    note_hook_failure(config.out, why != nullptr ? why : path);
     return;
   }
   if (dlsym_fn real_dlsym = real_dlsym_now()) {
@@ -161,6 +179,7 @@ void load_torch_hook() {
     if (shutdown == nullptr) {
       say_once(&g_said_torch_lib, "%s is not tdbg's torch hook (no tdbg_torch_shutdown); not "
                "recording this process", path);
+      note_hook_failure(config.out, (std::string(path) + " is not tdbg's torch hook").c_str());
       return;
     }
     g_torch_finish.store(reinterpret_cast<void (*)()>(real_dlsym(handle, "tdbg_torch_finish")));

@@ -362,6 +362,17 @@ void warn_empty_selection(const interpose::Config& config, const std::string& ru
                    run_dir.c_str(), hook);
       return;
     }
+    // Torch was loaded, but the hook was not (a library built against another torch): the
+    // preload left why.
+    std::ifstream failed(fs::path(run_dir) / interpose::kHookFailedFile);
+    std::string line;
+    if (failed && std::getline(failed, line) && line.find('\t') != std::string::npos) {
+      std::fprintf(stderr,
+                   "tdbg record: nothing was recorded in %s: the program loaded torch, but tdbg's "
+                   "torch hook could not be loaded into it (%s)\n",
+                   run_dir.c_str(), line.substr(line.find('\t') + 1).c_str());
+      return;
+    }
     std::fprintf(stderr,
                  "tdbg record: no process of the program loaded torch: nothing was recorded in "
                  "%s (tdbg records the processes that load libtorch; where it could not load its "
@@ -572,6 +583,8 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   manifest["ended"] = utc_now();
   write_manifest(*run_dir, manifest);
   warn_empty_selection(options.config, *run_dir);
+  std::error_code removed;
+  fs::remove(fs::path(*run_dir) / interpose::kHookFailedFile, removed);
   if (WIFSIGNALED(status)) end_by_signal(WTERMSIG(status));
 }
 

@@ -82,6 +82,21 @@ def case_exit_status():
           f"diff says why the run holds nothing (exit {diff.returncode}): {diff.stderr!r}")
     if not have_torch() or not HAVE_TORCH_HOOK:
         return
+    # A hook library that is there but does not load (not a library): torch was loaded, and
+    # record says the hook was not, with the loader's reason, not "no process loaded torch".
+    broken = os.path.join(WORK, "broken_hook.so")
+    with open(broken, "w") as f:
+        f.write("not a library\n")
+    no_hook = fresh("broken_hook")
+    result = subprocess.run([TDBG, "record", "-o", no_hook, "--", TORCH_PYTHON, "-c",
+                             "import torch; print(torch.ones(2).sum().item())"],
+                            capture_output=True, text=True,
+                            env=dict(os.environ, TDBG_TORCH_LIB=broken))
+    check(result.returncode == 0 and result.stdout == "2.0\n"
+          and "the program loaded torch, but tdbg's torch hook could not be loaded into it ("
+          + broken in result.stderr and "no process of the program loaded torch" not in result.stderr
+          and not os.path.exists(os.path.join(no_hook, ".tdbg-hook-failed")),
+          f"a hook that does not load is named, with why: {result.stderr!r}")
     # A torch process's database notes how it ended (meta exit_status, docs/schema.md).
     for code, want in (("sys.exit(3)", "3"), ("os._exit(5)", "5"), ("pass", "0"),
                        ("raise SystemExit('bye')", "1")):
