@@ -1063,24 +1063,31 @@ def case_resumed():
           f"report --align-steps of one run: one line, exit 2 (got {p.returncode} {p.stderr!r})")
 
 
-# Trains 6 steps with AdamW ("full"), or 3 saving a checkpoint ("first CKPT"), or the last 3
-# from it ("resume CKPT"; "resume_fresh CKPT" forgets to load the optimizer's state).
+# Trains 6 steps with Adam ("full"), or 3 saving a checkpoint ("first CKPT"), or the last 3
+# from it ("resume CKPT"; "resume_fresh CKPT" forgets to load the optimizer's state;
+# "resume_one CKPT" takes one layer's weight from it and trains from its own init). A gate
+# whose gradient is 0 keeps its value at every step, as a dead unit's weights do.
 RESUME_ADAM = r"""
 import sys, torch
 torch.manual_seed(0)
 m = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 3))
-opt = torch.optim.AdamW(m.parameters(), lr=0.01)
+m.gate = torch.nn.Parameter(torch.ones(4))
+opt = torch.optim.Adam(m.parameters(), lr=0.01)
 data = torch.randn(6, 8, 6)
 mode = sys.argv[1]
 steps = range(6) if mode == "full" else range(3) if mode == "first" else range(3, 6)
-if mode.startswith("resume"):
+if mode == "resume_one":
+    torch.manual_seed(5)
+    m[0].weight.data.copy_(torch.load(sys.argv[2])["model"]["0.weight"])
+    steps = range(6)
+elif mode.startswith("resume"):
     state = torch.load(sys.argv[2])
     m.load_state_dict(state["model"])  # MARK:resume_load
     if mode == "resume":
         opt.load_state_dict(state["opt"])
 for k in steps:
     opt.zero_grad()
-    loss = m(data[k]).pow(2).mean()
+    loss = m(data[k]).pow(2).mean() + 0 * m.gate.sum()
     loss.backward()
     opt.step()
     print("%.6f" % loss.item())
@@ -1133,6 +1140,11 @@ def case_resumed_apart():
     check("Note: B begins by copying in values" in readme and "not in this bundle" not in readme and
           "tdbg diff runs/a runs/b --align-steps 3:0" in readme,
           f"the bundle's README names the resumption and its pairing: {readme[:1500]!r}")
+    # One layer taken from A's checkpoint is no resumption.
+    one, _ = record("resumed_apart_one", ["resume_one", ckpt], script)
+    rc, r = diff(a, one)
+    check(not any(n.startswith("B begins") for n in r.get("notes", [])),
+          f"one layer loaded from A's checkpoint is no resumption: {r.get('notes')}")
     # Pairing the steps by number, as asked, guesses nothing.
     p = subprocess.run([TDBG, "diff", "--json", "--align-steps", "0:0", a, b], stdout=subprocess.PIPE, text=True)
     r = json.loads(p.stdout) if p.returncode == 1 else {}

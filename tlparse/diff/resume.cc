@@ -4,6 +4,7 @@
 // steps. The diff then pairs that step with the resumed run's step 0, as --align-steps would,
 // instead of pairing both steps 0 and blaming the seed.
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -38,14 +39,21 @@ struct Loaded {
   std::unordered_set<uint64_t> hashes;
   std::optional<OpRecord> first;
   const Reader* reader = nullptr;  // the process of `first`
+  // The parameters autograd accumulated a gradient into in the first backward (one
+  // AccumulateGrad each): what a resumption loads, most of them at least.
+  int64_t parameters = 0;
 };
 
 void add_loaded(const Reader& r, Loaded* loaded) {
   const auto thread = main_thread(r);
   if (!thread) return;
   Strings strings(r);
+  int64_t parameters = 0;
+  bool counted = false;  // the first backward ended (micro-batches run more than one a step)
   r.scan_ops(*thread, 0, kStartOps, true, [&](const OpRecord& op) {
     if (op.step > 0) return false;
+    if (strings.text(op.name) == "torch::autograd::AccumulateGrad" && !counted) ++parameters;
+    counted = counted || (parameters > 0 && op.depth == 0 && !(op.flags & tracer::kOpBackward));
     if (op.depth != 0 || strings.text(op.name) != "aten::copy_") return true;
     for (const TensorRecord& t : op.tensors) {
       // (Not a scalar or a one-element tensor: a step count of 4 says nothing of whose.)
@@ -60,6 +68,7 @@ void add_loaded(const Reader& r, Loaded* loaded) {
     }
     return true;
   });
+  loaded->parameters = std::max(loaded->parameters, parameters);
 }
 
 // Of every process of `run`: a training resumed in the same run folder (`bash -c "train &&
@@ -70,31 +79,45 @@ Loaded loaded_at_start(const tracer::Run& run) {
   return loaded;
 }
 
-// The first op of `r`'s optimizer steps whose output holds one of `hashes`: a parameter as it
-// was after that step. Reads the ops of the steps alone, in order, until one is found.
-std::optional<OpRecord> made_in_a_step(const Reader& r,
-                                       const std::unordered_set<uint64_t>& hashes) {
-  std::vector<tracer::RegionRecord> steps;
+// The optimizer step of `r` after which it held the most of `hashes` (distinct ones, as
+// outputs of the step's ops), with that step's first such op: where a resumption took its
+// values. By count, not the first step that holds one: a parameter whose gradient is 0 (a dead
+// unit, a frozen layer under Adam without weight decay) holds its value at every step. Nothing
+// where no step holds more than every other one (all of them frozen: no step to tell).
+std::optional<OpRecord> made_in_a_step(const Reader& r, const std::unordered_set<uint64_t>& hashes) {
+  std::vector<tracer::RegionRecord> regions;
   for (const tracer::RegionRecord& g : r.regions())
-    if (g.kind == tracer::RegionKind::kStep && g.end_seq != tracer::kNoSeq) steps.push_back(g);
-  std::sort(steps.begin(), steps.end(),
+    if (g.kind == tracer::RegionKind::kStep && g.end_seq != tracer::kNoSeq) regions.push_back(g);
+  std::sort(regions.begin(), regions.end(),
             [](const auto& x, const auto& y) { return x.start_seq < y.start_seq; });
-  std::optional<OpRecord> found;
-  for (const tracer::RegionRecord& g : steps) {
-    r.scan_ops(std::nullopt, g.start_seq, g.end_seq + 1, true, [&](const OpRecord& op) {
+  // By step (several optimizers: several regions a step): the hashes held, and the first op.
+  std::map<int64_t, std::pair<std::unordered_set<uint64_t>, OpRecord>> held;
+  for (const tracer::RegionRecord& g : regions) {
+    const Status st = r.scan_ops(std::nullopt, g.start_seq, g.end_seq + 1, true, [&](const OpRecord& op) {
       if (op.thread != g.thread) return true;
       for (const TensorRecord& t : op.tensors) {
-        if (t.role == tracer::TensorRole::kOutput && t.status == tracer::TensorStatus::kHashed &&
-            hashes.count(t.hash) > 0) {
-          found = op;
-          return false;
-        }
+        if (t.role != tracer::TensorRole::kOutput || t.status != tracer::TensorStatus::kHashed ||
+            hashes.count(t.hash) == 0)
+          continue;
+        auto [at, fresh] = held.try_emplace(op.step, std::unordered_set<uint64_t>{}, op);
+        at->second.first.insert(t.hash);
       }
       return true;
     });
-    if (found) break;
+    if (!st.ok()) return std::nullopt;
   }
-  return found;
+  const std::pair<std::unordered_set<uint64_t>, OpRecord>* best = nullptr;
+  size_t runner_up = 0;
+  for (const auto& [step, found] : held) {
+    if (best == nullptr || found.first.size() > best->first.size()) {
+      runner_up = best ? best->first.size() : 0;
+      best = &found;
+    } else {
+      runner_up = std::max(runner_up, found.first.size());
+    }
+  }
+  if (best == nullptr || best->first.size() <= runner_up) return std::nullopt;
+  return best->second;
 }
 
 // "aten::copy_ at resume.py:17 (seq 118, step 0)".
@@ -122,6 +145,8 @@ std::string guess_resumed_steps(const tracer::Run& a, const tracer::Run& b,
     if (loaded.hashes.empty()) return std::nullopt;
     for (uint64_t h : loaded.hashes)
       if (loaded_t.hashes.count(h) > 0) return std::nullopt;
+    // Most of the model loaded, not one layer (pretrained embeddings taken from it).
+    if (2 * static_cast<int64_t>(loaded.hashes.size()) < loaded.parameters) return std::nullopt;
     return made_in_a_step(trained, loaded.hashes);
   };
   std::optional<OpRecord> made = resumes(ra, loaded_a, loaded_b);
