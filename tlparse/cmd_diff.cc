@@ -28,15 +28,20 @@ CLI::Validator non_negative_scan_limit() {
 }
 
 // Whether a divergence changes no result (for --results): every op paired outside a
-// structural change has the same values, a value difference reaches no other op's output, or
-// every tensor that differed was overwritten with the same values and all after is the same.
+// structural change has the same values, a value difference reaches no other op's output,
+// every tensor that differed was overwritten with the same values and all after is the same,
+// or every optimizer step's outputs are the same in both runs.
 bool same_results(const nlohmann::json& result) {
   const nlohmann::json& d = result.value("first_divergence", nlohmann::json());
   if (!d.is_object()) return false;
   const nlohmann::json& healed = d.value("healed", nlohmann::json());
+  const nlohmann::json& updates = d.value("updates", nlohmann::json());
   return d.value("values_same", nlohmann::json()).is_object() ||
          d.value("contained", nlohmann::json()).is_object() ||
-         (healed.is_object() && healed.value("to_end", false));
+         (healed.is_object() && healed.value("to_end", false)) ||
+         // Every optimizer step's outputs the same, bit for bit: the training's results.
+         (updates.is_object() && updates.value("rounding", false) && updates.value("largest", 1.0) == 0 &&
+          updates.value("unpaired_step", nlohmann::json()).is_null());
 }
 
 }  // namespace
@@ -72,7 +77,8 @@ void add_diff_command(CLI::App& app) {
   add_align_steps_option(cmd, &args->align_steps);
   cmd->add_flag("--results", args->results,
                 "Exit 0 also when the runs differ in work but not in results: the values stay "
-                "the same, the difference reaches no other op, or it healed to the end");
+                "the same, the difference reaches no other op, it healed to the end, or every "
+                "optimizer step's outputs are the same (not: the same up to rounding)");
   cmd->callback([args] {
     diff::DiffOptions options;
     if (std::string why = align_steps_error(args->align_steps, true, &options.align_steps);

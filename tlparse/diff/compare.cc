@@ -1676,19 +1676,6 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   return "nondeterministic";
 }
 
-// The largest relative difference that the same values computed with float operations in
-// another order make where a change carries them in, in a tensor of `dtype`: 16 roundings
-// (float32: 1.9e-6), at most `rounding_limit`. Tighter than what another kernel makes after
-// many ops: one element of a hundred moved by 5e-4 moves the sum of values near 1 by 5e-6,
-// and summaries cannot tell that from rounding below it.
-double reorder_limit(std::string_view dtype) {
-  const double eps = dtype == "float32" || dtype == "complex64"    ? 0x1p-23
-                     : dtype == "float64" || dtype == "complex128" ? 0x1p-52
-                                                                   : 0;
-  const double limit = rounding_limit(dtype);
-  return eps > 0 ? std::min(limit, 16 * eps) : limit;
-}
-
 // The largest relative difference of a differing tensor's summaries (`tensor_pair_json`) when
 // it is of the size rounding makes for its dtype (`reorder_limit` with `reorder`); -1 when
 // larger, or when there are no summaries to tell.

@@ -129,7 +129,8 @@ std::string recorded_selection(std::initializer_list<const tracer::Reader*> read
 int64_t window_first_step(const tracer::Reader& r);
 
 // What the headline of `tdbg diff` adds after a first divergence `d` ("; healed: ...", "; the
-// values stay the same to the end (work, not results)"), or "".
+// values stay the same to the end (work, not results)", "; the optimizer's updates agree at
+// rounding level ..."), or "".
 std::string headline_verdict(const nlohmann::json& d);
 
 // Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print

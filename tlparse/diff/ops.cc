@@ -422,6 +422,14 @@ double rounding_limit(std::string_view dtype) {
                                                        : -1;
 }
 
+double reorder_limit(std::string_view dtype) {
+  const double eps = dtype == "float32" || dtype == "complex64"    ? 0x1p-23
+                     : dtype == "float64" || dtype == "complex128" ? 0x1p-52
+                                                                   : 0;
+  const double limit = rounding_limit(dtype);
+  return eps > 0 ? std::min(limit, 16 * eps) : limit;
+}
+
 double summary_distance(const hashing::Summary& a, const hashing::Summary& b) {
   if (!a.valid || !b.valid) return -1;
   if (a.nan_count != b.nan_count || a.inf_count != b.inf_count) return 2;

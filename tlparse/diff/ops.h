@@ -155,6 +155,14 @@ double summary_distance(const hashing::Summary& a, const hashing::Summary& b);
 // order) in a tensor of `dtype` (its name, as `hashing::dtype_name` gives it); -1 for a dtype
 // that does not round (integers, bool).
 double rounding_limit(std::string_view dtype);
+
+// The largest relative difference that the same values computed with float operations in
+// another order make where a change carries them in, in a tensor of `dtype`: 16 roundings
+// (float32: 1.9e-6), at most `rounding_limit`. Tighter than what another kernel makes after
+// many ops: one element of a hundred moved by 5e-4 moves the sum of values near 1 by 5e-6,
+// and summaries cannot tell that from rounding below it.
+double reorder_limit(std::string_view dtype);
+
 // A frame as {file, line, function}. A native frame of a C++ program whose line its binary's
 // debug info gives (native_lines.h) is {file: the source file, line, function, binary, offset,
 // inlined?}: "binary" and "offset" are what was recorded, "inlined" the functions inlined at

@@ -775,9 +775,12 @@ void print_updates(std::ostringstream& o, const json& d) {
       const std::string at = str(one["a"], "source");
       o << "; one output alone differs more, " << str(one["a"], "op")
         << (at.empty() ? "" : " at " + at) << " (seq A " << str(one["a"], "seq") << ", step "
-        << str(one, "step") << ", relative " << relative_text(one["relative"])
-        << "): a gradient that is 0 up to rounding (the bias "
-           "of attention's keys, say), which an optimizer such as Adam scales to a whole step";
+        << str(one, "step") << ", relative " << relative_text(one["relative"]) << ")";
+      // Adam's update divides by the gradient's size: a gradient 0 up to rounding (a parameter
+      // the loss does not depend on, such as attention's key bias) becomes a whole step.
+      if (str(one["a"], "op") == "aten::addcdiv_")
+        o << ": Adam's update of a parameter whose gradient is 0 up to rounding (one the loss "
+             "does not depend on, such as attention's key bias), which it scales to a whole step";
     }
     o << "\n";
     return;
@@ -822,7 +825,9 @@ std::string resumed_startup_suffix(const json& result) {
          "): " + str(after, "cause");
 }
 
-std::string headline_verdict(const json& d) { return healed_suffix(d) + work_not_results(d); }
+std::string headline_verdict(const json& d) {
+  return healed_suffix(d) + work_not_results(d) + updates_suffix(d);
+}
 
 // What healing means, and the new divergence after it with its cause.
 void print_healing(std::ostringstream& o, const json& d) {

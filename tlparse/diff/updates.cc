@@ -91,7 +91,8 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
           continue;
         magnitude += std::max(ta.summary.abs_sum, tb.summary.abs_sum);
         if (ta.hash == tb.hash) continue;
-        const double own = rounding_limit(hashing::dtype_name(ta.dtype));
+        // The same sums in another order, carried through the steps: reordering's size.
+        const double own = reorder_limit(hashing::dtype_name(ta.dtype));
         const double d = ta.dtype == tb.dtype ? summary_distance(ta.summary, tb.summary) : 2;
         if (own < 0 || d >= 2) exact = false;
         limit = std::max(limit, own);
