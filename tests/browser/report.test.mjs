@@ -362,6 +362,8 @@ test('a NaN the program masks is reported as tdbg nan reports it, not as all fin
     } else {
       assert.match(await page.textContent('#nonfinite .nan-masked'), /backward then made NaN/);
     }
+    // Its verdict on top, as tdbg nan's first line.
+    assert.equal(await page.textContent('#status-nonfinite'), nan.stdout.split('\n')[0]);
     // A report of one run links no divergence section.
     assert.equal(await page.locator('#nav a[href="#divergence"]').count(), 0);
     assert.equal(await page.locator('#nav a[href="#nonfinite"]').count(), 1);
@@ -394,6 +396,38 @@ test('a batch split into micro-batches: the headline says the updates agree, as 
   assert.ok(said, headline);
   const { page, seen } = await openPage(makeReport(dir, a, b));
   assert.equal(await page.textContent('#status-updates'), said[0]);
+  assert.deepEqual(seen.errors, []);
+});
+
+test('the context of a resumed run is centred where the diff compared, on each side', async () => {
+  const dir = join(work, 'resumed');
+  mkdirSync(dir);
+  const script = join(dir, 'resume.py');
+  writeFileSync(script, [
+    'import sys, torch',
+    'torch.manual_seed(0)',
+    'w = torch.nn.Parameter(torch.randn(4))',
+    'opt = torch.optim.SGD([w], lr=0.1)',
+    'x = torch.randn(4)',
+    'steps = range(2) if sys.argv[1] == "full" else range(1, 2)',
+    'if sys.argv[1] != "full":',
+    '    start = torch.zeros(3) + 1  # its own start-up: ops only B runs',
+    'for k in steps:',
+    '    opt.zero_grad()',
+    '    (w * x * (k + 1)).sum().backward()',
+    '    opt.step()',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, ['full']);
+  const b = recordTorch(dir, 'b', script, ['resume']);
+  const fd = JSON.parse(spawnSync(tdbg, ['diff', '--json', '--align-steps', '1:0', a, b], { encoding: 'utf8' }).stdout).first_divergence;
+  const here = fd.context.a.find(x => x.here);
+  assert.ok(fd.a === null && here && here.seq > 0, `precondition: B inserts ops where A is at op ${here && here.seq}`);
+  const rep = join(dir, 'report');
+  execFileSync(tdbg, ['report', '--align-steps', '1:0', a, b, '-o', rep]);
+  const { page, seen } = await openPage(pathToFileURL(join(rep, 'index.html')).href);
+  const first = await page.locator('#context tr.first td').allTextContents();
+  assert.equal(first[0], String(here.seq), `A's side of the marked row: ${first}`);
+  assert.equal(first[2], String(fd.b.seq), `B's side of the marked row: ${first}`);
   assert.deepEqual(seen.errors, []);
 });
 

@@ -3037,26 +3037,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // Inside an optimizer step, an input one run made in this very step and the other carried
   // from an earlier one: optimizer state created afresh (a resumed run whose optimizer's state
   // was not loaded, a new optimizer made mid-training) against state that went on.
-  std::optional<std::unordered_set<uint32_t>> step_regions_a, step_regions_b;
-  auto step_region = [&](bool is_a, const OpRecord& op) -> bool {
-    auto& ids = is_a ? step_regions_a : step_regions_b;
-    if (!ids) {
-      ids.emplace();
-      for (const tracer::RegionRecord& g : (is_a ? p.a : p.b).reader->regions())
-        if (g.kind == tracer::RegionKind::kStep) ids->insert(g.id);
-    }
-    return ids->count(op.region) > 0;
-  };
   auto fresh_optimizer_state = [&](const OpRecord& a, const OpRecord& b, const TensorRecord& ta,
                                    const TensorRecord& tb) -> std::string {
-    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq || !step_region(true, a) ||
-        !step_region(false, b))
+    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq ||
+        !in_optimizer_step(*p.a.reader, a) || !in_optimizer_step(*p.b.reader, b))
       return "";
     auto pa = p.a.reader->op(ta.producer);
     auto pb = p.b.reader->op(tb.producer);
     if (!pa || !pb) return "";
-    const bool a_fresh = pa->step == a.step && step_region(true, *pa);
-    const bool b_fresh = pb->step == b.step && step_region(false, *pb);
+    const bool a_fresh = pa->step == a.step && in_optimizer_step(*p.a.reader, *pa);
+    const bool b_fresh = pb->step == b.step && in_optimizer_step(*p.b.reader, *pb);
     if (a_fresh == b_fresh) return "";
     const char* fresh = b_fresh ? "B" : "A";
     const char* carried = b_fresh ? "A" : "B";

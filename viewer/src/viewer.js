@@ -144,8 +144,12 @@
   function overview() {
     let banner;
     if (runs.length < 2) {
-      banner = h('div', { class: 'banner', id: 'status' }, 'One run: ', runs[0] ? runs[0].path : '?',
-        runs[0] && runs[0].ending ? h('span', { id: 'ending' }, ' — the process ' + runs[0].ending) : null);
+      // With tdbg nan's first line: where the first NaN or Inf started, or that none did.
+      const nanHead = String((data.nonfinite_text || [])[0] || '').split('\n')[0];
+      banner = h('div', { class: 'banner' + (nanHead.startsWith('non-finite') ? ' nonfinite' : ''), id: 'status' },
+        'One run: ', runs[0] ? runs[0].path : '?',
+        runs[0] && runs[0].ending ? h('span', { id: 'ending' }, ' — the process ' + runs[0].ending) : null,
+        nanHead ? h('div', { id: 'status-nonfinite' }, nanHead) : null);
     } else if (!data.diff) {
       banner = h('div', { class: 'banner', id: 'status' }, 'Two runs (the diff engine was not run).');
     } else if (data.diff.status === 'identical') {
@@ -258,6 +262,13 @@
           rel = k in rels ? fmt(rels[k]) : x === y ? 'same' : h('span', { class: 'bad' }, 'differs');
         return h('tr', null, h('th', null, k), h('td', { class: 'num' }, fmt(x)), h('td', { class: 'num' }, fmt(y)), h('td', { class: 'num' }, rel));
       }));
+  }
+  // Where the diff's context of one side is centred (its op marked `here`): for a side with no
+  // op of its own (ops the other run inserted), the op after the change; null where not said.
+  function hereIn(fd, side) {
+    const list = fd.context && Array.isArray(fd.context[side]) ? fd.context[side] : [];
+    const at = list.find(x => x && x.here && Number.isInteger(x.seq));
+    return at ? at.seq : null;
   }
   function contextTable(seqA, seqB, structural) {
     const rows = [];
@@ -425,7 +436,10 @@
       comparedFrom(fd),
       processLines(fd),
       fd.argument ? h('p', { id: 'argument' }, 'Argument ', h('code', null, fd.argument.name || '#' + fd.argument.index),
-        ': A ', h('code', null, numText(fd.argument.value_a)), ', B ', h('code', null, numText(fd.argument.value_b))) : null,
+        ': A ', h('code', null, numText(fd.argument.value_a)), ', B ', h('code', null, numText(fd.argument.value_b)),
+        // What such a number is made of, as tdbg diff says it.
+        fd.argument.in_optimizer_step ? ' (inside optimizer.step(): a scalar made of its hyperparameters, so lr, momentum, ' +
+          'betas, eps or weight decay differs, or the scheduler that sets lr)' : null) : null,
       valueAfter(fd.value_after_structure),
       healing(fd),
       warnings.length || notes.length ? h('ul', { id: 'diff-notes' },
@@ -434,7 +448,8 @@
       h('div', { class: 'sides' }, sideCard('A', fd.a, runs[0]), sideCard('B', fd.b, runs[1])),
       t ? [h('h3', null, 'Summaries of the differing tensor'), summariesTable(opA, opB, t.role, t.index, t.rel_diff) ||
         h('p', { class: 'muted' }, 'The op is outside the window of this report.')] : null,
-      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : fd.b.seq, fd.b ? fd.b.seq : fd.a.seq, fd.kind === 'structure'),
+      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : hereIn(fd, 'a') ?? fd.b.seq,
+        fd.b ? fd.b.seq : hereIn(fd, 'b') ?? fd.a.seq, fd.kind === 'structure'),
       fd.kind === 'structure' ? h('p', { class: 'muted', id: 'context-note' }, 'Rows side by side by number: below the change they are not paired ops, and are not coloured.') : null,
       data.diff_text ? h('details', { id: 'diff-text' }, h('summary', null, 'As tdbg diff prints it'), h('pre', null, data.diff_text)) : null);
   }
