@@ -226,8 +226,11 @@ test('an argument divergence names the argument and both values; a killed run sa
   const fd = JSON.parse(diffed.stdout).first_divergence;
   assert.equal(fd.cause, 'arguments');
   const { page, seen } = await openPage(makeReport(dir, join(dir, 'a'), join(dir, 'b')));
+  // With what tdbg diff adds of an argument inside optimizer.step(): what it is made of.
+  assert.ok(fd.argument.in_optimizer_step, 'precondition: the learning rate, inside optimizer.step()');
   assert.equal(await page.textContent('#argument'),
-    `Argument ${fd.argument.name}: A ${fd.argument.value_a}, B ${fd.argument.value_b}`);
+    `Argument ${fd.argument.name}: A ${fd.argument.value_a}, B ${fd.argument.value_b} (inside optimizer.step(): ` +
+    'a scalar made of its hyperparameters, so lr, momentum, betas, eps or weight decay differs, or the scheduler that sets lr)');
   // One run ended by a signal: the page says so where it names the run.
   const single = await openPage(makeReport(dir, join(dir, 'a')));
   assert.match(await single.page.textContent('#ending'), /the process was ended by signal 15 \(SIGTERM\)/);
@@ -419,14 +422,16 @@ test('the context of a resumed run is centred where the diff compared, on each s
     ''].join('\n'));
   const a = recordTorch(dir, 'a', script, ['full']);
   const b = recordTorch(dir, 'b', script, ['resume']);
-  const fd = JSON.parse(spawnSync(tdbg, ['diff', '--json', '--align-steps', '1:0', a, b], { encoding: 'utf8' }).stdout).first_divergence;
-  const here = fd.context.a.find(x => x.here);
-  assert.ok(fd.a === null && here && here.seq > 0, `precondition: B inserts ops where A is at op ${here && here.seq}`);
+  const diffed = JSON.parse(spawnSync(tdbg, ['diff', '--json', '--align-steps', '1:0', a, b], { encoding: 'utf8' }).stdout);
+  const fd = diffed.first_divergence;
+  const here = diffed.aligned_start.a;
+  assert.ok(fd.a === null && here.seq > 0 && fd.b.seq === diffed.aligned_start.b.seq,
+    `precondition: B's start-up inserted where A's step 1 begins, op ${here.seq}`);
   const rep = join(dir, 'report');
   execFileSync(tdbg, ['report', '--align-steps', '1:0', a, b, '-o', rep]);
   const { page, seen } = await openPage(pathToFileURL(join(rep, 'index.html')).href);
   const first = await page.locator('#context tr.first td').allTextContents();
-  assert.equal(first[0], String(here.seq), `A's side of the marked row: ${first}`);
+  assert.equal(first[0], String(here.seq), `A's side of the marked row: where A's step 1 began: ${first}`);
   assert.equal(first[2], String(fd.b.seq), `B's side of the marked row: ${first}`);
   assert.deepEqual(seen.errors, []);
 });

@@ -263,12 +263,14 @@
         return h('tr', null, h('th', null, k), h('td', { class: 'num' }, fmt(x)), h('td', { class: 'num' }, fmt(y)), h('td', { class: 'num' }, rel));
       }));
   }
-  // Where the diff's context of one side is centred (its op marked `here`): for a side with no
-  // op of its own (ops the other run inserted), the op after the change; null where not said.
-  function hereIn(fd, side) {
-    const list = fd.context && Array.isArray(fd.context[side]) ? fd.context[side] : [];
-    const at = list.find(x => x && x.here && Number.isInteger(x.seq));
-    return at ? at.seq : null;
+  // The op of side `to` to show beside `op` of side `from`, for a change only `from` ran: the
+  // same number, unless the steps were paired (--align-steps, a resumption found) and the
+  // change is where the comparison began (a resumed run's start-up): there, where `to` began.
+  function alignedOther(op, from, to) {
+    const start = data.diff && data.diff.aligned_start;
+    if (start && start[from] && start[to] && op && op.seq === start[from].seq && Number.isInteger(start[to].seq))
+      return start[to].seq;
+    return op ? op.seq : 0;
   }
   function contextTable(seqA, seqB, structural) {
     const rows = [];
@@ -448,8 +450,8 @@
       h('div', { class: 'sides' }, sideCard('A', fd.a, runs[0]), sideCard('B', fd.b, runs[1])),
       t ? [h('h3', null, 'Summaries of the differing tensor'), summariesTable(opA, opB, t.role, t.index, t.rel_diff) ||
         h('p', { class: 'muted' }, 'The op is outside the window of this report.')] : null,
-      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : hereIn(fd, 'a') ?? fd.b.seq,
-        fd.b ? fd.b.seq : hereIn(fd, 'b') ?? fd.a.seq, fd.kind === 'structure'),
+      h('h3', null, 'Context'), contextTable(fd.a ? fd.a.seq : alignedOther(fd.b, 'b', 'a'),
+        fd.b ? fd.b.seq : alignedOther(fd.a, 'a', 'b'), fd.kind === 'structure'),
       fd.kind === 'structure' ? h('p', { class: 'muted', id: 'context-note' }, 'Rows side by side by number: below the change they are not paired ops, and are not coloured.') : null,
       data.diff_text ? h('details', { id: 'diff-text' }, h('summary', null, 'As tdbg diff prints it'), h('pre', null, data.diff_text)) : null);
   }
