@@ -934,13 +934,14 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held, r.held());
     // A bundle's window: the ops it holds of those its process recorded.
     const json window = json::parse(r.meta("bundle_window"), nullptr, /*allow_exceptions=*/false);
+    // (Its end, where the window reaches past the run's last op: that op.)
+    const int64_t last_seq = window.is_object() ? window.value("recorded_last_seq", int64_t{0}) : 0;
     const std::string window_text =
         window.is_object()
             ? r.path() + " holds a bundle's window of ops #" +
                   std::to_string(window.value("from_seq", int64_t{0})) + " to #" +
-                  std::to_string(window.value("to_seq", int64_t{0}) - 1) + " of the " +
-                  std::to_string(window.value("recorded_last_seq", int64_t{0}) + 1) +
-                  " its process recorded"
+                  std::to_string(std::min(window.value("to_seq", int64_t{0}) - 1, last_seq)) +
+                  " of the " + std::to_string(last_seq + 1) + " its process recorded"
             : std::string();
     if (held.dropped_start)
       notes.push_back(window_text.empty()

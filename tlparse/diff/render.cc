@@ -665,9 +665,11 @@ std::string op_step_source(const json& x) {
 }
 
 // The starts passed over as cleaned inside the op that ran them or masked by the program,
-// where each was.
-void print_contained(std::ostringstream& o, const json& starts) {
+// where each was: the first ones of `total`, and how many more.
+void print_contained(std::ostringstream& o, const json& starts, int64_t total) {
   if (!starts.is_array()) return;
+  if (total > static_cast<int64_t>(starts.size()) && !starts.empty())
+    o << "  (the first " << starts.size() << " of " << total << ":)\n";
   for (const json& c : starts) {
     if (!c.is_object()) continue;
     if (c.contains("masked_by")) {
@@ -1139,7 +1141,7 @@ std::string format_nonfinite(const json& result) {
       o << "finite: no " << what << " starts in " << str(result, "run");
       if (from_step > 0) o << " from step " << from_step;
       o << passed_over(explained, skipped, ignored, from_step, contained, masked) << "\n";
-      print_contained(o, result.value("contained_starts", json()));
+      print_contained(o, result.value("contained_starts", json()), contained + masked);
       // Inf from outside counts as a mask's: said where it first came in, for the Inf that is
       // none (a checkpoint's optimizer state).
       const json& inf = result.value("inf_entered", json());
@@ -1338,7 +1340,8 @@ std::string format_nonfinite(const json& result) {
                   f.value("ignored_before", int64_t{0}), from_step,
                   f.value("contained_before", int64_t{0}), f.value("masked_before", int64_t{0}));
   if (!before.empty()) o << "  (after: " << before.substr(2) << ")\n";
-  print_contained(o, f.value("contained_starts_before", json()));
+  print_contained(o, f.value("contained_starts_before", json()),
+                  f.value("contained_before", int64_t{0}) + f.value("masked_before", int64_t{0}));
   if (const json& inf = f.value("inf_entered", json()); inf.is_object())
     o << "  Inf came in earlier: " << op_step_source(inf) << ", from data no recorded op made (NumPy, a file, a checkpoint)\n";
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then

@@ -474,7 +474,7 @@
       }
       if (n && n.status === 'finite' && said[0].startsWith('finite: ')) {
         // The starts the program masked or an op cleaned, listed as `tdbg nan` lists them.
-        const listed = said.slice(1).filter(l => /^  [a-z]+:/.test(l)).map(l => l.trim());
+        const listed = said.slice(1).filter(l => /^  ([a-z]+:|\()/.test(l)).map(l => l.trim());
         const head = said[0].replace(/^finite: /, '');
         return h('div', { class: 'card ' + (r.label || '').toLowerCase() }, h('h3', null, 'Run ' + r.label),
           h('p', { class: 'nan-finite' }, head.charAt(0).toUpperCase() + head.slice(1)),
