@@ -232,6 +232,15 @@ set -e
 [ "$(grep -c "holds a bundle's window of ops #.*in the ops before it" nan.txt)" -eq 1 ] ||
   fail "nan does not say once that the window left out the ops before it: $(cat nan.txt)"
 ! grep -q "in the ops after it\|a ring kept" nan.txt || fail "nan hedges on ops after the start, or a ring: $(cat nan.txt)"
+# A window around a divergence near the end: it ends at the run's last op, not past it.
+"$fixture" tail_end --ops 600 --diverge-at 560
+"$tdbg" bundle tail_end/a tail_end/b --window 400 -o tail_end.tar.gz >/dev/null || fail "bundle tail_end exited $?"
+"$tdbg" bundle --extract tail_end.tar.gz -o tail_end_x >/dev/null || fail "extract tail_end exited $?"
+set +e
+"$tdbg" nan "$(dirname "$(find tail_end_x -path '*runs/a/*.sqlite' | head -1)")" >nan.txt
+set -e
+grep -q "holds a bundle's window of ops #[0-9]* to #599 of the 600 " nan.txt ||
+  fail "the window's end is not the run's last op: $(cat nan.txt)"
 # The same recording named twice: identical, and the bundle's README says why.
 "$tdbg" bundle early/a early/a -o twice.tar.gz >/dev/null || fail "bundle twice exited $?"
 tar -xzf twice.tar.gz -O --wildcards '*/README.md' | grep -q "Warning: A and B are the same recording" ||
