@@ -357,7 +357,7 @@ void print_growth(std::ostringstream& o, const json& g) {
   size_t shown = 0;
   for (const json& s : steps) {
     if (shown++ == 8) {
-      o << "            ... " << steps.size() - 8 << " more steps\n";
+      o << "            ... " << steps.size() - 8 << " more step(s)\n";
       break;
     }
     o << "            step " << str(s, "step") << ": " << str(s, "diverged") << "/" << str(s, "ops")
