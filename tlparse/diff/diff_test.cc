@@ -19,6 +19,7 @@
 
 #include "base/elf_identity.h"
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/updates.h"
 #include "tlparse/diff/mlp_step_testdata.h"
 #include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
@@ -574,6 +575,54 @@ std::function<void(tdbg::tracer::Writer&)> ended_with(const std::string& status)
     w.set_meta("exit_status", status);
     w.set_meta("end_time_ns", "1");
   };
+}
+
+TEST_CASE("the optimizer's steps pair op for op, their outputs taken whole") {
+  using T = Recorder::T;
+  // A run of two steps: `forward` ops, then the optimizer's op in a step region, whose output
+  // sums to each of `sums` (its hash the sum's bits), named `update`.
+  auto run = [](std::vector<double> sums, int forward, std::vector<std::string> update) {
+    auto steps = std::make_shared<std::vector<int64_t>>();
+    return write_ops(
+        [=](Recorder& r) {
+          for (size_t s = 0; s < sums.size(); ++s) {
+            r.step = static_cast<int64_t>(s);
+            for (int k = 0; k < forward; ++k) r.op("aten::mul", {T{1}}, {T{50u + k}});
+            T out{std::hash<double>{}(sums[s])};
+            out.sum = sums[s];
+            steps->push_back(r.op(update[s], {T{2}}, {out}));
+          }
+        },
+        [=](tdbg::tracer::Writer& w) {
+          for (size_t s = 0; s < steps->size(); ++s)
+            add_step_region(w, static_cast<uint32_t>(s + 1), (*steps)[s], (*steps)[s]);
+        });
+  };
+  auto updates = [](const std::string& a, const std::string& b) {
+    auto ra = tdbg::tracer::Reader::Open(a);
+    auto rb = tdbg::tracer::Reader::Open(b);
+    REQUIRE(ra.ok());
+    REQUIRE(rb.ok());
+    return tdbg::diff::compare_updates(**ra, 0, **rb, 0, 0, -1);
+  };
+  const std::vector<std::string> add = {"aten::add_", "aten::add_"};
+  const std::string a = run({1.0, 2.0}, 1, add);
+  // Two micro-batches a step, the same updates up to rounding: 1e-8 over |2| + 3.
+  json u = updates(a, run({1.0, 2.0 + 1e-8}, 2, add));
+  CHECK(u["steps"] == 2);
+  CHECK(u["rounding"] == true);
+  CHECK(u["largest_step"] == 1);
+  CHECK(u["largest"].get<double>() == Approx(2e-9).epsilon(0.01));
+  // Another update in step 1, after a step the same: beyond from step 1, one step agreed.
+  u = updates(a, run({1.0, 3.0}, 2, add));
+  CHECK(u["rounding"] == false);
+  CHECK(u["beyond"]["step"] == 1);
+  CHECK(u["beyond"]["steps_agreed"] == 1);
+  CHECK(u["beyond"]["a"]["op"] == "aten::add_");
+  // Another optimizer op in step 1: paired up to step 0 only.
+  u = updates(a, run({1.0, 2.0}, 1, {"aten::add_", "aten::sub_"}));
+  CHECK(u["steps"] == 1);
+  CHECK(u["unpaired_step"] == 1);
 }
 
 TEST_CASE("after a structural change, an input made another way is named, not blamed on the op") {

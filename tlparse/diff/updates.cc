@@ -104,7 +104,10 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
         }
       }
     }
-    if (worst < 0) continue;  // every output the same
+    if (worst < 0) {  // every output the same
+      if (beyond.is_null()) ++agreed;
+      continue;
+    }
     const double whole = !exact ? 2 : magnitude > 0 ? std::min(2.0, moved / magnitude) : 2;
     if (whole > largest) {
       largest = whole;
