@@ -399,6 +399,9 @@ test('a batch split into micro-batches: the headline says the updates agree, as 
   assert.ok(said, headline);
   const { page, seen } = await openPage(makeReport(dir, a, b));
   assert.equal(await page.textContent('#status-updates'), said[0]);
+  // The op table's source column: the file's base name and the line, whole.
+  const sources = await page.locator('#op-table .vt-row').evaluateAll(rs => rs.map(r => r.children[5].textContent));
+  assert.ok(sources.length > 0 && sources.every(t => /^micro\.py:\d+$/.test(t)), sources.slice(0, 5).join(' '));
   assert.deepEqual(seen.errors, []);
 });
 

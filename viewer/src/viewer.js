@@ -63,6 +63,12 @@
     const where = (src.file || '?') + (src.line === 0 ? '' : ':' + (src.line ?? '?'));
     return src.function ? where + ' in ' + src.function : where;
   }
+  // A source line in a narrow column: the file's base name and the line, which an ellipsis
+  // would otherwise cut (the whole path and function are its title).
+  function srcBrief(src) {
+    if (!src || typeof src !== 'object') return srcText(src);
+    return (src.file || '?').split('/').pop() + (src.line === 0 ? '' : ':' + (src.line ?? '?'));
+  }
   function kv(rows) {
     return h('table', { class: 'kv' }, rows.filter(Boolean).map(([k, v]) =>
       h('tr', null, h('th', null, k), h('td', { class: 'mono' }, v))));
@@ -684,7 +690,7 @@
         (o && o.seq === firstSeq ? ' first' : '') + (o && selected === o.seq ? ' selected' : ''), 'data-seq': o ? o.seq : '' },
         o ? [h('span', { class: 'num' }, o.seq), h('span', null, o.step), h('span', null, o.thread),
           h('span', { class: 'name', title: o.name }, '\u00a0'.repeat(Math.min(o.depth || 0, 8) * 2), o.name),
-          h('span', { title: o.module }, o.module || ''), h('span', { title: srcText(o.source) }, srcText(o.source))]
+          h('span', { title: o.module }, o.module || ''), h('span', { title: srcText(o.source) }, srcBrief(o.source))]
           : h('span', { class: 'muted' }, '…'));
       row.style.top = (i * ROW_HEIGHT) + 'px';
       if (o) row.addEventListener('click', () => select(o.seq));
