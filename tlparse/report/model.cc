@@ -414,8 +414,12 @@ StatusOr<json> difference_curve(const Reader& a, const Reader& b, int64_t from,
       while (j < ob.size() && ob[j].seq < x.seq) ++j;
       if (j >= ob.size() || ob[j].seq != x.seq) continue;
       const auto& y = ob[j];
-      bool differs = a.string(x.name) != b.string(y.name);
-      const double rel = std::max(differs ? 1.0 : 0.0, outputs_difference(x, y, &differs));
+      // Another op at the seq is as far apart as can be; the same op, by its outputs. (Two
+      // statements: in one call's arguments `differs` could be read after the call set it.)
+      const bool renamed = a.string(x.name) != b.string(y.name);
+      bool differs = renamed;
+      const double by_outputs = outputs_difference(x, y, &differs);
+      const double rel = renamed ? 1.0 : by_outputs;
       add(x.seq, 1, differs ? 1 : 0, rel);
     }
   }

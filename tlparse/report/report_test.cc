@@ -95,6 +95,30 @@ TEST_CASE("the report model centres on the first divergence and measures its gro
   CHECK(late > early * 10);
 }
 
+TEST_CASE("without the diff engine, the curve pairs ops by seq and measures them the same") {
+  // --no-diff: every pair by seq, the same ops in both runs; a pair whose outputs differ a
+  // little is a little apart, not as far as another op (relative 1).
+  fixture::FixtureOptions o;
+  o.ops = 2000;
+  o.diverge_at = 1102;
+  auto p = make_pair(o);
+  ReportOptions with, without;
+  without.with_diff = false;
+  auto d_with = build_report_data(p->a, &p->b, with);
+  auto d_without = build_report_data(p->a, &p->b, without);
+  REQUIRE(d_with.ok());
+  REQUIRE(d_without.ok());
+  auto first_after = [](const json& d) {
+    for (const auto& pt : d["curve"]["points"])
+      if (pt["last_seq"].get<int64_t>() >= 1102) return pt["rel"].get<double>();
+    return -1.0;
+  };
+  const double by_seq = first_after(d_without.value());
+  CHECK(by_seq > 0);
+  CHECK(by_seq < 1);
+  CHECK(by_seq == Approx(first_after(d_with.value())));
+}
+
 // Whether `run`'s window in the report holds op `seq`, and its name when it does ("" if not).
 std::string window_op(const json& run, int64_t seq) {
   for (const auto& op : run["ops"]) {
