@@ -481,6 +481,8 @@ test('tdbg view serves the viewer from 127.0.0.1 and pages through the whole run
     assert.match(await page.textContent('#status'), /Diverged at op #4000/);
     // Every op of the run, not a window.
     await page.waitForFunction(() => /^5000 ops/.test(document.getElementById('op-count').textContent));
+    // The Runs table says so too, not a static report's window.
+    assert.match(await page.textContent('#overview table'), /ops to page through5,?000 \(all of them\)/);
     await page.locator('#op-table').evaluate(el => { el.scrollTop = el.scrollHeight; });
     await page.waitForFunction(() => [...document.querySelectorAll('#op-table .vt-row')].some(r => r.dataset.seq === '4999'));
     assert.ok(await page.locator('#op-table .vt-row').count() < 80);

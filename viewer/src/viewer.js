@@ -211,8 +211,10 @@
       h('tr', null, h('th', null, 'steps held'), runs.map(r => h('td', { class: 'num' }, (r.steps || []).length
         ? fmt(r.steps[0].step) + '–' + fmt(r.steps[r.steps.length - 1].last_step) : 'none'))),
       h('tr', null, h('th', null, 'threads'), runs.map(r => h('td', { class: 'num' }, ((r.processes || [])[r.process || 0] || {}).threads ? r.processes[r.process || 0].threads.length : 0))),
-      h('tr', null, h('th', null, 'ops in this report'), runs.map(r => h('td', { class: 'num' },
-        r.window ? fmt(r.window.ops) + ' (#' + fmt(r.window.from_seq) + '…#' + fmt(r.window.to_seq) + ')' : '—'))));
+      // Served by tdbg view, the table pages through every op: no window to speak of.
+      h('tr', null, h('th', null, server ? 'ops to page through' : 'ops in this report'), runs.map(r => h('td', { class: 'num' },
+        server ? fmt(r.op_count) + ' (all of them)'
+          : r.window ? fmt(r.window.ops) + ' (#' + fmt(r.window.from_seq) + '…#' + fmt(r.window.to_seq) + ')' : '—'))));
     return section('overview', 'Overview', banner, h('h3', null, 'Runs'), summary,
       h('details', { id: 'meta' }, h('summary', null, 'Run metadata (', keys.size, ' keys)'),
         h('table', null, h('tr', null, h('th', null, 'key'), runs.map(r => h('th', null, r.label))), metaRows)));
