@@ -1128,6 +1128,9 @@ def case_resumed_apart():
     after = d.get("value_after_structure") or {}
     check("B's optimizer started afresh" in after.get("detail", ""),
           f"a fresh optimizer is named as such: {after.get('cause')}: {after.get('detail')}")
+    # Growth counts B's start-up in A's numbering, as its pairs: from step 3, no step 0.
+    steps = [s.get("step") for s in (d.get("growth") or {}).get("steps", [])]
+    check(steps and min(steps) == 3, f"growth's steps are A's, from 3: {steps}")
     headline = diff_text(a, fresh).splitlines()[0]
     check("that is B's start-up" in headline and
           "the first value difference after it: " + after.get("a", {}).get("op", "?") in headline,

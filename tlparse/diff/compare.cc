@@ -3269,9 +3269,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         const int64_t end = a_longer ? e.hunk.a_end : e.hunk.b_end;
         constexpr int64_t kStepsRead = 1 << 17;
         int64_t read = 0;
+        // In A's numbering, as the pairs count their steps (B's step s is A's s + step_offset
+        // where the steps were paired: a resumed run's start-up is A's step K, not step 0).
+        const int64_t offset = a_longer ? 0 : p.step_offset;
         Status st = side.reader->scan_ops(side.thread, begin, std::min(end, begin + kStepsRead),
                                           false, [&](const OpRecord& o) {
-                                            ++by_step[o.step];
+                                            ++by_step[o.step + offset];
                                             return ++read < kStepsRead;
                                           });
         if (!st.ok()) by_step.clear();
