@@ -1768,6 +1768,42 @@ def case_nan_data():
     check(any(i["finite"] is False for i in f["inputs"]), "an input is reported non-finite")
 
 
+# A corrupt sample read by a DataLoader worker: NaN comes into the main process in a batch,
+# with no op of its own.
+NAN_WORKER = r"""
+import torch, numpy as np
+from torch.utils.data import Dataset, DataLoader
+class DS(Dataset):
+    def __init__(self):
+        self.x = np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)
+        self.x[21, 1] = np.nan
+    def __len__(self): return 32
+    def __getitem__(self, i):
+        return torch.from_numpy(self.x[i]) * 1.0  # MARK:getitem
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    for xb in DataLoader(DS(), batch_size=8, num_workers=2):
+        model(xb).sum().backward()  # MARK:forward
+"""
+
+
+def case_nan_worker():
+    # The NaN starts in the worker; the main process's start is listed under it. With every
+    # input hashed, that start says NaN entered from an input; with --hash outputs, whose
+    # inputs carry no values, it says it may have come in through one, not only "made there".
+    script = write_script("nan_worker.py", NAN_WORKER)
+    for options, says in (((), ", NaN entered from an input"),
+                          (("--hash", "outputs"),
+                           ", made there, or brought in by an input whose values were not recorded")):
+        run, _ = record("nan_worker" + "_".join(options), [], script, options=options)
+        text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+        also = [l for l in text.splitlines() if l.lstrip().startswith("also:")]
+        check("in DataLoader worker" in text.splitlines()[0] and len(also) == 1 and also[0].endswith(says),
+              f"{' '.join(options) or 'default'}: the worker's op, and the main process's start ending "
+              f"{says!r} (got {text[:200]!r}, {also})")
+
+
 UNINITIALIZED = r'''
 import sys, torch
 w = torch.ones(8)

@@ -1077,6 +1077,12 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
                                                         src.value("function", std::string()), true))
                                       : json("")}});
       if (s->contains("collective")) other_starts.back()["collective"] = (*s)["collective"];
+      // Inputs whose values were not recorded (--hash outputs, a sparse tensor): NaN may have
+      // come in through them (a batch from a DataLoader worker), not been made there.
+      int64_t unknown = 0;
+      for (const json& in : s->value("inputs", json::array()))
+        if (!in.value("finite", json()).is_boolean() && !in.contains("not_read")) ++unknown;
+      if (unknown > 0) other_starts.back()["inputs_unknown"] = unknown;
     }
     j["other_starts"] = std::move(other_starts);
     j["chosen_because"] = why.empty() ? json("earliest") : json(why);

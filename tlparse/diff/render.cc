@@ -1331,7 +1331,9 @@ std::string format_nonfinite(const json& result) {
       o << (e2 == "input"      ? ", NaN entered from an input"
             : e2 == "dropped"  ? ", NaN entered from before the ops held"
             : e2 == "argument" ? ", NaN entered from an argument"
-                               : ", made there");
+            : s2.value("inputs_unknown", int64_t{0}) > 0
+                ? ", made there, or brought in by an input whose values were not recorded"
+                : ", made there");
     o << "\n";
   }
   if (others.size() > 5) o << "  also:     " << others.size() - 5 << " more process(es) with a start\n";
