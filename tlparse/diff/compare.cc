@@ -2077,17 +2077,6 @@ const TensorRecord* carried_longest(const OpRecord& a) {
   return carried;
 }
 
-// An op named with its line, "aten::add at train.py:7" (its name alone where it has none):
-// op numbers alone would send the user to `tdbg show`.
-std::string op_at_source(const Reader& r, Strings& strings, const OpRecord& op) {
-  const json j = op_brief_json(r, strings, op);
-  std::string text = j.value("op", std::string());
-  const std::string src = j.value("source", std::string());
-  if (src.empty()) return text;
-  return text + " at " + src +
-         (j.value("source_from_forward", false) ? " (forward op's line)" : "");
-}
-
 // `op_at_source` with the op's seq: "aten::empty at pad.py:10 (seq 96)".
 std::string op_at_source_seq(const Reader& r, Strings& strings, const OpRecord& op) {
   return op_at_source(r, strings, op) + " (seq " + std::to_string(op.seq) + ")";

@@ -604,6 +604,42 @@ nlohmann::json op_brief_json(const tracer::Reader& reader, Strings& strings, con
   return j;
 }
 
+std::string op_at_source(const tracer::Reader& reader, Strings& strings, const OpRecord& op) {
+  const nlohmann::json j = op_brief_json(reader, strings, op);
+  std::string text = j.value("op", std::string());
+  const std::string src = j.value("source", std::string());
+  if (src.empty()) return text;
+  return text + " at " + src +
+         (j.value("source_from_forward", false) ? " (forward op's line)" : "");
+}
+
+std::map<int64_t, std::vector<tracer::RegionRecord>> step_regions(
+    const tracer::Reader& reader, std::optional<uint32_t> thread) {
+  std::map<int64_t, std::vector<tracer::RegionRecord>> steps;
+  for (const tracer::RegionRecord& g : reader.regions())
+    if (g.kind == tracer::RegionKind::kStep && g.end_seq != tracer::kNoSeq &&
+        (!thread || g.thread == *thread))
+      steps[g.step].push_back(g);
+  for (auto& [step, regions] : steps)
+    std::sort(regions.begin(), regions.end(),
+              [](const auto& x, const auto& y) { return x.start_seq < y.start_seq; });
+  return steps;
+}
+
+bool ops_in_regions(const tracer::Reader& reader, const std::vector<tracer::RegionRecord>& regions,
+                    std::vector<OpRecord>* ops) {
+  ops->clear();
+  for (const tracer::RegionRecord& g : regions) {
+    const Status st = reader.scan_ops(std::nullopt, g.start_seq, g.end_seq + 1, true,
+                                      [&](const OpRecord& op) {
+                                        if (op.thread == g.thread) ops->push_back(op);
+                                        return true;
+                                      });
+    if (!st.ok()) return false;
+  }
+  return true;
+}
+
 const tracer::TensorRecord* viewed_input(const OpRecord& op, const tracer::TensorRecord& view,
                                          bool (*usable)(const tracer::TensorRecord&)) {
   const tracer::TensorRecord* base = nullptr;

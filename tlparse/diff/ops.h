@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -193,6 +194,22 @@ nlohmann::json tensor_json(Strings& strings, const tracer::TensorRecord& t);
 // The seq of the forward op that a backward op differentiates: its own `fwd`, else that of the
 // autograd node it runs inside (up to 8 enclosing ops); kNoSeq if none.
 int64_t forward_seq_of(const tracer::Reader& reader, const tracer::OpRecord& op);
+
+// An op named with its line, "aten::add at train.py:7" (its name alone where it has none, and
+// "(forward op's line)" for an op autograd ran): op numbers alone would send the user to
+// `tdbg show`.
+std::string op_at_source(const tracer::Reader& reader, Strings& strings, const tracer::OpRecord& op);
+
+// The optimizer-step regions (`Optimizer.step#...`) that ended, of `thread` or of every thread,
+// by the step they ran in (several optimizers: several regions a step), each step's in the
+// order they began.
+std::map<int64_t, std::vector<tracer::RegionRecord>> step_regions(
+    const tracer::Reader& reader, std::optional<uint32_t> thread = std::nullopt);
+
+// The ops of `regions` (one step's), each region's own thread's, in order, with their tensors;
+// false when reading fails.
+bool ops_in_regions(const tracer::Reader& reader, const std::vector<tracer::RegionRecord>& regions,
+                    std::vector<tracer::OpRecord>* ops);
 
 // The input that output `view` of view op `op` looks at: the input at the view's index where
 // the op has one there of the view's dtype (`broadcast_tensors(a, b)` and `meshgrid` return a

@@ -50,12 +50,19 @@ void add_loaded(const Reader& r, Loaded* loaded) {
   Strings strings(r);
   int64_t parameters = 0;
   bool counted = false;  // the first backward ended (micro-batches run more than one a step)
-  r.scan_ops(*thread, 0, kStartOps, true, [&](const OpRecord& op) {
+  // Every diff looks: the start-up's ops without their tensors, then the copies' alone.
+  std::vector<int64_t> copies;
+  r.scan_ops(*thread, 0, kStartOps, false, [&](const OpRecord& op) {
     if (op.step > 0) return false;
     if (strings.text(op.name) == "torch::autograd::AccumulateGrad" && !counted) ++parameters;
     counted = counted || (parameters > 0 && op.depth == 0 && !(op.flags & tracer::kOpBackward));
-    if (op.depth != 0 || strings.text(op.name) != "aten::copy_") return true;
-    for (const TensorRecord& t : op.tensors) {
+    if (op.depth == 0 && strings.text(op.name) == "aten::copy_") copies.push_back(op.seq);
+    return true;
+  });
+  for (int64_t seq : copies) {
+    const std::optional<OpRecord> op = r.op(seq);
+    if (!op) continue;
+    for (const TensorRecord& t : op->tensors) {
       // (Not a scalar or a one-element tensor: a step count of 4 says nothing of whose.)
       if (t.role != tracer::TensorRole::kInput || t.index != 1 || t.producer != tracer::kNoSeq ||
           t.status != tracer::TensorStatus::kHashed || t.shape == 0 || strings.text(t.shape) == "1")
@@ -66,8 +73,7 @@ void add_loaded(const Reader& r, Loaded* loaded) {
         loaded->reader = &r;
       }
     }
-    return true;
-  });
+  }
   loaded->parameters = std::max(loaded->parameters, parameters);
 }
 
@@ -85,26 +91,19 @@ Loaded loaded_at_start(const tracer::Run& run) {
 // unit, a frozen layer under Adam without weight decay) holds its value at every step. Nothing
 // where no step holds more than every other one (all of them frozen: no step to tell).
 std::optional<OpRecord> made_in_a_step(const Reader& r, const std::unordered_set<uint64_t>& hashes) {
-  std::vector<tracer::RegionRecord> regions;
-  for (const tracer::RegionRecord& g : r.regions())
-    if (g.kind == tracer::RegionKind::kStep && g.end_seq != tracer::kNoSeq) regions.push_back(g);
-  std::sort(regions.begin(), regions.end(),
-            [](const auto& x, const auto& y) { return x.start_seq < y.start_seq; });
-  // By step (several optimizers: several regions a step): the hashes held, and the first op.
+  // By step: the hashes held, and the first op that held one.
   std::map<int64_t, std::pair<std::unordered_set<uint64_t>, OpRecord>> held;
-  for (const tracer::RegionRecord& g : regions) {
-    const Status st = r.scan_ops(std::nullopt, g.start_seq, g.end_seq + 1, true, [&](const OpRecord& op) {
-      if (op.thread != g.thread) return true;
+  std::vector<OpRecord> ops;
+  for (const auto& [step, regions] : step_regions(r)) {
+    if (!ops_in_regions(r, regions, &ops)) return std::nullopt;
+    for (const OpRecord& op : ops)
       for (const TensorRecord& t : op.tensors) {
         if (t.role != tracer::TensorRole::kOutput || t.status != tracer::TensorStatus::kHashed ||
             hashes.count(t.hash) == 0)
           continue;
-        auto [at, fresh] = held.try_emplace(op.step, std::unordered_set<uint64_t>{}, op);
+        auto [at, fresh] = held.try_emplace(step, std::unordered_set<uint64_t>{}, op);
         at->second.first.insert(t.hash);
       }
-      return true;
-    });
-    if (!st.ok()) return std::nullopt;
   }
   const std::pair<std::unordered_set<uint64_t>, OpRecord>* best = nullptr;
   size_t runner_up = 0;
@@ -123,10 +122,8 @@ std::optional<OpRecord> made_in_a_step(const Reader& r, const std::unordered_set
 // "aten::copy_ at resume.py:17 (seq 118, step 0)".
 std::string where(const Reader& r, const OpRecord& op) {
   Strings strings(r);
-  const nlohmann::json j = op_brief_json(r, strings, op);
-  const std::string source = j.value("source", std::string());
-  return j.value("op", std::string()) + (source.empty() ? "" : " at " + source) + " (seq " +
-         std::to_string(op.seq) + ", step " + std::to_string(op.step) + ")";
+  return op_at_source(r, strings, op) + " (seq " + std::to_string(op.seq) + ", step " +
+         std::to_string(op.step) + ")";
 }
 
 }  // namespace

@@ -6,54 +6,22 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <vector>
 
 #include "hashing/tensor_hash.h"
 #include "tlparse/diff/ops.h"
 
 namespace tdbg::diff {
-namespace {
 
 using nlohmann::json;
 using tracer::OpRecord;
 using tracer::Reader;
 using tracer::TensorRecord;
 
-// A thread's optimizer-step regions by the step they ran in (several optimizers: several
-// regions), each step's in the order they began.
-std::map<int64_t, std::vector<tracer::RegionRecord>> steps_of(const Reader& r, uint32_t thread) {
-  std::map<int64_t, std::vector<tracer::RegionRecord>> steps;
-  for (const tracer::RegionRecord& g : r.regions())
-    if (g.kind == tracer::RegionKind::kStep && g.thread == thread && g.end_seq != tracer::kNoSeq)
-      steps[g.step].push_back(g);
-  for (auto& [step, regions] : steps)
-    std::sort(regions.begin(), regions.end(),
-              [](const auto& x, const auto& y) { return x.start_seq < y.start_seq; });
-  return steps;
-}
-
-// The ops of `regions` (one step's), in order; false when reading fails.
-bool ops_of(const Reader& r, uint32_t thread, const std::vector<tracer::RegionRecord>& regions,
-            std::vector<OpRecord>* ops) {
-  ops->clear();
-  for (const tracer::RegionRecord& g : regions) {
-    const Status st =
-        r.scan_ops(std::nullopt, g.start_seq, g.end_seq + 1, true, [&](const OpRecord& op) {
-          if (op.thread == thread) ops->push_back(op);
-          return true;
-        });
-    if (!st.ok()) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint32_t thread_b,
                      int64_t step_offset, int64_t max_ops) {
-  const auto steps_a = steps_of(ra, thread_a);
-  const auto steps_b = steps_of(rb, thread_b);
+  const auto steps_a = step_regions(ra, thread_a);
+  const auto steps_b = step_regions(rb, thread_b);
   Strings sa(ra), sb(rb);
   int64_t paired = 0, read = 0, largest_step = -1, agreed = 0;
   double largest = 0;
@@ -63,8 +31,7 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
     const auto found = steps_b.find(step - step_offset);
     if (found == steps_b.end()) continue;
     if (max_ops >= 0 && read > max_ops) break;
-    if (!ops_of(ra, thread_a, regions_a, &ops_a) || !ops_of(rb, thread_b, found->second, &ops_b))
-      break;
+    if (!ops_in_regions(ra, regions_a, &ops_a) || !ops_in_regions(rb, found->second, &ops_b)) break;
     read += static_cast<int64_t>(std::max(ops_a.size(), ops_b.size()));
     bool same_ops = ops_a.size() == ops_b.size() && !ops_a.empty();
     for (size_t k = 0; same_ops && k < ops_a.size(); ++k)
