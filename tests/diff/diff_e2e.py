@@ -1252,6 +1252,79 @@ def case_param_groups():
           f"(got {v.get('cause')}, {(v.get('a') or {}).get('op')} at {line}, {v.get('detail')})")
 
 
+# Changes larger than a window's script holds: an evaluation pass of thousands of ops that one
+# run inserts ("eval"), and the start-up of a deep model resumed from the other run's checkpoint
+# ("save" writes it after step 2, "resume" goes on from it). argv: mode, layers, checkpoint.
+LONG_CHANGE = """
+import sys, torch, torch.nn as nn
+torch.manual_seed(0)
+torch.set_num_threads(1)
+mode, layers = sys.argv[1], int(sys.argv[2])
+model = nn.Sequential(*[m for _ in range(layers) for m in (nn.Linear(8, 8), nn.Tanh())])
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+g = torch.Generator().manual_seed(1)
+data = [torch.randn(4, 8, generator=g) for _ in range(6)]
+steps = range(6)
+if mode == "resume":
+    state = torch.load(sys.argv[3])
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    steps = range(3, 6)
+for k in steps:
+    loss = model(data[k]).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print("%.6f" % loss.item())
+    if mode == "eval" and k == 2:
+        with torch.no_grad():
+            held_out = torch.cat(data[:2])  # a batch of another size: ops of other shapes
+            print("eval %.6f" % sum(model(held_out).pow(2).mean().item() for _ in range(120)))  # MARK:eval
+    if mode == "save" and k == 2:
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, sys.argv[3])
+"""
+
+
+def case_long_change():
+    script = write_script("long_change.py", LONG_CHANGE)
+    eval_line = marks(script)["eval"]
+    a, out_a = record("long_plain", ["plain", "8"], script)
+    b, out_b = record("long_eval", ["eval", "8"], script)
+    check([l for l in out_b.splitlines() if not l.startswith("eval")] == out_a.splitlines(),
+          f"precondition: the evaluation changes no loss ({out_a!r} vs {out_b!r})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    hunks = d.get("structural_changes") or []
+    inserted = hunks[0]["b_range"][1] - hunks[0]["b_range"][0] if hunks else 0
+    line, _ = line_of(d.get("b"))
+    check(d.get("kind") == "structure" and d.get("a") is None and line in (eval_line - 1, eval_line)
+          and inserted > 2048,
+          f"B's evaluation is one insertion of its thousands of ops at line {eval_line} (got "
+          f"{d.get('kind')}, {d.get('detail')}, B at line {line}, {hunks[:2]})")
+    updates = d.get("updates") or {}
+    check(updates.get("steps") == 6 and updates.get("largest") == 0 and updates.get("beyond") is None,
+          f"and the optimizer's updates are the same in every step (got {updates})")
+    check((d.get("growth") or {}).get("max_distance") is None
+          and (d.get("growth") or {}).get("outputs_differ") == 0,
+          f"as is every op paired around it (got {d.get('growth')})")
+    ck = os.path.join(WORK, "long_change.pt")
+    a, out_a = record("long_save", ["save", "120", ck], script)
+    b, out_b = record("long_resume", ["resume", "120", ck], script)
+    check(out_a.splitlines()[3:] == out_b.splitlines(),
+          f"precondition: the resumed run goes on as A does ({out_a!r} vs {out_b!r})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    start = r.get("aligned_start") or {}
+    check((start.get("a") or {}).get("step") == 3 and (start.get("b") or {}).get("step") == 0,
+          f"the resumption is found: A's step 3 with B's step 0 (got {start})")
+    check(d.get("kind") == "structure" and d.get("values_same") is not None
+          and d.get("value_after_structure") is None,
+          f"past B's start-up of thousands of ops every paired op has the same values (got "
+          f"{d.get('detail')}, {d.get('value_after_structure')}, {d.get('growth')})")
+    results = subprocess.run([TDBG, "diff", "--results", a, b], stdout=subprocess.DEVNULL).returncode
+    check(results == 0, f"diff --results exits 0: the same results (got {results})")
+
+
 EXTRA_STEP = """
 import sys, torch, torch.nn as nn
 torch.manual_seed(0)

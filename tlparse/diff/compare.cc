@@ -184,7 +184,12 @@ class Aligner {
     const OpRecord* b = nullptr;
     OpComparison cmp;
   };
-  Aligner(Pair& p, int64_t i, int64_t j) : p_(p), i_(i), j_(j) {}
+  // `steps_paired`: the walk starts where steps paired by hand or by a resumption begin, not
+  // where the runs' ops stopped being alike: one run may begin with start-up code the other
+  // ran long before (building and loading a model), which a window's shortest script pairs
+  // with look-alikes of the other's training.
+  Aligner(Pair& p, int64_t i, int64_t j, bool steps_paired = false)
+      : p_(p), i_(i), j_(j), steps_paired_(steps_paired) {}
   int64_t i() const { return i_; }
   int64_t j() const { return j_; }
 
@@ -393,30 +398,11 @@ class Aligner {
                                   cut, a_used, b_used);
   }
 
-  // `window_script`, unless it pairs ops of other steps than the window's first ops are of
-  // each other while both threads end at the same step: then the script of the rest of the
-  // step each window starts in, ends fixed. Runs that step alike but differ in what a step
-  // holds (gradient accumulated over two micro-batches instead of one: A `F B O F B O`, B
-  // `F B F B O`) have a cheaper script that pairs B's second micro-batch with A's next step
-  // and calls one of A's optimizer steps in two removed; counted in steps, B inserted a
-  // micro-batch in each. (Ops keyed by step in a window cut mid-step would still prefer that
-  // removal once the insertions outgrow what the window holds.) Threads that end at other
-  // steps (an extra `opt.step()`) keep the script that shifts their steps. `*too_short`: a
-  // step runs past its window, which a larger window may hold.
-  std::optional<std::vector<Hunk>> step_script(const std::vector<uint64_t>& sa,
-                                               const std::vector<uint64_t>& sb,
-                                               int64_t* a_used, int64_t* b_used,
-                                               bool* too_short = nullptr) {
-    if (too_short) *too_short = false;
-    step_end_a_ = step_end_b_ = -1;
-    auto script = window_script(sa, sb, a_used, b_used);
-    if (!script || p_.a.last_step() < 0 || p_.a.last_step() != p_.b.last_step()) return script;
-    const int64_t wa = static_cast<int64_t>(sa.size()), wb = static_cast<int64_t>(sb.size());
-    // Pairs across steps, a run of them at least, are the drift above; a few are none (an op
-    // whose step is counted otherwise, at a step's edge). Counted against the step offset of
-    // the pairs before the window: the most common one of the last 16 the cursors still hold
-    // (never read again: the caller holds pointers into their windows), since where a step's
-    // first op pairs with the other's last, one pair in a step is off by one.
+  // The step offset (A's step less B's) of the pairs before (i_, j_): the most common one of
+  // the last 16 the cursors still hold (never read again: the caller holds pointers into their
+  // windows), since where a step's first op pairs with the other's last, one pair in a step is
+  // off by one; nullopt where nothing was paired before.
+  std::optional<int64_t> reference_offset() {
     std::map<int64_t, int> offsets;
     for (int64_t k = 1; k <= 16 && i_ - k >= p_.a.begin && j_ - k >= p_.b.begin &&
                         p_.a.cursor.has(i_ - k) && p_.b.cursor.has(j_ - k);
@@ -451,6 +437,30 @@ class Aligner {
         most = n;
         reference = offset;
       }
+    return reference;
+  }
+
+  // `window_script`, unless it pairs ops of other steps than the window's first ops are of
+  // each other while both threads end at the same step: then the script of the rest of the
+  // step each window starts in, ends fixed. Runs that step alike but differ in what a step
+  // holds (gradient accumulated over two micro-batches instead of one: A `F B O F B O`, B
+  // `F B F B O`) have a cheaper script that pairs B's second micro-batch with A's next step
+  // and calls one of A's optimizer steps in two removed; counted in steps, B inserted a
+  // micro-batch in each. (Ops keyed by step in a window cut mid-step would still prefer that
+  // removal once the insertions outgrow what the window holds.) Threads that end at other
+  // steps (an extra `opt.step()`) keep the script that shifts their steps. `*too_short`: a
+  // step runs past its window, which a larger window may hold.
+  std::optional<std::vector<Hunk>> step_script(const std::vector<uint64_t>& sa,
+                                               const std::vector<uint64_t>& sb, int64_t* a_used,
+                                               int64_t* b_used, bool* too_short = nullptr) {
+    if (too_short) *too_short = false;
+    step_end_a_ = step_end_b_ = -1;
+    auto script = window_script(sa, sb, a_used, b_used);
+    if (!script || p_.a.last_step() < 0 || p_.a.last_step() != p_.b.last_step()) return script;
+    const int64_t wa = static_cast<int64_t>(sa.size()), wb = static_cast<int64_t>(sb.size());
+    // Pairs across steps, a run of them at least, are the drift above; a few are none (an op
+    // whose step is counted otherwise, at a step's edge).
+    const std::optional<int64_t> reference = reference_offset();
     if (shifted_pairs(*script, wa, wb, reference) < kResyncOps) return script;
     // Where each window's first step ends.
     auto step_end = [](Side& s, int64_t from, int64_t n) -> int64_t {
@@ -900,8 +910,11 @@ class Aligner {
       return x.a_begin == y.a_begin && x.a_end == y.a_end && x.b_begin == y.b_begin &&
              x.b_end == y.b_end;
     };
-    // Too different by signature: aligned by kind, or else the window is replaced.
+    // Too different by signature: a change mostly one run's, larger than a window's script
+    // holds, else aligned by kind, else the window is replaced.
     auto by_kind_or = [this](const Hunk& replaced) -> std::optional<Hunk> {
+      if (std::optional<Hunk> h = anchored()) return h;
+      if (!p_.status().ok()) return std::nullopt;
       if (std::optional<Hunk> h = align_by_kind()) return h;
       if (!p_.status().ok()) return std::nullopt;
       return replaced;
@@ -948,7 +961,13 @@ class Aligner {
         // field the signature leaves out): one replaced op.
         return Hunk{i_, i_ + 1, j_, j_ + 1};
       }
-      if (!script && previous) return *previous;
+      // A larger window too different: the smaller one's hunk is a guess, unless a change of
+      // one run (`align_by_anchor`) explains it.
+      if (!script && previous) {
+        if (std::optional<Hunk> h = anchored()) return h;
+        if (!p_.status().ok()) return std::nullopt;
+        return *previous;
+      }
       if (last_try) return previous ? *previous : by_kind_or(Hunk{i_, i_ + wa, j_, j_ + wb});  // too different: all replaced
     }
   }
@@ -1028,11 +1047,103 @@ class Aligner {
     return std::nullopt;
   }
 
+  // `align_by_anchor` where windows fail: a change of one run, or, where the walk starts at
+  // steps paired by hand or by a resumption, of both (the other's start-up against the end of
+  // a step), pairing the steps paired there.
+  std::optional<Hunk> anchored() {
+    if (!steps_paired_ || i_ != p_.a.begin || j_ != p_.b.begin)
+      return align_by_anchor(kResyncOps, std::nullopt);
+    const OpRecord* x = p_.a.cursor.at(i_);
+    const OpRecord* y = p_.b.cursor.at(j_);
+    if (!x || !y) return std::nullopt;
+    std::optional<int64_t> offset;
+    if (p_.a.last_step() >= 0 && p_.b.last_step() >= 0) offset = x->step - y->step;
+    return align_by_anchor(kMaxWindow, offset);
+  }
+
+  // A change that holds more ops than a window's script has edits (an evaluation pass one run
+  // inserts) or that a window's script pairs with look-alikes (the start-up of a run resumed
+  // from the other's checkpoint): where the ops after it are alike, it ends at the nearest
+  // stretch of kAnchorOps equal signatures, the fewest ops of both runs before it, with at
+  // most `short_side` ops on one side, whose ops are of steps as far apart as `offset` says
+  // where it is known (a run that lacks a few ops in its first step, `zero_grad` of gradients
+  // not yet made, is alike from its second step on: not where it pairs). The hunk up to
+  // there, in windows growing to kMaxWindow, or nullopt (on a read error too). Where
+  // `short_side` is small, a change of both runs alike in size (another batch size) is left to
+  // `align_by_kind`.
+  std::optional<Hunk> align_by_anchor(int64_t short_side, std::optional<int64_t> offset) {
+    constexpr int64_t kAnchorOps = 4 * kResyncOps;
+    // Hashes of the kAnchorOps signatures from each position (polynomial, rolling).
+    auto grams = [](const std::vector<uint64_t>& s) {
+      constexpr uint64_t kBase = 0x100000001B3ull;
+      uint64_t top = 1;  // kBase^(kAnchorOps - 1)
+      for (int64_t k = 1; k < kAnchorOps; ++k) top *= kBase;
+      std::vector<uint64_t> out;
+      if (static_cast<int64_t>(s.size()) < kAnchorOps) return out;
+      uint64_t h = 0;
+      for (int64_t k = 0; k < kAnchorOps; ++k) h = h * kBase + s[static_cast<size_t>(k)];
+      out.push_back(h);
+      for (size_t k = kAnchorOps; k < s.size(); ++k) {
+        h = (h - s[k - kAnchorOps] * top) * kBase + s[k];
+        out.push_back(h);
+      }
+      return out;
+    };
+    std::vector<uint64_t> sa, sb;
+    for (int64_t w = 4 * kFirstWindow; w <= kMaxWindow; w *= 4) {
+      const int64_t wa = std::min(w, p_.a.count - i_), wb = std::min(w, p_.b.count - j_);
+      if (!window_signatures(wa, wb, &sa, &sb)) return std::nullopt;
+      const std::vector<uint64_t> ga = grams(sa), gb = grams(sb);
+      if (ga.empty() || gb.empty()) return std::nullopt;
+      // The positions of each stretch in `g`, in order.
+      auto positions = [](const std::vector<uint64_t>& g) {
+        std::unordered_map<uint64_t, std::vector<int64_t>> at;
+        for (size_t k = 0; k < g.size(); ++k) at[g[k]].push_back(static_cast<int64_t>(k));
+        return at;
+      };
+      const auto at_a = positions(ga), at_b = positions(gb);
+      std::optional<Hunk> best;
+      // Whether A's stretch at `s` pairs with B's at `t`; false when farther than the best.
+      auto consider = [&](int64_t s, int64_t t) {
+        if (best && best->a_end + best->b_end <= s + t) return true;
+        if (!std::equal(sa.begin() + s, sa.begin() + s + kAnchorOps, sb.begin() + t)) return false;
+        if (offset) {
+          const OpRecord* x = p_.a.cursor.at(i_ + s);
+          const OpRecord* y = p_.b.cursor.at(j_ + t);
+          if (!x || !y || x->step - y->step != *offset) return false;
+        }
+        best = Hunk{0, s, 0, t};
+        return true;
+      };
+      for (int64_t k = 0; k <= short_side && (!best || k < best->a_end + best->b_end); ++k) {
+        if (k < static_cast<int64_t>(ga.size()))
+          if (auto it = at_b.find(ga[static_cast<size_t>(k)]); it != at_b.end())
+            for (int64_t t : it->second)
+              if (consider(k, t)) break;
+        if (k < static_cast<int64_t>(gb.size()))
+          if (auto it = at_a.find(gb[static_cast<size_t>(k)]); it != at_a.end())
+            for (int64_t s : it->second)
+              if (consider(s, k)) break;
+      }
+      if (!p_.status().ok()) return std::nullopt;
+      // A stretch at (0, 0) is no change (the window scripts found none: the ops after it
+      // differ); nor is one past the reach of what the window holds.
+      if (best && best->a_end + best->b_end > 0) {
+        step_end_a_ = step_end_b_ = -1;
+        by_kind_ = false;
+        return Hunk{i_, i_ + best->a_end, j_, j_ + best->b_end};
+      }
+      if (i_ + wa == p_.a.count && j_ + wb == p_.b.count) break;
+    }
+    return std::nullopt;
+  }
+
   Pair& p_;
   int64_t i_, j_;
   bool started_ = false;     // an event was returned (ops before i_, j_ are no longer free)
   bool active_ = false;      // the walk is in a stretch of changes that `cached_` plans
   bool by_kind_ = false;     // the last hunk was found by `align_by_kind`
+  bool steps_paired_;        // the walk starts at steps paired by hand or by a resumption
   int64_t step_end_a_ = -1, step_end_b_ = -1;  // where the last `step_script`'s step ends
   std::deque<Hunk> cached_;  // the rest of the last accepted window's script (absolute tidx)
   int64_t cached_a_limit_ = 0, cached_b_limit_ = 0;  // its hunks are trusted up to here
@@ -2800,7 +2911,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     step.restart = std::exchange(restart, false);
     options.on_aligned(step);
   };
-  Aligner aligner(p, where.i, where.j);
+  Aligner aligner(p, where.i, where.j, options.align_steps.first >= 0);
   Aligner::Event e;
   json hunks = json::array();
   bool found_value_after = false;
