@@ -62,6 +62,8 @@ enum class RegionKind : uint8_t {
   kUser = 0,       // torch.autograd.profiler.record_function("...") and other user ranges
   kStep = 1,       // an optimizer step (Optimizer.step#... ranges)
   kModule = 2,     // an nn.Module forward call
+  kOptimizer = 3,  // a Python optimizer's settings at a step: a child of the step region whose
+                   // name is a JSON object (docs/schema.md)
 };
 
 // Bits of `OpRecord::flags`.

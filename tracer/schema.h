@@ -86,6 +86,7 @@ INSERT INTO enums VALUES
  ('status',0,'hashed'),('status',1,'known'),('status',2,'view'),('status',3,'uninitialized'),
  ('status',4,'not_hashed'),('status',5,'skipped'),
  ('region_kind',0,'user'),('region_kind',1,'step'),('region_kind',2,'module'),
+ ('region_kind',3,'optimizer'),
  ('op_flag',1,'backward'),('op_flag',2,'random'),('op_flag',4,'inplace'),
  ('op_flag',8,'collective'),('op_flag',16,'uninit_output'),
  ('dtype',0,'bool'),('dtype',1,'uint8'),('dtype',2,'int8'),('dtype',3,'int16'),

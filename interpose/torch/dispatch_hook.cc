@@ -435,6 +435,7 @@ struct OpenRegion {
   tracer::RegionRecord record;
   bool step = false;
   uintptr_t optimizer = 0;  // of a step region: the optimizer's identity
+  tracer::StringId settings = 0;  // of a Python optimizer's step region: its settings (JSON)
   bool in_window = true;
 };
 
@@ -1397,11 +1398,25 @@ uint32_t open_region(ThreadState& ts, const std::string& name, uintptr_t optimiz
   return region.record.id;
 }
 
+// Which of the process's Python optimizers `identity` is: 1 for the first to step.
+int optimizer_index(uintptr_t identity) {
+  static std::mutex mutex;
+  static auto* seen = new std::unordered_map<uintptr_t, int>();  // never freed (exit order)
+  std::lock_guard<std::mutex> lock(mutex);
+  return seen->emplace(identity, static_cast<int>(seen->size()) + 1).first->second;
+}
+
 std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, ThreadState& ts) {
   const bool step = is_step_range(fn.name());
-  const uint32_t id = open_region(
-      ts, fn.name(), step && thread_has_python() ? python_optimizer_identity() : 0);
+  const uintptr_t optimizer = step && thread_has_python() ? python_optimizer_identity() : 0;
+  const uint32_t id = open_region(ts, fn.name(), optimizer);
   if (id == 0) return nullptr;
+  // What the step's hyperparameters are (a scheduler may have set lr since the last step).
+  if (optimizer != 0 && ts.regions.back().in_window) {
+    const std::string settings = python_optimizer_settings(optimizer, optimizer_index(optimizer));
+    tracer::Writer* w = writer();
+    if (!settings.empty() && w) ts.regions.back().settings = w->intern(settings);
+  }
   auto ctx = std::make_unique<RegionContext>();
   ctx->thread = &ts;
   ctx->region = id;
@@ -1417,6 +1432,14 @@ void close_region(ThreadState& ts, uint32_t id) {
     region.record.end_seq = ts.last_seq >= region.record.start_seq ? ts.last_seq : kNoSeq;
     tracer::Writer* w = writer();
     if (w && region.in_window) w->append_region(region.record);
+    if (w && region.in_window && region.settings != 0) {
+      tracer::RegionRecord settings = region.record;
+      settings.id = g_next_region.fetch_add(1);
+      settings.name = region.settings;
+      settings.kind = tracer::RegionKind::kOptimizer;
+      settings.parent = region.record.id;
+      w->append_region(settings);
+    }
     if (region.step) {
       if (is_main_thread(ts)) {
         std::lock_guard<std::mutex> lock(g_step_mutex);

@@ -735,6 +735,22 @@ uintptr_t python_optimizer_identity() {
   return id;
 }
 
+std::string python_optimizer_settings(uintptr_t identity, int index) {
+  if (identity == 0) return "";
+  // The optimizer is alive while it steps (its `wrapper` frame holds it). Tensors (lr as a
+  // tensor in torch 2.x) are left out: reading them would run ops.
+  const std::string expr =
+      "(lambda o, json: json.dumps({'optimizer': type(o).__name__, 'index': " +
+      std::to_string(index) +
+      ", 'groups': [dict({k: "
+      "list(v) if isinstance(v, tuple) else v for k, v in g.items() if k != 'params' and (v is "
+      "None or isinstance(v, (bool, int, float, str)) or (isinstance(v, tuple) and all("
+      "isinstance(x, (int, float)) for x in v)))}, params=len(g['params'])) for g in "
+      "o.param_groups]}, sort_keys=True))(__import__('ctypes').cast(" +
+      std::to_string(identity) + ", __import__('ctypes').py_object).value, __import__('json'))";
+  return eval_python_text(expr.c_str());
+}
+
 SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
   SourceLocation loc;
   const PythonApi& py = api();

@@ -32,6 +32,12 @@ bool python_error_set();
 // the GIL. Call only when `thread_has_python()`.
 uintptr_t python_optimizer_identity();
 
+// The settings of the Python optimizer `identity` (from `python_optimizer_identity`, while it
+// steps) as a JSON object: its class, `index` (which of the process's optimizers, 1 for the
+// first to step) and each param group's hyperparameters (numbers, bools, strings, tuples of
+// numbers) with its parameter count. "" where they cannot be read. Runs no torch op.
+std::string python_optimizer_settings(uintptr_t identity, int index);
+
 struct SourceLocation {
   tracer::FrameId stack = 0;       // innermost frame
   tracer::FrameId user_frame = 0;  // innermost frame outside torch and the standard library

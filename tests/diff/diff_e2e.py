@@ -238,6 +238,14 @@ def case_lr():
     check("0.05" in str(arg.get("value_a")) and "0.1" in str(arg.get("value_b")),
           f"the argument holds the learning rates (got {arg})")
     check(d and d["a"]["step"] == 0, "at the first optimizer step")
+    # Which hyperparameter made that scalar: the optimizer's settings the runs recorded.
+    opt = arg.get("optimizer") or {}
+    diffs = opt.get("differs") or []
+    check([(x.get("name"), x.get("a"), x.get("b")) for x in diffs] == [("lr", 0.05, 0.1)]
+          and "lr is 0.05 in A and 0.1 in B" in opt.get("text", ""),
+          f"the optimizer's lr is named with both values (got {opt})")
+    text = diff_text(a, b)
+    check("lr is 0.05 in A and 0.1 in B" in text, f"diff's text names it (got {text[:900]!r})")
 
 
 # A model built without a seed (each run draws another init), then its weights replaced by
@@ -1242,6 +1250,11 @@ def case_param_groups():
     d = r["first_divergence"] or {}
     check(d.get("kind") == "value" and d.get("cause") == "arguments",
           f"one group's decay: an argument (got {d.get('kind')}, {d.get('cause')})")
+    opt = (d.get("argument") or {}).get("optimizer") or {}
+    check([(x.get("group"), x.get("name"), x.get("a"), x.get("b")) for x in opt.get("differs") or []]
+          == [(1, "weight_decay", 0.1, 0.0)]
+          and "param group 1's weight_decay is 0.1 in A and 0.0 in B" in opt.get("text", ""),
+          f"the group and its decay are named (got {opt})")
     rc, r = diff(b, c)
     d = r["first_divergence"] or {}
     v = d.get("value_after_structure") or {}

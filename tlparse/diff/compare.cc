@@ -31,6 +31,7 @@
 #include "tlparse/diff/diff.h"
 #include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
+#include "tlparse/diff/optimizer_settings.h"
 #include "tlparse/diff/updates.h"
 
 namespace tdbg::diff {
@@ -2405,7 +2406,13 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     // Inside an optimizer's step(): the scalar is made of its hyperparameters (AdamW's decay
     // multiplies by 1 - lr * weight_decay, its update adds -lr / bias correction), so the
     // user's question is which of them, or the scheduler that sets lr, differs.
-    if (in_optimizer_step(*p.a.reader, a)) out["argument"]["in_optimizer_step"] = true;
+    if (in_optimizer_step(*p.a.reader, a)) {
+      out["argument"]["in_optimizer_step"] = true;
+      // Which of them, where the runs recorded the optimizer's settings.
+      if (json settings = compare_optimizer_settings(*p.a.reader, a, *p.b.reader, b);
+          !settings.is_null())
+        out["argument"]["optimizer"] = std::move(settings);
+    }
     if (is_mode_argument(p.a.strings.text(aa.name))) out["argument"]["module_mode"] = true;
     if (p.a.strings.text(aa.name) == "generator") out["argument"]["generator"] = true;
   } else {

@@ -186,7 +186,9 @@ void print_value(std::ostringstream& o, const json& d) {
     o << "  argument: " << str(arg, "name") << " (#" << str(arg, "index") << ")  A "
       << argument_text(str(arg, "name"), str(arg, "value_a")) << "  B "
       << argument_text(str(arg, "name"), str(arg, "value_b")) << "\n";
-    if (arg.value("in_optimizer_step", false))
+    if (arg.value("optimizer", json()).is_object())
+      o << "            (" << str(arg["optimizer"], "text") << ")\n";
+    else if (arg.value("in_optimizer_step", false))
       o << "            (inside optimizer.step(): a scalar made of its hyperparameters, so lr, "
            "momentum, betas, eps or weight decay differs, or the scheduler that sets lr)\n";
     if (arg.value("generator", false))

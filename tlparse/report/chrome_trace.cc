@@ -184,6 +184,7 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
   }));
 
   for (const auto& g : regions) {
+    if (g.kind == tracer::RegionKind::kOptimizer) continue;  // the step's settings, not a range
     auto s = times.find(g.start_seq);
     if (s == times.end() || (s->second.first == 0 && s->second.second == 0)) continue;
     int64_t end = thread_end[g.thread];

@@ -277,6 +277,8 @@ StatusOr<json> run_json(const tracer::Run& run, const std::string& label, size_t
   json regions = json::array();
   int64_t region_count = 0;
   for (const auto& r : reader.regions()) {
+    // An optimizer's settings are its step's (`diff` reads them), not a range of their own.
+    if (r.kind == tracer::RegionKind::kOptimizer) continue;
     ++region_count;
     // Steps and user ranges that touch the window, plus the first few of the run.
     bool touches = r.start_seq <= last && (r.end_seq == tracer::kNoSeq || r.end_seq >= first);

@@ -448,8 +448,9 @@
       fd.argument ? h('p', { id: 'argument' }, 'Argument ', h('code', null, fd.argument.name || '#' + fd.argument.index),
         ': A ', h('code', null, numText(fd.argument.value_a)), ', B ', h('code', null, numText(fd.argument.value_b)),
         // What such a number is made of, as tdbg diff says it.
-        fd.argument.in_optimizer_step ? ' (inside optimizer.step(): a scalar made of its hyperparameters, so lr, momentum, ' +
-          'betas, eps or weight decay differs, or the scheduler that sets lr)' : null) : null,
+        fd.argument.optimizer && fd.argument.optimizer.text ? ' (' + fd.argument.optimizer.text + ')'
+          : fd.argument.in_optimizer_step ? ' (inside optimizer.step(): a scalar made of its hyperparameters, so lr, momentum, ' +
+            'betas, eps or weight decay differs, or the scheduler that sets lr)' : null) : null,
       valueAfter(fd.value_after_structure),
       healing(fd),
       warnings.length || notes.length ? h('ul', { id: 'diff-notes' },
