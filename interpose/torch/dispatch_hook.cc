@@ -955,12 +955,17 @@ void for_each_tensor(const c10::IValue& v, F&& f) {
 
 // Hashes input `t` as read now (data from outside recorded ops, or changed since), made by
 // `producer` (kNoSeq: no recorded op), and remembers it so later readers carry the hash.
-void hash_input_read_now(ThreadState& ts, tracer::Writer* w, const at::Tensor& t,
-                         int64_t producer, TensorRecord* rec) {
+void hash_input_read_now(ThreadState& ts, tracer::Writer* w, const at::Tensor& t, int64_t producer,
+                         TensorRecord* rec, bool by_contents = false) {
   // Expanded (stride 0) memory read as data from outside: hashed by the values it holds once
   // and its geometry, so each read costs the memory's size, not the logical size (a NumPy
   // mask broadcast to a batch is hashed again by every op that reads it).
   if (!hash_into(ts, w, t, rec, /*held_values=*/true)) return;
+  // `by_contents`: a tensor the table never saw, over memory a recorded op may have written
+  // (the `p.data()` a C++ optimizer makes afresh in each step): that op, where these contents
+  // are what it left there.
+  if (by_contents && producer == tracer::kNoSeq && rec->status == TensorStatus::kHashed)
+    producer = g_tensors.writer_of_contents(t, rec->hash);
   rec->producer = producer;
   TrackedTensor state;
   state.hash = rec->hash;
@@ -1050,7 +1055,7 @@ void record_input(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at::
     } else {
       // Data no recorded op produced (NumPy, files, a DataLoader worker) or changed since;
       // changed by a recorded op through another alias (`p.data.mul_()`): that op produced it.
-      hash_input_read_now(ts, w, t, writer, &rec);
+      hash_input_read_now(ts, w, t, writer, &rec, /*by_contents=*/true);
     }
   }
   in.hash = rec.hash;
@@ -1195,6 +1200,8 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
         state.status = TensorStatus::kHashed;
         state.hash = rec.hash;
         state.summary = rec.summary;
+        // What it wrote in place, for an alias of that memory made later (`find_input`).
+        if (writes_into_input) g_tensors.note_written_contents(t, ctx->seq, rec.hash);
       }
       g_tensors.remember(t, state);
     }

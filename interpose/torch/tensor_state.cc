@@ -362,6 +362,33 @@ void TensorTable::note_write(const at::Tensor& t, int64_t writer) {
   }
   writes_[i].time = ++clock_;
   writes_[i].writer = writer;
+  writes_[i].numel = -1;
+}
+
+void TensorTable::note_written_contents(const at::Tensor& t, int64_t writer, uint64_t hash) {
+  if (!t.defined()) return;
+  const void* storage = storage_key(t);
+  if (storage == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const WriteTime* found = last_write_locked(storage);
+  if (found == nullptr || found->writer != writer) return;
+  WriteTime& w = const_cast<WriteTime&>(*found);
+  w.hash = hash;
+  w.numel = t.numel();
+  w.offset = t.storage_offset();
+  w.dtype = static_cast<int8_t>(t.scalar_type());
+}
+
+int64_t TensorTable::writer_of_contents(const at::Tensor& t, uint64_t hash) {
+  if (!t.defined()) return tracer::kNoSeq;
+  const void* storage = storage_key(t);
+  if (storage == nullptr) return tracer::kNoSeq;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const WriteTime* w = last_write_locked(storage);
+  if (w == nullptr || w->numel < 0 || w->hash != hash || w->numel != t.numel() ||
+      w->offset != t.storage_offset() || w->dtype != static_cast<int8_t>(t.scalar_type()))
+    return tracer::kNoSeq;
+  return w->writer;
 }
 
 std::optional<TrackedTensor> TensorTable::find(const at::Tensor& t, int64_t* writer,

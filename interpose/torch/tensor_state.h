@@ -105,6 +105,14 @@ class TensorTable {
   void forget(const at::Tensor& t);
   // Recorded op `writer` wrote into `t`'s storage: entries of every tensor over it are stale.
   void note_write(const at::Tensor& t, int64_t writer);
+  // What recorded op `writer`, the last to write into `t`'s storage, left there: `t` (its
+  // output, hashed) holds contents with hash `hash`.
+  void note_written_contents(const at::Tensor& t, int64_t writer, uint64_t hash);
+  // The recorded op that made the contents of `t`, a tensor the table has no entry for (an
+  // alias made afresh, such as `p.data()` in each step of a C++ optimizer): the last op that
+  // wrote into its storage, where what it left there covers the same elements as `t` with the
+  // same hash `hash`; kNoSeq otherwise (the memory was reused, or written past the ops since).
+  int64_t writer_of_contents(const at::Tensor& t, uint64_t hash);
   void clear();
   // In a fork child: the entries stay (the child holds the same tensors with the same
   // contents), but the ops that made or wrote them are in the parent's database, not this
@@ -137,6 +145,12 @@ class TensorTable {
     const void* storage = nullptr;
     uint64_t time = 0;
     int64_t writer = tracer::kNoSeq;
+    // What `writer` left (`note_written_contents`): the hash of `numel` elements of `dtype` at
+    // `offset`; numel -1 while unknown.
+    uint64_t hash = 0;
+    int64_t numel = -1;
+    int64_t offset = 0;
+    int8_t dtype = 0;
   };
   static constexpr size_t kSweep = 3;
   static constexpr size_t kMaxWrites = size_t(1) << 20;

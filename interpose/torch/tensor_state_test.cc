@@ -55,6 +55,27 @@ TEST_CASE("a write through an alias with a counter of its own (p.data) makes the
   table.clear();
 }
 
+TEST_CASE("an alias made afresh after a write is made by the writer where it holds what it left") {
+  // A C++ optimizer steps `p.data()`, a new alias each step, which the table never saw.
+  TensorTable table;
+  at::Tensor p = at::ones({4});
+  at::Tensor d = p.variable_data();
+  d.mul_(2);
+  table.note_write(d, /*writer=*/123);
+  table.note_written_contents(d, /*writer=*/123, /*hash=*/77);
+  const at::Tensor next = p.variable_data();
+  CHECK_FALSE(table.find(next));
+  CHECK(table.writer_of_contents(next, 77) == 123);
+  CHECK(table.writer_of_contents(next, 78) == tracer::kNoSeq);  // other contents: written since
+  CHECK(table.writer_of_contents(p.narrow(0, 1, 2), 77) == tracer::kNoSeq);  // other elements
+  CHECK(table.writer_of_contents(at::ones({4}), 77) == tracer::kNoSeq);      // other memory
+  table.note_write(p, /*writer=*/124);  // a later write, contents unknown: no one's
+  CHECK(table.writer_of_contents(next, 77) == tracer::kNoSeq);
+  table.note_written_contents(d, /*writer=*/123, /*hash=*/77);  // not the last writer's: ignored
+  CHECK(table.writer_of_contents(next, 77) == tracer::kNoSeq);
+  table.clear();
+}
+
 TEST_CASE("entries of dead tensors are swept, live ones stay") {
   TensorTable table;
   std::vector<at::Tensor> live;

@@ -3464,6 +3464,32 @@ def case_crash():
           f"C++ without debug info: the addr2line hint is for a -g build: {text}")
 
 
+def case_cpp_weight_write():
+    # The C++ optimizer steps an alias of each parameter made afresh in every step
+    # (`p.data()`): a weight written in place before a step (weight surgery) must still be
+    # named as what made the values the step reads, not data from outside torch.
+    program = os.environ.get("TRAIN_CPP")
+    if not program or not os.path.exists(program):
+        print("skip: the C++ example (train_cpp) is not built")
+        sys.exit(77)
+    runs = []
+    for name, args in (("cpp_write_a", []), ("cpp_write_b", ["--scale-step", "3"])):
+        run = os.path.join(WORK, name)
+        shutil.rmtree(run, ignore_errors=True)
+        subprocess.run([TDBG, "record", "-q", "-o", run, "--", program, "--steps", "6", *args],
+                       stdout=subprocess.DEVNULL, check=True)
+        runs.append(run)
+    rc, r = diff(*runs)
+    d = r["first_divergence"] or {}
+    inserted = [o.get("op") for h in d.get("structural_changes") or [] for o in h.get("inserted") or []]
+    check(d.get("kind") == "structure" and (d.get("b") or {}).get("step") == 3 and "aten::mul_" in inserted,
+          f"B's in-place mul_ at step 3 is the change (got {d.get('kind')}, {d.get('detail')}, {inserted})")
+    v = d.get("value_after_structure") or {}
+    check(v.get("cause") != "external_input" and "aten::mul_" in (v.get("detail") or ""),
+          f"the first value it changed is said to come from that mul_, not from outside torch "
+          f"(got {v.get('cause')}: {v.get('detail')})")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 if __name__ == "__main__":
