@@ -581,15 +581,17 @@ TEST_CASE("the optimizer's steps pair op for op, their outputs taken whole") {
   using T = Recorder::T;
   // A run of two steps: `forward` ops, then the optimizer's op in a step region, whose output
   // sums to each of `sums` (its hash the sum's bits), named `update`.
-  auto run = [](std::vector<double> sums, int forward, std::vector<std::string> update) {
+  auto run = [](std::vector<double> sums, int forward, std::vector<std::string> update,
+                DType dtype = DType::kFloat32) {
     auto steps = std::make_shared<std::vector<int64_t>>();
     return write_ops(
         [=](Recorder& r) {
           for (size_t s = 0; s < sums.size(); ++s) {
             r.step = static_cast<int64_t>(s);
             for (int k = 0; k < forward; ++k) r.op("aten::mul", {T{1}}, {T{50u + k}});
-            T out{std::hash<double>{}(sums[s])};
+            T out{std::hash<double>{}(sums[s]) ^ static_cast<uint64_t>(dtype)};
             out.sum = sums[s];
+            out.dtype = dtype;
             steps->push_back(r.op(update[s], {T{2}}, {out}));
           }
         },
@@ -618,7 +620,20 @@ TEST_CASE("the optimizer's steps pair op for op, their outputs taken whole") {
   CHECK(u["rounding"] == false);
   CHECK(u["beyond"]["step"] == 1);
   CHECK(u["beyond"]["steps_agreed"] == 1);
+  CHECK(u["beyond"]["agreed_exactly"] == true);  // step 0's outputs are the same: said so
   CHECK(u["beyond"]["a"]["op"] == "aten::add_");
+  u = updates(a, run({1.0 + 1e-8, 3.0}, 2, add));
+  CHECK(u["beyond"]["steps_agreed"] == 1);
+  CHECK(u["beyond"]["agreed_exactly"] == false);
+  // The model in float64 in one run: the updates' values compared across dtypes (zeros are
+  // the same zeros; a float32 run strays from a float64 one by float32's rounding), not called
+  // as far apart as can be.
+  u = updates(a, run({1.0, 2.0 + 1e-8}, 2, add, DType::kFloat64));
+  CHECK(u["rounding"] == true);
+  CHECK(u["largest"].get<double>() < 1e-6);
+  u = updates(a, run({1.0, 2.5}, 2, add, DType::kFloat64));
+  CHECK(u["beyond"]["step"] == 1);
+  CHECK(u["beyond"]["relative"].get<double>() < 1);
   // Another optimizer op in step 1: paired up to step 0 only.
   u = updates(a, run({1.0, 2.0}, 1, {"aten::add_", "aten::sub_"}));
   CHECK(u["steps"] == 1);
@@ -2337,7 +2352,8 @@ TEST_CASE("growth says which steps only one run ran when the other ended early")
   const std::string text = tdbg::diff::format_divergence(r);
   INFO(text);
   CHECK(text.find("(12 of the ops in steps only A ran: B ended early)") != std::string::npos);
-  CHECK(text.find("step 3: 3/3 ops differ, a step only A ran") != std::string::npos);
+  // Steps whose rows read the same are one row.
+  CHECK(text.find("steps 2-5: 3/3 ops differ, a step only A ran") != std::string::npos);
 }
 
 TEST_CASE("a run that ended early after extra work lines up with the start of the other's steps") {
@@ -4175,7 +4191,7 @@ TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
         std::string::npos);
   CHECK(later.find("of aten::relu") == std::string::npos);
   // Each such step says its ops differ in what they read, not in what they made.
-  CHECK(later.find("step 0: 1/1 ops differ, no output among them: arguments or inputs differ") !=
+  CHECK(later.find("steps 0-2: 1/1 ops differ, no output among them: arguments or inputs differ") !=
         std::string::npos);
 }
 
@@ -4185,7 +4201,8 @@ TEST_CASE("growth where every differing op is structural, or outputs differ in s
   Variation va, vb;
   vb.batch_change_step = 8;
   const std::string text = tdbg::diff::format_divergence(compare(write_run(va), write_run(vb)));
-  CHECK(text.find("all in structural changes: every op paired has the same values") != std::string::npos);
+  CHECK(text.find("all in structural changes: the ") != std::string::npos);
+  CHECK(text.find(" op(s) paired outside them have the same values") != std::string::npos);
   CHECK(text.find("no output differs") == std::string::npos);
   CHECK(text.find("no output among them") == std::string::npos);
   // The same op paired, with another output shape (an argument changed): outputs differ.

@@ -336,7 +336,9 @@ void print_growth(std::ostringstream& o, const json& g) {
                  ? "all in structural changes; " + str(row, "moved_ops_differ") +
                        " op(s) that moved compute other values than in the other run"
              : row.value("ops_compared", diverged) > diverged
-                 ? std::string("all in structural changes: every op paired has the same values")
+                 ? "all in structural changes: the " +
+                       std::to_string(row.value("ops_compared", diverged) - diverged) +
+                       " op(s) paired outside them have the same values"
                  : std::string("all in structural changes, no paired values to compare");
     if (row.value("outputs_differ", int64_t{0}) > 0)
       return std::string(row.value("shapes_differ", int64_t{1}) > 0
@@ -356,18 +358,17 @@ void print_growth(std::ostringstream& o, const json& g) {
     o << "; largest summary distance " << num(g["max_distance"]) << "\n";
   const json& steps = g.value("steps", json::array());
   print_kept_inputs(o, g);
-  size_t shown = 0;
+  // Each step's row, and runs of steps whose rows read the same folded into one ("steps 0-7":
+  // a change that touches the same few ops in every step), so that the steps where it reaches
+  // further are among the rows shown.
+  std::vector<std::pair<std::string, std::string>> rows;  // (step, what)
   for (const json& s : steps) {
-    if (shown++ == 8) {
-      o << "            ... " << steps.size() - 8 << " more step(s)\n";
-      break;
-    }
-    o << "            step " << str(s, "step") << ": " << str(s, "diverged") << "/" << str(s, "ops")
-      << " ops differ";
+    std::ostringstream r;
+    r << str(s, "diverged") << "/" << str(s, "ops") << " ops differ";
     if (s.value("past_end", int64_t{0}) > 0 && s.value("past_end", int64_t{0}) >= s.value("diverged", int64_t{0}))
-      o << ", a step only " << str(g, "past_end_run") << " ran\n";
+      r << ", a step only " << str(g, "past_end_run") << " ran";
     else if (s.value("max_distance", json()).is_null())
-      o << (s.value("diverged", 0) > 0
+      r << (s.value("diverged", 0) > 0
                 ? (s.value("structural_ops", int64_t{0}) >= s.value("diverged", int64_t{0})
                        ? ", all in structural changes"
                    : s.value("outputs_differ", int64_t{0}) > 0
@@ -377,12 +378,27 @@ void print_growth(std::ostringstream& o, const json& g) {
                        : ", no output among them: arguments or inputs differ (state updated "
                          "in place, such as running statistics, or differences the op rounds "
                          "away)")
-                : "")
-        << "\n";
+                : "");
     else if (s["max_distance"].is_number() && s["max_distance"].get<double>() == 0)
-      o << ", summaries equal\n";
+      r << ", summaries equal";
     else
-      o << ", summary distance up to " << num(s["max_distance"]) << "\n";
+      r << ", summary distance up to " << num(s["max_distance"]);
+    rows.emplace_back(str(s, "step"), r.str());
+  }
+  size_t shown = 0;
+  for (size_t k = 0; k < rows.size();) {
+    size_t end = k + 1;
+    while (end < rows.size() && rows[end].second == rows[k].second) ++end;
+    if (shown++ == 8) {
+      o << "            ... " << rows.size() - k << " more step(s)\n";
+      break;
+    }
+    if (end - k > 1)
+      o << "            steps " << rows[k].first << "-" << rows[end - 1].first << ": "
+        << rows[k].second << "\n";
+    else
+      o << "            step " << rows[k].first << ": " << rows[k].second << "\n";
+    k = end;
   }
 }
 
@@ -796,10 +812,13 @@ void print_updates(std::ostringstream& o, const json& d) {
     << str(beyond["a"], "op") << (source.empty() ? "" : " at " + source) << " (seq A "
     << str(beyond["a"], "seq") << ", B " << str(beyond["b"], "seq") << ", relative "
     << relative_text(beyond["relative"]) << ")"
-    << (agreed > 0 ? "; the " + std::to_string(agreed) +
-                         " step(s) before it agree at rounding level (a rounding difference that "
-                         "grew, or a change that begins there)"
-                   : ": the change alters what the training computes")
+    << (agreed > 0 && beyond.value("agreed_exactly", false)
+            ? "; the " + std::to_string(agreed) +
+                  " step(s) before it compute the same updates (a change that begins there)"
+        : agreed > 0 ? "; the " + std::to_string(agreed) +
+                           " step(s) before it agree at rounding level (a rounding difference that "
+                           "grew, or a change that begins there)"
+                     : ": the change alters what the training computes")
     << "\n";
 }
 

@@ -24,6 +24,7 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
   const auto steps_b = step_regions(rb, thread_b);
   Strings sa(ra), sb(rb);
   int64_t paired = 0, read = 0, largest_step = -1, agreed = 0;
+  bool agreed_exactly = true;  // every output of the steps agreed was the same
   double largest = 0;
   json beyond, unpaired, largest_tensor = json::object();
   std::vector<OpRecord> ops_a, ops_b;
@@ -58,9 +59,14 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
           continue;
         magnitude += std::max(ta.summary.abs_sum, tb.summary.abs_sum);
         if (ta.hash == tb.hash) continue;
-        // The same sums in another order, carried through the steps: reordering's size.
-        const double own = reorder_limit(hashing::dtype_name(ta.dtype));
-        const double d = ta.dtype == tb.dtype ? summary_distance(ta.summary, tb.summary) : 2;
+        // The same sums in another order, carried through the steps: reordering's size. Of
+        // another dtype (a model in float64 in one run), the coarser's: the summaries are
+        // numbers whatever the dtype, and a float32 run's updates stray from a float64 run's by
+        // float32's rounding.
+        const double own_a = reorder_limit(hashing::dtype_name(ta.dtype));
+        const double own_b = reorder_limit(hashing::dtype_name(tb.dtype));
+        const double own = own_a < 0 || own_b < 0 ? -1 : std::max(own_a, own_b);
+        const double d = summary_distance(ta.summary, tb.summary);
         if (own < 0 || d >= 2) exact = false;
         limit = std::max(limit, own);
         moved += std::max(std::fabs(ta.summary.sum - tb.summary.sum),
@@ -90,9 +96,13 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
                 {"relative", whole},
                 {"steps_agreed", agreed}};
     }
-    if (beyond.is_null()) ++agreed;
+    if (beyond.is_null()) {
+      ++agreed;
+      agreed_exactly = false;
+    }
   }
   if (paired == 0) return nullptr;
+  if (beyond.is_object()) beyond["agreed_exactly"] = agreed_exactly;
   json out = {{"steps", paired},
               {"largest", largest},
               {"largest_step", largest_step},
