@@ -4758,8 +4758,12 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
     CHECK(in["viewed_producer"] == 0);
     const std::string text = tdbg::diff::format_nonfinite(r);
     CHECK(text.find("brought in") == std::string::npos);
-    CHECK(text.find("input 0:  float32[8x32 strides 1x8] NON-FINITE, a view of all of seq 0's output: "
-                    "727 Inf, min -1, max 1, from aten::t (seq 1)") != std::string::npos);
+    // The op that made the values, by name and line, not only the view's op.
+    CHECK(in["viewed_producer_op"]["op"] == "aten::threshold_backward");
+    CHECK(
+        text.find("input 0:  float32[8x32 strides 1x8] NON-FINITE, a view of all of the output of "
+                  "aten::threshold_backward (seq 0) at train.py:5: 727 Inf, min -1, max 1, from "
+                  "aten::t (seq 1)") != std::string::npos);
   }
 
   SECTION("an input whose values are not recorded may have brought it in: said so") {
@@ -4956,6 +4960,23 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
     });
     // The first start is where NaN entered (aten::to), not the nested op or the convolution.
     CHECK(r["first_nonfinite"]["op"] == "aten::to");
+  }
+
+  SECTION("NaN in a gradient that ReLU's backward masks, handed on by autograd's node, is masked") {
+    // A custom Function's backward makes 0/0 where ReLU's output was 0; `ReluBackward0` (no
+    // outputs of its own) hands the gradient to threshold_backward, which zeroes those entries.
+    json r = nonfinite([&](Recorder& r) {
+      T g{21};
+      g.nan = 4;
+      r.next_flags = tdbg::tracer::kOpBackward;
+      g.producer = r.op("aten::div", {T{19}, T{20}}, {g}, {}, 0, 0, kNoSeq, 17);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      const int64_t node = r.op("ReluBackward0", {g}, {}, {}, 0, 0, kNoSeq, 20);
+      r.next_flags = tdbg::tracer::kOpBackward;
+      r.op("aten::threshold_backward", {g, T{22}}, {T{23}}, {{"threshold", "0"}}, 0, 1, node, 20);
+    });
+    CHECK(r["status"] == "finite");
+    CHECK(r["masked"] == 1);
   }
 
   SECTION("an Inf read only through a view Python reads (.tolist()) is no masked start") {

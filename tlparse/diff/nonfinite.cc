@@ -553,6 +553,11 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       other_source = true;  // NaN or Inf of another start
       return true;
     }
+    // An autograd node's record (`ReluBackward0`, `evaluate_function: ...`) hands the gradient
+    // to the ops nested in it, which read it (`threshold_backward` masks it): not a reader.
+    if (!any_output && (o.flags & tracer::kOpBackward) &&
+        strings.text(o.name).rfind("aten::", 0) != 0)
+      return true;
     // Python read it, or a test of it (`item()`, `bool(torch.isnan(x).any())`).
     if ((reads || reads_test) && !any_output) {
       spread = true;
@@ -739,7 +744,12 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (values.summary.valid) {
       in["values"] = summary_json(values.summary);
       in["values_of"] = values.summary_of;
-      if (values.viewed_producer != tracer::kNoSeq) in["viewed_producer"] = values.viewed_producer;
+      if (values.viewed_producer != tracer::kNoSeq) {
+        in["viewed_producer"] = values.viewed_producer;
+        // By name and line: the op that made the values, not only the view taken of them.
+        if (auto viewed = r.op(values.viewed_producer))
+          in["viewed_producer_op"] = op_brief_json(r, strings, *viewed);
+      }
     } else if (t.producer == tracer::kNoSeq && (op.flags & tracer::kOpBackward)) {
       // Values a backward op reads that no recorded op made: most likely a tensor autograd
       // saved from the forward op (exp saves its result, sqrt its output, mul its operands),

@@ -524,8 +524,11 @@ void print_values(std::ostringstream& o, const json& in) {
   if (nan > 0) counts = std::to_string(nan) + " NaN";
   if (inf > 0) counts += (counts.empty() ? "" : ", ") + std::to_string(inf) + " Inf";
   if (of == "view" || viewed) {
-    o << (of == "view" ? ", a view of all of" : ", a view of part of") << " seq "
-      << str(in, "viewed_producer") << "'s output:" << (counts.empty() ? "" : " " + counts + ",");
+    const json& viewed_op = in.value("viewed_producer_op", json());
+    o << (of == "view" ? ", a view of all of " : ", a view of part of ")
+      << (viewed_op.is_object() ? "the output of " + op_and_source(viewed_op)
+                                : "seq " + str(in, "viewed_producer") + "'s output")
+      << ":" << (counts.empty() ? "" : " " + counts + ",");
   } else if (!counts.empty()) {
     o << " (" << counts << ")";
   }
