@@ -3572,6 +3572,10 @@ TEST_CASE("in a worker set, A's first difference is compared with B's of the sam
   CHECK(d["process_a"]["pid"] == "12");
   CHECK(d["process_b"]["pid"] == "22");
   CHECK(d["b"]["tidx"] == 3);
+  // The text names both processes, each with its database (for `tdbg show`).
+  const std::string text = tdbg::diff::format_divergence(compare(a, b));
+  CHECK(text.find("  process:  A process") != std::string::npos);
+  CHECK(text.find("\n            B process") != std::string::npos);
 }
 
 TEST_CASE("in a worker set, an item's counterpart is the same item, not the same random draw") {

@@ -955,13 +955,15 @@ std::string format_divergence(const json& result) {
     }
     return where;
   };
-  // B's process, where it is another one (a pool's workers compared as one set).
+  // B's process too, where it reads otherwise (its database, for `tdbg show`; another process
+  // where a pool's workers are compared as one set).
   const json& process_b = d.value("process_b", json());
   auto print_process = [&] {
     if (process.is_object())
-      o << "  process:  " << (process_b.is_object() && str(process_b, "index") != str(process, "index")
-                                  ? "A " + str(process, "text") + "\n            B " + str(process_b, "text")
-                                  : str(process, "text"))
+      o << "  process:  "
+        << (process_b.is_object() && str(process_b, "text") != str(process, "text")
+                ? "A " + str(process, "text") + "\n            B " + str(process_b, "text")
+                : str(process, "text"))
         << "\n";
     // Compared from after the threads' first ops: said by the headline, not in a note below.
     const json& from = d.value("compared_from", json());

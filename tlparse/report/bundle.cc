@@ -681,6 +681,10 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     const json& fd = data["diff"]["first_divergence"];
     if (fd.is_object()) {
       md << "**First divergence**: " << divergence_text(fd) << "\n\n";
+      // The whole answer as `tdbg diff` prints it: the argument and its values, whether the
+      // values stay the same, the optimizer's updates, the growth step by step.
+      md << "What `tdbg diff` prints for these runs:\n\n```\n"
+         << diff::format_divergence(data["diff"]) << "```\n\n";
     } else if (text_of(data["diff"], "status", "") == "identical") {
       md << "**The runs are identical** on every compared op.\n\n";
     } else {

@@ -102,6 +102,9 @@ TEST_CASE("a bundle round-trips: inspect, extract, open the databases") {
   }
   CHECK(names.count("bug/sources" + dir.path() + "/train.py") == 1);
   CHECK(readme.find("First divergence") != std::string::npos);
+  // The whole answer as the CLI prints it (arguments, values, growth), in a block.
+  CHECK(readme.find("What `tdbg diff` prints for these runs:\n\n```\n") != std::string::npos);
+  CHECK(readme.find("\n  growth:   ") != std::string::npos);
   CHECK(readme.find("AWS_SECRET_ACCESS_KEY") != std::string::npos);
   CHECK(readme.find("HF_TOKEN") != std::string::npos);
 
