@@ -1654,6 +1654,9 @@ TEST_CASE("a replacement whose first ops differ names the first op both sides ru
   json d = first(r);
   CHECK(d["kind"] == "structure");
   CHECK(d["detail"].get<std::string>().find("where both run aten::stack") != std::string::npos);
+  // How many items were stacked: the batch size, in the user's terms.
+  CHECK(d["detail"].get<std::string>().find(
+            "it joins 2 tensors in A and 3 in B: a batch of other size") != std::string::npos);
   // An op of that name at another line is other work: B's new `torch.zeros(3, 7)` (line 8)
   // is not A's zeros of line 9 on another shape.
   auto zeros = [](bool b_side) {

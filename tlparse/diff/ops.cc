@@ -224,6 +224,21 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
   if (a.tensors.size() != b.tensors.size()) {
     c.structure = "different tensor count: " + std::to_string(a.tensors.size()) + " vs " +
                   std::to_string(b.tensors.size());
+    // An op over a list of tensors: how many it was given is what differs (DataLoader's
+    // collate stacks a batch's items: another batch size).
+    auto inputs = [](const OpRecord& op) {
+      return std::count_if(op.tensors.begin(), op.tensors.end(), [](const tracer::TensorRecord& t) {
+        return t.role == tracer::TensorRole::kInput;
+      });
+    };
+    const std::string name = sa.text(a.name);
+    if (name == "aten::stack" || name == "aten::cat")
+      c.structure +=
+          " (it joins " + std::to_string(inputs(a)) + " tensors in A and " +
+          std::to_string(inputs(b)) + " in B" +
+          (name == "aten::stack"
+               ? ": a batch of other size, where a DataLoader's collate stacks its items)"
+               : ")");
     return c;
   }
   for (size_t i = 0; i < a.tensors.size(); ++i) {
