@@ -1976,6 +1976,8 @@ class Growth {
     ++carried_;
     ++diverged_;
     ++structural_ops_;
+    ++structural_a_;
+    ++structural_b_;
     StepRow& row = step_row(a.step);
     ++row.ops;
     ++row.diverged;
@@ -1993,6 +1995,8 @@ class Growth {
     compared_ += ops;
     diverged_ += ops;
     structural_ops_ += ops;
+    structural_a_ += h.a_end - h.a_begin;
+    structural_b_ += h.b_end - h.b_begin;
     int64_t left = ops;
     for (auto it = by_step.begin(); it != by_step.end() && left > 0; ++it) {
       const int64_t n = std::next(it) == by_step.end() ? left : std::min(left, it->second);
@@ -2072,6 +2076,9 @@ class Growth {
   int64_t compared() const { return compared_; }
   // Ops in the structural changes added so far.
   int64_t structural_ops() const { return structural_ops_; }
+  // The ops in structural changes of the run that has fewer (none where the other run only
+  // inserted: an evaluation pass of its own).
+  int64_t structural_ops_fewer_side() const { return std::min(structural_a_, structural_b_); }
   // The largest relative difference of the outputs after the first pair, when every one of
   // them is of rounding's size for its dtype (another summation order); -1 otherwise.
   // Whether some of those outputs hold infinities, whose signs the summaries do not keep.
@@ -2134,6 +2141,7 @@ class Growth {
   std::vector<KeptInputs> kept_;
   std::deque<int64_t> kept_seqs_;  // the last pairs added to `kept_` (A's seq)
   int64_t compared_ = 0, diverged_ = 0, hunks_ = 0, structural_ops_ = 0, outputs_differ_ = 0;
+  int64_t structural_a_ = 0, structural_b_ = 0;  // each run's ops in structural changes
   int64_t shapes_differ_ = 0;
   int64_t carried_ = 0;  // pairs through which the difference went on (see `add_pair`)
   int64_t past_end_ops_ = 0;
@@ -3830,13 +3838,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   }
   // A structural change after which every aligned op has the same values (activation
   // checkpointing, a reordering): the change moved or added work, not results.
-  // Not when the changes are most of what ran, or replaced everything to the end: the few ops
-  // paired (a weight made before the loop) then say nothing of the results.
+  // Not when the changes are most of what both runs ran, or replaced everything to the end: the
+  // few ops paired (a weight made before the loop) then say nothing of the results. (A block
+  // one run inserts, however large, leaves the other's ops all paired.)
   // Nor when the ops in the changes were too many to tell whether they only moved: moved ops
   // (an EMA updated before the optimizer step) may have computed other values.
   if (where.kind == Located::kStructure && complete && pairs_compared > 0 && pairs_differing == 0 &&
-      growth.structural_ops() <= pairs_compared && !ends_replaced && !out.contains("moved_ops_differ") &&
-      moved_known) {
+      growth.structural_ops_fewer_side() <= pairs_compared && !ends_replaced &&
+      !out.contains("moved_ops_differ") && moved_known) {
     json left_differ = left_differ_json();
     if (left_differ.is_null()) {
       out["values_same"] = {{"pairs", pairs_compared}};
