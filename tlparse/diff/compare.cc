@@ -2538,32 +2538,15 @@ void explain_nondeterministic(json& d,
   }
 }
 
-// With several optimizers, the ops of the first iteration after the first optimizer's first
-// step() count as step 1 (docs/recording.md, steps): a divergence among them is said to be in
-// the first iteration, for a user who reads "step 1" as the loop's second pass (a GAN's
-// generator update of iteration 0). Several optimizers show as more step regions in step 1
-// (the other's first step, then a step of each) than in step 0.
+// With several optimizers, a divergence among the ops counted as step 1 that ran in the
+// training loop's first iteration is said to be there (`in_first_iteration`).
 void note_first_iteration_step(json& d, const tracer::Run& run) {
   const json& side = d.value("a", json());
   const size_t p = d.value("process", size_t{0});
-  if (!side.is_object() || side.value("step", int64_t{-1}) != 1 || p >= run.processes.size())
-    return;
-  int64_t at0 = 0, at1 = 0, first_start = INT64_MAX, first_end = tracer::kNoSeq;
-  for (const tracer::RegionRecord& g : run.processes[p]->regions()) {
-    if (g.kind != tracer::RegionKind::kStep || g.step > 1) continue;
-    if (g.step == 0) {
-      ++at0;
-      continue;
-    }
-    ++at1;
-    if (g.start_seq < first_start) {
-      first_start = g.start_seq;
-      first_end = g.end_seq;
-    }
-  }
-  const int64_t seq = side.value("seq", int64_t{-1});
-  if (at1 < 2 || at1 <= at0 || first_end == tracer::kNoSeq || seq < 0 || seq > first_end) return;
-  d["first_iteration"] = true;
+  if (!side.is_object() || p >= run.processes.size()) return;
+  if (in_first_iteration(*run.processes[p], side.value("step", int64_t{-1}),
+                         side.value("seq", int64_t{-1})))
+    d["first_iteration"] = true;
 }
 
 // Random ops on several threads of one process that draw from one generator (the default

@@ -259,8 +259,10 @@ class Trainer {
       out = act;
     }
     T z{mix(out.hash, noise.hash), kNoSeq, shape};
+    z.nan = out.nan;
     z.producer = r_.op("aten::mul", {out, noise}, {z}, {}, 0, 0, kNoSeq, 23);
     T loss{mix(z.hash, 6), kNoSeq, ""};
+    if (z.nan > 0) loss.nan = 1;
     loss.sum = 0.5 + double(z.hash % 1000) / 1000.0;
     if (s == v_.inf_step) loss.inf = 1;
     loss.producer = r_.op("aten::sum", {z}, {loss}, {}, 0, 0, kNoSeq, 24);
@@ -3063,6 +3065,41 @@ json nonfinite_of(const std::string& path, tdbg::diff::NonfiniteOptions options 
   return *result;
 }
 
+TEST_CASE(
+    "tdbg nan says a start in step 1 before the second optimizer's first step ends is the first "
+    "iteration's") {
+  using T = Recorder::T;
+  // A GAN's G update of iteration 0 overflowing: counted as step 1 (D's first step ended step 0).
+  const std::string gan = write_ops(
+      [](Recorder& r) {
+        const int64_t steps[] = {0, 1, 1};
+        for (int k = 0; k < 3; ++k) {
+          r.step = steps[k];
+          T out{uint64_t(20 + k)};
+          if (k == 1) out.inf = 1;
+          r.op("aten::addcdiv_", {T{uint64_t(10 + k)}}, {out}, {{"value", "0.001"}}, 0, 0, kNoSeq,
+               31);
+        }
+      },
+      [](tdbg::tracer::Writer& w) {
+        const int64_t steps[] = {0, 1, 1};
+        for (uint32_t k = 0; k < 3; ++k) {
+          tdbg::tracer::RegionRecord step;
+          step.id = k + 1;
+          step.name = w.intern("Optimizer.step#Adam.step");
+          step.kind = tdbg::tracer::RegionKind::kStep;
+          step.start_seq = step.end_seq = k;
+          step.step = steps[k];
+          w.append_region(step);
+        }
+      });
+  json n = nonfinite_of(gan);
+  CHECK(n["first_nonfinite"]["first_iteration"] == true);
+  CHECK(tdbg::diff::format_nonfinite(n).find(
+            "  step:     step 1 here is still the training loop's first "
+            "iteration") != std::string::npos);
+}
+
 TEST_CASE("a main process that raised comes before the workers it stopped short") {
   using T = Recorder::T;
   // A trains 6 steps from a DataLoader worker's batches; B raises at step 3, and its worker,
@@ -4967,6 +5004,61 @@ TEST_CASE("first_nonfinite: NaN that comes in starts where it enters, kernels' b
     });
     // The first start is where NaN entered (aten::to), not the nested op or the convolution.
     CHECK(r["first_nonfinite"]["op"] == "aten::to");
+  }
+
+  SECTION("Inf passed on by a forward op, then masked, is masked; passed on and left, is not") {
+    // `torch.where(x != 0, 1.0 / x, 0)`: Python's 1.0 / x runs reciprocal, then mul.
+    auto chain = [&](bool masked) {
+      return nonfinite([&](Recorder& r) {
+        T rec{31};
+        rec.inf = 2;
+        rec.producer = r.op("aten::reciprocal", {T{30}}, {rec}, {}, 0, 0, kNoSeq, 5);
+        T scaled{32};
+        scaled.inf = 2;
+        scaled.producer = r.op("aten::mul", {rec}, {scaled}, {{"other", "1"}}, 0, 0, kNoSeq, 5);
+        if (masked)
+          r.op("aten::where", {T{29}, scaled, T{28}}, {T{33}}, {}, 0, 0, kNoSeq, 5);
+        else
+          r.op("aten::where", {T{29}, rec, T{28}}, {T{33}}, {}, 0, 0, kNoSeq, 5);
+      });
+    };
+    json r = chain(true);
+    CHECK(r["status"] == "finite");
+    CHECK(r["masked"] == 1);
+    // The mask reads the reciprocal; the mul's Inf is held and never read: it may reach
+    // anything, so nothing is masked.
+    r = chain(false);
+    CHECK(r["status"] == "nonfinite");
+    CHECK(r["first_nonfinite"]["op"] == "aten::reciprocal");
+  }
+
+  SECTION("the cause of an op with a domain reading part of a tensor, and of x / 0.0") {
+    json r = nonfinite([&](Recorder& r) {
+      T col{41, kNoSeq, "3 strides 4", TensorStatus::kView};
+      col.summary = false;
+      T whole{40, kNoSeq, "3x4"};
+      whole.min = -1;
+      whole.max = 2;
+      whole.producer = r.op("aten::detach_", {T{39}}, {whole}, {}, 0, 0, kNoSeq, 6);
+      col.producer = r.op("aten::select", {whole}, {col}, {{"dim", "1"}}, 0, 0, kNoSeq, 31);
+      T out{42, kNoSeq, "3"};
+      out.inf = 3;
+      r.op("aten::log", {col}, {out}, {}, 0, 0, kNoSeq, 31);
+    });
+    std::string text = tdbg::diff::format_nonfinite(r);
+    INFO(text);
+    CHECK(text.find(
+              "log of 0 or a negative value, most likely: its input is a view of part of a tensor "
+              "whose values range from -1 to 2") != std::string::npos);
+    CHECK(text.find("log of a negative value") ==
+          std::string::npos);  // the whole's min, not the part's
+    r = nonfinite([&](Recorder& r) {
+      T out{52};
+      out.inf = 8;
+      r.op("aten::div_", {T{51}}, {out}, {{"other", "0"}}, 0, 0, kNoSeq, 12);
+    });
+    text = tdbg::diff::format_nonfinite(r);
+    CHECK(text.find("division by the number 0 (argument other = 0)") != std::string::npos);
   }
 
   SECTION("NaN in a gradient that ReLU's backward masks, handed on by autograd's node, is masked") {

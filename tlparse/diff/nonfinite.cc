@@ -509,13 +509,16 @@ bool reads_only_metadata(std::string_view name) {
 // saved values after an op had masked it (the where-over-sqrt trap), gets that masking op.
 StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start,
                                    std::string* undone_by_backward) {
-  std::set<uint64_t> live;   // the start's non-finite tensors, and views of them
-  std::set<uint64_t> tests;  // non-floating results of reading them (`isnan(x)`, `x > 0`)
+  std::set<uint64_t> live;    // the start's non-finite tensors, views of them and what forward
+                              // ops made of them
+  std::set<uint64_t> unread;  // those no op has read yet: held on, they may reach anything
+  std::set<uint64_t> tests;   // non-floating results of reading them (`isnan(x)`, `x > 0`)
   for (const TensorRecord& t : start.tensors)
     if (t.role == TensorRole::kOutput && t.summary.valid && tensor_comparable(t) &&
         (t.summary.nan_count > 0 || t.summary.inf_count > 0))
       live.insert(t.hash);
   if (live.empty()) return std::string();
+  unread = live;
   constexpr int64_t kLookAhead = 1 << 16;
   std::string masked_by;
   bool spread = false, inside_start = true, other_source = false;
@@ -534,6 +537,7 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       reads = reads || live.count(t.hash) > 0;
       reads_test = reads_test || tests.count(t.hash) > 0;
       unknown = unknown || !(t.summary.valid && tensor_comparable(t));
+      unread.erase(t.hash);
     }
     bool nonfinite = false, any_output = false;
     for (const TensorRecord& t : o.tensors) {
@@ -541,6 +545,18 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       any_output = true;
       if (t.summary.valid && tensor_comparable(t))
         nonfinite = nonfinite || t.summary.nan_count > 0 || t.summary.inf_count > 0;
+    }
+    // A forward op that makes NaN or Inf of them (`1.0 / x` runs reciprocal, then mul; `log(x)
+    // * 2`) passes them on: what it made must be masked in turn.
+    if (nonfinite && reads && !(o.flags & tracer::kOpBackward)) {
+      for (const TensorRecord& t : o.tensors)
+        if (t.role == TensorRole::kOutput && t.hash != 0 && hashing::dtype_is_floating(t.dtype) &&
+            (!(t.summary.valid && tensor_comparable(t)) || t.summary.nan_count > 0 ||
+             t.summary.inf_count > 0)) {
+          live.insert(t.hash);
+          unread.insert(t.hash);
+        }
+      return true;
     }
     if (nonfinite && (reads || (unknown && !other_source))) {
       // Backward made it after the forward masked it: from the values saved for it, or from
@@ -586,7 +602,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
     return true;
   });
   TDBG_RETURN_IF_ERROR(st);
-  return spread ? std::string() : masked_by;
+  // Masked only where every tensor holding them was read, and no reader spread them.
+  return spread || !unread.empty() ? std::string() : masked_by;
 }
 
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
@@ -687,6 +704,8 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (t.id == op.thread) j["os_tid"] = t.os_tid;
   j["entered"] = entry.empty() ? json(nullptr) : json(entry);
   if (!mask_undone.empty()) j["masked_then_backward"] = mask_undone;
+  // Step 1 that is still the loop's first iteration (several optimizers), as diff says it.
+  if (in_first_iteration(r, op.step, op.seq)) j["first_iteration"] = true;
   if (entry == "input" || entry == "written_in_part") {
     // What the recording left out may have made it: the ops before a --steps window, or the
     // ops --ops did not select.

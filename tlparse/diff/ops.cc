@@ -628,6 +628,24 @@ std::string op_at_source(const tracer::Reader& reader, Strings& strings, const O
          (j.value("source_from_forward", false) ? " (forward op's line)" : "");
 }
 
+bool in_first_iteration(const tracer::Reader& reader, int64_t step, int64_t seq) {
+  if (step != 1) return false;
+  int64_t at0 = 0, at1 = 0, first_start = INT64_MAX, first_end = tracer::kNoSeq;
+  for (const tracer::RegionRecord& g : reader.regions()) {
+    if (g.kind != tracer::RegionKind::kStep || g.step > 1) continue;
+    if (g.step == 0) {
+      ++at0;
+      continue;
+    }
+    ++at1;
+    if (g.start_seq < first_start) {
+      first_start = g.start_seq;
+      first_end = g.end_seq;
+    }
+  }
+  return at1 >= 2 && at1 > at0 && first_end != tracer::kNoSeq && seq >= 0 && seq <= first_end;
+}
+
 std::map<int64_t, std::vector<tracer::RegionRecord>> step_regions(
     const tracer::Reader& reader, std::optional<uint32_t> thread) {
   std::map<int64_t, std::vector<tracer::RegionRecord>> steps;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -39,6 +40,12 @@ std::string source_text(const json& side) {
   if (side.value("source_from_forward", false)) s += " (forward op's line)";
   return s;
 }
+
+// Step 1 that is the loop's first iteration (`first_iteration`), as diff and nan say it.
+constexpr char kFirstIterationLine[] =
+    "  step:     step 1 here is still the training loop's first iteration: with several "
+    "optimizers, the ops after the first optimizer's first step() up to the end of another's "
+    "first step() count as step 1; a window holding it is --steps 0:2\n";
 
 // "aten::empty (seq 6) at train.py:7", of an `op_brief_json`.
 std::string op_and_source(const json& brief) {
@@ -128,10 +135,7 @@ void print_value(std::ostringstream& o, const json& d) {
   } else {
     o << "  where:    " << where_text(!source_a && source_b ? b : a) << "\n";
   }
-  if (d.value("first_iteration", false))
-    o << "  step:     step 1 here is still the training loop's first iteration: with several "
-         "optimizers, the ops after the first optimizer's first step() up to the end of "
-         "another's first step() count as step 1; a window holding it is --steps 0:2\n";
+  if (d.value("first_iteration", false)) o << kFirstIterationLine;
   // Another line of the same function in the same file (or a copy of it, by name): another
   // path through it, or an edit that moved its lines (then the ops before moved by as much).
   auto base = [](const json& side) {
@@ -551,6 +555,9 @@ std::string nonfinite_reason(const json& f) {
   const json& inputs = f.value("inputs", json::array());
   auto range = [&](size_t k, double* lo, double* hi) {
     if (k >= inputs.size()) return false;
+    // A view of part of a tensor: the range is the whole's, not the part's (a column of zeros
+    // in a tensor whose min is -1).
+    if (str(inputs[k], "values_of") == "viewed") return false;
     const json& v = inputs[k].value("values", json());
     if (!v.is_object() || !v.value("min", json()).is_number() || !v.value("max", json()).is_number())
       return false;
@@ -561,6 +568,26 @@ std::string nonfinite_reason(const json& f) {
   auto num = range_value;
   const json& out = f.value("tensor", json()).value("summary", json());  // the output's
   double lo = 0, hi = 0;
+  // An op with a domain reading a view of part of a tensor: the part's values are not
+  // recorded, only the whole's range, which says what the part may hold.
+  static const std::map<std::string, std::string> kOutside = {{"log", "0 or a negative value"},
+                                                              {"log2", "0 or a negative value"},
+                                                              {"log10", "0 or a negative value"},
+                                                              {"log1p", "-1 or below"},
+                                                              {"sqrt", "a negative value"},
+                                                              {"rsqrt", "0 or a negative value"},
+                                                              {"reciprocal", "0"},
+                                                              {"acos", "a value outside [-1, 1]"},
+                                                              {"asin", "a value outside [-1, 1]"}};
+  if (auto d = kOutside.find(op);
+      d != kOutside.end() && !inputs.empty() && str(inputs[0], "values_of") == "viewed") {
+    const json& v = inputs[0].value("values", json());
+    if (v.is_object() && v.value("min", json()).is_number() && v.value("max", json()).is_number())
+      return op + " of " + d->second +
+             ", most likely: its input is a view of part of a tensor whose values range from " +
+             num(v["min"].get<double>()) + " to " + num(v["max"].get<double>()) +
+             ", and the part's own were not recorded";
+  }
   if ((op == "acos" || op == "asin") && range(0, &lo, &hi) && (lo < -1 || hi > 1))
     return op + " of a value outside [-1, 1]: input min " + num(lo) + ", max " + num(hi) +
            "; a cosine or a normalized dot product rounded past 1 (clamp it to [-1, 1] first)";
@@ -598,6 +625,17 @@ std::string nonfinite_reason(const json& f) {
     return std::string("division by a divisor that holds 0 (min ") + num(lo) + ", max " + num(hi) +
            (zero_over_zero ? "): 0/0 where the dividend is 0 too, x/0 elsewhere" : "): x/0");
   }
+  // By the number 0 (`x / 0.0`, `div_(0.0)`): an argument, not a tensor.
+  if (op == "div" || op == "true_divide" || op == "floor_divide" || op == "remainder" ||
+      op == "fmod")
+    for (const json& a : f.value("args", json::array()))
+      if (str(a, "name") == "other") {
+        const std::string v = str(a, "value");
+        char* end = nullptr;
+        const double d = std::strtod(v.c_str(), &end);
+        if (end != v.c_str() && *end == '\0' && d == 0)
+          return "division by the number 0 (argument other = " + v + "): x/0, and 0/0 where x is 0";
+      }
   if (op == "div" && inputs.size() > 1 && inputs[1].value("finite", false) &&
       !inputs[1].value("values", json()).is_object()) {
     // A divisor whose values tdbg does not summarize (an integer tensor: a count, a mask's
@@ -1208,6 +1246,7 @@ std::string format_nonfinite(const json& result) {
   print_notes(o, result);
   if (process.is_object()) o << "  process:  " << str(process, "text") << "\n";
   o << "  where:    " << where_text(f) << "\n";
+  if (f.value("first_iteration", false)) o << kFirstIterationLine;
   const std::string entered = f.value("entered", json()).is_string() ? str(f, "entered") : "";
   if (entered == "input" && f.value("collective", json()).is_object()) {
     o << "  cause:    NaN came in through " << op_and_source(f["collective"])
