@@ -105,7 +105,7 @@ bool looks_like_secret_name(std::string_view name) {
   // Words that are a credential on their own.
   if (has({"SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS",
            "COOKIE", "SIGNATURE", "APIKEY", "SECRETKEY", "ACCESSKEY", "PRIVATEKEY", "AUTH",
-           "DSN", "CERT"}))
+           "AUTHORIZATION", "BEARER", "DSN", "CERT"}))
     return true;
   if (n.find("DATABASE_URL") != std::string::npos) return true;
   // A token, but not a count or a kind of tokens (`max_token`, `pad_token`, `token_ids`).

@@ -407,8 +407,9 @@ TEST_CASE("credential-like names are recognized") {
     CHECK_FALSE(looks_like_secret_name(n));
   }
   // Whole words: a credential's name, not a hyperparameter that shares a word's letters.
-  for (const char* n : {"--token", "ACCESS_TOKEN", "apiKey", "accessToken", "--key", "PRIVATE_KEY",
-                        "SESSION_TOKEN", "DATABASE_URL", "--auth"}) {
+  for (const char* n :
+       {"--token", "ACCESS_TOKEN", "apiKey", "accessToken", "--key", "PRIVATE_KEY", "SESSION_TOKEN",
+        "DATABASE_URL", "--auth", "Authorization", "Proxy-Authorization", "BEARER_TOKEN"}) {
     CHECK(looks_like_secret_name(n));
   }
   for (const char* n : {"--max-tokens", "--max-token", "--key-dim", "--tokenizer", "--tokenizer-dir",
@@ -444,6 +445,9 @@ TEST_CASE("the redactor scrubs quoted values in source text, and the shell's cre
   CHECK(r.apply("    api_key: str = \"sk-field\"") == "    api_key: str = \"[REDACTED]\"");
   CHECK(r.apply("    batch: int = 32") == "    batch: int = 32");
   CHECK(r.apply("connect(password='v5lower', user='bob')") == "connect(password='[REDACTED]', user='bob')");
+  // An HTTP header written in code: the commonest place for a token in a script.
+  CHECK(r.apply("headers = {\"Authorization\": \"Bearer tok-77\"}") ==
+        "headers = {\"Authorization\": \"[REDACTED]\"}");
   CHECK(r.redacted_names().count("API_KEY") == 1);
   CHECK(r.redacted_names().count("password") == 1);
   // Code, not a secret: comparisons, and an unquoted expression after a spaced =.
