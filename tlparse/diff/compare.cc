@@ -3846,7 +3846,32 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       p.b.reader->meta("ops").empty()) {
     json updates = compare_updates(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset,
                                    options.scan_limit);
-    if (!updates.is_null()) out["updates"] = std::move(updates);
+    // Steps paired only before the change (the optimizer's ops differ from its step on: a
+    // param group added) tell nothing of it; what differs in the optimizer's settings there
+    // does.
+    const json unpaired = updates.is_null() ? json() : updates.value("unpaired_step", json());
+    const std::optional<OpRecord> change = p.a.reader->op_at(p.a.thread, where.i);
+    if (unpaired.is_number() && change && unpaired.get<int64_t>() <= change->step) {
+      const auto steps_a = step_regions(*p.a.reader, p.a.thread);
+      const auto steps_b = step_regions(*p.b.reader, p.b.thread);
+      const auto sa = steps_a.find(unpaired.get<int64_t>());
+      const auto sb = steps_b.find(unpaired.get<int64_t>() - p.step_offset);
+      if (sa != steps_a.end() && sb != steps_b.end() && !sa->second.empty() &&
+          !sb->second.empty()) {
+        OpRecord in_a, in_b;  // the first op of each step region: what settings read
+        in_a.thread = sa->second[0].thread;
+        in_a.seq = sa->second[0].start_seq;
+        in_b.thread = sb->second[0].thread;
+        in_b.seq = sb->second[0].start_seq;
+        json settings = compare_optimizer_settings(*p.a.reader, in_a, *p.b.reader, in_b);
+        if (settings.is_object() && !settings["differs"].empty()) {
+          settings["step"] = unpaired;
+          out["optimizer_settings"] = std::move(settings);
+        }
+      }
+    } else if (!updates.is_null()) {
+      out["updates"] = std::move(updates);
+    }
   }
   // Around the first change: it may start before the split point, on the copy of a repeated
   // block that ran at the other line (`slide_up_to_lines`).

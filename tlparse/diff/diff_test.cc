@@ -2,12 +2,13 @@
 // and read back with tracer::Run: a tiny simulated training loop whose ops pass values along,
 // so that one change (a seed, a learning rate, a data value, an extra op) spreads like it
 // does in a real run.
-#include <catch2/catch.hpp>
+#include "tlparse/diff/diff.h"
 
 #include <dlfcn.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,11 +19,11 @@
 #include <string>
 
 #include "base/elf_identity.h"
-#include "tlparse/diff/diff.h"
-#include "tlparse/diff/updates.h"
 #include "tlparse/diff/mlp_step_testdata.h"
 #include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
+#include "tlparse/diff/optimizer_settings.h"
+#include "tlparse/diff/updates.h"
 #include "tracer/reader.h"
 #include "tracer/test_dir.h"
 #include "tracer/writer.h"
@@ -640,6 +641,59 @@ TEST_CASE("the optimizer's steps pair op for op, their outputs taken whole") {
   u = updates(a, run({1.0, 2.0}, 1, {"aten::add_", "aten::sub_"}));
   CHECK(u["steps"] == 1);
   CHECK(u["unpaired_step"] == 1);
+}
+
+TEST_CASE("the optimizer's settings at a step name the hyperparameter, group and optimizer") {
+  using T = Recorder::T;
+  // One AdamW step: its op inside the step's region, and the settings region (kind 3) in it.
+  auto run = [](const std::string& settings) {
+    return write_ops(
+        [](Recorder& r) {
+          r.op("aten::mul_", {T{1}}, {T{2}}, {{"other", "0.99"}});
+        },
+        [settings](tdbg::tracer::Writer& w) {
+          add_step_region(w, 1, 0, 0);
+          tdbg::tracer::RegionRecord s;
+          s.id = 2;
+          s.name = w.intern(settings);
+          s.kind = tdbg::tracer::RegionKind::kOptimizer;
+          s.start_seq = s.end_seq = 0;
+          s.parent = 1;
+          w.append_region(s);
+        });
+  };
+  auto compare_at = [](const std::string& a, const std::string& b) {
+    auto ra = tdbg::tracer::Reader::Open(a);
+    auto rb = tdbg::tracer::Reader::Open(b);
+    REQUIRE(ra.ok());
+    REQUIRE(rb.ok());
+    tdbg::tracer::OpRecord op;
+    op.thread = 0;
+    op.seq = 0;
+    return tdbg::diff::compare_optimizer_settings(**ra, op, **rb, op);
+  };
+  const std::string one =
+      R"({"optimizer": "AdamW", "index": 1, "groups": [{"lr": 0.001, "weight_decay": 0.01, "params": 4}]})";
+  const std::string decay =
+      R"({"optimizer": "AdamW", "index": 1, "groups": [{"lr": 0.001, "weight_decay": 0.05, "params": 4}]})";
+  const std::string two =
+      R"({"optimizer": "AdamW", "index": 1, "groups": [{"lr": 0.001, "weight_decay": 0.01, "params": 4}, )"
+      R"({"lr": 0.001, "weight_decay": 0.0, "params": 2}]})";
+  json c = compare_at(run(one), run(decay));
+  REQUIRE(c["differs"].size() == 1);
+  CHECK(c["differs"][0]["name"] == "weight_decay");
+  CHECK(c["text"].get<std::string>().find("weight_decay is 0.01 in A and 0.05 in B") !=
+        std::string::npos);
+  // A group added: said as a count, not each setting of the group B alone has.
+  c = compare_at(run(one), run(two));
+  REQUIRE(c["differs"].size() == 1);
+  CHECK(c["text"].get<std::string>().find("A has 1 param group(s) and B 2") != std::string::npos);
+  c = compare_at(run(one), run(one));
+  CHECK(c["differs"].empty());
+  CHECK(c["text"].get<std::string>().find("are the same in both runs") != std::string::npos);
+  // None recorded (a C++ optimizer, an older database): nothing to say.
+  CHECK(compare_at(run(one), write_ops([](Recorder& r) { r.op("aten::mul_", {T{1}}, {T{2}}); }))
+            .is_null());
 }
 
 TEST_CASE("after a structural change, an input made another way is named, not blamed on the op") {

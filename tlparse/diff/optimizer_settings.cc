@@ -77,7 +77,11 @@ json compare_optimizer_settings(const Reader& ra, const OpRecord& a, const Reade
   const json& ga = sa["groups"];
   const json& gb = sb["groups"];
   const size_t groups = std::max(ga.size(), gb.size());
-  for (size_t g = 0; g < groups; ++g) {
+  // Groups only one run has (`add_param_group`) are said as a count, not setting by setting.
+  if (ga.size() != gb.size())
+    differs.push_back(
+        {{"group", nullptr}, {"name", "param groups"}, {"a", ga.size()}, {"b", gb.size()}});
+  for (size_t g = 0; g < std::min(ga.size(), gb.size()); ++g) {
     const json empty = json::object();
     const json& x = g < ga.size() && ga[g].is_object() ? ga[g] : empty;
     const json& y = g < gb.size() && gb[g].is_object() ? gb[g] : empty;
@@ -106,16 +110,24 @@ json compare_optimizer_settings(const Reader& ra, const OpRecord& a, const Reade
     const size_t shown = std::min<size_t>(differs.size(), 3);
     for (size_t k = 0; k < shown; ++k) {
       const json& d = differs[k];
+      if (k > 0) text += "; ";
+      if (d["group"].is_null()) {
+        text += "A has " + value_text(d["a"]) + " param group(s) and B " + value_text(d["b"]) +
+                " (the groups it was made with, or add_param_group)";
+        continue;
+      }
       const std::string what =
           d["name"] == "params" ? "parameter count" : d["name"].get<std::string>();
-      if (k > 0) text += "; ";
       text += (groups > 1 ? "param group " + std::to_string(d["group"].get<size_t>()) + "'s "
                           : std::string()) +
               what + " is " + value_text(d["a"]) + " in A and " + value_text(d["b"]) + " in B";
     }
     if (differs.size() > shown)
       text += " (and " + std::to_string(differs.size() - shown) + " more)";
-    text += " (as the optimizer was made, or as a scheduler set it before this step)";
+    if (!differs[0]["group"].is_null())
+      text +=
+          " (as the optimizer was made, or as a scheduler or the program set it before this "
+          "step)";
   } else {
     text = "inside " + where +
            ", whose param groups' settings (lr, betas, eps, weight decay ...) "

@@ -797,12 +797,17 @@ std::string relative_text(const json& v) {
 std::string updates_suffix(const json& d) {
   const json& u = d.value("updates", json());
   if (!u.is_object()) return "";
+  // Where the optimizer's ops differ from a step on (a param group added), only the steps
+  // before it were compared.
+  const std::string scope = u.value("unpaired_step", json()).is_null()
+                                ? " in every step"
+                                : " in the steps before step " + str(u, "unpaired_step") +
+                                      " (from there the optimizer runs other ops)";
   if (u.value("rounding", false))
     return u.value("largest", 0.0) == 0
-               ? "; the optimizer's updates are the same in every step"
-               : "; the optimizer's updates agree at rounding level in every step (largest "
-                 "relative difference " +
-                     relative_text(u["largest"]) + ")";
+               ? "; the optimizer's updates are the same" + scope
+               : "; the optimizer's updates agree at rounding level" + scope +
+                     " (largest relative difference " + relative_text(u["largest"]) + ")";
   return "; the optimizer's updates differ beyond rounding from step " + str(u["beyond"], "step");
 }
 
@@ -822,7 +827,10 @@ void print_updates(std::ostringstream& o, const json& d) {
        "for op ";
   if (u.value("rounding", false)) {
     if (u.value("largest", 0.0) == 0) {
-      o << paired << ", are the same: the change did not alter what the training computed\n";
+      o << paired
+        << (unpaired.is_null()
+                ? ", are the same: the change did not alter what the training computed\n"
+                : ", are the same; what the optimizer computes from there is not compared\n");
       return;
     }
     o << paired << ", agree at rounding level taken whole (largest relative difference "
@@ -1111,6 +1119,10 @@ std::string format_divergence(const json& result) {
           << source_text(left["b"]) << "\n";
     }
     print_updates(o, d);
+    // Where the optimizer's ops change with the change (the updates are then not compared):
+    // what differs in its settings from that step.
+    if (const json& s = d.value("optimizer_settings", json()); s.is_object())
+      o << "  optimizer: from step " << str(s, "step") << ", " << str(s, "text") << "\n";
   }
   if (const json& later = d.value("later_rounding_level", json()); later.is_number()) {
     char size[32];

@@ -334,9 +334,11 @@
   function updatesWords(fd) {
     const u = fd && fd.updates;
     if (!u || typeof u !== 'object') return null;
+    const scope = u.unpaired_step === null || u.unpaired_step === undefined ? ' in every step'
+      : ' in the steps before step ' + fmt(u.unpaired_step) + ' (from there the optimizer runs other ops)';
     if (u.rounding) {
-      return u.largest === 0 ? 'the optimizer\'s updates are the same in every step'
-        : 'the optimizer\'s updates agree at rounding level in every step (largest relative difference ' +
+      return u.largest === 0 ? 'the optimizer\'s updates are the same' + scope
+        : 'the optimizer\'s updates agree at rounding level' + scope + ' (largest relative difference ' +
           printfG2(u.largest) + ')';
     }
     return 'the optimizer\'s updates differ beyond rounding from step ' + fmt(u.beyond && u.beyond.step);
