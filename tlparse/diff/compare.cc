@@ -3062,10 +3062,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     return last;
   };
   auto left_differ_json = [&]() -> json {
+    // Zeros left are no result (`zero_grad()` zeroing gradients that a resumed run's first
+    // backward makes afresh): only values other than 0 count.
     auto made_by_other = [](const OpRecord& last, const std::unordered_set<uint64_t>& other) {
-      for (const TensorRecord& x : last.tensors)
-        if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed && !other.count(x.hash))
+      for (const TensorRecord& x : last.tensors) {
+        const bool zeros = x.summary.valid && x.summary.abs_sum == 0 && x.summary.nan_count == 0 &&
+                           x.summary.inf_count == 0;
+        if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed && !zeros &&
+            !other.count(x.hash))
           return false;
+      }
       return true;
     };
     // Whether an op of the next 64 after the stretch [begin, end) of `side` reads what an op
