@@ -1200,7 +1200,7 @@ void record_output(ThreadState& ts, tracer::Writer* w, OpContext* ctx, const at:
         state.status = TensorStatus::kHashed;
         state.hash = rec.hash;
         state.summary = rec.summary;
-        // What it wrote in place, for an alias of that memory made later (`find_input`).
+        // What it wrote in place, for an alias of that memory made later (`writer_of_contents`).
         if (writes_into_input) g_tensors.note_written_contents(t, ctx->seq, rec.hash);
       }
       g_tensors.remember(t, state);

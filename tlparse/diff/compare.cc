@@ -1104,7 +1104,8 @@ class Aligner {
       };
       const auto at_a = positions(ga), at_b = positions(gb);
       std::optional<Hunk> best;
-      // Whether A's stretch at `s` pairs with B's at `t`; false when farther than the best.
+      // Whether to stop at A's stretch at `s` against B's at `t`: they pair (the best so far),
+      // or they and B's later ones are no nearer than the best.
       auto consider = [&](int64_t s, int64_t t) {
         if (best && best->a_end + best->b_end <= s + t) return true;
         if (!std::equal(sa.begin() + s, sa.begin() + s + kAnchorOps, sb.begin() + t)) return false;
@@ -1128,7 +1129,7 @@ class Aligner {
       }
       if (!p_.status().ok()) return std::nullopt;
       // A stretch at (0, 0) is no change (the window scripts found none: the ops after it
-      // differ); nor is one past the reach of what the window holds.
+      // differ).
       if (best && best->a_end + best->b_end > 0) {
         step_end_a_ = step_end_b_ = -1;
         by_kind_ = false;
