@@ -2418,7 +2418,8 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     if (in_optimizer_step(*p.a.reader, a)) {
       out["argument"]["in_optimizer_step"] = true;
       // Which of them, where the runs recorded the optimizer's settings.
-      if (json settings = compare_optimizer_settings(*p.a.reader, a, *p.b.reader, b);
+      if (json settings = compare_optimizer_settings(*p.a.reader, {a.thread, a.seq}, *p.b.reader,
+                                                     {b.thread, b.seq});
           !settings.is_null())
         out["argument"]["optimizer"] = std::move(settings);
     }
@@ -3865,12 +3866,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       const auto sb = steps_b.find(unpaired.get<int64_t>() - p.step_offset);
       if (sa != steps_a.end() && sb != steps_b.end() && !sa->second.empty() &&
           !sb->second.empty()) {
-        OpRecord in_a, in_b;  // the first op of each step region: what settings read
-        in_a.thread = sa->second[0].thread;
-        in_a.seq = sa->second[0].start_seq;
-        in_b.thread = sb->second[0].thread;
-        in_b.seq = sb->second[0].start_seq;
-        json settings = compare_optimizer_settings(*p.a.reader, in_a, *p.b.reader, in_b);
+        // At each step region's first op.
+        json settings = compare_optimizer_settings(
+            *p.a.reader, {sa->second[0].thread, sa->second[0].start_seq}, *p.b.reader,
+            {sb->second[0].thread, sb->second[0].start_seq});
         if (settings.is_object() && !settings["differs"].empty()) {
           settings["step"] = unpaired;
           out["optimizer_settings"] = std::move(settings);

@@ -668,10 +668,7 @@ TEST_CASE("the optimizer's settings at a step name the hyperparameter, group and
     auto rb = tdbg::tracer::Reader::Open(b);
     REQUIRE(ra.ok());
     REQUIRE(rb.ok());
-    tdbg::tracer::OpRecord op;
-    op.thread = 0;
-    op.seq = 0;
-    return tdbg::diff::compare_optimizer_settings(**ra, op, **rb, op);
+    return tdbg::diff::compare_optimizer_settings(**ra, {0, 0}, **rb, {0, 0});
   };
   const std::string one =
       R"({"optimizer": "AdamW", "index": 1, "groups": [{"lr": 0.001, "weight_decay": 0.01, "params": 4}]})";

@@ -200,9 +200,6 @@ int64_t forward_seq_of(const tracer::Reader& reader, const tracer::OpRecord& op)
 // `tdbg show`.
 std::string op_at_source(const tracer::Reader& reader, Strings& strings, const tracer::OpRecord& op);
 
-// The optimizer-step regions (`Optimizer.step#...`) that ended, of `thread` or of every thread,
-// by the step they ran in (several optimizers: several regions a step), each step's in the
-// order they began.
 // With several optimizers, the ops of the first iteration after the first optimizer's first
 // step() count as step 1 (docs/recording.md, steps): whether op `seq` of step `step` is one of
 // them, for a user who reads "step 1" as the loop's second pass (a GAN's generator update of
@@ -210,6 +207,9 @@ std::string op_at_source(const tracer::Reader& reader, Strings& strings, const t
 // step, then a step of each) than in step 0.
 bool in_first_iteration(const tracer::Reader& reader, int64_t step, int64_t seq);
 
+// The optimizer-step regions (`Optimizer.step#...`) that ended, of `thread` or of every thread,
+// by the step they ran in (several optimizers: several regions a step), each step's in the
+// order they began.
 std::map<int64_t, std::vector<tracer::RegionRecord>> step_regions(
     const tracer::Reader& reader, std::optional<uint32_t> thread = std::nullopt);
 

@@ -10,16 +10,15 @@
 namespace tdbg::diff {
 
 using nlohmann::json;
-using tracer::OpRecord;
 using tracer::Reader;
 
-json optimizer_settings_at(const Reader& reader, const OpRecord& op) {
-  const std::string seq = std::to_string(op.seq);
+json optimizer_settings_at(const Reader& reader, StepAt at) {
+  const std::string seq = std::to_string(at.seq);
   json settings;
   (void)reader.query(
       "SELECT s.text FROM regions o JOIN regions r ON o.parent = r.id JOIN strings s ON s.id = "
       "o.name WHERE o.kind = 3 AND r.kind = 1 AND r.thread = " +
-          std::to_string(op.thread) + " AND r.start_seq <= " + seq +
+          std::to_string(at.thread) + " AND r.start_seq <= " + seq +
           " AND (r.end_seq IS NULL OR r.end_seq >= " + seq + ") ORDER BY r.start_seq DESC LIMIT 1",
       [&](const std::vector<std::string>& row) {
         json parsed = json::parse(row[0], nullptr, /*allow_exceptions=*/false);
@@ -63,8 +62,7 @@ std::string value_text(const json& v) {
 
 }  // namespace
 
-json compare_optimizer_settings(const Reader& ra, const OpRecord& a, const Reader& rb,
-                                const OpRecord& b) {
+json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, StepAt b) {
   const json sa = optimizer_settings_at(ra, a), sb = optimizer_settings_at(rb, b);
   if (sa.is_null() || sb.is_null()) return nullptr;
   json who_a = {{"optimizer", sa["optimizer"]},

@@ -10,17 +10,24 @@
 
 namespace tdbg::diff {
 
-// The settings of the optimizer whose step `op` ran in, as recorded ({"optimizer": class,
-// "index": which of the process's optimizers, "groups": [{hyperparameter: value, "params":
-// count}]}), or null where none was recorded (a C++ optimizer, an older database).
-nlohmann::json optimizer_settings_at(const tracer::Reader& reader, const tracer::OpRecord& op);
+// Where to read an optimizer's settings: an op of `thread` with seq `seq` inside its step (a
+// step region's own start is one).
+struct StepAt {
+  uint32_t thread = 0;
+  int64_t seq = 0;
+};
 
-// The two runs' settings at a pair of ops inside optimizer steps compared: null where either
+// The settings of the optimizer whose step the op at `at` ran in, as recorded ({"optimizer":
+// class, "index": which of the process's optimizers, "groups": [{hyperparameter: value,
+// "params": count}]}), or null where none was recorded (a C++ optimizer, an older database).
+nlohmann::json optimizer_settings_at(const tracer::Reader& reader, StepAt at);
+
+// The two runs' settings at a pair of places inside optimizer steps compared: null where either
 // run recorded none; else {"a", "b": {"optimizer", "index", "count": the run's optimizers},
 // "differs": [{"group", "name", "a", "b"}] (values as JSON; a group or a setting one run lacks
 // reads null), "text": what differs or, where nothing does, what is left (the optimizer's state)
 // in a sentence for the CLI and the viewer}.
-nlohmann::json compare_optimizer_settings(const tracer::Reader& ra, const tracer::OpRecord& a,
-                                          const tracer::Reader& rb, const tracer::OpRecord& b);
+nlohmann::json compare_optimizer_settings(const tracer::Reader& ra, StepAt a,
+                                          const tracer::Reader& rb, StepAt b);
 
 }  // namespace tdbg::diff
