@@ -546,6 +546,14 @@ void print_values(std::ostringstream& o, const json& in) {
   }
 }
 
+// An argument's text read as a number where the whole of it is one ("1.5", "0"), else nullopt.
+std::optional<double> number_argument(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0') return std::nullopt;
+  return v;
+}
+
 // Which operation on finite values most likely made the NaN or Inf of start `f`, from its op
 // and its inputs' ranges ("log(0) = -inf: input min 0"), or "" when they do not tell.
 std::string nonfinite_reason(const json& f) {
@@ -599,10 +607,8 @@ std::string nonfinite_reason(const json& f) {
   std::optional<std::pair<double, std::string>> exponent;
   for (const json& a : f.value("args", json::array())) {
     const std::string v = a.value("value", std::string());
-    char* end = nullptr;
-    const double e = std::strtod(v.c_str(), &end);
-    if (end != v.c_str() && *end == '\0' && std::isfinite(e)) {
-      exponent = std::make_pair(e, v);
+    if (const std::optional<double> e = number_argument(v); e && std::isfinite(*e)) {
+      exponent = std::make_pair(*e, v);
       break;
     }
   }
@@ -629,13 +635,9 @@ std::string nonfinite_reason(const json& f) {
   if (op == "div" || op == "true_divide" || op == "floor_divide" || op == "remainder" ||
       op == "fmod")
     for (const json& a : f.value("args", json::array()))
-      if (str(a, "name") == "other") {
-        const std::string v = str(a, "value");
-        char* end = nullptr;
-        const double d = std::strtod(v.c_str(), &end);
-        if (end != v.c_str() && *end == '\0' && d == 0)
-          return "division by the number 0 (argument other = " + v + "): x/0, and 0/0 where x is 0";
-      }
+      if (str(a, "name") == "other" && number_argument(str(a, "value")) == 0.0)
+        return "division by the number 0 (argument other = " + str(a, "value") +
+               "): x/0, and 0/0 where x is 0";
   if (op == "div" && inputs.size() > 1 && inputs[1].value("finite", false) &&
       !inputs[1].value("values", json()).is_object()) {
     // A divisor whose values tdbg does not summarize (an integer tensor: a count, a mask's
