@@ -1265,6 +1265,58 @@ def case_param_groups():
           f"(got {v.get('cause')}, {(v.get('a') or {}).get('op')} at {line}, {v.get('detail')})")
 
 
+# An optimizer made with settings that add or remove ops in its step (nesterov, maximize,
+# weight decay from 0), or of another class. argv[1]: the class; argv[2]: its settings as JSON.
+OPTIMIZER_OPS = """
+import json, sys, torch, torch.nn as nn
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+x, y = torch.randn(32, 8), torch.randn(32, 4)
+opt = getattr(torch.optim, sys.argv[1])(model.parameters(), **json.loads(sys.argv[2]))
+for step in range(3):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()  # MARK:step
+    print(step, f"{loss.item():.8f}")
+"""
+
+
+def case_optimizer_ops():
+    # The first change lies inside optimizer.step(), whose ops differ because its settings do:
+    # the diff names the setting (or the classes), not only the op inserted, and does not call
+    # the other settings' ops "optimizer state made afresh".
+    script = write_script("optimizer_ops.py", OPTIMIZER_OPS)
+    step_line = marks(script)["step"]
+    momentum, _ = record("opt_momentum", ["SGD", '{"lr": 0.1, "momentum": 0.9}'], script)
+    nesterov, _ = record("opt_nesterov", ["SGD", '{"lr": 0.1, "momentum": 0.9, "nesterov": true}'],
+                         script)
+    rc, r = diff(momentum, nesterov)
+    d = r["first_divergence"] or {}
+    line, _ = line_of(d.get("b"))
+    s = d.get("optimizer_settings") or {}
+    check(rc == 1 and d.get("kind") == "structure" and line == step_line,
+          f"a structural change at opt.step() (line {step_line}; got {d.get('kind')} at {line})")
+    check([(x.get("name"), x.get("a"), x.get("b")) for x in s.get("differs") or []]
+          == [("nesterov", False, True)] and s.get("step") == 0,
+          f"the setting that adds the ops is named, from step 0 (got {s})")
+    text = diff_text(momentum, nesterov)
+    check("optimizer: from step 0, inside the step of SGD: nesterov is False in A and True in B"
+          in text, f"diff's text names it as Python writes it (got {text[:1200]!r})")
+    adam, _ = record("opt_adam", ["Adam", '{"lr": 0.1}'], script)
+    rc, r = diff(momentum, adam)
+    d = r["first_divergence"] or {}
+    s = d.get("optimizer_settings") or {}
+    after = (d.get("value_after_structure") or {}).get("detail") or ""
+    check("the optimizers are of other classes" in s.get("text", "")
+          and (s.get("a") or {}).get("optimizer") == "SGD"
+          and (s.get("b") or {}).get("optimizer") == "Adam",
+          f"SGD against Adam: the classes are named (got {s})")
+    check("started afresh" not in after,
+          f"Adam's state is not taken for SGD's started afresh (got {after!r})")
+
+
 # Changes larger than a window's script holds: an evaluation pass of thousands of ops that one
 # run inserts ("eval"), and the start-up of a deep model resumed from the other run's checkpoint
 # ("save" writes it after step 2, "resume" goes on from it). argv: mode, layers, checkpoint.

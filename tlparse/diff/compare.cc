@@ -1846,6 +1846,31 @@ bool is_mode_argument(const std::string& name) { return name == "train" || name 
 // (a checkpointed forward run again in backward) do not count. {"run": "A" | "B",
 // "op": the first such op (`op_brief_json`) with its "argument"}; null otherwise. Reads at
 // most 4,096 ops of each side.
+// A structural change inside optimizer.step() in both runs, whose optimizers stepped with other
+// settings there (nesterov, amsgrad, maximize, a weight decay from 0, another class): those
+// settings, which add or remove the ops, compared (`compare_optimizer_settings`); null where the
+// change lies elsewhere or the settings are the same.
+json optimizer_change(Pair& p, const Hunk& h) {
+  // The op where the change begins in each run, or the one before it where the run's part is
+  // empty at its end.
+  auto op_at_change = [](Side& s, int64_t begin) {
+    std::optional<OpRecord> op = s.reader->op_at(s.thread, begin);
+    if (!op && begin > 0) op = s.reader->op_at(s.thread, begin - 1);
+    return op;
+  };
+  const auto a = op_at_change(p.a, h.a_begin);
+  const auto b = op_at_change(p.b, h.b_begin);
+  if (!a || !b || !in_optimizer_step(*p.a.reader, *a) || !in_optimizer_step(*p.b.reader, *b))
+    return nullptr;
+  json settings = compare_optimizer_settings(*p.a.reader, {a->thread, a->seq}, *p.b.reader,
+                                             {b->thread, b->seq});
+  if (!settings.is_object() ||
+      (settings["differs"].empty() && settings["a"]["optimizer"] == settings["b"]["optimizer"]))
+    return nullptr;
+  settings["step"] = a->step;
+  return settings;
+}
+
 json mode_change(Pair& p, const Hunk& h) {
   auto first_training = [](Side& s, int64_t begin, int64_t end, std::string* argument) {
     std::optional<OpRecord> found;
@@ -3145,6 +3170,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // was not loaded, a new optimizer made mid-training) against state that went on.
   auto fresh_optimizer_state = [&](const OpRecord& a, const OpRecord& b, const TensorRecord& ta,
                                    const TensorRecord& tb) -> std::string {
+    // Optimizers whose settings differ there run other ops (`optimizer_change`), which is why.
+    if (out.contains("optimizer_settings")) return "";
     if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq ||
         !in_optimizer_step(*p.a.reader, a) || !in_optimizer_step(*p.b.reader, b))
       return "";
@@ -3496,6 +3523,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         out["detail"] = detail;
         first_change = e.hunk;
         if (json mode = mode_change(p, e.hunk); !mode.is_null()) out["mode_change"] = std::move(mode);
+        if (json settings = optimizer_change(p, e.hunk); !settings.is_null())
+          out["optimizer_settings"] = std::move(settings);
       } else if (where.kind == Located::kStructure && !out.contains("ended_in_change")) {
         // A run that ended a few ops after the first change, in a change of its own (the
         // added ops that raised aligned after a few alike ones), ended in that change too.
@@ -3849,9 +3878,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // agree up to rounding step by step (a batch split into micro-batches), or from which step
   // they do not. Not for an --ops selection, whose steps hold what it matched.
   if (where.kind == Located::kStructure && !out.contains("values_same") &&
-      !out.contains("values_left_differ") && p.a.reader->meta("hash_mode") != "none" &&
-      p.b.reader->meta("hash_mode") != "none" && p.a.reader->meta("ops").empty() &&
-      p.b.reader->meta("ops").empty()) {
+      !out.contains("values_left_differ") && !out.contains("optimizer_settings") &&
+      p.a.reader->meta("hash_mode") != "none" && p.b.reader->meta("hash_mode") != "none" &&
+      p.a.reader->meta("ops").empty() && p.b.reader->meta("ops").empty()) {
     json updates = compare_updates(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset,
                                    options.scan_limit);
     // Steps paired only before the change (the optimizer's ops differ from its step on: a

@@ -54,8 +54,10 @@ std::string optimizer_name(const json& who) {
   return name;
 }
 
+// As Python writes it (True, None), the optimizer's settings being Python values.
 std::string value_text(const json& v) {
-  if (v.is_null()) return "unset";
+  if (v.is_null()) return "None";
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
 }

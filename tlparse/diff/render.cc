@@ -1094,6 +1094,10 @@ std::string format_divergence(const json& result) {
         << "'s none: a module is in training mode in " << run << " and in eval mode in the other "
            "(model.eval() or model.train() missing or moved)\n";
     }
+    // Where the optimizer's ops change with the change (the updates are then not compared):
+    // what differs in its settings from that step.
+    if (const json& s = d.value("optimizer_settings", json()); s.is_object())
+      o << "  optimizer: from step " << str(s, "step") << ", " << str(s, "text") << "\n";
     const json& after = d.value("value_after_structure", json());
     if (after.is_object()) {
       const std::string step_a = str(after["a"], "step"), step_b = str(after["b"], "step");
@@ -1121,10 +1125,6 @@ std::string format_divergence(const json& result) {
           << source_text(left["b"]) << "\n";
     }
     print_updates(o, d);
-    // Where the optimizer's ops change with the change (the updates are then not compared):
-    // what differs in its settings from that step.
-    if (const json& s = d.value("optimizer_settings", json()); s.is_object())
-      o << "  optimizer: from step " << str(s, "step") << ", " << str(s, "text") << "\n";
   }
   if (const json& later = d.value("later_rounding_level", json()); later.is_number()) {
     char size[32];

@@ -453,6 +453,9 @@
         fd.argument.optimizer && fd.argument.optimizer.text ? ' (' + fd.argument.optimizer.text + ')'
           : fd.argument.in_optimizer_step ? ' (inside optimizer.step(): a scalar made of its hyperparameters, so lr, momentum, ' +
             'betas, eps or weight decay differs, or the scheduler that sets lr)' : null) : null,
+      // What differs in the optimizer's settings where its ops change (nesterov, a class).
+      fd.optimizer_settings && fd.optimizer_settings.text ? h('p', { id: 'optimizer-settings' }, 'Optimizer: from step ' +
+        fmt(fd.optimizer_settings.step) + ', ' + fd.optimizer_settings.text) : null,
       valueAfter(fd.value_after_structure),
       healing(fd),
       warnings.length || notes.length ? h('ul', { id: 'diff-notes' },
