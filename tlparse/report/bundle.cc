@@ -725,6 +725,11 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       md << "**First non-finite value in run " << label << "**: "
          << op_text(n["first_nonfinite"], n["first_nonfinite"].value("process_info", json()))
          << " (see `nonfinite.json`).\n\n";
+      // The whole answer as `tdbg nan` prints it: the cause, the masks it set aside and why,
+      // what to do; its notes (a ring's dropped ops) with it.
+      md << "What `tdbg nan` prints for run " << label << ":\n\n```\n"
+         << diff::format_nonfinite(n) << "```\n\n";
+      continue;
     } else if (status == "finite") {
       // NaN or Inf that no op started, in `tdbg nan`'s sense: passed on, made on purpose (an
       // attention mask's -inf), or contained.

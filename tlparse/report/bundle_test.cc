@@ -60,6 +60,11 @@ TEST_CASE("a one-run bundle's README names its first non-finite value and only i
   REQUIRE(entries.ok());
   INFO(readme);
   CHECK(readme.find("**First non-finite value in run A**: op #200 ") != std::string::npos);
+  // With tdbg nan's whole answer: its cause, not only the op.
+  const size_t block =
+      readme.find("What `tdbg nan` prints for run A:\n\n```\nnon-finite at aten::addmm");
+  CHECK(block != std::string::npos);
+  CHECK(readme.find("  cause:    ", block) != std::string::npos);
   CHECK(readme.find("diff.json") == std::string::npos);  // not in a one-run bundle
   CHECK(readme.find("runs/b") == std::string::npos);
   CHECK(readme.find("`tdbg nan runs/a`") != std::string::npos);
