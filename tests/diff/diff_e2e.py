@@ -2752,6 +2752,25 @@ def case_nan_where():
               f"{mode}: a NaN check read it: the log is the start (got {p.returncode} {f.get('op')})")
     text = subprocess.run([TDBG, "nan", runs["guard"]], stdout=subprocess.PIPE, text=True).stdout
     check("log of a negative value: input min -" in text, f"the log's cause: {text[:400]!r}")
+    # The mask the program wrote is seen, and why it does not count is said: the guard's test
+    # at its line, or (reuse) the op that passed the NaN on unmasked.
+    lines = NAN_WHERE.split("\n")
+    guard_line = 1 + lines.index(next(l for l in lines if "torch.isnan(logged).any()" in l))
+    reuse_line = 1 + lines.index(next(l for l in lines if "logged.sum()" in l))
+    for mode, why, op, line in (("guard", "Python read a test of them", "aten::is_nonzero", guard_line),
+                                ("reuse", "an op passed them on", "aten::sum", reuse_line)):
+        p = subprocess.run([TDBG, "nan", "--json", runs[mode]], stdout=subprocess.PIPE, text=True)
+        f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+        no = f.get("mask_rejected") or {}
+        check(no.get("by", "").startswith("aten::where") and why in no.get("why", "")
+              and (no.get("op") or {}).get("op") == op
+              and ((no.get("op") or {}).get("source") or {}).get("line") == line
+              and "masked_then_backward" not in f,
+              f"{mode}: the where is seen, and {op} at line {line} is why it does not count "
+              f"(got {no}, masked_then_backward {f.get('masked_then_backward')})")
+    text = subprocess.run([TDBG, "nan", runs["guard"]], stdout=subprocess.PIPE, text=True).stdout
+    check("masked:   by aten::where" in text and "yet a start: Python read a test" in text,
+          f"the text says it: {text[:600]!r}")
     # where with a number reads the log through views of it: masked all the same.
     p = subprocess.run([TDBG, "nan", "--json", runs["scalar"]], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 0, f"torch.where(x > 0, torch.log(x), 0.): masked (got {p.returncode})")

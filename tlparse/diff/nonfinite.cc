@@ -507,8 +507,13 @@ bool reads_only_metadata(std::string_view name) {
 // recorded (autograd's saved tensors, which may hold it) before any other op made NaN or Inf.
 // `undone_by_backward`, when the start is a start because a backward op made NaN or Inf from
 // saved values after an op had masked it (the where-over-sqrt trap), gets that masking op.
+// `rejected`, when an op masked them and they are a start all the same for another reason, gets
+// {"by": the masking op, "why": the reason, "op": the op that read them or made what kept
+// them}: a user who wrote the mask asks why it did not count.
 StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, const OpRecord& start,
-                                   std::string* undone_by_backward) {
+                                   std::string* undone_by_backward, json* rejected) {
+  static constexpr char kPassedOn[] =
+      "an op passed them on (made NaN or Inf of them), and what it made was not masked in turn";
   std::set<uint64_t> live;    // the start's non-finite tensors, views of them and what forward
                               // ops made of them
   std::set<uint64_t> unread;  // those no op has read yet: held on, they may reach anything
@@ -519,9 +524,27 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       live.insert(t.hash);
   if (live.empty()) return std::string();
   unread = live;
+  // For each live tensor made after the start, the first op in the chain that passed the
+  // start's values on to it (`logged.sum()` of `logged.sum() + x`): the one to name if it
+  // stays unread.
+  std::map<uint64_t, OpRecord> passed_on_by;
   constexpr int64_t kLookAhead = 1 << 16;
   std::string masked_by;
+  bool masked_in_forward = false;  // by the program's own op, not one autograd ran
   bool spread = false, inside_start = true, other_source = false;
+  // Why a mask did not count, and the op that says so.
+  std::string why;
+  std::optional<OpRecord> why_op;
+  // Spread: a start. The scan goes on only to find a mask that comes after (`if
+  // torch.isinf(y).any()` before `torch.where`), to say why it does not count.
+  auto spread_by = [&](const OpRecord& o, std::string reason) {
+    if (!spread) {
+      why = std::move(reason);
+      why_op = o;
+    }
+    spread = true;
+    return masked_by.empty();
+  };
   // Every thread's ops, in the order they ran: backward may run on autograd's device threads.
   Status st = r.scan_ops(std::nullopt, start.seq + 1, start.seq + 1 + kLookAhead, true,
                          [&](const OpRecord& o) {
@@ -529,7 +552,7 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       if (inside_start && o.depth > start.depth) return true;  // the start's own nested ops
       inside_start = false;
     }
-    if (o.step > start.step + 1) return false;
+    if (o.step > start.step + 1 || (spread && !masked_by.empty())) return false;
     if (reads_only_metadata(strings.text(o.name))) return true;
     bool reads = false, reads_test = false, unknown = false;
     for (const TensorRecord& t : o.tensors) {
@@ -549,21 +572,34 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
     // A forward op that makes NaN or Inf of them (`1.0 / x` runs reciprocal, then mul; `log(x)
     // * 2`) passes them on: what it made must be masked in turn.
     if (nonfinite && reads && !(o.flags & tracer::kOpBackward)) {
+      const OpRecord* first = &o;
+      for (const TensorRecord& t : o.tensors)
+        if (const auto by = passed_on_by.find(t.hash);
+            t.role == TensorRole::kInput && by != passed_on_by.end() && by->second.seq < first->seq)
+          first = &by->second;
+      const OpRecord root = *first;
       for (const TensorRecord& t : o.tensors)
         if (t.role == TensorRole::kOutput && t.hash != 0 && hashing::dtype_is_floating(t.dtype) &&
             (!(t.summary.valid && tensor_comparable(t)) || t.summary.nan_count > 0 ||
              t.summary.inf_count > 0)) {
           live.insert(t.hash);
           unread.insert(t.hash);
+          passed_on_by.emplace(t.hash, root);
         }
       return true;
     }
     if (nonfinite && (reads || (unknown && !other_source))) {
+      // What a forward op passed on and nothing masked, read by backward (the gradient of a
+      // loss made of them): that op is why.
+      for (const TensorRecord& t : o.tensors)
+        if (const auto by = passed_on_by.find(t.hash);
+            t.role == TensorRole::kInput && by != passed_on_by.end())
+          return spread_by(by->second, kPassedOn);
       // Backward made it after the forward masked it: from the values saved for it, or from
       // the start's output itself (sqrt's backward divides by its result).
-      if ((o.flags & tracer::kOpBackward) && !masked_by.empty()) *undone_by_backward = masked_by;
-      spread = true;
-      return false;
+      if ((o.flags & tracer::kOpBackward) && !masked_by.empty() && !spread)
+        *undone_by_backward = masked_by;
+      return spread_by(o, "an op made NaN or Inf from them");
     }
     if (nonfinite) {
       other_source = true;  // NaN or Inf of another start
@@ -576,8 +612,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       return true;
     // Python read it, or a test of it (`item()`, `bool(torch.isnan(x).any())`).
     if ((reads || reads_test) && !any_output) {
-      spread = true;
-      return false;
+      return spread_by(o, reads ? "Python read them"
+                                : "Python read a test of them (an if or a log line saw them)");
     }
     if (!reads && !reads_test) return true;
     // Whether it made finite values of its own from them: a reader that only passes a view on
@@ -593,17 +629,37 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       } else if (t.dtype == hashing::DType::kBool || (reads_test && !floating)) {
         tests.insert(t.hash);  // a test, or a count of one (`isnan(x).sum()`)
       } else if (reads && !floating) {
-        spread = true;  // NaN made integers (`.long()`): numbers no later op can tell
-        return false;
+        // NaN made integers (`.long()`): numbers no later op can tell
+        return spread_by(o,
+                         "an op made integers of them (NaN as a number no later op can tell "
+                         "from others)");
       }
     }
-    if (reads && made_finite && masked_by.empty())
+    if (reads && made_finite && masked_by.empty()) {
       masked_by = strings.text(o.name) + " (seq " + std::to_string(o.seq) + ")";
+      masked_in_forward = !(o.flags & tracer::kOpBackward);
+    }
     return true;
   });
   TDBG_RETURN_IF_ERROR(st);
   // Masked only where every tensor holding them was read, and no reader spread them.
-  return spread || !unread.empty() ? std::string() : masked_by;
+  if (!spread && unread.empty()) return masked_by;
+  if (masked_by.empty() || !masked_in_forward || !undone_by_backward->empty()) return std::string();
+  if (!spread) {
+    // Kept where nothing read it by then (`dbg = y.sum()`, a loss made of them): it may reach
+    // anything. Name the first op that passed them on to such a tensor, or the start itself.
+    why_op = start;
+    for (uint64_t h : unread)
+      if (const auto by = passed_on_by.find(h);
+          by != passed_on_by.end() && (why_op->seq == start.seq || by->second.seq < why_op->seq))
+        why_op = by->second;
+    why = why_op->seq == start.seq
+              ? "its output was kept and no op read it by the end of the next step (it may reach "
+                "anything later)"
+              : kPassedOn;
+  }
+  *rejected = {{"by", masked_by}, {"why", why}, {"op", op_json(r, strings, *why_op)}};
+  return std::string();
 }
 
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
@@ -624,6 +680,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
   Counts before;
   std::string entry;  // how NaN entered at `op`, when no op made it
   std::string mask_undone;  // the op that masked `op`'s NaN or Inf before backward used it
+  json mask_rejected;       // why a mask of `op`'s NaN or Inf did not count (`masked_after`)
   OpRecord op;
   // A start that turns out to be contained is passed over, and the search goes on after it.
   while (true) {
@@ -679,7 +736,9 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
       TDBG_ASSIGN_OR_RETURN(const bool cleaned, cleaned_inside(r, op));
       std::string masked_by;
       if (!cleaned) {
-        TDBG_ASSIGN_OR_RETURN(masked_by, masked_after(r, strings, op, &mask_undone));
+        mask_rejected = nullptr;
+        TDBG_ASSIGN_OR_RETURN(masked_by,
+                              masked_after(r, strings, op, &mask_undone, &mask_rejected));
       }
       if (cleaned || !masked_by.empty()) {
         ++(cleaned ? contained : masked);
@@ -704,6 +763,7 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (t.id == op.thread) j["os_tid"] = t.os_tid;
   j["entered"] = entry.empty() ? json(nullptr) : json(entry);
   if (!mask_undone.empty()) j["masked_then_backward"] = mask_undone;
+  if (mask_rejected.is_object()) j["mask_rejected"] = std::move(mask_rejected);
   // Step 1 that is still the loop's first iteration (several optimizers), as diff says it.
   if (in_first_iteration(r, op.step, op.seq)) j["first_iteration"] = true;
   if (entry == "input" || entry == "written_in_part") {

@@ -1389,6 +1389,11 @@ std::string format_nonfinite(const json& result) {
       << "the values saved for it: a masked element's gradient is 0, and 0 times the op's NaN "
       << "or Inf derivative is NaN. Keep the op's input in its domain inside the mask, as "
       << "torch.sqrt(torch.where(x > 0, x, 1)) does, rather than masking its output\n";
+  // Masked, yet a start for another reason: which, so that the user sees the mask was seen.
+  if (const json& no = f.value("mask_rejected", json()); no.is_object())
+    o << "  masked:   by " << str(no, "by") << ", yet a start: " << str(no, "why") << ": "
+      << str(no["op"], "op") << " (seq " << str(no["op"], "seq") << ") at " << source_text(no["op"])
+      << "\n";
   // The other processes' starts: the run has several, and the user may look at either.
   const std::string because = str(f, "chosen_because");
   if (!because.empty() && because != "earliest") o << "  chosen:   " << because << "\n";
