@@ -1405,12 +1405,15 @@ uint32_t open_region(ThreadState& ts, const std::string& name, uintptr_t optimiz
   return region.record.id;
 }
 
+// The process's Python optimizers by identity, numbered from 1 in the order they first
+// stepped; reset in a forked child (`hook_after_fork_child`), whose database counts its own.
+std::mutex g_optimizers_mutex;
+auto* g_optimizers = new std::unordered_map<uintptr_t, int>();  // never freed (exit order)
+
 // Which of the process's Python optimizers `identity` is: 1 for the first to step.
 int optimizer_index(uintptr_t identity) {
-  static std::mutex mutex;
-  static auto* seen = new std::unordered_map<uintptr_t, int>();  // never freed (exit order)
-  std::lock_guard<std::mutex> lock(mutex);
-  return seen->emplace(identity, static_cast<int>(seen->size()) + 1).first->second;
+  std::lock_guard<std::mutex> lock(g_optimizers_mutex);
+  return g_optimizers->emplace(identity, static_cast<int>(g_optimizers->size()) + 1).first->second;
 }
 
 std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, ThreadState& ts) {
@@ -2072,6 +2075,10 @@ int64_t hook_after_fork_child() {
   g_steps.store(0);
   new (&g_step_mutex) std::mutex();
   g_step_counter.reset();
+  // Another thread may have been numbering an optimizer at the fork: the map may be half
+  // written. Leaked, as it is at exit.
+  new (&g_optimizers_mutex) std::mutex();
+  g_optimizers = new std::unordered_map<uintptr_t, int>();
   update_ops_callback();  // the child's steps count from 0
   g_fork_generation.fetch_add(1);
   python_frames_after_fork_child();
