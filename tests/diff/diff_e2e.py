@@ -1265,6 +1265,54 @@ def case_param_groups():
           f"(got {v.get('cause')}, {(v.get('a') or {}).get('op')} at {line}, {v.get('detail')})")
 
 
+# Work moved to another optimizer step: an evaluation pass after iteration argv[1] (no
+# backward, no optimizer ops; -1: none), and the optimizer stepping on even (argv[2] "even") or odd micro-batches
+# (a gradient-accumulation condition written two ways).
+MOVED_BLOCKS = """
+import sys, torch, torch.nn as nn
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+data, held = torch.randn(8, 16, 8), torch.randn(4, 16, 8)
+def evaluate():
+    with torch.no_grad():
+        return sum(model(h).pow(2).mean().item() for h in held)  # MARK:evaluate
+for i in range(8):
+    loss = model(data[i]).pow(2).mean()
+    loss.backward()
+    if (i % 2 == 0) == (sys.argv[2] == "even"):
+        opt.step()
+        opt.zero_grad()
+    if i == int(sys.argv[1]):
+        print("eval", evaluate())
+    print(i, f"{loss.item():.8f}")
+"""
+
+
+def case_moved_blocks():
+    # An evaluation pass moved to a later step is said as such, not as a gradient-accumulation
+    # condition; the optimizer stepping after other micro-batches is that condition.
+    script = write_script("moved_blocks.py", MOVED_BLOCKS)
+    a, _ = record("moved_eval_a", ["1", "odd"], script)
+    b, _ = record("moved_eval_b", ["5", "odd"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, _ = line_of(d.get("a"))
+    detail = d.get("detail") or ""
+    check(rc == 1 and d.get("reordered_steps") and line == marks(script)["evaluate"],
+          f"the evaluation pass moved into other steps, at its line (got {line}, {detail!r})")
+    check("a block without backward or optimizer ops" in detail
+          and "from step 1 in A, step 3 in B" in detail and "gradient-accumulation" not in detail,
+          f"said as a block moved, with its steps, not as accumulation (got {detail!r})")
+    c, _ = record("moved_odd", ["-1", "odd"], script)
+    e, _ = record("moved_even", ["-1", "even"], script)
+    rc, r = diff(c, e)
+    detail = (r["first_divergence"] or {}).get("detail") or ""
+    check(rc == 1 and "gradient-accumulation" in detail,
+          f"the optimizer stepping after other micro-batches: accumulation (got {detail!r})")
+
+
 # An optimizer made with settings that add or remove ops in its step (nesterov, maximize,
 # weight decay from 0), or of another class. argv[1]: the class; argv[2]: its settings as JSON.
 OPTIMIZER_OPS = """

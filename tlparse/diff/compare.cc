@@ -1822,6 +1822,11 @@ constexpr char kStepsMoved[] =
     "gradient-accumulation condition (i % N == 0 against (i + 1) % N == 0), so each update sees "
     "other batches";
 
+// Why ops without backward or optimizer ops moved into other optimizer steps, most often.
+constexpr char kBlockMoved[] =
+    "a block without backward or optimizer ops (an evaluation pass, logging, a checkpoint) runs "
+    "after another optimizer step in each run";
+
 // Whether `op` of `reader` ran inside an optimizer's step() (a region of kind 1).
 bool in_optimizer_step(const Reader& reader, const OpRecord& op) {
   bool in_step = false;
@@ -3042,6 +3047,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // The optimizer steps where the changes start, in A and in B: ops that moved to other steps
   // ran before another optimizer step in each run.
   std::set<int32_t> change_steps[2];
+  // Whether any op that moved ran in backward or inside an optimizer's step(): training work,
+  // as against a block without either (an evaluation pass under no_grad, logging).
+  bool moved_training = false;
   // The value each replacement leaves (the outputs of its last op that hashed one) is one the
   // other run's changes also made (in any of its changed stretches: ops may have moved);
   // else the change may have changed results that no later op reads (an EMA of the weights
@@ -3068,6 +3076,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         return last;
       }
       if (t == begin) change_steps[run].insert(o->step);
+      if ((o->flags & tracer::kOpBackward) || (t == begin && in_optimizer_step(*side.reader, *o)))
+        moved_training = true;
       const Identity id = identity(side, *o);
       moved[id.key] += sign;
       moved_lines[id.key + "@" + id.line] += sign;
@@ -3761,6 +3771,25 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // in B's last): the steps split the same work otherwise.
     bool other_steps = !change_steps[0].empty() && !change_steps[1].empty();
     for (int32_t step : change_steps[0]) other_steps = other_steps && !change_steps[1].count(step);
+    // Whether an optimizer step lies within either side of the first change.
+    auto optimizer_ran_in = [&](const Hunk& h) {
+      auto holds_step = [](Side& side, int64_t begin, int64_t end) {
+        const auto first = side.reader->op_at(side.thread, begin);
+        const auto last = end > begin ? side.reader->op_at(side.thread, end - 1) : first;
+        if (!first || !last || end <= begin) return false;
+        bool found = false;
+        (void)side.reader->query(
+            "SELECT 1 FROM regions WHERE kind = 1 AND thread = " + std::to_string(first->thread) +
+                " AND start_seq <= " + std::to_string(last->seq) +
+                " AND (end_seq IS NULL OR end_seq >= " + std::to_string(first->seq) + ") LIMIT 1",
+            [&](const std::vector<std::string>&) {
+              found = true;
+              return false;
+            });
+        return found;
+      };
+      return holds_step(p.a, h.a_begin, h.a_end) || holds_step(p.b, h.b_begin, h.b_end);
+    };
     // Inside optimizer.step(): the parameters were updated in another order.
     bool in_step = false;
     if (same_calls) {
@@ -3769,25 +3798,29 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       const auto op = side.reader->op_at(side.thread, removes ? first_change.a_begin : first_change.b_begin);
       in_step = op && in_optimizer_step(*side.reader, *op);
     }
-    out["detail"] = out.value("detail", std::string()) +
-                    "; the same ops ran in another order (" + std::to_string(moved_ops / 2) +
-                    " op(s) moved" +
-                    (other_steps ? std::string(", into other optimizer steps: ") + kStepsMoved + ")"
-                     : same_calls && in_step
-                         ? ", each from the same source line in both runs, inside "
-                           "optimizer.step(): the parameters updated in another order, such as "
-                           "parameter groups built another way (a weight-decay group split or "
-                           "merged) or from a set or a dict iterated in another order)"
-                     : same_calls ? ", each from the same source line in both runs: an order "
-                                  "chosen at run time, such as iterating a set or a dict built "
-                                  "in another order, or an expression on those lines rewritten" +
-                                      hash_seed_note(p) + ")"
-                     : same_lines ? ", each from the same source line, called from other lines "
-                                    "in each run: calls of the code in another order, such as "
-                                    "an update moved before or after another call)"
-                                  : ", from other source lines in each run: statements of the "
-                                    "code in another order, such as layers created in another "
-                                    "order)");
+    out["detail"] =
+        out.value("detail", std::string()) + "; the same ops ran in another order (" +
+        std::to_string(moved_ops / 2) + " op(s) moved" +
+        (other_steps && !moved_training && !optimizer_ran_in(first_change)
+             ? std::string(", into other optimizer steps: ") + kBlockMoved + ": from step " +
+                   std::to_string(*change_steps[0].begin()) + " in A, step " +
+                   std::to_string(*change_steps[1].begin()) + " in B)"
+         : other_steps ? std::string(", into other optimizer steps: ") + kStepsMoved + ")"
+         : same_calls && in_step
+             ? ", each from the same source line in both runs, inside "
+               "optimizer.step(): the parameters updated in another order, such as "
+               "parameter groups built another way (a weight-decay group split or "
+               "merged) or from a set or a dict iterated in another order)"
+         : same_calls ? ", each from the same source line in both runs: an order "
+                        "chosen at run time, such as iterating a set or a dict built "
+                        "in another order, or an expression on those lines rewritten" +
+                            hash_seed_note(p) + ")"
+         : same_lines ? ", each from the same source line, called from other lines "
+                        "in each run: calls of the code in another order, such as "
+                        "an update moved before or after another call)"
+                      : ", from other source lines in each run: statements of the "
+                        "code in another order, such as layers created in another "
+                        "order)");
     out["reordered"] = true;
     out["reordered_lines"] = same_calls ? "same" : same_lines ? "calls" : "other";
     if (other_steps) out["reordered_steps"] = true;
@@ -6272,9 +6305,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       json& fd = result["first_divergence"];
       if (fd.is_object() && fd.value("detail", json()).is_string()) {
         std::string detail = fd["detail"].get<std::string>();
+        const char* loader = "the DataLoader's own ops, with another num_workers (see the warning)";
         if (const size_t at = detail.find(kStepsMoved); at != std::string::npos) {
-          detail.replace(at, std::strlen(kStepsMoved),
-                         "the DataLoader's own ops, with another num_workers (see the warning)");
+          detail.replace(at, std::strlen(kStepsMoved), loader);
+          fd["detail"] = detail;
+        } else if (const size_t at = detail.find(kBlockMoved); at != std::string::npos) {
+          // With its steps (": from step 4 in A, step 6 in B"), up to the parenthesis' end.
+          const size_t end = detail.find(')', at + std::strlen(kBlockMoved));
+          detail.replace(at, end == std::string::npos ? std::string::npos : end - at, loader);
           fd["detail"] = detail;
         }
       }
