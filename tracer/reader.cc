@@ -111,26 +111,47 @@ std::string wal_damage(const std::string& wal) {
   }
   const size_t frame = 24 + page_size;
   size_t bad = 0, valid = 0, lost = 0;
+  size_t bad_at = 0;
   for (size_t at = 32; at + frame <= bytes.size(); at += frame) {
     const unsigned char* fh = h + at;
-    const bool this_log = std::memcmp(fh + 8, h + 16, 8) == 0;
-    if (bad == 0) {
-      if (this_log) {
-        sum(fh, 8);
-        sum(fh + 24, page_size);
-        if (s0 == be32(fh + 16) && s1 == be32(fh + 20)) {
-          ++valid;
-          continue;
-        }
+    if (std::memcmp(fh + 8, h + 16, 8) == 0) {
+      sum(fh, 8);
+      sum(fh + 24, page_size);
+      if (s0 == be32(fh + 16) && s1 == be32(fh + 20)) {
+        ++valid;
+        continue;
       }
-      // The end of the log as SQLite reads it: a torn last frame, an earlier log's frames
-      // (other salts), or damage, if frames of this log follow.
-      bad = valid + 1;
-    } else if (this_log) {
-      ++lost;
+    }
+    // The end of the log as SQLite reads it: a torn last frame, an earlier log's frames
+    // (other salts), a failed transaction's frames (a full disk: the commit frame never
+    // written whole), or damage, if frames of this log follow.
+    bad = valid + 1;
+    bad_at = at;
+    break;
+  }
+  if (bad == 0) return "";
+  // Damage leaves the frames after it chained as they were written: their checksums follow on
+  // from the one the failing frame stores (a bit of its page or salt flipped) or from the one
+  // it should have stored (a bit of its checksum flipped), up to a commit that SQLite would
+  // have read. What a failed or rolled-back transaction leaves after the end of the log
+  // follows on from neither, or holds no commit: no data of a commit is lost.
+  const unsigned char* bh = h + bad_at;
+  const std::pair<uint32_t, uint32_t> starts[] = {{be32(bh + 16), be32(bh + 20)}, {s0, s1}};
+  for (const auto& [c0, c1] : starts) {
+    s0 = c0;
+    s1 = c1;
+    size_t chained = 0;
+    for (size_t at = bad_at + frame; at + frame <= bytes.size(); at += frame) {
+      const unsigned char* fh = h + at;
+      if (std::memcmp(fh + 8, h + 16, 8) != 0) break;
+      sum(fh, 8);
+      sum(fh + 24, page_size);
+      if (s0 != be32(fh + 16) || s1 != be32(fh + 20)) break;
+      ++chained;
+      if (be32(fh + 4) != 0) lost = std::max(lost, chained);  // a commit frame
     }
   }
-  if (bad == 0 || lost == 0) return "";
+  if (lost == 0) return "";
   return db + ": its -wal file is damaged: frame " +
          std::to_string(bad) + " of the write-ahead log fails its checksum, and SQLite reads "
          "nothing of the " + std::to_string(lost) +

@@ -596,6 +596,37 @@ TEST_CASE("a killed writer's -wal damaged early is an error, not a run that ende
   CHECK(Reader::Open(copy).ok());
 }
 
+TEST_CASE("a failed transaction's frames after the end of a -wal are no damage") {
+  // A full disk fails a commit: its frames stay after the log's last commit, one of them
+  // written in part, and no commit frame follows. What was committed reads.
+  TempDir dir;
+  const std::string path = dir.file("live.sqlite");
+  auto w = LiveWriter(path, 3000, 300);
+  const std::string wal = ReadBytes(path + "-wal");
+  const size_t frame = 24 + 16384;
+  auto be32_at = [&](size_t at) {
+    const auto* p = reinterpret_cast<const unsigned char*>(wal.data() + at);
+    return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
+  };
+  // A commit frame followed by a transaction of at least three frames.
+  const size_t frames = (wal.size() - 32) / frame;
+  size_t commit = 0;
+  for (size_t k = 0; k + 3 < frames && commit == 0; ++k)
+    if (be32_at(32 + k * frame + 4) != 0 && be32_at(32 + (k + 1) * frame + 4) == 0 &&
+        be32_at(32 + (k + 2) * frame + 4) == 0 && be32_at(32 + (k + 3) * frame + 4) == 0)
+      commit = k + 1;  // frames through this one (1-based) are committed
+  REQUIRE(commit > 0);
+  // The next transaction's first frame torn (its page half written), two more after it.
+  std::string failed = wal.substr(0, 32 + (commit + 3) * frame);
+  failed[32 + commit * frame + 24 + 8000] ^= 0x55;
+  const std::string copy = dir.file("copy.sqlite");
+  WriteBytes(copy, ReadBytes(path));
+  WriteBytes(copy + "-wal", failed);
+  auto r = Reader::Open(copy);
+  INFO((r.ok() ? std::string() : r.status().message()));
+  CHECK(r.ok());
+}
+
 TEST_CASE("a killed run's -wal in a directory that cannot be written says what to do") {
   TempDir dir;
   const std::string path = dir.file("live.sqlite");
