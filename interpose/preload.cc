@@ -125,6 +125,7 @@ bool own_directory(char* out, size_t size) {
 void after_fork_in_child() {
   if (g_torch_shutdown.load() != nullptr) g_recording_pid.store(getpid());
   forget_watcher_after_fork();
+  forget_kept_fds();
 }
 
 // Notes in the run directory why the hook could not be loaded into this process
@@ -307,6 +308,10 @@ __attribute__((constructor)) void preload_init() {
   // Without GPU interception dlsym has nothing to do: every lookup jumps straight through.
   if (!g_gpu_enabled) tdbg_front_dlsym_direct = tdbg_front_dlsym_real;
   pthread_atfork(nullptr, nullptr, after_fork_in_child);
+  // Resolved now, not at a first call from a signal handler or a vfork child.
+  (void)real_close();
+  (void)real_close_range();
+  (void)real_closefrom();
 }
 
 }  // namespace

@@ -53,6 +53,9 @@ HookId hook_by_name(const char* name);
 #undef HOOK
 #undef HOOK_FRONT
 
+// kept_fds.cc: forgets the descriptors kept open (a forked child's database is its own).
+void forget_kept_fds();
+
 // Prints "tdbg: <message>" on stderr once per `flag` (async-signal-safe, no allocation).
 void say_once(int* flag, const char* format, ...) __attribute__((format(printf, 2, 3)));
 

@@ -52,6 +52,13 @@ void tdbg_preload_watch_signals(void);
 // fault handlers (the program installed its own), `read` runs unguarded.
 int tdbg_preload_guarded_read(void (*read)(void*), void* arg);
 
+// Exported by libtdbg_preload.so: `keep` 1 keeps `fd` (one of the run database's) open when
+// the program closes descriptors it did not open (close, close_range, closefrom: os.closerange
+// in daemonizing code), which then report success; 0 lets it close again, before the database
+// closes its files itself. At most 16 at once. Forgotten in a forked child, which has its own
+// database. Thread- and async-signal-safe.
+void tdbg_preload_keep_fd(int fd, int keep);
+
 // Steps of libtorch's C++ optimizers (torch::optim::SGD::step, Adam, AdamW, LBFGS, Adagrad,
 // RMSprop), which open no record-function range: called on the stepping thread before and
 // after the real step; `optimizer` is a static string such as "SGD", `self` the optimizer

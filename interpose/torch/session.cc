@@ -3,11 +3,13 @@
 // cleanly (with a bounded wait) at exit.
 #include "interpose/torch/session.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Generator.h>
-#include <ATen/CPUGeneratorImpl.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -300,6 +302,41 @@ bool make_dirs(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// The descriptors this process holds on the database at `path` and its -wal and -shm files,
+// found in /proc/self/fd; told to the preload to keep open (`keep`) or to let close again.
+std::vector<int> g_database_fds;
+void keep_database_fds(const std::string& path, bool keep) {
+  using KeepFd = void (*)(int, int);
+  static const auto keep_fd = reinterpret_cast<KeepFd>(dlsym(RTLD_DEFAULT, "tdbg_preload_keep_fd"));
+  if (keep_fd == nullptr) return;
+  if (!keep) {
+    for (int fd : g_database_fds) keep_fd(fd, 0);
+    g_database_fds.clear();
+    return;
+  }
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real) == nullptr) return;
+  const std::string db = real;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int own = ::dirfd(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || fd == own) continue;
+    char target[PATH_MAX];
+    const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+    const ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (db == target || db + "-wal" == target || db + "-shm" == target) {
+      keep_fd(static_cast<int>(fd), 1);
+      g_database_fds.push_back(static_cast<int>(fd));
+    }
+  }
+  ::closedir(dir);
+}
+
 // Opens this process's database and writes the start metadata. Call with `g_open_mutex` held.
 bool open_database_locked() {
   const std::string& out = g_settings.config.out;
@@ -324,6 +361,10 @@ bool open_database_locked() {
   }
   tracer::Writer* w = created.value().release();
   write_start_metadata(w);
+  // Its files are open now (the schema committed): kept open against a program that closes
+  // descriptors it did not open. A forked child's list starts empty (the preload forgets it).
+  g_database_fds.clear();
+  keep_database_fds(path, true);
   // After the metadata, which made torch's default generator: exit handlers run last first,
   // so the close still finds it (a fork child inherits the registration).
   static bool at_exit_registered = false;
@@ -513,9 +554,10 @@ void end_recording(bool close) {
   if (const std::string in_flight = hook_in_flight(); !in_flight.empty())
     w->set_meta("in_flight", in_flight);
   w->set_meta("end_time_ns", std::to_string(wall_ns()));
-  if (close)
+  if (close) {
+    keep_database_fds("", false);  // SQLite closes them now
     run_bounded(w, [](tracer::Writer* x) { return x->close(); }, "closing", false);
-  else
+  } else
     run_bounded(
         w,
         [](tracer::Writer* x) {

@@ -933,6 +933,50 @@ def case_left_running():
     check(len(closed) == 2 and all(closed), f"both databases are closed when record returns: {closed}")
 
 
+def case_closed_fds():
+    # A program that closes every descriptor it did not open (os.closerange, as daemonizing
+    # code does, or a loop of os.close), then opens files of its own and goes on with torch:
+    # the database's descriptors stay open, every op is recorded and the database closes at
+    # exit; the program's files get what it wrote.
+    if not torch_hook_here():
+        return SKIP
+    for how, closing in (("closerange", "os.closerange(3, 65536)"),
+                         ("loop", "for fd in range(3, 1024):\n"
+                                  "    try: os.close(fd)\n"
+                                  "    except OSError: pass")):
+        run = fresh("closed_fds_" + how)
+        mine = os.path.join(WORK, "closed_fds_" + how + ".txt")
+        code = ("import os, torch\n"
+                "x = torch.ones(4, 4)\n"
+                "for i in range(50): x = torch.tanh(x @ x)\n"
+                + closing + "\n"
+                "files = [open('%s.%%d' %% k, 'w') for k in range(4)]\n"
+                "for i in range(50): x = torch.tanh(x @ x)  # after\n"
+                "for k, f in enumerate(files): f.write('mine %%d\\n' %% k); f.close()\n"
+                "print(x.sum().item())\n" % mine)
+        traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+        check(traced.returncode == 0 and traced.stdout.strip() != "" and
+              "did not finish" not in traced.stderr,
+              f"{how}: the program ends as it does without tdbg: {traced.returncode} {traced.stderr[-400:]!r}")
+        wrote = []
+        for k in range(4):
+            with open("%s.%d" % (mine, k)) as f:
+                wrote.append(f.read())
+        check(wrote == ["mine %d\n" % k for k in range(4)], f"{how}: the program's files: {wrote}")
+        dbs = databases(run)
+        ops = end = 0
+        if dbs:
+            con = sqlite3.connect("file:%s?mode=ro" % dbs[0], uri=True)
+            end = con.execute("select count(*) from meta where key = 'end_time_ns'").fetchone()[0]
+            con.close()
+            shown = subprocess.run([TDBG, "show", run, "--limit", "1"], capture_output=True, text=True)
+            first = shown.stdout.split("\n")[0]
+            ops = int(first.split(": ")[1].split(" ops")[0]) if " ops" in first else 0
+        # 100 matmuls and tanhs, 50 of them after the close: 200 ops at least.
+        check(len(dbs) == 1 and end == 1 and ops >= 200,
+              f"{how}: the database holds the ops after the close and was closed ({dbs}, {ops} ops, end {end})")
+
+
 def case_fork_workers():
     if not have_torch():
         print("SKIP: no torch for " + TORCH_PYTHON)
