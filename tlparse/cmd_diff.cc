@@ -8,6 +8,7 @@
 #include "base/json_text.h"
 #include "tlparse/commands.h"
 #include "tlparse/diff/diff.h"
+#include "tlparse/report/redact.h"
 
 namespace tdbg::cli {
 
@@ -101,6 +102,15 @@ void add_diff_command(CLI::App& app) {
     auto result = diff::compare_runs(*a, *b, options);
     if (!result.ok()) return fail("diff", result.status().message());
     for (const std::string& note : phases) (*result)["notes"].push_back(note);
+    // Diff output is pasted into issues: credentials in a command line or the environment
+    // (`--token=...`, $HF_TOKEN, as settings that differ) are left out, as a report leaves
+    // them out.
+    report::Redactor redactor(/*redact_paths=*/false, "", "");
+    redactor.remember_environment(environ);
+    for (tracer::Run* run : {&a.value(), &b.value()})
+      for (const auto& process : run->processes)
+        for (const char* key : {"cmdline", "env"}) (void)redactor.meta(key, process->meta(key));
+    *result = redactor.apply_json(*result);
     if (args->json) {
       std::printf("%s\n", json_text(*result, 2).c_str());
     } else {

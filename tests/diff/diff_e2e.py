@@ -1313,6 +1313,28 @@ def case_moved_blocks():
           f"the optimizer stepping after other micro-batches: accumulation (got {detail!r})")
 
 
+def case_secrets():
+    # A token on the command line and in a TORCH_* variable that differs between the runs:
+    # diff names the settings that differ without printing the values (its output is pasted
+    # into issues), in its text and its JSON.
+    script = write_script("token_args.py", "import sys, torch\nprint(torch.ones(2).mul(float(sys.argv[1])).sum().item())\n")
+    token_a, token_b, hub = "tokAAAA1111bbbb", "tokZZZZ9999yyyy", "hubFAKE_55555555"
+    a, _ = record("secrets_a", ["1", "--hf-token=" + token_a], script)
+    os.environ["TORCH_HUB_TOKEN"] = hub
+    try:
+        b, _ = record("secrets_b", ["2", "--hf-token", token_b], script)
+    finally:
+        del os.environ["TORCH_HUB_TOKEN"]
+    p = subprocess.run([TDBG, "diff", "--json", a, b], stdout=subprocess.PIPE, text=True)
+    text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
+    settings = {s.get("key"): s for s in json.loads(p.stdout).get("settings") or []}
+    check("cmdline" in settings and "$TORCH_HUB_TOKEN" in settings,
+          f"the command line and the variable differ (got {sorted(settings)})")
+    leaked = [t for t in (token_a, token_b, hub) if t in p.stdout or t in text]
+    check(not leaked and "--hf-token=[REDACTED]" in text and "B [REDACTED]" in text,
+          f"no credential in diff's output (leaked {leaked}; {text[:700]!r})")
+
+
 # An optimizer made with settings that add or remove ops in its step (nesterov, maximize,
 # weight decay from 0), or of another class. argv[1]: the class; argv[2]: its settings as JSON.
 OPTIMIZER_OPS = """
