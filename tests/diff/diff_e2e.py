@@ -1385,6 +1385,15 @@ def case_optimizer_ops():
           f"SGD against Adam: the classes are named (got {s})")
     check("started afresh" not in after,
           f"Adam's state is not taken for SGD's started afresh (got {after!r})")
+    # Momentum from 0: the update reads the momentum buffer where the other run reads the
+    # gradient backward accumulated, with add_ in both: no recomputation in backward.
+    plain, _ = record("opt_plain", ["SGD", '{"lr": 0.1}'], script)
+    rc, r = diff(plain, momentum)
+    d = r["first_divergence"] or {}
+    after = (d.get("value_after_structure") or {}).get("detail") or ""
+    check(((d.get("optimizer_settings") or {}).get("differs") or [{}])[0].get("name") == "momentum"
+          and "activation checkpointing" not in after,
+          f"momentum named, no checkpointing (got {d.get('optimizer_settings')}, {after!r})")
 
 
 # Changes larger than a window's script holds: an evaluation pass of thousands of ops that one
@@ -2616,6 +2625,12 @@ for step in range(4):
     if sys.argv[1] == "reuse":                                         # masked twice, then used
         other = torch.where(r > 0.5, torch.log(r - 0.5), torch.zeros_like(r))
         feat = feat + other + logged.sum()
+    if sys.argv[1] == "printed":                                       # a sum of it printed
+        print(float((r + 0.0 * logged).sum()))
+        feat = torch.where(r > 0, logged, torch.zeros_like(r))
+    if sys.argv[1] == "sqrt0":                                         # sqrt(0)'s gradient: 0/0
+        d = r - r.detach()
+        feat = torch.where(d > 0, torch.sqrt(d), torch.zeros_like(d))
     if sys.argv[1] == "real" and step == 2:
         feat = (feat - feat) / (feat - feat).std()                     # the real 0/0
     loss = feat.pow(2).mean()
@@ -2796,7 +2811,7 @@ def case_nan_where():
     script = write_script("nan_where.py", NAN_WHERE)
     want = 1 + NAN_WHERE.split("\n").index(next(l for l in NAN_WHERE.split("\n") if "the real 0/0" in l))
     runs = {mode: record("nan_where_" + mode, [mode], script)[0]
-            for mode in ("real", "plain", "guard", "count", "scalar", "reuse")}
+            for mode in ("real", "plain", "guard", "count", "scalar", "reuse", "printed", "sqrt0")}
     p = subprocess.run([TDBG, "nan", "--json", runs["real"]], stdout=subprocess.PIPE, text=True)
     r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
     f = r.get("first_nonfinite") or {}
@@ -2841,6 +2856,20 @@ def case_nan_where():
     text = subprocess.run([TDBG, "nan", runs["guard"]], stdout=subprocess.PIPE, text=True).stdout
     check("masked:   by aten::where" in text and "yet a start: Python read a test" in text,
           f"the text says it: {text[:600]!r}")
+    # Python reads a sum made of it unmasked: the op that passed it on is why, not the read.
+    printed_line = 1 + lines.index(next(l for l in lines if "0.0 * logged" in l))
+    p = subprocess.run([TDBG, "nan", "--json", runs["printed"]], stdout=subprocess.PIPE, text=True)
+    no = ((json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}).get("mask_rejected") or {}
+    check("an op passed them on" in no.get("why", "") and (no.get("op") or {}).get("op") == "aten::mul"
+          and ((no.get("op") or {}).get("source") or {}).get("line") == printed_line,
+          f"printed: the mul at line {printed_line} passed it on (got {no})")
+    # NaN that backward makes (sqrt's gradient at 0), which reaches the weights and a mask of
+    # the next step: no mask of the start's own values, so none is named.
+    p = subprocess.run([TDBG, "nan", "--json", runs["sqrt0"]], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("step") == 0 and "mask_rejected" not in f,
+          f"sqrt0: a start in step 0's backward, no mask named (got {f.get('op')} step "
+          f"{f.get('step')}, {f.get('mask_rejected')})")
     # where with a number reads the log through views of it: masked all the same.
     p = subprocess.run([TDBG, "nan", "--json", runs["scalar"]], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 0, f"torch.where(x > 0, torch.log(x), 0.): masked (got {p.returncode})")

@@ -1827,12 +1827,14 @@ constexpr char kBlockMoved[] =
     "a block without backward or optimizer ops (an evaluation pass, logging, a checkpoint) runs "
     "after another optimizer step in each run";
 
-// Whether `op` of `reader` ran inside an optimizer's step() (a region of kind 1).
-bool in_optimizer_step(const Reader& reader, const OpRecord& op) {
+// Whether an optimizer's step() (a region of kind 1) of `thread` ran over any of the seqs
+// `first` to `last` of `reader`.
+bool optimizer_step_within(const Reader& reader, int64_t thread, int64_t first, int64_t last) {
   bool in_step = false;
-  (void)reader.query("SELECT 1 FROM regions WHERE kind = 1 AND thread = " + std::to_string(op.thread) +
-                         " AND start_seq <= " + std::to_string(op.seq) +
-                         " AND (end_seq IS NULL OR end_seq >= " + std::to_string(op.seq) + ") LIMIT 1",
+  (void)reader.query("SELECT 1 FROM regions WHERE kind = 1 AND thread = " + std::to_string(thread) +
+                         " AND start_seq <= " + std::to_string(last) +
+                         " AND (end_seq IS NULL OR end_seq >= " + std::to_string(first) +
+                         ") LIMIT 1",
                      [&](const std::vector<std::string>&) {
                        in_step = true;
                        return false;
@@ -1840,17 +1842,15 @@ bool in_optimizer_step(const Reader& reader, const OpRecord& op) {
   return in_step;
 }
 
+// Whether `op` of `reader` ran inside an optimizer's step().
+bool in_optimizer_step(const Reader& reader, const OpRecord& op) {
+  return optimizer_step_within(reader, op.thread, op.seq, op.seq);
+}
+
 // An argument that says whether the module calling the op is in training mode (dropout's
 // `train`, batch norm's `training`).
 bool is_mode_argument(const std::string& name) { return name == "train" || name == "training"; }
 
-// A structural change where one side runs an op in training mode (dropout, batch norm with
-// `train`/`training` True) and the other side's part runs none: a module is in training mode
-// in one run and in eval mode in the other (`model.eval()` forgotten runs dropout, and the
-// transformer's slow path, where the other run has its eval fast path); ops autograd runs
-// (a checkpointed forward run again in backward) do not count. {"run": "A" | "B",
-// "op": the first such op (`op_brief_json`) with its "argument"}; null otherwise. Reads at
-// most 4,096 ops of each side.
 // A structural change inside optimizer.step() in both runs, whose optimizers stepped with other
 // settings there (nesterov, amsgrad, maximize, a weight decay from 0, another class): those
 // settings, which add or remove the ops, compared (`compare_optimizer_settings`); null where the
@@ -1876,6 +1876,13 @@ json optimizer_change(Pair& p, const Hunk& h) {
   return settings;
 }
 
+// A structural change where one side runs an op in training mode (dropout, batch norm with
+// `train`/`training` True) and the other side's part runs none: a module is in training mode
+// in one run and in eval mode in the other (`model.eval()` forgotten runs dropout, and the
+// transformer's slow path, where the other run has its eval fast path); ops autograd runs
+// (a checkpointed forward run again in backward) do not count. {"run": "A" | "B",
+// "op": the first such op (`op_brief_json`) with its "argument"}; null otherwise. Reads at
+// most 4,096 ops of each side.
 json mode_change(Pair& p, const Hunk& h) {
   auto first_training = [](Side& s, int64_t begin, int64_t end, std::string* argument) {
     std::optional<OpRecord> found;
@@ -3208,6 +3215,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     if (!pa || !pb || p.a.strings.text(pa->name) != p.b.strings.text(pb->name)) return "";
     const bool a_backward = (pa->flags & tracer::kOpBackward) != 0;
     if (a_backward == ((pb->flags & tracer::kOpBackward) != 0)) return "";
+    // A forward op, not an optimizer's (backward accumulating a gradient with add_ against an
+    // optimizer's add_ of its momentum is other work, not a recomputation).
+    if (in_optimizer_step(a_backward ? *p.b.reader : *p.a.reader, a_backward ? *pb : *pa))
+      return "";
     const char* again = a_backward ? "A" : "B";
     return std::string(": ") + again + "'s " + p.a.strings.text(pa->name) +
            " was computed again in backward (activation checkpointing) and made other values "
@@ -3771,22 +3782,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // in B's last): the steps split the same work otherwise.
     bool other_steps = !change_steps[0].empty() && !change_steps[1].empty();
     for (int32_t step : change_steps[0]) other_steps = other_steps && !change_steps[1].count(step);
-    // Whether an optimizer step lies within either side of the first change.
+    // Whether an optimizer step ran within either side of the first change.
     auto optimizer_ran_in = [&](const Hunk& h) {
       auto holds_step = [](Side& side, int64_t begin, int64_t end) {
+        if (end <= begin) return false;
         const auto first = side.reader->op_at(side.thread, begin);
-        const auto last = end > begin ? side.reader->op_at(side.thread, end - 1) : first;
-        if (!first || !last || end <= begin) return false;
-        bool found = false;
-        (void)side.reader->query(
-            "SELECT 1 FROM regions WHERE kind = 1 AND thread = " + std::to_string(first->thread) +
-                " AND start_seq <= " + std::to_string(last->seq) +
-                " AND (end_seq IS NULL OR end_seq >= " + std::to_string(first->seq) + ") LIMIT 1",
-            [&](const std::vector<std::string>&) {
-              found = true;
-              return false;
-            });
-        return found;
+        const auto last = side.reader->op_at(side.thread, end - 1);
+        return first && last &&
+               optimizer_step_within(*side.reader, first->thread, first->seq, last->seq);
       };
       return holds_step(p.a, h.a_begin, h.a_end) || holds_step(p.b, h.b_begin, h.b_end);
     };

@@ -1321,6 +1321,7 @@ TEST_CASE("micro-batches that moved into other optimizer steps name the step cal
       for (uint64_t i = 0; i < 16; ++i) {
         r.op("aten::linear", {T{100 + i}, T{weight}}, {T{200 + i}}, {}, 0, 0, kNoSeq, 17);
         r.op("aten::mse_loss", {T{200 + i}}, {T{300 + i}}, {}, 0, 0, kNoSeq, 17);
+        r.next_flags = tdbg::tracer::kOpBackward;  // the micro-batch's backward
         r.op("aten::mm", {T{300 + i}}, {T{400 + i}}, {}, 0, 0, kNoSeq, 18);
         if (off_by_one ? i % 4 == 0 : (i + 1) % 4 == 0) {
           r.next_flags = tdbg::tracer::kOpInplace;

@@ -537,14 +537,27 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
   std::optional<OpRecord> why_op;
   // Spread: a start. The scan goes on only to find a mask that comes after (`if
   // torch.isinf(y).any()` before `torch.where`), to say why it does not count.
+  // Where `o` reads what a forward op passed on unmasked (the loss Python reads, the
+  // gradient backward makes of it), that op is why.
   auto spread_by = [&](const OpRecord& o, std::string reason) {
     if (!spread) {
       why = std::move(reason);
       why_op = o;
+      for (const TensorRecord& t : o.tensors)
+        if (const auto by = passed_on_by.find(t.hash);
+            t.role == TensorRole::kInput && by != passed_on_by.end()) {
+          why = kPassedOn;
+          why_op = by->second;
+          break;
+        }
     }
     spread = true;
     return masked_by.empty();
   };
+  // The start's own values: its outputs and views of them. After a spread, only a mask of
+  // those is one the program wrote for them (an `if torch.isnan(y).any()` before `where(.., y,
+  // ..)`), not one that reads what they reached later (weights made NaN, read next step).
+  std::set<uint64_t> own = live;
   // Every thread's ops, in the order they ran: backward may run on autograd's device threads.
   Status st = r.scan_ops(std::nullopt, start.seq + 1, start.seq + 1 + kLookAhead, true,
                          [&](const OpRecord& o) {
@@ -589,15 +602,14 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       return true;
     }
     if (nonfinite && (reads || (unknown && !other_source))) {
-      // What a forward op passed on and nothing masked, read by backward (the gradient of a
-      // loss made of them): that op is why.
-      for (const TensorRecord& t : o.tensors)
-        if (const auto by = passed_on_by.find(t.hash);
-            t.role == TensorRole::kInput && by != passed_on_by.end())
-          return spread_by(by->second, kPassedOn);
       // Backward made it after the forward masked it: from the values saved for it, or from
       // the start's output itself (sqrt's backward divides by its result).
-      if ((o.flags & tracer::kOpBackward) && !masked_by.empty() && !spread)
+      // (Not where it reads what a forward op passed on unmasked: `spread_by` names that op.)
+      const bool reads_passed_on =
+          std::any_of(o.tensors.begin(), o.tensors.end(), [&](const TensorRecord& t) {
+            return t.role == TensorRole::kInput && passed_on_by.count(t.hash) > 0;
+          });
+      if ((o.flags & tracer::kOpBackward) && !masked_by.empty() && !spread && !reads_passed_on)
         *undone_by_backward = masked_by;
       return spread_by(o, "an op made NaN or Inf from them");
     }
@@ -624,6 +636,10 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       const bool floating = hashing::dtype_is_floating(t.dtype);
       if (reads && floating && !(t.summary.valid && tensor_comparable(t))) {
         live.insert(t.hash);  // a view of it holds its values
+        if (std::any_of(o.tensors.begin(), o.tensors.end(), [&](const TensorRecord& in) {
+              return in.role == TensorRole::kInput && own.count(in.hash) > 0;
+            }))
+          own.insert(t.hash);
       } else if (reads && floating) {
         made_finite = true;
       } else if (t.dtype == hashing::DType::kBool || (reads_test && !floating)) {
@@ -635,7 +651,12 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
                          "from others)");
       }
     }
-    if (reads && made_finite && masked_by.empty()) {
+    const bool reads_own =
+        std::any_of(o.tensors.begin(), o.tensors.end(), [&](const TensorRecord& t) {
+          return t.role == TensorRole::kInput && own.count(t.hash) > 0;
+        });
+    if (reads && made_finite && masked_by.empty() &&
+        (!spread || (reads_own && o.step == start.step))) {
       masked_by = strings.text(o.name) + " (seq " + std::to_string(o.seq) + ")";
       masked_in_forward = !(o.flags & tracer::kOpBackward);
     }
