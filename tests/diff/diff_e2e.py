@@ -1336,17 +1336,21 @@ def case_secrets():
 
 
 # An optimizer made with settings that add or remove ops in its step (nesterov, maximize,
-# weight decay from 0), or of another class. argv[1]: the class; argv[2]: its settings as JSON.
+# weight decay from 0), or of another class. argv[1]: the class; argv[2]: its settings as JSON;
+# argv[3] "addgroup": a parameter group added before the first step.
 OPTIMIZER_OPS = """
 import json, sys, torch, torch.nn as nn
 torch.set_num_threads(1)
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
 x, y = torch.randn(32, 8), torch.randn(32, 4)
+extra = nn.Parameter(torch.ones(4))                # trained only in a group of its own
 opt = getattr(torch.optim, sys.argv[1])(model.parameters(), **json.loads(sys.argv[2]))
+if sys.argv[3:] == ["addgroup"]:
+    opt.add_param_group({"params": [extra], "lr": 0.01})
 for step in range(3):
     opt.zero_grad()
-    loss = ((model(x) - y) ** 2).mean()
+    loss = ((model(x) - y) ** 2).mean() + extra.sum() * 0.01
     loss.backward()
     opt.step()  # MARK:step
     print(step, f"{loss.item():.8f}")
@@ -1394,6 +1398,20 @@ def case_optimizer_ops():
     check(((d.get("optimizer_settings") or {}).get("differs") or [{}])[0].get("name") == "momentum"
           and "activation checkpointing" not in after,
           f"momentum named, no checkpointing (got {d.get('optimizer_settings')}, {after!r})")
+    # A group added: ops inserted at the step's end, the other run's next op outside it.
+    grouped, _ = record("opt_addgroup", ["SGD", '{"lr": 0.1}', "addgroup"], script)
+    rc, r = diff(plain, grouped)
+    s = (r["first_divergence"] or {}).get("optimizer_settings") or {}
+    check("A has 1 param group(s) and B 2" in s.get("text", ""),
+          f"the added group is named (got {s})")
+    # Adagrad makes its state as it is made: the change lies before any step, and the classes
+    # are named all the same.
+    adagrad, _ = record("opt_adagrad", ["Adagrad", '{"lr": 0.1}'], script)
+    rc, r = diff(adagrad, adam)
+    s = (r["first_divergence"] or {}).get("optimizer_settings") or {}
+    check("the optimizers are of other classes" in s.get("text", "")
+          and (s.get("a") or {}).get("optimizer") == "Adagrad",
+          f"Adagrad against Adam: the classes are named (got {s})")
 
 
 # Changes larger than a window's script holds: an evaluation pass of thousands of ops that one

@@ -1852,26 +1852,48 @@ bool in_optimizer_step(const Reader& reader, const OpRecord& op) {
 bool is_mode_argument(const std::string& name) { return name == "train" || name == "training"; }
 
 // A structural change inside optimizer.step() in both runs, whose optimizers stepped with other
-// settings there (nesterov, amsgrad, maximize, a weight decay from 0, another class): those
-// settings, which add or remove the ops, compared (`compare_optimizer_settings`); null where the
-// change lies elsewhere or the settings are the same.
+// settings there (nesterov, amsgrad, maximize, a weight decay from 0, a param group added,
+// another class): those settings, which add or remove the ops, compared
+// (`compare_optimizer_settings`); null where the settings are the same.
+// Where the change lies outside the steps (Adagrad makes its state as it is made), only
+// optimizers of other classes, at each run's first step after it, say why.
 json optimizer_change(Pair& p, const Hunk& h) {
-  // The op where the change begins in each run, or the one before it where the run's part is
-  // empty at its end.
-  auto op_at_change = [](Side& s, int64_t begin) {
-    std::optional<OpRecord> op = s.reader->op_at(s.thread, begin);
-    if (!op && begin > 0) op = s.reader->op_at(s.thread, begin - 1);
-    return op;
+  // The op inside a step where the change begins in each run: the first of its part, or the
+  // one before it (ops inserted at a step's end, the other run's part empty there).
+  auto op_at_change = [](Side& s, int64_t begin) -> std::optional<OpRecord> {
+    for (int64_t at : {begin, begin - 1}) {
+      std::optional<OpRecord> op = at >= 0 ? s.reader->op_at(s.thread, at) : std::nullopt;
+      if (op && in_optimizer_step(*s.reader, *op)) return op;
+    }
+    return std::nullopt;
   };
-  const auto a = op_at_change(p.a, h.a_begin);
-  const auto b = op_at_change(p.b, h.b_begin);
-  if (!a || !b || !in_optimizer_step(*p.a.reader, *a) || !in_optimizer_step(*p.b.reader, *b))
-    return nullptr;
+  // The first op of the first step at or after the change, where it lies outside the steps.
+  auto first_step_after = [](Side& s, int64_t begin) -> std::optional<OpRecord> {
+    const auto op = s.reader->op_at(s.thread, begin);
+    if (!op) return std::nullopt;
+    int64_t seq = -1;
+    (void)s.reader->query(
+        "SELECT start_seq FROM regions WHERE kind = 1 AND thread = " + std::to_string(op->thread) +
+            " AND start_seq >= " + std::to_string(op->seq) + " ORDER BY start_seq LIMIT 1",
+        [&](const std::vector<std::string>& row) {
+          seq = std::atoll(row[0].c_str());
+          return false;
+        });
+    return seq >= 0 ? s.reader->op(seq) : std::nullopt;
+  };
+  auto a = op_at_change(p.a, h.a_begin);
+  auto b = op_at_change(p.b, h.b_begin);
+  const bool inside = a && b;
+  if (!inside) {
+    a = first_step_after(p.a, h.a_begin);
+    b = first_step_after(p.b, h.b_begin);
+    if (!a || !b) return nullptr;
+  }
   json settings = compare_optimizer_settings(*p.a.reader, {a->thread, a->seq}, *p.b.reader,
                                              {b->thread, b->seq});
-  if (!settings.is_object() ||
-      (settings["differs"].empty() && settings["a"]["optimizer"] == settings["b"]["optimizer"]))
-    return nullptr;
+  if (!settings.is_object()) return nullptr;
+  const bool classes = settings["a"]["optimizer"] != settings["b"]["optimizer"];
+  if (!classes && (!inside || settings["differs"].empty())) return nullptr;
   settings["step"] = a->step;
   return settings;
 }
