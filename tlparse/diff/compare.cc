@@ -1619,6 +1619,24 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
               "run; not compared by value)";
     return "structure";
   }
+  // Unless the op's output differs beyond what another path's rounding makes (NaN in one run
+  // only, a large distance): then the view read other values.
+  if (after_structure && c.provenance >= 0 && c.layout >= 0 && c.output >= 0 &&
+      static_cast<size_t>(c.output) < b.tensors.size()) {
+    const hashing::Summary& sa = tensor_at(c.output).summary;
+    const hashing::Summary& sb = b.tensors[static_cast<size_t>(c.output)].summary;
+    constexpr double kBeyondRounding = 1e-3;
+    if (sa.valid && sb.valid &&
+        (sa.nan_count != sb.nan_count || sa.inf_count != sb.inf_count ||
+         summary_distance(sa, sb) > kBeyondRounding)) {
+      *detail = "input " + std::to_string(tensor_at(c.provenance).index) +
+                " comes from ops changed by the structural change (a view in one run, new data "
+                "in the other; not compared by value), and output " +
+                std::to_string(tensor_at(c.output).index) +
+                " differs beyond rounding: the input holds other values";
+      return "structure";
+    }
+  }
   if (after_structure && c.provenance < 0 && c.layout >= 0 &&
       tensor_at(c.layout).role == TensorRole::kInput &&
       tensor_at(c.layout).status == tracer::TensorStatus::kView) {

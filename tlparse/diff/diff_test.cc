@@ -724,6 +724,40 @@ TEST_CASE("after a structural change, an input made another way is named, not bl
         std::string::npos);
 }
 
+TEST_CASE("a view laid out otherwise whose op makes NaN in one run only is no layout cause") {
+  // A masks x into new data (torch.where); B reads a slice of it (a view, other strides) and
+  // sqrt makes NaN of its negatives. The layout differs, but no other rounding makes NaN: the
+  // view holds other values. With equal outputs' summaries the layout stays the cause.
+  using T = Recorder::T;
+  auto write = [](bool b_side, bool nan) {
+    return write_ops([&](Recorder& r) {
+      T x{11};
+      x.producer = r.op("aten::addmm", {T{10}}, {x}, {}, 0, 0, kNoSeq, 5);
+      T in{21, kNoSeq, "8x1", TensorStatus::kView};
+      if (b_side) {
+        in.shape = "8x1 strides 4x1";
+        in.summary = false;
+        in.producer = r.op("aten::slice", {x}, {in}, {{"end", "1"}}, 0, 0, kNoSeq, 6);
+      } else {
+        in = T{22, kNoSeq, "8x1"};
+        in.producer = r.op("aten::where", {x}, {in}, {}, 0, 0, kNoSeq, 7);
+      }
+      T out{b_side ? 32u : 31u, kNoSeq, "8x1"};
+      if (b_side && nan) out.nan = 7;
+      r.op("aten::sqrt", {in}, {out}, {}, 0, 0, kNoSeq, 8);
+    });
+  };
+  json d = first(compare(write(false, true), write(true, true)));
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::sqrt");
+  CHECK(d["value_after_structure"]["cause"] == "structure");
+  CHECK(d["value_after_structure"]["detail"].get<std::string>().find(
+            "output 0 differs beyond rounding") != std::string::npos);
+  d = first(compare(write(false, false), write(true, false)));
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["cause"] == "layout");
+}
+
 TEST_CASE("an input a view in one run and new data in the other is named, not a matching input") {
   // --hash outputs: A slices a tensor tdbg knows (a view); B slices data it never hashed (new
   // data at the slice). The next op's other input (a bias, carried from the optimizer's add_)
