@@ -1337,7 +1337,8 @@ def case_secrets():
 
 # An optimizer made with settings that add or remove ops in its step (nesterov, maximize,
 # weight decay from 0), or of another class. argv[1]: the class; argv[2]: its settings as JSON;
-# argv[3] "addgroup": a parameter group added before the first step.
+# argv[3] "addgroup": a parameter group added before the first step; "frozen": the first layer
+# frozen and left out of the optimizer.
 OPTIMIZER_OPS = """
 import json, sys, torch, torch.nn as nn
 torch.set_num_threads(1)
@@ -1345,7 +1346,10 @@ torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
 x, y = torch.randn(32, 8), torch.randn(32, 4)
 extra = nn.Parameter(torch.ones(4))                # trained only in a group of its own
-opt = getattr(torch.optim, sys.argv[1])(model.parameters(), **json.loads(sys.argv[2]))
+if sys.argv[3:] == ["frozen"]:                     # the first layer frozen, left out
+    model[0].requires_grad_(False)
+opt = getattr(torch.optim, sys.argv[1])([p for p in model.parameters() if p.requires_grad],
+                                        **json.loads(sys.argv[2]))
 if sys.argv[3:] == ["addgroup"]:
     opt.add_param_group({"params": [extra], "lr": 0.01})
 for step in range(3):
@@ -1404,6 +1408,13 @@ def case_optimizer_ops():
     s = (r["first_divergence"] or {}).get("optimizer_settings") or {}
     check("A has 1 param group(s) and B 2" in s.get("text", ""),
           f"the added group is named (got {s})")
+    # A frozen layer: backward computes no gradient for it, before any step; the optimizer's
+    # parameter count says why.
+    frozen, _ = record("opt_frozen", ["SGD", '{"lr": 0.1}', "frozen"], script)
+    rc, r = diff(plain, frozen)
+    s = (r["first_divergence"] or {}).get("optimizer_settings") or {}
+    check("parameter count is 4 in A and 2 in B (the optimizer was given other parameters"
+          in s.get("text", ""), f"the frozen layer's parameters are named (got {s})")
     # Adagrad makes its state as it is made: the change lies before any step, and the classes
     # are named all the same.
     adagrad, _ = record("opt_adagrad", ["Adagrad", '{"lr": 0.1}'], script)

@@ -1873,8 +1873,9 @@ bool is_mode_argument(const std::string& name) { return name == "train" || name 
 // settings there (nesterov, amsgrad, maximize, a weight decay from 0, a param group added,
 // another class): those settings, which add or remove the ops, compared
 // (`compare_optimizer_settings`); null where the settings are the same.
-// Where the change lies outside the steps (Adagrad makes its state as it is made), only
-// optimizers of other classes, at each run's first step after it, say why.
+// Where the change lies outside the steps (Adagrad makes its state as it is made; backward
+// skips a frozen layer), only optimizers of other classes or with other parameters, at each
+// run's first step after it, say why.
 json optimizer_change(Pair& p, const Hunk& h) {
   // The op inside a step where the change begins in each run: the first of its part, or the
   // one before it (ops inserted at a step's end, the other run's part empty there).
@@ -1911,7 +1912,14 @@ json optimizer_change(Pair& p, const Hunk& h) {
                                              {b->thread, b->seq});
   if (!settings.is_object()) return nullptr;
   const bool classes = settings["a"]["optimizer"] != settings["b"]["optimizer"];
-  if (!classes && (!inside || settings["differs"].empty())) return nullptr;
+  // Other parameters to update (a layer frozen in one run, its parameters left out of the
+  // optimizer), wherever the change lies: backward computes no gradient for them.
+  const bool parameters =
+      std::any_of(settings["differs"].begin(), settings["differs"].end(), [](const json& d) {
+        return d.value("name", std::string()) == "params" ||
+               d.value("name", std::string()) == "param groups";
+      });
+  if (!classes && !parameters && (!inside || settings["differs"].empty())) return nullptr;
   settings["step"] = a->step;
   return settings;
 }

@@ -686,6 +686,22 @@ TEST_CASE("the optimizer's settings at a step name the hyperparameter, group and
   c = compare_at(run(one), run(two));
   REQUIRE(c["differs"].size() == 1);
   CHECK(c["text"].get<std::string>().find("A has 1 param group(s) and B 2") != std::string::npos);
+  // A scheduler's own setting that one run's group lacks; a frozen layer's parameters left out.
+  const std::string scheduled =
+      R"({"optimizer": "AdamW", "index": 1, "groups": [{"lr": 0.001, "weight_decay": 0.01, "params": 4, )"
+      R"("initial_lr": 0.001}]})";
+  c = compare_at(run(one), run(scheduled));
+  REQUIRE(c["differs"].size() == 1);
+  CHECK(c["differs"][0]["unset"] == "a");
+  CHECK(c["text"].get<std::string>().find(
+            "initial_lr is unset in A and 0.001 in B (an LR scheduler in B only)") !=
+        std::string::npos);
+  const std::string frozen =
+      R"({"optimizer": "AdamW", "index": 1, "groups": [{"lr": 0.001, "weight_decay": 0.01, "params": 2}]})";
+  c = compare_at(run(one), run(frozen));
+  CHECK(c["text"].get<std::string>().find(
+            "parameter count is 4 in A and 2 in B (the optimizer was given other parameters") !=
+        std::string::npos);
   c = compare_at(run(one), run(one));
   CHECK(c["differs"].empty());
   CHECK(c["text"].get<std::string>().find("are the same in both runs") != std::string::npos);

@@ -95,7 +95,11 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
                           [](const std::string& n) { return n != "params"; });
     for (const std::string& n : order) {
       const json vx = x.value(n, json()), vy = y.value(n, json());
-      if (vx != vy) differs.push_back({{"group", g}, {"name", n}, {"a", vx}, {"b", vy}});
+      if (vx == vy) continue;
+      json d = {{"group", g}, {"name", n}, {"a", vx}, {"b", vy}};
+      // A setting one run's group does not have at all (`initial_lr`, which a scheduler adds).
+      if (!x.contains(n) || !y.contains(n)) d["unset"] = x.contains(n) ? "b" : "a";
+      differs.push_back(std::move(d));
     }
   }
   std::string text;
@@ -118,13 +122,23 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
       }
       const std::string what =
           d["name"] == "params" ? "parameter count" : d["name"].get<std::string>();
+      const std::string unset = d.value("unset", std::string());
+      auto side = [&](const char* run) {
+        return unset == run ? std::string("unset") : value_text(d[run]);
+      };
       text += (groups > 1 ? "param group " + std::to_string(d["group"].get<size_t>()) + "'s "
                           : std::string()) +
-              what + " is " + value_text(d["a"]) + " in A and " + value_text(d["b"]) + " in B";
+              what + " is " + side("a") + " in A and " + side("b") + " in B";
+      if (what == "initial_lr" && !unset.empty())
+        text += std::string(" (an LR scheduler in ") + (unset == "a" ? "B" : "A") + " only)";
     }
     if (differs.size() > shown)
       text += " (and " + std::to_string(differs.size() - shown) + " more)";
-    if (!differs[0]["group"].is_null())
+    if (differs[0].value("name", std::string()) == "params")
+      text +=
+          " (the optimizer was given other parameters: a layer frozen, requires_grad False, "
+          "or left out in one run)";
+    else if (!differs[0]["group"].is_null())
       text +=
           " (as the optimizer was made, or as a scheduler or the program set it before this "
           "step)";
