@@ -1685,6 +1685,10 @@ def case_extra_step():
     line, _ = line_of(d.get("b"))
     check(d.get("kind") == "structure" and line == m["extra"],
           f"the extra step's ops inserted at line {m['extra']} (got {d.get('kind')}, line {line})")
+    extra = d.get("extra_steps") or {}
+    check(extra.get("run") == "B" and extra.get("steps_b", 0) > extra.get("steps_a", 0)
+          and "B calls optimizer.step() once more here" in (d.get("detail") or ""),
+          f"said as a step more in B (got {extra}, {d.get('detail')!r})")
     v = d.get("value_after_structure") or {}
     line, _ = line_of(v.get("a"))
     check(v.get("cause") == "structure" and (v.get("a") or {}).get("op") == "aten::linear"

@@ -1924,6 +1924,34 @@ json optimizer_change(Pair& p, const Hunk& h) {
   return settings;
 }
 
+// A change only one run has that holds whole optimizer steps, in a run that steps more often
+// (optimizer.step() called once more): {"run": "A" | "B", "steps": how many, "steps_a", "steps_b":
+// each thread's step count}; null otherwise.
+json extra_steps(Pair& p, const Hunk& h) {
+  const bool in_a = h.a_end > h.a_begin, in_b = h.b_end > h.b_begin;
+  if (in_a == in_b) return nullptr;
+  Side& side = in_a ? p.a : p.b;
+  const auto first = side.reader->op_at(side.thread, in_a ? h.a_begin : h.b_begin);
+  const auto last = side.reader->op_at(side.thread, (in_a ? h.a_end : h.b_end) - 1);
+  if (!first || !last) return nullptr;
+  auto count = [](Side& s, const std::string& where) {
+    int64_t n = 0;
+    (void)s.reader->query("SELECT COUNT(*) FROM regions WHERE kind = 1 AND thread = " +
+                              std::to_string(s.thread) + where,
+                          [&](const std::vector<std::string>& row) {
+                            n = std::atoll(row[0].c_str());
+                            return false;
+                          });
+    return n;
+  };
+  const int64_t whole = count(side, " AND start_seq >= " + std::to_string(first->seq) +
+                                        " AND end_seq <= " + std::to_string(last->seq));
+  // (Moved steps, a gradient-accumulation condition, leave both runs as many.)
+  const int64_t steps_a = count(p.a, ""), steps_b = count(p.b, "");
+  if (whole == 0 || (in_a ? steps_a <= steps_b : steps_b <= steps_a)) return nullptr;
+  return {{"run", in_a ? "A" : "B"}, {"steps", whole}, {"steps_a", steps_a}, {"steps_b", steps_b}};
+}
+
 // A structural change where one side runs an op in training mode (dropout, batch norm with
 // `train`/`training` True) and the other side's part runs none: a module is in training mode
 // in one run and in eval mode in the other (`model.eval()` forgotten runs dropout, and the
@@ -3594,6 +3622,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         if (json mode = mode_change(p, e.hunk); !mode.is_null()) out["mode_change"] = std::move(mode);
         if (json settings = optimizer_change(p, e.hunk); !settings.is_null())
           out["optimizer_settings"] = std::move(settings);
+        if (json extra = extra_steps(p, e.hunk); !extra.is_null()) {
+          const std::string run = extra["run"];
+          out["detail"] = detail + "; " + run + " calls optimizer.step() " +
+                          (extra["steps"] == 1 ? std::string("once") : "more times") +
+                          " more here, an update the other run does not make (" +
+                          std::to_string(extra["steps_a"].get<int64_t>()) +
+                          " optimizer steps in A, " +
+                          std::to_string(extra["steps_b"].get<int64_t>()) + " in B)";
+          out["extra_steps"] = std::move(extra);
+        }
       } else if (where.kind == Located::kStructure && !out.contains("ended_in_change")) {
         // A run that ended a few ops after the first change, in a change of its own (the
         // added ops that raised aligned after a few alike ones), ended in that change too.
