@@ -119,6 +119,10 @@ bool looks_like_secret_name(std::string_view name) {
                                                   "MASTER", "SERVICE", "ACCOUNT", "APP", "SSH",
                                                   "GPG", "HMAC", "SESSION"})))
     return true;
+  // A session, alone or its id (a session cookie's value), not its name or where it lives.
+  if (has({"SESSION", "SESSIONID"}) && !has({"NAME", "DIR", "PATH", "FILE", "TYPE", "TIMEOUT",
+                                             "COUNT", "NUM", "LEN", "LENGTH", "SIZE", "MODE"}))
+    return true;
   // (A vendor's prefix alone names no credential: WANDB_PROJECT, HF_HOME, AWS_REGION.)
   return has({"WEBHOOK"});
 }
@@ -177,6 +181,22 @@ std::string Redactor::meta(const std::string& key, const std::string& value) {
     for (size_t i = 0; i < doc.size(); ++i) {
       if (!doc[i].is_string()) continue;
       std::string arg = doc[i].get<std::string>();
+      // A JSON object passed as an argument (`--cfg '{"api_key": "..."}'`): its entries, whose
+      // quotes the command line's own JSON escapes out of `apply`'s sight.
+      if (!arg.empty() && arg[0] == '{') {
+        nlohmann::json inner = nlohmann::json::parse(arg, nullptr, /*allow_exceptions=*/false);
+        if (inner.is_object()) {
+          bool changed = false;
+          for (auto& [name, v] : inner.items())
+            if (looks_like_secret_name(name) && !v.is_null()) {
+              remember(name, v.is_string() ? v.get<std::string>() : json_text(v));
+              v = kMark;
+              changed = true;
+            }
+          if (changed) doc[i] = json_text(inner);
+          continue;
+        }
+      }
       size_t eq = arg.find('=');
       if (eq != std::string::npos && eq > 0 && looks_like_secret_name(arg.substr(0, eq))) {
         remember(arg.substr(0, eq), arg.substr(eq + 1));

@@ -435,6 +435,16 @@ TEST_CASE("the redactor scrubs environment, command line and every later string"
   CHECK(r.apply("/home/alice/x and alicea and alice") == "~/x and alicea and USER");
   CHECK(r.redacted_names().count("AWS_SECRET_ACCESS_KEY") == 1);
   CHECK(r.redacted_names().count("--token") == 1);
+  // A session's id, by option or NAME=value, and a JSON object passed as an argument.
+  Redactor q(false, "", "");
+  cmd =
+      q.meta("cmdline", R"(["python3", "t.py", "--session", "sAAAA1111", "session_id=s4AAAA1111", )"
+                        R"("--cfg", "{\"api_key\": \"jsonKEYaaaa1111\", \"lr\": 1}"])");
+  for (const char* secret : {"sAAAA1111", "s4AAAA1111", "jsonKEYaaaa1111"})
+    CHECK(cmd.find(secret) == std::string::npos);
+  CHECK(cmd.find("lr") != std::string::npos);
+  CHECK(q.apply("ran with jsonKEYaaaa1111") == "ran with [REDACTED]");
+  CHECK(q.redacted_names().count("api_key") == 1);
 }
 
 TEST_CASE("the redactor scrubs quoted values in source text, and the shell's credential variables") {
