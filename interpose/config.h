@@ -26,6 +26,9 @@ struct Config {
 // why tdbg's torch hook could not be loaded into it: `tdbg record` says it after the program,
 // where no database is there to, and removes the file.
 inline constexpr const char* kHookFailedFile = ".tdbg-hook-failed";
+// How a reason there begins where the hook loaded but could not create its database (a full
+// disk): `tdbg record` says that instead.
+inline constexpr const char* kDatabaseFailed = "its database could not be created: ";
 
 // Reads every `TDBG_<NAME>` variable (upper-cased flag name); unset ones keep the default.
 // A malformed or out-of-range value (a negative ring or flush interval, hash threads below 1)

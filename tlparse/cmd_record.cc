@@ -367,10 +367,18 @@ void warn_empty_selection(const interpose::Config& config, const std::string& ru
     std::ifstream failed(fs::path(run_dir) / interpose::kHookFailedFile);
     std::string line;
     if (failed && std::getline(failed, line) && line.find('\t') != std::string::npos) {
-      std::fprintf(stderr,
-                   "tdbg record: nothing was recorded in %s: the program loaded torch, but tdbg's "
-                   "torch hook could not be loaded into it (%s)\n",
-                   run_dir.c_str(), line.substr(line.find('\t') + 1).c_str());
+      const std::string why = line.substr(line.find('\t') + 1);
+      const std::string database = interpose::kDatabaseFailed;
+      if (why.rfind(database, 0) == 0)
+        std::fprintf(stderr,
+                     "tdbg record: nothing was recorded in %s: the program loaded torch, but tdbg "
+                     "could not create its database there (%s)\n",
+                     run_dir.c_str(), why.substr(database.size()).c_str());
+      else
+        std::fprintf(stderr,
+                     "tdbg record: nothing was recorded in %s: the program loaded torch, but "
+                     "tdbg's torch hook could not be loaded into it (%s)\n",
+                     run_dir.c_str(), why.c_str());
       return;
     }
     std::fprintf(stderr,

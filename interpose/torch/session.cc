@@ -357,6 +357,13 @@ bool open_database_locked() {
   auto created = tracer::Writer::Create(path, options);
   if (!created.ok()) {
     std::fprintf(stderr, "tdbg: %s; not recording\n", created.status().message().c_str());
+    // Noted where `tdbg record` looks after the program (a few bytes may still fit where a
+    // database did not), so that it says why, not that no process loaded torch.
+    if (FILE* note = std::fopen((out + "/" + interpose::kHookFailedFile).c_str(), "ae")) {
+      std::fprintf(note, "%d\t%s%s\n", static_cast<int>(getpid()), interpose::kDatabaseFailed,
+                   created.status().message().c_str());
+      std::fclose(note);
+    }
     return false;
   }
   tracer::Writer* w = created.value().release();

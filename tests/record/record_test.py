@@ -933,6 +933,26 @@ def case_left_running():
     check(len(closed) == 2 and all(closed), f"both databases are closed when record returns: {closed}")
 
 
+def case_database_not_created():
+    # A process that loads torch where its database cannot be written (a file-size limit of
+    # 8 KiB here; a disk too small elsewhere): the program runs as without tdbg, and record
+    # says the database could not be created, not that no process loaded torch.
+    if not torch_hook_here():
+        return SKIP
+    import resource
+    run = fresh("database_not_created")
+    code = ("import signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "import torch; print(torch.ones(2).sum().item())\n")
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+    result = subprocess.run([TDBG, "record", "-o", run, "--", TORCH_PYTHON, "-c", code],
+                            capture_output=True, text=True, preexec_fn=limit)
+    check(result.returncode == 0 and result.stdout == "2.0\n",
+          f"the program runs as without tdbg: {result.returncode} {result.stdout!r}")
+    check("the program loaded torch, but tdbg could not create its database there" in result.stderr
+          and "no process of the program loaded torch" not in result.stderr,
+          f"record says why nothing was recorded: {result.stderr!r}")
+
+
 def case_closed_fds():
     # A program that closes every descriptor it did not open (os.closerange, as daemonizing
     # code does, or a loop of os.close), then opens files of its own and goes on with torch:
