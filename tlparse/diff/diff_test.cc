@@ -4837,6 +4837,18 @@ TEST_CASE("first_nonfinite: a run without any op is unchecked, not finite") {
   CHECK(r["status"] == "unchecked");
   CHECK(r["reason"].get<std::string>().find("holds no op (none was recorded") != std::string::npos);
   CHECK(tdbg::diff::format_nonfinite(r).rfind("unchecked: ", 0) == 0);
+  // Its disk full before the first commit: that is said as the reason.
+  r = nonfinite_of(write_ops(
+      [](Recorder&) {},
+      [](tdbg::tracer::Writer& w) {
+        w.set_meta(
+            "recording_lost",
+            R"({"error": "cannot commit: database or disk is full", "first_seq": 0, "first_step": 0, "ops": 40})");
+      }));
+  CHECK(r["status"] == "unchecked");
+  CHECK(r["reason"].get<std::string>().find(
+            "holds no op: process 0 stopped being recorded at seq 0 (step 0): cannot commit: "
+            "database or disk is full") != std::string::npos);
   // One finite op is enough to answer.
   using T = Recorder::T;
   r = nonfinite_of(write_ops([](Recorder& rec) { rec.op("aten::relu", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 0); }));

@@ -1039,6 +1039,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   std::vector<json> starts;
   std::set<std::string> hosts;
   std::string lost_text;  // a process whose recording stopped short: nothing can be finite
+  std::string lost_first;  // the first such process and where it stopped, as `recording_lost` says
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held, r.held());
@@ -1072,9 +1073,11 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     else if (const std::string status = r.meta("exit_status"); !status.empty() && status != "0")
       // A crash or an error exit: a NaN the program would have made later was never made.
       notes.push_back(who + process_ending(r) + ": only what it ran until then is looked at");
-    if (!lost.empty() && lost_text.empty())
+    if (!lost.empty() && lost_text.empty()) {
       lost_text = "recorded only in part: process " + std::to_string(p) + " " + lost +
                   "; no NaN or Inf starts in what it holds";
+      lost_first = "process " + std::to_string(p) + " " + lost;
+    }
     hosts.insert(r.meta("host"));
     Counts c;
     TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, held.first_seq, &c));
@@ -1103,17 +1106,21 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   const bool any_ops = std::any_of(run.processes.begin(), run.processes.end(),
                                    [](const auto& r) { return r->op_count() > 0; });
   if (starts.empty() && (!any_values || !any_ops)) {
-    return json{{"status", "unchecked"},
-                {"first_nonfinite", nullptr},
-                {"reason", !any_ops ? std::string("holds no op (none was recorded, or none yet "
-                                                  "where a process is still recording): there are "
-                                                  "no values to look in")
-                                    : std::string("was recorded with --hash none: it holds no tensor "
-                                                  "values to look in (record with --hash outputs "
-                                                  "or all)")},
-                {"run", run.path},
-                {"options", options_json(options)},
-                {"notes", notes}};
+    return json{
+        {"status", "unchecked"},
+        {"first_nonfinite", nullptr},
+        {"reason", !any_ops && !lost_first.empty()
+                       // A disk full before the first commit: that is why.
+                       ? "holds no op: " + lost_first + "; there are no values to look in"
+                       : !any_ops ? std::string("holds no op (none was recorded, or none yet "
+                                                "where a process is still recording): there are "
+                                                "no values to look in")
+                                  : std::string("was recorded with --hash none: it holds no tensor "
+                                                "values to look in (record with --hash outputs "
+                                                "or all)")},
+        {"run", run.path},
+        {"options", options_json(options)},
+        {"notes", notes}};
   }
   // Ops the recording lost may hold the start: not "finite".
   if (starts.empty() && !lost_text.empty()) {
