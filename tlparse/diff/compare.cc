@@ -3130,8 +3130,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // The optimizer steps where the changes start, in A and in B: ops that moved to other steps
   // ran before another optimizer step in each run.
   std::set<int32_t> change_steps[2];
-  // Whether any op that moved ran in backward or inside an optimizer's step(): training work,
-  // as against a block without either (an evaluation pass under no_grad, logging).
+  // Whether any stretch that moved ran ops in backward or an optimizer's step(): training
+  // work, as against a block without either (an evaluation pass under no_grad, logging).
   bool moved_training = false;
   // The value each replacement leaves (the outputs of its last op that hashed one) is one the
   // other run's changes also made (in any of its changed stretches: ops may have moved);
@@ -3152,15 +3152,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     const int run = sign > 0 ? 0 : 1;
     std::optional<OpRecord> last;
     bool inside_last = false;  // the ops since `last` are nested in it
+    int64_t first_seq = -1, last_seq = -1;  // the stretch's, for an optimizer step within it
     for (int64_t t = begin; moved_known && t < end; ++t) {
       auto o = side.reader->op_at(side.thread, t);
       if (!o || --moved_budget < 0) {
         moved_known = false;
         return last;
       }
-      if (t == begin) change_steps[run].insert(o->step);
-      if ((o->flags & tracer::kOpBackward) || (t == begin && in_optimizer_step(*side.reader, *o)))
-        moved_training = true;
+      if (t == begin) {
+        change_steps[run].insert(o->step);
+        first_seq = o->seq;
+      }
+      last_seq = o->seq;
+      if (o->flags & tracer::kOpBackward) moved_training = true;
       const Identity id = identity(side, *o);
       moved[id.key] += sign;
       moved_lines[id.key + "@" + id.line] += sign;
@@ -3179,6 +3183,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         inside_last = true;
       }
     }
+    if (first_seq >= 0 && !moved_training &&
+        optimizer_step_within(*side.reader, side.thread, first_seq, last_seq))
+      moved_training = true;
     return last;
   };
   auto left_differ_json = [&]() -> json {
@@ -3868,17 +3875,6 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // in B's last): the steps split the same work otherwise.
     bool other_steps = !change_steps[0].empty() && !change_steps[1].empty();
     for (int32_t step : change_steps[0]) other_steps = other_steps && !change_steps[1].count(step);
-    // Whether an optimizer step ran within either side of the first change.
-    auto optimizer_ran_in = [&](const Hunk& h) {
-      auto holds_step = [](Side& side, int64_t begin, int64_t end) {
-        if (end <= begin) return false;
-        const auto first = side.reader->op_at(side.thread, begin);
-        const auto last = side.reader->op_at(side.thread, end - 1);
-        return first && last &&
-               optimizer_step_within(*side.reader, first->thread, first->seq, last->seq);
-      };
-      return holds_step(p.a, h.a_begin, h.a_end) || holds_step(p.b, h.b_begin, h.b_end);
-    };
     // Inside optimizer.step(): the parameters were updated in another order.
     bool in_step = false;
     if (same_calls) {
@@ -3890,7 +3886,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     out["detail"] =
         out.value("detail", std::string()) + "; the same ops ran in another order (" +
         std::to_string(moved_ops / 2) + " op(s) moved" +
-        (other_steps && !moved_training && !optimizer_ran_in(first_change)
+        (other_steps && !moved_training
              ? std::string(", into other optimizer steps: ") + kBlockMoved + ": from step " +
                    std::to_string(*change_steps[0].begin()) + " in A, step " +
                    std::to_string(*change_steps[1].begin()) + " in B)"
