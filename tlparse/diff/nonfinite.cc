@@ -528,6 +528,16 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
   // start's values on to it (`logged.sum()` of `logged.sum() + x`): the one to name if it
   // stays unread.
   std::map<uint64_t, OpRecord> passed_on_by;
+  // The earliest such op behind `o`'s inputs, or null where `o` reads none of their tensors.
+  auto passed_on_to = [&](const OpRecord& o) -> const OpRecord* {
+    const OpRecord* first = nullptr;
+    for (const TensorRecord& t : o.tensors)
+      if (const auto by = passed_on_by.find(t.hash);
+          t.role == TensorRole::kInput && by != passed_on_by.end() &&
+          (first == nullptr || by->second.seq < first->seq))
+        first = &by->second;
+    return first;
+  };
   constexpr int64_t kLookAhead = 1 << 16;
   std::string masked_by;
   bool masked_in_forward = false;  // by the program's own op, not one autograd ran
@@ -536,20 +546,14 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
   std::string why;
   std::optional<OpRecord> why_op;
   // Spread: a start. The scan goes on only to find a mask that comes after (`if
-  // torch.isinf(y).any()` before `torch.where`), to say why it does not count.
-  // Where `o` reads what a forward op passed on unmasked (the loss Python reads, the
-  // gradient backward makes of it), that op is why.
+  // torch.isinf(y).any()` before `torch.where`), to say why it does not count. Where `o`
+  // reads what a forward op passed on unmasked (the loss Python reads, the gradient backward
+  // makes of it), that op is why.
   auto spread_by = [&](const OpRecord& o, std::string reason) {
     if (!spread) {
-      why = std::move(reason);
-      why_op = o;
-      for (const TensorRecord& t : o.tensors)
-        if (const auto by = passed_on_by.find(t.hash);
-            t.role == TensorRole::kInput && by != passed_on_by.end()) {
-          why = kPassedOn;
-          why_op = by->second;
-          break;
-        }
+      const OpRecord* passed_on = passed_on_to(o);
+      why = passed_on ? std::string(kPassedOn) : std::move(reason);
+      why_op = passed_on ? *passed_on : o;
     }
     spread = true;
     return masked_by.empty();
@@ -585,12 +589,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
     // A forward op that makes NaN or Inf of them (`1.0 / x` runs reciprocal, then mul; `log(x)
     // * 2`) passes them on: what it made must be masked in turn.
     if (nonfinite && reads && !(o.flags & tracer::kOpBackward)) {
-      const OpRecord* first = &o;
-      for (const TensorRecord& t : o.tensors)
-        if (const auto by = passed_on_by.find(t.hash);
-            t.role == TensorRole::kInput && by != passed_on_by.end() && by->second.seq < first->seq)
-          first = &by->second;
-      const OpRecord root = *first;
+      const OpRecord* passed_on = passed_on_to(o);
+      const OpRecord root = passed_on ? *passed_on : o;
       for (const TensorRecord& t : o.tensors)
         if (t.role == TensorRole::kOutput && t.hash != 0 && hashing::dtype_is_floating(t.dtype) &&
             (!(t.summary.valid && tensor_comparable(t)) || t.summary.nan_count > 0 ||
@@ -605,11 +605,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       // Backward made it after the forward masked it: from the values saved for it, or from
       // the start's output itself (sqrt's backward divides by its result).
       // (Not where it reads what a forward op passed on unmasked: `spread_by` names that op.)
-      const bool reads_passed_on =
-          std::any_of(o.tensors.begin(), o.tensors.end(), [&](const TensorRecord& t) {
-            return t.role == TensorRole::kInput && passed_on_by.count(t.hash) > 0;
-          });
-      if ((o.flags & tracer::kOpBackward) && !masked_by.empty() && !spread && !reads_passed_on)
+      if ((o.flags & tracer::kOpBackward) && !masked_by.empty() && !spread &&
+          passed_on_to(o) == nullptr)
         *undone_by_backward = masked_by;
       return spread_by(o, "an op made NaN or Inf from them");
     }
