@@ -561,14 +561,14 @@ std::string write_ops(const std::function<void(Recorder&)>& ops,
 
 // An optimizer step's region (`Optimizer.step#...`) over seqs [start, end] of thread 0.
 void add_step_region(tdbg::tracer::Writer& w, uint32_t id, int64_t start, int64_t end,
-                     const char* name = "Optimizer.step#AdamW.step") {
+                     const char* name = "Optimizer.step#AdamW.step", int64_t step_count = -1) {
   tdbg::tracer::RegionRecord step;
   step.id = id;
   step.name = w.intern(name);
   step.kind = tdbg::tracer::RegionKind::kStep;
   step.start_seq = start;
   step.end_seq = end;
-  step.step = id - 1;
+  step.step = step_count >= 0 ? step_count : id - 1;  // (several optimizers share a count)
   w.append_region(step);
 }
 
@@ -1960,15 +1960,8 @@ TEST_CASE(
         [=](tdbg::tracer::Writer& w) {
           // One step region per op: D, G, D, G, D with a GAN; one optimizer's otherwise.
           const int64_t steps[] = {0, 1, 1, 1, 2};
-          for (uint32_t k = 0; k < 5; ++k) {
-            tdbg::tracer::RegionRecord step;
-            step.id = k + 1;
-            step.name = w.intern("Optimizer.step#Adam.step");
-            step.kind = tdbg::tracer::RegionKind::kStep;
-            step.start_seq = step.end_seq = k;
-            step.step = gan ? steps[k] : k;
-            w.append_region(step);
-          }
+          for (uint32_t k = 0; k < 5; ++k)
+            add_step_region(w, k + 1, k, k, "Optimizer.step#Adam.step", gan ? steps[k] : k);
         });
   };
   json r = compare(write(1, true, false), write(1, true, true));
@@ -3211,15 +3204,8 @@ TEST_CASE(
       },
       [](tdbg::tracer::Writer& w) {
         const int64_t steps[] = {0, 1, 1};
-        for (uint32_t k = 0; k < 3; ++k) {
-          tdbg::tracer::RegionRecord step;
-          step.id = k + 1;
-          step.name = w.intern("Optimizer.step#Adam.step");
-          step.kind = tdbg::tracer::RegionKind::kStep;
-          step.start_seq = step.end_seq = k;
-          step.step = steps[k];
-          w.append_region(step);
-        }
+        for (uint32_t k = 0; k < 3; ++k)
+          add_step_region(w, k + 1, k, k, "Optimizer.step#Adam.step", steps[k]);
       });
   json n = nonfinite_of(gan);
   CHECK(n["first_nonfinite"]["first_iteration"] == true);
