@@ -16,17 +16,17 @@
 #include <limits>
 #include <mutex>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "base/quiet_thread.h"
-#include "tracer/op_block.h"
+#include "tracer/high_fds.h"
 #include "tracer/names_check.h"
+#include "tracer/op_block.h"
 #include "tracer/schema.h"
 #include "tracer/sql_functions.h"
 #include "tracer/sqlite_util.h"
@@ -817,6 +817,7 @@ StatusOr<std::unique_ptr<Writer>> Writer::Create(const std::string& path,
                                                  const WriterOptions& options) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) return Status::Error(path + ": already exists");
+  PlaceDatabaseDescriptorsHigh(path);  // out of reach of a program's dup2
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);

@@ -2,23 +2,24 @@
 // concurrent appends, ring mode, a live reader, and errors.
 #include "tracer/writer.h"
 
+#include <sqlite3.h>
 #include <sys/resource.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <catch2/catch.hpp>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
+#include "tracer/high_fds.h"
 #include "tracer/reader.h"
 #include "tracer/record_checks.h"
 #include "tracer/test_dir.h"
@@ -556,6 +557,49 @@ TEST_CASE("a reader sees committed ops while the writer is live") {
   CHECK(last->tensors.size() == 3);
   REQUIRE(w->close().ok());
   CHECK(MustOpen(path)->op_count() == 300);
+}
+
+// The descriptors this process holds on `path`, found in /proc/self/fd.
+std::vector<int> DescriptorsOn(const std::string& path) {
+  std::vector<int> fds;
+  const std::string real = std::filesystem::canonical(path).string();
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (!ec && target.string() == real) fds.push_back(std::stoi(entry.path().filename().string()));
+  }
+  return fds;
+}
+
+TEST_CASE("the database's descriptors sit high, out of reach of a program's dup2") {
+  const int floor = HighDescriptorFloor();
+  if (floor == 0) {
+    WARN("SKIPPED: the descriptor limit is too low for a high place");
+    return;
+  }
+  TempDir dir;
+  const std::string path = dir.file("high.sqlite");
+  auto w = MustCreate(path);
+  testing::RealisticOps gen(*w, 0, 3);
+  for (int64_t seq = 0; seq < 100; ++seq) w->append_op(gen.next(seq));
+  REQUIRE(w->flush().ok());
+  for (const std::string& file : {path, path + "-wal", path + "-shm"}) {
+    const auto fds = DescriptorsOn(file);
+    INFO(file);
+    REQUIRE(!fds.empty());
+    for (int fd : fds) CHECK(fd >= floor);
+  }
+  // The process's own SQLite files keep the numbers open() gives them.
+  const std::string own = dir.file("own.sqlite");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(own.c_str(), &db) == SQLITE_OK);
+  REQUIRE(sqlite3_exec(db, "create table t(x)", nullptr, nullptr, nullptr) == SQLITE_OK);
+  const auto own_fds = DescriptorsOn(own);
+  REQUIRE(own_fds.size() == 1);
+  CHECK(own_fds[0] < floor);
+  sqlite3_close(db);
+  REQUIRE(w->close().ok());
+  CHECK(MustOpen(path)->op_count() == 100);
 }
 
 TEST_CASE("write errors are reported, other records survive") {

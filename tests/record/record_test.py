@@ -960,10 +960,17 @@ def case_closed_fds():
     # exit; the program's files get what it wrote.
     if not torch_hook_here():
         return SKIP
+    # A program may also dup2 a file of its own onto descriptors it did not open: the
+    # database's sit out of reach, and none of its pages lands in the program's file.
     for how, closing in (("closerange", "os.closerange(3, 65536)"),
                          ("loop", "for fd in range(3, 1024):\n"
                                   "    try: os.close(fd)\n"
-                                  "    except OSError: pass")):
+                                  "    except OSError: pass"),
+                         ("dup2", "junk = os.open('%s.junk', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+                                  "for fd in range(3, 256):\n"
+                                  "    if fd != junk: os.dup2(junk, fd)\n"
+                                  "os.write(junk, b'junk\\n')"
+                          % os.path.join(WORK, "closed_fds_dup2.txt"))):
         run = fresh("closed_fds_" + how)
         mine = os.path.join(WORK, "closed_fds_" + how + ".txt")
         code = ("import os, torch\n"
@@ -983,6 +990,10 @@ def case_closed_fds():
             with open("%s.%d" % (mine, k)) as f:
                 wrote.append(f.read())
         check(wrote == ["mine %d\n" % k for k in range(4)], f"{how}: the program's files: {wrote}")
+        if how == "dup2":
+            with open(mine + ".junk", "rb") as f:
+                junk = f.read()
+            check(junk == b"junk\n", f"dup2: the program's file holds only what it wrote: {junk[:60]!r}")
         dbs = databases(run)
         ops = end = 0
         if dbs:
