@@ -31,10 +31,11 @@ CLI::Validator non_negative_scan_limit() {
 // Whether a divergence changes no result (for --results): every op paired outside a
 // structural change has the same values, a value difference reaches no other op's output,
 // every tensor that differed was overwritten with the same values and all after is the same,
-// or every optimizer step's outputs are the same in both runs.
+// or every optimizer step's outputs are the same in both runs. Never where one run ended
+// early and the other did not: it has no results past its end.
 bool same_results(const nlohmann::json& result) {
   const nlohmann::json& d = result.value("first_divergence", nlohmann::json());
-  if (!d.is_object()) return false;
+  if (!d.is_object() || result.value("ended_differently", false)) return false;
   const nlohmann::json& healed = d.value("healed", nlohmann::json());
   const nlohmann::json& updates = d.value("updates", nlohmann::json());
   return d.value("values_same", nlohmann::json()).is_object() ||

@@ -374,6 +374,39 @@ test('a NaN the program masks is reported as tdbg nan reports it, not as all fin
   }
 });
 
+test('work added, then B raised: the banner says the values agree only up to where B ended', async () => {
+  const dir = join(work, 'ended');
+  mkdirSync(dir);
+  const script = join(dir, 'ended.py');
+  writeFileSync(script, [
+    'import sys, torch',
+    'torch.manual_seed(0)',
+    'x, y = torch.randn(32, 6), torch.randn(32, 1)',
+    'w = torch.randn(6, 1, requires_grad=True)',
+    'opt = torch.optim.SGD([w], lr=0.05)',
+    'for step in range(8):',
+    '    h = x @ w',
+    '    if len(sys.argv) > 1:',
+    '        h = h * 1.0',
+    '    loss = ((h - y) ** 2).mean()',
+    '    opt.zero_grad()',
+    '    loss.backward()',
+    '    opt.step()',
+    '    if len(sys.argv) > 1 and step == 3:',
+    '        raise RuntimeError("out of memory (simulated)")',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, []);
+  const b = recordTorch(dir, 'b', script, ['refactor']);
+  const headline = spawnSync(tdbg, ['diff', a, b], { encoding: 'utf8' }).stdout.split('\n')[0];
+  const said = headline.match(/; the values stay the same up to where B ended: .*$/);
+  assert.ok(said && !headline.includes('not results'), headline);
+  const { page, seen } = await openPage(makeReport(dir, a, b));
+  assert.equal(await page.textContent('#status-work'), said[0]);
+  const values = await page.textContent('#values-same');
+  assert.ok(values.includes('pairs, up to where B ended)') && !values.includes('not results'), values);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a batch split into micro-batches: the headline says the updates agree, as tdbg diff does', async () => {
   const dir = join(work, 'micro');
   mkdirSync(dir);

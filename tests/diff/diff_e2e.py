@@ -3296,6 +3296,60 @@ for step in range(5):
 """
 
 
+# A small training; "refactor" adds a multiplication by 1.0 that changes no value, "raise"
+# raises an error after the optimizer step of step 3 of 8 (an out-of-memory error, say).
+ENDED_AFTER_CHANGE = r"""
+import sys, torch
+torch.manual_seed(0)
+x, y = torch.randn(32, 6), torch.randn(32, 1)
+w = torch.randn(6, 1, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.05)
+for step in range(8):
+    h = x @ w
+    if "refactor" in sys.argv:
+        h = h * 1.0
+    loss = ((h - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if "raise" in sys.argv and step == 3:
+        raise RuntimeError("out of memory (simulated)")  # MARK:raise
+print(float(loss))
+"""
+
+
+def case_ended_after_change():
+    # A change that adds work only, and a run that then raises: what both ran agrees, but B
+    # has no results past its end. The headline says the values are the same only up to
+    # there, never "work, not results", and --results exits 1, as it does for a run that
+    # raises with no change at all.
+    script = write_script("ended_after_change.py", ENDED_AFTER_CHANGE)
+    a, _ = record("ended_after_change_a", [], script)
+    for name, args in (("refactor", ["refactor", "raise"]), ("plain", ["raise"])):
+        b, p = record_ending("ended_after_change_" + name, args, script)
+        check(p.returncode == 1 and "out of memory (simulated)" in p.stderr,
+              f"{name}: precondition: B raises as without tdbg (got {p.returncode})")
+        rc, r = diff(a, b)
+        d = r["first_divergence"] or {}
+        text = diff_text(a, b)
+        headline = text.split("\n")[0]
+        check(rc == 1 and r.get("ended_differently") is True, f"{name}: the runs ended differently ({rc}, {r.get('warnings')})")
+        check("not results" not in text and "did not alter what the training computed" not in text,
+              f"{name}: no all-clear for a run that raised: {text[:600]}")
+        if name == "refactor":
+            ended = d.get("run_ended") or {}
+            check(d.get("kind") == "structure" and d.get("values_same") is not None
+                  and ended.get("run") == "B" and ended.get("step") == 3,
+                  f"refactor: the values are the same up to where B ended at step 3 (got {d.get('detail')}, {ended})")
+            check("; the values stay the same up to where B ended: B's process exited with status 1" in headline
+                  and headline.endswith("at step 3"), f"refactor: the headline says where B ended: {headline}")
+        else:
+            check(d.get("cause") == "ended" and "updates are the same in every step both ran" in headline,
+                  f"plain: B ended early, its updates the same up to there: {headline}")
+        results = subprocess.run([TDBG, "diff", "--results", a, b], stdout=subprocess.DEVNULL).returncode
+        check(results == 1, f"{name}: diff --results exits 1 for a run that raised (got {results})")
+
+
 # A DataLoader worker that segfaults in a custom op (argv[1]: the index it crashes at, -1
 # never). torch's own SIGSEGV handler in the worker prints its message and raises the signal
 # again with the default action; the main process then fails with "worker exited unexpectedly".

@@ -6061,18 +6061,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                        ", B " + ranks(wb) + "): ranks are compared with the same rank of the "
                        "other run, and every collective differs");
   }
+  // A child of another recorded process ended by SIGTERM: terminated by its parent at
+  // shutdown (multiprocessing's Pool.__exit__ and Process.terminate, a DataLoader's workers
+  // not yet gone), which races with its own exit in every run.
+  auto terminated_child = [](const tracer::Run& run, const Reader& r, const std::string& how) {
+    if (how.empty()) return true;
+    return r.meta("exit_status") == "signal 15" &&
+           std::any_of(run.processes.begin(), run.processes.end(),
+                       [&r](const auto& other) { return child_of(r, *other); });
+  };
   // The same ops, and endings that differ (one run aborted or raised after its last op, the
   // other exited normally): the ops say nothing of why, but "identical" alone would hide it.
   if (result["first_divergence"].is_null()) {
-    // A child of another recorded process ended by SIGTERM: terminated by its parent at
-    // shutdown (multiprocessing's Pool.__exit__ and Process.terminate, a DataLoader's workers
-    // not yet gone), which races with its own exit in every run.
-    auto terminated_child = [](const tracer::Run& run, const Reader& r, const std::string& how) {
-      if (how.empty()) return true;
-      return r.meta("exit_status") == "signal 15" &&
-             std::any_of(run.processes.begin(), run.processes.end(),
-                         [&r](const auto& other) { return child_of(r, *other); });
-    };
     auto ending = [](const std::string& how) {
       return how.empty() ? std::string("exited normally") : how;
     };
@@ -6092,6 +6092,35 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                          std::to_string(p) + " " + ending(ea) + ", B's " + ending(eb) +
                          " (after their last op: outside torch's ops, or at exit)");
       result["ended_differently"] = true;
+    }
+  } else {
+    // A divergence, and one run's process ended early (an exception, a signal, a kill) where
+    // the other's ran to its end: what both ran may agree (a change that added work), but the
+    // run that ended has no results past its end. Said on the headline (`run_ended`) where
+    // the divergence is not that end; never "the same results" (--results).
+    json& d = result["first_divergence"];
+    for (size_t p = 0; p < std::min(a.processes.size(), b.processes.size()); ++p) {
+      const Reader& ra = *a.processes[p];
+      const Reader& rb = *b.processes[p];
+      const std::string ea = abnormal_ending(ra), eb = abnormal_ending(rb);
+      if (ea.empty() == eb.empty()) continue;
+      const bool b_ended = !eb.empty();
+      if (terminated_child(b_ended ? b : a, b_ended ? rb : ra, b_ended ? eb : ea)) continue;
+      result["ended_differently"] = true;
+      if (d.value("cause", "") == "ended" || d.contains("run_ended")) continue;
+      const Reader& r = b_ended ? rb : ra;
+      int64_t step = -1;
+      if (auto held = r.held(); held.ok() && held->any)
+        if (auto last = r.op(held->last_seq)) step = last->step;
+      const tracer::Run& side = b_ended ? b : a;
+      const std::string who =
+          std::string(b_ended ? "B" : "A") + "'s process" +
+          (side.processes.size() > 1 ? " " + std::to_string(side.shown(p)) : "");
+      d["run_ended"] = {{"run", b_ended ? "B" : "A"},
+                        {"process", side.shown(p)},
+                        {"step", step},
+                        {"text", who + " " + (b_ended ? eb : ea) +
+                                     (step >= 0 ? " at step " + std::to_string(step) : "")}};
     }
   }
   result["warnings"] = warnings;

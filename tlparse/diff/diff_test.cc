@@ -2335,6 +2335,50 @@ TEST_CASE("a run that ended inside ops the other never ran says so in the headli
         std::string::npos);
 }
 
+TEST_CASE("work added, then one run raised: the values stay the same only up to its end") {
+  using T = Recorder::T;
+  // B copies a tensor nothing reads (a harmless refactor), and its process raises (exit status
+  // 1) after `b_steps` of A's `a_steps`: what both ran agrees, but B has no results past its
+  // end, which the headline says. Near the first change, B ended in the change (the detail
+  // says how); far from it, the headline's "up to where B ended" says how.
+  auto write = [](uint64_t steps, bool clone, const char* status) {
+    return write_ops(
+        [&](Recorder& r) {
+          for (uint64_t s = 0; s < steps; ++s) {
+            r.step = static_cast<int32_t>(s);
+            r.op("aten::mm", {T{100 + s}}, {T{200 + s}}, {}, 0, 0, kNoSeq, 10);
+            if (clone) r.op("aten::clone", {T{200 + s}}, {T{900 + s}}, {}, 0, 0, kNoSeq, 11);
+            r.op("aten::relu", {T{200 + s}}, {T{250 + s}}, {}, 0, 0, kNoSeq, 12);
+            r.op("aten::sub_", {T{300 + s}, T{250 + s}}, {T{301 + s}}, {}, 0, 0, kNoSeq, 13);
+          }
+        },
+        ended_with(status));
+  };
+  for (const auto& [a_steps, b_steps, in_change] :
+       {std::tuple{6u, 4u, true}, std::tuple{30u, 25u, false}}) {
+    json r = compare(write(a_steps, false, "0"), write(b_steps, true, "1"));
+    json d = first(r);
+    const std::string text = tdbg::diff::format_divergence(r);
+    INFO(text);
+    CHECK(d["kind"] == "structure");
+    CHECK(d["values_same"].is_object());
+    CHECK(r["ended_differently"] == true);
+    CHECK(d.contains("ended_in_change") == in_change);
+    REQUIRE(d["run_ended"].is_object());
+    CHECK(d["run_ended"]["run"] == "B");
+    CHECK(d["run_ended"]["step"] == b_steps - 1);
+    CHECK(text.find("; the values stay the same up to where B ended") != std::string::npos);
+    CHECK(text.find("B's process exited with status 1") != std::string::npos);
+    CHECK(text.find("not results") == std::string::npos);
+  }
+  // Both ended the same way: the answer holds to the end.
+  json both = compare(write(6, false, "0"), write(6, true, "0"));
+  CHECK(first(both)["run_ended"].is_null());
+  CHECK(both.value("ended_differently", false) == false);
+  CHECK(tdbg::diff::format_divergence(both).find(
+            "; the values stay the same to the end (work, not results)") != std::string::npos);
+}
+
 TEST_CASE("a fault deep inside an op, or on another thread, still reads as the run ending there") {
   using T = Recorder::T;
   // An extension op that runs 300 ops and then faults inside a nested op of its own.

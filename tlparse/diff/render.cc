@@ -781,7 +781,19 @@ std::string healed_suffix(const json& d) {
 }
 
 std::string work_not_results(const json& d) {
-  // The answer to "does this change my results?" belongs on the headline.
+  // The answer to "does this change my results?" belongs on the headline. A run that ended
+  // early (`run_ended`) has none past its end: the answer holds up to there.
+  // (Where it ended in the change, the detail already said how.)
+  const json& ended = d.value("run_ended", json());
+  if (ended.is_object()) {
+    const bool said = d.contains("ended_in_change");
+    const std::string until =
+        " up to where " + str(ended, "run") + " ended" + (said ? "" : ": " + str(ended, "text"));
+    if (d.value("contained", json()).is_object())
+      return "; it reaches no other op's output" + until;
+    if (d.value("values_same", json()).is_object()) return "; the values stay the same" + until;
+    return said ? "" : "; then " + str(ended, "text");
+  }
   if (d.value("contained", json()).is_object())
     return "; it reaches no other op's output (work, not results)";
   if (d.value("values_same", json()).is_object())
@@ -796,15 +808,25 @@ std::string relative_text(const json& v) {
 }
 
 // The headline's word on the optimizer's updates after a structural change (`updates`).
+// The run whose process ended early, where the other's did not ("A", "B" or ""): the
+// divergence is that end, the change ended there, or it came later (`run_ended`).
+std::string run_that_ended(const json& d) {
+  if (const json& ended = d.value("run_ended", json()); ended.is_object()) return str(ended, "run");
+  if (d.contains("ended_in_change")) return str(d, "ended_in_change");
+  if (str(d, "cause") == "ended") return d.value("a", json()).is_object() ? "B" : "A";
+  return "";
+}
+
 std::string updates_suffix(const json& d) {
   const json& u = d.value("updates", json());
   if (!u.is_object()) return "";
   // Where the optimizer's ops differ from a step on (a param group added), only the steps
-  // before it were compared.
-  const std::string scope = u.value("unpaired_step", json()).is_null()
-                                ? " in every step"
-                                : " in the steps before step " + str(u, "unpaired_step") +
-                                      " (from there the optimizer runs other ops)";
+  // before it were compared; where a run ended early, the steps up to its end.
+  const std::string scope = !u.value("unpaired_step", json()).is_null()
+                                ? " in the steps before step " + str(u, "unpaired_step") +
+                                      " (from there the optimizer runs other ops)"
+                            : run_that_ended(d).empty() ? " in every step"
+                                                        : " in every step both ran";
   if (u.value("rounding", false))
     return u.value("largest", 0.0) == 0
                ? "; the optimizer's updates are the same" + scope
@@ -830,9 +852,11 @@ void print_updates(std::ostringstream& o, const json& d) {
   if (u.value("rounding", false)) {
     if (u.value("largest", 0.0) == 0) {
       o << paired
-        << (unpaired.is_null()
+        << (!unpaired.is_null()
+                ? ", are the same; what the optimizer computes from there is not compared\n"
+            : run_that_ended(d).empty()
                 ? ", are the same: the change did not alter what the training computed\n"
-                : ", are the same; what the optimizer computes from there is not compared\n");
+                : ", are the same; " + run_that_ended(d) + " has no results after its end\n");
       return;
     }
     o << paired << ", agree at rounding level taken whole (largest relative difference "
@@ -1113,9 +1137,15 @@ std::string format_divergence(const json& result) {
     const json& left = d.value("values_left_differ", json());
     const json& paired = same.is_object() ? same : left;
     if (paired.is_object()) {
+      const json& ended = d.value("run_ended", json());
       o << "  values:   every op paired outside the changes has the same values in both runs ("
-        << str(paired, "pairs") << " pairs, to the end)";
-      if (same.is_object())
+        << str(paired, "pairs") << " pairs, "
+        << (ended.is_object() ? "up to where " + str(ended, "run") + " ended" : "to the end")
+        << ")";
+      if (same.is_object() && ended.is_object())
+        o << ": the change added or moved work up to there; " << str(ended, "run")
+          << " has no results after it\n";
+      else if (same.is_object())
         o << ": the change added or moved work, not results\n";
       else
         o << ", but the changed ops leave other values, which no later op compared reads (state "

@@ -182,8 +182,7 @@
           : fd.healed && fd.next && (fd.next.a || fd.next.b) ? h('span', { id: 'status-healed' }, '; healed, then diverged again at ' +
             (fd.next.a || fd.next.b).op + ' (seq ' + fmt((fd.next.a || fd.next.b).seq) + ')') : null,
         // Whether the change touches results at all, as the diff's headline says it.
-        fd.contained && typeof fd.contained === 'object' ? h('span', { id: 'status-work' }, "; it reaches no other op's output (work, not results)")
-          : fd.values_same && typeof fd.values_same === 'object' ? h('span', { id: 'status-work' }, '; the values stay the same to the end (work, not results)') : null,
+        workWords(fd) ? h('span', { id: 'status-work' }, workWords(fd)) : null,
         // After a structural change, whether the optimizer's updates still agree.
         updatesWords(fd) ? h('span', { id: 'status-updates' }, '; ' + updatesWords(fd)) : null);
     }
@@ -331,11 +330,20 @@
   }
   // The diff's word on the optimizer's updates after a structural change (`updates`), as its
   // headline says it.
+  // The run whose process ended early where the other's did not ('A', 'B' or ''), as the
+  // diff names it: the divergence is that end, the change ended there, or it came later.
+  function runThatEnded(fd) {
+    if (fd.run_ended && typeof fd.run_ended === 'object') return String(fd.run_ended.run);
+    if (fd.ended_in_change) return String(fd.ended_in_change);
+    if (fd.cause === 'ended') return fd.a ? 'B' : 'A';
+    return '';
+  }
   function updatesWords(fd) {
     const u = fd && fd.updates;
     if (!u || typeof u !== 'object') return null;
-    const scope = u.unpaired_step === null || u.unpaired_step === undefined ? ' in every step'
-      : ' in the steps before step ' + fmt(u.unpaired_step) + ' (from there the optimizer runs other ops)';
+    const scope = u.unpaired_step !== null && u.unpaired_step !== undefined
+      ? ' in the steps before step ' + fmt(u.unpaired_step) + ' (from there the optimizer runs other ops)'
+      : runThatEnded(fd) ? ' in every step both ran' : ' in every step';
     if (u.rounding) {
       return u.largest === 0 ? 'the optimizer\'s updates are the same' + scope
         : 'the optimizer\'s updates agree at rounding level' + scope + ' (largest relative difference ' +
@@ -343,11 +351,26 @@
     }
     return 'the optimizer\'s updates differ beyond rounding from step ' + fmt(u.beyond && u.beyond.step);
   }
+  // Whether the change touches results at all, as the diff's headline says it: up to where a
+  // run ended early (`run_ended`), which has no results past its end.
+  function workWords(fd) {
+    const ended = fd.run_ended && typeof fd.run_ended === 'object' ? fd.run_ended : null;
+    // (Where it ended in the change, the detail already said how.)
+    const said = Boolean(fd.ended_in_change);
+    const until = !ended ? ' (work, not results)' : ' up to where ' + ended.run + ' ended' + (said ? '' : ': ' + ended.text);
+    if (fd.contained && typeof fd.contained === 'object') return "; it reaches no other op's output" + until;
+    if (fd.values_same && typeof fd.values_same === 'object') return ended ? '; the values stay the same' + until
+      : '; the values stay the same to the end' + until;
+    return ended && !said ? '; then ' + ended.text : null;
+  }
   function healing(fd) {
     if (fd.values_same && typeof fd.values_same === 'object') {
+      const ended = fd.run_ended && typeof fd.run_ended === 'object' ? fd.run_ended : null;
       return h('p', { id: 'values-same' }, h('strong', null, 'Values: '),
         'every op paired outside the changes has the same values in both runs (' + fmt(fd.values_same.pairs) +
-        ' pairs, to the end): the change added or moved work, not results.');
+        (ended ? ' pairs, up to where ' + ended.run + ' ended): the change added or moved work up to there; ' +
+          ended.run + ' has no results after it.'
+          : ' pairs, to the end): the change added or moved work, not results.'));
     }
     const left = fd.values_left_differ;
     if (left && typeof left === 'object') {
