@@ -762,6 +762,17 @@ class ReaderImpl final : public Reader {
     return Status::Ok();
   }
 
+  // What the writer could not put in meta: the loss of a database whose descriptors the
+  // program closed or replaced, in `path`-lost beside it (writer.cc), read as meta
+  // `recording_lost`.
+  void adopt_lost_note() {
+    if (!meta("recording_lost").empty()) return;
+    std::ifstream note(path_ + "-lost");
+    std::string text;
+    if (!note || !std::getline(note, text) || text.empty()) return;
+    meta_.emplace_back("recording_lost", text);
+  }
+
   bool immutable_ = false;
   bool wal_missing_ = false;  // the header says WAL mode but there is no -wal file
   bool wal_present_ = false;  // the header says WAL mode and there is a -wal file
@@ -1102,6 +1113,7 @@ StatusOr<std::unique_ptr<Reader>> Reader::Open(const std::string& path) {
                            "read-only directory: copy the run's files to a writable one");
   }
   TDBG_RETURN_IF_ERROR(init);
+  reader->adopt_lost_note();
   return std::unique_ptr<Reader>(std::move(reader));
 }
 

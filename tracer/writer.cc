@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "base/quiet_thread.h"
-#include "tracer/high_fds.h"
+#include "tracer/db_fds.h"
 #include "tracer/names_check.h"
 #include "tracer/op_block.h"
 #include "tracer/schema.h"
@@ -191,6 +191,10 @@ struct State {
   std::string write_error;    // its message
   int64_t lost_first_seq = kNoSeq, lost_first_step = 0, lost_ops = 0;
   std::string lost_error;
+  // The program closed or replaced a descriptor of the database (db_fds.h): SQLite is never
+  // called again on it (a write would land in whatever file now has that number), and the
+  // loss goes to `path`-lost beside it instead of meta, for the readers.
+  bool descriptors_lost = false;
   std::vector<std::pair<std::string, std::string>> retry_meta;
   std::vector<ThreadRecord> retry_threads;
   // `path`-reserve: space taken at creation and given back at the first loss, so that the
@@ -213,6 +217,7 @@ struct State {
   // Last tidx committed per thread: ops must come in increasing tidx per thread.
   std::unordered_map<uint32_t, int64_t> last_tidx;
   int64_t max_seq = -1;
+  int64_t max_seq_step = 0;  // the step of the op `max_seq`
   // The background thread never frees memory another thread allocated until the writer is
   // destroyed: a process that ends on a corrupted heap (glibc's "double free" abort) holds its
   // arena's lock, and a free() into that arena would block the background thread before the
@@ -344,6 +349,13 @@ class WriterImpl final : public Writer {
     s_->straddling = Stmt();
     s_->get_block = Stmt();
     s_->del_block = Stmt();
+    if (s_->descriptors_lost) {
+      // SQLite's descriptors are the program's now: its close would checkpoint into them.
+      // The connection is leaked; what was committed stays in the database and its -wal file.
+      write_lost_note();  // with the ops lost to the end
+      s_->db = nullptr;
+      return s_->error;
+    }
     // Best effort: a reader that still has the file open keeps it in WAL mode (busy), which
     // loses nothing; the next reader reads through the -wal file.
     sqlite3_exec(s_->db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr);
@@ -475,6 +487,22 @@ class WriterImpl final : public Writer {
     s_->reserve_path.clear();
   }
 
+  // Writes what is lost (as meta `recording_lost` would hold it) to `path`-lost, where a
+  // reader finds it: the database itself can no longer be written (`descriptors_lost`).
+  void write_lost_note() {
+    const State& s = *s_;
+    const nlohmann::json lost = {{"first_seq", s.lost_first_seq},
+                                 {"first_step", s.lost_first_step},
+                                 {"ops", s.lost_ops},
+                                 {"error", s.lost_error}};
+    const std::string text = lost.dump() + "\n";
+    const std::string note = s.path + "-lost";
+    const int fd = ::open(note.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    (void)!::write(fd, text.data(), text.size());
+    ::close(fd);
+  }
+
   static int64_t batch_op_count(const Batch& batch) {
     int64_t n = 0;
     for (const OpChunk& chunk : batch.ops) n += static_cast<int64_t>(chunk.used);
@@ -485,7 +513,7 @@ class WriterImpl final : public Writer {
   void lose_ops(const Batch& batch, const std::string& why) {
     State& s = *s_;
     const int64_t count = batch_op_count(batch);
-    if (count == 0 && !s.ops_lost) return;
+    if (count == 0 && !s.ops_lost && !s.descriptors_lost) return;
     if (!s.ops_lost) {
       give_back_reserve();
       for (const OpChunk& chunk : batch.ops) {
@@ -547,6 +575,23 @@ class WriterImpl final : public Writer {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t cpu0 = thread_cpu_ns();
     State& s = *s_;
+    if (!s.descriptors_lost) {
+      if (std::string gone = DatabaseDescriptorsLost(s.path); !gone.empty()) {
+        s.descriptors_lost = true;
+        note_error(gone);
+        if (!s.ops_lost && s.lost_first_seq == kNoSeq) {  // from the op after the last written
+          s.lost_first_seq = s.max_seq + 1;
+          s.lost_first_step = s.max_seq_step;
+        }
+        lose_ops(batch, gone);
+        write_lost_note();
+        return;
+      }
+    }
+    if (s.descriptors_lost) {
+      lose_ops(batch, s.lost_error);
+      return;
+    }
     if (s.begin.step() != SQLITE_DONE) {
       const std::string why = std::string("cannot begin a transaction: ") + sqlite3_errmsg(s.db);
       note_error(why);
@@ -724,7 +769,10 @@ class WriterImpl final : public Writer {
         }
         floor = op->tidx;
         prev_seq = op->seq;
-        s.max_seq = std::max(s.max_seq, op->seq);
+        if (op->seq > s.max_seq) {
+          s.max_seq = op->seq;
+          s.max_seq_step = op->step;
+        }
         block_ops.push_back(op);
         s.encoder.add(*op, appended.tensors, appended.tensor_count, appended.args,
                       appended.arg_count);

@@ -2,8 +2,10 @@
 // concurrent appends, ring mode, a live reader, and errors.
 #include "tracer/writer.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -11,6 +13,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -19,7 +22,7 @@
 #include <string>
 #include <thread>
 
-#include "tracer/high_fds.h"
+#include "tracer/db_fds.h"
 #include "tracer/reader.h"
 #include "tracer/record_checks.h"
 #include "tracer/test_dir.h"
@@ -600,6 +603,43 @@ TEST_CASE("the database's descriptors sit high, out of reach of a program's dup2
   sqlite3_close(db);
   REQUIRE(w->close().ok());
   CHECK(MustOpen(path)->op_count() == 100);
+}
+
+TEST_CASE("a descriptor of the database closed or replaced by the program stops the writes there") {
+  // The program (this test) puts a file of its own on the database's descriptor, as dup2 or a
+  // direct close and a new open do: nothing more goes into SQLite, so the program's file keeps
+  // what it holds, and what was committed reads with the loss noted beside it.
+  TempDir dir;
+  const std::string path = dir.file("replaced.sqlite");
+  auto w = MustCreate(path);
+  testing::RealisticOps gen(*w, 0, 3);
+  for (int64_t seq = 0; seq < 100; ++seq) w->append_op(gen.next(seq));
+  REQUIRE(w->flush().ok());
+  CHECK(DatabaseDescriptorsLost(path).empty());
+  const auto fds = DescriptorsOn(path);
+  REQUIRE(fds.size() == 1);
+  const std::string mine = dir.file("mine.txt");
+  { std::ofstream(mine) << "mine\n"; }
+  const int own = ::open(mine.c_str(), O_RDWR);
+  REQUIRE(own >= 0);
+  REQUIRE(::dup2(own, fds[0]) == fds[0]);
+  ::close(own);
+  CHECK(DatabaseDescriptorsLost(path).find("descriptor " + std::to_string(fds[0]) +
+                                           " (the database") != std::string::npos);
+  for (int64_t seq = 100; seq < 300; ++seq) w->append_op(gen.next(seq));
+  const Status flushed = w->flush();
+  CHECK(flushed.message().find("recording stopped at seq 100") != std::string::npos);
+  const Status closed = w->close();
+  CHECK(!closed.ok());
+  std::ifstream back(mine);
+  std::string text((std::istreambuf_iterator<char>(back)), std::istreambuf_iterator<char>());
+  CHECK(text == "mine\n");
+  ::close(fds[0]);
+  auto r = MustOpen(path);
+  CHECK(r->op_count() == 100);
+  const auto lost = nlohmann::json::parse(r->meta("recording_lost"));
+  CHECK(lost["first_seq"] == 100);
+  CHECK(lost["ops"] == 200);
 }
 
 TEST_CASE("write errors are reported, other records survive") {

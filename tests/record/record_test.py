@@ -1008,6 +1008,53 @@ def case_closed_fds():
               f"{how}: the database holds the ops after the close and was closed ({dbs}, {ops} ops, end {end})")
 
 
+def case_replaced_fds():
+    # A program that closes the database's own descriptors with a direct system call (which
+    # no hook sees), or dup2s a file of its own onto them, then opens files and goes on: the
+    # writer stops at once and never writes into the program's files (which may now have those
+    # numbers), the program ends without a wait, and the run says where and why it stopped,
+    # not that the process was killed.
+    if not torch_hook_here():
+        return SKIP
+    for how, replacing in (("syscall", "libc.syscall(3, fd)"),
+                           ("dup2", "os.dup2(os.open(os.devnull, os.O_WRONLY), fd)")):
+        run = fresh("replaced_fds_" + how)
+        mine = os.path.join(WORK, "replaced_fds_" + how + ".txt")
+        code = ("import ctypes, os, time, torch\n"
+                "x = torch.ones(4, 4)\n"
+                "for i in range(50): x = torch.tanh(x @ x)\n"
+                "time.sleep(0.3)  # committed\n"
+                "libc = ctypes.CDLL(None)\n"
+                "for name in os.listdir('/proc/self/fd'):\n"
+                "    try: target = os.readlink('/proc/self/fd/' + name)\n"
+                "    except OSError: continue\n"
+                "    fd = int(name)\n"
+                "    if '.sqlite' in target: %s\n"
+                "files = [os.open('%s.%%d' %% k, os.O_RDWR | os.O_CREAT | os.O_TRUNC) for k in range(4)]\n"
+                "for k, f in enumerate(files): os.write(f, b'mine %%d\\n' %% k)\n"
+                "for i in range(50): x = torch.tanh(x @ x)  # after\n"
+                "time.sleep(0.3)  # a commit would come now\n"
+                "for f in files: os.close(f)\n"
+                "print(x.sum().item())\n" % (replacing, mine))
+        traced = record(run, [TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+        check(traced.returncode == 0 and traced.stdout.strip() != "" and
+              "did not finish" not in traced.stderr,
+              f"{how}: the program ends as it does without tdbg, with no wait: {traced.returncode} {traced.stderr[-400:]!r}")
+        check("closed descriptor" in traced.stderr,
+              f"{how}: record says the recording stopped, and why: {traced.stderr[-400:]!r}")
+        wrote = []
+        for k in range(4):
+            with open("%s.%d" % (mine, k), "rb") as f:
+                wrote.append(f.read())
+        check(wrote == [b"mine %d\n" % k for k in range(4)], f"{how}: the program's files hold only what it wrote: {[w[:40] for w in wrote]}")
+        shown = subprocess.run([TDBG, "show", run, "--limit", "1"], capture_output=True, text=True)
+        first = shown.stdout.split("\n")[0]
+        ops = int(first.split(": ")[1].split(" ops")[0]) if " ops" in first else 0
+        check(shown.returncode == 0 and ops >= 100 and "stopped being recorded at seq" in shown.stdout
+              and "closed descriptor" in shown.stdout and "killed" not in shown.stdout,
+              f"{how}: show holds the ops before and says where and why the recording stopped: {shown.stdout[:500]!r} {shown.stderr!r}")
+
+
 def case_fork_workers():
     if not have_torch():
         print("SKIP: no torch for " + TORCH_PYTHON)
