@@ -4576,15 +4576,32 @@ TEST_CASE("first_nonfinite looks at every process: a DataLoader worker's earlier
   }
 
   SECTION("a consumer's NaN from outside yields to its worker's made-here start") {
-    // The consumer's clock reads earlier (it cannot have read the batch before the worker made
-    // it, but clocks and prefetching blur it): the worker's made-here start is the answer.
-    json r = nonfinite_of(write_processes({{"100", "1", "", 1000000, consumer},
-                                           {"102", "100", "1/2", 2000000, bad_worker}}));
+    // The consumer's clock reads earlier than the worker's start (it cannot have read the
+    // batch before the worker made it, but clocks and prefetching blur it), and the worker
+    // was running by then: the worker's made-here start is the answer.
+    auto late_bad_worker = [&](Recorder& r) {
+      finite_worker(r);
+      r.clock_ns += 2000000;
+      bad_worker(r);
+    };
+    json r = nonfinite_of(write_processes(
+        {{"100", "1", "", 1000000, consumer}, {"102", "100", "1/2", 500000, late_bad_worker}}));
     json f = r["first_nonfinite"];
     CHECK(f["op"] == "aten::div");
     CHECK(f["process_info"]["worker"] == "1/2");
     CHECK(f["chosen_because"].get<std::string>().find("process 0 read NaN earlier") != std::string::npos);
     CHECK(f["other_starts"][0]["op"] == "aten::linear");
+  }
+
+  SECTION("NaN that entered the main process before its workers ran is its own") {
+    // Written into the dataset before the DataLoader forked (`self.x[i] = nan` in __init__):
+    // no worker existed to make it; the workers that read it later inherited it.
+    json r = nonfinite_of(write_processes(
+        {{"100", "1", "", 1000000, consumer}, {"102", "100", "1/2", 2000000, bad_worker}}));
+    json f = r["first_nonfinite"];
+    CHECK(f["op"] == "aten::linear");
+    CHECK(f["process"] == 0);
+    CHECK(f["chosen_because"] == "earliest");
   }
 
   SECTION("a start made in the main process before any worker's is the answer") {

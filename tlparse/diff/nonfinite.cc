@@ -982,7 +982,9 @@ std::vector<int> worker_parents(const tracer::Run& run) {
 // One exception: NaN that entered a process through an input no recorded op produced, where a
 // DataLoader worker of that process has a start of its own, came from the worker most likely
 // (a batch arrives through shared memory, unrecorded): the worker's start is the answer, its
-// made-here start first, and `why` says so.
+// made-here start first, and `why` says so. Only a worker that was running then (its first op
+// before the entry): NaN that entered before the workers were forked (written into the
+// dataset by the main process) is the main process's own.
 size_t choose_start(const tracer::Run& run, const std::vector<json>& starts, std::string* why) {
   auto earliest = [&](const std::function<bool(const json&)>& eligible) {
     int best = -1;
@@ -999,7 +1001,18 @@ size_t choose_start(const tracer::Run& run, const std::vector<json>& starts, std
   if (f["entered"] != "input") return first;
   const std::vector<int> parents = worker_parents(run);
   const int consumer = f["process"].get<int>();
-  auto of_worker = [&](const json& s) { return parents[s["process"].get<size_t>()] == consumer; };
+  const int64_t entered_ns = f["start_ns"].get<int64_t>();
+  auto running_by_then = [&](size_t p) {
+    const tracer::Reader& w = *run.processes[p];
+    const auto held = w.held();
+    if (!held.ok() || !held->any) return false;
+    const auto first_op = w.op(held->first_seq);
+    return first_op && first_op->start_ns <= entered_ns;
+  };
+  auto of_worker = [&](const json& s) {
+    const size_t p = s["process"].get<size_t>();
+    return parents[p] == consumer && running_by_then(p);
+  };
   int pick = earliest([&](const json& s) { return of_worker(s) && s["entered"].is_null(); });
   if (pick < 0) pick = earliest(of_worker);
   if (pick < 0) return first;
