@@ -1833,6 +1833,15 @@ bool has_value_output(const OpRecord& a, const OpRecord& b) {
   return false;
 }
 
+// Whether the pair computed the same result from inputs that differ: only inputs differ and
+// it has outputs compared by value, every one equal (`ones_like` of another loss, which reads
+// its shape; `relu` of other negatives). The difference goes no further through this op, so
+// it is not where the values after a structural change first differ.
+bool same_result_of_other_inputs(const OpRecord& a, const OpRecord& b, const OpComparison& c) {
+  return c.input >= 0 && c.output < 0 && c.arg < 0 && !c.rng && c.structure.empty() &&
+         !c.unfinished && has_value_output(a, b);
+}
+
 // Why ops that moved into other optimizer steps moved, most often (`describe`); where the runs
 // load with another num_workers, `compare_runs` puts the DataLoader's prefetching instead.
 constexpr char kStepsMoved[] =
@@ -3785,7 +3794,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           }
         }
       }
-      if (where.kind == Located::kStructure && !found_value_after && value_differs && one_iteration) {
+      if (where.kind == Located::kStructure && !found_value_after && value_differs &&
+          one_iteration && !same_result_of_other_inputs(*e.a, *e.b, c)) {
         found_value_after = true;
         value_after_depth = e.a->depth;
         json v;

@@ -2280,6 +2280,28 @@ TEST_CASE("a run that a fault ended inside an op names that op, compared by its 
   CHECK(d["tensor"]["role"] == "input");
 }
 
+TEST_CASE(
+    "after a structural change, an op that makes the same result from other inputs is no value "
+    "difference") {
+  using T = Recorder::T;
+  // B takes the log of the loss (inserted): `ones_like` reads only its shape and makes the
+  // same ones in both runs; the first op whose result differs is the `mul` after it.
+  auto write = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
+      if (b_side) r.op("aten::log", {T{11}}, {T{12}}, {}, 0, 0, kNoSeq, 6);
+      const T loss{b_side ? 12u : 11u};
+      r.op("aten::ones_like", {loss}, {T{20}}, {}, 0, 0, kNoSeq, 7);
+      r.op("aten::mul", {T{20}, loss}, {T{b_side ? 31u : 30u}}, {}, 0, 0, kNoSeq, 8);
+      r.op("aten::sum", {T{b_side ? 31u : 30u}}, {T{b_side ? 41u : 40u}}, {}, 0, 0, kNoSeq, 9);
+    });
+  };
+  json d = first(compare(write(false), write(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  CHECK(d["value_after_structure"]["a"]["op"] == "aten::mul");
+}
+
 TEST_CASE("a run that ended inside ops the other never ran says so in the headline") {
   using T = Recorder::T;
   // A new loss in B raised (a shape error) where A goes on with its own ops: the change is the
