@@ -5008,8 +5008,17 @@ void note_recording_settings(const tracer::Run& a, const tracer::Run& b, json& w
   if (a.processes.empty() || b.processes.empty()) return;
   const Reader& ra = *a.processes[0];
   const Reader& rb = *b.processes[0];
-  if (ra.meta("steps") == rb.meta("steps") && ra.meta("ops") == rb.meta("ops"))
+  if (ra.meta("steps") == rb.meta("steps") && ra.meta("ops") == rb.meta("ops")) {
     *part = recorded_selection({&ra});
+  } else if (ra.meta("ops") == rb.meta("ops")) {
+    // Other --steps windows (or one run whole): compared over the steps both hold.
+    auto steps = [](const Reader& r) {
+      const std::string window = r.meta("steps");
+      return window.empty() ? std::string("all steps") : "--steps " + window;
+    };
+    *part = "the steps both hold of A's " + steps(ra) + " and B's " + steps(rb);
+    if (!ra.meta("ops").empty()) *part += ", --ops " + ra.meta("ops");
+  }
   auto dropped = [](const Reader& r) {
     auto held = r.held();
     return held.ok() && held->dropped_start;
@@ -5168,6 +5177,18 @@ std::string recorded_selection(std::initializer_list<const tracer::Reader*> read
   return selection;
 }
 
+std::string selected_none(const tracer::Run& run) {
+  std::string selection;
+  for (const auto& r : run.processes)
+    if (selection.empty()) selection = recorded_selection({r.get()});
+  if (selection.empty()) return "";
+  return "its recording selected none (" + selection +
+         (selection.find("--steps") != std::string::npos
+              ? "; steps count torch.optim optimizer steps"
+              : "; a regular expression searched in each op's name") +
+         ")";
+}
+
 int64_t window_first_step(const tracer::Reader& r) {
   interpose::StepWindow window;
   return interpose::parse_step_window(r.meta("steps"), &window) ? window.begin : -1;
@@ -5302,16 +5323,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   for (const tracer::Run* run : {&a, &b}) {
     bool any = false;
     for (const auto& r : run->processes) any = any || r->any_op();
-    std::string selection;
-    for (const auto& r : run->processes) {
-      if (selection.empty()) selection = recorded_selection({r.get()});
-    }
-    if (!any && !selection.empty())
-      return Status::Error(run->path + " holds no op: its recording selected none (" + selection +
-                           (selection.find("--steps") != std::string::npos
-                                ? "; steps count torch.optim optimizer steps"
-                                : "; a regular expression searched in each op's name") +
-                           "): nothing to compare");
+    if (const std::string why = selected_none(*run); !any && !why.empty())
+      return Status::Error(run->path + " holds no op: " + why + ": nothing to compare");
   }
   Progress progress(options.progress);
   Stats stats;

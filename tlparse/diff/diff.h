@@ -123,6 +123,9 @@ std::string recording_lost(const tracer::Reader& r);
 // each flag once (the first reader's value that has it), or "" when they recorded everything:
 // an op they left out may have made what no recorded op produced.
 std::string recorded_selection(std::initializer_list<const tracer::Reader*> readers);
+// Why a run holds no op, where its recording selected some: "its recording selected none
+// (--steps 30:40; steps count torch.optim optimizer steps)"; "" for a run of every op.
+std::string selected_none(const tracer::Run& run);
 
 // The first step of the --steps window `r` was recorded with (0 for ":B"), or -1 when it
 // recorded every step.

@@ -2906,6 +2906,16 @@ TEST_CASE(
   r = compare(write("ops", "relu"), write("ops", "relu"));
   CHECK(r["recorded_part"] == "--ops relu");
   CHECK(tdbg::diff::format_divergence(r).find("other --ops (or none)") != std::string::npos);
+  // Other windows: compared over the steps both hold, which the headline says.
+  r = compare(write("steps", "1:3"), write("steps", "2:4"));
+  CHECK(r["recorded_part"] == "the steps both hold of A's --steps 1:3 and B's --steps 2:4");
+  text = tdbg::diff::format_divergence(r);
+  CHECK(text.rfind("identical over what both recorded (the steps both hold of A's --steps 1:3 and "
+                   "B's --steps 2:4): ",
+                   0) == 0);
+  CHECK(text.find("a --steps window further on (or none)") != std::string::npos);
+  r = compare(write("steps", "1:3"), write("", ""));
+  CHECK(r["recorded_part"] == "the steps both hold of A's --steps 1:3 and B's all steps");
   // Whole runs: a plain "identical".
   r = compare(write("", ""), write("", ""));
   CHECK_FALSE(r.contains("recorded_part"));
@@ -4918,6 +4928,13 @@ TEST_CASE("first_nonfinite: a run without any op is unchecked, not finite") {
   CHECK(r["reason"].get<std::string>().find(
             "holds no op: process 0 stopped being recorded at seq 0 (step 0): cannot commit: "
             "database or disk is full") != std::string::npos);
+  // A --steps window the program never reached: that is said, as diff says it.
+  r = nonfinite_of(
+      write_ops([](Recorder&) {}, [](tdbg::tracer::Writer& w) { w.set_meta("steps", "30:40"); }));
+  CHECK(r["status"] == "unchecked");
+  CHECK(r["reason"].get<std::string>().find(
+            "holds no op: its recording selected none (--steps 30:40; steps "
+            "count torch.optim optimizer steps)") != std::string::npos);
   // One finite op is enough to answer.
   using T = Recorder::T;
   r = nonfinite_of(write_ops([](Recorder& rec) { rec.op("aten::relu", {T{1}}, {T{2}}, {}, 0, 0, kNoSeq, 0); }));

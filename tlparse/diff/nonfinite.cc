@@ -1116,18 +1116,20 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   const bool any_ops = std::any_of(run.processes.begin(), run.processes.end(),
                                    [](const auto& r) { return r->op_count() > 0; });
   if (starts.empty() && (!any_values || !any_ops)) {
+    // A disk full before the first commit, or a --steps window or --ops pattern that
+    // selected nothing (as diff says it): that is why.
+    const std::string none_why = !lost_first.empty() ? lost_first : selected_none(run);
     return json{
         {"status", "unchecked"},
         {"first_nonfinite", nullptr},
-        {"reason", !any_ops && !lost_first.empty()
-                       // A disk full before the first commit: that is why.
-                       ? "holds no op: " + lost_first + "; there are no values to look in"
-                       : !any_ops ? std::string("holds no op (none was recorded, or none yet "
-                                                "where a process is still recording): there are "
-                                                "no values to look in")
-                                  : std::string("was recorded with --hash none: it holds no tensor "
-                                                "values to look in (record with --hash outputs "
-                                                "or all)")},
+        {"reason", !any_ops && !none_why.empty()
+                       ? "holds no op: " + none_why + "; there are no values to look in"
+                   : !any_ops ? std::string("holds no op (none was recorded, or none yet "
+                                            "where a process is still recording): there are "
+                                            "no values to look in")
+                              : std::string("was recorded with --hash none: it holds no tensor "
+                                            "values to look in (record with --hash outputs "
+                                            "or all)")},
         {"run", run.path},
         {"options", options_json(options)},
         {"notes", notes}};
