@@ -3652,6 +3652,10 @@ def case_crash():
           and "addr2line -C" not in text,
           f"C++: tdbg diff prints the line and the lambda's name, and no addr2line hint for "
           f"frames that have one: {text}")
+    # torch's at::randn, inlined into that line, is library code: counted, not listed.
+    stack = text[text.find("  stack ("):]
+    check("/usr/include/ATen/" not in stack and "library frame(s)" in stack,
+          f"C++: the stack leaves inlined library code out: {stack}")
     # The report's data (what the viewer shows) carries the same lines.
     report = os.path.join(WORK, "crash_cpp_report")
     shutil.rmtree(report, ignore_errors=True)

@@ -440,8 +440,11 @@ nlohmann::json frame_record_json(const tracer::Reader& reader, const std::string
                         {"offset", function.substr(function.rfind(" +0x") + 2)}};
     if (native->inlined.size() > 1) {
       nlohmann::json chain = nlohmann::json::array();
-      for (const NativeLine& l : native->inlined)
-        chain.push_back({{"file", l.file}, {"line", l.line}, {"function", l.function}});
+      for (const NativeLine& l : native->inlined) {
+        nlohmann::json entry = {{"file", l.file}, {"line", l.line}, {"function", l.function}};
+        if (library_code(l)) entry["library"] = true;  // torch's or std's, not the program's
+        chain.push_back(std::move(entry));
+      }
       j["inlined"] = std::move(chain);
     }
     return j;

@@ -431,25 +431,38 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   // a -g build.
   std::string native_file, offsets;
   bool native_changed = false;
+  bool own_native = false;  // a C++ frame of the program's own code, with its line
+  for (const json& frame : stack)
+    for (const json& l : frame.value("inlined", json::array()))
+      own_native = own_native || !l.value("library", false);
   for (size_t k = 0; k < stack.size(); ++k) {
     if ((k < innermost || k < first_user) && library(str(stack[k], "file"))) {
       ++hidden;
       continue;
     }
-    if (hidden > 0) o << "    ... " << hidden << " library frame(s)\n";
-    hidden = 0;
     const int64_t line = stack[k].value("line", int64_t{0});
     const std::string file = str(stack[k], "file"), function = str(stack[k], "function");
     const json& inlined = stack[k].value("inlined", json::array());
     if (line > 0 && inlined.is_array() && inlined.size() > 1) {
       // A C++ call with functions inlined at it: the function it is in first, as stacks read.
+      // Library code among them (std::make_shared's plumbing, torch's ModuleHolder, a std::
+      // template instantiated for the program's type around its inlined constructor) is left
+      // out and counted as library frames are, where the stack has lines of the program's own.
       for (size_t i = inlined.size(); i-- > 0;) {
         const json& l = inlined[i];
+        if (own_native && l.value("library", false)) {
+          ++hidden;
+          continue;
+        }
+        if (hidden > 0) o << "    ... " << hidden << " library frame(s)\n";
+        hidden = 0;
         o << "    " << str(l, "file") << ":" << str(l, "line") << " " << str(l, "function")
           << (i + 1 < inlined.size() ? " (inlined)" : "") << "\n";
       }
       continue;
     }
+    if (hidden > 0) o << "    ... " << hidden << " library frame(s)\n";
+    hidden = 0;
     if (line > 0) {
       o << "    " << file << ":" << line << " " << function << "\n";
       continue;
@@ -461,6 +474,7 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
     native_changed = stack[k].value("binary_changed", false);
     offsets = " " + function.substr(at + 2) + offsets;  // innermost first
   }
+  if (hidden > 0) o << "    ... " << hidden << " library frame(s)\n";  // inlined innermost
   // A file rebuilt since: its lines would be another build's; the offsets are the build's
   // that ran, wherever it is kept.
   if (!offsets.empty() && native_changed)
