@@ -65,13 +65,16 @@ void add_diff_command(CLI::App& app) {
   cmd->add_option("RUN_A", args->run_a, "First run: a run directory or one .sqlite database")->required();
   cmd->add_option("RUN_B", args->run_b, "Second run")->required();
   cmd->add_flag("--json", args->json, "Print one JSON object (docs/cli.md) instead of text");
-  cmd->add_option("--context", args->context, "Ops shown before and after the divergence (0 to 1000)")
-      ->check(whole_number_in(0, 1000));
+  cmd->add_option("--context", args->context,
+                  "Ops shown before and after the divergence (0 to 1000)")
+      ->check(whole_number_in(0, 1000))
+      ->capture_default_str();
   CLI::Option* scan_limit =
       cmd->add_option("--scan-limit", args->scan_limit,
                       "Ops compared after the divergence, for growth and the first value "
                       "difference after a structural change")
-          ->check(non_negative_scan_limit());
+          ->check(non_negative_scan_limit())
+          ->capture_default_str();
   cmd->add_flag("--full", args->full, "Compare every op after the divergence (no scan limit)")
       ->excludes(scan_limit);
   cmd->add_flag("--linear", args->linear,

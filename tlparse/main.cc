@@ -42,10 +42,23 @@ void note_skipped(const std::string& command, const std::vector<std::string>& sk
     std::fprintf(stderr, "tdbg %s: note: %s\n", command.c_str(), line.c_str());
 }
 
+// CLI11 shows a negated flag's value beside its name (`--stacks,--no-stacks{false}`), which
+// reads as "off by default"; the help's own [on] or [off] says the default.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool is_positional) const override {
+    std::string name = CLI::Formatter::make_option_name(opt, is_positional);
+    for (const std::string value : {"{false}", "{true}"})
+      for (size_t at; (at = name.find(value)) != std::string::npos;) name.erase(at, value.size());
+    return name;
+  }
+};
+
 }  // namespace tdbg::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"tdbg: where do two PyTorch runs first differ, and why?"};
+  app.formatter(std::make_shared<tdbg::cli::HelpFormatter>());  // before the commands copy it
   app.require_subcommand(1);
   app.set_version_flag("--version", "tdbg 0.1.0");
   tdbg::cli::add_record_command(app);

@@ -58,7 +58,9 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
       const fs::path rel = target.lexically_relative(from);
       if (!rel.empty() && *rel.begin() != "..")
         return std::string(rel == "." ? "it is the run folder " : "it is inside the run folder ") +
-               run + " that it is made from: name a file outside it, so that the recording stays as it is";
+               run + " that it is made from: name a " +
+               (kind == OutputKind::kDirectory ? "folder" : "file") +
+               " outside it, so that the recording stays as it is";
     } else if (target == from || target.string() == from.string() + "-wal" ||
                target.string() == from.string() + "-shm" ||
                target.string() == from.string() + "-journal") {

@@ -8,6 +8,7 @@ Each case exits 0 on success, 1 with a one-line reason on failure, 77 when it ca
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -357,6 +358,14 @@ def case_environment():
 
 
 def case_bad_options():
+    # The help says each on/off option's default as [on] or [off], without CLI11's "{false}"
+    # beside its --no- form (which reads as "off by default"), and diff's --context its own.
+    shown = subprocess.run([TDBG, "record", "--help"], capture_output=True, text=True).stdout
+    check("{false}" not in shown and "{true}" not in shown
+          and re.search(r"--stacks,--no-stacks +Record.*\[on\]", shown) is not None,
+          f"record --help: the defaults as [on]/[off] only: {shown}")
+    shown = subprocess.run([TDBG, "diff", "--help"], capture_output=True, text=True).stdout
+    check("--context INT:0..1000=3" in shown, f"diff --help gives --context's default: {shown}")
     for flags in (["--hash", "some"], ["--steps", "10:5"], ["--steps", "x"], ["--ops", "("],
                   ["--ring", "-1"], ["--ring", "abc"], ["--ring", "99999999999999999999"],
                   ["--flush-ms", "1e3"], ["--steps", "1:99999999999999999999"], ["--bogus-flag"],

@@ -128,6 +128,10 @@ for target in runs/a runs/b/html "$db" other_run other_run/html site; do
   set -e
   [ $rc -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && grep -q 'not written' err.txt ||
     fail "report -o $target: exit $rc, $(cat err.txt)"
+  # (A report is a folder: the advice names one.)
+  if [ "$target" = runs/a ]; then
+    grep -q 'name a folder outside it' err.txt || fail "report -o runs/a: $(cat err.txt)"
+  fi
 done
 [ ! -e runs/a/index.html ] && [ ! -e runs/b/html ] && [ ! -e other_run/index.html ] ||
   fail "a refused report -o wrote"
