@@ -407,6 +407,32 @@ test('work added, then B raised: the banner says the values agree only up to whe
   assert.deepEqual(seen.errors, []);
 });
 
+test('a weight decay first applied to zeros: the banner names one cause, as tdbg diff does', async () => {
+  const dir = join(work, 'decay');
+  mkdirSync(dir);
+  const script = join(dir, 'decay.py');
+  writeFileSync(script, [
+    'import sys, torch',
+    'torch.manual_seed(0)',
+    'pos = torch.nn.Parameter(torch.zeros(4, 3))',
+    'w = torch.nn.Parameter(torch.randn(3, 1))',
+    'opt = torch.optim.AdamW([pos, w], lr=0.01, weight_decay=float(sys.argv[1]))',
+    'x, y = torch.randn(4, 3), torch.randn(4, 1)',
+    'for step in range(2):',
+    '    opt.zero_grad()',
+    '    torch.nn.functional.mse_loss((x + pos) @ w, y).backward()',
+    '    opt.step()',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, ['0.01']);
+  const b = recordTorch(dir, 'b', script, ['0.1']);
+  const headline = spawnSync(tdbg, ['diff', a, b], { encoding: 'utf8' }).stdout.split('\n')[0];
+  const said = headline.match(/; it changed no value there, and the same argument changes values from aten::mul_ \(seq \d+/);
+  assert.ok(said, headline);
+  const { page, seen } = await openPage(makeReport(dir, a, b));
+  assert.ok((await page.textContent('#status-healed')).startsWith(said[0]), await page.textContent('#status-healed'));
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a batch split into micro-batches: the headline says the updates agree, as tdbg diff does', async () => {
   const dir = join(work, 'micro');
   mkdirSync(dir);

@@ -312,6 +312,26 @@ def case_healed():
     check("healed, then diverged again at aten::add_" in text.splitlines()[0]
           and "argument: alpha (#2)  A -0.1  B -0.2" in text,
           f"the text names both: {text[:200]!r}")
+    # A weight decay that differs, first applied to a parameter of zeros (a positional
+    # embedding, a bias), changes no value there: one cause, named as such, not "healed".
+    decay = write_script("decay_zeros.py", r"""
+import sys, torch
+torch.manual_seed(0)
+pos = torch.nn.Parameter(torch.zeros(4, 3))
+w = torch.nn.Parameter(torch.randn(3, 1))
+opt = torch.optim.AdamW([pos, w], lr=0.01, weight_decay=float(sys.argv[1]))
+x, y = torch.randn(4, 3), torch.randn(4, 1)
+for step in range(3):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss((x + pos) @ w, y).backward()
+    opt.step()
+""")
+    a, _ = record("decay_a", ["0.01"], decay)
+    b, _ = record("decay_b", ["0.1"], decay)
+    headline = diff_text(a, b).splitlines()[0]
+    check(re.search(r"^diverged at aten::mul_ \(seq \d+, step 0\): arguments; it changed no value there, "
+                    r"and the same argument changes values from aten::mul_ \(seq \d+, step 0\)$", headline),
+          f"a weight decay first applied to zeros is one cause: {headline}")
     # Without the unseeded init, the seed torch drew in each run still differs, but no random
     # op does: the settings line must not send the user after seeds.
     unseeded = write_script("unseeded.py", r"""

@@ -776,6 +776,15 @@ std::string healed_by_text(const json& healed) {
          str(by, "seq") + ")";
 }
 
+// Whether two divergences are the same argument difference: its name and both values.
+bool same_argument(const json& first, const json& next) {
+  const json& a = first.value("argument", json());
+  const json& b = next.value("argument", json());
+  return str(first, "cause") == "arguments" && str(next, "cause") == "arguments" && a.is_object() &&
+         b.is_object() && str(a, "name") == str(b, "name") &&
+         str(a, "value_a") == str(b, "value_a") && str(a, "value_b") == str(b, "value_b");
+}
+
 // The headline's ending when the first difference healed: what it made was overwritten.
 std::string healed_suffix(const json& d) {
   const json& healed = d.value("healed", json());
@@ -783,9 +792,14 @@ std::string healed_suffix(const json& d) {
   const json& next = d.value("next", json());
   if (next.is_object()) {
     const json& side = next["a"].is_object() ? next["a"] : next["b"];
-    return "; healed, then diverged again at " + str(side, "op") + " (seq " + str(side, "seq") +
-           (next["a"].is_object() ? "" : " of B") + ", step " + str(side, "step") + "): " +
-           str(next, "cause");
+    const std::string where = str(side, "op") + " (seq " + str(side, "seq") +
+                              (next["a"].is_object() ? "" : " of B") + ", step " +
+                              str(side, "step") + ")";
+    // The same argument again (a weight decay, first applied to a tensor of zeros): one cause,
+    // which changed no value at its first op and does at the next.
+    if (same_argument(d, next))
+      return "; it changed no value there, and the same argument changes values from " + where;
+    return "; healed, then diverged again at " + where + ": " + str(next, "cause");
   }
   // An argument that changed no tensor of its op, nor any op after it.
   if (str(d, "kind") != "structure" && !d.value("tensor", json()).is_object())

@@ -179,7 +179,9 @@
         fd.healed && fd.healed.to_end ? h('span', { id: 'status-healed' }, fd.kind !== 'structure' && !fd.tensor
           ? '; it changes no value: every tensor is the same in both runs to the end'
           : '; healed' + healedBy(fd.healed) + ': the same again from seq ' + fmt(fd.healed.seq_a) + ' to the end')
-          : fd.healed && fd.next && (fd.next.a || fd.next.b) ? h('span', { id: 'status-healed' }, '; healed, then diverged again at ' +
+          : fd.healed && fd.next && (fd.next.a || fd.next.b) ? h('span', { id: 'status-healed' },
+            (sameArgument(fd, fd.next) ? '; it changed no value there, and the same argument changes values from '
+              : '; healed, then diverged again at ') +
             (fd.next.a || fd.next.b).op + ' (seq ' + fmt((fd.next.a || fd.next.b).seq) + ')') : null,
         // Whether the change touches results at all, as the diff's headline says it.
         workWords(fd) ? h('span', { id: 'status-work' }, workWords(fd)) : null,
@@ -350,6 +352,13 @@
           printfG2(u.largest) + ')';
     }
     return 'the optimizer\'s updates differ beyond rounding from step ' + fmt(u.beyond && u.beyond.step);
+  }
+  // Whether two divergences are the same argument difference (a weight decay first applied to a
+  // tensor of zeros), as the diff's headline tells it.
+  function sameArgument(first, next) {
+    const a = first.argument, b = next.argument;
+    return first.cause === 'arguments' && next.cause === 'arguments' && a && b && typeof a === 'object' &&
+      typeof b === 'object' && a.name === b.name && a.value_a === b.value_a && a.value_b === b.value_b;
   }
   // Whether the change touches results at all, as the diff's headline says it: up to where a
   // run ended early (`run_ended`), which has no results past its end.
