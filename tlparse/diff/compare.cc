@@ -2882,6 +2882,25 @@ std::string grad_mask_note(const OpRecord& a, Strings& sa, const OpRecord& b, St
   return "";
 }
 
+// Where `op` converts a floating tensor to another floating dtype of the same sizes (`.double()`,
+// `.half()`, `.to(torch.float64)`: its input 0 and output 0), that said for the run that has
+// it only: " (a conversion of float32 to float64 in B only: ...)"; else "".
+std::string conversion_note(const OpRecord& op, const std::string& run) {
+  const TensorRecord* in = nullptr;
+  const TensorRecord* out = nullptr;
+  for (const TensorRecord& t : op.tensors) {
+    if (t.role == TensorRole::kInput && t.index == 0) in = &t;
+    if (t.role == TensorRole::kOutput && t.index == 0) out = &t;
+  }
+  if (in == nullptr || out == nullptr || in->dtype == out->dtype || in->shape != out->shape ||
+      !hashing::dtype_is_floating(in->dtype) || !hashing::dtype_is_floating(out->dtype))
+    return "";
+  return std::string(" (a conversion of ") + hashing::dtype_name(in->dtype) + " to " +
+         hashing::dtype_name(out->dtype) + " in " + run +
+         " only: a .double(), .float(), .half() or .to(dtype) call, which computes what follows "
+         "in that dtype)";
+}
+
 // The first ops of hunk `h` on each side (none where it takes none), and the change in one
 // sentence: "3 op(s) inserted in B, first aten::linear".
 struct HunkStart {
@@ -2898,13 +2917,17 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
     s.text = std::to_string(removed) + " op(s) of A replaced by " + std::to_string(inserted) +
              " op(s) in B; first: " + first + grad_mask_note(*s.a, p.a.strings, *s.b, p.b.strings);
     // Other ops first: the first op both sides run, with what differs there, says more.
-    if (first.rfind("different ops", 0) == 0) s.text += first_shared_op(p, h);
+    if (first.rfind("different ops", 0) == 0) {
+      const std::string converts = conversion_note(*s.b, "B");
+      s.text += converts.empty() ? conversion_note(*s.a, "A") : converts;
+      s.text += first_shared_op(p, h);
+    }
   } else if (s.b) {
     s.text = std::to_string(inserted) + " op(s) inserted in B, first " +
-             p.b.strings.text(s.b->name);
+             p.b.strings.text(s.b->name) + conversion_note(*s.b, "B");
   } else if (s.a) {
     s.text = std::to_string(removed) + " op(s) of A removed in B, first " +
-             p.a.strings.text(s.a->name);
+             p.a.strings.text(s.a->name) + conversion_note(*s.a, "A");
   }
   return s;
 }

@@ -2302,6 +2302,30 @@ TEST_CASE(
   CHECK(d["value_after_structure"]["a"]["op"] == "aten::mul");
 }
 
+TEST_CASE("ops inserted that convert to another float dtype are said as a conversion") {
+  using T = Recorder::T;
+  // `self.head.double()` in B only: its first inserted op converts float32 to float64.
+  auto write = [](bool b_side) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
+      if (b_side) {
+        T wide{12};
+        wide.dtype = tdbg::hashing::DType::kFloat64;
+        r.op("aten::to", {T{11}}, {wide}, {{"dtype", "float64"}}, 0, 0, kNoSeq, 6);
+      }
+      r.op("aten::sum", {T{11}}, {T{20}}, {}, 0, 0, kNoSeq, 7);
+    });
+  };
+  json r = compare(write(false), write(true));
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("1 op(s) inserted in B, first aten::to (a conversion of float32 to float64 in B "
+                  "only: a .double(), .float(), .half() or .to(dtype) call") != std::string::npos);
+  // The other way round: removed in B, said of A.
+  const std::string swapped = tdbg::diff::format_divergence(compare(write(true), write(false)));
+  CHECK(swapped.find("(a conversion of float32 to float64 in A only") != std::string::npos);
+}
+
 TEST_CASE("a run that ended inside ops the other never ran says so in the headline") {
   using T = Recorder::T;
   // A new loss in B raised (a shape error) where A goes on with its own ops: the change is the
