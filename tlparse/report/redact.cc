@@ -20,6 +20,21 @@ bool name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
 }
 
+// Where the value that starts at `from` in `arg` ends: at a `,` or `;` followed by another
+// setting's `name=` (`token=X,lr=1`), else at the end. A comma inside a value (a password)
+// stays in it unless a `name=` follows.
+size_t next_setting(const std::string& arg, size_t from) {
+  for (size_t at = arg.find_first_of(",;", from); at != std::string::npos;
+       at = arg.find_first_of(",;", at + 1)) {
+    size_t end = at + 1;
+    while (end < arg.size() && name_char(arg[end])) ++end;
+    if (end > at + 1 && end < arg.size() && arg[end] == '=' &&
+        std::isalpha(static_cast<unsigned char>(arg[at + 1])))
+      return at;
+  }
+  return arg.size();
+}
+
 // Replaces every `from`; whether there was one.
 bool replace_all(std::string* text, const std::string& from, const std::string& to) {
   if (from.empty()) return false;
@@ -199,8 +214,11 @@ std::string Redactor::meta(const std::string& key, const std::string& value) {
       }
       size_t eq = arg.find('=');
       if (eq != std::string::npos && eq > 0 && looks_like_secret_name(arg.substr(0, eq))) {
-        remember(arg.substr(0, eq), arg.substr(eq + 1));
-        doc[i] = arg.substr(0, eq + 1) + kMark;
+        // Up to the next `,name=` or `;name=` of a settings list (`token=X,lr=1`), whose
+        // other settings stay readable (and are redacted by their own names).
+        const size_t end = next_setting(arg, eq + 1);
+        remember(arg.substr(0, eq), arg.substr(eq + 1, end - eq - 1));
+        doc[i] = arg.substr(0, eq + 1) + kMark + arg.substr(end);
       } else if (arg.size() > 2 && arg[0] == '-' && eq == std::string::npos &&
                  looks_like_secret_name(arg) && i + 1 < doc.size() && doc[i + 1].is_string()) {
         remember(arg, doc[i + 1].get<std::string>());

@@ -445,6 +445,15 @@ TEST_CASE("the redactor scrubs environment, command line and every later string"
   CHECK(cmd.find("lr") != std::string::npos);
   CHECK(q.apply("ran with jsonKEYaaaa1111") == "ran with [REDACTED]");
   CHECK(q.redacted_names().count("api_key") == 1);
+  // A settings list in one argument: the secret only, up to the next setting; a comma inside a
+  // password with no setting after it stays in the secret.
+  Redactor s(false, "", "");
+  cmd = s.meta("cmdline", R"(["t.py", "--opts", "token=tokAAAA1111,lr=1;password=pw2222,x,y", )"
+                          R"("password=p,w3333"])");
+  INFO(cmd);
+  CHECK(cmd.find("token=[REDACTED],lr=1;password=[REDACTED]") != std::string::npos);
+  for (const char* secret : {"tokAAAA1111", "pw2222", "p,w3333", "w3333"})
+    CHECK(cmd.find(secret) == std::string::npos);
 }
 
 TEST_CASE("the redactor scrubs quoted values in source text, and the shell's credential variables") {
