@@ -682,10 +682,14 @@ TEST_CASE("the optimizer's settings at a step name the hyperparameter, group and
   CHECK(c["differs"][0]["name"] == "weight_decay");
   CHECK(c["text"].get<std::string>().find("weight_decay is 0.01 in A and 0.05 in B") !=
         std::string::npos);
-  // A group added: said as a count, not each setting of the group B alone has.
+  // A group added: said as a count, with the settings in which it differs from B's group 0
+  // (its own weight decay: the ops it adds or leaves out).
   c = compare_at(run(one), run(two));
   REQUIRE(c["differs"].size() == 1);
   CHECK(c["text"].get<std::string>().find("A has 1 param group(s) and B 2") != std::string::npos);
+  CHECK(c["text"].get<std::string>().find(
+            "; B's param group 1 has weight_decay 0.0 (group 0: 0.01)") != std::string::npos);
+  CHECK(c["differs"][0]["added"].size() == 1);
   // A scheduler's own setting that one run's group lacks; a frozen layer's parameters left out.
   const std::string scheduled =
       R"({"optimizer": "AdamW", "index": 1, "groups": [{"lr": 0.001, "weight_decay": 0.01, "params": 4, )"

@@ -77,10 +77,23 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
   const json& ga = sa["groups"];
   const json& gb = sb["groups"];
   const size_t groups = std::max(ga.size(), gb.size());
-  // Groups only one run has (`add_param_group`) are said as a count, not setting by setting.
-  if (ga.size() != gb.size())
-    differs.push_back(
-        {{"group", nullptr}, {"name", "param groups"}, {"a", ga.size()}, {"b", gb.size()}});
+  // Groups only one run has (`add_param_group`) are said as a count, with the settings in which
+  // each differs from that run's group 0 (`added`: a weight decay of its own, an lr): what
+  // its extra ops come from.
+  if (ga.size() != gb.size()) {
+    json count = {{"group", nullptr}, {"name", "param groups"}, {"a", ga.size()}, {"b", gb.size()}};
+    const json& more = ga.size() > gb.size() ? ga : gb;
+    json added = json::array();
+    for (size_t g = std::min(ga.size(), gb.size()); g < more.size() && more[0].is_object(); ++g) {
+      if (!more[g].is_object()) continue;
+      for (const auto& [n, v] : more[g].items())
+        if (n != "params" && more[0].value(n, json()) != v)
+          added.push_back(
+              {{"group", g}, {"name", n}, {"value", v}, {"group_0", more[0].value(n, json())}});
+    }
+    if (!added.empty()) count["added"] = std::move(added);
+    differs.push_back(std::move(count));
+  }
   for (size_t g = 0; g < std::min(ga.size(), gb.size()); ++g) {
     const json empty = json::object();
     const json& x = g < ga.size() && ga[g].is_object() ? ga[g] : empty;
@@ -118,6 +131,12 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
       if (d["group"].is_null()) {
         text += "A has " + value_text(d["a"]) + " param group(s) and B " + value_text(d["b"]) +
                 " (the groups it was made with, or add_param_group)";
+        // "B's param group 1 has weight_decay 0.0001 (group 0: 0)".
+        const std::string run = d["a"].get<size_t>() > d["b"].get<size_t>() ? "A" : "B";
+        for (const json& x : d.value("added", json::array()))
+          text += "; " + run + "'s param group " + std::to_string(x["group"].get<size_t>()) +
+                  " has " + x["name"].get<std::string>() + " " + value_text(x["value"]) +
+                  " (group 0: " + value_text(x["group_0"]) + ")";
         continue;
       }
       const std::string what =
