@@ -343,44 +343,48 @@ bool any_database(const std::string& run_dir) {
   return false;
 }
 
-// Said once after the program: that nothing was recorded (no process loaded torch), or that a
-// --steps window or an --ops pattern recorded nothing (steps are counted from torch.optim
-// optimizers' step(), and a loop that updates its weights by hand, or a script shorter than
-// the window, never reaches it; a pattern may match no op's name). Silent where any process
-// recorded an op, and under --quiet.
-void warn_empty_selection(const interpose::Config& config, const std::string& run_dir) {
+// Why nothing was recorded in `run_dir` after the program ended ("" where a process wrote a
+// database): no process loaded torch, the hook could not be loaded into one, or its database
+// could not be created. Kept in the manifest (`not_recorded`), which the readers say.
+std::string nothing_recorded(const std::string& run_dir) {
+  if (any_database(run_dir)) return "";
+  // A hook library named by hand that is not there: no process could be recorded, whether it
+  // loaded torch or not (the preload said so in each).
+  const char* hook = std::getenv("TDBG_TORCH_LIB");
+  std::error_code ec;
+  if (hook != nullptr && *hook != '\0' && !fs::exists(hook, ec))
+    return std::string("TDBG_TORCH_LIB=") + hook +
+           " names no file, so tdbg's torch hook could not be loaded into any process";
+  // Torch was loaded, but the hook was not (a library built against another torch), or its
+  // database could not be created: the preload or the hook left why.
+  std::ifstream failed(fs::path(run_dir) / interpose::kHookFailedFile);
+  std::string line;
+  if (failed && std::getline(failed, line) && line.find('\t') != std::string::npos) {
+    const std::string why = line.substr(line.find('\t') + 1);
+    const std::string database = interpose::kDatabaseFailed;
+    if (why.rfind(database, 0) == 0)
+      return "the program loaded torch, but tdbg could not create its database there (" +
+             why.substr(database.size()) + ")";
+    return "the program loaded torch, but tdbg's torch hook could not be loaded into it (" + why +
+           ")";
+  }
+  return "";  // no process loaded torch
+}
+
+// Said once after the program: that nothing was recorded (`why`, or no process loaded torch),
+// or that a --steps window or an --ops pattern recorded nothing (steps are counted from
+// torch.optim optimizers' step(), and a loop that updates its weights by hand, or a script
+// shorter than the window, never reaches it; a pattern may match no op's name). Silent where
+// any process recorded an op, and under --quiet.
+void warn_empty_selection(const interpose::Config& config, const std::string& run_dir,
+                          const std::string& why) {
   if (config.quiet) return;
+  if (!why.empty()) {
+    std::fprintf(stderr, "tdbg record: nothing was recorded in %s: %s\n", run_dir.c_str(),
+                 why.c_str());
+    return;
+  }
   if (!any_database(run_dir)) {
-    // A hook library named by hand that is not there: no process could be recorded, whether
-    // it loaded torch or not (the preload said so in each).
-    const char* hook = std::getenv("TDBG_TORCH_LIB");
-    std::error_code ec;
-    if (hook != nullptr && *hook != '\0' && !fs::exists(hook, ec)) {
-      std::fprintf(stderr,
-                   "tdbg record: nothing was recorded in %s: TDBG_TORCH_LIB=%s names no file, so "
-                   "tdbg's torch hook could not be loaded into any process\n",
-                   run_dir.c_str(), hook);
-      return;
-    }
-    // Torch was loaded, but the hook was not (a library built against another torch): the
-    // preload left why.
-    std::ifstream failed(fs::path(run_dir) / interpose::kHookFailedFile);
-    std::string line;
-    if (failed && std::getline(failed, line) && line.find('\t') != std::string::npos) {
-      const std::string why = line.substr(line.find('\t') + 1);
-      const std::string database = interpose::kDatabaseFailed;
-      if (why.rfind(database, 0) == 0)
-        std::fprintf(stderr,
-                     "tdbg record: nothing was recorded in %s: the program loaded torch, but tdbg "
-                     "could not create its database there (%s)\n",
-                     run_dir.c_str(), why.substr(database.size()).c_str());
-      else
-        std::fprintf(stderr,
-                     "tdbg record: nothing was recorded in %s: the program loaded torch, but "
-                     "tdbg's torch hook could not be loaded into it (%s)\n",
-                     run_dir.c_str(), why.c_str());
-      return;
-    }
     std::fprintf(stderr,
                  "tdbg record: no process of the program loaded torch: nothing was recorded in "
                  "%s (tdbg records the processes that load libtorch; where it could not load its "
@@ -589,8 +593,10 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
   remove_orphan_reserves(*run_dir);
   manifest["exit_status"] = exit_code;
   manifest["ended"] = utc_now();
+  const std::string not_recorded = nothing_recorded(*run_dir);
+  if (!not_recorded.empty()) manifest["not_recorded"] = not_recorded;
   write_manifest(*run_dir, manifest);
-  warn_empty_selection(options.config, *run_dir);
+  warn_empty_selection(options.config, *run_dir, not_recorded);
   std::error_code removed;
   fs::remove(fs::path(*run_dir) / interpose::kHookFailedFile, removed);
   if (WIFSIGNALED(status)) end_by_signal(WTERMSIG(status));

@@ -1267,6 +1267,13 @@ StatusOr<Run> Run::Open(const std::string& path) {
         return Status::Error(path + ": still being recorded (tdbg record, pid " +
                              std::to_string(recorder) + "), and no process of the program has "
                              "loaded torch yet: nothing to read so far");
+      // `tdbg record` said why, where it was not that no process loaded torch.
+      std::ifstream in(path + "/" + kRunManifest);
+      const nlohmann::json m = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (m.is_object() && m.value("not_recorded", nlohmann::json()).is_string())
+        return Status::Error(path +
+                             ": nothing was recorded: " + m["not_recorded"].get<std::string>() +
+                             " (" + kRunManifest + " names the program)");
       return Status::Error(path + ": no process of the recorded program loaded torch, so nothing "
                                   "was recorded (" + kRunManifest + " names the program)");
     }

@@ -960,6 +960,12 @@ def case_database_not_created():
     check("the program loaded torch, but tdbg could not create its database there" in result.stderr
           and "no process of the program loaded torch" not in result.stderr,
           f"record says why nothing was recorded: {result.stderr!r}")
+    # And so do the readers, later (from tdbg-run.json).
+    for command in (["show"], ["nan"], ["diff", run]):
+        later = subprocess.run([TDBG] + command + [run], capture_output=True, text=True)
+        check(later.returncode == 2 and "could not create its database there" in later.stderr
+              and "no process of the recorded program loaded torch" not in later.stderr,
+              f"{command[0]} says why nothing was recorded: {later.returncode} {later.stderr!r}")
 
 
 def case_closed_fds():
