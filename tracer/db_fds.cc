@@ -127,9 +127,10 @@ std::string DatabaseDescriptorsLost(const std::string& db_path) {
     const char* which = w.file == DbFile::kMain  ? "the database"
                         : w.file == DbFile::kWal ? "its -wal file"
                                                  : "its -shm file";
-    return "the program closed descriptor " + std::to_string(w.fd) + " (" + which +
-           ", opened by tdbg) with a direct system call, or put another file there: nothing "
-           "more is written, so that no record lands in another file";
+    return "the program closed tdbg's descriptor " + std::to_string(w.fd) + " (" + which +
+           ") with a direct system call or put another file there (dup2), before these ops "
+           "were committed: tdbg wrote nothing more, so that no record landed in the "
+           "program's file";
   }
   return "";
 }

@@ -519,7 +519,8 @@ class WriterImpl final : public Writer {
       for (const OpChunk& chunk : batch.ops) {
         for (size_t i = 0; i < chunk.used; ++i) {
           const OpRecord& op = chunk.records[i];
-          if (s.lost_first_seq == kNoSeq || op.seq < s.lost_first_seq) {
+          // (`<=`: a first seq set before, from the last one written, takes its op's step.)
+          if (s.lost_first_seq == kNoSeq || op.seq <= s.lost_first_seq) {
             s.lost_first_seq = op.seq;
             s.lost_first_step = op.step;
           }

@@ -433,6 +433,36 @@ test('a weight decay first applied to zeros: the banner names one cause, as tdbg
   assert.deepEqual(seen.errors, []);
 });
 
+test('a recording that stopped (its descriptors taken by the program) reads as stopped, not ended', async () => {
+  const dir = join(work, 'stopped');
+  mkdirSync(dir);
+  const script = join(dir, 'stopped.py');
+  writeFileSync(script, [
+    'import ctypes, os, sys, time, torch',
+    'torch.manual_seed(0)',
+    'w = torch.randn(4, 1, requires_grad=True)',
+    'opt = torch.optim.SGD([w], lr=0.1)',
+    'x, y = torch.randn(8, 4), torch.randn(8, 1)',
+    'for step in range(6):',
+    '    opt.zero_grad(); ((x @ w - y) ** 2).mean().backward(); opt.step()',
+    '    if step == 2 and len(sys.argv) > 1:',
+    '        time.sleep(0.3)',
+    '        for name in os.listdir("/proc/self/fd"):',
+    '            try: target = os.readlink("/proc/self/fd/" + name)',
+    '            except OSError: continue',
+    '            if ".sqlite" in target: ctypes.CDLL(None).syscall(3, int(name))',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, []);
+  const b = recordTorch(dir, 'b', script, ['close']);
+  const fd = JSON.parse(spawnSync(tdbg, ['diff', '--json', a, b], { encoding: 'utf8' }).stdout).first_divergence;
+  assert.equal(fd.recording_stopped, 'B', JSON.stringify(fd));
+  const { page, seen } = await openPage(makeReport(dir, a, b));
+  const status = await page.textContent('#status');
+  assert.match(status, /^Recording stopped/);
+  assert.ok(status.includes("B's recording stopped after"), status);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a batch split into micro-batches: the headline says the updates agree, as tdbg diff does', async () => {
   const dir = join(work, 'micro');
   mkdirSync(dir);

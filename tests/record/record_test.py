@@ -1055,7 +1055,7 @@ def case_replaced_fds():
         check(traced.returncode == 0 and traced.stdout.strip() != "" and
               "did not finish" not in traced.stderr,
               f"{how}: the program ends as it does without tdbg, with no wait: {traced.returncode} {traced.stderr[-400:]!r}")
-        check("closed descriptor" in traced.stderr,
+        check("closed tdbg's descriptor" in traced.stderr,
               f"{how}: record says the recording stopped, and why: {traced.stderr[-400:]!r}")
         wrote = []
         for k in range(4):
@@ -1066,7 +1066,7 @@ def case_replaced_fds():
         first = shown.stdout.split("\n")[0]
         ops = int(first.split(": ")[1].split(" ops")[0]) if " ops" in first else 0
         check(shown.returncode == 0 and ops >= 100 and "stopped being recorded at seq" in shown.stdout
-              and "closed descriptor" in shown.stdout and "killed" not in shown.stdout,
+              and "closed tdbg's descriptor" in shown.stdout and "killed" not in shown.stdout,
               f"{how}: show holds the ops before and says where and why the recording stopped: {shown.stdout[:500]!r} {shown.stderr!r}")
 
 

@@ -4827,6 +4827,26 @@ std::string ending_place(const Reader& r, uint32_t thread) {
 void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched, int64_t ran) {
   const std::string side = d.value("ended", "");
   if (side.empty()) return;
+  const std::string other = side == "A" ? "B" : "A";
+  // A recording that stopped (a full disk, its descriptors taken) while the program went on:
+  // the process did not end, its later ops were not recorded (`recording_stopped`).
+  const json lost = json::parse(r.meta("recording_lost"), nullptr, /*allow_exceptions=*/false);
+  if (lost.is_object()) {
+    auto number = [&](const char* key) {
+      const json& v = lost.value(key, json());
+      return v.is_number_integer() ? v.get<int64_t>() : int64_t{-1};
+    };
+    d["cause"] = "ended";
+    d["recording_stopped"] = side;
+    if (number("first_step") >= 0) d["ended_step"] = number("first_step");
+    d["detail"] = side + "'s recording stopped after " + std::to_string(matched) +
+                  " op(s) of this thread, all as in " + other + ": " +
+                  lost.value("error", std::string("a write failed")) + "; " +
+                  std::to_string(std::max<int64_t>(number("ops"), 0)) + " op(s) of " + side +
+                  " from seq " + std::to_string(number("first_seq")) +
+                  " on were not recorded (the program went on)";
+    return;
+  }
   const std::string how = abnormal_ending(r);
   if (how.empty()) {
     d["detail"] = d.value("detail", std::string()) + "; " + side + "'s thread ends here";
@@ -4857,7 +4877,6 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched, 
     // never ended, until the process died there.)
     if (elsewhere.empty() && process_last >= 0 && mine != process_last) return;
   }
-  const std::string other = side == "A" ? "B" : "A";
   const json& change = d.value("structural_changes", json::array());
   std::string rest;
   if (change.is_array() && !change.empty()) {

@@ -2330,6 +2330,45 @@ TEST_CASE("ops inserted that convert to another float dtype are said as a conver
   CHECK(swapped.find("(a conversion of float32 to float64 in A only") != std::string::npos);
 }
 
+TEST_CASE(
+    "a recording that stopped (a full disk, its descriptors taken) is no process that ended") {
+  using T = Recorder::T;
+  // B's writer could not write from seq 12 on (step 3); its program went on and exited 0.
+  auto write = [](bool b_side) {
+    return write_ops(
+        [&](Recorder& r) {
+          for (uint64_t s = 0; s < (b_side ? 3u : 6u); ++s) {
+            r.step = static_cast<int32_t>(s);
+            for (uint64_t k = 0; k < 4; ++k)
+              r.op("aten::mul", {T{100 + 10 * s + k}}, {T{200 + 10 * s + k}}, {}, 0, 0, kNoSeq, 9);
+          }
+        },
+        [&](tdbg::tracer::Writer& w) {
+          ended_with("0")(w);
+          if (b_side)
+            w.set_meta(
+                "recording_lost",
+                R"({"first_seq": 12, "first_step": 3, "ops": 12, "error": "cannot commit: database or disk is full"})");
+        });
+  };
+  json r = compare(write(false), write(true));
+  json d = first(r);
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(d["cause"] == "ended");
+  CHECK(d["recording_stopped"] == "B");
+  CHECK(d["ended_step"] == 3);
+  CHECK(
+      text.rfind(
+          "recording stopped at step 3: B's recording stopped after 12 op(s) of this thread, all "
+          "as in A: cannot commit: database or disk is full; 12 op(s) of B from seq 12 on were not "
+          "recorded (the program went on)",
+          0) == 0);
+  CHECK(text.find("ops in steps only A holds: B's recording stopped, not compared)") !=
+        std::string::npos);
+  CHECK(text.find("ended early") == std::string::npos);
+}
+
 TEST_CASE("a run that ended inside ops the other never ran says so in the headline") {
   using T = Recorder::T;
   // A new loss in B raised (a shape error) where A goes on with its own ops: the change is the

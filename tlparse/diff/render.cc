@@ -311,7 +311,7 @@ void print_kept_inputs(std::ostringstream& o, const json& g) {
          "mode, a saved checkpoint) reads other values\n";
 }
 
-void print_growth(std::ostringstream& o, const json& g) {
+void print_growth(std::ostringstream& o, const json& g, bool recording_stopped) {
   if (!g.is_object()) return;
   o << "\n  growth:   " << str(g, "ops_diverged") << " of " << str(g, "ops_compared")
     << " ops from here on differ";
@@ -322,8 +322,10 @@ void print_growth(std::ostringstream& o, const json& g) {
   // The steps of one run after the other ended early (a crash): not compared, only one ran them.
   if (g.value("past_end_ops", int64_t{0}) > 0) {
     const std::string run = str(g, "past_end_run");
-    o << " (" << str(g, "past_end_ops") << " of the ops in steps only " << run << " ran: "
-      << (run == "A" ? "B" : "A") << " ended early)";
+    const std::string other = run == "A" ? "B" : "A";
+    o << " (" << str(g, "past_end_ops") << " of the ops in steps only " << run
+      << (recording_stopped ? " holds: " + other + "'s recording stopped, not compared)"
+                            : " ran: " + other + " ended early)");
   }
   if (!values) {
     o << "; values were not recorded, so how far the difference spread is unknown\n";
@@ -1101,7 +1103,9 @@ std::string format_divergence(const json& result) {
     if (d.contains("still_recording"))
       o << str(d, "still_recording") << " is still being recorded, read up to its last commit";
     else
-      o << (str(d, "cause") == "ended" ? "ended early" : "diverged structurally");
+      o << (d.contains("recording_stopped") ? "recording stopped"
+            : str(d, "cause") == "ended"    ? "ended early"
+                                            : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << healed_suffix(d);
     o << work_not_results(d) << updates_suffix(d) << resumed_startup_suffix(result) << "\n";
@@ -1229,7 +1233,7 @@ std::string format_divergence(const json& result) {
   }
   if (others.size() > 4) o << "  also:     " << others.size() - 4 << " more process(es) differ later\n";
   print_context(o, d.value("context", json()));
-  print_growth(o, d.value("growth", json()));
+  print_growth(o, d.value("growth", json()), d.contains("recording_stopped"));
   print_stack(o, a.is_object() ? "A" : "B", a.is_object() ? a : b);
   // B's too where it reached the op another way (AdamW's update against Adam's, below the
   // same user line): the frames that differ are the answer.

@@ -171,7 +171,7 @@
       // A run that stopped (a crash, an error exit) ended early; it is no other program.
       const ended = fd.cause === 'ended';
       banner = h('div', { class: 'banner diverged', id: 'status' },
-        h('strong', null, ended ? 'Ended early' : 'Diverged'), onlyB ? ' at op #' + fmt(a.seq) + ' of B ' : ' at op #' + fmt(a.seq) + ' ',
+        h('strong', null, fd.recording_stopped ? 'Recording stopped' : ended ? 'Ended early' : 'Diverged'), onlyB ? ' at op #' + fmt(a.seq) + ' of B ' : ' at op #' + fmt(a.seq) + ' ',
         h('code', null, a.op || '?'), ', ', whereInRun(fd, a), ', ', h('code', null, srcText(a.source)),
         fd.kind === 'structure' && fd.detail ? [' (', fd.detail, ')'] : null,
         fd.cause ? [' — cause: ', h('span', { class: 'tag' }, fd.cause)] : null,
