@@ -3060,6 +3060,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   Aligner::Event e;
   json hunks = json::array();
   bool found_value_after = false;
+  int same_result_depth =
+      -1;  // the depth of a pair passed over for the same result, while inside it
   int64_t total = std::max(p.a.count - where.i, p.b.count - where.j);
   bool complete = true;
   if (where.kind == Located::kValue) {
@@ -3817,8 +3819,15 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           }
         }
       }
+      // An op that made the same result from other inputs is passed over, and so are the ops
+      // nested in it (`ones_like`'s `empty_like`, which reads the same shape).
+      if (same_result_depth >= 0 && e.a->depth <= same_result_depth) same_result_depth = -1;
+      const bool inside_same_result = same_result_depth >= 0;
       if (where.kind == Located::kStructure && !found_value_after && value_differs &&
-          one_iteration && !same_result_of_other_inputs(*e.a, *e.b, c)) {
+          one_iteration && !inside_same_result && same_result_of_other_inputs(*e.a, *e.b, c))
+        same_result_depth = e.a->depth;
+      if (where.kind == Located::kStructure && !found_value_after && value_differs &&
+          one_iteration && !inside_same_result && same_result_depth < 0) {
         found_value_after = true;
         value_after_depth = e.a->depth;
         json v;

@@ -2289,13 +2289,19 @@ TEST_CASE(
     "difference") {
   using T = Recorder::T;
   // B takes the log of the loss (inserted): `ones_like` reads only its shape and makes the
-  // same ones in both runs; the first op whose result differs is the `mul` after it.
+  // same ones in both runs, as do the ops nested in it; the first op whose result differs is
+  // the `mul` after it.
   auto write = [](bool b_side) {
     return write_ops([&](Recorder& r) {
       r.op("aten::relu", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 5);
       if (b_side) r.op("aten::log", {T{11}}, {T{12}}, {}, 0, 0, kNoSeq, 6);
       const T loss{b_side ? 12u : 11u};
-      r.op("aten::ones_like", {loss}, {T{20}}, {}, 0, 0, kNoSeq, 7);
+      const int64_t ones = r.op("aten::ones_like", {loss}, {T{20}}, {}, 0, 0, kNoSeq, 7);
+      // Nested in it: `empty_like`, whose output is not hashed (uninitialized memory).
+      T empty{21};
+      empty.status = tdbg::tracer::TensorStatus::kNotHashed;
+      r.op("aten::empty_like", {loss}, {empty}, {}, 0, 1, ones, 7);
+      r.op("aten::fill_", {T{21}}, {T{20}}, {{"value", "1"}}, 0, 1, ones, 7);
       r.op("aten::mul", {T{20}, loss}, {T{b_side ? 31u : 30u}}, {}, 0, 0, kNoSeq, 8);
       r.op("aten::sum", {T{b_side ? 31u : 30u}}, {T{b_side ? 41u : 40u}}, {}, 0, 0, kNoSeq, 9);
     });
