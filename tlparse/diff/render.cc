@@ -961,7 +961,12 @@ std::string headline_verdict(const json& d) {
 void print_healing(std::ostringstream& o, const json& d) {
   const json& healed = d.value("healed", json());
   if (!healed.is_object()) return;
-  o << "  healed:   from seq " << str(healed, "seq_a") << " (step " << str(healed, "step") << ") ";
+  const json& next = d.value("next", json());
+  // The same argument again (a weight decay on a tensor of zeros first): one cause, not a
+  // healing and a second divergence.
+  const bool again = next.is_object() && same_argument(d, next);
+  o << (again ? "  same:     " : "  healed:   ") << "from seq " << str(healed, "seq_a") << " (step "
+    << str(healed, "step") << ") ";
   // An argument that differs while every tensor of the op is the same (a clamp bound no value
   // reaches): no value ever differed, so none was overwritten.
   const bool no_value_differed = str(d, "kind") != "structure" && !d.value("tensor", json()).is_object();
@@ -985,9 +990,15 @@ void print_healing(std::ostringstream& o, const json& d) {
     << (no_value_differed
             ? "the op's tensors are the same in both runs, so what differs changed no value"
             : "what this difference made was overwritten with the same values" + last_by)
-    << "\n";
-  const json& next = d.value("next", json());
+    << (again ? " (its tensor is one the argument leaves as it is, such as zeros)" : "") << "\n";
   if (!next.is_object()) return;
+  if (again) {
+    o << "\n  the same argument changes values at: " << str(next["a"], "op") << " (seq A "
+      << str(next["a"], "seq") << ", B " << str(next["b"], "seq") << ", step "
+      << str(next["a"], "step") << ")\n";
+    print_value(o, next);
+    return;
+  }
   if (str(next, "kind") == "structure") {
     o << "\n  next divergence, structural: " << str(next, "detail") << "\n";
     if (next["a"].is_object()) print_side(o, "A", next["a"]);
