@@ -3365,7 +3365,7 @@ def case_ended_after_change():
                   and ended.get("run") == "B" and ended.get("step") == 3,
                   f"refactor: the values are the same up to where B ended at step 3 (got {d.get('detail')}, {ended})")
             check("; the values stay the same up to where B ended: B's process exited with status 1" in headline
-                  and headline.endswith("at step 3"), f"refactor: the headline says where B ended: {headline}")
+                  and headline.endswith("after its last op, in step 3"), f"refactor: the headline says where B ended: {headline}")
         else:
             check(d.get("cause") == "ended" and "updates are the same in every step both ran" in headline,
                   f"plain: B ended early, its updates the same up to there: {headline}")

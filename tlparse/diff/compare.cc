@@ -6190,11 +6190,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const std::string who =
           std::string(b_ended ? "B" : "A") + "'s process" +
           (side.processes.size() > 1 ? " " + std::to_string(side.shown(p)) : "");
-      d["run_ended"] = {{"run", b_ended ? "B" : "A"},
-                        {"process", side.shown(p)},
-                        {"step", step},
-                        {"text", who + " " + (b_ended ? eb : ea) +
-                                     (step >= 0 ? " at step " + std::to_string(step) : "")}};
+      d["run_ended"] = {
+          {"run", b_ended ? "B" : "A"},
+          {"process", side.shown(p)},
+          {"step", step},
+          {"text", who + " " + (b_ended ? eb : ea) +
+                       (step >= 0 ? " after its last op, in step " + std::to_string(step) : "")}};
     }
   }
   result["warnings"] = warnings;
