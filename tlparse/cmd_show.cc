@@ -179,6 +179,10 @@ void add_show_command(CLI::App& app) {
                   r.threads().size(), process.c_str());
       const std::string ending = diff::process_ending(r);
       if (!ending.empty()) std::printf("the process %s\n", ending.c_str());
+      // No op, by a --steps window or --ops pattern that selected none: why.
+      if (r.op_count() == 0)
+        if (const std::string why = diff::selected_none(*run); !why.empty())
+          std::printf("no op: %s\n", why.c_str());
       print_held(r, strings, !ending.empty());
     }
     int64_t shown = 0;

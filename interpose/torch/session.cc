@@ -560,6 +560,8 @@ void end_recording(bool close) {
   // outside stopped inside an op (a hang a watchdog ended) has no other record of it.
   if (const std::string in_flight = hook_in_flight(); !in_flight.empty())
     w->set_meta("in_flight", in_flight);
+  // How far the program got, recorded or not: a --steps window it never reached says so.
+  w->set_meta("steps_reached", std::to_string(hook_main_step()));
   w->set_meta("end_time_ns", std::to_string(wall_ns()));
   if (close) {
     keep_database_fds("", false);  // SQLite closes them now

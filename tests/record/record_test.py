@@ -514,6 +514,14 @@ def case_empty_step_window():
         check(p.returncode == 0 and len(said) == (1 if warned else 0)
               and (not warned or f"{option} {value} recorded no op" in said[0] and why in said[0]),
               f"{option} {value}: warned {warned} (got {p.returncode}, {p.stderr[-400:]!r})")
+        if warned and option == "--steps":
+            # show and nan say why later, with how far the program got (no optimizer step).
+            shown = subprocess.run([TDBG, "show", run], capture_output=True, text=True)
+            nan = subprocess.run([TDBG, "nan", run], capture_output=True, text=True)
+            why_none = "its recording selected none (--steps 4:6; steps count torch.optim " \
+                       "optimizer steps, of which the program completed 0)"
+            check(why_none in shown.stdout and why_none in nan.stdout and nan.returncode == 2,
+                  f"show and nan say why the window holds no op: {shown.stdout!r} {nan.stdout!r}")
 
 
 def case_keyboard_interrupt():

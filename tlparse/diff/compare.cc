@@ -5229,14 +5229,18 @@ std::string recorded_selection(std::initializer_list<const tracer::Reader*> read
 }
 
 std::string selected_none(const tracer::Run& run) {
-  std::string selection;
-  for (const auto& r : run.processes)
+  std::string selection, reached;
+  for (const auto& r : run.processes) {
     if (selection.empty()) selection = recorded_selection({r.get()});
+    if (reached.empty()) reached = r->meta("steps_reached");
+  }
   if (selection.empty()) return "";
+  const bool steps = selection.find("--steps") != std::string::npos;
   return "its recording selected none (" + selection +
-         (selection.find("--steps") != std::string::npos
-              ? "; steps count torch.optim optimizer steps"
-              : "; a regular expression searched in each op's name") +
+         (steps ? "; steps count torch.optim optimizer steps" +
+                      (reached.empty() ? std::string()
+                                       : ", of which the program completed " + reached)
+                : "; a regular expression searched in each op's name") +
          ")";
 }
 
