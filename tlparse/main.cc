@@ -52,6 +52,29 @@ class HelpFormatter : public CLI::Formatter {
       for (size_t at; (at = name.find(value)) != std::string::npos;) name.erase(at, value.size());
     return name;
   }
+  // Descriptions wrapped to 80 columns (CLI11 prints each on one line, however long).
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    const std::string desc = CLI::Formatter::make_option_desc(opt);
+    const size_t width = get_column_width() < 60 ? 80 - get_column_width() : 20;
+    std::string out, line;
+    size_t at = 0;
+    while (at < desc.size()) {
+      size_t end = desc.find_first_of(" \n", at);
+      if (end == std::string::npos) end = desc.size();
+      const std::string word = desc.substr(at, end - at);
+      if (!line.empty() && line.size() + 1 + word.size() > width) {
+        out += line + "\n";
+        line.clear();
+      }
+      line += (line.empty() ? "" : " ") + word;
+      if (end < desc.size() && desc[end] == '\n') {
+        out += line + "\n";
+        line.clear();
+      }
+      at = end + 1;
+    }
+    return out + line;
+  }
 };
 
 }  // namespace tdbg::cli

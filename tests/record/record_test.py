@@ -362,8 +362,10 @@ def case_bad_options():
     # beside its --no- form (which reads as "off by default"), and diff's --context its own.
     shown = subprocess.run([TDBG, "record", "--help"], capture_output=True, text=True).stdout
     check("{false}" not in shown and "{true}" not in shown
-          and re.search(r"--stacks,--no-stacks +Record.*\[on\]", shown) is not None,
+          and re.search(r"--stacks,--no-stacks +Record.*\n? *.*\[on\]", shown) is not None,
           f"record --help: the defaults as [on]/[off] only: {shown}")
+    longest = max(len(line) for line in shown.splitlines())
+    check(longest <= 90, f"record --help wraps its descriptions (a line of {longest} characters)")
     shown = subprocess.run([TDBG, "diff", "--help"], capture_output=True, text=True).stdout
     check("--context INT:0..1000=3" in shown, f"diff --help gives --context's default: {shown}")
     for flags in (["--hash", "some"], ["--steps", "10:5"], ["--steps", "x"], ["--ops", "("],
