@@ -1594,6 +1594,14 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
                 "meant), unless the program filled it outside torch's ops";
       return "external_input";
     }
+    // Made by a recorded op in A, by none B holds: B's recording began after it (another
+    // --steps window), or B's came from outside torch's ops. Nothing of its making was compared.
+    if (tb && tb->producer == tracer::kNoSeq) {
+      *detail = "input " + std::to_string(t.index) + " differs; op " + std::to_string(t.producer) +
+                " made it in A, and no op B holds made it in B (B's recording begins later, "
+                "or B's came from outside torch's ops): where it came to differ was not compared";
+      return "external_input";
+    }
     *detail = "input " + std::to_string(t.index) + " differs although op " +
               std::to_string(t.producer) +
               ", which made it, matched: its contents were filled or changed outside torch's "
@@ -6386,20 +6394,30 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const std::string window = a.processes.empty() ? "" : a.processes[0]->meta("steps");
     if (!window.empty()) {
       json* after = first.contains("value_after_structure") ? &first["value_after_structure"] : nullptr;
-      const int64_t window_start = window_first_step(*a.processes[0]);
+      // The first step both runs hold: the later of the two windows' starts.
+      const int64_t window_start =
+          b.processes.empty()
+              ? window_first_step(*a.processes[0])
+              : std::max(window_first_step(*a.processes[0]), window_first_step(*b.processes[0]));
       for (json* d : {&first, after}) {
         if (d == nullptr || !d->is_object() || d->value("cause", "") != "external_input") continue;
         const json& op = d->value("a", json());
-        const bool at_start = op.is_object() && op.value("step", int64_t{-1}) == window_start &&
-                              window == b.processes[0]->meta("steps");
+        const bool at_start = op.is_object() && op.value("step", int64_t{-1}) == window_start;
         std::string detail = d->value("detail", std::string());
         // (The cause may have said so already, of the recording's selection.)
-        if (detail.find("(recorded with --steps") == std::string::npos)
+        const bool other_windows = b.processes.empty() || window != b.processes[0]->meta("steps");
+        if (detail.find("(recorded with --steps") == std::string::npos &&
+            detail.find("no op B holds made it") == std::string::npos)
           detail += "; or an op before the recorded --steps window " + window +
                     " made it (ops outside it are not recorded)";
         if (at_start)
-          detail += "; this is the window's first step: most likely the runs differed already "
-                    "when it began (record both with a window that starts earlier)";
+          detail += other_windows
+                        ? "; this is the first step both recordings hold: most likely the runs "
+                          "differed already before it (record both with the same window, "
+                          "starting earlier)"
+                        : "; this is the window's first step: most likely the runs differed "
+                          "already when it began (record both with a window that starts "
+                          "earlier)";
         (*d)["detail"] = detail;
       }
     }

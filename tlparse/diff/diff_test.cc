@@ -2995,6 +2995,35 @@ TEST_CASE(
   CHECK(tdbg::diff::format_divergence(r).rfind("identical: ", 0) == 0);
 }
 
+TEST_CASE(
+    "other --steps windows: an input made where only one run was recorded is not called matched") {
+  using T = Recorder::T;
+  // A holds steps 2:5, B 3:6: the first step both hold is 3. The embedding's table was made by
+  // an op of A's step 2, which B did not record.
+  auto write = [](bool b_side) {
+    return write_ops(
+        [&](Recorder& r) {
+          int64_t made = kNoSeq;
+          if (!b_side) {
+            r.step = 2;
+            made = r.op("aten::mul", {T{1}}, {T{50}}, {}, 0, 0, kNoSeq, 5);
+          }
+          r.step = 3;
+          T table{b_side ? 51u : 50u};
+          table.producer = made;
+          r.op("aten::embedding", {table}, {T{b_side ? 61u : 60u}}, {}, 0, 0, kNoSeq, 8);
+        },
+        [&](tdbg::tracer::Writer& w) { w.set_meta("steps", b_side ? "3:6" : "2:5"); });
+  };
+  json d = first(compare(write(false), write(true)));
+  const std::string detail = d["detail"];
+  INFO(detail);
+  CHECK(d["cause"] == "external_input");
+  CHECK(detail.find("matched") == std::string::npos);
+  CHECK(detail.find("no op B holds made it in B") != std::string::npos);
+  CHECK(detail.find("this is the first step both recordings hold") != std::string::npos);
+}
+
 TEST_CASE("data from outside a --steps window may come from before it") {
   using T = Recorder::T;
   auto write = [](uint64_t input, int64_t step) {
