@@ -3388,9 +3388,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       };
       name("A", p.a, a, ta);
       name("B", p.b, b, tb);
-      if (!made.empty())
-        v["detail"] = detail + " (" + made + ")" + fresh_optimizer_state(a, b, ta, tb) +
-                      recomputed_in_backward(ta, tb);
+      if (!made.empty()) {
+        const std::string fresh = fresh_optimizer_state(a, b, ta, tb);
+        // (For the headline: which run's optimizer started afresh.)
+        if (!fresh.empty()) v["optimizer_fresh"] = fresh.substr(2, 1);
+        v["detail"] = detail + " (" + made + ")" + fresh + recomputed_in_backward(ta, tb);
+      }
       return;
     }
     if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq) return;

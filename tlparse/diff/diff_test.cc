@@ -2375,6 +2375,35 @@ TEST_CASE(
   CHECK(text.find("ended early") == std::string::npos);
 }
 
+TEST_CASE("a resumed run found by the aligner: the headline goes past its start-up to the cause") {
+  // B's first ops (its start-up) inserted, then A's step 4 paired with B's step 0, where B's
+  // optimizer made its state afresh: said on the headline, as for steps aligned by hand.
+  json r = {{"status", "diverged"},
+            {"run_a", "a"},
+            {"run_b", "b"},
+            {"first_divergence",
+             {{"kind", "structure"},
+              {"cause", "structure"},
+              {"detail", "128 op(s) inserted in B, first aten::randn"},
+              {"a", nullptr},
+              {"b", {{"op", "aten::randn"}, {"seq", 0}, {"step", 0}}},
+              {"value_after_structure",
+               {{"cause", "structure"},
+                {"optimizer_fresh", "B"},
+                {"a", {{"op", "aten::add_"}, {"seq", 665}, {"step", 4}}},
+                {"b", {{"op", "aten::add_"}, {"seq", 263}, {"step", 0}}}}}}}};
+  const std::string headline =
+      tdbg::diff::format_divergence(r).substr(0, tdbg::diff::format_divergence(r).find('\n'));
+  CHECK(headline ==
+        "diverged structurally at step 0: 128 op(s) inserted in B, first aten::randn; that is B's "
+        "start-up (a resumed run builds its model and loads its checkpoint); the first value "
+        "difference after it: aten::add_ (seq A 665, B 263, step A 4, B 0): B's optimizer started "
+        "afresh (its state was not restored: optimizer.load_state_dict missing?)");
+  // Not a resumption: the value difference is at the same step in both runs.
+  r["first_divergence"]["value_after_structure"]["a"]["step"] = 0;
+  CHECK(tdbg::diff::format_divergence(r).find("start-up") == std::string::npos);
+}
+
 TEST_CASE("a run that ended inside ops the other never ran says so in the headline") {
   using T = Recorder::T;
   // A new loss in B raised (a shape error) where A goes on with its own ops: the change is the

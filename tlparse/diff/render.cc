@@ -933,24 +933,46 @@ void print_updates(std::ostringstream& o, const json& d) {
 // on to the first value difference after it, which is the answer.
 std::string resumed_startup_suffix(const json& result) {
   const json& d = result.value("first_divergence", json());
-  const json& start = result.value("aligned_start", json());
-  if (!d.is_object() || !start.is_object() || str(d, "kind") != "structure") return "";
+  if (!d.is_object() || str(d, "kind") != "structure") return "";
   const json& after = d.value("value_after_structure", json());
-  if (!after.is_object() || !d["a"].is_object() || !d["b"].is_object()) return "";
-  for (const char* side : {"a", "b"})
-    if (!start[side].is_object() || str(d[side], "seq") != str(start[side], "seq")) return "";
-  const char* resumed = str(start["b"], "step") == "0" && str(start["b"], "seq") == "0"   ? "B"
-                        : str(start["a"], "step") == "0" && str(start["a"], "seq") == "0" ? "A"
-                                                                                          : nullptr;
+  if (!after.is_object() || !after["a"].is_object() || !after["b"].is_object()) return "";
+  const char* resumed = nullptr;
+  const json& start = result.value("aligned_start", json());
+  if (start.is_object() && d["a"].is_object() && d["b"].is_object()) {
+    // Steps paired by hand (--align-steps) from the first ops.
+    for (const char* side : {"a", "b"})
+      if (!start[side].is_object() || str(d[side], "seq") != str(start[side], "seq")) return "";
+    resumed = str(start["b"], "step") == "0" && str(start["b"], "seq") == "0"   ? "B"
+              : str(start["a"], "step") == "0" && str(start["a"], "seq") == "0" ? "A"
+                                                                                : nullptr;
+  } else {
+    // Found by the aligner: one run's first ops (seq 0) inserted, and the first value
+    // difference after them pairs a later step of the other run with its step 0.
+    const std::string step_a = str(after["a"], "step"), step_b = str(after["b"], "step");
+    if (!d["a"].is_object() && d["b"].is_object() && str(d["b"], "seq") == "0" && step_b == "0" &&
+        step_a != "0")
+      resumed = "B";
+    else if (!d["b"].is_object() && d["a"].is_object() && str(d["a"], "seq") == "0" &&
+             step_a == "0" && step_b != "0")
+      resumed = "A";
+  }
   if (!resumed) return "";
   const std::string step_a = str(after["a"], "step"), step_b = str(after["b"], "step");
+  const std::string fresh = str(after, "optimizer_fresh");
   return std::string("; that is ") + resumed +
          "'s start-up (a resumed run builds its model and loads "
          "its checkpoint); the first value difference after it: " +
          str(after["a"], "op") + " (seq A " + str(after["a"], "seq") + ", B " +
          str(after["b"], "seq") +
-         (step_a == step_b ? ", step " + step_a : ", step A " + step_a + ", B " + step_b) +
-         "): " + str(after, "cause");
+         (step_a == step_b ? ", step " + step_a : ", step A " + step_a + ", B " + step_b) + "): " +
+         (!fresh.empty() ? fresh +
+                               "'s optimizer started afresh (its state was not restored: "
+                               "optimizer.load_state_dict missing?)"
+          : str(after, "cause") == "rng"
+              ? std::string("rng, a random op drew from another generator state (in a resumed "
+                            "run: the generators' state was not restored, torch.set_rng_state "
+                            "missing?)")
+              : str(after, "cause"));
 }
 
 std::string headline_verdict(const json& d) {
