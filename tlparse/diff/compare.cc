@@ -6205,12 +6205,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const std::string who =
           std::string(b_ended ? "B" : "A") + "'s process" +
           (side.processes.size() > 1 ? " " + std::to_string(side.shown(p)) : "");
-      d["run_ended"] = {
-          {"run", b_ended ? "B" : "A"},
-          {"process", side.shown(p)},
-          {"step", step},
-          {"text", who + " " + (b_ended ? eb : ea) +
-                       (step >= 0 ? " after its last op, in step " + std::to_string(step) : "")}};
+      // (A recording that stopped says where itself; its program went on.)
+      const bool stopped = !recording_lost(r).empty();
+      d["run_ended"] = {{"run", b_ended ? "B" : "A"},
+                        {"process", side.shown(p)},
+                        {"step", step},
+                        {"text", who + " " + (b_ended ? eb : ea) +
+                                     (step >= 0 && !stopped
+                                          ? " after its last op, in step " + std::to_string(step)
+                                          : "")}};
+      if (stopped) d["run_ended"]["recording_stopped"] = true;
     }
   }
   result["warnings"] = warnings;

@@ -2495,6 +2495,31 @@ TEST_CASE("work added, then one run raised: the values stay the same only up to 
     CHECK(text.find("B's process exited with status 1") != std::string::npos);
     CHECK(text.find("not results") == std::string::npos);
   }
+  // B's recording stopped (a full disk) while its program went on: said as such.
+  const std::string stopped = write_ops(
+      [&](Recorder& r) {
+        for (uint64_t s = 0; s < 25; ++s) {
+          r.step = static_cast<int32_t>(s);
+          r.op("aten::mm", {T{100 + s}}, {T{200 + s}}, {}, 0, 0, kNoSeq, 10);
+          r.op("aten::clone", {T{200 + s}}, {T{900 + s}}, {}, 0, 0, kNoSeq, 11);
+          r.op("aten::relu", {T{200 + s}}, {T{250 + s}}, {}, 0, 0, kNoSeq, 12);
+          r.op("aten::sub_", {T{300 + s}, T{250 + s}}, {T{301 + s}}, {}, 0, 0, kNoSeq, 13);
+        }
+      },
+      [&](tdbg::tracer::Writer& w) {
+        ended_with("0")(w);
+        w.set_meta("recording_lost",
+                   R"({"first_seq": 100, "first_step": 25, "ops": 20, "error": "disk full"})");
+      });
+  json lost = compare(write(30, false, "0"), stopped);
+  const std::string lost_text = tdbg::diff::format_divergence(lost);
+  INFO(lost_text);
+  REQUIRE(first(lost)["run_ended"].is_object());
+  CHECK(first(lost)["run_ended"]["recording_stopped"] == true);
+  CHECK(lost_text.find(
+            "; the values stay the same up to where B's recording stopped: B's process stopped "
+            "being recorded at seq 100 (step 25)") != std::string::npos);
+  CHECK(lost_text.find("after its last op") == std::string::npos);
   // Both ended the same way: the answer holds to the end.
   json both = compare(write(6, false, "0"), write(6, true, "0"));
   CHECK(first(both)["run_ended"].is_null());

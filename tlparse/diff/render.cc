@@ -818,7 +818,9 @@ std::string work_not_results(const json& d) {
   if (ended.is_object()) {
     const bool said = d.contains("ended_in_change");
     const std::string until =
-        " up to where " + str(ended, "run") + " ended" + (said ? "" : ": " + str(ended, "text"));
+        " up to where " + str(ended, "run") +
+        (ended.value("recording_stopped", false) ? "'s recording stopped" : " ended") +
+        (said ? "" : ": " + str(ended, "text"));
     if (d.value("contained", json()).is_object())
       return "; it reaches no other op's output" + until;
     if (d.value("values_same", json()).is_object()) return "; the values stay the same" + until;
@@ -837,7 +839,6 @@ std::string relative_text(const json& v) {
   return size;
 }
 
-// The headline's word on the optimizer's updates after a structural change (`updates`).
 // The run whose process ended early, where the other's did not ("A", "B" or ""): the
 // divergence is that end, the change ended there, or it came later (`run_ended`).
 std::string run_that_ended(const json& d) {
@@ -847,6 +848,7 @@ std::string run_that_ended(const json& d) {
   return "";
 }
 
+// The headline's word on the optimizer's updates after a structural change (`updates`).
 std::string updates_suffix(const json& d) {
   const json& u = d.value("updates", json());
   if (!u.is_object()) return "";

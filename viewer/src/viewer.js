@@ -366,7 +366,8 @@
     const ended = fd.run_ended && typeof fd.run_ended === 'object' ? fd.run_ended : null;
     // (Where it ended in the change, the detail already said how.)
     const said = Boolean(fd.ended_in_change);
-    const until = !ended ? ' (work, not results)' : ' up to where ' + ended.run + ' ended' + (said ? '' : ': ' + ended.text);
+    const until = !ended ? ' (work, not results)' : ' up to where ' + ended.run +
+      (ended.recording_stopped ? "'s recording stopped" : ' ended') + (said ? '' : ': ' + ended.text);
     if (fd.contained && typeof fd.contained === 'object') return "; it reaches no other op's output" + until;
     if (fd.values_same && typeof fd.values_same === 'object') return ended ? '; the values stay the same' + until
       : '; the values stay the same to the end' + until;
