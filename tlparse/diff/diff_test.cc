@@ -6105,6 +6105,31 @@ TEST_CASE("a long stack keeps the user's outer frames and counts the library fra
                   "    /usr/lib/python3.11/copy.py:104 deepcopy\n") != std::string::npos);
 }
 
+TEST_CASE("library frames between two of the user's frames are counted, not listed") {
+  json r = one_op_divergence();
+  REQUIRE(first(r)["a"].is_object());
+  // A DataLoader worker: the training loop, the fork and fetch plumbing, then `__getitem__`,
+  // which calls into torch.
+  json stack = json::array();
+  stack.push_back({{"file", "/w/train.py"}, {"line", 27}, {"function", "<module>"}});
+  for (const char* f : {"/usr/lib/python3.11/multiprocessing/process.py",
+                        "/usr/lib/python3.11/multiprocessing/popen_fork.py",
+                        "/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py"})
+    stack.push_back({{"file", f}, {"line", 10}, {"function", "plumbing"}});
+  stack.push_back({{"file", "/w/train.py"}, {"line", 18}, {"function", "Imgs.__getitem__"}});
+  stack.push_back({{"file", "/usr/lib/python3/dist-packages/torch/nn/functional.py"},
+                   {"line", 300},
+                   {"function", "pad"}});
+  r["first_divergence"]["a"]["stack"] = stack;
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find(
+            "stack (A, innermost last):\n    /w/train.py:27 <module>\n    ... 3 library frame(s)\n"
+            "    /w/train.py:18 Imgs.__getitem__\n"
+            "    /usr/lib/python3/dist-packages/torch/nn/functional.py:300 pad\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("a C++ thread's stack counts std::thread's plumbing in system headers as library frames") {
   json r = one_op_divergence();
   REQUIRE(first(r)["a"].is_object());

@@ -424,10 +424,16 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
            file.find("/include/c++/") != std::string::npos;
   };
   const size_t innermost = stack.size() > 12 ? stack.size() - 12 : 0;
-  // Library frames outside the user's outermost one (a thread's entry plumbing) go too.
+  // Library frames outside the user's outermost one (a thread's entry plumbing) go too, and so
+  // do those between two of the user's frames (a DataLoader worker's fork and fetch plumbing
+  // between the training loop and `__getitem__`); those inside the innermost one (the op's
+  // path through torch) stay.
   size_t first_user = 0;
   while (first_user < stack.size() && library(str(stack[first_user], "file"))) ++first_user;
   if (first_user == stack.size()) first_user = 0;
+  size_t last_user = 0;
+  for (size_t k = 0; k < stack.size(); ++k)
+    if (!library(str(stack[k], "file"))) last_user = k;
   size_t hidden = 0;
   // Native frames still without a line: the `addr2line` command that gives their lines from
   // a -g build.
@@ -438,7 +444,7 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
     for (const json& l : frame.value("inlined", json::array()))
       own_native = own_native || !l.value("library", false);
   for (size_t k = 0; k < stack.size(); ++k) {
-    if ((k < innermost || k < first_user) && library(str(stack[k], "file"))) {
+    if ((k < innermost || k < first_user || k < last_user) && library(str(stack[k], "file"))) {
       ++hidden;
       continue;
     }
