@@ -487,15 +487,21 @@ class WriterImpl final : public Writer {
     s_->reserve_path.clear();
   }
 
+  // What is lost, `ops` of them, as meta `recording_lost` holds it (JSON).
+  std::string lost_text(int64_t ops) const {
+    const State& s = *s_;
+    return nlohmann::json{{"first_seq", s.lost_first_seq},
+                          {"first_step", s.lost_first_step},
+                          {"ops", ops},
+                          {"error", s.lost_error}}
+        .dump();
+  }
+
   // Writes what is lost (as meta `recording_lost` would hold it) to `path`-lost, where a
   // reader finds it: the database itself can no longer be written (`descriptors_lost`).
   void write_lost_note() {
     const State& s = *s_;
-    const nlohmann::json lost = {{"first_seq", s.lost_first_seq},
-                                 {"first_step", s.lost_first_step},
-                                 {"ops", s.lost_ops},
-                                 {"error", s.lost_error}};
-    const std::string text = lost.dump() + "\n";
+    const std::string text = lost_text(s.lost_ops) + "\n";
     const std::string note = s.path + "-lost";
     const int fd = ::open(note.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return;
@@ -626,11 +632,7 @@ class WriterImpl final : public Writer {
     retry_threads.swap(s.retry_threads);
     if (s.ops_lost) {
       // What is lost so far, this batch's ops included (none is written from the first loss).
-      const nlohmann::json lost = {{"first_seq", s.lost_first_seq},
-                                   {"first_step", s.lost_first_step},
-                                   {"ops", s.lost_ops + batch_op_count(batch)},
-                                   {"error", s.lost_error}};
-      retry_meta.emplace_back("recording_lost", lost.dump());
+      retry_meta.emplace_back("recording_lost", lost_text(s.lost_ops + batch_op_count(batch)));
     }
     for (const auto* list : {&retry_meta, &batch.meta}) {
       for (auto& [key, value] : *list) {
