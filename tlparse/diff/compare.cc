@@ -3068,8 +3068,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   Aligner::Event e;
   json hunks = json::array();
   bool found_value_after = false;
-  int same_result_depth =
-      -1;  // the depth of a pair passed over for the same result, while inside it
+  // The depth of a pair passed over for making the same result, while inside it.
+  int same_result_depth = -1;
   int64_t total = std::max(p.a.count - where.i, p.b.count - where.j);
   bool complete = true;
   if (where.kind == Located::kValue) {
@@ -3311,7 +3311,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // from an earlier one: optimizer state created afresh (a resumed run whose optimizer's state
   // was not loaded, a new optimizer made mid-training) against state that went on.
   auto fresh_optimizer_state = [&](const OpRecord& a, const OpRecord& b, const TensorRecord& ta,
-                                   const TensorRecord& tb) -> std::string {
+                                   const TensorRecord& tb, std::string* run) -> std::string {
     // Optimizers whose settings differ there run other ops (`optimizer_change`), which is why.
     if (out.contains("optimizer_settings")) return "";
     if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq ||
@@ -3325,6 +3325,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     if (a_fresh == b_fresh) return "";
     const char* fresh = b_fresh ? "B" : "A";
     const char* carried = b_fresh ? "A" : "B";
+    *run = fresh;
     return std::string(": ") + fresh + " made this optimizer state in this step and " + carried +
            " carried it from its step " + std::to_string(b_fresh ? pa->step : pb->step) + ", so " +
            fresh +
@@ -3389,9 +3390,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       name("A", p.a, a, ta);
       name("B", p.b, b, tb);
       if (!made.empty()) {
-        const std::string fresh = fresh_optimizer_state(a, b, ta, tb);
-        // (For the headline: which run's optimizer started afresh.)
-        if (!fresh.empty()) v["optimizer_fresh"] = fresh.substr(2, 1);
+        std::string fresh_run;  // (for the headline: which run's optimizer started afresh)
+        const std::string fresh = fresh_optimizer_state(a, b, ta, tb, &fresh_run);
+        if (!fresh_run.empty()) v["optimizer_fresh"] = fresh_run;
         v["detail"] = detail + " (" + made + ")" + fresh + recomputed_in_backward(ta, tb);
       }
       return;
@@ -3833,12 +3834,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       // An op that made the same result from other inputs is passed over, and so are the ops
       // nested in it (`ones_like`'s `empty_like`, which reads the same shape).
       if (same_result_depth >= 0 && e.a->depth <= same_result_depth) same_result_depth = -1;
-      const bool inside_same_result = same_result_depth >= 0;
-      if (where.kind == Located::kStructure && !found_value_after && value_differs &&
-          one_iteration && !inside_same_result && same_result_of_other_inputs(*e.a, *e.b, c))
-        same_result_depth = e.a->depth;
-      if (where.kind == Located::kStructure && !found_value_after && value_differs &&
-          one_iteration && !inside_same_result && same_result_depth < 0) {
+      const bool candidate = where.kind == Located::kStructure && !found_value_after &&
+                             value_differs && one_iteration && same_result_depth < 0;
+      const bool passed_over = candidate && same_result_of_other_inputs(*e.a, *e.b, c);
+      if (passed_over) same_result_depth = e.a->depth;
+      if (candidate && !passed_over) {
         found_value_after = true;
         value_after_depth = e.a->depth;
         json v;
@@ -4844,6 +4844,12 @@ std::string ending_place(const Reader& r, uint32_t thread) {
 
 // `ran`: the ops the ended thread ran before its end (its tidx there), more than `matched`
 // where a --ring dropped its first ones.
+// A number of meta `recording_lost` (`first_seq`, `first_step`, `ops`), or -1 where absent.
+int64_t lost_number(const json& lost, const char* key) {
+  const json& v = lost.value(key, json());
+  return v.is_number_integer() ? v.get<int64_t>() : int64_t{-1};
+}
+
 void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched, int64_t ran) {
   const std::string side = d.value("ended", "");
   if (side.empty()) return;
@@ -4852,10 +4858,7 @@ void explain_ending(json& d, const Reader& r, uint32_t thread, int64_t matched, 
   // the process did not end, its later ops were not recorded (`recording_stopped`).
   const json lost = json::parse(r.meta("recording_lost"), nullptr, /*allow_exceptions=*/false);
   if (lost.is_object()) {
-    auto number = [&](const char* key) {
-      const json& v = lost.value(key, json());
-      return v.is_number_integer() ? v.get<int64_t>() : int64_t{-1};
-    };
+    auto number = [&](const char* key) { return lost_number(lost, key); };
     d["cause"] = "ended";
     d["recording_stopped"] = side;
     if (number("first_step") >= 0) d["ended_step"] = number("first_step");
@@ -5220,8 +5223,8 @@ std::string recording_lost(const tracer::Reader& r) {
   const json lost = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!lost.is_object()) return "stopped being recorded early (" + text + ")";
   auto number = [&](const char* key) {
-    const json& v = lost.value(key, json());
-    return v.is_number_integer() ? std::to_string(v.get<int64_t>()) : std::string("?");
+    const int64_t n = lost_number(lost, key);
+    return n >= 0 ? std::to_string(n) : std::string("?");
   };
   return "stopped being recorded at seq " + number("first_seq") + " (step " +
          number("first_step") + "): " + lost.value("error", std::string("a write failed")) + "; " +
