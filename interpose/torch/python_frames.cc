@@ -364,6 +364,25 @@ def _name_tree(root):
         path = base + '.' + name if name else base
         _paths[sub] = (path, _module_id(path.encode('utf-8', 'replace')))
 
+# A module called outside any module call and never named: the tree of the largest module
+# among its caller's variables that holds it (`model[0](x)` in the loop, `self.encoder(x)` in
+# a method that is not forward) names it, so that two layers called directly are told apart.
+def _owner(module, caller):
+    best, best_size = None, 0
+    try:
+        for value in list(caller.f_locals.values()):
+            if value is module or not isinstance(value, _tdbg_mm.Module):
+                continue
+            size, holds = 0, False
+            for sub in value.modules():
+                size += 1
+                holds = holds or sub is module
+            if holds and size > best_size:
+                best, best_size = value, size
+    except Exception:
+        return None
+    return best
+
 # A module call that raised ran no post hook (torch < 2.1): its entry stays on the stack. Each
 # entry keeps the id of its module's call frame (live while the call runs); entries whose
 # frame is not among the callers of this call are dropped. Usually the entry on top is found
@@ -395,7 +414,8 @@ def _enter(module, call):
                 entry = (path, _module_id(path.encode('utf-8', 'replace')))
                 _paths[module] = entry
             else:
-                _name_tree(module)
+                owner = _owner(module, call.f_back)
+                _name_tree(owner if owner is not None else module)
                 entry = _paths[module]
         stack.append((id(module), entry[0], entry[1], id(call)))
         _set_module(entry[1], id(call))

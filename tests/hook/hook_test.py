@@ -516,6 +516,30 @@ def case_modules():
                    ("aten::addmm", "Sequential.0.fc"), ("aten::addmm", "Sequential.1.fc"),
                    ("aten::sum", None), ("aten::addmm", "Linear"), ("aten::exp", None)],
           "after a forward that raised, modules are as if it had returned: %s" % rows)
+    # Layers called directly, outside any module call (`model[0](x)`, `self.enc(x)` in a
+    # method that is not forward), are named in the tree of the module that holds them, so
+    # that two of them are told apart; a module no variable holds keeps its class's name.
+    direct = run_python("""
+        import torch, torch.nn as nn
+        class Lit(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(4, 4)
+                self.head = nn.Linear(4, 2)
+            def step(self, x):
+                return self.head(self.enc(x)).sum()
+        def train():
+            model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
+            x = torch.ones(2, 4)
+            model[2](model[1](model[0](x))).sum()
+            Lit().step(x)
+            nn.Linear(4, 3)(x)
+        train()
+    """)
+    rows = [row[0] for row in direct.db().execute(
+        "select module from op_view where name = 'aten::addmm' order by seq")]
+    check(rows == ["Sequential.0", "Sequential.2", "Lit.enc", "Lit.head", "Linear"],
+          "layers called directly are named in their holder's tree: %s" % rows)
     # A scripted module is named by the class it compiled, not RecursiveScriptModule.
     scripted = run_python('''
         import torch
