@@ -444,8 +444,9 @@ test('a recording that stopped (its descriptors taken by the program) reads as s
     'opt = torch.optim.SGD([w], lr=0.1)',
     'x, y = torch.randn(8, 4), torch.randn(8, 1)',
     'for step in range(6):',
-    '    opt.zero_grad(); ((x @ w - y) ** 2).mean().backward(); opt.step()',
-    '    if step == 2 and len(sys.argv) > 1:',
+    '    xs = x * 1.0 if "change" in sys.argv else x',
+    '    opt.zero_grad(); ((xs @ w - y) ** 2).mean().backward(); opt.step()',
+    '    if step == 2 and "close" in sys.argv:',
     '        time.sleep(0.3)',
     '        for name in os.listdir("/proc/self/fd"):',
     '            try: target = os.readlink("/proc/self/fd/" + name)',
@@ -461,6 +462,17 @@ test('a recording that stopped (its descriptors taken by the program) reads as s
   assert.match(status, /^Recording stopped/);
   assert.ok(status.includes("B's recording stopped after"), status);
   assert.deepEqual(seen.errors, []);
+  // After a change that only added work, the values line says where B's recording stopped,
+  // as the CLI does, not that B has no results after it.
+  const changed = recordTorch(dir, 'c', script, ['change', 'close']);
+  const text = spawnSync(tdbg, ['diff', a, changed], { encoding: 'utf8' }).stdout;
+  assert.ok(text.includes("pairs, up to where B's recording stopped): the change added or moved work up to " +
+    "there; B's recording holds nothing after it"), text);
+  const second = await openPage(makeReport(dir, a, changed));
+  const values = await second.page.textContent('#values-same');
+  assert.ok(values.includes("up to where B's recording stopped): the change added or moved work up to there; " +
+    "B's recording holds nothing after it."), values);
+  assert.deepEqual(second.seen.errors, []);
 });
 
 test('a batch split into micro-batches: the headline says the updates agree, as tdbg diff does', async () => {

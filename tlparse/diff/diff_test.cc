@@ -2520,6 +2520,10 @@ TEST_CASE("work added, then one run raised: the values stay the same only up to 
             "; the values stay the same up to where B's recording stopped: B's process stopped "
             "being recorded at seq 100 (step 25)") != std::string::npos);
   CHECK(lost_text.find("after its last op") == std::string::npos);
+  // The values line words the stop as the headline does: B's process went on unrecorded.
+  CHECK(lost_text.find("pairs, up to where B's recording stopped): the change added or moved "
+                       "work up to there; B's recording holds nothing after it") !=
+        std::string::npos);
   // Both ended the same way: the answer holds to the end.
   json both = compare(write(6, false, "0"), write(6, true, "0"));
   CHECK(first(both)["run_ended"].is_null());

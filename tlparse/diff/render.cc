@@ -816,6 +816,12 @@ std::string healed_suffix(const json& d) {
          " to the end";
 }
 
+// "up to where B ended", or "... B's recording stopped" where the process went on unrecorded.
+std::string up_to_where_ended(const json& ended) {
+  return "up to where " + str(ended, "run") +
+         (ended.value("recording_stopped", false) ? "'s recording stopped" : " ended");
+}
+
 std::string work_not_results(const json& d) {
   // The answer to "does this change my results?" belongs on the headline. A run that ended
   // early (`run_ended`) has none past its end: the answer holds up to there.
@@ -823,10 +829,7 @@ std::string work_not_results(const json& d) {
   const json& ended = d.value("run_ended", json());
   if (ended.is_object()) {
     const bool said = d.contains("ended_in_change");
-    const std::string until =
-        " up to where " + str(ended, "run") +
-        (ended.value("recording_stopped", false) ? "'s recording stopped" : " ended") +
-        (said ? "" : ": " + str(ended, "text"));
+    const std::string until = " " + up_to_where_ended(ended) + (said ? "" : ": " + str(ended, "text"));
     if (d.value("contained", json()).is_object())
       return "; it reaches no other op's output" + until;
     if (d.value("values_same", json()).is_object()) return "; the values stay the same" + until;
@@ -1213,11 +1216,11 @@ std::string format_divergence(const json& result) {
       const json& ended = d.value("run_ended", json());
       o << "  values:   every op paired outside the changes has the same values in both runs ("
         << str(paired, "pairs") << " pairs, "
-        << (ended.is_object() ? "up to where " + str(ended, "run") + " ended" : "to the end")
-        << ")";
+        << (ended.is_object() ? up_to_where_ended(ended) : "to the end") << ")";
       if (same.is_object() && ended.is_object())
         o << ": the change added or moved work up to there; " << str(ended, "run")
-          << " has no results after it\n";
+          << (ended.value("recording_stopped", false) ? "'s recording holds nothing after it\n"
+                                                      : " has no results after it\n");
       else if (same.is_object())
         o << ": the change added or moved work, not results\n";
       else

@@ -362,12 +362,15 @@
   }
   // Whether the change touches results at all, as the diff's headline says it: up to where a
   // run ended early (`run_ended`), which has no results past its end.
+  // "up to where B ended", or "... B's recording stopped" where the process went on unrecorded.
+  function upToWhereEnded(ended) {
+    return 'up to where ' + ended.run + (ended.recording_stopped ? "'s recording stopped" : ' ended');
+  }
   function workWords(fd) {
     const ended = fd.run_ended && typeof fd.run_ended === 'object' ? fd.run_ended : null;
     // (Where it ended in the change, the detail already said how.)
     const said = Boolean(fd.ended_in_change);
-    const until = !ended ? ' (work, not results)' : ' up to where ' + ended.run +
-      (ended.recording_stopped ? "'s recording stopped" : ' ended') + (said ? '' : ': ' + ended.text);
+    const until = !ended ? ' (work, not results)' : ' ' + upToWhereEnded(ended) + (said ? '' : ': ' + ended.text);
     if (fd.contained && typeof fd.contained === 'object') return "; it reaches no other op's output" + until;
     if (fd.values_same && typeof fd.values_same === 'object') return ended ? '; the values stay the same' + until
       : '; the values stay the same to the end' + until;
@@ -378,8 +381,8 @@
       const ended = fd.run_ended && typeof fd.run_ended === 'object' ? fd.run_ended : null;
       return h('p', { id: 'values-same' }, h('strong', null, 'Values: '),
         'every op paired outside the changes has the same values in both runs (' + fmt(fd.values_same.pairs) +
-        (ended ? ' pairs, up to where ' + ended.run + ' ended): the change added or moved work up to there; ' +
-          ended.run + ' has no results after it.'
+        (ended ? ' pairs, ' + upToWhereEnded(ended) + '): the change added or moved work up to there; ' +
+          ended.run + (ended.recording_stopped ? "'s recording holds nothing after it." : ' has no results after it.')
           : ' pairs, to the end): the change added or moved work, not results.'));
     }
     const left = fd.values_left_differ;
