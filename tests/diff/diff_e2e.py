@@ -2807,9 +2807,18 @@ for step in range(3):
     out = lin(torch.randn(8, 4))
     if mask == "where":
         safe = torch.where(out > 0, torch.sqrt(out), torch.zeros_like(out))    # MARK:sqrt
+    elif mask == "rows":
+        # Attention whose second row is masked throughout: softmax makes it 0/0, the masked
+        # weights are zeroed after it; softmax's backward makes NaN of that row, and the
+        # backward of the masked_fill before it zeroes that again. No gradient is NaN.
+        keep = torch.tensor([[True, True, False, True], [False] * 4] * 4)
+        w = torch.softmax(out.masked_fill(~keep, float("-inf")), dim=-1)    # MARK:rows
+        safe = w.masked_fill(~keep, 0.0) * out
     else:
         safe = torch.nan_to_num(torch.sqrt(out), nan=0.0)    # MARK:sqrt_nan_to_num
     loss = safe.mean()
+    if mask == "rows":
+        assert all(torch.isfinite(p.grad).all() for p in lin.parameters() if p.grad is not None)
     opt.zero_grad(); loss.backward(); opt.step()
 """
 
@@ -2839,6 +2848,16 @@ def case_nan_where_grad():
           (f.get("masked_then_backward") or "").startswith("aten::nan_to_num (seq "),
           f"the sqrt, masked by nan_to_num in the forward (got {p.returncode} {f.get('op')} "
           f"{(f.get('source') or {}).get('line')} {f.get('masked_then_backward')})")
+    # NaN that backward makes of a masked one and masks again itself is no start: the run is
+    # finite (exit 0), and the softmax is listed as masked.
+    run, _ = record("nan_rows_grad", ["rows"], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    masked = [(m.get("op"), (m.get("source") or {}).get("line")) for m in r.get("contained_starts") or []
+              if m.get("masked_by")]
+    check(p.returncode == 0 and r.get("first_nonfinite") is None and ("aten::_softmax", mark["rows"]) in masked,
+          f"a fully masked row zeroed after softmax is masked, also in backward (got {p.returncode} "
+          f"{(r.get('first_nonfinite') or {}).get('op')} {masked})")
 
 
 def case_nan_count():

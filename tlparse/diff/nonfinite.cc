@@ -541,6 +541,7 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
   constexpr int64_t kLookAhead = 1 << 16;
   std::string masked_by;
   bool masked_in_forward = false;  // by the program's own op, not one autograd ran
+  std::string backward_made;       // `masked_by`, once backward made NaN or Inf of them after it
   bool spread = false, inside_start = true, other_source = false;
   // Why a mask did not count, and the op that says so.
   std::string why;
@@ -576,7 +577,9 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       if (t.role != TensorRole::kInput || *never_read(strings, t) != '\0') continue;
       reads = reads || live.count(t.hash) > 0;
       reads_test = reads_test || tests.count(t.hash) > 0;
-      unknown = unknown || !(t.summary.valid && tensor_comparable(t));
+      // (An integer or bool input, a mask, holds no NaN: it has no summary to miss.)
+      unknown = unknown || (hashing::dtype_is_floating(t.dtype) &&
+                            !(t.summary.valid && tensor_comparable(t)));
       unread.erase(t.hash);
     }
     bool nonfinite = false, any_output = false;
@@ -601,15 +604,26 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
         }
       return true;
     }
-    if (nonfinite && (reads || (unknown && !other_source))) {
-      // Backward made it after the forward masked it: from the values saved for it, or from
-      // the start's output itself (sqrt's backward divides by its result).
-      // (Not where it reads what a forward op passed on unmasked: `spread_by` names that op.)
-      if ((o.flags & tracer::kOpBackward) && !masked_by.empty() && !spread &&
-          passed_on_to(o) == nullptr)
-        *undone_by_backward = masked_by;
-      return spread_by(o, "an op made NaN or Inf from them");
+    // Backward made NaN or Inf of them after the forward masked them: from the values saved
+    // for it, or from the start's output itself (sqrt's backward divides by its result). A
+    // later backward op may mask that in turn (the backward of a masked_fill before a softmax
+    // zeroes the gradient of a fully masked row), so it is passed on, as a forward op's is;
+    // where nothing masks it, the mask was undone by backward (the where-over-sqrt trap).
+    // (Not where it reads what a forward op passed on unmasked: `spread_by` names that op.)
+    if (nonfinite && (reads || (unknown && !other_source)) && (o.flags & tracer::kOpBackward) &&
+        !masked_by.empty() && !spread && passed_on_to(o) == nullptr) {
+      if (backward_made.empty()) backward_made = masked_by;
+      for (const TensorRecord& t : o.tensors)
+        if (t.role == TensorRole::kOutput && t.hash != 0 && hashing::dtype_is_floating(t.dtype) &&
+            (!(t.summary.valid && tensor_comparable(t)) || t.summary.nan_count > 0 ||
+             t.summary.inf_count > 0)) {
+          live.insert(t.hash);
+          unread.insert(t.hash);
+        }
+      return true;
     }
+    if (nonfinite && (reads || (unknown && !other_source)))
+      return spread_by(o, "an op made NaN or Inf from them");
     if (nonfinite) {
       other_source = true;  // NaN or Inf of another start
       return true;
@@ -662,6 +676,7 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
   TDBG_RETURN_IF_ERROR(st);
   // Masked only where every tensor holding them was read, and no reader spread them.
   if (!spread && unread.empty()) return masked_by;
+  *undone_by_backward = backward_made;
   if (masked_by.empty() || !masked_in_forward || !undone_by_backward->empty()) return std::string();
   if (!spread) {
     // Kept where nothing read it by then (`dbg = y.sum()`, a loss made of them): it may reach
