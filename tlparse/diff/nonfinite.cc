@@ -578,8 +578,8 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
       reads = reads || live.count(t.hash) > 0;
       reads_test = reads_test || tests.count(t.hash) > 0;
       // (An integer or bool input, a mask, holds no NaN: it has no summary to miss.)
-      unknown = unknown || (hashing::dtype_is_floating(t.dtype) &&
-                            !(t.summary.valid && tensor_comparable(t)));
+      unknown = unknown ||
+                (hashing::dtype_is_floating(t.dtype) && !(t.summary.valid && tensor_comparable(t)));
       unread.erase(t.hash);
     }
     bool nonfinite = false, any_output = false;

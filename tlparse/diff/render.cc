@@ -829,7 +829,8 @@ std::string work_not_results(const json& d) {
   const json& ended = d.value("run_ended", json());
   if (ended.is_object()) {
     const bool said = d.contains("ended_in_change");
-    const std::string until = " " + up_to_where_ended(ended) + (said ? "" : ": " + str(ended, "text"));
+    const std::string until =
+        " " + up_to_where_ended(ended) + (said ? "" : ": " + str(ended, "text"));
     if (d.value("contained", json()).is_object())
       return "; it reaches no other op's output" + until;
     if (d.value("values_same", json()).is_object()) return "; the values stay the same" + until;
