@@ -1422,8 +1422,11 @@ std::unique_ptr<at::ObserverContext> start_region(const at::RecordFunction& fn, 
   const uint32_t id = open_region(ts, fn.name(), optimizer);
   if (id == 0) return nullptr;
   // What the step's hyperparameters are (a scheduler may have set lr since the last step).
+  // The index counts the steps before a --steps window too, so that a GAN's second optimizer
+  // is "2 of 2" whatever window was recorded.
+  const int index = optimizer != 0 ? optimizer_index(optimizer) : 0;
   if (optimizer != 0 && ts.regions.back().in_window) {
-    const std::string settings = python_optimizer_settings(optimizer, optimizer_index(optimizer));
+    const std::string settings = python_optimizer_settings(optimizer, index);
     tracer::Writer* w = writer();
     if (!settings.empty() && w) ts.regions.back().settings = w->intern(settings);
   }

@@ -7,6 +7,7 @@ Run with no --case to list the cases.
 """
 import argparse
 import glob
+import json
 import os
 import re
 import shutil
@@ -409,6 +410,27 @@ def case_steps():
     # Once the generator's optimizer is out of use (16 steps of the other without it), the
     # count catches up: each of the 20 steps counted.
     check(exp[3] == 24, "the remaining optimizer counts each of its steps after: %s" % (exp,))
+
+    # Each optimizer's settings say which of the process's optimizers it is, by the order of
+    # their first steps, also in a --steps window that begins at the second one's step.
+    gan = """
+        import torch
+        torch.manual_seed(0)
+        d, g = torch.nn.Linear(4, 1), torch.nn.Linear(2, 4)
+        od = torch.optim.Adam(d.parameters(), lr=1e-3)
+        og = torch.optim.Adam(g.parameters(), lr=1e-2)
+        for it in range(3):
+            od.zero_grad(); d(g(torch.randn(3, 2)).detach()).mean().backward(); od.step()
+            og.zero_grad(); (-d(g(torch.randn(3, 2)))).mean().backward(); og.step()
+    """
+    for window in (None, "1:2"):
+        con = run_python(gan, env={"TDBG_STEPS": window} if window else None).db()
+        settings = [json.loads(text) for (text,) in con.execute(
+            "select s.text from regions r join strings s on s.id = r.name where r.kind = 3 "
+            "order by r.start_seq")]
+        by_lr = {(o["groups"][0]["lr"], o["index"]) for o in settings}
+        check(by_lr == {(1e-3, 1), (1e-2, 2)},
+              "window %s: the optimizers' indexes by lr: %s" % (window, sorted(by_lr)))
 
     # Two threads, each training a model of its own at its own pace: each counts its own
     # iterations (one count for both would move in an order the scheduler picks).
