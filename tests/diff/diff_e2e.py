@@ -2347,7 +2347,7 @@ def case_autocast():
     d = r["first_divergence"] or {}
     line, _ = line_of(d.get("a"))
     check(rc == 1 and d.get("kind") == "structure" and line == mark["forward"]
-          and "B computes in 16 bits: autocast on in one run only" in d.get("detail", ""),
+          and "B computes in 16 bits here: autocast covers this op in one run only" in d.get("detail", ""),
           f"autocast in B, at line {mark['forward']} (got {d.get('kind')}, {line}, {d.get('detail')!r})")
 
 

@@ -256,8 +256,9 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
       if (sa.shape_hash(ta.shape) == sb.shape_hash(tb.shape) && half(ta.dtype) != half(tb.dtype) &&
           hashing::dtype_is_floating(ta.dtype) && hashing::dtype_is_floating(tb.dtype))
         c.structure += std::string(" (") + (half(ta.dtype) ? "A" : "B") +
-                       " computes in 16 bits: autocast on in one run only, as torch.autocast or "
-                       "torch.cuda.amp turns it on, or a .half() or .bfloat16() call)";
+                       " computes in 16 bits here: autocast covers this op in one run only "
+                       "(torch.autocast or torch.cuda.amp on in one run, or around another "
+                       "region), or a .half() or .bfloat16() call)";
       return c;
     }
     if (c.layout < 0 && sa.text(ta.shape) != sb.text(tb.shape)) c.layout = static_cast<int>(i);

@@ -932,9 +932,13 @@ void print_updates(std::ostringstream& o, const json& d) {
     << (agreed > 0 && beyond.value("agreed_exactly", false)
             ? "; the " + std::to_string(agreed) +
                   " step(s) before it compute the same updates (a change that begins there)"
-        : agreed > 0 ? "; the " + std::to_string(agreed) +
-                           " step(s) before it agree at rounding level (a rounding difference that "
-                           "grew, or a change that begins there)"
+        // Measured against the parameters' own size: a change to the gradients too small
+        // against it to tell from rounding (the first steps' updates are) is no rounding.
+        : agreed > 0 ? "; in the " + std::to_string(agreed) +
+                           " step(s) before it, the parameters and optimizer state differ by no "
+                           "more than rounding of their own size (a difference in the updates "
+                           "too small against the parameters to tell from rounding, which grew, "
+                           "or a change that begins there)"
                      : ": the change alters what the training computes")
     << "\n";
 }
