@@ -2860,6 +2860,53 @@ def case_nan_where_grad():
           f"{(r.get('first_nonfinite') or {}).get('op')} {masked})")
 
 
+# Training whose learning rate is far too large: the weights blow up over the steps and the
+# loss overflows to Inf at step 3. With "spike", a small learning rate and an input scaled to
+# overflow at step 3 only.
+NAN_GROWTH = r"""
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+spike = sys.argv[1] == "spike"
+opt = torch.optim.SGD(model.parameters(), lr=1e-3 if spike else 3.0)
+x, y = torch.randn(64, 8) * 3, torch.randn(64, 1) * 10
+for step in range(6):
+    opt.zero_grad()
+    scale = 1e30 if spike and step == 3 else 1.0
+    loss = torch.nn.functional.mse_loss(model(x) * scale, y)    # MARK:loss
+    if not torch.isfinite(loss):
+        break
+    loss.backward()
+    opt.step()
+"""
+
+
+def case_nan_growth():
+    # An overflow whose inputs grew over the steps before it (a learning rate too large) says
+    # so, step by step; one that comes at once (an input scaled at one step) does not.
+    script = write_script("nan_growth.py", NAN_GROWTH)
+    mark = marks(script)
+    run, _ = record("nan_growth", ["lr"], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    grew = [s["step"] for s in (f.get("input_growth") or {}).get("steps", [])]
+    mags = [s["magnitude"] for s in (f.get("input_growth") or {}).get("steps", [])]
+    check(p.returncode == 1 and f.get("op") == "aten::mse_loss" and
+          (f.get("source") or {}).get("line") == mark["loss"] and grew == list(range(f.get("step", -1) + 1))
+          and mags == sorted(mags) and mags[-1] > 1e4 * mags[0],
+          f"the overflow's inputs grew step by step (got {p.returncode} {f.get('op')} step {f.get('step')} "
+          f"{list(zip(grew, mags))})")
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check("  grew:     the largest input magnitude of aten::mse_loss here, by step: 0: " in text and
+          "a learning rate too large" in text, f"the text says they grew: {text[:900]!r}")
+    run, _ = record("nan_spike", ["spike"], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("step") == 3 and "input_growth" not in f,
+          f"an overflow at one step has no growth (got {p.returncode} step {f.get('step')} "
+          f"{f.get('op')} {f.get('input_growth')})")
+
+
 def case_nan_count():
     # A masked mean over an integer count that is 0 at one step: the divisor has no summary
     # (tdbg keeps none of integer tensors), and the cause still says it is 0, from what a

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
@@ -695,6 +696,53 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
   return std::string();
 }
 
+// The largest magnitude among `o`'s inputs' values (as `recorded_values` finds them), -1 where
+// none is known or one holds NaN or Inf.
+double input_magnitude(const tracer::Reader& r, Strings& strings, const OpRecord& o) {
+  double m = -1;
+  for (const TensorRecord& t : o.tensors) {
+    if (t.role != TensorRole::kInput) continue;
+    const InputValues v = recorded_values(r, strings, t);
+    if (!v.summary.valid) continue;
+    if (v.summary.nan_count > 0 || v.summary.inf_count > 0) return -1;
+    m = std::max({m, std::fabs(v.summary.min), std::fabs(v.summary.max)});
+  }
+  return m;
+}
+
+// For a start made here from finite inputs of large magnitude (an overflow): the largest input
+// magnitude of the same op at the same place in each step up to it, where that grew over the
+// steps before its own (weights that blow up: a learning rate too large, gradients not
+// clipped), as
+// {"steps": [{"step", "magnitude"}...], "steps_seen"}: the first two and the last six. Null
+// where it did not grow, or too few steps ran it.
+StatusOr<json> input_growth(const tracer::Reader& r, Strings& strings, const OpRecord& start) {
+  constexpr double kLarge = 1e4, kGrowth = 10;
+  const double here = input_magnitude(r, strings, start);
+  if (here < kLarge) return json(nullptr);
+  std::map<int64_t, double> by_step;
+  Status st = r.scan_ops(start.thread, 0, start.tidx, true, [&](const OpRecord& o) {
+    if (o.name != start.name || o.user_frame != start.user_frame || o.depth != start.depth)
+      return true;
+    if (const double m = input_magnitude(r, strings, o); m >= 0)
+      by_step[o.step] = std::max(by_step[o.step], m);
+    return true;
+  });
+  TDBG_RETURN_IF_ERROR(st);
+  by_step[start.step] = std::max(by_step[start.step], here);
+  // Grown already before its step: an input scaled at one step only is no growth.
+  if (by_step.size() < 3 || std::prev(by_step.end(), 2)->second < kGrowth * by_step.begin()->second)
+    return json(nullptr);
+  json steps = json::array();
+  size_t k = 0;
+  for (const auto& [step, magnitude] : by_step) {
+    if (k < 2 || k + 6 >= by_step.size())
+      steps.push_back({{"step", step}, {"magnitude", magnitude}});
+    ++k;
+  }
+  return json{{"steps", std::move(steps)}, {"steps_seen", by_step.size()}};
+}
+
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the
 // process has none; `counts` says what its ops passed over when it has none.
 // `first_held`: the first seq its database holds (a ring's or a trimmed bundle's first op).
@@ -796,6 +844,10 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (t.id == op.thread) j["os_tid"] = t.os_tid;
   j["entered"] = entry.empty() ? json(nullptr) : json(entry);
   if (!mask_undone.empty()) j["masked_then_backward"] = mask_undone;
+  if (entry.empty()) {
+    TDBG_ASSIGN_OR_RETURN(json growth, input_growth(r, strings, op));
+    if (!growth.is_null()) j["input_growth"] = std::move(growth);
+  }
   if (mask_rejected.is_object()) j["mask_rejected"] = std::move(mask_rejected);
   // Step 1 that is still the loop's first iteration (several optimizers), as diff says it.
   if (in_first_iteration(r, op.step, op.seq)) j["first_iteration"] = true;

@@ -1494,6 +1494,21 @@ std::string format_nonfinite(const json& result) {
       }
     }
   }
+  // Its inputs grew over the steps before it: weights that blow up, not one bad step.
+  if (const json& grew = f.value("input_growth", json()); grew.is_object()) {
+    o << "  grew:     the largest input magnitude of " << str(f, "op") << " here, by step:";
+    int64_t last = -1;
+    for (const json& s2 : grew.value("steps", json::array())) {
+      char magnitude[32];
+      std::snprintf(magnitude, sizeof(magnitude), "%.3g", s2.value("magnitude", 0.0));
+      const int64_t step = s2.value("step", int64_t{0});
+      o << (last < 0 ? " " : step > last + 1 ? ", ..., " : ", ") << step << ": " << magnitude;
+      last = step;
+    }
+    o << ". The values grew over the steps before it, as when weights blow up: a learning rate "
+         "too large, or gradients not clipped (torch.nn.utils.clip_grad_norm_); the first step "
+         "it grew in is where to look\n";
+  }
   // Masked in the forward, yet a start: backward made NaN from the values saved for it.
   if (const std::string by = str(f, "masked_then_backward"); !by.empty())
     o << "  masked:   by " << by << " in the forward, but backward then made NaN or Inf from "
