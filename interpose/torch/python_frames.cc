@@ -337,7 +337,7 @@ std::string library_path() {
 // only read modules, named_modules, and never change an input or output), the wrappers of
 // torch.multiprocessing's rebuild functions, and the close of multiprocessing children.
 const char* kPythonHooksSource = R"PY(
-import ctypes, sys, threading, weakref
+import ctypes, gc, sys, threading, weakref
 import torch.nn.modules.module as _tdbg_mm
 _lib = ctypes.PyDLL(_TDBG_LIB)
 _module_id = _lib.tdbg_torch_module_id
@@ -364,24 +364,45 @@ def _name_tree(root):
         path = base + '.' + name if name else base
         _paths[sub] = (path, _module_id(path.encode('utf-8', 'replace')))
 
-# A module called outside any module call and never named: the tree of the largest module
-# among its caller's variables that holds it (`model[0](x)` in the loop, `self.encoder(x)` in
-# a method that is not forward) names it, so that two layers called directly are told apart.
-def _owner(module, caller):
-    best, best_size = None, 0
-    try:
-        for value in list(caller.f_locals.values()):
-            if value is module or not isinstance(value, _tdbg_mm.Module):
-                continue
-            size, holds = 0, False
-            for sub in value.modules():
-                size += 1
-                holds = holds or sub is module
-            if holds and size > best_size:
-                best, best_size = value, size
-    except Exception:
+# A module called outside any module call and never named (`model[0](x)` in the loop,
+# `self.enc(x)` in a method that is not forward): the root of the tree that holds it, so that
+# two layers called directly are told apart; None for a module no other holds. Found through
+# the objects that refer to it (its parent's `_modules`), never through a frame's locals:
+# reading `f_locals` of a function's frame keeps a copy of its variables alive until it
+# returns, which would change when the program's objects are freed. Each search scans the
+# heap, so a process makes a bounded number of them.
+_owner_searches = [64]
+
+def _parent(module):
+    for ref in gc.get_referrers(module):
+        if not isinstance(ref, dict):
+            continue
+        # `ref` may be a parent's `_modules`: held by the parent itself (its attributes kept
+        # inline) or by its `__dict__`.
+        for holder in gc.get_referrers(ref):
+            if isinstance(holder, _tdbg_mm.Module):
+                if getattr(holder, '_modules', None) is ref:
+                    return holder
+            elif isinstance(holder, dict) and holder.get('_modules') is ref:
+                for parent in gc.get_referrers(holder):
+                    if isinstance(parent, _tdbg_mm.Module) and getattr(parent, '_modules', None) is ref:
+                        return parent
+    return None
+
+def _owner(module):
+    if _owner_searches[0] <= 0:
         return None
-    return best
+    _owner_searches[0] -= 1
+    root, seen = None, {id(module)}
+    try:
+        parent = _parent(module)
+        while parent is not None and id(parent) not in seen and len(seen) < 64:
+            seen.add(id(parent))
+            root = parent
+            parent = _parent(parent)
+    except Exception:
+        return root
+    return root
 
 # A module call that raised ran no post hook (torch < 2.1): its entry stays on the stack. Each
 # entry keeps the id of its module's call frame (live while the call runs); entries whose
@@ -414,7 +435,7 @@ def _enter(module, call):
                 entry = (path, _module_id(path.encode('utf-8', 'replace')))
                 _paths[module] = entry
             else:
-                owner = _owner(module, call.f_back)
+                owner = _owner(module)
                 _name_tree(owner if owner is not None else module)
                 entry = _paths[module]
         stack.append((id(module), entry[0], entry[1], id(call)))

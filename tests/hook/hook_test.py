@@ -542,7 +542,7 @@ def case_modules():
     # method that is not forward), are named in the tree of the module that holds them, so
     # that two of them are told apart; a module no variable holds keeps its class's name.
     direct = run_python("""
-        import torch, torch.nn as nn
+        import weakref, torch, torch.nn as nn
         class Lit(nn.Module):
             def __init__(self):
                 super().__init__()
@@ -553,7 +553,11 @@ def case_modules():
         def train():
             model = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2))
             x = torch.ones(2, 4)
+            probe = torch.ones(3)
+            freed = weakref.ref(probe)
             model[2](model[1](model[0](x))).sum()
+            del probe
+            print("probe freed" if freed() is None else "probe kept alive")
             Lit().step(x)
             nn.Linear(4, 3)(x)
         train()
@@ -562,6 +566,10 @@ def case_modules():
         "select module from op_view where name = 'aten::addmm' order by seq")]
     check(rows == ["Sequential.0", "Sequential.2", "Lit.enc", "Lit.head", "Linear"],
           "layers called directly are named in their holder's tree: %s" % rows)
+    # Naming them keeps none of the caller's variables alive (a copy of a frame's locals
+    # would, and so change when the program's objects are freed: a DDP shutdown hangs).
+    check("probe freed" in direct.stdout, "the caller's objects are freed as without tdbg: %r"
+          % direct.stdout)
     # A scripted module is named by the class it compiled, not RecursiveScriptModule.
     scripted = run_python('''
         import torch
