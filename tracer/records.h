@@ -127,6 +127,11 @@ struct ThreadRecord {
   std::string name;
 };
 
+// `FrameRecord::file` of a frame in TorchScript's builtin code (`2.0 * x` runs its `def
+// mul(a: float, b: Tensor)`), which TorchScript inlines without the line that called it; the
+// frame's function is "mul (in forward)": the builtin, and the scripted function that called it.
+inline constexpr char kScriptBuiltinFile[] = "<TorchScript builtin>";
+
 struct FrameRecord {
   FrameId id = 0;
   FrameId parent = 0;          // the caller's frame, 0 at the outermost

@@ -1788,6 +1788,49 @@ def case_activation_checkpoint():
           f"{same} pairs, {growth.get('structural_ops')} ops in changes)")
 
 
+# A scripted module whose activation scales by a number on the operator's left: TorchScript
+# runs its builtin mul(float, Tensor) for it, inlined without the line that called it.
+SCRIPT_BUILTIN = r"""
+import sys, torch
+torch.manual_seed(0)
+class Act(torch.nn.Module):
+    def __init__(self, alpha: float):
+        super().__init__()
+        self.alpha = alpha
+    def forward(self, x):
+        return torch.where(x > 0, x, self.alpha * (torch.exp(x) - 1))
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.act, self.l2 = torch.nn.Linear(8, 16), Act(float(sys.argv[1])), torch.nn.Linear(16, 1)
+    def forward(self, x):
+        return self.l2(self.act(self.l1(x)))    # MARK:call
+model = torch.jit.script(Net())
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+x, y = torch.randn(32, 8), torch.randn(32, 1)
+for step in range(2):
+    opt.zero_grad(); torch.nn.functional.mse_loss(model(x), y).backward(); opt.step()
+"""
+
+
+def case_script_builtin():
+    # The alpha differs inside TorchScript's builtin mul: the where line is the scripted
+    # caller's, and it says that TorchScript kept no line for the builtin's call, and which.
+    script = write_script("script_builtin.py", SCRIPT_BUILTIN)
+    mark = marks(script)
+    a, _ = record("script_builtin_a", ["1.0"], script)
+    b, _ = record("script_builtin_b", ["1.05"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, _ = line_of(d.get("a"))
+    check(rc == 1 and d.get("cause") == "arguments" and d.get("a", {}).get("op") == "aten::mul" and
+          line == mark["call"], f"the mul, at the scripted call's line {mark['call']} (got {d.get('cause')} "
+          f"{d.get('a', {}).get('op')} {line})")
+    text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
+    check("(in TorchScript's builtin mul (in forward), whose line there TorchScript does not keep: "
+          "an operator with a number on its left" in text, f"the where line says so: {text[:800]!r}")
+
+
 def case_child_script():
     # A training script that runs another one (an evaluation) in a subprocess: the bundle
     # carries both scripts, though the report's window holds ops of the parent alone.

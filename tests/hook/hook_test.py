@@ -687,6 +687,14 @@ def case_torchscript_line():
         "where o.name = 'aten::mul' and o.seq > (select max(seq) from op_view where name = 'aten::sum')")]
     check(files and all(f == script for f in files),
           "the scripted gelu's muls are placed in the user's script, not '<string>': %s" % files)
+    # Its innermost frame says what it is: TorchScript's builtin mul, called in gelu, at a line
+    # TorchScript did not keep.
+    builtins = con.execute(
+        "select f.file, f.function from op_view o join frame_view f on f.id = o.stack "
+        "where o.name = 'aten::mul' and o.seq > (select max(seq) from op_view where name = 'aten::sum')"
+    ).fetchall()
+    check(("<TorchScript builtin>", "mul (in gelu)") in builtins,
+          "the builtin's frame is named as such: %s" % builtins)
 
 
 def case_torchscript_stack():

@@ -567,10 +567,19 @@ static void add_source(const tracer::Reader& reader, Strings& strings, const OpR
   if (user == 0) user = stack;
   j["source"] = frame_json(reader, strings, user);
   nlohmann::json frames = nlohmann::json::array();
+  std::string builtin;  // the innermost frame's function, where it is TorchScript builtin code
   if (stack != 0) {
-    for (const tracer::FrameRecord& f : reader.stack(stack)) frames.push_back(record_json(reader, strings, f));
+    for (const tracer::FrameRecord& f : reader.stack(stack)) {
+      frames.push_back(record_json(reader, strings, f));
+      builtin = strings.text(f.file) == tracer::kScriptBuiltinFile ? strings.text(f.function) : "";
+    }
   }
   j["stack"] = std::move(frames);
+  // The line is the scripted caller's: TorchScript kept none for its builtin's call.
+  if (!builtin.empty())
+    j["source_note"] = "in TorchScript's builtin " + builtin +
+                       ", whose line there TorchScript does not keep: an operator with a number "
+                       "on its left, such as `2.0 * x` or `1 - x`";
   j["source_from_forward"] = from_forward;
 }
 

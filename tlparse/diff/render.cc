@@ -38,6 +38,7 @@ std::string source_text(const json& side) {
   }
   std::string s = frame_text(str(src, "file"), src.value("line", int64_t{0}), str(src, "function"), false);
   if (side.value("source_from_forward", false)) s += " (forward op's line)";
+  if (const std::string note = str(side, "source_note"); !note.empty()) s += " (" + note + ")";
   return s;
 }
 

@@ -173,6 +173,7 @@
       banner = h('div', { class: 'banner diverged', id: 'status' },
         h('strong', null, fd.recording_stopped ? 'Recording stopped' : ended ? 'Ended early' : 'Diverged'), onlyB ? ' at op #' + fmt(a.seq) + ' of B ' : ' at op #' + fmt(a.seq) + ' ',
         h('code', null, a.op || '?'), ', ', whereInRun(fd, a), ', ', h('code', null, srcText(a.source)),
+        a.source_note ? ' (' + a.source_note + ')' : null,
         fd.kind === 'structure' && fd.detail ? [' (', fd.detail, ')'] : null,
         fd.cause ? [' — cause: ', h('span', { class: 'tag' }, fd.cause)] : null,
         fd.kind && fd.kind !== fd.cause ? [' (', fd.kind, ' difference)'] : null,
@@ -556,7 +557,8 @@
                 ((f.other_starts || []).length ? '; the step of the process that read the batch is under "also")' : ')')
               : '')],
             f.process_info ? ['process', f.process_info.text] : null,
-            ['source', [h('code', null, srcText(f.source)), f.source_from_forward ? ' (the forward op\'s line)' : null]],
+            ['source', [h('code', null, srcText(f.source)), f.source_from_forward ? ' (the forward op\'s line)' : null,
+            f.source_note ? ' (' + f.source_note + ')' : null]],
             f.module ? ['module', h('code', null, f.module)] : null,
             // The ops it ran inside, innermost first, as `tdbg nan` prints them.
             (f.enclosing || []).length ? ['inside', (f.backward ? 'backward: ' : '') + f.enclosing.map(e => e.op).reverse().join(' < ')]
@@ -793,7 +795,8 @@
       h('h3', null, 'Op #', o.seq, ' ', h('code', { id: 'detail-name' }, o.name),
         runs.length > 1 ? h('span', { class: 'muted', id: 'detail-run' }, ' · run ' + run.label) : null),
       kv([['step', o.step], ['thread / index', o.thread + ' / ' + o.tidx], ['module', o.module || '—'],
-          ['source', [h('code', null, srcText(o.source)), o.source_from_forward ? ' (the forward op\'s line)' : null]],
+          ['source', [h('code', null, srcText(o.source)), o.source_from_forward ? ' (the forward op\'s line)' : null,
+            o.source_note ? ' (' + o.source_note + ')' : null]],
           ['parent', o.parent >= 0 ? h('button', { class: 'link', onclick: () => goTo(o.parent) }, '#' + o.parent) : '—'],
           o.backward ? ['forward op', o.fwd >= 0 ? h('button', { class: 'link', id: 'fwd-link', onclick: () => goTo(o.fwd) }, '#' + o.fwd) : 'unknown'] : null,
           o.rng ? ['generator state', o.rng] : null,
