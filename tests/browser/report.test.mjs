@@ -600,3 +600,28 @@ test('tdbg view serves the viewer from 127.0.0.1 and pages through the whole run
     assert.equal(code, 0, 'tdbg view stops cleanly on SIGINT');
   }
 });
+
+test('a change that cuts parameters off from their gradient: the status says the optimizer leaves them', async () => {
+  const dir = join(work, 'never-updated');
+  mkdirSync(dir);
+  const script = join(dir, 'cut.py');
+  writeFileSync(script, [
+    'import sys, torch',
+    'from torch.utils.checkpoint import checkpoint',
+    'torch.manual_seed(0)',
+    'block, head = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)',
+    'opt = torch.optim.SGD(list(block.parameters()) + list(head.parameters()), lr=0.1)',
+    'x, y = torch.randn(8, 4), torch.randn(8, 1)',
+    'for step in range(3):',
+    '    h = checkpoint(block, x) if len(sys.argv) > 1 else block(x)',
+    '    opt.zero_grad(); ((head(h) - y) ** 2).mean().backward(); opt.step()',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, []);
+  const b = recordTorch(dir, 'b', script, ['cut']);
+  const headline = spawnSync(tdbg, ['diff', a, b], { encoding: 'utf8' }).stdout.split('\n')[0];
+  const said = headline.match(/; B's optimizer leaves 2 parameter\(s\) the other's updates \(in Linear\): no gradient reaches them in B/);
+  assert.ok(said, headline);
+  const { page, seen } = await openPage(makeReport(dir, a, b));
+  assert.equal(await page.textContent('#status-not-updated'), said[0]);
+  assert.deepEqual(seen.errors, []);
+});

@@ -1739,6 +1739,31 @@ print(block[0].weight.grad.sum().item())
 """
 
 
+# Two blocks and a head under plain SGD; with "cut", the first block is checkpointed the
+# reentrant way over an input that does not require grad: its parameters get no gradient.
+CHECKPOINT_CUT = r"""
+import sys, torch
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([torch.nn.Linear(16, 16) for _ in range(2)])
+        self.head = torch.nn.Linear(16, 1)
+    def forward(self, x):
+        for k, b in enumerate(self.blocks):
+            x = torch.tanh(checkpoint(b, x) if sys.argv[1] == "cut" and k == 0 else b(x))
+        return self.head(x)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+x, y = torch.randn(32, 16), torch.randn(32, 1)
+for step in range(3):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+"""
+
+
 def case_activation_checkpoint():
     # Checkpointing adds the recomputed forwards, not other values: the recomputed block is one
     # insertion (not paired op by op with a look-alike inside it), and no paired op differs.
@@ -1762,6 +1787,33 @@ def case_activation_checkpoint():
     check("the change added or moved work, not results" in text, f"and says so: {text[:600]!r}")
     check("the values stay the same to the end (work, not results)" in text.splitlines()[0],
           f"on its first line: {text.splitlines()[0]!r}")
+    # A reentrant checkpoint of the first block, whose input does not require grad, cuts its
+    # parameters off from their gradient: the headline says that B's optimizer never updates
+    # what the block reads, beyond the CheckpointFunction inserted.
+    script_c = write_script("checkpoint_cut.py", CHECKPOINT_CUT)
+    plain, _ = record("actck_whole", ["plain"], script_c)
+    cut, _ = record("actck_cut", ["cut"], script_c)
+    rc, r = diff(plain, cut)
+    d = r["first_divergence"] or {}
+    left = d.get("not_updated") or {}
+    check(rc == 1 and left.get("run") == "B" and left.get("missing") == 2 and
+          (left.get("updated_a"), left.get("updated_b")) == (6, 4) and
+          [p.get("module") for p in left.get("params", [])] == ["Net.blocks.0", "Net.blocks.0"],
+          f"B's optimizer leaves the first block's weight and bias (got {left})")
+    text = subprocess.run([TDBG, "diff", plain, cut], stdout=subprocess.PIPE, text=True).stdout
+    check("; B's optimizer leaves 2 parameter(s) the other's updates (in Net.blocks.0): no gradient "
+          "reaches them in B" in text.splitlines()[0], f"on the headline: {text.splitlines()[0]!r}")
+    check("  params:   in step 0 A's optimizer updates 6 tensor(s), B's 4; B's leaves float32[16x16] made "
+          "by aten::uniform_" in text, f"and in the body: {text[:1500]!r}")
+    # A layer B has and A does not is no parameter A left.
+    script_e = write_script("checkpoint_extra.py", CHECKPOINT_CUT.replace(
+        "self.head = torch.nn.Linear(16, 1)", "self.head = torch.nn.Sequential(*([torch.nn.Linear(16, 16)] if "
+        "sys.argv[1] == 'extra' else []), torch.nn.Linear(16, 1))"))
+    extra, _ = record("actck_extra", ["extra"], script_e)
+    whole_e, _ = record("actck_whole_e", ["plain"], script_e)
+    rc, r = diff(whole_e, extra)
+    check(rc == 1 and (r["first_divergence"] or {}).get("not_updated") is None,
+          f"a layer B only has is not one A left (got {(r['first_divergence'] or {}).get('not_updated')})")
     # Without the generator's state kept, the recomputed dropout draws other numbers: said so,
     # with the line of the checkpointed call for B's recomputed op.
     script_d = write_script("checkpoint_dropout.py", CHECKPOINT_DROPOUT)

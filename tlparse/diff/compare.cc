@@ -4045,6 +4045,15 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       out["values_left_differ"] = std::move(left_differ);
     }
   }
+  // After a structural change that changed values: parameters one run's optimizer leaves,
+  // which the other's updates (the change cut them off from their gradient). Not for an --ops
+  // selection, whose steps hold what it matched.
+  if (where.kind == Located::kStructure && !out.contains("values_same") &&
+      p.a.reader->meta("ops").empty() && p.b.reader->meta("ops").empty()) {
+    json missing =
+        parameters_not_updated(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset);
+    if (!missing.is_null()) out["not_updated"] = std::move(missing);
+  }
   // After a structural change that changed values: whether the optimizer's updates still
   // agree up to rounding step by step (a batch split into micro-batches), or from which step
   // they do not. Not for an --ops selection, whose steps hold what it matched.

@@ -992,8 +992,48 @@ std::string resumed_startup_suffix(const json& result) {
               : str(after, "cause"));
 }
 
+// After a structural change, parameters one run's optimizer leaves that the other's updates
+// (`not_updated`): the change cut them off from their gradient, the answer, which the change's
+// own name (a CheckpointFunction inserted) may not suggest.
+std::string not_updated_suffix(const json& d) {
+  const json& n = d.value("not_updated", json());
+  if (!n.is_object()) return "";
+  std::string modules;
+  for (const json& param : n.value("params", json::array()))
+    if (const std::string m = str(param, "module");
+        !m.empty() && modules.find(m) == std::string::npos)
+      modules += (modules.empty() ? "" : ", ") + m;
+  const std::string run = str(n, "run");
+  // (The modules of the first few only.)
+  const bool more = n.value("missing", size_t{0}) > n.value("params", json::array()).size();
+  return "; " + run + "'s optimizer leaves " + str(n, "missing") + " parameter(s) the other's " +
+         "updates" + (modules.empty() ? "" : " (in " + modules + (more ? ", ...)" : ")")) +
+         ": no gradient reaches them in " + run;
+}
+
+// The parameters one run's optimizer leaves (`not_updated`), and why that happens.
+void print_not_updated(std::ostringstream& o, const json& d) {
+  const json& n = d.value("not_updated", json());
+  if (!n.is_object()) return;
+  const std::string run = str(n, "run");
+  o << "  params:   in step " << str(n, "step") << " A's optimizer updates " << str(n, "updated_a")
+    << " tensor(s), B's " << str(n, "updated_b") << "; " << run << "'s leaves";
+  const json& params = n.value("params", json::array());
+  for (size_t k = 0; k < params.size(); ++k) {
+    const json& param = params[k];
+    o << (k == 0 ? " " : "; ") << str(param, "shape");
+    if (param["made_by"].is_object()) o << " made by " << op_and_source(param["made_by"]);
+    if (!str(param, "module").empty()) o << ", read in " << str(param, "module");
+  }
+  const int64_t more = n.value("missing", int64_t{0}) - static_cast<int64_t>(params.size());
+  if (more > 0) o << " (and " << more << " more)";
+  o << ": no gradient reached them in " << run << " (requires_grad False, a .detach() or "
+    << "torch.no_grad() on their way, a reentrant torch.utils.checkpoint over inputs that do not "
+    << "require grad), or " << run << "'s optimizer was not given them\n";
+}
+
 std::string headline_verdict(const json& d) {
-  return healed_suffix(d) + work_not_results(d) + updates_suffix(d);
+  return healed_suffix(d) + work_not_results(d) + updates_suffix(d) + not_updated_suffix(d);
 }
 
 // What healing means, and the new divergence after it with its cause.
@@ -1158,7 +1198,8 @@ std::string format_divergence(const json& result) {
                                             : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << healed_suffix(d);
-    o << work_not_results(d) << updates_suffix(d) << resumed_startup_suffix(result) << "\n";
+    o << work_not_results(d) << updates_suffix(d) << not_updated_suffix(d)
+      << resumed_startup_suffix(result) << "\n";
     print_warnings(o, result);
     print_process();
     print_side(o, "A", a);
@@ -1237,6 +1278,7 @@ std::string format_divergence(const json& result) {
           << source_text(left["b"]) << "\n";
     }
     print_updates(o, d);
+    print_not_updated(o, d);
   }
   if (const json& later = d.value("later_rounding_level", json()); later.is_number()) {
     char size[32];

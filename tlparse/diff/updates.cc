@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "hashing/tensor_hash.h"
@@ -111,6 +115,142 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
               {"unpaired_step", unpaired}};
   if (!largest_tensor.empty()) out["largest_tensor"] = std::move(largest_tensor);
   return out;
+}
+
+namespace {
+
+// A parameter the optimizer writes in a step: its key ("op|line|shape#k": the k-th op of its
+// name at its line with an output of its shape made it) and its tensor.
+struct Written {
+  std::string key;
+  uint64_t hash = 0;
+  int64_t producer = tracer::kNoSeq;
+  std::string shape;
+  std::string made;  // "op|line|shape"
+  int k = 0;
+};
+
+// What a step's optimizer writes first, and how many ops of each "op|line|shape" ran before it.
+struct StepWrites {
+  std::vector<Written> params;
+  std::map<std::string, int> made_before;
+};
+
+// The parameters the optimizer first writes in `regions` (one step's), in order. A key counts
+// the ops before the step at the same line with the same name: the k-th `uniform_` of
+// `nn.Linear(16, 16)` in a ModuleList is the k-th layer's in both runs, whichever a run's
+// optimizer leaves.
+StepWrites written_in_step(const Reader& r, Strings& strings,
+                           const std::vector<tracer::RegionRecord>& regions) {
+  StepWrites step;
+  std::vector<Written>& out = step.params;
+  std::vector<OpRecord> ops;
+  if (regions.empty() || !ops_in_regions(r, regions, &ops)) return step;
+  const int64_t begin = regions.front().start_seq;
+  std::set<uint64_t> written;
+  std::map<int64_t, size_t> by_producer;  // producer seq -> index in `out`
+  for (const OpRecord& o : ops) {
+    const std::string& name = strings.text(o.name);
+    if (name.empty() || name.back() != '_' || o.tensors.empty()) continue;
+    const TensorRecord& t = o.tensors[0];
+    if (t.role != tracer::TensorRole::kInput || t.index != 0 || t.producer == tracer::kNoSeq ||
+        t.producer >= begin || !written.insert(t.hash).second)
+      continue;
+    by_producer.emplace(t.producer, out.size());
+    out.push_back({"", t.hash, t.producer,
+                   std::string(hashing::dtype_name(t.dtype)) + "[" + strings.text(t.shape) + "]"});
+  }
+  // Each producer's place among the ops of its name and line before the step whose first
+  // output has its shape.
+  std::map<std::tuple<tracer::StringId, tracer::FrameId, tracer::StringId>, int> count;
+  const Status st = r.scan_ops(std::nullopt, 0, begin, true, [&](const OpRecord& o) {
+    tracer::StringId shape = 0;
+    for (const TensorRecord& t : o.tensors)
+      if (t.role == tracer::TensorRole::kOutput) {
+        shape = t.shape;
+        break;
+      }
+    const int k = count[{o.name, o.user_frame, shape}]++;
+    if (const auto it = by_producer.find(o.seq);
+        it != by_producer.end() && !(o.flags & tracer::kOpBackward)) {
+      Written& w = out[it->second];
+      w.made = strings.text(o.name) + "|" +
+               frame_source_text(r, strings, o.user_frame ? o.user_frame : o.stack, true) + "|" +
+               strings.text(shape);
+      w.k = k;
+      w.key = w.made + "#" + std::to_string(k);
+    }
+    return true;
+  });
+  if (!st.ok()) return {};
+  for (const auto& [op, n] : count)
+    step.made_before[strings.text(std::get<0>(op)) + "|" +
+                     frame_source_text(r, strings, std::get<1>(op), true) + "|" +
+                     strings.text(std::get<2>(op))] += n;
+  // (A producer the recording does not hold, or one of backward's, is no parameter's start.)
+  out.erase(std::remove_if(out.begin(), out.end(), [](const Written& w) { return w.key.empty(); }),
+            out.end());
+  return step;
+}
+
+}  // namespace
+
+json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& rb,
+                            uint32_t thread_b, int64_t step_offset) {
+  const auto steps_a = step_regions(ra, thread_a);
+  const auto steps_b = step_regions(rb, thread_b);
+  for (const auto& [step, regions_a] : steps_a) {
+    const auto found = steps_b.find(step - step_offset);
+    if (found == steps_b.end()) continue;
+    Strings sa(ra), sb(rb);
+    const StepWrites step_a = written_in_step(ra, sa, regions_a);
+    const StepWrites step_b = written_in_step(rb, sb, found->second);
+    const std::vector<Written>& a = step_a.params;
+    const std::vector<Written>& b = step_b.params;
+    if (a.empty() || b.empty() || a.size() == b.size()) return nullptr;
+    // The run that updates fewer, and those of the other's it leaves.
+    const bool b_fewer = b.size() < a.size();
+    const std::vector<Written>& more = b_fewer ? a : b;
+    const StepWrites& fewer = b_fewer ? step_b : step_a;
+    const Reader& r = b_fewer ? ra : rb;
+    Strings& strings = b_fewer ? sa : sb;
+    std::set<std::string> keys;
+    for (const Written& w : fewer.params) keys.insert(w.key);
+    std::vector<const Written*> missing;
+    for (const Written& w : more) {
+      if (keys.count(w.key)) continue;
+      // Only a parameter the other run made too (not a layer it does not have) is one it left.
+      const auto made = fewer.made_before.find(w.made);
+      if (made == fewer.made_before.end() || made->second <= w.k) return nullptr;
+      missing.push_back(&w);
+    }
+    if (missing.empty()) return nullptr;
+    // The module of the first op of the step that read each (its forward), in the run that
+    // updates it.
+    std::map<uint64_t, std::string> module;
+    const int64_t first = (b_fewer ? regions_a : found->second).front().start_seq;
+    const uint32_t thread = (b_fewer ? regions_a : found->second).front().thread;
+    std::set<uint64_t> wanted;
+    for (const Written* w : missing) wanted.insert(w->hash);
+    (void)r.scan_ops(std::nullopt, 0, first, true, [&](const OpRecord& o) {
+      if (o.thread != thread || o.step != step - (b_fewer ? 0 : step_offset) || o.module == 0)
+        return true;
+      for (const TensorRecord& t : o.tensors)
+        if (t.role == tracer::TensorRole::kInput && wanted.count(t.hash) && !module.count(t.hash))
+          module[t.hash] = strings.text(o.module);
+      return module.size() < wanted.size();
+    });
+    json params = json::array();
+    for (size_t k = 0; k < missing.size() && k < 3; ++k) {
+      json param = {{"shape", missing[k]->shape}, {"module", module[missing[k]->hash]}};
+      if (auto made = r.op(missing[k]->producer))
+        param["made_by"] = op_brief_json(r, strings, *made);
+      params.push_back(std::move(param));
+    }
+    return {{"run", b_fewer ? "B" : "A"}, {"step", step},          {"missing", missing.size()},
+            {"updated_a", a.size()},      {"updated_b", b.size()}, {"params", std::move(params)}};
+  }
+  return nullptr;
 }
 
 }  // namespace tdbg::diff

@@ -187,7 +187,9 @@
         // Whether the change touches results at all, as the diff's headline says it.
         workWords(fd) ? h('span', { id: 'status-work' }, workWords(fd)) : null,
         // After a structural change, whether the optimizer's updates still agree.
-        updatesWords(fd) ? h('span', { id: 'status-updates' }, '; ' + updatesWords(fd)) : null);
+        updatesWords(fd) ? h('span', { id: 'status-updates' }, '; ' + updatesWords(fd)) : null,
+        // And whether the change cut parameters off from their gradient.
+        notUpdatedWords(fd) ? h('span', { id: 'status-not-updated' }, notUpdatedWords(fd)) : null);
     }
     const keys = new Set();
     for (const r of runs) for (const k of Object.keys(r.meta || {})) keys.add(k);
@@ -353,6 +355,19 @@
           printfG2(u.largest) + ')';
     }
     return 'the optimizer\'s updates differ beyond rounding from step ' + fmt(u.beyond && u.beyond.step);
+  }
+  // After a structural change, parameters one run's optimizer leaves that the other's updates
+  // (`not_updated`), as the diff's headline says it.
+  function notUpdatedWords(fd) {
+    const n = fd && fd.not_updated;
+    if (!n || typeof n !== 'object') return null;
+    const params = Array.isArray(n.params) ? n.params : [];
+    const modules = [];
+    for (const p of params) if (p && p.module && !modules.includes(p.module)) modules.push(p.module);
+    const more = n.missing > params.length;
+    return '; ' + n.run + '\'s optimizer leaves ' + fmt(n.missing) + ' parameter(s) the other\'s updates' +
+      (modules.length ? ' (in ' + modules.join(', ') + (more ? ', ...)' : ')') : '') +
+      ': no gradient reaches them in ' + n.run;
   }
   // Whether two divergences are the same argument difference (a weight decay first applied to a
   // tensor of zeros), as the diff's headline tells it.
