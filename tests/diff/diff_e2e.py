@@ -2909,6 +2909,12 @@ for step in range(3):
         keep = torch.tensor([[True, True, False, True], [False] * 4] * 4)
         w = torch.softmax(out.masked_fill(~keep, float("-inf")), dim=-1)    # MARK:rows
         safe = w.masked_fill(~keep, 0.0) * out
+    elif mask == "rows_loss":
+        # The same row left NaN: it reaches the loss through cross_entropy, whose backward
+        # makes finite values of it without reading them; no mask of the program's.
+        keep = torch.tensor([[True, True, False, True], [False] * 4] * 4)
+        w = torch.softmax(out.masked_fill(~keep, float("-inf")), dim=-1)    # MARK:rows_loss
+        safe = torch.nn.functional.cross_entropy(w, torch.zeros(8, dtype=torch.long), reduction="none")
     else:
         safe = torch.nan_to_num(torch.sqrt(out), nan=0.0)    # MARK:sqrt_nan_to_num
     loss = safe.mean()
@@ -2953,6 +2959,15 @@ def case_nan_where_grad():
     check(p.returncode == 0 and r.get("first_nonfinite") is None and ("aten::_softmax", mark["rows"]) in masked,
           f"a fully masked row zeroed after softmax is masked, also in backward (got {p.returncode} "
           f"{(r.get('first_nonfinite') or {}).get('op')} {masked})")
+    # Left NaN, it is the start, and no mask is claimed: cross_entropy's backward making finite
+    # values is no mask of the program's forward.
+    run, _ = record("nan_rows_loss", ["rows_loss"], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("op") == "aten::_softmax" and
+          (f.get("source") or {}).get("line") == mark["rows_loss"] and "masked_then_backward" not in f,
+          f"the softmax of the row left NaN, with no mask claimed (got {p.returncode} {f.get('op')} "
+          f"{(f.get('source') or {}).get('line')} {f.get('masked_then_backward')})")
 
 
 # Training whose learning rate is far too large: the weights blow up over the steps and the

@@ -539,6 +539,18 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
         first = &by->second;
     return first;
   };
+  // `o`'s floating outputs that may hold NaN or Inf become live and unread, passed on by
+  // `root` (the first forward op in the chain), or by backward where there is none.
+  auto pass_on = [&](const OpRecord& o, const std::optional<OpRecord>& root) {
+    for (const TensorRecord& t : o.tensors)
+      if (t.role == TensorRole::kOutput && t.hash != 0 && hashing::dtype_is_floating(t.dtype) &&
+          (!(t.summary.valid && tensor_comparable(t)) || t.summary.nan_count > 0 ||
+           t.summary.inf_count > 0)) {
+        live.insert(t.hash);
+        unread.insert(t.hash);
+        if (root) passed_on_by.emplace(t.hash, *root);
+      }
+  };
   constexpr int64_t kLookAhead = 1 << 16;
   std::string masked_by;
   bool masked_in_forward = false;  // by the program's own op, not one autograd ran
@@ -594,15 +606,7 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
     // * 2`) passes them on: what it made must be masked in turn.
     if (nonfinite && reads && !(o.flags & tracer::kOpBackward)) {
       const OpRecord* passed_on = passed_on_to(o);
-      const OpRecord root = passed_on ? *passed_on : o;
-      for (const TensorRecord& t : o.tensors)
-        if (t.role == TensorRole::kOutput && t.hash != 0 && hashing::dtype_is_floating(t.dtype) &&
-            (!(t.summary.valid && tensor_comparable(t)) || t.summary.nan_count > 0 ||
-             t.summary.inf_count > 0)) {
-          live.insert(t.hash);
-          unread.insert(t.hash);
-          passed_on_by.emplace(t.hash, root);
-        }
+      pass_on(o, passed_on ? *passed_on : o);
       return true;
     }
     // Backward made NaN or Inf of them after the forward masked them: from the values saved
@@ -611,16 +615,12 @@ StatusOr<std::string> masked_after(const tracer::Reader& r, Strings& strings, co
     // zeroes the gradient of a fully masked row), so it is passed on, as a forward op's is;
     // where nothing masks it, the mask was undone by backward (the where-over-sqrt trap).
     // (Not where it reads what a forward op passed on unmasked: `spread_by` names that op.)
+    // (Only after a mask of the program's forward: one of backward's, `nll_loss_backward` whose
+    // gradient does not read a NaN loss's values, masks nothing the program wrote.)
     if (nonfinite && (reads || (unknown && !other_source)) && (o.flags & tracer::kOpBackward) &&
-        !masked_by.empty() && !spread && passed_on_to(o) == nullptr) {
+        !masked_by.empty() && masked_in_forward && !spread && passed_on_to(o) == nullptr) {
       if (backward_made.empty()) backward_made = masked_by;
-      for (const TensorRecord& t : o.tensors)
-        if (t.role == TensorRole::kOutput && t.hash != 0 && hashing::dtype_is_floating(t.dtype) &&
-            (!(t.summary.valid && tensor_comparable(t)) || t.summary.nan_count > 0 ||
-             t.summary.inf_count > 0)) {
-          live.insert(t.hash);
-          unread.insert(t.hash);
-        }
+      pass_on(o, std::nullopt);
       return true;
     }
     if (nonfinite && (reads || (unknown && !other_source)))
