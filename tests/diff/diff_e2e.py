@@ -2978,7 +2978,7 @@ import sys, torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
 spike = sys.argv[1] == "spike"
-opt = torch.optim.SGD(model.parameters(), lr=1e-3 if spike else 3.0)
+opt = torch.optim.SGD(model.parameters(), lr={"spike": 1e-3, "jump": 1e37}.get(sys.argv[1], 3.0))
 x, y = torch.randn(64, 8) * 3, torch.randn(64, 1) * 10
 for step in range(6):
     opt.zero_grad()
@@ -3009,6 +3009,17 @@ def case_nan_growth():
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
     check("  grew:     the largest input magnitude of aten::mse_loss here, by step: 0: " in text and
           "a learning rate too large" in text, f"the text says they grew: {text[:900]!r}")
+    # A learning rate far too large: the first layer's matrix product overflows in step 1,
+    # its inputs up from about 10 to 1e37 after one update; said as a jump, and as a product.
+    run, _ = record("nan_jump", ["jump"], script)
+    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
+    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    check(p.returncode == 1 and f.get("step") == 1 and (f.get("input_growth") or {}).get("jumped") is True,
+          f"a jump after one update (got {p.returncode} {f.get('op')} step {f.get('step')} "
+          f"{f.get('input_growth')})")
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check("The values jumped after one optimizer step: a learning rate far too large" in text and
+          "an overflow: products of inputs up to" in text, f"the text says so: {text[:900]!r}")
     run, _ = record("nan_spike", ["spike"], script)
     p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
     f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}

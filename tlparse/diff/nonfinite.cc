@@ -713,7 +713,8 @@ double input_magnitude(const tracer::Reader& r, Strings& strings, const OpRecord
 // For a start made here from finite inputs of large magnitude (an overflow): the largest input
 // magnitude of the same op at the same place in each step up to it, where that grew over the
 // steps before its own (weights that blow up: a learning rate too large, gradients not
-// clipped), as
+// clipped), or jumped in the step after the first that ran it ("jumped": one update, or that
+// step's data), as
 // {"steps": [{"step", "magnitude"}...], "steps_seen"}: the first two and the last six. Null
 // where it did not grow, or too few steps ran it.
 StatusOr<json> input_growth(const tracer::Reader& r, Strings& strings, const OpRecord& start) {
@@ -730,8 +731,13 @@ StatusOr<json> input_growth(const tracer::Reader& r, Strings& strings, const OpR
   });
   TDBG_RETURN_IF_ERROR(st);
   by_step[start.step] = std::max(by_step[start.step], here);
+  if (by_step.size() < 2) return json(nullptr);
+  const double first = by_step.begin()->second;
+  // In the step after the first that ran it: a jump after one update (a learning rate far too
+  // large), or this step's data; that cannot be told apart.
+  const bool jumped = by_step.size() == 2 && here >= kGrowth * kGrowth * first;
   // Grown already before its step: an input scaled at one step only is no growth.
-  if (by_step.size() < 3 || std::prev(by_step.end(), 2)->second < kGrowth * by_step.begin()->second)
+  if (!jumped && (by_step.size() < 3 || std::prev(by_step.end(), 2)->second < kGrowth * first))
     return json(nullptr);
   json steps = json::array();
   size_t k = 0;
@@ -740,7 +746,7 @@ StatusOr<json> input_growth(const tracer::Reader& r, Strings& strings, const OpR
       steps.push_back({{"step", step}, {"magnitude", magnitude}});
     ++k;
   }
-  return json{{"steps", std::move(steps)}, {"steps_seen", by_step.size()}};
+  return json{{"steps", std::move(steps)}, {"steps_seen", by_step.size()}, {"jumped", jumped}};
 }
 
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "base/json_text.h"
@@ -698,6 +699,20 @@ std::string nonfinite_reason(const json& f) {
     // self + value * tensor1 / tensor2: Adam's update divides by sqrt(v) + eps.
     return "tensor2, the divisor, holds 0: min " + num(lo) + ", max " + num(hi) +
            "; x/0, or 0/0 where tensor1 is 0 too; in Adam, a denominator sqrt(v) + eps with eps 0";
+  // A product of finite inputs this large (float32's largest square root is 1.8e19): Inf, and
+  // inf - inf in the sums a matrix product makes is NaN.
+  static const std::set<std::string> kProducts = {
+      "mm", "bmm", "addmm",  "baddbmm", "matmul",      "linear",       "addmv",
+      "mv", "dot", "einsum", "conv2d",  "convolution", "_convolution", "mkldnn_convolution"};
+  if (kProducts.count(op) && (dtype == "float32" || dtype == "float64") && out.is_object() &&
+      out.value("inf", int64_t{0}) + out.value("nan", int64_t{0}) > 0) {
+    double magnitude = -1;
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (range(k, &lo, &hi)) magnitude = std::max({magnitude, std::fabs(lo), std::fabs(hi)});
+    if (magnitude >= std::sqrt(largest) / 16)
+      return "an overflow: products of inputs up to " + num(magnitude) + " in magnitude pass " +
+             dtype + "'s largest value, " + num(largest) + " (Inf; inf - inf in a sum is NaN)";
+  }
   const bool inf_only =
       out.is_object() && out.value("inf", int64_t{0}) > 0 && out.value("nan", int64_t{0}) == 0;
   if (inf_only && (dtype == "float16" || dtype == "bfloat16"))
@@ -1548,9 +1563,13 @@ std::string format_nonfinite(const json& result) {
       o << (last < 0 ? " " : step > last + 1 ? ", ..., " : ", ") << step << ": " << magnitude;
       last = step;
     }
-    o << ". The values grew over the steps before it, as when weights blow up: a learning rate "
-         "too large, or gradients not clipped (torch.nn.utils.clip_grad_norm_); the first step "
-         "it grew in is where to look\n";
+    if (grew.value("jumped", false))
+      o << ". The values jumped after one optimizer step: a learning rate far too large (a "
+           "warmup skipped?), or this step's data\n";
+    else
+      o << ". The values grew over the steps before it, as when weights blow up: a learning rate "
+           "too large, or gradients not clipped (torch.nn.utils.clip_grad_norm_); the first step "
+           "it grew in is where to look\n";
   }
   // Masked in the forward, yet a start: backward made NaN from the values saved for it.
   if (const std::string by = str(f, "masked_then_backward"); !by.empty())
