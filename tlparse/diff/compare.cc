@@ -2909,6 +2909,26 @@ std::string conversion_note(const OpRecord& op, const std::string& run) {
          "in that dtype)";
 }
 
+// The first user range (`record_function`, the one optimizer.zero_grad() opens) that begins
+// and ends inside ops [begin, end) of `side`'s thread, said: " (all of an
+// optimizer.zero_grad() call)", " (all of the range \"fetch\")"; "" where none does. A hunk's
+// first op may be the range's own plumbing (record_function makes a tensor before it opens),
+// which names no call.
+std::string whole_range_note(Side& side, int64_t begin, int64_t end) {
+  const auto first = side.reader->op_at(side.thread, begin);
+  const auto last = side.reader->op_at(side.thread, end - 1);
+  if (!first || !last) return "";
+  for (const tracer::RegionRecord& g : side.reader->regions()) {
+    if (g.kind != tracer::RegionKind::kUser || g.thread != side.thread ||
+        g.start_seq < first->seq || g.end_seq == tracer::kNoSeq || g.end_seq > last->seq)
+      continue;
+    const std::string& name = side.strings.text(g.name);
+    return name.rfind("Optimizer.zero_grad#", 0) == 0 ? " (all of an optimizer.zero_grad() call)"
+                                                      : " (all of the range \"" + name + "\")";
+  }
+  return "";
+}
+
 // The first ops of hunk `h` on each side (none where it takes none), and the change in one
 // sentence: "3 op(s) inserted in B, first aten::linear".
 struct HunkStart {
@@ -2932,10 +2952,12 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
     }
   } else if (s.b) {
     s.text = std::to_string(inserted) + " op(s) inserted in B, first " +
-             p.b.strings.text(s.b->name) + conversion_note(*s.b, "B");
+             p.b.strings.text(s.b->name) + conversion_note(*s.b, "B") +
+             whole_range_note(p.b, h.b_begin, h.b_end);
   } else if (s.a) {
     s.text = std::to_string(removed) + " op(s) of A removed in B, first " +
-             p.a.strings.text(s.a->name) + conversion_note(*s.a, "A");
+             p.a.strings.text(s.a->name) + conversion_note(*s.a, "A") +
+             whole_range_note(p.a, h.a_begin, h.a_end);
   }
   return s;
 }

@@ -6283,3 +6283,44 @@ TEST_CASE("a module's train/eval mode is named: dropout only one run runs, or a 
   CHECK(first(n)["argument"]["module_mode"] == true);
   CHECK(tdbg::diff::format_divergence(n).find("the module's train/eval mode") != std::string::npos);
 }
+
+TEST_CASE("a change that is a whole user range names it: a missing optimizer.zero_grad()") {
+  using T = Recorder::T;
+  // A calls optimizer.zero_grad() before each update (record_function makes a tensor, then its
+  // range holds the gradients' zero_); B forgets it.
+  auto run = [](bool zero_grad) {
+    auto ranges = std::make_shared<std::vector<std::pair<int64_t, int64_t>>>();
+    return write_ops(
+        [=](Recorder& r) {
+          for (uint64_t s = 0; s < 3; ++s) {
+            r.op("aten::mm", {T{1}, T{2 + s}}, {T{10 + s}}, {}, 0, 0, kNoSeq, 5);
+            if (zero_grad) {
+              r.op("aten::zeros", {}, {T{30 + s}}, {}, 0, 0, kNoSeq, 7);
+              const int64_t first =
+                  r.op("aten::zero_", {T{40 + s}}, {T{40 + s}}, {}, 0, 0, kNoSeq, 7);
+              const int64_t last =
+                  r.op("aten::zero_", {T{50 + s}}, {T{50 + s}}, {}, 0, 0, kNoSeq, 7);
+              ranges->push_back({first, last});
+            }
+            r.op("aten::add_", {T{60 + s}, T{10 + s}}, {T{70 + s}}, {}, 0, 0, kNoSeq, 9);
+          }
+        },
+        [=](tdbg::tracer::Writer& w) {
+          uint32_t id = 1;
+          for (const auto& [first, last] : *ranges) {
+            tdbg::tracer::RegionRecord g;
+            g.id = id++;
+            g.name = w.intern("Optimizer.zero_grad#SGD.zero_grad");
+            g.kind = tdbg::tracer::RegionKind::kUser;
+            g.start_seq = first;
+            g.end_seq = last;
+            w.append_region(g);
+          }
+        });
+  };
+  json d = first(compare(run(true), run(false)));
+  INFO(d.dump());
+  CHECK(d["detail"].get<std::string>().rfind(
+            "3 op(s) of A removed in B, first aten::zeros (all of an optimizer.zero_grad() call)",
+            0) == 0);
+}
