@@ -1609,6 +1609,8 @@ def case_micro_batches():
           f"the optimizer's updates agree at rounding level in all 3 steps: {u}")
     check("the optimizer's updates agree at rounding level" in diff_text(a, b).splitlines()[0],
           "the headline says the updates agree")
+    check("the change computes the same training up to rounding: in another order of float operations"
+          in diff_text(a, b), "the updates line says it is the same training up to rounding")
     # Two micro-batches of the same shape per step against one: B's second micro-batch is
     # inserted in each step. A cheaper script pairs it with A's next step and calls A's
     # optimizer step removed, drifting a step further apart every two steps.

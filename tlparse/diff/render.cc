@@ -919,9 +919,11 @@ void print_updates(std::ostringstream& o, const json& d) {
     }
     o << paired << ", agree at rounding level taken whole (largest relative difference "
       << relative_text(u["largest"]) << ", step " << str(u, "largest_step")
-      << "): the change computes the same training in another order of float operations (a "
-         "batch split into micro-batches whose gradients accumulate, another reduction order), "
-         "not another result";
+      << "): the change computes the same training up to rounding: in another order of float "
+         "operations (a batch split into micro-batches whose gradients accumulate, another "
+         "reduction order), or with a constant factor on the loss or the gradients that the "
+         "optimizer undoes (Adam's normalization, gradient clipping; with plain SGD it would "
+         "not)";
     // One tensor beyond rounding in a whole that is not: said, with its likely reason.
     const json& one = u.value("largest_tensor", json());
     if (one.is_object() && one.value("relative", 0.0) > 1e-5) {
