@@ -170,12 +170,12 @@ StepWrites written_in_step(const Reader& r, Strings& strings,
         shape = t.shape;
         break;
       }
-    const int k = count[{o.name, o.user_frame, shape}]++;
+    const tracer::FrameId frame = o.user_frame ? o.user_frame : o.stack;
+    const int k = count[{o.name, frame, shape}]++;
     if (const auto it = by_producer.find(o.seq);
         it != by_producer.end() && !(o.flags & tracer::kOpBackward)) {
       Written& w = out[it->second];
-      w.made = strings.text(o.name) + "|" +
-               frame_source_text(r, strings, o.user_frame ? o.user_frame : o.stack, true) + "|" +
+      w.made = strings.text(o.name) + "|" + frame_source_text(r, strings, frame, true) + "|" +
                strings.text(shape);
       w.k = k;
       w.key = w.made + "#" + std::to_string(k);
@@ -212,6 +212,7 @@ json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& r
     const bool b_fewer = b.size() < a.size();
     const std::vector<Written>& more = b_fewer ? a : b;
     const StepWrites& fewer = b_fewer ? step_b : step_a;
+    // (The run that updates them, where they are named.)
     const Reader& r = b_fewer ? ra : rb;
     Strings& strings = b_fewer ? sa : sb;
     std::set<std::string> keys;
