@@ -1554,7 +1554,7 @@ std::string format_nonfinite(const json& result) {
       }
     }
   }
-  // Its inputs grew over the steps before it: weights that blow up, not one bad step.
+  // Its inputs grew over the steps before it (weights that blow up), or jumped after one.
   if (const json& grew = f.value("input_growth", json()); grew.is_object()) {
     o << "  grew:     the largest input magnitude of " << str(f, "op") << " here, by step:";
     int64_t last = -1;
