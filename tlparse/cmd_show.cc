@@ -72,7 +72,14 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
       const std::string line =
           diff::frame_source_text(r, strings, fwd->user_frame ? fwd->user_frame : fwd->stack, false);
       if (!line.empty()) source = line + " (forward op's line)";
+    } else {
+      source = "(its forward op, seq " + std::to_string(fwd_seq) + ", is not in the recording)";
     }
+  } else if (source.empty() && op.user_frame == 0 && op.stack == 0 && op.parent != tracer::kNoSeq &&
+             !r.op(op.parent)) {
+    // The first ops a ring (or a trimmed bundle) holds may be nested in one it dropped, which
+    // held the line they ran for.
+    source = "(its enclosing op, seq " + std::to_string(op.parent) + ", is not in the recording)";
   }
   std::string label = std::string(std::min<int>(op.depth, 16) * 2, ' ') + name;
   std::printf("%8" PRId64 " t%-2u step %-5" PRId64 " %-40s %-24s %s\n", op.seq, op.thread, op.step,

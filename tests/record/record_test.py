@@ -702,6 +702,52 @@ def case_killed_ring_show():
           f"tdbg show on the killed ring: {shown.stdout[:800]}")
 
 
+def case_ring_show_nested():
+    # A ring whose first op held is nested in an op it dropped (an add_ inside AccumulateGrad,
+    # which held the line): `tdbg show` says why that row has no line, rather than leave it
+    # blank. The program is deterministic: a whole recording says which ring starts there.
+    if not torch_hook_here():
+        return SKIP
+    work = fresh("ring_nested")
+    os.makedirs(work)
+    script = os.path.join(work, "train.py")
+    with open(script, "w") as f:
+        f.write("import torch\n"
+                "torch.manual_seed(0)\n"
+                "m = torch.nn.Linear(8, 1)\n"
+                "opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                "for i in range(4):\n"
+                "    loss = m(torch.ones(4, 8)).pow(2).mean()\n"
+                "    opt.zero_grad(); loss.backward(); opt.step()\n")
+    whole = os.path.join(work, "whole")
+    got = subprocess.run([TDBG, "record", "--quiet", "-o", whole, "--", TORCH_PYTHON, script],
+                         capture_output=True, text=True)
+    check(got.returncode == 0, f"whole recording: {got.stderr.strip()}")
+    con = sqlite3.connect(glob.glob(os.path.join(whole, "*.sqlite"))[0])
+    con.enable_load_extension(True)  # the views read op blocks through tdbg's SQL functions
+    con.load_extension(os.path.join(os.path.dirname(os.path.abspath(TDBG)), "..", "lib",
+                                    "libtdbg_sqlite"))
+    total = con.execute("select count(*) from op_view").fetchone()[0]
+    # The last op with no line of its own whose enclosing op is a top-level one.
+    nested = con.execute(
+        "select o.seq, o.parent from op_view o join op_view p on p.seq = o.parent "
+        "where o.stack is null and o.user_frame is null and o.fwd is null and p.depth = 0 "
+        "order by o.seq desc limit 1").fetchone()
+    con.close()
+    check(nested is not None, "the whole recording has a nested op without a line")
+    if nested is None:
+        return
+    ring = os.path.join(work, "ring")
+    got = subprocess.run([TDBG, "record", "--quiet", "--ring", str(total - nested[0]), "-o", ring,
+                          "--", TORCH_PYTHON, script], capture_output=True, text=True)
+    check(got.returncode == 0, f"ring recording: {got.stderr.strip()}")
+    shown = subprocess.run([TDBG, "show", ring, "--limit", "1"], capture_output=True, text=True)
+    rows = [l for l in shown.stdout.splitlines() if re.match(r"\s+\d+ t\d", l)]
+    check(rows and rows[0].split()[0] == str(nested[0]) and
+          f"(its enclosing op, seq {nested[1]}, is not in the recording)" in rows[0],
+          f"the ring's first row says where its line went: {shown.stdout[:600]!r}")
+
+
 def case_unreadable_memory():
     # A tensor over memory that cannot be read: a NumPy memmap whose file was truncated after
     # it was mapped (SIGBUS past the file's end), and an address that is not mapped (SIGSEGV).
