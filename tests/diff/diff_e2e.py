@@ -1885,6 +1885,43 @@ def case_script_builtin():
           "an operator with a number on its left" in text, f"the where line says so: {text[:800]!r}")
 
 
+# A gradient clip whose threshold no norm reaches, before optimizer.step() in A and after it in
+# B (the order bug): the same values in these runs.
+CLIP_UNREACHED = r"""
+import sys, torch
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt = torch.optim.AdamW(m.parameters(), lr=0.05)
+x, y = torch.randn(16, 8), torch.randn(16, 1)
+for step in range(3):
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(m(x), y).backward()
+    if sys.argv[1] == "before":
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1e6)    # MARK:clip
+    opt.step()
+    if sys.argv[1] == "after":
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1e6)
+"""
+
+
+def case_clip_unreached():
+    # The moved clip multiplies by 1: "work, not results", and a line that says which op wrote
+    # its values back as they were, so that the order bug is not read as harmless.
+    script = write_script("clip_unreached.py", CLIP_UNREACHED)
+    mark = marks(script)
+    a, _ = record("clip_before", ["before"], script)
+    b, _ = record("clip_after", ["after"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    kept = (d.get("values_same") or {}).get("unchanged_write") or {}
+    line, _ = line_of(kept.get("op") and {"source": {"line": int(kept["op"]["source"].split(":")[-1]),
+                                                       "file": kept["op"]["source"].split(":")[0]}})
+    check(rc == 1 and kept.get("op", {}).get("op") == "aten::mul_" and line == mark["clip"],
+          f"the clip's mul_ by 1 is named, at line {mark['clip']} (got {kept})")
+    check("  unchanged: A's aten::mul_ (seq " in diff_text(a, b),
+          "the text says it wrote its values back as they were")
+
+
 def case_child_script():
     # A training script that runs another one (an evaluation) in a subprocess: the bundle
     # carries both scripts, though the report's window holds ops of the parent alone.

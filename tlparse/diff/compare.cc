@@ -2929,6 +2929,23 @@ std::string whole_range_note(Side& side, int64_t begin, int64_t end) {
   return "";
 }
 
+// Whether `o` is in-place arithmetic that wrote its tensor's values back as they were (input 0
+// and output 0 hash the same): a clip whose threshold no norm reached multiplies by 1. Moved or
+// added, it changes nothing in this run, and may with other values.
+bool unchanged_write(const OpRecord& o, Strings& strings) {
+  static const std::set<std::string> kArithmetic = {
+      "aten::mul_",     "aten::div_",       "aten::add_",       "aten::sub_",
+      "aten::clamp_",   "aten::clamp_min_", "aten::clamp_max_", "aten::masked_fill_",
+      "aten::addcmul_", "aten::addcdiv_",   "aten::lerp_",      "aten::where_"};
+  if (!kArithmetic.count(strings.text(o.name))) return false;
+  const TensorRecord* in = nullptr;
+  const TensorRecord* out = nullptr;
+  for (const TensorRecord& t : o.tensors)
+    if (t.index == 0) (t.role == TensorRole::kInput ? in : out) = &t;
+  return in && out && in->hash != 0 && in->hash == out->hash && tensor_comparable(*in) &&
+         tensor_comparable(*out);
+}
+
 // The first ops of hunk `h` on each side (none where it takes none), and the change in one
 // sentence: "3 op(s) inserted in B, first aten::linear".
 struct HunkStart {
@@ -3212,6 +3229,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // Reads the ops of a change's stretch in one run (sign +1: A's, -1: B's) once, for all of
   // the above; returns its last op with a hashed output, not counting ops nested in it (a
   // reshape's result, not the clone inside it that made another shape).
+  // The first op of the changes that wrote its tensor back as it was (`unchanged_write`), and
+  // its run (0: A).
+  std::optional<std::pair<int, OpRecord>> kept_values;
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
     const int run = sign > 0 ? 0 : 1;
     std::optional<OpRecord> last;
@@ -3229,6 +3249,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       }
       last_seq = o->seq;
       if (o->flags & tracer::kOpBackward) moved_training = true;
+      if (!kept_values && unchanged_write(*o, side.strings)) kept_values.emplace(run, *o);
       const Identity id = identity(side, *o);
       moved[id.key] += sign;
       moved_lines[id.key + "@" + id.line] += sign;
@@ -4062,6 +4083,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     json left_differ = left_differ_json();
     if (left_differ.is_null()) {
       out["values_same"] = {{"pairs", pairs_compared}};
+      // An in-place op of the changes that left its tensor as it was (a gradient clip whose
+      // threshold no norm reached: a mul_ by 1): the same values here, not with other data.
+      if (kept_values)
+        out["values_same"]["unchanged_write"] = {
+            {"run", kept_values->first == 0 ? "A" : "B"},
+            {"op",
+             op_brief_json(*(kept_values->first == 0 ? p.a : p.b).reader,
+                           (kept_values->first == 0 ? p.a : p.b).strings, kept_values->second)}};
     } else {
       left_differ["pairs"] = pairs_compared;
       out["values_left_differ"] = std::move(left_differ);

@@ -1293,6 +1293,13 @@ std::string format_divergence(const json& result) {
           << " (seq " << str(left["a"], "seq") << ") at " << source_text(left["a"]) << ", B's "
           << str(left["b"], "op") << " (seq " << str(left["b"], "seq") << ") at "
           << source_text(left["b"]) << "\n";
+      // Same values because a changed in-place op wrote its tensor back as it was.
+      if (const json& kept = same.is_object() ? same.value("unchanged_write", json()) : json();
+          kept.is_object())
+        o << "  unchanged: " << str(kept, "run") << "'s " << op_and_source(kept["op"])
+          << " wrote its tensor's values back as they were (a gradient clip whose threshold no "
+             "norm reached multiplies by 1): the same values in these runs, but with other data "
+             "the change may alter results\n";
     }
     print_updates(o, d);
     print_not_updated(o, d);
