@@ -14,6 +14,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import textwrap
 import time
 
 TDBG = os.environ["TDBG"]
@@ -723,18 +724,26 @@ def case_ring_show_nested():
     got = subprocess.run([TDBG, "record", "--quiet", "-o", whole, "--", TORCH_PYTHON, script],
                          capture_output=True, text=True)
     check(got.returncode == 0, f"whole recording: {got.stderr.strip()}")
-    con = sqlite3.connect(glob.glob(os.path.join(whole, "*.sqlite"))[0])
-    con.enable_load_extension(True)  # the views read op blocks through tdbg's SQL functions
-    con.load_extension(os.path.join(os.path.dirname(os.path.abspath(TDBG)), "..", "lib",
-                                    "libtdbg_sqlite"))
-    total = con.execute("select count(*) from op_view").fetchone()[0]
-    # The last op with no line of its own whose enclosing op is a top-level one.
-    nested = con.execute(
-        "select o.seq, o.parent from op_view o join op_view p on p.seq = o.parent "
-        "where o.stack is null and o.user_frame is null and o.fwd is null and p.depth = 0 "
-        "order by o.seq desc limit 1").fetchone()
-    con.close()
-    check(nested is not None, "the whole recording has a nested op without a line")
+    # (Through the torch Python: the views read op blocks through tdbg's SQL functions, an
+    # extension that the Python running this test may not be able to load.)
+    query = subprocess.run([TORCH_PYTHON, "-c", textwrap.dedent("""
+        import glob, os, sqlite3, sys
+        con = sqlite3.connect(glob.glob(os.path.join(sys.argv[1], "*.sqlite"))[0])
+        con.enable_load_extension(True)
+        con.load_extension(sys.argv[2])
+        total = con.execute("select count(*) from op_view").fetchone()[0]
+        # The last op with no line of its own whose enclosing op is a top-level one.
+        row = con.execute(
+            "select o.seq, o.parent from op_view o join op_view p on p.seq = o.parent "
+            "where o.stack is null and o.user_frame is null and o.fwd is null and p.depth = 0 "
+            "order by o.seq desc limit 1").fetchone()
+        print(total, *(row or ()))
+        """), whole, os.path.join(os.path.dirname(os.path.abspath(TDBG)), "..", "lib", "libtdbg_sqlite")],
+        capture_output=True, text=True)
+    fields = [int(v) for v in query.stdout.split()]
+    total = fields[0] if fields else 0
+    nested = fields[1:] if len(fields) == 3 else None
+    check(nested is not None, f"the whole recording has a nested op without a line: {query.stderr[-300:]}")
     if nested is None:
         return
     ring = os.path.join(work, "ring")
