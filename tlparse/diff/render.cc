@@ -597,6 +597,13 @@ std::string nonfinite_reason(const json& f) {
     *hi = v["max"].get<double>();
     return true;
   };
+  // The largest magnitude among the inputs' recorded ranges, -1 where none has one.
+  auto input_magnitude = [&] {
+    double magnitude = -1, lo = 0, hi = 0;
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (range(k, &lo, &hi)) magnitude = std::max({magnitude, std::fabs(lo), std::fabs(hi)});
+    return magnitude;
+  };
   auto num = range_value;
   const json& out = f.value("tensor", json()).value("summary", json());  // the output's
   double lo = 0, hi = 0;
@@ -706,9 +713,7 @@ std::string nonfinite_reason(const json& f) {
       "mv", "dot", "einsum", "conv2d",  "convolution", "_convolution", "mkldnn_convolution"};
   if (kProducts.count(op) && (dtype == "float32" || dtype == "float64") && out.is_object() &&
       out.value("inf", int64_t{0}) + out.value("nan", int64_t{0}) > 0) {
-    double magnitude = -1;
-    for (size_t k = 0; k < inputs.size(); ++k)
-      if (range(k, &lo, &hi)) magnitude = std::max({magnitude, std::fabs(lo), std::fabs(hi)});
+    const double magnitude = input_magnitude();
     if (magnitude >= std::sqrt(largest) / 16)
       return "an overflow: products of inputs up to " + num(magnitude) + " in magnitude pass " +
              dtype + "'s largest value, " + num(largest) + " (Inf; inf - inf in a sum is NaN)";
@@ -719,9 +724,7 @@ std::string nonfinite_reason(const json& f) {
     return "a result beyond " + dtype + "'s range, whose largest value is " + num(largest);
   if (inf_only && (dtype == "float32" || dtype == "float64")) {
     // Inf alone from finite values: a result too large, or x/0 inside the op.
-    double magnitude = -1;
-    for (size_t k = 0; k < inputs.size(); ++k)
-      if (range(k, &lo, &hi)) magnitude = std::max({magnitude, std::fabs(lo), std::fabs(hi)});
+    const double magnitude = input_magnitude();
     const std::string from =
         magnitude >= 0 ? " from inputs up to " + num(magnitude) + " in magnitude" : std::string();
     if (op == "pow" && magnitude >= 0 && exponent && exponent->first > 1)
