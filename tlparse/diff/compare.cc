@@ -2918,15 +2918,21 @@ std::string whole_range_note(Side& side, int64_t begin, int64_t end) {
   const auto first = side.reader->op_at(side.thread, begin);
   const auto last = side.reader->op_at(side.thread, end - 1);
   if (!first || !last) return "";
-  for (const tracer::RegionRecord& g : side.reader->regions()) {
-    if (g.kind != tracer::RegionKind::kUser || g.thread != side.thread ||
-        g.start_seq < first->seq || g.end_seq == tracer::kNoSeq || g.end_seq > last->seq)
-      continue;
-    const std::string& name = side.strings.text(g.name);
-    return name.rfind("Optimizer.zero_grad#", 0) == 0 ? " (all of an optimizer.zero_grad() call)"
-                                                      : " (all of the range \"" + name + "\")";
-  }
-  return "";
+  // (One query, as `optimizer_step_within` asks for step regions, rather than every region.)
+  std::string name;
+  (void)side.reader->query(
+      "SELECT name FROM regions WHERE kind = 0 AND thread = " + std::to_string(side.thread) +
+          " AND start_seq >= " + std::to_string(first->seq) +
+          " AND end_seq IS NOT NULL AND end_seq <= " + std::to_string(last->seq) +
+          " ORDER BY id LIMIT 1",
+      [&](const std::vector<std::string>& row) {
+        if (!row.empty() && !row[0].empty())
+          name = side.strings.text(static_cast<tracer::StringId>(std::stoull(row[0])));
+        return false;
+      });
+  if (name.empty()) return "";
+  return name.rfind("Optimizer.zero_grad#", 0) == 0 ? " (all of an optimizer.zero_grad() call)"
+                                                    : " (all of the range \"" + name + "\")";
 }
 
 // Whether `o` is in-place arithmetic that wrote its tensor's values back as they were (input 0
