@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "hashing/tensor_hash.h"
@@ -128,6 +129,7 @@ struct Written {
   std::string shape;
   std::string made;  // "op|line|shape"
   int k = 0;
+  std::string module;  // the module of the first op of the step that read it (its forward)
 };
 
 // What a step's optimizer writes first, and how many ops of each "op|line|shape" ran before it.
@@ -157,13 +159,24 @@ StepWrites written_in_step(const Reader& r, Strings& strings,
         t.producer >= begin || !written.insert(t.hash).second)
       continue;
     by_producer.emplace(t.producer, out.size());
-    out.push_back({"", t.hash, t.producer,
-                   std::string(hashing::dtype_name(t.dtype)) + "[" + strings.text(t.shape) + "]"});
+    Written& w = out.emplace_back();
+    w.hash = t.hash;
+    w.producer = t.producer;
+    w.shape = std::string(hashing::dtype_name(t.dtype)) + "[" + strings.text(t.shape) + "]";
   }
   // Each producer's place among the ops of its name and line before the step whose first
   // output has its shape.
   std::map<std::tuple<tracer::StringId, tracer::FrameId, tracer::StringId>, int> count;
+  std::unordered_map<uint64_t, size_t> by_hash;  // tensor hash -> index in `out`
+  for (size_t k = 0; k < out.size(); ++k) by_hash.emplace(out[k].hash, k);
+  const tracer::RegionRecord& at = regions.front();
   const Status st = r.scan_ops(std::nullopt, 0, begin, true, [&](const OpRecord& o) {
+    if (o.thread == at.thread && o.step == at.step && o.module != 0)
+      for (const TensorRecord& t : o.tensors)
+        if (const auto read = by_hash.find(t.hash); t.role == tracer::TensorRole::kInput &&
+                                                    read != by_hash.end() &&
+                                                    out[read->second].module.empty())
+          out[read->second].module = strings.text(o.module);
     tracer::StringId shape = 0;
     for (const TensorRecord& t : o.tensors)
       if (t.role == tracer::TensorRole::kOutput) {
@@ -226,24 +239,9 @@ json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& r
       missing.push_back(&w);
     }
     if (missing.empty()) return nullptr;
-    // The module of the first op of the step that read each (its forward), in the run that
-    // updates it.
-    std::map<uint64_t, std::string> module;
-    const int64_t first = (b_fewer ? regions_a : found->second).front().start_seq;
-    const uint32_t thread = (b_fewer ? regions_a : found->second).front().thread;
-    std::set<uint64_t> wanted;
-    for (const Written* w : missing) wanted.insert(w->hash);
-    (void)r.scan_ops(std::nullopt, 0, first, true, [&](const OpRecord& o) {
-      if (o.thread != thread || o.step != step - (b_fewer ? 0 : step_offset) || o.module == 0)
-        return true;
-      for (const TensorRecord& t : o.tensors)
-        if (t.role == tracer::TensorRole::kInput && wanted.count(t.hash) && !module.count(t.hash))
-          module[t.hash] = strings.text(o.module);
-      return module.size() < wanted.size();
-    });
     json params = json::array();
     for (size_t k = 0; k < missing.size() && k < 3; ++k) {
-      json param = {{"shape", missing[k]->shape}, {"module", module[missing[k]->hash]}};
+      json param = {{"shape", missing[k]->shape}, {"module", missing[k]->module}};
       if (auto made = r.op(missing[k]->producer))
         param["made_by"] = op_brief_json(r, strings, *made);
       params.push_back(std::move(param));
