@@ -80,6 +80,12 @@ def diff(a, b):
     return p.returncode, result
 
 
+def nan_json(run, *options):
+    """`tdbg nan --json`: its exit status and its result ({} where it failed)."""
+    p = subprocess.run([TDBG, "nan", "--json", *options, run], stdout=subprocess.PIPE, text=True)
+    return p.returncode, (json.loads(p.stdout) if p.returncode in (0, 1) else {})
+
+
 def diff_text(a, b):
     return subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
 
@@ -2870,13 +2876,12 @@ def case_nan_logged_late():
     mark = marks(script)
     for mode in ("after", "none"):
         run, out = record("nan_logged_late_" + mode, [mode], script)
-        p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-        r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+        rc, r = nan_json(run)
         f = r.get("first_nonfinite") or {}
-        check(p.returncode == 1 and f.get("op") == "aten::mse_loss" and f.get("step") == 3 and
+        check(rc == 1 and f.get("op") == "aten::mse_loss" and f.get("step") == 3 and
               (f.get("source") or {}).get("line") == mark["loss"] and not f.get("backward"),
               f"{mode}: the loss's overflow, mse_loss at line {mark['loss']}, step 3, not a "
-              f"backward op after it (got {p.returncode} "
+              f"backward op after it (got {rc} "
               f"{r.get('status')} {f.get('op')} step {f.get('step')} {(f.get('source') or {}).get('line')})")
         # Its inputs come through broadcast_tensors, a view of each: the target's values are
         # the target's, not the prediction's.
@@ -2969,11 +2974,11 @@ def case_nan_where_grad():
     script = write_script("nan_where_grad.py", NAN_WHERE_GRAD)
     mark = marks(script)
     run, _ = record("nan_where_grad", [], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("op") == "aten::sqrt" and (f.get("source") or {}).get("line") == mark["sqrt"]
+    rc, r_nan = nan_json(run)
+    f = r_nan.get("first_nonfinite") or {}
+    check(rc == 1 and f.get("op") == "aten::sqrt" and (f.get("source") or {}).get("line") == mark["sqrt"]
           and (f.get("masked_then_backward") or "").startswith("aten::where (seq "),
-          f"the sqrt, masked by where in the forward (got {p.returncode} {f.get('op')} "
+          f"the sqrt, masked by where in the forward (got {rc} {f.get('op')} "
           f"{(f.get('source') or {}).get('line')} {f.get('masked_then_backward')})")
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
     check("masked:   by aten::where" in text and "torch.sqrt(torch.where(x > 0, x, 1))" in text,
@@ -2981,31 +2986,30 @@ def case_nan_where_grad():
     # nan_to_num as the mask: its backward tests the saved values (isfinite), and the sqrt's
     # backward reads them itself; the same trap, said the same way.
     run, _ = record("nan_to_num_grad", ["nan_to_num"], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("op") == "aten::sqrt" and
+    rc, r_nan = nan_json(run)
+    f = r_nan.get("first_nonfinite") or {}
+    check(rc == 1 and f.get("op") == "aten::sqrt" and
           (f.get("source") or {}).get("line") == mark["sqrt_nan_to_num"] and
           (f.get("masked_then_backward") or "").startswith("aten::nan_to_num (seq "),
-          f"the sqrt, masked by nan_to_num in the forward (got {p.returncode} {f.get('op')} "
+          f"the sqrt, masked by nan_to_num in the forward (got {rc} {f.get('op')} "
           f"{(f.get('source') or {}).get('line')} {f.get('masked_then_backward')})")
     # NaN that backward makes of a masked one and masks again itself is no start: the run is
     # finite (exit 0), and the softmax is listed as masked.
     run, _ = record("nan_rows_grad", ["rows"], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    rc, r = nan_json(run)
     masked = [(m.get("op"), (m.get("source") or {}).get("line")) for m in r.get("contained_starts") or []
               if m.get("masked_by")]
-    check(p.returncode == 0 and r.get("first_nonfinite") is None and ("aten::_softmax", mark["rows"]) in masked,
-          f"a fully masked row zeroed after softmax is masked, also in backward (got {p.returncode} "
+    check(rc == 0 and r.get("first_nonfinite") is None and ("aten::_softmax", mark["rows"]) in masked,
+          f"a fully masked row zeroed after softmax is masked, also in backward (got {rc} "
           f"{(r.get('first_nonfinite') or {}).get('op')} {masked})")
     # Left NaN, it is the start, and no mask is claimed: cross_entropy's backward making finite
     # values is no mask of the program's forward.
     run, _ = record("nan_rows_loss", ["rows_loss"], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("op") == "aten::_softmax" and
+    rc, r_nan = nan_json(run)
+    f = r_nan.get("first_nonfinite") or {}
+    check(rc == 1 and f.get("op") == "aten::_softmax" and
           (f.get("source") or {}).get("line") == mark["rows_loss"] and "masked_then_backward" not in f,
-          f"the softmax of the row left NaN, with no mask claimed (got {p.returncode} {f.get('op')} "
+          f"the softmax of the row left NaN, with no mask claimed (got {rc} {f.get('op')} "
           f"{(f.get('source') or {}).get('line')} {f.get('masked_then_backward')})")
 
 
@@ -3036,14 +3040,14 @@ def case_nan_growth():
     script = write_script("nan_growth.py", NAN_GROWTH)
     mark = marks(script)
     run, _ = record("nan_growth", ["lr"], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    rc, r_nan = nan_json(run)
+    f = r_nan.get("first_nonfinite") or {}
     grew = [s["step"] for s in (f.get("input_growth") or {}).get("steps", [])]
     mags = [s["magnitude"] for s in (f.get("input_growth") or {}).get("steps", [])]
-    check(p.returncode == 1 and f.get("op") == "aten::mse_loss" and
+    check(rc == 1 and f.get("op") == "aten::mse_loss" and
           (f.get("source") or {}).get("line") == mark["loss"] and grew == list(range(f.get("step", -1) + 1))
           and mags == sorted(mags) and mags[-1] > 1e4 * mags[0],
-          f"the overflow's inputs grew step by step (got {p.returncode} {f.get('op')} step {f.get('step')} "
+          f"the overflow's inputs grew step by step (got {rc} {f.get('op')} step {f.get('step')} "
           f"{list(zip(grew, mags))})")
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
     check("  grew:     the largest input magnitude of aten::mse_loss here, by step: 0: " in text and
@@ -3051,19 +3055,19 @@ def case_nan_growth():
     # A learning rate far too large: the first layer's matrix product overflows in step 1,
     # its inputs up from about 10 to 1e37 after one update; said as a jump, and as a product.
     run, _ = record("nan_jump", ["jump"], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("step") == 1 and (f.get("input_growth") or {}).get("jumped") is True,
-          f"a jump after one update (got {p.returncode} {f.get('op')} step {f.get('step')} "
+    rc, r_nan = nan_json(run)
+    f = r_nan.get("first_nonfinite") or {}
+    check(rc == 1 and f.get("step") == 1 and (f.get("input_growth") or {}).get("jumped") is True,
+          f"a jump after one update (got {rc} {f.get('op')} step {f.get('step')} "
           f"{f.get('input_growth')})")
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
     check("The values jumped after one optimizer step: a learning rate far too large" in text and
           "an overflow: products of inputs up to" in text, f"the text says so: {text[:900]!r}")
     run, _ = record("nan_spike", ["spike"], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("step") == 3 and "input_growth" not in f,
-          f"an overflow at one step has no growth (got {p.returncode} step {f.get('step')} "
+    rc, r_nan = nan_json(run)
+    f = r_nan.get("first_nonfinite") or {}
+    check(rc == 1 and f.get("step") == 3 and "input_growth" not in f,
+          f"an overflow at one step has no growth (got {rc} step {f.get('step')} "
           f"{f.get('op')} {f.get('input_growth')})")
 
 
@@ -3076,12 +3080,11 @@ def case_nan_count():
     for mode, line, says in (("nan", mark["mean"], "0/0: dividing finite numbers makes NaN only as 0/0"),
                              ("inf", mark["plus_one"], "x/0: dividing by an integer makes Inf only as x/0")):
         run, _ = record("nan_count_" + mode, [mode], script)
-        p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-        r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+        rc, r = nan_json(run)
         f = r.get("first_nonfinite") or {}
-        check(p.returncode == 1 and f.get("op") == "aten::div" and f.get("step") == 3 and
+        check(rc == 1 and f.get("op") == "aten::div" and f.get("step") == 3 and
               (f.get("source") or {}).get("line") == line,
-              f"{mode}: the div at line {line}, step 3 (got {p.returncode} {f.get('op')} step "
+              f"{mode}: the div at line {line}, step 3 (got {rc} {f.get('op')} step "
               f"{f.get('step')} {(f.get('source') or {}).get('line')})")
         text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
         check(says in text and "divisor input 1 (int64" in text,
@@ -3096,12 +3099,11 @@ def case_nan_where():
     want = 1 + NAN_WHERE.split("\n").index(next(l for l in NAN_WHERE.split("\n") if "the real 0/0" in l))
     runs = {mode: record("nan_where_" + mode, [mode], script)[0]
             for mode in ("real", "plain", "guard", "count", "scalar", "reuse", "printed", "sqrt0")}
-    p = subprocess.run([TDBG, "nan", "--json", runs["real"]], stdout=subprocess.PIPE, text=True)
-    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    rc, r = nan_json(runs["real"])
     f = r.get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("op") == "aten::div" and f.get("step") == 2 and
+    check(rc == 1 and f.get("op") == "aten::div" and f.get("step") == 2 and
           (f.get("source") or {}).get("line") == want,
-          f"the real 0/0 at line {want}, step 2 (got {p.returncode} {f.get('op')} step "
+          f"the real 0/0 at line {want}, step 2 (got {rc} {f.get('op')} step "
           f"{f.get('step')} {(f.get('source') or {}).get('line')})")
     check(f.get("masked_before", 0) >= 2, f"the masked logs before it counted (got {f.get('masked_before')})")
     text = subprocess.run([TDBG, "nan", runs["real"]], stdout=subprocess.PIPE, text=True).stdout
@@ -3109,16 +3111,14 @@ def case_nan_where():
     check("masked:   aten::log" in text and "read by aten::where" in text, "the masked log is listed")
     check("division by a divisor that holds 0" in text and "0/0" in text,
           f"the cause says which operation made it: {text[:500]!r}")
-    p = subprocess.run([TDBG, "nan", "--json", runs["plain"]], stdout=subprocess.PIPE, text=True)
-    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
-    check(p.returncode == 0 and r.get("status") == "finite" and r.get("masked", 0) >= 1,
-          f"only masked NaN: finite, exit 0 (got {p.returncode} {r.get('status')} masked {r.get('masked')})")
+    rc, r = nan_json(runs["plain"])
+    check(rc == 0 and r.get("status") == "finite" and r.get("masked", 0) >= 1,
+          f"only masked NaN: finite, exit 0 (got {rc} {r.get('status')} masked {r.get('masked')})")
     for mode in ("guard", "count"):
-        p = subprocess.run([TDBG, "nan", "--json", runs[mode]], stdout=subprocess.PIPE, text=True)
-        r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+        rc, r = nan_json(runs[mode])
         f = r.get("first_nonfinite") or {}
-        check(p.returncode == 1 and f.get("op") == "aten::log",
-              f"{mode}: a NaN check read it: the log is the start (got {p.returncode} {f.get('op')})")
+        check(rc == 1 and f.get("op") == "aten::log",
+              f"{mode}: a NaN check read it: the log is the start (got {rc} {f.get('op')})")
     text = subprocess.run([TDBG, "nan", runs["guard"]], stdout=subprocess.PIPE, text=True).stdout
     check("log of a negative value: input min -" in text, f"the log's cause: {text[:400]!r}")
     # The mask the program wrote is seen, and why it does not count is said: the guard's test
@@ -3128,8 +3128,8 @@ def case_nan_where():
     reuse_line = 1 + lines.index(next(l for l in lines if "logged.sum()" in l))
     for mode, why, op, line in (("guard", "Python read a test of them", "aten::is_nonzero", guard_line),
                                 ("reuse", "an op passed them on", "aten::sum", reuse_line)):
-        p = subprocess.run([TDBG, "nan", "--json", runs[mode]], stdout=subprocess.PIPE, text=True)
-        f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+        rc, r_nan = nan_json(runs[mode])
+        f = r_nan.get("first_nonfinite") or {}
         no = f.get("mask_rejected") or {}
         check(no.get("by", "").startswith("aten::where") and why in no.get("why", "")
               and (no.get("op") or {}).get("op") == op
@@ -3142,16 +3142,16 @@ def case_nan_where():
           f"the text says it: {text[:600]!r}")
     # Python reads a sum made of it unmasked: the op that passed it on is why, not the read.
     printed_line = 1 + lines.index(next(l for l in lines if "0.0 * logged" in l))
-    p = subprocess.run([TDBG, "nan", "--json", runs["printed"]], stdout=subprocess.PIPE, text=True)
-    no = ((json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}).get("mask_rejected") or {}
+    rc, r_nan = nan_json(runs["printed"])
+    no = (r_nan.get("first_nonfinite") or {}).get("mask_rejected") or {}
     check("an op passed them on" in no.get("why", "") and (no.get("op") or {}).get("op") == "aten::mul"
           and ((no.get("op") or {}).get("source") or {}).get("line") == printed_line,
           f"printed: the mul at line {printed_line} passed it on (got {no})")
     # NaN that backward makes (sqrt's gradient at 0), which reaches the weights and a mask of
     # the next step: no mask of the start's own values, so none is named.
-    p = subprocess.run([TDBG, "nan", "--json", runs["sqrt0"]], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("step") == 0 and "mask_rejected" not in f,
+    rc, r_nan = nan_json(runs["sqrt0"])
+    f = r_nan.get("first_nonfinite") or {}
+    check(rc == 1 and f.get("step") == 0 and "mask_rejected" not in f,
           f"sqrt0: a start in step 0's backward, no mask named (got {f.get('op')} step "
           f"{f.get('step')}, {f.get('mask_rejected')})")
     # where with a number reads the log through views of it: masked all the same.
@@ -3160,11 +3160,11 @@ def case_nan_where():
     # Masked where it is first read, then read again into the loss (after another masked
     # start): the first log is the start.
     want_line = 1 + NAN_WHERE.split("\n").index(next(l for l in NAN_WHERE.split("\n") if "logged = " in l))
-    p = subprocess.run([TDBG, "nan", "--json", runs["reuse"]], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
-    check(p.returncode == 1 and f.get("op") == "aten::log" and f.get("step") == 0 and
+    rc, r_nan = nan_json(runs["reuse"])
+    f = r_nan.get("first_nonfinite") or {}
+    check(rc == 1 and f.get("op") == "aten::log" and f.get("step") == 0 and
           (f.get("source") or {}).get("line") == want_line,
-          f"a masked NaN read again later is the start (got {p.returncode} {f.get('op')} step "
+          f"a masked NaN read again later is the start (got {rc} {f.get('op')} step "
           f"{f.get('step')} {(f.get('source') or {}).get('line')})")
     # Inf from outside (NumPy here, a checkpoint's optimizer state elsewhere) is no start, as
     # a mask's -inf is not; where it first came in is said.
@@ -3172,11 +3172,10 @@ def case_nan_where():
                           "x = torch.from_numpy(numpy.array([1.0, numpy.inf], dtype=numpy.float32))\n"
                           "print((x * 2).clamp(max=5).sum().item())\n")
     run, _ = record("inf_in", [], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    r = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    rc, r = nan_json(run)
     came = r.get("inf_entered") or {}
-    check(p.returncode == 0 and came.get("op") == "aten::lift_fresh" and (came.get("source") or {}).get("line") == 2,
-          f"Inf from NumPy: where it came in (got {p.returncode} {came.get('op')} {came.get('source')})")
+    check(rc == 0 and came.get("op") == "aten::lift_fresh" and (came.get("source") or {}).get("line") == 2,
+          f"Inf from NumPy: where it came in (got {rc} {came.get('op')} {came.get('source')})")
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
     check("Inf came in: aten::lift_fresh" in text, f"and said: {text!r}")
     # A NaN made of it (inf - inf) is a start, and the Inf it read is traced to where it came in.
@@ -3184,10 +3183,10 @@ def case_nan_where():
                           "x = torch.from_numpy(numpy.array([1.0, numpy.inf], dtype=numpy.float32))\n"
                           "print((x * 2 - x).sum().item())\n")
     run, _ = record("inf_in_nan", [], script)
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    rc, r_nan = nan_json(run)
+    f = r_nan.get("first_nonfinite") or {}
     came = f.get("inf_entered") or {}
-    check(p.returncode == 1 and f.get("op") == "aten::sub" and came.get("op") == "aten::lift_fresh",
+    check(rc == 1 and f.get("op") == "aten::sub" and came.get("op") == "aten::lift_fresh",
           f"NaN of that Inf: the start, and where the Inf came in (got {f.get('op')}, {came.get('op')})")
 
 
@@ -3406,17 +3405,17 @@ def case_ddp_nan():
             row = con.execute("SELECT value FROM meta WHERE key = 'rank'").fetchone()
         if row:
             dbs[row[0]] = db
-    p = subprocess.run([TDBG, "nan", "--json", dbs.get("0/2", run)], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
-    check(p.returncode == 1 and (f.get("collective") or {}).get("op") == "c10d::allreduce_",
-          f"rank 0 alone: the NaN came in through the all_reduce (got {p.returncode} "
+    rc, r_nan = nan_json(dbs.get("0/2", run))
+    f = r_nan.get("first_nonfinite") or {}
+    check(rc == 1 and (f.get("collective") or {}).get("op") == "c10d::allreduce_",
+          f"rank 0 alone: the NaN came in through the all_reduce (got {rc} "
           f"{f.get('op')} {f.get('entered')} {f.get('collective')})")
     text = subprocess.run([TDBG, "nan", dbs.get("0/2", run)], stdout=subprocess.PIPE, text=True).stdout
     check("NaN came in through c10d::allreduce_" in text, f"the cause says so: {text[:600]!r}")
-    p = subprocess.run([TDBG, "nan", "--json", run], stdout=subprocess.PIPE, text=True)
-    f = (json.loads(p.stdout) if p.returncode in (0, 1) else {}).get("first_nonfinite") or {}
+    rc, r_nan = nan_json(run)
+    f = r_nan.get("first_nonfinite") or {}
     line, file = line_of(f)
-    check(p.returncode == 1 and file == "ddp_train.py" and line == marks(DDP_SCRIPT)["nan"],
+    check(rc == 1 and file == "ddp_train.py" and line == marks(DDP_SCRIPT)["nan"],
           f"the whole run: rank 1's op that made it (got {f.get('op')} at {file}:{line})")
     # Rank 0's start is listed under it, by rank, as brought by the all-reduce.
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
