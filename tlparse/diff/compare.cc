@@ -2548,8 +2548,13 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     if (in_optimizer_step(*p.a.reader, a)) {
       out["argument"]["in_optimizer_step"] = true;
       // Which of them, where the runs recorded the optimizer's settings.
+      const std::string va = p.a.strings.text(aa.value), vb = p.b.strings.text(ab.value);
+      char *end_a = nullptr, *end_b = nullptr;
+      const double xa = std::strtod(va.c_str(), &end_a), xb = std::strtod(vb.c_str(), &end_b);
+      std::optional<std::pair<double, double>> scalar;
+      if (!va.empty() && !vb.empty() && *end_a == '\0' && *end_b == '\0') scalar = {xa, xb};
       if (json settings = compare_optimizer_settings(*p.a.reader, {a.thread, a.seq}, *p.b.reader,
-                                                     {b.thread, b.seq});
+                                                     {b.thread, b.seq}, scalar);
           !settings.is_null())
         out["argument"]["optimizer"] = std::move(settings);
     }

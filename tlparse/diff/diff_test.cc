@@ -716,6 +716,77 @@ TEST_CASE("the optimizer's settings at a step name the hyperparameter, group and
             .is_null());
 }
 
+TEST_CASE("a scalar of the optimizer's step is named by its settings, a scheduler's by its steps") {
+  using T = Recorder::T;
+  // Steps 0..n-1 of one AdamW with two param groups, each step one op and its settings, with
+  // lr `lrs[k]` in both groups at step k.
+  auto run = [](const std::vector<double>& lrs) {
+    return write_ops(
+        [&](Recorder& r) {
+          for (size_t k = 0; k < lrs.size(); ++k) {
+            r.step = static_cast<int64_t>(k);
+            r.op("aten::mul_", {T{1}}, {T{2}}, {{"other", std::to_string(1 - lrs[k] * 0.01)}});
+          }
+        },
+        [lrs](tdbg::tracer::Writer& w) {
+          for (size_t k = 0; k < lrs.size(); ++k) {
+            const auto id = static_cast<uint32_t>(2 * k + 1);
+            const auto seq = static_cast<int64_t>(k);
+            add_step_region(w, id, seq, seq, "Optimizer.step#AdamW.step", seq);
+            tdbg::tracer::RegionRecord s;
+            s.id = id + 1;
+            const json group = {{"lr", lrs[k]}, {"weight_decay", 0.01}, {"params", 2}};
+            s.name = w.intern(
+                json{{"optimizer", "AdamW"}, {"index", 1}, {"groups", {group, group}}}.dump());
+            s.kind = tdbg::tracer::RegionKind::kOptimizer;
+            s.start_seq = s.end_seq = seq;
+            s.parent = id;
+            w.append_region(s);
+          }
+        });
+  };
+  auto compare_at = [](const std::string& a, const std::string& b, int64_t seq,
+                       std::optional<std::pair<double, double>> scalar = std::nullopt) {
+    auto ra = tdbg::tracer::Reader::Open(a);
+    auto rb = tdbg::tracer::Reader::Open(b);
+    REQUIRE(ra.ok());
+    REQUIRE(rb.ok());
+    return tdbg::diff::compare_optimizer_settings(**ra, {0, seq}, **rb, {0, seq}, scalar);
+  };
+  // A linear warmup; B's scheduler stepped before the optimizer (one step ahead), or twice.
+  const std::vector<double> warmup = {0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008};
+  const std::vector<double> ahead = {0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009};
+  const std::vector<double> twice = {0.001, 0.003, 0.005, 0.007, 0.009, 0.011, 0.013, 0.015};
+  json c = compare_at(run(warmup), run(ahead), 0, std::pair{1 - 0.001 * 0.01, 1 - 0.002 * 0.01});
+  REQUIRE(c.is_object());
+  CHECK(c["scalar"].get<std::string>().rfind("1 - lr * weight_decay", 0) == 0);
+  const std::string text = c["text"];
+  CHECK(text.rfind("the argument is 1 - lr * weight_decay", 0) == 0);
+  // Said once for both groups.
+  CHECK(text.find("lr is 0.001 in A and 0.002 in B in every param group") != std::string::npos);
+  CHECK(text.find("param group 1") == std::string::npos);
+  CHECK(c["schedule"] == json{{"run", "B"}, {"setting", "lr"}, {"ahead", 1}});
+  CHECK(text.find("scheduler.step() called before optimizer.step() in B") != std::string::npos);
+  // The other way round: A is ahead.
+  CHECK(compare_at(run(ahead), run(warmup), 0)["schedule"]["run"] == "A");
+  c = compare_at(run(warmup), run(twice), 1);
+  CHECK(c["schedule"] == json{{"run", "B"}, {"setting", "lr"}, {"rate", 2}});
+  CHECK(c["text"].get<std::string>().find("scheduler.step() called twice per step in B") !=
+        std::string::npos);
+  // Another base rate is no shift: the generic reason, and no expression for a scalar that
+  // is none of the settings'.
+  const std::vector<double> other = {0.0015, 0.0025, 0.0035, 0.0045,
+                                     0.0055, 0.0065, 0.0075, 0.0085};
+  c = compare_at(run(warmup), run(other), 0, std::pair{0.5, 0.25});
+  CHECK_FALSE(c.contains("schedule"));
+  CHECK_FALSE(c.contains("scalar"));
+  CHECK(c["text"].get<std::string>().find("as a scheduler or the program set it") !=
+        std::string::npos);
+  // A shift that holds for one step only (B's schedule then parts from A's) is none either.
+  const std::vector<double> once = {0.002, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025};
+  CHECK_FALSE(compare_at(run(warmup), run(once), 0).contains("schedule"));
+}
+
 TEST_CASE("after a structural change, an input made another way is named, not blamed on the op") {
   // A takes a view of x where B computes new data: the next shared op (tanh) reads a view in
   // A and hashed data in B. Views are not compared by value, so the op's differing output

@@ -4,8 +4,13 @@
 #include "tlparse/diff/optimizer_settings.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace tdbg::diff {
 
@@ -54,6 +59,130 @@ std::string optimizer_name(const json& who) {
   return name;
 }
 
+// One optimizer's settings at each of a thread's steps, in step order, and where among them
+// the step holding an op lies.
+struct Series {
+  std::vector<json> steps;
+  int at = -1;  // the position of the step holding the op, -1 where none does
+};
+
+// The settings of optimizer `index` at each step of `at.thread`.
+Series settings_series(const Reader& reader, StepAt at, int index) {
+  Series series;
+  (void)reader.query(
+      "SELECT r.start_seq, s.text FROM regions o JOIN regions r ON o.parent = r.id JOIN strings "
+      "s ON s.id = o.name WHERE o.kind = 3 AND r.kind = 1 AND r.thread = " +
+          std::to_string(at.thread) + " ORDER BY r.start_seq",
+      [&](const std::vector<std::string>& row) {
+        json parsed = json::parse(row[1], nullptr, /*allow_exceptions=*/false);
+        if (!parsed.is_object() || parsed.value("index", 0) != index) return true;
+        if (std::atoll(row[0].c_str()) <= at.seq) series.at = static_cast<int>(series.steps.size());
+        series.steps.push_back(std::move(parsed));
+        return true;
+      });
+  return series;
+}
+
+// Setting `name` of param group `group` at position `i` of a series, where it is a number.
+std::optional<double> setting(const Series& s, int64_t i, size_t group, const std::string& name) {
+  if (i < 0 || i >= static_cast<int64_t>(s.steps.size())) return std::nullopt;
+  const json& groups = s.steps[static_cast<size_t>(i)].value("groups", json());
+  if (!groups.is_array() || group >= groups.size() || !groups[group].is_object())
+    return std::nullopt;
+  const json v = groups[group].value(name, json());
+  if (!v.is_number()) return std::nullopt;
+  return v.get<double>();
+}
+
+bool same_number(double x, double y) { return std::fabs(x - y) <= 1e-12 * std::fabs(x) + 1e-300; }
+
+// How a setting that differs at the divergence (a learning rate a scheduler sets) follows the
+// other run's over the next steps: {"run": the run whose schedule is ahead, "ahead": 1}
+// where at each step it has the value the other run has one step later (scheduler.step()
+// called before optimizer.step()), {"run", "rate": 2} where it has the value the other has
+// at twice its step (scheduler.step() called twice per step); null where neither holds for
+// all of the (at least two) steps compared.
+json schedule_shift(const Series& a, const Series& b, size_t group, const std::string& name) {
+  if (a.at < 0 || b.at < 0) return nullptr;
+  constexpr int kSteps = 5;
+  // Whether `x`'s value at each position from `from_x` is `y`'s at `map(position)`.
+  auto follows = [&](const Series& x, const Series& y, int64_t from_x, auto map) {
+    int matched = 0;
+    for (int64_t i = from_x; i < from_x + kSteps; ++i) {
+      const auto vx = setting(x, i, group, name), vy = setting(y, map(i), group, name);
+      if (!vx || !vy) continue;
+      if (!same_number(*vx, *vy)) return false;
+      ++matched;
+    }
+    return matched >= 2;
+  };
+  for (const auto& [x, y, run] : {std::tuple{&b, &a, "B"}, std::tuple{&a, &b, "A"}}) {
+    const int64_t shift = y->at - x->at + 1;
+    if (follows(*x, *y, x->at, [&](int64_t i) { return i + shift; }))
+      return {{"run", run}, {"setting", name}, {"ahead", 1}};
+  }
+  if (a.at == b.at && a.at > 0)
+    for (const auto& [x, y, run] : {std::tuple{&b, &a, "B"}, std::tuple{&a, &b, "A"}})
+      if (follows(*x, *y, x->at, [](int64_t i) { return 2 * i; }))
+        return {{"run", run}, {"setting", name}, {"rate", 2}};
+  return nullptr;
+}
+
+// What an optimizer's scalar argument is made of, where both runs' values are the same
+// expression of a param group's settings (AdamW's decay multiplies by 1 - lr * weight_decay,
+// SGD adds the gradient times -lr, Adam's averages mix by betas): the expression, or "".
+std::string scalar_expression(const json& sa, const json& sb, double a, double b) {
+  using Get = std::function<std::optional<double>(const json&)>;
+  auto number = [](const json& g, const char* n, int k = -1) -> std::optional<double> {
+    const json v = g.value(n, json());
+    if (k >= 0 && v.is_array() && v.size() > static_cast<size_t>(k) && v[k].is_number())
+      return v[k].get<double>();
+    if (k < 0 && v.is_number()) return v.get<double>();
+    return std::nullopt;
+  };
+  auto lr = [&](const json& g) { return number(g, "lr"); };
+  auto wd = [&](const json& g) { return number(g, "weight_decay"); };
+  auto product = [](std::optional<double> x, std::optional<double> y) -> std::optional<double> {
+    if (x && y) return *x * *y;
+    return std::nullopt;
+  };
+  auto one_minus = [](std::optional<double> x) -> std::optional<double> {
+    if (x) return 1 - *x;
+    return std::nullopt;
+  };
+  auto negative = [](std::optional<double> x) -> std::optional<double> {
+    if (x) return -*x;
+    return std::nullopt;
+  };
+  const std::vector<std::pair<const char*, Get>> forms = {
+      {"lr", lr},
+      {"-lr", [&](const json& g) { return negative(lr(g)); }},
+      {"1 - lr * weight_decay (a decoupled weight decay, as AdamW's)",
+       [&](const json& g) { return one_minus(product(lr(g), wd(g))); }},
+      {"-lr * weight_decay", [&](const json& g) { return negative(product(lr(g), wd(g))); }},
+      {"weight_decay", wd},
+      {"momentum", [&](const json& g) { return number(g, "momentum"); }},
+      {"1 - dampening", [&](const json& g) { return one_minus(number(g, "dampening")); }},
+      {"beta1", [&](const json& g) { return number(g, "betas", 0); }},
+      {"1 - beta1", [&](const json& g) { return one_minus(number(g, "betas", 0)); }},
+      {"beta2", [&](const json& g) { return number(g, "betas", 1); }},
+      {"1 - beta2", [&](const json& g) { return one_minus(number(g, "betas", 1)); }},
+      {"eps", [&](const json& g) { return number(g, "eps"); }},
+  };
+  const json& ga = sa["groups"];
+  const json& gb = sb["groups"];
+  // The parameter may lie in another group in each run (a group of its own in one run only).
+  auto in_a_group = [](const json& groups, const Get& get, double v) {
+    return std::any_of(groups.begin(), groups.end(), [&](const json& g) {
+      const auto x = g.is_object() ? get(g) : std::nullopt;
+      return x && same_number(*x, v);
+    });
+  };
+  for (const auto& [text, get] : forms)
+    if (in_a_group(ga, get, a) && in_a_group(gb, get, b)) return text;
+  return "";
+}
+
 // As Python writes it (True, None), the optimizer's settings being Python values.
 std::string value_text(const json& v) {
   if (v.is_null()) return "None";
@@ -64,7 +193,8 @@ std::string value_text(const json& v) {
 
 }  // namespace
 
-json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, StepAt b) {
+json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, StepAt b,
+                                std::optional<std::pair<double, double>> scalar) {
   const json sa = optimizer_settings_at(ra, a), sb = optimizer_settings_at(rb, b);
   if (sa.is_null() || sb.is_null()) return nullptr;
   json who_a = {{"optimizer", sa["optimizer"]},
@@ -116,6 +246,7 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
     }
   }
   std::string text;
+  json shift;  // how a scheduler's setting that differs moves in each run (`schedule_shift`)
   const std::string name_a = optimizer_name(who_a), name_b = optimizer_name(who_b);
   const std::string where = name_a == name_b
                                 ? "the step of " + name_a
@@ -124,9 +255,26 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
     text = "inside " + where + ": the optimizers are of other classes";
   } else if (!differs.empty()) {
     text = "inside " + where + ": ";
-    const size_t shown = std::min<size_t>(differs.size(), 3);
+    // A setting that differs alike in every param group (a scheduler sets each group's lr) is
+    // said once.
+    auto in_every_group = [&](const json& d) {
+      if (std::min(ga.size(), gb.size()) < 2 || d["group"].is_null()) return false;
+      size_t alike = 0;
+      for (const json& e : differs)
+        alike +=
+            !e["group"].is_null() && e["name"] == d["name"] && e["a"] == d["a"] && e["b"] == d["b"];
+      return alike == std::min(ga.size(), gb.size());
+    };
+    std::vector<const json*> said;
+    for (const json& d : differs) {
+      const bool repeated = in_every_group(d) && std::any_of(said.begin(), said.end(), [&](auto e) {
+                              return (*e)["name"] == d["name"];
+                            });
+      if (!repeated) said.push_back(&d);
+    }
+    const size_t shown = std::min<size_t>(said.size(), 3);
     for (size_t k = 0; k < shown; ++k) {
-      const json& d = differs[k];
+      const json& d = *said[k];
       if (k > 0) text += "; ";
       if (d["group"].is_null()) {
         text += "A has " + value_text(d["a"]) + " param group(s) and B " + value_text(d["b"]) +
@@ -145,30 +293,62 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
       auto side = [&](const char* run) {
         return unset == run ? std::string("unset") : value_text(d[run]);
       };
-      text += (groups > 1 ? "param group " + std::to_string(d["group"].get<size_t>()) + "'s "
-                          : std::string()) +
-              what + " is " + side("a") + " in A and " + side("b") + " in B";
+      const bool every = in_every_group(d);
+      text +=
+          (groups > 1 && !every ? "param group " + std::to_string(d["group"].get<size_t>()) + "'s "
+                                : std::string()) +
+          what + " is " + side("a") + " in A and " + side("b") + " in B" +
+          (every ? " in every param group" : "");
       if (what == "initial_lr" && !unset.empty())
         text += std::string(" (an LR scheduler in ") + (unset == "a" ? "B" : "A") + " only)";
     }
-    if (differs.size() > shown)
-      text += " (and " + std::to_string(differs.size() - shown) + " more)";
-    if (differs[0].value("name", std::string()) == "params")
+    if (said.size() > shown) text += " (and " + std::to_string(said.size() - shown) + " more)";
+    // Only where that setting is all that differs: with another initial_lr, the base rate
+    // differs, and a linear warmup of twice the rate reads as a schedule moving twice as fast.
+    const bool one_setting = std::all_of(differs.begin(), differs.end(), [&](const json& d) {
+      return !d["group"].is_null() && d["name"] == differs[0]["name"];
+    });
+    if (one_setting && differs[0]["name"] != "params")
+      shift = schedule_shift(settings_series(ra, a, who_a["index"]),
+                             settings_series(rb, b, who_b["index"]),
+                             differs[0]["group"].get<size_t>(), differs[0]["name"]);
+    if (shift.is_object()) {
+      const std::string run = shift["run"], other = run == "A" ? "B" : "A", name = shift["setting"];
+      if (shift.contains("ahead"))
+        text += ": " + run + "'s " + name + " schedule runs one step ahead of " + other +
+                "'s (at each step " + run + " has the " + name + " " + other +
+                " has one step later), as scheduler.step() called before optimizer.step() in " +
+                run + " gives, or a schedule of " + name + " that starts a step earlier there";
+      else
+        text += ": " + run + "'s " + name + " schedule moves two steps for each optimizer step, " +
+                other + "'s one (at its step k " + run + " has the " + name + " " + other +
+                " has at step 2k), as scheduler.step() called twice per step in " + run + " gives";
+    } else if (differs[0].value("name", std::string()) == "params") {
       text +=
           " (the optimizer was given other parameters: a layer frozen, requires_grad False, "
           "or left out in one run, or a weight tied in one run only, such as an embedding "
           "shared with the output layer: model.parameters() lists it once)";
-    else if (!differs[0]["group"].is_null())
+    } else if (!differs[0]["group"].is_null()) {
       text +=
           " (as the optimizer was made, or as a scheduler or the program set it before this "
           "step)";
+    }
   } else {
     text = "inside " + where +
            ", whose param groups' settings (lr, betas, eps, weight decay ...) "
            "are the same in both runs: the scalar comes from the optimizer's state, such as the "
            "step count of a bias correction";
   }
-  return {{"a", who_a}, {"b", who_b}, {"differs", differs}, {"text", text}};
+  json out = {{"a", who_a}, {"b", who_b}, {"differs", differs}, {"text", text}};
+  if (shift.is_object()) out["schedule"] = std::move(shift);
+  // The argument that differs, named by what it is made of: "1 - lr * weight_decay".
+  if (scalar && sa["optimizer"] == sb["optimizer"])
+    if (std::string made = scalar_expression(sa, sb, scalar->first, scalar->second);
+        !made.empty()) {
+      out["scalar"] = made;
+      out["text"] = "the argument is " + made + "; " + out["text"].get<std::string>();
+    }
+  return out;
 }
 
 }  // namespace tdbg::diff

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
 #include "tracer/reader.h"
 
@@ -26,8 +28,14 @@ nlohmann::json optimizer_settings_at(const tracer::Reader& reader, StepAt at);
 // run recorded none; else {"a", "b": {"optimizer", "index", "count": the run's optimizers},
 // "differs": [{"group", "name", "a", "b"}] (values as JSON; a group or a setting one run lacks
 // reads null), "text": what differs or, where nothing does, what is left (the optimizer's state)
-// in a sentence for the CLI and the viewer}.
-nlohmann::json compare_optimizer_settings(const tracer::Reader& ra, StepAt a,
-                                          const tracer::Reader& rb, StepAt b);
+// in a sentence for the CLI and the viewer, "schedule": where the first setting that differs
+// is one run's schedule ahead of the other's or moving twice as fast ({"run", "setting",
+// "ahead": 1 | "rate": 2}: scheduler.step() before optimizer.step(), or twice per step),
+// "scalar": where `scalar` (the two runs' values of an argument that differs inside the step)
+// is the same expression of a param group's settings in both, that expression ("1 - lr *
+// weight_decay ...")}.
+nlohmann::json compare_optimizer_settings(
+    const tracer::Reader& ra, StepAt a, const tracer::Reader& rb, StepAt b,
+    std::optional<std::pair<double, double>> scalar = std::nullopt);
 
 }  // namespace tdbg::diff
