@@ -2616,6 +2616,51 @@ def case_frozen():
           f"the frozen parameter is named as such (got {rc}: {d.get('detail')})")
 
 
+# A small conv net: its first layer left out of the optimizer's parameters, or the model moved
+# to channels_last (which replaces each conv weight's data, `param.data = ...`, by an op whose
+# output has the same values).
+PARAMS_LEFT = r'''
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                            torch.nn.Flatten(), torch.nn.Linear(4, 2))
+x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 2, (4,))
+mode = sys.argv[1]
+if mode == "channels_last":
+    model = model.to(memory_format=torch.channels_last)
+    x = x.contiguous(memory_format=torch.channels_last)
+params = list(model[2:].parameters()) if mode == "left_out" else model.parameters()
+opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
+for step in range(2):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+'''
+
+
+def case_params_left():
+    # A layer left out of the optimizer: backward computes its gradients in both runs, so the
+    # headline says the optimizer was not given them, not that no gradient reaches them.
+    script = write_script("params_left.py", PARAMS_LEFT)
+    a, _ = record("params_left_all", ["all"], script)
+    b, _ = record("params_left_out", ["left_out"], script)
+    rc, r = diff(a, b)
+    left = (r["first_divergence"] or {}).get("not_updated") or {}
+    check(rc == 1 and left.get("run") == "B" and left.get("missing") == 2 and
+          left.get("skipped_by_optimizer") is True,
+          f"B's optimizer skips the first conv's weight and bias (got {left})")
+    head = diff_text(a, b).splitlines()[0]
+    check("backward ran the same ops in both runs, so B's optimizer was not given them" in head and
+          "no gradient reaches" not in head, f"and the headline says why: {head!r}")
+    # channels_last updates every parameter in both runs: none is said to be left.
+    c, _ = record("params_left_cl", ["channels_last"], script)
+    rc, r = diff(a, c)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("kind") == "structure" and d.get("not_updated") is None,
+          f"no parameter is left by a run whose weights' data was replaced (got {d.get('not_updated')})")
+
+
 # Batches made on the main thread, or (with an argument) on a loader thread the main thread
 # waits for, as a C++ DataLoader's worker threads make them.
 OPS_ELSEWHERE = r'''

@@ -4114,7 +4114,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       p.a.reader->meta("ops").empty() && p.b.reader->meta("ops").empty()) {
     json missing =
         parameters_not_updated(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset);
-    if (!missing.is_null()) out["not_updated"] = std::move(missing);
+    if (!missing.is_null()) {
+      // Where the runs first differ inside an optimizer's step, forward and backward ran the
+      // same ops before it: the parameters got their gradients in both runs, and the
+      // optimizer was not given them (or their .grad was set to None before the step).
+      const auto a = p.a.reader->op_at(p.a.thread, where.i);
+      const auto b = p.b.reader->op_at(p.b.thread, where.j);
+      missing["skipped_by_optimizer"] =
+          (a && in_optimizer_step(*p.a.reader, *a)) || (b && in_optimizer_step(*p.b.reader, *b));
+      out["not_updated"] = std::move(missing);
+    }
   }
   // After a structural change that changed values: whether the optimizer's updates still
   // agree up to rounding step by step (a batch split into micro-batches), or from which step

@@ -1028,7 +1028,10 @@ std::string not_updated_suffix(const json& d) {
   const bool more = n.value("missing", size_t{0}) > n.value("params", json::array()).size();
   return "; " + run + "'s optimizer leaves " + str(n, "missing") + " parameter(s) the other's " +
          "updates" + (modules.empty() ? "" : " (in " + modules + (more ? ", ...)" : ")")) +
-         ": no gradient reaches them in " + run;
+         (n.value("skipped_by_optimizer", false)
+              ? ": backward ran the same ops in both runs, so " + run +
+                    "'s optimizer was not given them (or their .grad was None at its step)"
+              : ": no gradient reaches them in " + run);
 }
 
 // The parameters one run's optimizer leaves (`not_updated`), and why that happens.
@@ -1047,9 +1050,14 @@ void print_not_updated(std::ostringstream& o, const json& d) {
   }
   const int64_t more = n.value("missing", int64_t{0}) - static_cast<int64_t>(params.size());
   if (more > 0) o << " (and " << more << " more)";
-  o << ": no gradient reached them in " << run << " (requires_grad False, a .detach() or "
-    << "torch.no_grad() on their way, a reentrant torch.utils.checkpoint over inputs that do not "
-    << "require grad), or " << run << "'s optimizer was not given them\n";
+  if (n.value("skipped_by_optimizer", false))
+    o << ": the runs first differ inside optimizer.step(), so backward computed their gradients "
+      << "in both; " << run << "'s optimizer was not given them (a layer left out of its "
+      << "parameters or param groups), or their .grad was set to None before the step\n";
+  else
+    o << ": no gradient reached them in " << run << " (requires_grad False, a .detach() or "
+      << "torch.no_grad() on their way, a reentrant torch.utils.checkpoint over inputs that do "
+      << "not require grad), or " << run << "'s optimizer was not given them\n";
 }
 
 std::string headline_verdict(const json& d) {

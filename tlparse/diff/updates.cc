@@ -136,6 +136,10 @@ struct Written {
 struct StepWrites {
   std::vector<Written> params;
   std::map<std::string, int> made_before;
+  // Tensors the step first writes in place that no recorded op made: a parameter whose data
+  // the program replaced (`model.to(memory_format=...)` sets `param.data`), or data from
+  // outside torch. Any of them may be a parameter the other run's count holds.
+  size_t unknown = 0;
 };
 
 // The parameters the optimizer first writes in `regions` (one step's), in order. A key counts
@@ -155,9 +159,13 @@ StepWrites written_in_step(const Reader& r, Strings& strings,
     const std::string& name = strings.text(o.name);
     if (name.empty() || name.back() != '_' || o.tensors.empty()) continue;
     const TensorRecord& t = o.tensors[0];
-    if (t.role != tracer::TensorRole::kInput || t.index != 0 || t.producer == tracer::kNoSeq ||
-        t.producer >= begin || !written.insert(t.hash).second)
+    if (t.role != tracer::TensorRole::kInput || t.index != 0 || t.producer >= begin ||
+        !written.insert(t.hash).second)
       continue;
+    if (t.producer == tracer::kNoSeq) {
+      ++step.unknown;
+      continue;
+    }
     by_producer.emplace(t.producer, out.size());
     Written& w = out.emplace_back();
     w.hash = t.hash;
@@ -225,6 +233,9 @@ json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& r
     const bool b_fewer = b.size() < a.size();
     const std::vector<Written>& more = b_fewer ? a : b;
     const StepWrites& fewer = b_fewer ? step_b : step_a;
+    // Parameters the fewer run's step writes but whose making the recording does not show
+    // make up the count: none is known to be left.
+    if (fewer.params.size() + fewer.unknown >= more.size()) return nullptr;
     // (The run that updates them, where they are named.)
     const Reader& r = b_fewer ? ra : rb;
     Strings& strings = b_fewer ? sa : sb;

@@ -367,7 +367,10 @@
     const more = n.missing > params.length;
     return '; ' + n.run + '\'s optimizer leaves ' + fmt(n.missing) + ' parameter(s) the other\'s updates' +
       (modules.length ? ' (in ' + modules.join(', ') + (more ? ', ...)' : ')') : '') +
-      ': no gradient reaches them in ' + n.run;
+      (n.skipped_by_optimizer
+        ? ': backward ran the same ops in both runs, so ' + n.run +
+          '\'s optimizer was not given them (or their .grad was None at its step)'
+        : ': no gradient reaches them in ' + n.run);
   }
   // Whether two divergences are the same argument difference (a weight decay first applied to a
   // tensor of zeros), as the diff's headline tells it.
