@@ -2587,6 +2587,45 @@ def case_hash_seed():
           f"reordered by the unset hash seed (got {rc}: {d.get('detail')})")
 
 
+# One param group per parameter, with an lr by its place in a list made from a set of names:
+# the groups' settings are the same in both runs, and which parameter each holds is not.
+GROUPS_FROM_SET = r'''
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+named = dict(model.named_parameters())
+params = [named[n] for n in {n for n in named}]
+opt = torch.optim.SGD([{"params": [p], "lr": 0.1 * 0.5 ** k} for k, p in enumerate(params)])
+x = torch.randn(16, 4)
+for step in range(2):
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+print([n for n in {n for n in named}])
+'''
+
+
+def case_groups_from_set():
+    # The parameter the first differing update writes is in another param group in each run:
+    # said so, with the groups' order, not blamed on the optimizer's state.
+    script = write_script("groups_from_set.py", GROUPS_FROM_SET)
+    runs, outs = [], set()
+    for seed in range(1, 40):  # two hash seeds that order the names differently
+        os.environ["PYTHONHASHSEED"] = str(seed)
+        run, out = record(f"groups_from_set_{len(runs)}", [], script)
+        if out not in outs:
+            outs.add(out)
+            runs.append(run)
+        if len(runs) == 2:
+            break
+    os.environ.pop("PYTHONHASHSEED")
+    check(len(runs) == 2, "precondition: two hash seeds order the set differently")
+    text = diff_text(*runs)
+    check("param groups' settings are the same in both runs, this parameter is in another group in "
+          "each run, so the groups were given the parameters in another order" in text and
+          "the optimizer's state" not in text, f"the groups' order is named: {text[:3000]!r}")
+
+
 # An embedding, frozen (requires_grad False) when argv[1] is "freeze".
 FROZEN = r'''
 import sys, torch

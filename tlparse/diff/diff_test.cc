@@ -782,6 +782,39 @@ TEST_CASE("a scalar of the optimizer's step is named by its settings, a schedule
   CHECK_FALSE(c.contains("scalar"));
   CHECK(c["text"].get<std::string>().find("as a scheduler or the program set it") !=
         std::string::npos);
+  // Settings the same in both runs, the parameter in another group in each (groups built from
+  // a set): said, not blamed on the optimizer's state.
+  auto groups_run = [] {
+    return write_ops(
+        [](Recorder& r) {
+          r.op("aten::add_", {T{1}}, {T{2}}, {{"alpha", "-0.1"}});
+        },
+        [](tdbg::tracer::Writer& w) {
+          add_step_region(w, 1, 0, 0);
+          tdbg::tracer::RegionRecord s;
+          s.id = 2;
+          s.name =
+              w.intern(R"({"optimizer": "SGD", "index": 1, "groups": [{"lr": 0.1, "params": 1}, )"
+                       R"({"lr": 0.05, "params": 1}]})");
+          s.kind = tdbg::tracer::RegionKind::kOptimizer;
+          s.start_seq = s.end_seq = 0;
+          s.parent = 1;
+          w.append_region(s);
+        });
+  };
+  c = compare_at(groups_run(), groups_run(), 0, std::pair{-0.1, -0.05});
+  CHECK(c["differs"].empty());
+  CHECK(c["group_a"] == 0);
+  CHECK(c["group_b"] == 1);
+  CHECK(c["text"].get<std::string>().find("-lr of param group 0 in A and of param group 1 in B") !=
+        std::string::npos);
+  CHECK(c["text"].get<std::string>().find("given the parameters in another order") !=
+        std::string::npos);
+  // The same group in both: the optimizer's state, as before.
+  c = compare_at(groups_run(), groups_run(), 0, std::pair{-0.1, -0.1});
+  CHECK_FALSE(c.contains("group_a"));
+  CHECK(c["text"].get<std::string>().find("the scalar comes from the optimizer's state") !=
+        std::string::npos);
   // A shift that holds for one step only (B's schedule then parts from A's) is none either.
   const std::vector<double> once = {0.002, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025};
   CHECK_FALSE(compare_at(run(warmup), run(once), 0).contains("schedule"));

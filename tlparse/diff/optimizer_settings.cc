@@ -131,7 +131,11 @@ json schedule_shift(const Series& a, const Series& b, size_t group, const std::s
 // What an optimizer's scalar argument is made of, where both runs' values are the same
 // expression of a param group's settings (AdamW's decay multiplies by 1 - lr * weight_decay,
 // SGD adds the gradient times -lr, Adam's averages mix by betas): the expression, or "".
-std::string scalar_expression(const json& sa, const json& sb, double a, double b) {
+struct Expression {
+  std::string text;                 // "1 - lr * weight_decay ..."
+  size_t group_a = 0, group_b = 0;  // the param group whose settings give it, in each run
+};
+std::optional<Expression> scalar_expression(const json& sa, const json& sb, double a, double b) {
   using Get = std::function<std::optional<double>(const json&)>;
   auto number = [](const json& g, const char* n, int k = -1) -> std::optional<double> {
     const json v = g.value(n, json());
@@ -171,16 +175,25 @@ std::string scalar_expression(const json& sa, const json& sb, double a, double b
   };
   const json& ga = sa["groups"];
   const json& gb = sb["groups"];
-  // The parameter may lie in another group in each run (a group of its own in one run only).
-  auto in_a_group = [](const json& groups, const Get& get, double v) {
-    return std::any_of(groups.begin(), groups.end(), [&](const json& g) {
-      const auto x = g.is_object() ? get(g) : std::nullopt;
-      return x && same_number(*x, v);
-    });
+  // The groups whose settings give `v` by `get`.
+  auto groups_giving = [](const json& groups, const Get& get, double v) {
+    std::vector<size_t> found;
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (const auto x = groups[g].is_object() ? get(groups[g]) : std::nullopt;
+          x && same_number(*x, v))
+        found.push_back(g);
+    return found;
   };
-  for (const auto& [text, get] : forms)
-    if (in_a_group(ga, get, a) && in_a_group(gb, get, b)) return text;
-  return "";
+  // The parameter may lie in another group in each run (a group of its own in one run only,
+  // groups built in another order); the same group in both where one fits.
+  for (const auto& [text, get] : forms) {
+    const std::vector<size_t> in_a = groups_giving(ga, get, a), in_b = groups_giving(gb, get, b);
+    if (in_a.empty() || in_b.empty()) continue;
+    for (size_t g : in_a)
+      if (std::find(in_b.begin(), in_b.end(), g) != in_b.end()) return Expression{text, g, g};
+    return Expression{text, in_a[0], in_b[0]};
+  }
+  return std::nullopt;
 }
 
 // As Python writes it (True, None), the optimizer's settings being Python values.
@@ -343,10 +356,22 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
   if (shift.is_object()) out["schedule"] = std::move(shift);
   // The argument that differs, named by what it is made of: "1 - lr * weight_decay".
   if (scalar && sa["optimizer"] == sb["optimizer"])
-    if (std::string made = scalar_expression(sa, sb, scalar->first, scalar->second);
-        !made.empty()) {
-      out["scalar"] = made;
-      out["text"] = "the argument is " + made + "; " + out["text"].get<std::string>();
+    if (const auto made = scalar_expression(sa, sb, scalar->first, scalar->second)) {
+      out["scalar"] = made->text;
+      out["text"] = "the argument is " + made->text + "; " + out["text"].get<std::string>();
+      // The same settings in both runs, and the parameter in another group in each: the
+      // groups were made of the parameters in another order.
+      if (differs.empty() && made->group_a != made->group_b) {
+        out["group_a"] = made->group_a;
+        out["group_b"] = made->group_b;
+        out["text"] = "the argument is " + made->text + " of param group " +
+                      std::to_string(made->group_a) + " in A and of param group " +
+                      std::to_string(made->group_b) + " in B: inside " + where +
+                      ", whose param groups' settings are the same in both runs, this parameter "
+                      "is in another group in each run, so the groups were given the "
+                      "parameters in another order (collected through a set or a dict, whose "
+                      "order can change with PYTHONHASHSEED, or sorted differently)";
+      }
     }
   return out;
 }
