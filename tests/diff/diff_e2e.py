@@ -768,6 +768,30 @@ def case_extra_op():
     check(d.get("value_after_structure") is not None, "values are compared again after it")
 
 
+EXTRA_DRAW = r'''
+import sys, torch
+torch.manual_seed(0)
+w = torch.nn.Linear(4, 1)
+if len(sys.argv) > 1:
+    torch.empty(3).normal_()  # one random draw in B only (a layer's own init, spectral_norm's u)
+x = torch.randn(8, 4)
+print(w(x).sum().item())
+'''
+
+
+def case_extra_draw():
+    # A random draw inserted in B shifts the default generator: the first value difference
+    # after it is randn's nested normal_, drawn from another generator state, not data from
+    # outside torch.
+    script = write_script("extra_draw.py", EXTRA_DRAW)
+    a, _ = record("extra_draw_a", [], script)
+    b, _ = record("extra_draw_b", ["extra"], script)
+    rc, r = diff(a, b)
+    v = (r["first_divergence"] or {}).get("value_after_structure") or {}
+    check(rc == 1 and v.get("cause") == "rng" and (v.get("a") or {}).get("op") == "aten::normal_",
+          f"the shifted generator is the cause (got {v.get('cause')}: {(v.get('a') or {}).get('op')})")
+
+
 def case_view_copy():
     # The same values reach tanh as a transposed view in A and as a contiguous copy in B: the
     # copy is a structural change (B's extra ops). tanh reads the same values in another

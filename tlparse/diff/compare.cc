@@ -3359,6 +3359,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       differing_pairs.push_back({a.tidx, b.tidx, ka, kb, eligible});
   };
   int value_after_depth = -1;  // depth of the value difference after a structural change
+  bool value_after_takes_no_tensor = false;  // ... of an op that takes no tensor input
   // The seq of the first op at or after the first structural change, in each run.
   int64_t change_seq_a = std::numeric_limits<int64_t>::max(), change_seq_b = change_seq_a;
   // Inside an optimizer step, an input one run made in this very step and the other carried
@@ -3895,6 +3896,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (candidate && !passed_over) {
         found_value_after = true;
         value_after_depth = e.a->depth;
+        // (An op of no tensor input, `randn`, whose nested `normal_` drew from another
+        // generator state: its reason is nested too.)
+        value_after_takes_no_tensor =
+            std::none_of(e.a->tensors.begin(), e.a->tensors.end(),
+                         [](const TensorRecord& t) { return t.role == TensorRole::kInput; });
         json v;
         describe_value(p, *e.a, *e.b, e.cmp, true, v);
         made_before_change(*e.a, *e.b, e.cmp, v);
@@ -3906,7 +3912,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         if (e.a->depth <= value_after_depth) {
           value_after_depth = -1;
         } else if (e.cmp.differs() &&
-                   out["value_after_structure"].value("cause", "") == "nondeterministic") {
+                   (out["value_after_structure"].value("cause", "") == "nondeterministic" ||
+                    value_after_takes_no_tensor)) {
           json v;
           describe_value(p, *e.a, *e.b, e.cmp, true, v);
           out["value_after_structure"] = std::move(v);
