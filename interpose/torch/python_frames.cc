@@ -2,7 +2,6 @@
 // time (so the library has no compile-time or link-time dependency on Python) and the injected
 // nn.Module hooks. The call site of ops in C++ programs is native_frames.cc's.
 #include "interpose/torch/python_frames.h"
-#include "interpose/torch/script_frames.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -11,12 +10,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "interpose/torch/script_frames.h"
 #include "interpose/torch/session.h"
 #include "interpose/torch_api.h"
 
@@ -240,11 +241,25 @@ std::string attr_text(PyObject* obj, const char* name) {
   return out;
 }
 
+// `file` without its `.` and `dir/..` parts (Python names a script run as `../train.py` from
+// `exp/` as `/work/exp/../train.py`), where that names the same file: the same script run from
+// two folders is one file in both runs' stacks. (Through a symbolic link, `link/..` is the
+// parent of the link's target, and the path is kept.)
+std::string normal_path(const std::string& file) {
+  if (file.empty() || file[0] != '/' ||
+      (file.find("/./") == std::string::npos && file.find("/../") == std::string::npos &&
+       file.find("//") == std::string::npos))
+    return file;
+  std::error_code error;
+  const std::filesystem::path normal = std::filesystem::path(file).lexically_normal();
+  return std::filesystem::equivalent(file, normal, error) && !error ? normal.string() : file;
+}
+
 CodeInfo* code_info(PyObject* code) {
   auto it = g_codes.find(code);
   if (it == g_codes.end()) {
     CodeInfo info;
-    info.file = attr_text(code, "co_filename");
+    info.file = normal_path(attr_text(code, "co_filename"));
     info.function = attr_text(code, "co_qualname");
     if (info.function.empty()) info.function = attr_text(code, "co_name");
     const std::string kProcessFile = "multiprocessing/process.py";

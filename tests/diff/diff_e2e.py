@@ -792,6 +792,41 @@ def case_extra_draw():
           f"the shifted generator is the cause (got {v.get('cause')}: {(v.get('a') or {}).get('op')})")
 
 
+# A script that reads its learning rate from the folder it is run in.
+RELATIVE_SCRIPT = r'''
+import torch
+torch.manual_seed(0)
+lr = float(open("lr.txt").read())
+w = torch.ones(3, requires_grad=True)
+opt = torch.optim.SGD([w], lr=lr)
+(w * 2).sum().backward()
+opt.step()
+'''
+
+
+def case_relative_script():
+    # The same script run as ../script.py from two folders: one file in both runs' stacks
+    # (Python names it folder/../script.py), not "the same line of another file".
+    write_script("relative_script.py", RELATIVE_SCRIPT)
+    runs = []
+    for folder, lr in (("relative_a", "0.1"), ("relative_b", "0.2")):
+        cwd = os.path.join(WORK, folder)
+        os.makedirs(cwd, exist_ok=True)
+        with open(os.path.join(cwd, "lr.txt"), "w") as f:
+            f.write(lr)
+        run = os.path.join(WORK, folder + "_run")
+        shutil.rmtree(run, ignore_errors=True)
+        subprocess.run([TDBG, "record", "-q", "-o", run, "--", PYTHON, "../relative_script.py"],
+                       cwd=cwd, check=True, stdout=subprocess.DEVNULL)
+        runs.append(run)
+    rc, r = diff(*runs)
+    d = r["first_divergence"] or {}
+    files = {((d.get(side) or {}).get("source") or {}).get("file") for side in ("a", "b")}
+    check(rc == 1 and files == {os.path.join(WORK, "relative_script.py")},
+          f"one file, without its folder/.. (got {files})")
+    check("another file" not in diff_text(*runs), "and not said to be another file")
+
+
 def case_view_copy():
     # The same values reach tanh as a transposed view in A and as a contiguous copy in B: the
     # copy is a structural change (B's extra ops). tanh reads the same values in another
