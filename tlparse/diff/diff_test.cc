@@ -954,6 +954,17 @@ TEST_CASE("two copies of one script: the same line in another file is no other c
   CHECK(text.find("another code path") == std::string::npos);
   CHECK(text.find("(the same line of another file in each run)") != std::string::npos);
   CHECK(text.find("argument: min (#1)  A -0.5  B -0.4\n") != std::string::npos);
+  // A backward op (AccumulateGrad) is placed at a forward op's line, which the change may make
+  // another one in each run: no code path or edit is claimed.
+  json backward = r;
+  for (const char* run : {"a", "b"}) backward["first_divergence"][run]["backward"] = true;
+  backward["first_divergence"]["b"]["source"]["file"] = "/w/rw.py";
+  backward["first_divergence"]["b"]["source"]["line"] = 25;
+  const std::string placed = tdbg::diff::format_divergence(backward);
+  INFO(placed);
+  CHECK(placed.find("another code path") == std::string::npos);
+  CHECK(placed.find("(a backward op, placed at the line of the forward op whose gradient it "
+                    "computes") != std::string::npos);
   CHECK(tdbg::diff::number_text("0.050000000000000003") == "0.05");
   CHECK(tdbg::diff::number_text("1.0000000000000000") == "1.0");
   CHECK(tdbg::diff::number_text("1e-08") == "1e-08");

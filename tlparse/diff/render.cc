@@ -147,12 +147,20 @@ void print_value(std::ostringstream& o, const json& d) {
   const bool same_function =
       other_lines && !same_source && !other_file_only && base(a) == base(b) &&
       a["source"].value("function", json()) == b["source"].value("function", json());
+  const bool backward = a.value("backward", false) || b.value("backward", false);
   const int64_t delta = same_function ? b["source"].value("line", int64_t{0}) - a["source"].value("line", int64_t{0}) : 0;
   o << "  cause:    " << str(d, "cause") << " — " << str(d, "detail");
   if (other_file_only)
     o << " (the same line of another file in each run)";
   else if (same_source)
     o << " (the same line, in another module in each run)";
+  else if (backward && same_function && lines_moved(d, delta))
+    o << " (the same statement: B's file has its lines " << (delta > 0 ? "lower" : "higher")
+      << " by " << std::llabs(delta) << ", as the ops before it do, from an edit)";
+  else if (backward && other_lines)
+    o << " (a backward op, placed at the line of the forward op whose gradient it computes or, "
+         "accumulating a gradient, of the last one to reach it: another line in each run where "
+         "the change above made its gradient another way)";
   else if (same_function && d.value("same_source_file", false))
     o << " (reached from another line of the same function in each run, of a file the same in "
          "both runs: another code path)";
