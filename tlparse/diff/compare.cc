@@ -6753,6 +6753,21 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                       "time differ)");
     }
   }
+  // Steps count optimizer.step() calls: in a loop that updates its weights by hand every op is
+  // at step 0, which would read as the first iteration.
+  auto steps_recorded = [](const tracer::Run& run) {
+    bool any = false;
+    for (const auto& r : run.processes)
+      (void)r->query("SELECT 1 FROM regions WHERE kind = 1 LIMIT 1",
+                     [&](const std::vector<std::string>&) { return !(any = true); });
+    return any;
+  };
+  if (result.value("status", std::string()) == "diverged" && !steps_recorded(a) &&
+      !steps_recorded(b))
+    notes.push_back(
+        "neither run called a torch.optim optimizer's step(), which is what tdbg counts as a "
+        "step: every op is at step 0 (a loop that updates its weights by hand, or no training), "
+        "and the seq numbers place the divergence");
   result["notes"] = notes;
   // A damaged database can read as a thread that ends early, or a text that differs: the
   // answer would be about the damage.

@@ -934,6 +934,27 @@ TEST_CASE("an op reached from another line in each run shows both lines") {
                    "from an edit; not another code path)") != std::string::npos);
 }
 
+TEST_CASE("runs that never step an optimizer are said to be all at step 0") {
+  using T = Recorder::T;
+  auto write = [](const char* alpha, bool stepped) {
+    return write_ops(
+        [&](Recorder& r) {
+          r.op("aten::add_", {T{1}}, {T{2}}, {{"alpha", alpha}});
+        },
+        [stepped](tdbg::tracer::Writer& w) {
+          if (stepped) add_step_region(w, 1, 0, 0);
+        });
+  };
+  auto step_note = [](const json& r) {
+    for (const json& n : r["notes"])
+      if (n.get<std::string>().find("every op is at step 0") != std::string::npos) return true;
+    return false;
+  };
+  CHECK(step_note(compare(write("-0.1", false), write("-0.2", false))));
+  CHECK_FALSE(step_note(compare(write("-0.1", true), write("-0.2", true))));
+  CHECK_FALSE(step_note(compare(write("-0.1", false), write("-0.1", false))));  // identical
+}
+
 TEST_CASE("two copies of one script: the same line in another file is no other code path") {
   // `tdbg diff` of a script against an edited copy: only the file differs at the op. The
   // argument's float text prints as Python writes it.
