@@ -7,6 +7,8 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Generator.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/ScalarTypeToTypeMeta.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -36,6 +38,7 @@
 
 #include "base/quiet_thread.h"
 #include "interpose/torch/python_frames.h"
+#include "interpose/torch/tensor_state.h"
 #include "interpose/torch_api.h"
 
 extern char** environ;
@@ -188,6 +191,9 @@ void write_torch_settings(tracer::Writer* w, bool at_close) {
     w->set_meta("flush_denormal", (__builtin_ia32_stmxcsr() & 0x8040) == 0x8040 ? "1" : "0");
 #endif
     w->set_meta("seed", std::to_string(at::detail::getDefaultCPUGenerator().current_seed()));
+    // torch.set_default_dtype: what a float tensor made without a dtype is.
+    w->set_meta("default_dtype",
+                hashing::dtype_name(to_dtype(c10::typeMetaToScalarType(c10::get_default_dtype()))));
     // Thread counts as last read while ops ran (see `note_thread_counts`): asking torch at
     // load would initialize thread pools the script may still configure, and at exit can
     // deadlock.

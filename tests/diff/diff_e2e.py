@@ -827,6 +827,32 @@ def case_relative_script():
     check("another file" not in diff_text(*runs), "and not said to be another file")
 
 
+DEFAULT_DTYPE = r'''
+import sys, torch
+if len(sys.argv) > 1:
+    torch.set_default_dtype(torch.float64)  # as a helper module imported in one run may
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+x = torch.ones(2, 4)
+print(model(x).sum().item())
+'''
+
+
+def case_default_dtype():
+    # Tensors made without a dtype are float64 in B: the default dtype is named, and the
+    # settings line shows it.
+    script = write_script("default_dtype.py", DEFAULT_DTYPE)
+    a, _ = record("default_dtype_a", [], script)
+    b, _ = record("default_dtype_b", ["float64"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and "the default dtype is float32 in A and float64 in B" in d.get("detail", ""),
+          f"the default dtype is the cause (got {d.get('detail')})")
+    settings = {s["key"]: (s["a"], s["b"]) for s in r.get("settings") or []}
+    check(settings.get("default_dtype") == ("float32", "float64"),
+          f"and a setting that differs (got {settings})")
+
+
 def case_view_copy():
     # The same values reach tanh as a transposed view in A and as a contiguous copy in B: the
     # copy is a structural change (B's extra ops). tanh reads the same values in another

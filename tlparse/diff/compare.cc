@@ -5246,10 +5246,10 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
   // Settings the program may still change are final only when the database was closed: a
   // killed process holds the values read when torch loaded.
   const bool both_closed = !ra.meta("end_time_ns").empty() && !rb.meta("end_time_ns").empty();
-  for (const char* key : {"num_threads", "num_interop_threads", "deterministic_algorithms",
-                          "deterministic_algorithms_warn_only", "cudnn_deterministic",
-                          "cudnn_benchmark", "mkldnn_enabled", "float32_matmul_precision",
-                          "flush_denormal", "seed"}) {
+  for (const char* key :
+       {"num_threads", "num_interop_threads", "deterministic_algorithms",
+        "deterministic_algorithms_warn_only", "cudnn_deterministic", "cudnn_benchmark",
+        "mkldnn_enabled", "float32_matmul_precision", "flush_denormal", "seed", "default_dtype"}) {
     std::string va = ra.meta(key), vb = rb.meta(key);
     // A thread count set for a while and set back (the same count at the close): the counts
     // each run had, with their steps.

@@ -259,6 +259,24 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
                        " computes in 16 bits here: autocast covers this op in one run only "
                        "(torch.autocast or torch.cuda.amp on in one run, or around another "
                        "region), or a .half() or .bfloat16() call)";
+      // A factory op given no dtype (`torch.empty(3)`, `torch.zeros`) made floats of another
+      // type: the default dtype differs.
+      auto no_dtype = [](const OpRecord& op, Strings& s) {
+        const bool takes_tensor =
+            std::any_of(op.tensors.begin(), op.tensors.end(),
+                        [](const TensorRecord& t) { return t.role == TensorRole::kInput; });
+        return !takes_tensor && std::any_of(op.args.begin(), op.args.end(), [&](const auto& x) {
+          return s.text(x.name) == "dtype" && s.text(x.value) == "None";
+        });
+      };
+      if (ta.role == TensorRole::kOutput && sa.shape_hash(ta.shape) == sb.shape_hash(tb.shape) &&
+          hashing::dtype_is_floating(ta.dtype) && hashing::dtype_is_floating(tb.dtype) &&
+          no_dtype(a, sa) && no_dtype(b, sb))
+        c.structure += std::string(" (made without a dtype: the default dtype is ") +
+                       hashing::dtype_name(ta.dtype) + " in A and " +
+                       hashing::dtype_name(tb.dtype) +
+                       " in B, as torch.set_default_dtype sets it, in the program or in a module "
+                       "it imports)";
       return c;
     }
     if (c.layout < 0 && sa.text(ta.shape) != sb.text(tb.shape)) c.layout = static_cast<int>(i);
