@@ -5238,6 +5238,31 @@ std::string thread_counts_text(const std::string& history) {
 // {"key", "a", "b"}; a different thread count or determinism setting often is the answer.
 // Of processes `pa` of A and `pb` of B: those of the first divergence, whose settings (a
 // rank's seed, a worker's threads) are the ones that bear on it, not the launcher's.
+// What a process's seed looks like where it is no chosen number: its process id (plus a
+// worker's index: `torch.manual_seed(os.getpid() + worker_id)`), or a time near the
+// process's start in seconds, milliseconds, microseconds or nanoseconds
+// (`torch.manual_seed(int(time.time()))`); "" otherwise.
+std::string seed_origin(const Reader& r, const std::string& seed) {
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(seed.c_str(), &end, 10);
+  if (seed.empty() || *end != '\0') return "";
+  const long long pid = std::atoll(r.meta("pid").c_str());
+  if (pid > 0 && value >= static_cast<unsigned long long>(pid) &&
+      value - static_cast<unsigned long long>(pid) < 64)
+    return value == static_cast<unsigned long long>(pid)
+               ? "its process id"
+               : "its process id plus " + std::to_string(value - pid);
+  const double start_s = std::atof(r.meta("start_time_ns").c_str()) / 1e9;
+  constexpr double kDay = 86400;
+  for (const double scale : {1.0, 1e3, 1e6, 1e9})
+    if (start_s > 0 && std::fabs(static_cast<double>(value) / scale - start_s) < kDay)
+      return "a time near its start, in " + std::string(scale == 1.0   ? "seconds"
+                                                        : scale == 1e3 ? "milliseconds"
+                                                        : scale == 1e6 ? "microseconds"
+                                                                       : "nanoseconds");
+  return "";
+}
+
 json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa = 0, size_t pb = 0) {
   json out = json::array();
   if (a.processes.empty() || b.processes.empty()) return out;
@@ -5258,7 +5283,29 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
       va = thread_counts_text(ha);
       vb = thread_counts_text(hb);
     }
-    if (both_closed && va != vb) out.push_back({{"key", key}, {"a", va}, {"b", vb}});
+    if (!both_closed || va == vb) continue;
+    json setting = {{"key", key}, {"a", va}, {"b", vb}};
+    // A seed taken from the process id or the clock: different in every run.
+    if (std::string_view(key) == "seed") {
+      const std::string oa = seed_origin(ra, va), ob = seed_origin(rb, vb);
+      auto kind = [](const std::string& origin) {
+        return origin.empty() ? std::string()
+               : origin.find("time") == 0 || origin.find(" time") != std::string::npos
+                   ? std::string("the clock (time.time())")
+                   : std::string("os.getpid()");
+      };
+      if (!oa.empty() && kind(oa) == kind(ob))
+        setting["note"] = "each is " +
+                          (kind(oa) == "os.getpid()" ? std::string("its process id")
+                                                     : oa.substr(0, oa.find(','))) +
+                          ": seeded from " + kind(oa) + ", different in every run";
+      else if (!oa.empty() || !ob.empty())
+        setting["note"] = (oa.empty() ? "" : "A's is " + oa + " (" + kind(oa) + ")") +
+                          (!oa.empty() && !ob.empty() ? "; " : "") +
+                          (ob.empty() ? "" : "B's is " + ob + " (" + kind(ob) + ")") +
+                          ": a seed different in every run";
+    }
+    out.push_back(std::move(setting));
   }
   // The program's command line and directory first: another argument or input file is the
   // likeliest reason two runs of "the same" program differ.
@@ -6386,12 +6433,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const std::string c = d.value("cause", std::string());
       for (json& st : result["settings"]) {
         if (st.value("key", "") != "seed") continue;
+        const std::string origin = st.value("note", std::string());  // (`seed_origin`)
         st["note"] = "no random op differs up to the divergence";
         if ((c == "arguments" || c == "external_input" || c == "structure") &&
             set_by_program(st.value("a", json())) && set_by_program(st.value("b", json())))
           st["note"] =
               "no torch random op differs up to the divergence; Python's random or "
               "NumPy, where the program seeds them with it, may have drawn what differs";
+        if (!origin.empty()) st["note"] = origin + "; " + st["note"].get<std::string>();
       }
     }
   }

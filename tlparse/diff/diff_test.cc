@@ -955,6 +955,41 @@ TEST_CASE("runs that never step an optimizer are said to be all at step 0") {
   CHECK_FALSE(step_note(compare(write("-0.1", false), write("-0.1", false))));  // identical
 }
 
+TEST_CASE("a seed taken from the process id or the clock is said to be one") {
+  using T = Recorder::T;
+  auto write = [](const std::string& pid, const std::string& seed, uint64_t out, uint64_t rng = 0) {
+    return write_ops([&](Recorder& r) { r.op("aten::randn", {}, {T{out}}, {}, rng ? rng : out); },
+                     [=](tdbg::tracer::Writer& w) {
+                       w.set_meta("pid", pid);
+                       w.set_meta("seed", seed);
+                       w.set_meta("start_time_ns", "1796644900000000000");
+                       w.set_meta("end_time_ns", "1796644910000000000");
+                     });
+  };
+  auto seed_note = [](const json& r) {
+    for (const json& s : r["settings"])
+      if (s["key"] == "seed") return s.value("note", std::string());
+    return std::string("(no seed setting)");
+  };
+  CHECK(seed_note(compare(write("23637", "23637", 1), write("23643", "23643", 2))) ==
+        "each is its process id: seeded from os.getpid(), different in every run");
+  // A worker's pid plus its index; a time in seconds near the start; milliseconds.
+  CHECK(seed_note(compare(write("100", "101", 1), write("200", "201", 2))) ==
+        "each is its process id: seeded from os.getpid(), different in every run");
+  CHECK(seed_note(compare(write("100", "1796644909", 1), write("200", "1796644912", 2))) ==
+        "each is a time near its start: seeded from the clock (time.time()), different in every "
+        "run");
+  CHECK(seed_note(compare(write("100", "1796644909123", 1), write("200", "7", 2))) ==
+        "A's is a time near its start, in milliseconds (the clock (time.time())): a seed "
+        "different in every run");
+  // Chosen seeds: nothing to add.
+  CHECK(seed_note(compare(write("100", "0", 1), write("200", "1", 2))).empty());
+  // Where no random op differs, that is said after it.
+  CHECK(seed_note(compare(write("100", "100", 1, 9), write("200", "200", 2, 9))) ==
+        "each is its process id: seeded from os.getpid(), different in every run; no random op "
+        "differs up to the divergence");
+}
+
 TEST_CASE("two copies of one script: the same line in another file is no other code path") {
   // `tdbg diff` of a script against an edited copy: only the file differs at the op. The
   // argument's float text prints as Python writes it.
