@@ -853,6 +853,39 @@ def case_default_dtype():
           f"and a setting that differs (got {settings})")
 
 
+# Four batches of NumPy data, taken in order, or (with an argument) in another order, as a file
+# list from os.listdir or a set gives.
+DATA_ORDER = r'''
+import sys, numpy, torch
+torch.manual_seed(0)
+batches = [numpy.full((4, 3), float(k), dtype=numpy.float32) + numpy.arange(3, dtype=numpy.float32)
+           for k in range(4)]
+order = [2, 0, 3, 1] if len(sys.argv) > 1 else [0, 1, 2, 3]
+model = torch.nn.Linear(3, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for k in order:
+    x = torch.from_numpy(batches[k])
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    opt.step()
+'''
+
+
+def case_data_order():
+    # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
+    # to be the same data in another order.
+    script = write_script("data_order.py", DATA_ORDER)
+    a, _ = record("data_order_a", [], script)
+    b, _ = record("data_order_b", ["shuffled"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    where = d.get("data_elsewhere") or {}
+    check(rc == 1 and d.get("cause") == "external_input" and
+          (where.get("b_in_a") or {}).get("step") == 2 and (where.get("a_in_b") or {}).get("step") == 1,
+          f"B's first batch is A's of step 2, A's is B's of step 1 (got {d.get('cause')}: {where})")
+    check("the same data in another order" in d.get("detail", ""), f"and says so: {d.get('detail')}")
+
+
 def case_view_copy():
     # The same values reach tanh as a transposed view in A and as a contiguous copy in B: the
     # copy is a structural change (B's extra ops). tanh reads the same values in another

@@ -2827,6 +2827,66 @@ void note_collective(Pair& p, const OpRecord& a, json& out) {
                   "directories to compare every rank)";
 }
 
+// Data from outside torch that differs at an op (`external_input`) may be the same data in
+// another order: B's batch here is A's batch of another step (a file list from os.listdir or
+// a set, a shuffle seeded otherwise). Looks for each run's differing tensor among the other
+// run's same op at the same line (its first `kLook` ops), and says where it is:
+// "data_elsewhere": {"b_in_a": {"seq", "step"}, "a_in_b": ...}.
+void note_data_elsewhere(Pair& p, const OpRecord& a, const OpRecord& b, const OpComparison& c,
+                         json& out) {
+  if (out.value("cause", std::string()) != "external_input") return;
+  const int k = c.input >= 0 ? c.input : c.output;
+  if (k < 0 || static_cast<size_t>(k) >= a.tensors.size() ||
+      static_cast<size_t>(k) >= b.tensors.size())
+    return;
+  const TensorRecord& ta = a.tensors[static_cast<size_t>(k)];
+  const TensorRecord& tb = b.tensors[static_cast<size_t>(k)];
+  if (!tensor_comparable(ta) || !tensor_comparable(tb) ||
+      ta.status == tracer::TensorStatus::kView || tb.status == tracer::TensorStatus::kView ||
+      ta.hash == tb.hash)
+    return;
+  constexpr int64_t kLook = 500000;
+  // The op of `side` at `op`'s line with `op`'s name whose tensor k has `hash`.
+  auto find = [&](Side& side, const OpRecord& op, uint64_t hash) -> json {
+    const tracer::FrameId frame = op.user_frame ? op.user_frame : op.stack;
+    json found;
+    (void)side.reader->scan_ops(
+        side.thread, 0, std::min(side.count, kLook), true, [&](const OpRecord& o) {
+          if (o.seq == op.seq || o.name != op.name ||
+              (o.user_frame ? o.user_frame : o.stack) != frame || o.tensors.size() <= size_t(k))
+            return true;
+          const TensorRecord& t = o.tensors[static_cast<size_t>(k)];
+          if (t.role != ta.role || t.index != ta.index || t.hash != hash || !tensor_comparable(t))
+            return true;
+          found = {{"seq", o.seq}, {"step", o.step}};
+          return false;
+        });
+    return found;
+  };
+  const json b_in_a = find(p.a, a, tb.hash), a_in_b = find(p.b, b, ta.hash);
+  if (b_in_a.is_null() && a_in_b.is_null()) return;
+  json elsewhere = json::object();
+  const std::string what =
+      std::string(ta.role == TensorRole::kInput ? "input " : "output ") + std::to_string(ta.index);
+  std::string text;
+  if (!b_in_a.is_null()) {
+    elsewhere["b_in_a"] = b_in_a;
+    text = "B's " + what + " here is A's at this line in step " +
+           std::to_string(b_in_a["step"].get<int64_t>()) + " (seq " +
+           std::to_string(b_in_a["seq"].get<int64_t>()) + ")";
+  }
+  if (!a_in_b.is_null()) {
+    elsewhere["a_in_b"] = a_in_b;
+    text += (text.empty() ? "A's " + what + " here is B's" : std::string(", and A's is B's")) +
+            " at this line in step " + std::to_string(a_in_b["step"].get<int64_t>()) + " (seq " +
+            std::to_string(a_in_b["seq"].get<int64_t>()) + ")";
+  }
+  out["data_elsewhere"] = std::move(elsewhere);
+  out["detail"] = out.value("detail", std::string()) + "; " + text +
+                  ": the same data in another order (a file list from os.listdir, glob or a "
+                  "set, a shuffle or a sampler seeded otherwise)";
+}
+
 // Of a replacement whose first ops differ (B's 17th `select` where A, with a batch of 16,
 // stacks): the first op both sides of it run, within its first 64 ops, and what differs there
 // ("; where both run aten::stack (A seq 82, B seq 114): different tensor count: 17 vs 33"),
@@ -3129,6 +3189,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     OpComparison c = compare_ops(*a, p.a.strings, *b, p.b.strings);
     describe_value(p, *a, *b, c, false, out);
     note_collective(p, *a, out);
+    note_data_elsewhere(p, *a, *b, c, out);
   } else {
     out["kind"] = "structure";
     out["cause"] = "structure";
