@@ -115,6 +115,10 @@ void add_diff_command(CLI::App& app) {
       for (const auto& process : run->processes)
         for (const char* key : {"cmdline", "env"}) (void)redactor.meta(key, process->meta(key));
     *result = redactor.apply_json(*result);
+    // What --results exits on, for a script that reads the JSON: "same" where the training's
+    // results are the same (identical runs, or work but not results differs), else "differ".
+    (*result)["results"] =
+        (*result)["status"] == "identical" || same_results(*result) ? "same" : "differ";
     if (args->json) {
       std::printf("%s\n", json_text(*result, 2).c_str());
     } else {

@@ -1901,6 +1901,7 @@ def case_activation_checkpoint():
     d = r["first_divergence"] or {}
     changes = d.get("structural_changes") or []
     first = changes[0] if changes else {}
+    check(r.get("results") == "same", f"the JSON says what --results exits on (got {r.get('results')})")
     check(rc == 1 and d.get("kind") == "structure" and d.get("value_after_structure") is None
           and (d.get("values_same") or {}).get("pairs", 0) > 0,
           f"structure only, every paired value the same (got {d.get('cause')}, "
@@ -2805,8 +2806,8 @@ def case_params_left():
     rc, r = diff(a, b)
     left = (r["first_divergence"] or {}).get("not_updated") or {}
     check(rc == 1 and left.get("run") == "B" and left.get("missing") == 2 and
-          left.get("skipped_by_optimizer") is True,
-          f"B's optimizer skips the first conv's weight and bias (got {left})")
+          left.get("skipped_by_optimizer") is True and r.get("results") == "differ",
+          f"B's optimizer skips the first conv's weight and bias (got {left}, {r.get('results')})")
     head = diff_text(a, b).splitlines()[0]
     check("backward ran the same ops in both runs, so B's optimizer was not given them" in head and
           "no gradient reaches" not in head, f"and the headline says why: {head!r}")
