@@ -2788,6 +2788,8 @@ mode = sys.argv[1]
 if mode == "channels_last":
     model = model.to(memory_format=torch.channels_last)
     x = x.contiguous(memory_format=torch.channels_last)
+if mode == "double":
+    model, x = model.double(), x.double()
 params = list(model[2:].parameters()) if mode == "left_out" else model.parameters()
 opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
 for step in range(2):
@@ -2817,6 +2819,13 @@ def case_params_left():
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("kind") == "structure" and d.get("not_updated") is None,
           f"no parameter is left by a run whose weights' data was replaced (got {d.get('not_updated')})")
+    # The updates agree up to rounding, for the reason the change gives: the layout, or (the
+    # model in float64) the precision.
+    check("the same training up to rounding: with tensors in another memory layout" in diff_text(a, c),
+          "the layout is why only rounding differs")
+    f64, _ = record("params_left_double", ["double"], script)
+    check("the same training up to rounding: in another precision, which the conversion above brings"
+          in diff_text(a, f64), "the precision is why only rounding differs")
 
 
 # Batches made on the main thread, or (with an argument) on a loader thread the main thread

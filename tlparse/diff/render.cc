@@ -930,11 +930,20 @@ void print_updates(std::ostringstream& o, const json& d) {
     }
     o << paired << ", agree at rounding level taken whole (largest relative difference "
       << relative_text(u["largest"]) << ", step " << str(u, "largest_step")
-      << "): the change computes the same training up to rounding: in another order of float "
-         "operations (a batch split into micro-batches whose gradients accumulate, another "
-         "reduction order), or with a constant factor on the loss or the gradients that the "
-         "optimizer undoes (Adam's normalization, gradient clipping; with plain SGD it would "
-         "not)";
+      << "): the change computes the same training up to rounding: ";
+    // Why only rounding differs, where the change itself says: a conversion to another
+    // dtype, another memory layout (channels_last); else the usual reasons.
+    const json& after = d.value("value_after_structure", json());
+    if (str(d, "detail").find("(a conversion of ") != std::string::npos)
+      o << "in another precision, which the conversion above brings, with its own rounding";
+    else if (after.is_object() && str(after, "cause") == "layout")
+      o << "with tensors in another memory layout (channels_last, a transpose made contiguous), "
+           "whose kernels add in another order";
+    else
+      o << "in another order of float operations (a batch split into micro-batches whose "
+           "gradients accumulate, another reduction order), or with a constant factor on the "
+           "loss or the gradients that the optimizer undoes (Adam's normalization, gradient "
+           "clipping; with plain SGD it would not)";
     // One tensor beyond rounding in a whole that is not: said, with its likely reason.
     const json& one = u.value("largest_tensor", json());
     if (one.is_object() && one.value("relative", 0.0) > 1e-5) {
