@@ -2745,6 +2745,36 @@ def case_groups_from_set():
           "the optimizer's state" not in text, f"the groups' order is named: {text[:3000]!r}")
 
 
+# Two layers of one shape whose weights the optimizer is given in another order (with an
+# argument): its first update reads another layer's weight, made at the same line.
+SAME_SHAPE_ORDER = r'''
+import sys, torch
+torch.manual_seed(0)
+layers = [torch.nn.Linear(4, 4, bias=False) for _ in range(2)]
+params = [l.weight for l in (layers[::-1] if len(sys.argv) > 1 else layers)]
+opt = torch.optim.SGD([{"params": [p], "lr": 0.1 / (k + 1)} for k, p in enumerate(params)])
+x = torch.randn(3, 4)
+opt.zero_grad()
+layers[1](layers[0](x)).pow(2).sum().backward()
+opt.step()
+'''
+
+
+def case_same_shape_order():
+    # The optimizer's parameters of one shape in another order: the update reads another
+    # layer's weight, made by the same line; said to be the optimizer's order, with the unset
+    # PYTHONHASHSEED (a set of names is the usual way to get there).
+    script = write_script("same_shape_order.py", SAME_SHAPE_ORDER)
+    os.environ.pop("PYTHONHASHSEED", None)
+    a, _ = record("same_shape_order_a", [], script)
+    b, _ = record("same_shape_order_b", ["reversed"], script)
+    rc, r = diff(a, b)
+    detail = (r["first_divergence"] or {}).get("detail", "")
+    check(rc == 1 and "inside optimizer.step(), the parameters are updated in another order" in detail
+          and "PYTHONHASHSEED is unset in both runs" in detail,
+          f"the optimizer's order and the hash seed are named (got {detail!r})")
+
+
 # An embedding, frozen (requires_grad False) when argv[1] is "freeze".
 FROZEN = r'''
 import sys, torch

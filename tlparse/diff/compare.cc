@@ -3190,6 +3190,18 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     describe_value(p, *a, *b, c, false, out);
     note_collective(p, *a, out);
     note_data_elsewhere(p, *a, *b, c, out);
+    // Tensors the same line made, taken in another order (parameters of the same shape
+    // collected through a set): where that is the optimizer's, its parameter order; and an
+    // unset PYTHONHASHSEED, which orders a set of strings otherwise in every run.
+    if (std::string detail = out.value("detail", std::string());
+        out.value("cause", std::string()) == "structure" &&
+        detail.find("which ran more than once, in another order") != std::string::npos) {
+      if (in_optimizer_step(*p.a.reader, *a))
+        detail +=
+            ": inside optimizer.step(), the parameters are updated in another order (param "
+            "groups built from a set or a dict iterated in another order, or sorted otherwise)";
+      out["detail"] = detail + hash_seed_note(p);
+    }
   } else {
     out["kind"] = "structure";
     out["cause"] = "structure";
