@@ -871,6 +871,28 @@ for k in order:
 '''
 
 
+NUMPY_UNSEEDED = r'''
+import numpy, torch
+torch.manual_seed(0)  # torch seeded, NumPy not
+model = torch.nn.Linear(3, 1)
+x = torch.from_numpy(numpy.random.normal(size=(4, 3)).astype(numpy.float32))
+model(x).sum().backward()
+'''
+
+
+def case_numpy_unseeded():
+    # NumPy noise drawn unseeded while torch is seeded alike: the external input is said to
+    # be what an unseeded Python or NumPy generator may have drawn.
+    script = write_script("numpy_unseeded.py", NUMPY_UNSEEDED)
+    a, _ = record("numpy_unseeded_a", [], script)
+    b, _ = record("numpy_unseeded_b", [], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "external_input" and
+          "torch's seed is the same in both runs (0): where Python's random or NumPy draws" in d.get("detail", ""),
+          f"the unrecorded generators are named (got {d.get('cause')}: {d.get('detail')})")
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

@@ -2887,6 +2887,25 @@ void note_data_elsewhere(Pair& p, const OpRecord& a, const OpRecord& b, const Op
                   "set, a shuffle or a sampler seeded otherwise)";
 }
 
+// Data from outside torch that differs (`external_input`) in Python runs whose torch seed is
+// the same: what draws it is most likely Python's random or NumPy, which tdbg does not record,
+// left unseeded ("torch seeded, NumPy not"). Said after the detail.
+void note_other_generators(Pair& p, json& out) {
+  if (out.value("cause", std::string()) != "external_input" || out.contains("data_elsewhere"))
+    return;
+  const Reader& ra = *p.a.reader;
+  const Reader& rb = *p.b.reader;
+  if (ra.meta("python_version").empty() || rb.meta("python_version").empty() ||
+      ra.meta("end_time_ns").empty() || rb.meta("end_time_ns").empty() || ra.meta("seed").empty() ||
+      ra.meta("seed") != rb.meta("seed"))
+    return;
+  out["detail"] = out.value("detail", std::string()) + "; torch's seed is the same in both runs (" +
+                  ra.meta("seed") +
+                  "): where Python's random or NumPy draws this data (an augmentation, a "
+                  "shuffle, noise), their generators, which tdbg does not record, were not "
+                  "seeded alike (random.seed, np.random.seed, np.random.default_rng(seed))";
+}
+
 // Of a replacement whose first ops differ (B's 17th `select` where A, with a batch of 16,
 // stacks): the first op both sides of it run, within its first 64 ops, and what differs there
 // ("; where both run aten::stack (A seq 82, B seq 114): different tensor count: 17 vs 33"),
@@ -3190,6 +3209,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     describe_value(p, *a, *b, c, false, out);
     note_collective(p, *a, out);
     note_data_elsewhere(p, *a, *b, c, out);
+    note_other_generators(p, out);
     // Tensors the same line made, taken in another order (parameters of the same shape
     // collected through a set): where that is the optimizer's, its parameter order; and an
     // unset PYTHONHASHSEED, which orders a set of strings otherwise in every run.
