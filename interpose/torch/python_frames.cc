@@ -4,7 +4,10 @@
 #include "interpose/torch/python_frames.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -63,6 +66,10 @@ struct PythonApi {
   // with surrogate escapes).
   PyObject* (*PyUnicode_EncodeFSDefault)(PyObject*) = nullptr;
   char* (*PyBytes_AsString)(PyObject*) = nullptr;
+  // Optional: the files the program opens for reading (`audit_open`).
+  int (*PySys_AddAuditHook)(int (*)(const char*, PyObject*, void*), void*) = nullptr;
+  int (*PyGILState_Check)() = nullptr;
+  long (*PyLong_AsLong)(PyObject*) = nullptr;
   bool complete = false;
 };
 
@@ -115,6 +122,10 @@ const PythonApi& api() {
     a.PyUnicode_EncodeFSDefault = reinterpret_cast<PyObject* (*)(PyObject*)>(
         dlsym(RTLD_DEFAULT, "PyUnicode_EncodeFSDefault"));
     a.PyBytes_AsString = reinterpret_cast<char* (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyBytes_AsString"));
+    a.PySys_AddAuditHook = reinterpret_cast<int (*)(int (*)(const char*, PyObject*, void*), void*)>(
+        dlsym(RTLD_DEFAULT, "PySys_AddAuditHook"));
+    a.PyLong_AsLong = reinterpret_cast<long (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyLong_AsLong"));
+    a.PyGILState_Check = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_Check"));
     a.complete = ok;
     return a;
   }();
@@ -317,6 +328,85 @@ void note_source_file(tracer::Writer* w, const std::string& file) {
   if (stat(file.c_str(), &st) != 0) return;
   const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   w->set_meta("source:" + file, std::to_string(st.st_size) + ":" + std::to_string(mtime_ns));
+}
+
+// The data files the program opens for reading once torch is imported (a dataset, a config,
+// a checkpoint: not Python's own modules or libraries), each as meta `read:<path>` with its
+// size and modification time when first opened, so that `tdbg diff` can say that a file both
+// runs read was another version in each. At most `kMaxFilesRead` a database.
+std::mutex g_files_read_mutex;
+std::unordered_set<std::string> g_files_read;
+uint64_t g_files_read_generation = ~uint64_t{0};
+constexpr size_t kMaxFilesRead = 256;
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+void note_file_read(std::string path) {
+  if (path.empty()) return;
+  if (path[0] != '/') {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof(cwd))) return;
+    path = std::string(cwd) + "/" + path;
+  }
+  path = normal_path(path);
+  // Python's modules, compiled code and libraries, and the kernel's files, are no data.
+  for (const char* suffix : {".py", ".pyc", ".so", ".pth", ".pyi"})
+    if (ends_with(path, suffix)) return;
+  if (path.find("/__pycache__/") != std::string::npos ||
+      path.find("-packages/") != std::string::npos || starts_with(path, "/proc/") ||
+      starts_with(path, "/sys/") || starts_with(path, "/dev/") ||
+      (!g_torch_dir.empty() && starts_with(path, g_torch_dir)) ||
+      (!g_stdlib_dir.empty() && starts_with(path, g_stdlib_dir)))
+    return;
+  // (Never the first to open a lazily opened database: a process that execs before its
+  // first op leaves none.)
+  tracer::Writer* w = open_writer();
+  if (!w) return;
+  std::lock_guard<std::mutex> lock(g_files_read_mutex);
+  if (g_files_read_generation != writer_generation()) {
+    g_files_read.clear();
+    g_files_read_generation = writer_generation();
+  }
+  if (g_files_read.size() >= kMaxFilesRead || g_files_read.count(path)) return;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  g_files_read.insert(path);
+  const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  w->set_meta("read:" + path, std::to_string(st.st_size) + ":" + std::to_string(mtime_ns));
+}
+
+// Python's audit hook (PEP 578), called with the GIL held for each audited event: the
+// "open" event (builtins.open, io.open, os.open: path, mode, flags) of a path opened read
+// only. It never fails the event and leaves any pending error as it was.
+int audit_open(const char* event, PyObject* args, void*) {
+  if (event[0] != 'o' || std::strcmp(event, "open") != 0 || !recording()) return 0;
+  const PythonApi& py = api();
+  if (!py.PyTuple_GetItem || !py.PyTuple_Size || !py.PyLong_AsLong || py.PyTuple_Size(args) < 3)
+    return 0;
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  py.PyErr_Fetch(&type, &value, &trace);
+  PyObject* flags = py.PyTuple_GetItem(args, 2);
+  const long f = flags ? py.PyLong_AsLong(flags) : -1;
+  std::string path;
+  if (f != -1 && (f & O_ACCMODE) == O_RDONLY)
+    if (PyObject* name = py.PyTuple_GetItem(args, 0))
+      if (const char* text = py.PyUnicode_AsUTF8(name)) path = text;  // (not for bytes, an fd)
+  py.PyErr_Clear();
+  py.PyErr_Restore(type, value, trace);
+  note_file_read(std::move(path));
+  return 0;
+}
+
+std::atomic<bool> g_audit_added{false};
+
+// Adds `audit_open` once. The GIL held by this thread.
+void add_audit_hook() {
+  const PythonApi& py = api();
+  if (!py.PySys_AddAuditHook || g_audit_added.exchange(true)) return;
+  if (py.PySys_AddAuditHook(audit_open, nullptr) != 0) py.PyErr_Clear();
 }
 
 tracer::FrameId intern_frame(tracer::Writer* w, tracer::FrameId parent, CodeInfo* code, int line) {
@@ -652,6 +742,7 @@ void maybe_install_python_hooks(bool with_modules) {
   } else {
     py.Py_DecRef(result);
     g_hooks_installed.store(true);
+    add_audit_hook();
   }
   if (globals) py.Py_DecRef(globals);  // the hooks keep what they use alive
 }
@@ -718,6 +809,16 @@ std::string python_version() {
   if (!py.complete) return "";
   const char* v = py.Py_GetVersion();  // a static string: valid before and after init
   return v ? v : "";
+}
+
+void watch_files_read() {
+  const PythonApi& py = api();
+  // Only on a thread that already holds the GIL: waiting for it here, inside the dlopen that
+  // loads the hook, could wait on a thread that waits for the loader.
+  if (!py.complete || !py.PyGILState_Check || !py.Py_IsInitialized() ||
+      (py.Py_IsFinalizing && py.Py_IsFinalizing()) || py.PyGILState_Check() != 1)
+    return;
+  add_audit_hook();
 }
 
 bool thread_has_python() {

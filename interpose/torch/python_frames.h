@@ -13,6 +13,12 @@ namespace tdbg::torchhook {
 // "3.11.2 (main, ...)" when the process has a Python interpreter, else "".
 std::string python_version();
 
+// Starts noting the files the program opens for reading (meta `read:<path>`, size and
+// modification time) through Python's audit hooks: once, where this thread holds the GIL
+// (`import torch` loading the hook) or later when the module hooks are installed. Nothing in
+// a process without Python.
+void watch_files_read();
+
 // True when this thread can have a Python stack: Python is loaded and initialized, not
 // finalizing, and this thread has a Python thread state. Cheap after the first call.
 bool thread_has_python();

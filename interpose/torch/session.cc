@@ -496,6 +496,8 @@ tracer::Writer* writer() {
   return g_writer.load(std::memory_order_acquire);
 }
 
+tracer::Writer* open_writer() { return g_writer.load(std::memory_order_acquire); }
+
 uint64_t writer_generation() { return g_generation.load(std::memory_order_relaxed); }
 
 bool session_start() {
@@ -513,6 +515,7 @@ bool session_start() {
     if (!open_database_locked()) return false;
   }
   pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
+  watch_files_read();
   return true;
 }
 

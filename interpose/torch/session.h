@@ -37,6 +37,8 @@ bool recording();
 // The writer of this process: opens `<out>/<host>-<pid>.sqlite` on first use in a fork child.
 // Returns nullptr when not recording (no TDBG_OUT, open failed, or closed at exit).
 tracer::Writer* writer();
+// The writer when this process's database is open, else nullptr: never opens one.
+tracer::Writer* open_writer();
 
 // Bumped each time a new database is opened (after fork): interned ids of an older
 // generation must not be used with the current writer.

@@ -893,6 +893,39 @@ def case_numpy_unseeded():
           f"the unrecorded generators are named (got {d.get('cause')}: {d.get('detail')})")
 
 
+DATA_FILE = r'''
+import sys, numpy, torch
+torch.manual_seed(0)
+data = torch.from_numpy(numpy.load(sys.argv[1]))
+model = torch.nn.Linear(3, 1)
+model(data).sum().backward()
+'''
+
+
+def case_data_file():
+    # The data file the program reads, edited between the runs: named as a setting that
+    # differs and as where the external input most likely comes from.
+    script = write_script("data_file.py", DATA_FILE)
+    path = os.path.join(WORK, "data_file.npy")
+    # (Through the torch Python, which has NumPy: the one running this may not.)
+    subprocess.run([PYTHON, "-c", f"import numpy; numpy.save({path!r}, numpy.ones((4, 3), dtype=numpy.float32))"],
+                   check=True)
+    a, _ = record("data_file_a", [path], script)
+    subprocess.run([PYTHON, "-c", f"import numpy; d = numpy.load({path!r}); d[2, 1] = 5; numpy.save({path!r}, d)"],
+                   check=True)
+    b, _ = record("data_file_b", [path], script)
+    rc, r = diff(a, b)
+    settings = {s["key"]: s for s in r.get("settings") or []}
+    check(("file " + path) in settings and "another version of the file" in settings["file " + path].get("note", ""),
+          f"the file is a setting that differs (got {list(settings)})")
+    check(not any(k.startswith("file ") and k.endswith(".py") for k in settings),
+          "the program's own modules are not data files")
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "external_input" and
+          f"{path}, which both runs read, is another version in each" in d.get("detail", ""),
+          f"and the likely source of the external input (got {d.get('detail')})")
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

@@ -2895,6 +2895,17 @@ void note_other_generators(Pair& p, json& out) {
     return;
   const Reader& ra = *p.a.reader;
   const Reader& rb = *p.b.reader;
+  // A data file both read, another version in each (meta `read:<path>`): the likelier source.
+  std::map<std::string, std::string> read_a;
+  for (const auto& [key, value] : ra.all_meta())
+    if (key.rfind("read:", 0) == 0) read_a[key] = value;
+  for (const auto& [key, value] : rb.all_meta())
+    if (const auto it = read_a.find(key); it != read_a.end() && it->second != value) {
+      out["detail"] = out.value("detail", std::string()) + "; " + key.substr(5) +
+                      ", which both runs read, is another version in each (its size or "
+                      "modification time differ): most likely where this data comes from";
+      return;
+    }
   if (ra.meta("python_version").empty() || rb.meta("python_version").empty() ||
       ra.meta("end_time_ns").empty() || rb.meta("end_time_ns").empty() || ra.meta("seed").empty() ||
       ra.meta("seed") != rb.meta("seed"))
@@ -5438,6 +5449,34 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
       const std::string vb = env_b.contains(k) && env_b[k].is_string() ? env_b[k].get<std::string>() : "";
       if (va != vb) out.push_back({{"key", "$" + k}, {"a", va}, {"b", vb}});
     }
+  }
+  // Data files both runs read (meta `read:<path>`, SIZE:MTIME_NS when first opened) that were
+  // another version in each: a dataset or a config edited between the runs.
+  std::map<std::string, std::string> read_a;
+  for (const auto& [key, value] : ra.all_meta())
+    if (key.rfind("read:", 0) == 0) read_a[key.substr(5)] = value;
+  for (const auto& [key, value] : rb.all_meta()) {
+    if (key.rfind("read:", 0) != 0) continue;
+    const auto it = read_a.find(key.substr(5));
+    if (it == read_a.end() || it->second == value) continue;
+    // "4736 bytes, modified 2026-12-07 12:05:29 UTC"
+    auto version = [](const std::string& identity) {
+      const size_t colon = identity.find(':');
+      if (colon == std::string::npos) return identity;
+      const time_t seconds =
+          static_cast<time_t>(std::atoll(identity.c_str() + colon + 1) / 1000000000);
+      struct tm utc;
+      char when[40] = "";
+      if (gmtime_r(&seconds, &utc)) strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
+      return identity.substr(0, colon) + " bytes, modified " + when;
+    };
+    const bool sized =
+        it->second.substr(0, it->second.find(':')) != value.substr(0, value.find(':'));
+    out.push_back({{"key", "file " + key.substr(5)},
+                   {"a", version(it->second)},
+                   {"b", version(value)},
+                   {"note", std::string(sized ? "its size differs" : "modified between the runs") +
+                                ": another version of the file each run read"}});
   }
   return out;
 }
