@@ -784,8 +784,7 @@ def case_extra_draw():
     # after it is randn's nested normal_, drawn from another generator state, not data from
     # outside torch.
     script = write_script("extra_draw.py", EXTRA_DRAW)
-    a, _ = record("extra_draw_a", [], script)
-    b, _ = record("extra_draw_b", ["extra"], script)
+    a, b, _, _ = pair("extra_draw", [], ["extra"], script)
     rc, r = diff(a, b)
     v = (r["first_divergence"] or {}).get("value_after_structure") or {}
     check(rc == 1 and v.get("cause") == "rng" and (v.get("a") or {}).get("op") == "aten::normal_",
@@ -842,8 +841,7 @@ def case_default_dtype():
     # Tensors made without a dtype are float64 in B: the default dtype is named, and the
     # settings line shows it.
     script = write_script("default_dtype.py", DEFAULT_DTYPE)
-    a, _ = record("default_dtype_a", [], script)
-    b, _ = record("default_dtype_b", ["float64"], script)
+    a, b, _, _ = pair("default_dtype", [], ["float64"], script)
     rc, r = diff(a, b)
     d = r["first_divergence"] or {}
     check(rc == 1 and "the default dtype is float32 in A and float64 in B" in d.get("detail", ""),
@@ -884,8 +882,7 @@ def case_numpy_unseeded():
     # NumPy noise drawn unseeded while torch is seeded alike: the external input is said to
     # be what an unseeded Python or NumPy generator may have drawn.
     script = write_script("numpy_unseeded.py", NUMPY_UNSEEDED)
-    a, _ = record("numpy_unseeded_a", [], script)
-    b, _ = record("numpy_unseeded_b", [], script)
+    a, b, _, _ = pair("numpy_unseeded", [], [], script)
     rc, r = diff(a, b)
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("cause") == "external_input" and
@@ -930,8 +927,7 @@ def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.
     script = write_script("data_order.py", DATA_ORDER)
-    a, _ = record("data_order_a", [], script)
-    b, _ = record("data_order_b", ["shuffled"], script)
+    a, b, _, _ = pair("data_order", [], ["shuffled"], script)
     rc, r = diff(a, b)
     d = r["first_divergence"] or {}
     where = d.get("data_elsewhere") or {}
@@ -2821,8 +2817,7 @@ def case_same_shape_order():
     # PYTHONHASHSEED (a set of names is the usual way to get there).
     script = write_script("same_shape_order.py", SAME_SHAPE_ORDER)
     os.environ.pop("PYTHONHASHSEED", None)
-    a, _ = record("same_shape_order_a", [], script)
-    b, _ = record("same_shape_order_b", ["reversed"], script)
+    a, b, _, _ = pair("same_shape_order", [], ["reversed"], script)
     rc, r = diff(a, b)
     detail = (r["first_divergence"] or {}).get("detail", "")
     check(rc == 1 and "inside optimizer.step(), the parameters are updated in another order" in detail
