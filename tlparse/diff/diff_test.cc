@@ -708,6 +708,9 @@ TEST_CASE("the optimizer's settings at a step name the hyperparameter, group and
         std::string::npos);
   // A weight tied in one run only is among the reasons: the count is one less there.
   CHECK(c["text"].get<std::string>().find("a weight tied in one run only") != std::string::npos);
+  // And a weight split in two by a reparametrization (weight_norm) in one run only.
+  CHECK(c["text"].get<std::string>().find("weight_norm splits it into weight_g and weight_v") !=
+        std::string::npos);
   c = compare_at(run(one), run(one));
   CHECK(c["differs"].empty());
   CHECK(c["text"].get<std::string>().find("are the same in both runs") != std::string::npos);

@@ -339,8 +339,9 @@ json compare_optimizer_settings(const Reader& ra, StepAt a, const Reader& rb, St
     } else if (differs[0].value("name", std::string()) == "params") {
       text +=
           " (the optimizer was given other parameters: a layer frozen, requires_grad False, "
-          "or left out in one run, or a weight tied in one run only, such as an embedding "
-          "shared with the output layer: model.parameters() lists it once)";
+          "or left out in one run, a weight tied in one run only, such as an embedding "
+          "shared with the output layer: model.parameters() lists it once, or a weight "
+          "reparametrized in one run only: weight_norm splits it into weight_g and weight_v)";
     } else if (!differs[0]["group"].is_null()) {
       text +=
           " (as the optimizer was made, or as a scheduler or the program set it before this "
