@@ -1248,6 +1248,32 @@ uint64_t rng_hash(const OpInfo* info, c10::ArrayRef<const c10::IValue> inputs) {
   }
 }
 
+// Each seed the default CPU generator had at the random ops, in order, when it changed: the
+// seed and the seq of the first random op that drew with it (meta `seed_history`). A program
+// that seeds after its model is built drew the model's init with torch's own random seed.
+constexpr size_t kMaxSeeds = 64;
+std::mutex g_seeds_mutex;
+std::vector<std::pair<uint64_t, int64_t>> g_seeds;  // (seed, seq), at most kMaxSeeds
+std::atomic<uint64_t> g_last_seed{0};
+std::atomic<bool> g_any_seed{false};
+
+void note_seed(int64_t seq) {
+  uint64_t seed = 0;
+  try {
+    seed = at::detail::getDefaultCPUGenerator().current_seed();
+  } catch (...) {
+    return;
+  }
+  if (g_any_seed.load(std::memory_order_relaxed) &&
+      g_last_seed.load(std::memory_order_relaxed) == seed)
+    return;
+  std::lock_guard<std::mutex> lock(g_seeds_mutex);
+  if (g_any_seed.load() && g_last_seed.load() == seed) return;
+  g_last_seed.store(seed);
+  g_any_seed.store(true);
+  if (g_seeds.size() < kMaxSeeds) g_seeds.emplace_back(seed, seq);
+}
+
 // Flags `op` random and records the state of the generator the op `info` with `inputs` draws
 // from, into the op and its `content` hash.
 void mark_random(const OpInfo* info, c10::ArrayRef<const c10::IValue> inputs,
@@ -1255,6 +1281,7 @@ void mark_random(const OpInfo* info, c10::ArrayRef<const c10::IValue> inputs,
   op->flags |= tracer::kOpRandom;
   op->rng = rng_hash(info, inputs);
   *content = hashing::hash_combine(*content, op->rng);
+  note_seed(op->seq);
 }
 
 // ---- Flushing ----------------------------------------------------------------------------
@@ -2053,6 +2080,14 @@ void hook_write_unfinished(int tid) {
 
 int64_t hook_main_step() { return g_steps.load(std::memory_order_relaxed); }
 
+std::string seed_history() {
+  std::lock_guard<std::mutex> lock(g_seeds_mutex);
+  std::string text;
+  for (const auto& [seed, seq] : g_seeds)
+    text += (text.empty() ? "" : ",") + std::to_string(seed) + "@" + std::to_string(seq);
+  return text;
+}
+
 int64_t hook_after_fork_child() {
   const int64_t forked_at_step = g_steps.load();
   {
@@ -2082,6 +2117,9 @@ int64_t hook_after_fork_child() {
   // written. Leaked, as it is at exit.
   new (&g_optimizers_mutex) std::mutex();
   g_optimizers = new std::unordered_map<uintptr_t, int>();
+  new (&g_seeds_mutex) std::mutex();  // the child's seeds are its own database's
+  g_seeds.clear();
+  g_any_seed.store(false);
   update_ops_callback();  // the child's steps count from 0
   g_fork_generation.fetch_add(1);
   python_frames_after_fork_child();

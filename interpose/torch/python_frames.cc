@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "hashing/tensor_hash.h"
 #include "interpose/torch/script_frames.h"
 #include "interpose/torch/session.h"
 #include "interpose/torch_api.h"
@@ -344,6 +346,26 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
+// The hex tdbg hash of a file's `size` bytes (mapped, not copied), or "" for a file larger
+// than kMaxFileHashed or one that cannot be read.
+constexpr int64_t kMaxFileHashed = int64_t{64} << 20;
+std::string file_hash(const std::string& path, int64_t size) {
+  if (size > kMaxFileHashed) return "";
+  uint64_t hash = hashing::hash_bytes(nullptr, 0);
+  if (size > 0) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "";
+    void* data = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (data == MAP_FAILED) return "";
+    hash = hashing::hash_bytes(data, static_cast<size_t>(size));
+    munmap(data, static_cast<size_t>(size));
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
 void note_file_read(std::string path) {
   if (path.empty()) return;
   if (path[0] != '/') {
@@ -375,7 +397,11 @@ void note_file_read(std::string path) {
   if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
   g_files_read.insert(path);
   const int64_t mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  w->set_meta("read:" + path, std::to_string(st.st_size) + ":" + std::to_string(mtime_ns));
+  std::string identity = std::to_string(st.st_size) + ":" + std::to_string(mtime_ns);
+  // The contents' hash too, up to kMaxFileHashed bytes: a file saved again with the same
+  // bytes (a config touched, a checkpoint written anew) is the same file.
+  if (const std::string hash = file_hash(path, st.st_size); !hash.empty()) identity += ":" + hash;
+  w->set_meta("read:" + path, identity);
 }
 
 // Python's audit hook (PEP 578), called with the GIL held for each audited event: the

@@ -571,6 +571,7 @@ void end_recording(bool close) {
     w->set_meta("in_flight", in_flight);
   // How far the program got, recorded or not: a --steps window it never reached says so.
   w->set_meta("steps_reached", std::to_string(hook_main_step()));
+  w->set_meta("seed_history", seed_history());
   w->set_meta("end_time_ns", std::to_string(wall_ns()));
   if (close) {
     keep_database_fds("", false);  // SQLite closes them now

@@ -63,6 +63,9 @@ void session_finish();
 void note_thread_counts();
 // The training steps the program's main thread has completed (dispatch_hook.cc).
 int64_t hook_main_step();
+// Each seed the default CPU generator had at the recorded random ops when it changed,
+// "SEED@SEQ" comma-separated (meta `seed_history`; dispatch_hook.cc).
+std::string seed_history();
 
 // Registers the global RecordFunction callback (dispatch_hook.cc).
 void install_dispatch_hook();

@@ -919,8 +919,14 @@ def case_data_file():
           "the program's own modules are not data files")
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("cause") == "external_input" and
-          f"{path}, which both runs read, is another version in each" in d.get("detail", ""),
+          f"{path}, which both runs read, is another version in each (its contents differ)" in d.get("detail", ""),
           f"and the likely source of the external input (got {d.get('detail')})")
+    # Saved again with the same bytes (a newer modification time): the same file.
+    os.utime(path)
+    c, _ = record("data_file_c", [path], script)
+    rc, r = diff(b, c)
+    check(rc == 0 and not any(s["key"].startswith("file ") for s in r.get("settings") or []),
+          f"a file touched, not changed, is no difference (got {rc}, {r.get('settings')})")
 
 
 def case_data_order():

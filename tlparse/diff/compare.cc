@@ -2887,6 +2887,50 @@ void note_data_elsewhere(Pair& p, const OpRecord& a, const OpRecord& b, const Op
                   "set, a shuffle or a sampler seeded otherwise)";
 }
 
+// A data file both runs read (meta `read:<path>`, SIZE:MTIME_NS[:HASH] at its first open)
+// that was another version in each: "its contents differ" where both hashed it (a file saved
+// again with the same bytes is none), else by its size or modification time alone.
+struct FileRead {
+  std::string path, a, b, reason;
+  bool contents_differ = false;  // known to, by the hashes or the sizes
+};
+std::vector<FileRead> files_read_that_differ(const Reader& ra, const Reader& rb) {
+  std::map<std::string, std::string> read_a;
+  for (const auto& [key, value] : ra.all_meta())
+    if (key.rfind("read:", 0) == 0) read_a[key.substr(5)] = value;
+  std::vector<FileRead> out;
+  for (const auto& [key, value] : rb.all_meta()) {
+    if (key.rfind("read:", 0) != 0) continue;
+    const auto it = read_a.find(key.substr(5));
+    if (it == read_a.end() || it->second == value) continue;
+    auto field = [](const std::string& identity, int k) {
+      size_t begin = 0;
+      for (int i = 0; i < k && begin != std::string::npos; ++i) {
+        begin = identity.find(':', begin);
+        if (begin != std::string::npos) ++begin;
+      }
+      return begin == std::string::npos ? std::string()
+                                        : identity.substr(begin, identity.find(':', begin) - begin);
+    };
+    FileRead f{key.substr(5), it->second, value, "", false};
+    const std::string hash_a = field(f.a, 2), hash_b = field(f.b, 2);
+    if (!hash_a.empty() && !hash_b.empty()) {
+      if (hash_a == hash_b) continue;  // saved again, the same bytes
+      f.reason = "its contents differ";
+      f.contents_differ = true;
+    } else if (field(f.a, 0) != field(f.b, 0)) {
+      f.reason = "its size differs";
+      f.contents_differ = true;
+    } else {
+      f.reason =
+          "its modification time differs; its contents were not hashed (over 64 MiB, or "
+          "an older recording) and may be the same";
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 // Data from outside torch that differs (`external_input`) in Python runs whose torch seed is
 // the same: what draws it is most likely Python's random or NumPy, which tdbg does not record,
 // left unseeded ("torch seeded, NumPy not"). Said after the detail.
@@ -2895,26 +2939,45 @@ void note_other_generators(Pair& p, json& out) {
     return;
   const Reader& ra = *p.a.reader;
   const Reader& rb = *p.b.reader;
-  // A data file both read, another version in each (meta `read:<path>`): the likelier source.
-  std::map<std::string, std::string> read_a;
-  for (const auto& [key, value] : ra.all_meta())
-    if (key.rfind("read:", 0) == 0) read_a[key] = value;
-  for (const auto& [key, value] : rb.all_meta())
-    if (const auto it = read_a.find(key); it != read_a.end() && it->second != value) {
-      out["detail"] = out.value("detail", std::string()) + "; " + key.substr(5) +
-                      ", which both runs read, is another version in each (its size or "
-                      "modification time differ): most likely where this data comes from";
+  // A data file both read whose contents differ: the likelier source.
+  for (const FileRead& f : files_read_that_differ(ra, rb))
+    if (f.contents_differ) {
+      out["detail"] = out.value("detail", std::string()) + "; " + f.path +
+                      ", which both runs read, is another version in each (" + f.reason +
+                      "): most likely where this data comes from";
       return;
     }
+  // (Other command lines may give the data themselves: the settings line shows them.)
   if (ra.meta("python_version").empty() || rb.meta("python_version").empty() ||
       ra.meta("end_time_ns").empty() || rb.meta("end_time_ns").empty() || ra.meta("seed").empty() ||
-      ra.meta("seed") != rb.meta("seed"))
+      ra.meta("seed") != rb.meta("seed") || ra.meta("cmdline") != rb.meta("cmdline"))
     return;
-  out["detail"] = out.value("detail", std::string()) + "; torch's seed is the same in both runs (" +
-                  ra.meta("seed") +
-                  "): where Python's random or NumPy draws this data (an augmentation, a "
-                  "shuffle, noise), their generators, which tdbg does not record, were not "
-                  "seeded alike (random.seed, np.random.seed, np.random.default_rng(seed))";
+  // A set of strings iterates in another order under another hash seed (a vocabulary built
+  // from set(text)): with PYTHONHASHSEED unset in both, or set otherwise in each.
+  auto hash_seed = [](const Reader& r) {
+    const json env = json::parse(r.meta("env"), nullptr, /*allow_exceptions=*/false);
+    return env.is_object() ? env.value("PYTHONHASHSEED", std::string()) : std::string();
+  };
+  const std::string seed_a = hash_seed(ra), seed_b = hash_seed(rb);
+  const std::string generators =
+      "where Python's random or NumPy draws this data (an augmentation, a shuffle, noise), "
+      "their generators, which tdbg does not record, were not seeded alike (random.seed, "
+      "np.random.seed, np.random.default_rng(seed))";
+  std::string text = "; torch's seed is the same in both runs (" + ra.meta("seed") + "): ";
+  if (seed_a != seed_b)  // the likelier: said first
+    text += "PYTHONHASHSEED differs (A " + (seed_a.empty() ? std::string("unset") : seed_a) +
+            ", B " + (seed_b.empty() ? std::string("unset") : seed_b) +
+            "), so a set or dict of strings iterates in another order (a vocabulary from "
+            "set(text)) and may make other data; or " +
+            generators;
+  else if (seed_a.empty() || seed_a == "random")
+    text += generators +
+            "; or a set or dict of strings iterated in another order (a vocabulary from "
+            "set(text)): PYTHONHASHSEED is unset in both runs, which orders them otherwise in "
+            "every run";
+  else
+    text += generators;
+  out["detail"] = out.value("detail", std::string()) + text;
 }
 
 // Of a replacement whose first ops differ (B's 17th `select` where A, with a batch of 16,
@@ -5450,15 +5513,8 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
       if (va != vb) out.push_back({{"key", "$" + k}, {"a", va}, {"b", vb}});
     }
   }
-  // Data files both runs read (meta `read:<path>`, SIZE:MTIME_NS when first opened) that were
-  // another version in each: a dataset or a config edited between the runs.
-  std::map<std::string, std::string> read_a;
-  for (const auto& [key, value] : ra.all_meta())
-    if (key.rfind("read:", 0) == 0) read_a[key.substr(5)] = value;
-  for (const auto& [key, value] : rb.all_meta()) {
-    if (key.rfind("read:", 0) != 0) continue;
-    const auto it = read_a.find(key.substr(5));
-    if (it == read_a.end() || it->second == value) continue;
+  // Data files both runs read, another version in each.
+  for (const FileRead& f : files_read_that_differ(ra, rb)) {
     // "4736 bytes, modified 2026-12-07 12:05:29 UTC"
     auto version = [](const std::string& identity) {
       const size_t colon = identity.find(':');
@@ -5470,13 +5526,10 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
       if (gmtime_r(&seconds, &utc)) strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &utc);
       return identity.substr(0, colon) + " bytes, modified " + when;
     };
-    const bool sized =
-        it->second.substr(0, it->second.find(':')) != value.substr(0, value.find(':'));
-    out.push_back({{"key", "file " + key.substr(5)},
-                   {"a", version(it->second)},
-                   {"b", version(value)},
-                   {"note", std::string(sized ? "its size differs" : "modified between the runs") +
-                                ": another version of the file each run read"}});
+    out.push_back({{"key", "file " + f.path},
+                   {"a", version(f.a)},
+                   {"b", version(f.b)},
+                   {"note", f.reason + ": another version of the file each run read"}});
   }
   return out;
 }

@@ -818,6 +818,10 @@ TEST_CASE("a scalar of the optimizer's step is named by its settings, a schedule
   CHECK_FALSE(c.contains("group_a"));
   CHECK(c["text"].get<std::string>().find("the scalar comes from the optimizer's state") !=
         std::string::npos);
+  // A schedule of another shape that parts from A's at step 2 and then matches A's next
+  // step: no shift, which would have differed from step 0.
+  const std::vector<double> parts = {0.001, 0.002, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009};
+  CHECK_FALSE(compare_at(run(warmup), run(parts), 2).contains("schedule"));
   // A shift that holds for one step only (B's schedule then parts from A's) is none either.
   const std::vector<double> once = {0.002, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025, 0.0025};
   CHECK_FALSE(compare_at(run(warmup), run(once), 0).contains("schedule"));

@@ -105,10 +105,10 @@ bool same_number(double x, double y) { return std::fabs(x - y) <= 1e-12 * std::f
 json schedule_shift(const Series& a, const Series& b, size_t group, const std::string& name) {
   if (a.at < 0 || b.at < 0) return nullptr;
   constexpr int kSteps = 5;
-  // Whether `x`'s value at each position from `from_x` is `y`'s at `map(position)`.
-  auto follows = [&](const Series& x, const Series& y, int64_t from_x, auto map) {
+  // Whether `x`'s value at each position in [from, to) is `y`'s at `map(position)`.
+  auto follows = [&](const Series& x, const Series& y, int64_t from, int64_t to, auto map) {
     int matched = 0;
-    for (int64_t i = from_x; i < from_x + kSteps; ++i) {
+    for (int64_t i = from; i < to; ++i) {
       const auto vx = setting(x, i, group, name), vy = setting(y, map(i), group, name);
       if (!vx || !vy) continue;
       if (!same_number(*vx, *vy)) return false;
@@ -116,14 +116,18 @@ json schedule_shift(const Series& a, const Series& b, size_t group, const std::s
     }
     return matched >= 2;
   };
+  // From the steps before the divergence on: a schedule that runs ahead (or twice as fast)
+  // differs from its first steps, so a shift that holds only from the divergence on is
+  // another schedule (a warmup of another shape that parts at step 2).
   for (const auto& [x, y, run] : {std::tuple{&b, &a, "B"}, std::tuple{&a, &b, "A"}}) {
     const int64_t shift = y->at - x->at + 1;
-    if (follows(*x, *y, x->at, [&](int64_t i) { return i + shift; }))
+    const int64_t from = std::max<int64_t>(std::max<int64_t>(0, -shift), x->at - kSteps);
+    if (follows(*x, *y, from, x->at + kSteps, [&](int64_t i) { return i + shift; }))
       return {{"run", run}, {"setting", name}, {"ahead", 1}};
   }
   if (a.at == b.at && a.at > 0)
     for (const auto& [x, y, run] : {std::tuple{&b, &a, "B"}, std::tuple{&a, &b, "A"}})
-      if (follows(*x, *y, x->at, [](int64_t i) { return 2 * i; }))
+      if (follows(*x, *y, 1, x->at + kSteps, [](int64_t i) { return 2 * i; }))
         return {{"run", run}, {"setting", name}, {"rate", 2}};
   return nullptr;
 }
