@@ -929,6 +929,29 @@ def case_data_file():
           f"a file touched, not changed, is no difference (got {rc}, {r.get('settings')})")
 
 
+SEED_AFTER_MODEL = r'''
+import sys, torch
+if len(sys.argv) == 1:
+    torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)  # in B, initialized before the program seeds
+torch.manual_seed(0)
+print(model(torch.randn(3, 4)).sum().item())
+'''
+
+
+def case_seed_after_model():
+    # B seeds after building its model: the init drew with torch's own random seed, which the
+    # rng cause names, with the seed B sets later.
+    script = write_script("seed_after_model.py", SEED_AFTER_MODEL)
+    a, b, _, _ = pair("seed_after_model", [], ["late"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "rng" and
+          "B's is torch's own random seed: no torch.manual_seed before this op, which B calls later "
+          "(seed 0 from op" in d.get("detail", ""),
+          f"the seed set after the model is named (got {d.get('cause')}: {d.get('detail')})")
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

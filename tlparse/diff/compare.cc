@@ -2887,6 +2887,58 @@ void note_data_elsewhere(Pair& p, const OpRecord& a, const OpRecord& b, const Op
                   "set, a shuffle or a sampler seeded otherwise)";
 }
 
+// The seed the default CPU generator had at op `seq` (meta `seed_history`, "SEED@SEQ,...": each
+// seed from the first random op that drew with it), the seq it has had it since, or nullopt.
+std::optional<std::pair<std::string, int64_t>> seed_at(const Reader& r, int64_t seq) {
+  std::optional<std::pair<std::string, int64_t>> found;
+  const std::string history = r.meta("seed_history");
+  for (size_t begin = 0; begin < history.size();) {
+    size_t end = history.find(',', begin);
+    if (end == std::string::npos) end = history.size();
+    const std::string entry = history.substr(begin, end - begin);
+    const size_t at = entry.find('@');
+    if (at != std::string::npos) {
+      const int64_t from = std::atoll(entry.c_str() + at + 1);
+      if (from > seq) break;
+      found = std::pair{entry.substr(0, at), from};
+    }
+    begin = end + 1;
+  }
+  return found;
+}
+
+// A random op whose generator state differs (`rng`), drawing from the default generator: the
+// seed each run's had there, where they differ, and the seed it was given later ("torch.
+// manual_seed called after this op": a model built before the program seeds).
+void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
+  if (out.value("cause", std::string()) != "rng") return;
+  for (const auto& x : a.args)
+    if (p.a.strings.text(x.name) == "generator" && p.a.strings.text(x.value) != "None") return;
+  const auto sa = seed_at(*p.a.reader, a.seq), sb = seed_at(*p.b.reader, b.seq);
+  if (!sa || !sb || sa->first == sb->first) return;
+  // Seeds above 2^32 are torch's own (drawn at start where the program sets none).
+  auto own = [](const std::string& seed) { return seed.size() > 10; };
+  auto later = [](const Reader& r, int64_t seq) {
+    const auto next = seed_at(r, std::numeric_limits<int64_t>::max());
+    return next && next->second > seq ? next : std::nullopt;
+  };
+  std::string text =
+      "; here the default generator's seed is " + sa->first + " in A and " + sb->first + " in B";
+  for (const auto& [run, seed, op, reader] :
+       {std::tuple{"A", *sa, &a, p.a.reader}, std::tuple{"B", *sb, &b, p.b.reader}}) {
+    if (!own(seed.first)) continue;
+    text += std::string(" (") + run +
+            "'s is torch's own random seed: no torch.manual_seed before this op";
+    if (const auto set = later(*reader, op->seq))
+      text += ", which " + std::string(run) + " calls later (seed " + set->first + " from op " +
+              std::to_string(set->second) +
+              "): seeded after this op, such as after "
+              "the model is built";
+    text += ")";
+  }
+  out["detail"] = out.value("detail", std::string()) + text;
+}
+
 // A data file both runs read (meta `read:<path>`, SIZE:MTIME_NS[:HASH] at its first open)
 // that was another version in each: "its contents differ" where both hashed it (a file saved
 // again with the same bytes is none), else by its size or modification time alone.
@@ -3284,6 +3336,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     note_collective(p, *a, out);
     note_data_elsewhere(p, *a, *b, c, out);
     note_other_generators(p, out);
+    note_seed_at(p, *a, *b, out);
     // Tensors the same line made, taken in another order (parameters of the same shape
     // collected through a set): where that is the optimizer's, its parameter order; and an
     // unset PYTHONHASHSEED, which orders a set of strings otherwise in every run.
