@@ -927,6 +927,14 @@ def case_data_file():
     rc, r = diff(b, c)
     check(rc == 0 and not any(s["key"].startswith("file ") for s in r.get("settings") or []),
           f"a file touched, not changed, is no difference (got {rc}, {r.get('settings')})")
+    # Recorded without values: "identical" in ops, and the next step names the file.
+    ha, _ = record("data_file_ha", [path], script, options=("--hash", "none"))
+    subprocess.run([PYTHON, "-c", f"import numpy; numpy.save({path!r}, numpy.ones((4, 3), dtype=numpy.float32))"],
+                   check=True)
+    hb, _ = record("data_file_hb", [path], script, options=("--hash", "none"))
+    text = diff_text(ha, hb)
+    check(f"the values were not compared (and {path}, which both runs read, has other contents in each"
+          in text, f"the first pass names the file: {text!r}")
 
 
 SEED_AFTER_MODEL = r'''

@@ -1158,10 +1158,24 @@ std::string format_divergence(const json& result) {
                                                       : "a larger --ring (or none)")
         << " to look there\n";
     // Values not compared: the runs may still differ in them, which the next pass can tell.
-    if (!result.value("values_compared", true))
-      o << "  next:     the values were not compared; to compare them, record both again with "
-           "hashing on (without --hash none), over a --steps window around the step where "
-           "the runs' losses first differ, or with --ops set to the loss's op\n";
+    if (!result.value("values_compared", true)) {
+      // A data file both read, another version in each: the likely difference in the values.
+      std::string file;
+      for (const json& st : result.value("settings", json::array()))
+        if (str(st, "key").rfind("file ", 0) == 0 &&
+            str(st, "note").find("its contents differ") != std::string::npos) {
+          file = str(st, "key").substr(5);
+          break;
+        }
+      o << "  next:     the values were not compared"
+        << (file.empty() ? ""
+                         : " (and " + file +
+                               ", which both runs read, has other contents in each: their "
+                               "values most likely differ from where it is read)")
+        << "; to compare them, record both again with hashing on (without --hash none), over "
+           "a --steps window around the step where the runs' losses first differ, or with --ops "
+           "set to the loss's op\n";
+    }
     return o.str();
   }
   const json& a = d.value("a", json());
