@@ -960,6 +960,42 @@ def case_seed_after_model():
           f"the seed set after the model is named (got {d.get('cause')}: {d.get('detail')})")
 
 
+CACHE_HIT = r'''
+import os, sys, torch
+torch.manual_seed(0)
+cache = sys.argv[1]
+if os.path.exists(cache):
+    x, y = torch.load(cache)  # a cache hit: the data as the first run made it
+else:
+    x = torch.arange(24, dtype=torch.float64).reshape(6, 4).sin().float()
+    y = x.sum(1, keepdim=True)
+    torch.save((x, y), cache)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+for step in range(3):
+    opt.zero_grad()
+    (model(x) - y).pow(2).mean().backward()
+    opt.step()
+print(model.weight.sum().item())
+'''
+
+
+def case_cache_hit():
+    # The data made in one run and loaded from the cache it saved in the other: another code
+    # path, the same results (torch.load's empty placeholders hold no values that differ).
+    script = write_script("cache_hit.py", CACHE_HIT)
+    cache = os.path.join(WORK, "cache_hit.pt")
+    if os.path.exists(cache):
+        os.remove(cache)
+    a, b, out_a, out_b = pair("cache_hit", [cache], [cache], script)
+    check(out_a == out_b, f"precondition: the same results ({out_a!r}, {out_b!r})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("kind") == "structure" and r.get("results") == "same" and
+          d.get("values_left_differ") is None,
+          f"work, not results (got {r.get('results')}, {d.get('values_left_differ')})")
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

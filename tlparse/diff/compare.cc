@@ -3299,6 +3299,18 @@ std::string hash_seed_note(const Pair& p) {
              : "";
 }
 
+// Whether a tensor of shape text `shape` ("64x8", "0x8 strides 8x1") has no elements.
+bool no_elements(const std::string& shape) {
+  const std::string sizes = shape.substr(0, shape.find(' '));
+  size_t begin = 0;
+  while (begin <= sizes.size() && !sizes.empty()) {
+    const size_t end = std::min(sizes.find('x', begin), sizes.size());
+    if (sizes.compare(begin, end - begin, "0") == 0) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 // Full description of where a thread pair diverges, with what follows it.
 StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& options,
                         Stats& stats, Progress& progress) {
@@ -3491,7 +3503,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       for (const TensorRecord& x : o->tensors)
         if (x.role == TensorRole::kOutput && x.status == tracer::TensorStatus::kHashed) {
           changed_outputs[run].insert(x.hash);
-          made = true;
+          // (A tensor of no elements holds no value: torch.load's placeholder before set_.)
+          made = made || !no_elements(side.strings.text(x.shape));
         }
       if (last && o->depth <= last->depth) inside_last = false;
       if (made && !inside_last) {
