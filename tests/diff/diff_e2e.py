@@ -4334,6 +4334,17 @@ def case_crash():
     check(f"(lines: {os.path.realpath(bare)} has no debug info; built again with -g and the same "
           "flags: addr2line -C -f -i -e BUILD 0x" in text,
           f"C++ without debug info: the addr2line hint is for a -g build: {text}")
+    # A -g build read without addr2line on PATH: that is said, not "no debug info".
+    a, b = os.path.join(WORK, "crash_cpp_noaddr_a"), os.path.join(WORK, "crash_cpp_noaddr_b")
+    for run, args in ((a, []), (b, ["--bad-step", "3"])):
+        shutil.rmtree(run, ignore_errors=True)
+        subprocess.run([TDBG, "record", "-o", run, "--", program, *args], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True,
+                          env=dict(os.environ, PATH="/nonexistent")).stdout
+    check("(lines: addr2line (binutils) is not on PATH; with it: addr2line -C -f -i -e "
+          f"{os.path.realpath(program)} 0x" in text and "has no debug info" not in text,
+          f"C++ without addr2line: said so, with the command for the binary as it is: {text}")
 
 
 def case_cpp_weight_write():

@@ -941,6 +941,30 @@ TEST_CASE("an op reached from another line in each run shows both lines") {
                    "from an edit; not another code path)") != std::string::npos);
 }
 
+TEST_CASE("structural changes beyond the five listed are counted") {
+  json changes = json::array();
+  for (int k = 0; k < 7; ++k)
+    changes.push_back({{"type", "inserted"},
+                       {"a_range", {10 * k, 10 * k}},
+                       {"b_range", {10 * k, 10 * k + 1}},
+                       {"removed", json::array()},
+                       {"inserted", {{{"op", "aten::clamp"}}}}});
+  json r = {{"status", "diverged"},
+            {"first_divergence",
+             {{"kind", "structure"},
+              {"cause", "structure"},
+              {"detail", "1 op(s) inserted in B"},
+              {"a", nullptr},
+              {"b", nullptr},
+              {"structural_changes", changes}}}};
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("  change:   (2 more in --json") != std::string::npos);
+  r["first_divergence"]["structural_changes"].erase(5);
+  r["first_divergence"]["structural_changes"].erase(5);
+  CHECK(tdbg::diff::format_divergence(r).find("more in --json") == std::string::npos);
+}
+
 TEST_CASE("runs that never step an optimizer are said to be all at step 0") {
   using T = Recorder::T;
   auto write = [](const char* alpha, bool stepped) {

@@ -219,6 +219,7 @@ struct DatabaseBinary {
   std::string build;             // binary and build-id, the key of `lines`
   uint64_t load_address = 0;
   bool changed = false;          // the file there now is another build than the one that ran
+  std::string unavailable;       // why addr2line gave no lines: not found, or it failed
 };
 
 struct Database {
@@ -252,10 +253,14 @@ class NativeLines {
   // ran (its lines would be another program's).
   bool changed(const tracer::Reader& reader, const std::string& binary) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto db = databases_.find(reader.path());
-    if (db == databases_.end()) return false;
-    auto b = db->second.binaries.find(binary);
-    return b != db->second.binaries.end() && b->second.changed;
+    const DatabaseBinary* b = find(reader, binary);
+    return b != nullptr && b->changed;
+  }
+
+  std::string unavailable(const tracer::Reader& reader, const std::string& binary) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const DatabaseBinary* b = find(reader, binary);
+    return b != nullptr ? b->unavailable : std::string();
   }
 
   std::vector<std::string> notes(const tracer::Reader& reader) {
@@ -265,6 +270,13 @@ class NativeLines {
   }
 
  private:
+  const DatabaseBinary* find(const tracer::Reader& reader, const std::string& binary) const {
+    auto db = databases_.find(reader.path());
+    if (db == databases_.end()) return nullptr;
+    auto b = db->second.binaries.find(binary);
+    return b == db->second.binaries.end() ? nullptr : &b->second;
+  }
+
   // Every native frame's offset in the database, by binary: one query, and one addr2line run
   // per binary later.
   static void read_frames(const tracer::Reader& reader, Database& db) {
@@ -290,7 +302,10 @@ class NativeLines {
     const std::string recorded = reader.meta("build_id:" + binary);
     if (recorded.empty()) return;
     if (addr2line_.empty()) addr2line_ = find_on_path("addr2line");
-    if (addr2line_.empty()) return;  // the addr2line hint stays
+    if (addr2line_.empty()) {  // the addr2line hint stays, with why
+      b.unavailable = "addr2line (binutils) is not on PATH";
+      return;
+    }
     auto known = identities_.find(binary);
     if (known == identities_.end()) known = identities_.emplace(binary, read_elf_identity_file(binary)).first;
     const StatusOr<ElfIdentity>& now = known->second;
@@ -306,6 +321,7 @@ class NativeLines {
     b.build = binary + '\n' + recorded;
     if (auto failed = failures_.find(b.build); failed != failures_.end()) {
       db.notes.push_back(failed->second);  // not run again: a hang would cost its time again
+      b.unavailable = "addr2line failed on it (see the note)";
       return;
     }
     b.lines = &lines_[b.build];
@@ -334,6 +350,7 @@ class NativeLines {
         db.notes.push_back(note);
         failures_.emplace(b.build, note);
         b.lines = nullptr;
+        b.unavailable = "addr2line failed on it (see the note)";
         return;
       }
       for (auto& [address, pairs] : parse_addr2line(*output)) {
@@ -452,6 +469,10 @@ nlohmann::json frame_record_json(const tracer::Reader& reader, const std::string
   nlohmann::json j = {{"file", file}, {"line", line}, {"function", function}};
   // No addr2line hint for it: the binary there now would give another build's lines.
   if (native_frame_offset(line, function) && native_lines().changed(reader, file)) j["binary_changed"] = true;
+  // Nor "no debug info" where addr2line was not there to ask, or failed.
+  if (native_frame_offset(line, function))
+    if (std::string why = native_lines().unavailable(reader, file); !why.empty())
+      j["lines_unavailable"] = why;
   return j;
 }
 

@@ -449,6 +449,7 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   // a -g build.
   std::string native_file, offsets;
   bool native_changed = false;
+  std::string native_unavailable;  // why addr2line gave no lines (not on PATH, failed)
   bool own_native = false;  // a C++ frame of the program's own code, with its line
   for (const json& frame : stack)
     for (const json& l : frame.value("inlined", json::array()))
@@ -490,6 +491,7 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
     if (at == std::string::npos || (!native_file.empty() && native_file != file)) continue;
     native_file = file;
     native_changed = stack[k].value("binary_changed", false);
+    native_unavailable = str(stack[k], "lines_unavailable");
     offsets = " " + function.substr(at + 2) + offsets;  // innermost first
   }
   if (hidden > 0) o << "    ... " << hidden << " library frame(s)\n";  // inlined innermost
@@ -498,6 +500,9 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
   if (!offsets.empty() && native_changed)
     o << "    (lines: " << native_file << " is another build now; with the build that ran: "
       << "addr2line -C -f -i -e BUILD" << offsets << ")\n";
+  else if (!offsets.empty() && !native_unavailable.empty())
+    o << "    (lines: " << native_unavailable << "; with it: addr2line -C -f -i -e " << native_file
+      << offsets << ")\n";
   else if (!offsets.empty())
     // (The binary as it is gave no line: built without -g, or stripped; -g changes no code.)
     o << "    (lines: " << native_file << " has no debug info; built again with -g and the same "
@@ -1293,6 +1298,9 @@ std::string format_divergence(const json& result) {
       names += more(h["b_range"], h["inserted"].size());
       o << " " << names << "\n";
     }
+    // The JSON holds up to --max-hunks; the growth line counts them all.
+    if (changes.size() > 5)
+      o << "  change:   (" << changes.size() - 5 << " more in --json; growth below counts them)\n";
     if (const json& mode = d.value("mode_change", json()); mode.is_object()) {
       const std::string run = str(mode, "run");
       o << "  mode:     " << run << "'s part runs " << op_and_source(mode["op"]) << " with "
