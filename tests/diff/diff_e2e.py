@@ -4306,7 +4306,7 @@ def case_crash():
     shutil.copyfile(other if other and os.path.exists(other) else "/bin/true", copy)
     rc, r = diff(a, b)
     d = r["first_divergence"]
-    notes = r.get("notes", [])
+    notes = r.get("warnings", [])
     src = (d or {}).get("a", {}).get("source") or {}
     copy = os.path.realpath(copy)  # as the recorder names it
     check(src.get("file") == copy and src.get("line") == 0 and " +0x" in src.get("function", ""),

@@ -7008,9 +7008,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   result["chain_probes"] = stats.probes;
   result["ops_compared"] = stats.ops_compared;
   result["elapsed_ms"] = ms;
-  // The source lines shown: C++ frames without the lines their binary could have given (a
-  // note), Python files edited since the recording (a warning, under the headline: the lines
-  // it names may be other statements).
+  // The source lines shown: C++ frames without the lines their binary could have given, and
+  // Python files edited since the recording: warnings, under the headline, where the where:
+  // line they explain is read (the lines it names may be other statements, or none).
   std::set<std::string> line_notes;
   // Each Python file as each run recorded it (meta `source:<path>`, size:mtime; the first
   // process that has it), to say which run ran another version than the file there now.
@@ -7020,7 +7020,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
   for (const auto* run : {&a, &b})
     for (const auto& r : run->processes) {
       for (const std::string& note : native_line_notes(*r))
-        if (line_notes.insert(note).second) notes.push_back(note);
+        if (line_notes.insert(note).second) result["warnings"].push_back(note);
       for (const auto& [path, identity] : recorded_sources(*r)) {
         std::string& seen = run == &a ? sources[path].first : sources[path].second;
         if (seen.empty()) seen = identity;
