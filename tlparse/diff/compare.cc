@@ -2081,9 +2081,25 @@ class Growth {
     // differ (not its own arguments or generator alone), or differing inputs leave the
     // recording through an op with no output compared (`.item()` into Python), or pass on as
     // views (`a[0].item()`: a view's hash is not its values, its readers are not compared).
-    if ((output_differs && (c.input >= 0 || (c.arg < 0 && !c.rng))) ||
-        ((c.input >= 0 || c.view >= 0) && !has_value_output(a, b)))
+    // A differing input that an op with equal outputs absorbs ends the chain that made it:
+    // libtorch's clip_grad_norm_ fills a tensor with max_norm (the argument that differs),
+    // divides it in place by the norm and clamps the quotient to 1, which absorbs it.
+    if (!unabsorbed_.empty())
+      for (const TensorRecord& t : a.tensors)
+        if (t.role == TensorRole::kInput && t.producer != tracer::kNoSeq &&
+            unabsorbed_.count(t.producer) &&
+            (output_differs || has_value_output(a, b)))  // carried on below, or absorbed
+          unabsorbed_.erase(t.producer);
+    if (output_differs && c.input >= 0) {
+      // Made from differing inputs: the difference goes on, unless what it made is absorbed.
+      if (unabsorbed_.size() < kMaxUnabsorbed)
+        unabsorbed_.insert(a.seq);
+      else
+        ++carried_;
+    } else if ((output_differs && c.arg < 0 && !c.rng) ||
+               ((c.input >= 0 || c.view >= 0) && !has_value_output(a, b))) {
       ++carried_;
+    }
     StepRow& row = step_row(a.step);
     ++row.ops;
     if (c.differs()) ++row.diverged;
@@ -2218,7 +2234,9 @@ class Growth {
   // generator differ, and no differing input left the recording: the difference reached no
   // other op's output (a clipping threshold never reached). Only of a walk with no structural
   // change and an output that differs.
-  bool contained() const { return carried_ == 0 && hunks_ == 0 && outputs_differ_ > 0; }
+  bool contained() const {
+    return carried_ == 0 && unabsorbed_.empty() && hunks_ == 0 && outputs_differ_ > 0;
+  }
   double later_rounding_level() const {
     return !later_beyond_rounding_ && later_max_ > 0 && hunks_ == 0 ? later_max_ : -1;
   }
@@ -2275,6 +2293,10 @@ class Growth {
   int64_t structural_a_ = 0, structural_b_ = 0;  // each run's ops in structural changes
   int64_t shapes_differ_ = 0;
   int64_t carried_ = 0;  // pairs through which the difference went on (see `add_pair`)
+  // Ops (A's seq) whose outputs differ from differing inputs, until an op with equal outputs
+  // reads them: a difference absorbed a few ops on went on through none (see `add_pair`).
+  std::unordered_set<int64_t> unabsorbed_;
+  static constexpr size_t kMaxUnabsorbed = 4096;
   int64_t past_end_ops_ = 0;
   char past_end_run_ = 0;
   double later_max_ = 0;

@@ -6003,8 +6003,10 @@ TEST_CASE("a difference that reaches no other op's output is said to change no r
   // Each step, a clipping coefficient computed with another threshold (an argument), then
   // clamped to the same value in both runs. `leaks`: the clamp's output differs too, or
   // `item`: the coefficient is read into Python; `hash_mode`: the recording's.
+  // `through`: the coefficient passes through an op before the clamp (libtorch's
+  // clip_grad_norm_ fills a tensor with the threshold and divides it in place by the norm).
   struct Variant {
-    bool leaks = false, item = false, view_item = false;
+    bool leaks = false, item = false, view_item = false, through = false;
     std::string hash_mode = "all";
   };
   auto run = [](const std::string& threshold, const Variant& v) {
@@ -6014,7 +6016,12 @@ TEST_CASE("a difference that reaches no other op's output is said to change no r
           for (int step = 0; step < 3; ++step) {
             r.step = step;
             const int64_t coef = r.op("aten::mul", {T{10}}, {T{b ? 21u : 20u}}, {{"other", threshold}}, 0, 0, kNoSeq, 5);
-            r.op("aten::clamp", {T{b ? 21u : 20u, coef}}, {T{v.leaks && b ? 31u : 30u}}, {{"max", "1"}}, 0, 0, kNoSeq, 5);
+            T clamped{b ? 21u : 20u, coef};
+            if (v.through)
+              clamped = T{b ? 23u : 22u, r.op("aten::div_", {clamped, T{70}}, {T{b ? 23u : 22u}},
+                                              {}, 0, 0, kNoSeq, 5)};
+            r.op("aten::clamp", {clamped}, {T{v.leaks && b ? 31u : 30u}}, {{"max", "1"}}, 0, 0,
+                 kNoSeq, 5);
             if (v.item) r.op("aten::_local_scalar_dense", {T{b ? 21u : 20u, coef}}, {}, {}, 0, 0, kNoSeq, 6);
             if (v.view_item) {  // coef[0].item(): read through a view
               T view{b ? 61u : 60u, kNoSeq, "", TensorStatus::kView};
@@ -6038,12 +6045,17 @@ TEST_CASE("a difference that reaches no other op's output is said to change no r
   CHECK(text.find("the difference reaches no other op's output (what Python reads of a tensor "
                   "without an op, such as .tolist(), .numpy() or torch.save, is not seen)") !=
         std::string::npos);
-  Variant leaks, item, view_item, outputs;
+  // Through an op first, then absorbed: contained as well.
+  Variant through;
+  through.through = true;
+  CHECK(first(compare(run("1", through), run("2", through))).contains("contained"));
+  Variant leaks, item, view_item, outputs, through_leaks;
+  through_leaks.through = through_leaks.leaks = true;
   leaks.leaks = true;
   item.item = true;
   view_item.view_item = true;
   outputs.hash_mode = "outputs";
-  for (const Variant& v : {leaks, item, view_item, outputs}) {
+  for (const Variant& v : {leaks, item, view_item, outputs, through_leaks}) {
     CAPTURE(v.leaks, v.item, v.hash_mode);
     json other = compare(run("1", v), run("2", v));
     CHECK_FALSE(first(other).contains("contained"));
