@@ -1615,8 +1615,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
   // inserted), where the values are likely the same and the layout is what changed.
   if (after_structure && c.provenance >= 0 && c.layout < 0) {
     *detail = "input " + std::to_string(tensor_at(c.provenance).index) +
-              " comes from ops changed by the structural change (a view in one run, new data in "
-              "the other; not compared by value)";
+              " comes from ops changed by the structural change (recorded as a view in one "
+              "run and as new data in the other, so its values were not compared)";
     return "structure";
   }
   // A view in both runs, of other memory (another slice of the batch, taken by an op the
@@ -1638,8 +1638,8 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
         (sa.nan_count != sb.nan_count || sa.inf_count != sb.inf_count ||
          summary_distance(sa, sb) > kBeyondRounding)) {
       *detail = "input " + std::to_string(tensor_at(c.provenance).index) +
-                " comes from ops changed by the structural change (a view in one run, new data "
-                "in the other; not compared by value), and output " +
+                " comes from ops changed by the structural change (recorded as a view in one "
+                "run and as new data in the other, so its values were not compared), and output " +
                 std::to_string(tensor_at(c.output).index) +
                 " differs beyond rounding: the input holds other values";
       return "structure";
