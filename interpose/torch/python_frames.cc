@@ -334,8 +334,8 @@ void note_source_file(tracer::Writer* w, const std::string& file) {
 
 // The data files the program opens for reading once torch is imported (a dataset, a config,
 // a checkpoint: not Python's own modules or libraries), each as meta `read:<path>` with its
-// size and modification time when first opened, so that `tdbg diff` can say that a file both
-// runs read was another version in each. At most `kMaxFilesRead` a database.
+// size, modification time and contents' hash when first opened, so that `tdbg diff` can say
+// that a file both runs read was another version in each. At most `kMaxFilesRead` a database.
 std::mutex g_files_read_mutex;
 std::unordered_set<std::string> g_files_read;
 uint64_t g_files_read_generation = ~uint64_t{0};

@@ -13,8 +13,8 @@ namespace tdbg::torchhook {
 // "3.11.2 (main, ...)" when the process has a Python interpreter, else "".
 std::string python_version();
 
-// Starts noting the files the program opens for reading (meta `read:<path>`, size and
-// modification time) through Python's audit hooks: once, where this thread holds the GIL
+// Starts noting the files the program opens for reading (meta `read:<path>`: size,
+// modification time, and the hash of files up to 64 MiB) through Python's audit hooks: once, where this thread holds the GIL
 // (`import torch` loading the hook) or later when the module hooks are installed. Nothing in
 // a process without Python.
 void watch_files_read();

@@ -134,7 +134,8 @@ json schedule_shift(const Series& a, const Series& b, size_t group, const std::s
 
 // What an optimizer's scalar argument is made of, where both runs' values are the same
 // expression of a param group's settings (AdamW's decay multiplies by 1 - lr * weight_decay,
-// SGD adds the gradient times -lr, Adam's averages mix by betas): the expression, or "".
+// SGD adds the gradient times -lr, Adam's averages mix by betas): the expression and the
+// group that gives it in each run, or nullopt where none of these forms fits both.
 struct Expression {
   std::string text;                 // "1 - lr * weight_decay ..."
   size_t group_a = 0, group_b = 0;  // the param group whose settings give it, in each run
