@@ -52,7 +52,8 @@ void add_loaded(const Reader& r, Loaded* loaded) {
   bool counted = false;  // the first backward ended (micro-batches run more than one a step)
   // Every diff looks: the start-up's ops without their tensors, then the copies' alone.
   std::vector<int64_t> copies;
-  r.scan_ops(*thread, 0, kStartOps, false, [&](const OpRecord& op) {
+  // (A scan that fails leaves the count as far as it got: no resumption is then said.)
+  (void)r.scan_ops(*thread, 0, kStartOps, false, [&](const OpRecord& op) {
     if (op.step > 0) return false;
     if (strings.text(op.name) == "torch::autograd::AccumulateGrad" && !counted) ++parameters;
     counted = counted || (parameters > 0 && op.depth == 0 && !(op.flags & tracer::kOpBackward));
