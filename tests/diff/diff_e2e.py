@@ -996,6 +996,31 @@ def case_cache_hit():
           f"work, not results (got {r.get('results')}, {d.get('values_left_differ')})")
 
 
+PERSISTENT_WORKERS = r'''
+import sys, torch
+torch.manual_seed(0)
+data = torch.utils.data.TensorDataset(torch.arange(8.).reshape(8, 1))
+loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=True, num_workers=1,
+                                     persistent_workers=len(sys.argv) > 1)
+total = 0.0
+for epoch in range(2):
+    for (x,) in loader:
+        total += x.sum().item()
+print(total)
+'''
+
+
+def case_persistent_workers():
+    # persistent_workers in B only: A's second epoch draws a new base seed, B's does not; the
+    # removed draw is named.
+    script = write_script("persistent_workers.py", PERSISTENT_WORKERS)
+    a, b, _, _ = pair("persistent_workers", [], ["persistent"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and "the DataLoader's draw of a base seed for a new iterator over it" in d.get("detail", ""),
+          f"the base-seed draw is named (got {d.get('detail')})")
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

@@ -3141,6 +3141,34 @@ std::string conversion_note(const OpRecord& op, const std::string& run) {
          "in that dtype)";
 }
 
+// " (the DataLoader's draw of a base seed for a new iterator ...)" where ops [begin, end) of
+// `side` are that draw alone (`torch.empty((), dtype=torch.int64).random_().item()` in
+// torch/utils/data/dataloader.py): each new iterator over the loader (each epoch) draws one
+// unless persistent_workers keeps the first; else "".
+std::string base_seed_note(Side& side, int64_t begin, int64_t end) {
+  if (end - begin > 8) return "";
+  bool random = false, in_loader = false;
+  for (int64_t t = begin; t < end; ++t) {
+    const auto op = side.reader->op_at(side.thread, t);
+    if (!op) return "";
+    const std::string name = side.strings.text(op->name);
+    if (name != "aten::empty" && name != "aten::random_" && name != "aten::item" &&
+        name != "aten::_local_scalar_dense")
+      return "";
+    random = random || name == "aten::random_";
+    if (t == begin)
+      for (const tracer::FrameRecord& f : side.reader->stack(op->stack))
+        in_loader = in_loader || side.strings.text(f.file).find("torch/utils/data/dataloader.py") !=
+                                     std::string::npos;
+  }
+  return random && in_loader
+             ? " (the DataLoader's draw of a base seed for a new iterator over it: each epoch "
+               "draws one, unless persistent_workers=True (with num_workers > 0) keeps the "
+               "first iterator and its workers; persistent_workers or the number of epochs "
+               "differs)"
+             : "";
+}
+
 // The first user range (`record_function`, the one optimizer.zero_grad() opens) that begins
 // and ends inside ops [begin, end) of `side`'s thread, said: " (all of an
 // optimizer.zero_grad() call)", " (all of the range \"fetch\")"; "" where none does. A hunk's
@@ -3208,11 +3236,11 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
   } else if (s.b) {
     s.text = std::to_string(inserted) + " op(s) inserted in B, first " +
              p.b.strings.text(s.b->name) + conversion_note(*s.b, "B") +
-             whole_range_note(p.b, h.b_begin, h.b_end);
+             whole_range_note(p.b, h.b_begin, h.b_end) + base_seed_note(p.b, h.b_begin, h.b_end);
   } else if (s.a) {
     s.text = std::to_string(removed) + " op(s) of A removed in B, first " +
              p.a.strings.text(s.a->name) + conversion_note(*s.a, "A") +
-             whole_range_note(p.a, h.a_begin, h.a_end);
+             whole_range_note(p.a, h.a_begin, h.a_end) + base_seed_note(p.a, h.a_begin, h.a_end);
   }
   return s;
 }
