@@ -2909,6 +2909,22 @@ void note_data_elsewhere(Pair& p, const OpRecord& a, const OpRecord& b, const Op
                   "set, a shuffle or a sampler seeded otherwise)";
 }
 
+// Whether a seed (its decimal text) is one the program set: below 2^32. Where the program sets
+// none, torch draws a 64-bit one.
+bool seed_set_by_program(const std::string& text) {
+  return !text.empty() && text.size() <= 10 &&
+         std::strtoull(text.c_str(), nullptr, 10) < (1ull << 32);
+}
+
+// PYTHONHASHSEED as the run's recorded environment (meta `env`) holds it: "" where unset,
+// nullopt where no environment was recorded.
+std::optional<std::string> python_hash_seed(const Reader& r) {
+  const json env = json::parse(r.meta("env"), nullptr, /*allow_exceptions=*/false);
+  if (!env.is_object()) return std::nullopt;
+  const auto it = env.find("PYTHONHASHSEED");
+  return it != env.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // The seed the default CPU generator had at op `seq` (meta `seed_history`, "SEED@SEQ,...": each
 // seed from the first random op that drew with it), the seq it has had it since, or nullopt.
 std::optional<std::pair<std::string, int64_t>> seed_at(const Reader& r, int64_t seq) {
@@ -2938,8 +2954,6 @@ void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
     if (p.a.strings.text(x.name) == "generator" && p.a.strings.text(x.value) != "None") return;
   const auto sa = seed_at(*p.a.reader, a.seq), sb = seed_at(*p.b.reader, b.seq);
   if (!sa || !sb || sa->first == sb->first) return;
-  // Seeds above 2^32 are torch's own (drawn at start where the program sets none).
-  auto own = [](const std::string& seed) { return seed.size() > 10; };
   auto later = [](const Reader& r, int64_t seq) {
     const auto next = seed_at(r, std::numeric_limits<int64_t>::max());
     return next && next->second > seq ? next : std::nullopt;
@@ -2948,7 +2962,7 @@ void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
       "; here the default generator's seed is " + sa->first + " in A and " + sb->first + " in B";
   for (const auto& [run, seed, op, reader] :
        {std::tuple{"A", *sa, &a, p.a.reader}, std::tuple{"B", *sb, &b, p.b.reader}}) {
-    if (!own(seed.first)) continue;
+    if (seed_set_by_program(seed.first)) continue;  // else torch's own, drawn at start
     text += std::string(" (") + run +
             "'s is torch's own random seed: no torch.manual_seed before this op";
     if (const auto set = later(*reader, op->seq))
@@ -3028,11 +3042,8 @@ void note_other_generators(Pair& p, json& out) {
     return;
   // A set of strings iterates in another order under another hash seed (a vocabulary built
   // from set(text)): with PYTHONHASHSEED unset in both, or set otherwise in each.
-  auto hash_seed = [](const Reader& r) {
-    const json env = json::parse(r.meta("env"), nullptr, /*allow_exceptions=*/false);
-    return env.is_object() ? env.value("PYTHONHASHSEED", std::string()) : std::string();
-  };
-  const std::string seed_a = hash_seed(ra), seed_b = hash_seed(rb);
+  const std::string seed_a = python_hash_seed(ra).value_or(""),
+                    seed_b = python_hash_seed(rb).value_or("");
   const std::string generators =
       "where Python's random or NumPy draws this data (an augmentation, a shuffle, noise), "
       "their generators, which tdbg does not record, were not seeded alike (random.seed, "
@@ -3338,10 +3349,8 @@ class StepCalls {
 std::string hash_seed_note(const Pair& p) {
   auto unset = [](const Reader& r) {
     if (r.meta("python_version").empty()) return false;
-    const json env = json::parse(r.meta("env"), nullptr, /*allow_exceptions=*/false);
-    if (!env.is_object()) return false;
-    const auto it = env.find("PYTHONHASHSEED");
-    return it == env.end() || *it == "random";
+    const std::optional<std::string> seed = python_hash_seed(r);
+    return seed && (seed->empty() || *seed == "random");
   };
   return unset(*p.a.reader) && unset(*p.b.reader)
              ? "; PYTHONHASHSEED is unset in both runs, so the order of a set of strings (and "
@@ -6727,9 +6736,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       // Python's random and NumPy too (worker_init_fn, seed_everything): what they draw is a
       // Python number or NumPy data, an argument or an input, a branch taken.
       auto set_by_program = [](const json& v) {
-        const std::string text = v.is_string() ? v.get<std::string>() : "";
-        return !text.empty() && text.size() <= 10 &&
-               std::strtoull(text.c_str(), nullptr, 10) < (1ull << 32);
+        return v.is_string() && seed_set_by_program(v.get<std::string>());
       };
       const std::string c = d.value("cause", std::string());
       for (json& st : result["settings"]) {
