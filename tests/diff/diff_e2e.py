@@ -913,7 +913,8 @@ def case_data_file():
     b, _ = record("data_file_b", [path], script)
     rc, r = diff(a, b)
     settings = {s["key"]: s for s in r.get("settings") or []}
-    check(("file " + path) in settings and "another version of the file" in settings["file " + path].get("note", ""),
+    check(("file " + path) in settings and "another version of the file" in settings["file " + path].get("note", "")
+          and settings["file " + path].get("contents_differ") is True,
           f"the file is a setting that differs (got {list(settings)})")
     check(not any(k.startswith("file ") and k.endswith(".py") for k in settings),
           "the program's own modules are not data files")

@@ -3134,9 +3134,9 @@ std::string grad_mask_note(const OpRecord& a, Strings& sa, const OpRecord& b, St
 }
 
 // Where `op` converts a floating tensor to another floating dtype of the same sizes (`.double()`,
-// `.half()`, `.to(torch.float64)`: its input 0 and output 0), that said for the run that has
-// it only: " (a conversion of float32 to float64 in B only: ...)"; else "".
-std::string conversion_note(const OpRecord& op, const std::string& run) {
+// `.half()`, `.to(torch.float64)`: its input 0 and output 0), {"run", "from", "to"} for the run
+// that has it only; else null.
+json conversion_of(const OpRecord& op, const std::string& run) {
   const TensorRecord* in = nullptr;
   const TensorRecord* out = nullptr;
   for (const TensorRecord& t : op.tensors) {
@@ -3145,9 +3145,17 @@ std::string conversion_note(const OpRecord& op, const std::string& run) {
   }
   if (in == nullptr || out == nullptr || in->dtype == out->dtype || in->shape != out->shape ||
       !hashing::dtype_is_floating(in->dtype) || !hashing::dtype_is_floating(out->dtype))
-    return "";
-  return std::string(" (a conversion of ") + hashing::dtype_name(in->dtype) + " to " +
-         hashing::dtype_name(out->dtype) + " in " + run +
+    return nullptr;
+  return {{"run", run},
+          {"from", hashing::dtype_name(in->dtype)},
+          {"to", hashing::dtype_name(out->dtype)}};
+}
+
+// " (a conversion of float32 to float64 in B only: ...)" for a conversion_of, else "".
+std::string conversion_note(const json& c) {
+  if (c.is_null()) return "";
+  return " (a conversion of " + c["from"].get<std::string>() + " to " + c["to"].get<std::string>() +
+         " in " + c["run"].get<std::string>() +
          " only: a .double(), .float(), .half() or .to(dtype) call, which computes what follows "
          "in that dtype)";
 }
@@ -3228,6 +3236,7 @@ bool unchanged_write(const OpRecord& o, Strings& strings) {
 struct HunkStart {
   std::optional<OpRecord> a, b;
   std::string text;
+  json conversion;  // conversion_of the first op the change adds or removes, where it is one
 };
 HunkStart hunk_start(Pair& p, const Hunk& h) {
   HunkStart s;
@@ -3240,17 +3249,19 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
              " op(s) in B; first: " + first + grad_mask_note(*s.a, p.a.strings, *s.b, p.b.strings);
     // Other ops first: the first op both sides run, with what differs there, says more.
     if (first.rfind("different ops", 0) == 0) {
-      const std::string converts = conversion_note(*s.b, "B");
-      s.text += converts.empty() ? conversion_note(*s.a, "A") : converts;
-      s.text += first_shared_op(p, h);
+      s.conversion = conversion_of(*s.b, "B");
+      if (s.conversion.is_null()) s.conversion = conversion_of(*s.a, "A");
+      s.text += conversion_note(s.conversion) + first_shared_op(p, h);
     }
   } else if (s.b) {
+    s.conversion = conversion_of(*s.b, "B");
     s.text = std::to_string(inserted) + " op(s) inserted in B, first " +
-             p.b.strings.text(s.b->name) + conversion_note(*s.b, "B") +
+             p.b.strings.text(s.b->name) + conversion_note(s.conversion) +
              whole_range_note(p.b, h.b_begin, h.b_end) + base_seed_note(p.b, h.b_begin, h.b_end);
   } else if (s.a) {
+    s.conversion = conversion_of(*s.a, "A");
     s.text = std::to_string(removed) + " op(s) of A removed in B, first " +
-             p.a.strings.text(s.a->name) + conversion_note(*s.a, "A") +
+             p.a.strings.text(s.a->name) + conversion_note(s.conversion) +
              whole_range_note(p.a, h.a_begin, h.a_end) + base_seed_note(p.a, h.a_begin, h.a_end);
   }
   return s;
@@ -3970,6 +3981,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         out["a"] = oa ? op_json(*p.a.reader, p.a.strings, *oa) : json(nullptr);
         out["b"] = ob ? op_json(*p.b.reader, p.b.strings, *ob) : json(nullptr);
         out["tensor"] = nullptr;
+        if (!hs.conversion.is_null()) out["conversion"] = hs.conversion;
         std::string detail = hs.text;
         if (oa && ob) {
           // The same op on other shapes: an argument that differs is often why (`topk`'s k).
@@ -5654,7 +5666,8 @@ json settings_that_differ(const tracer::Run& a, const tracer::Run& b, size_t pa 
     out.push_back({{"key", "file " + f.path},
                    {"a", version(f.a)},
                    {"b", version(f.b)},
-                   {"note", f.reason + ": another version of the file each run read"}});
+                   {"note", f.reason + ": another version of the file each run read"},
+                   {"contents_differ", f.contents_differ}});
   }
   return out;
 }

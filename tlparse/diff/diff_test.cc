@@ -2535,6 +2535,8 @@ TEST_CASE("ops inserted that convert to another float dtype are said as a conver
   INFO(text);
   CHECK(text.find("1 op(s) inserted in B, first aten::to (a conversion of float32 to float64 in B "
                   "only: a .double(), .float(), .half() or .to(dtype) call") != std::string::npos);
+  const json& d = first(r);
+  CHECK(d["conversion"] == json({{"run", "B"}, {"from", "float32"}, {"to", "float64"}}));
   // The other way round: removed in B, said of A.
   const std::string swapped = tdbg::diff::format_divergence(compare(write(true), write(false)));
   CHECK(swapped.find("(a conversion of float32 to float64 in A only") != std::string::npos);

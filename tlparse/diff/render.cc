@@ -939,7 +939,7 @@ void print_updates(std::ostringstream& o, const json& d) {
     // Why only rounding differs, where the change itself says: a conversion to another
     // dtype, another memory layout (channels_last); else the usual reasons.
     const json& after = d.value("value_after_structure", json());
-    if (str(d, "detail").find("(a conversion of ") != std::string::npos)
+    if (d.value("conversion", json()).is_object())
       o << "in another precision, which the conversion above brings, with its own rounding";
     else if (after.is_object() && str(after, "cause") == "layout")
       o << "with tensors in another memory layout (channels_last, a transpose made contiguous), "
@@ -1167,8 +1167,7 @@ std::string format_divergence(const json& result) {
       // A data file both read, another version in each: the likely difference in the values.
       std::string file;
       for (const json& st : result.value("settings", json::array()))
-        if (str(st, "key").rfind("file ", 0) == 0 &&
-            str(st, "note").find("its contents differ") != std::string::npos) {
+        if (str(st, "key").rfind("file ", 0) == 0 && st.value("contents_differ", false)) {
           file = str(st, "key").substr(5);
           break;
         }
