@@ -154,9 +154,14 @@ void print_value(std::ostringstream& o, const json& d) {
     o << " (the same line of another file in each run)";
   else if (same_source)
     o << " (the same line, in another module in each run)";
-  else if (backward && same_function && lines_moved(d, delta))
+  // Lines that moved by as much as the ops before: the same statement, from an edit (of a
+  // forward op, only where the file is not known to be the same in both runs: then it is
+  // another code path).
+  else if (same_function && (backward || !d.value("same_source_file", false)) &&
+           lines_moved(d, delta))
     o << " (the same statement: B's file has its lines " << (delta > 0 ? "lower" : "higher")
-      << " by " << std::llabs(delta) << ", as the ops before it do, from an edit)";
+      << " by " << std::llabs(delta) << ", as the ops before it do, from an edit; not another "
+      << "code path)";
   else if (backward && other_lines)
     o << " (a backward op, placed at the line of the forward op whose gradient it computes or, "
          "accumulating a gradient, of the last one to reach it: another line in each run where "
@@ -164,9 +169,6 @@ void print_value(std::ostringstream& o, const json& d) {
   else if (same_function && d.value("same_source_file", false))
     o << " (reached from another line of the same function in each run, of a file the same in "
          "both runs: another code path)";
-  else if (same_function && lines_moved(d, delta))
-    o << " (the same statement: B's file has its lines " << (delta > 0 ? "lower" : "higher") << " by "
-      << std::llabs(delta) << ", as the ops before it do, from an edit; not another code path)";
   else if (same_function)
     o << " (reached from another line of the same function in each run: another code path, or "
          "an edit that moved the lines)";
