@@ -113,13 +113,14 @@ void print_op(const tracer::Reader& r, diff::Strings& strings, const tracer::OpR
 }
 
 // What the database holds when that is not the whole run (a ring's last ops, a bundle's window),
-// and, for a process that ended abnormally, its last op: where it was when it ended.
-void print_held(const tracer::Reader& r, diff::Strings& strings, bool ended_abnormally) {
+// and, for a process that ended abnormally, its last op: where it was when it ended. A line,
+// or "".
+std::string held_line(const tracer::Reader& r, diff::Strings& strings, bool ended_abnormally) {
   auto held = r.held();
-  if (!held.ok() || !held->any || (!held->dropped_start && !ended_abnormally)) return;
+  if (!held.ok() || !held->any || (!held->dropped_start && !ended_abnormally)) return "";
   const auto first = r.op(held->first_seq);
   const auto last = r.op(held->last_seq);
-  if (!first || !last) return;
+  if (!first || !last) return "";
   std::string line;
   if (held->dropped_start) {
     const std::string ring = r.meta("ring");
@@ -143,7 +144,7 @@ void print_held(const tracer::Reader& r, diff::Strings& strings, bool ended_abno
             std::to_string(top.seq) + " " + brief.value("op", std::string()) + " in step " +
             std::to_string(top.step) + (source.empty() ? "" : " at " + source);
   }
-  std::printf("%s\n", line.c_str());
+  return line + "\n";
 }
 
 }  // namespace
@@ -171,6 +172,13 @@ void add_show_command(CLI::App& app) {
     }
     const tracer::Reader& r = *run->processes[args->process];
     diff::Strings strings(r);
+    // The header, printed with the first op shown or once the selection is known to be valid:
+    // an error (no such step) goes to stderr alone, with nothing on stdout.
+    std::string head;
+    auto print_head = [&head] {
+      std::fputs(head.c_str(), stdout);
+      head.clear();
+    };
     if (!args->plain) {
       // Numbered from 0, as --process and `tdbg diff` number them.
       // As `tdbg diff` names it: a worker with the rank that started it.
@@ -182,15 +190,15 @@ void add_show_command(CLI::App& app) {
               ? "one process" + who
               : "process " + std::to_string(args->process) + " of 0-" +
                     std::to_string(run->processes.size() - 1) + who;
-      std::printf("%s: %" PRId64 " ops, %zu thread(s), %s\n", r.path().c_str(), r.op_count(),
-                  r.threads().size(), process.c_str());
+      head = r.path() + ": " + std::to_string(r.op_count()) + " ops, " +
+             std::to_string(r.threads().size()) + " thread(s), " + process + "\n";
       const std::string ending = diff::process_ending(r);
-      if (!ending.empty()) std::printf("the process %s\n", ending.c_str());
+      if (!ending.empty()) head += "the process " + ending + "\n";
       // No op, by a --steps window or --ops pattern that selected none: why.
       if (r.op_count() == 0)
         if (const std::string why = diff::selected_none(*run); !why.empty())
-          std::printf("no op: %s\n", why.c_str());
-      print_held(r, strings, !ending.empty());
+          head += "no op: " + why + "\n";
+      head += held_line(r, strings, !ending.empty());
     }
     int64_t shown = 0;
     const int64_t limit = args->limit == 0 ? std::numeric_limits<int64_t>::max() : args->limit;
@@ -215,6 +223,7 @@ void add_show_command(CLI::App& app) {
       if (args->step && op.step > *args->step && step_after < 0) step_after = op.step;
       if (args->op && op.seq < *args->op) return true;
       if (args->step && op.step != *args->step) return op.step < *args->step;  // steps only grow
+      print_head();
       // The op asked for is not in the database (a ring dropped it, or --ops skipped it).
       if (first && args->op && op.seq != *args->op && !args->plain)
         std::printf("(op %" PRId64 " is not in this database; the next one held is %" PRId64 ")\n",
@@ -251,6 +260,7 @@ void add_show_command(CLI::App& app) {
                                    ? " (the last step held is " + std::to_string(step_before) + ")"
                                    : std::string(" (no op held)")));
     }
+    print_head();
     if (!args->plain && shown == limit) std::printf("... (--limit %" PRId64 "; --limit 0 lists all)\n", limit);
     // The source lines listed: C++ frames without the lines their binary could have given,
     // Python files edited since the recording.

@@ -3702,8 +3702,9 @@ def case_selection():
                                 ("--step", "0", "no op of step 0 (the first step held is ")):
         p = subprocess.run([TDBG, "show", b, option, value], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
-        check(p.returncode == 2 and said in p.stderr and p.stderr.count("\n") == 1,
-              f"tdbg show {option} {value} with nothing there says so (got {p.returncode}: {p.stderr!r})")
+        check(p.returncode == 2 and said in p.stderr and p.stderr.count("\n") == 1 and p.stdout == "",
+              f"tdbg show {option} {value} with nothing there says so, on stderr alone (got "
+              f"{p.returncode}: {p.stderr!r}, stdout {p.stdout[:200]!r})")
     # Rings over runs that differ from the start: the first differing input was made by an op
     # the ring dropped, which is where the runs parted, not another tensor passed.
     a, _ = record("sel_ring_lr_a", ["--lr", "0.05"], options=["--ring", "150"])
