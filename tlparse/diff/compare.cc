@@ -1479,12 +1479,15 @@ int64_t ring_offset(Pair& p) {
 // returned where an op reads it (under --hash outputs such an input is not hashed, and may
 // be a tensor filled from Python data). `written_in_part(t)`, when given, names the `empty`
 // whose memory input `t`'s last writer filled only in part ("" when it did not).
+// `*uninitialized`, when given, is set where the cause is memory an `empty` returned, read
+// unwritten.
 const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b,
                      bool after_structure, std::string* detail,
                      const std::function<std::string(bool, int64_t)>& producer_text = {},
                      const std::function<bool(const TensorRecord&)>& carries_nothing = {},
                      bool inputs_hashed = true,
-                     const std::function<std::string(const TensorRecord&)>& written_in_part = {}) {
+                     const std::function<std::string(const TensorRecord&)>& written_in_part = {},
+                     bool* uninitialized = nullptr) {
   auto tensor_at = [&](int i) -> const TensorRecord& { return a.tensors[static_cast<size_t>(i)]; };
   // B's tensor `i` when A's and B's were made by other ops: the same producer sits at the same
   // distance before the op (the streams are equal up to here). Another distance: the program
@@ -1592,6 +1595,7 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
                 "which no recorded op wrote, is uninitialized memory, different in every run "
                 "(a buffer from torch.empty filled in part, such as padding, where zeros were "
                 "meant), unless the program filled it outside torch's ops";
+      if (uninitialized) *uninitialized = true;
       return "external_input";
     }
     // Made by a recorded op in A, by none B holds: B's recording began after it (another
@@ -1764,6 +1768,7 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
               "different in every run, read here by an op that writes it in place (torch.empty "
               "where zeros or ones were meant, then +=, mul_), unless the program filled it "
               "outside torch's ops (.numpy(), data_ptr)";
+    if (uninitialized) *uninitialized = true;
     return "external_input";
   }
   if (unhashed != nullptr && (unwritten || (unhashed->status == tracer::TensorStatus::kSkipped &&
@@ -2399,8 +2404,10 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
     if (!maker || maker->seq > t.producer) return "";
     return op_at_source_seq(*p.a.reader, p.a.strings, *maker);
   };
-  out["cause"] = cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing,
-                          p.a.reader->meta("hash_mode") != "outputs", written_in_part);
+  bool uninitialized = false;
+  out["cause"] =
+      cause_of(c, a, b, after_structure, &detail, producer_text, carries_nothing,
+               p.a.reader->meta("hash_mode") != "outputs", written_in_part, &uninitialized);
   // An input that differs by more than rounding: a small difference in the output is that
   // input's, made smaller (an EMA's 0.01 of the weights, a mean), not float operations in
   // another order.
@@ -2438,6 +2445,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
       uninitialized_read(p.a.strings, a.tensors[static_cast<size_t>(c.input)])) {
     // Read from memory an `empty` returned and nothing recorded wrote: garbage that differs
     // from run to run, more likely than data from outside (which would have filled it).
+    uninitialized = true;
     const TensorRecord& t = a.tensors[static_cast<size_t>(c.input)];
     std::string maker = "an op of the empty family";
     if (auto m = uninitialized_maker(*p.a.reader, p.a.strings, a, t)) {
@@ -2456,6 +2464,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
                 "that way: another bucket layout (bucket_cap_mb, find_unused_parameters, "
                 "static_graph, gradient_as_bucket_view) reads so too";
   }
+  if (uninitialized) out["uninitialized_memory"] = true;
   if (detail.find("no recorded op produced it") != std::string::npos) {
     // An op the recording left out may have made it: before a --steps window, or not
     // selected by --ops.
@@ -3023,7 +3032,8 @@ std::vector<FileRead> files_read_that_differ(const Reader& ra, const Reader& rb)
 // the same: what draws it is most likely Python's random or NumPy, which tdbg does not record,
 // left unseeded ("torch seeded, NumPy not"). Said after the detail.
 void note_other_generators(Pair& p, json& out) {
-  if (out.value("cause", std::string()) != "external_input" || out.contains("data_elsewhere"))
+  if (out.value("cause", std::string()) != "external_input" || out.contains("data_elsewhere") ||
+      out.value("uninitialized_memory", false))
     return;
   const Reader& ra = *p.a.reader;
   const Reader& rb = *p.b.reader;
