@@ -3198,30 +3198,50 @@ std::string base_seed_note(Side& side, int64_t begin, int64_t end) {
              : "";
 }
 
-// The first user range (`record_function`, the one optimizer.zero_grad() opens) that begins
-// and ends inside ops [begin, end) of `side`'s thread, said: " (all of an
-// optimizer.zero_grad() call)", " (all of the range \"fetch\")"; "" where none does. A hunk's
-// first op may be the range's own plumbing (record_function makes a tensor before it opens),
-// which names no call.
+// The calls whose ranges begin and end inside ops [begin, end) of `side`'s thread, outermost
+// only, said: " (all of an optimizer.zero_grad() call)", " (all of an optimizer.step() call
+// and an optimizer.zero_grad() call)", " (all of the range \"fetch\")"; "" where none does.
+// The ranges are the user's (`record_function`, the one zero_grad() opens) and optimizer steps.
+// A hunk's first op may be a range's own plumbing (record_function makes a tensor before it
+// opens), which names no call.
 std::string whole_range_note(Side& side, int64_t begin, int64_t end) {
   const auto first = side.reader->op_at(side.thread, begin);
   const auto last = side.reader->op_at(side.thread, end - 1);
   if (!first || !last) return "";
-  // (One query, as `optimizer_step_within` asks for step regions, rather than every region.)
-  std::string name;
+  constexpr int kSaid = 3;
+  std::vector<std::string> calls;
+  std::set<std::string> inside;  // ids of the ranges taken, whose children are not said again
+  int64_t more = 0;
   (void)side.reader->query(
-      "SELECT name FROM regions WHERE kind = 0 AND thread = " + std::to_string(side.thread) +
-          " AND start_seq >= " + std::to_string(first->seq) +
+      "SELECT id, name, kind, parent FROM regions WHERE kind IN (0, 1) AND thread = " +
+          std::to_string(side.thread) + " AND start_seq >= " + std::to_string(first->seq) +
           " AND end_seq IS NOT NULL AND end_seq <= " + std::to_string(last->seq) +
-          " ORDER BY id LIMIT 1",
+          " ORDER BY start_seq, end_seq DESC, id DESC",
       [&](const std::vector<std::string>& row) {
-        if (!row.empty() && !row[0].empty())
-          name = side.strings.text(static_cast<tracer::StringId>(std::stoull(row[0])));
-        return false;
+        if (row.size() < 4 || row[1].empty()) return true;
+        if (!row[3].empty() && inside.count(row[3])) {
+          inside.insert(row[0]);
+          return true;
+        }
+        inside.insert(row[0]);
+        if (calls.size() == kSaid) {
+          ++more;
+          return true;
+        }
+        const std::string name =
+            side.strings.text(static_cast<tracer::StringId>(std::stoull(row[1])));
+        calls.push_back(row[2] == "1" ? "an optimizer.step() call"
+                        : name.rfind("Optimizer.zero_grad#", 0) == 0
+                            ? "an optimizer.zero_grad() call"
+                            : "the range \"" + name + "\"");
+        return true;
       });
-  if (name.empty()) return "";
-  return name.rfind("Optimizer.zero_grad#", 0) == 0 ? " (all of an optimizer.zero_grad() call)"
-                                                    : " (all of the range \"" + name + "\")";
+  if (calls.empty()) return "";
+  std::string text = " (all of ";
+  for (size_t k = 0; k < calls.size(); ++k)
+    text += (k == 0 ? "" : k + 1 == calls.size() && more == 0 ? " and " : ", ") + calls[k];
+  if (more > 0) text += " and " + std::to_string(more) + " more";
+  return text + ")";
 }
 
 // Whether `o` is in-place arithmetic that wrote its tensor's values back as they were (input 0

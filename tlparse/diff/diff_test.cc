@@ -6500,6 +6500,48 @@ TEST_CASE("a module's train/eval mode is named: dropout only one run runs, or a 
   CHECK(tdbg::diff::format_divergence(n).find("the module's train/eval mode") != std::string::npos);
 }
 
+TEST_CASE("a change holding an optimizer step and a zero_grad names both, the step first") {
+  using T = Recorder::T;
+  // Gradient accumulation: A steps and zeroes after each micro-batch, B after every second,
+  // so A's first update (its step range, then zero_grad's) is a change of A alone.
+  auto run = [](bool every) {
+    auto ranges = std::make_shared<std::vector<std::tuple<int64_t, int64_t, bool>>>();
+    return write_ops(
+        [=](Recorder& r) {
+          for (uint64_t s = 0; s < 2; ++s) {
+            r.op("aten::mm", {T{1}, T{2 + s}}, {T{10 + s}}, {}, 0, 0, kNoSeq, 5);
+            if (!every && s == 0) continue;
+            r.op("aten::zeros", {}, {T{30 + s}}, {}, 0, 0, kNoSeq, 16);
+            const int64_t step =
+                r.op("aten::add_", {T{40 + s}, T{10 + s}}, {T{41 + s}}, {}, 0, 0, kNoSeq, 16);
+            ranges->push_back({step, step, true});
+            r.op("aten::zeros", {}, {T{50 + s}}, {}, 0, 0, kNoSeq, 17);
+            const int64_t zero =
+                r.op("aten::zero_", {T{60 + s}}, {T{60 + s}}, {}, 0, 0, kNoSeq, 17);
+            ranges->push_back({zero, zero, false});
+          }
+        },
+        [=](tdbg::tracer::Writer& w) {
+          uint32_t id = 1;
+          for (const auto& [first, last, step] : *ranges) {
+            tdbg::tracer::RegionRecord g;
+            g.id = id++;
+            g.name =
+                w.intern(step ? "Optimizer.step#SGD.step" : "Optimizer.zero_grad#SGD.zero_grad");
+            g.kind = step ? tdbg::tracer::RegionKind::kStep : tdbg::tracer::RegionKind::kUser;
+            g.start_seq = first;
+            g.end_seq = last;
+            w.append_region(g);
+          }
+        });
+  };
+  json d = first(compare(run(true), run(false)));
+  INFO(d.dump());
+  CHECK(d["detail"].get<std::string>().find(
+            "4 op(s) of A removed in B, first aten::zeros (all of an optimizer.step() call and an "
+            "optimizer.zero_grad() call)") == 0);
+}
+
 TEST_CASE("a change that is a whole user range names it: a missing optimizer.zero_grad()") {
   using T = Recorder::T;
   // A calls optimizer.zero_grad() before each update (record_function makes a tensor, then its
