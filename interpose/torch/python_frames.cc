@@ -489,8 +489,29 @@ def _class_name(module):
             return original
     return name
 
+# A tree's root is named by its class; where the main script's globals hold other modules of
+# that class (a GAN's two Sequentials, an EMA copy of the model, a teacher beside its
+# student), by its class and the global that holds it: "Sequential(D)". Said by what the
+# program holds, not by the order the roots are first called, which may differ between runs.
+# (A root held only in a function's variables keeps its class name: reading a frame's locals
+# would keep them alive.)
+def _root_name(root):
+    name = _class_name(root)
+    try:
+        main = sys.modules.get('__main__')
+        found = []
+        for key, value in list(vars(main).items()) if main is not None else ():
+            if isinstance(value, _tdbg_mm.Module) and _class_name(value) == name:
+                found.append((key, value))
+        mine = [key for key, value in found if value is root]
+        if mine and any(value is not root for key, value in found):
+            return name + '(' + mine[0] + ')'
+    except Exception:
+        pass
+    return name
+
 def _name_tree(root):
-    base = _class_name(root)
+    base = _root_name(root)
     for name, sub in root.named_modules():
         path = base + '.' + name if name else base
         _paths[sub] = (path, _module_id(path.encode('utf-8', 'replace')))
