@@ -1022,6 +1022,52 @@ def case_persistent_workers():
           f"the base-seed draw is named (got {d.get('detail')})")
 
 
+def case_phases_swapped():
+    # Two models' training steps in the other order (a GAN's D step, then G's, against G's
+    # first): the runs part where each reaches the other's code (A indexes the data for its D
+    # step, B runs G's), which each runs further on; the module roots, both nn.Sequential,
+    # are told apart.
+    script = write_script("phases_swapped.py", PHASES_SWAPPED)
+    mark = marks(script)
+    a, b, _, _ = pair("phases_swapped", ["DG"], ["GD"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    order = d.get("other_order") or {}
+    check(rc == 1 and (order.get("a") or {}).get("source", "").startswith(f"phases_swapped.py:{mark['g']} in g_step")
+          and (order.get("b") or {}).get("source", "") == f"phases_swapped.py:{mark['call']} in <module>",
+          f"each run reaches the other's line further on (got {order}, {d.get('detail')})")
+    check("the same code in another order" in diff_text(a, b), "and says so")
+    p = subprocess.run([TDBG, "show", a], stdout=subprocess.PIPE, text=True)
+    modules = {m for m in re.findall(r"\s(Sequential\S*)\s", p.stdout)}
+    check(modules == {"Sequential(G).0", "Sequential(G).1", "Sequential(G).2", "Sequential(D).0",
+                      "Sequential(D).1", "Sequential(D).2"},
+          f"two roots of one class are named by their variables (got {sorted(modules)})")
+
+
+PHASES_SWAPPED = r'''
+import sys, torch
+torch.manual_seed(0)
+G = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 6))
+D = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt_g = torch.optim.SGD(G.parameters(), lr=0.1)
+opt_d = torch.optim.SGD(D.parameters(), lr=0.1)
+real = torch.randn(3, 8, 6)
+
+def d_step(real, z):
+    loss = D(real).mean() - D(G(z).detach()).mean()  # MARK:d
+    opt_d.zero_grad(); loss.backward(); opt_d.step()
+
+def g_step(z):
+    loss = -D(G(z)).mean()  # MARK:g
+    opt_g.zero_grad(); loss.backward(); opt_g.step()
+
+for step in range(3):
+    z = torch.randn(8, 4)
+    for phase in ("DG" if sys.argv[1] == "DG" else "GD"):
+        d_step(real[step], z) if phase == "D" else g_step(z)  # MARK:call
+'''
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

@@ -2380,6 +2380,89 @@ std::optional<OpRecord> view_base(const Reader& r, const TensorRecord& view) {
   return std::nullopt;
 }
 
+// Where the runs reach an op from other lines of their code, each run's line reached by the
+// other run too, further on (the next 50,000 ops of its thread), by an op of the same name: the
+// same calls in another order in each run (a GAN's discriminator and generator steps swapped),
+// not other code. Gives out["other_order"] = {"a", "b"}: each {"seq", "source"}, the op of A
+// at B's line and the op of B at A's line. Forward ops only (a backward op has its forward op's
+// line).
+void note_other_order(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
+  if (a.user_frame == 0 || b.user_frame == 0) return;
+  // "gan.py:16 in d_step": the file's base name, so that copies of one script compare.
+  auto line = [](Side& side, tracer::FrameId id) -> std::string {
+    auto f = side.reader->frame(id);
+    if (!f) return "";
+    const std::string& file = side.strings.text(f->file);
+    return file.substr(file.rfind('/') + 1) + ":" + std::to_string(f->line) + " in " +
+           side.strings.text(f->function);
+  };
+  const std::string line_a = line(p.a, a.user_frame), line_b = line(p.b, b.user_frame);
+  if (line_a.empty() || line_b.empty() || line_a == line_b) return;
+  // The first op of `side`'s thread after `from` named `name` at line `wanted`.
+  auto find = [&line](Side& side, const OpRecord& from, const std::string& name,
+                      const std::string& wanted) -> std::optional<OpRecord> {
+    constexpr int64_t kLook = 50000;
+    std::unordered_map<tracer::FrameId, bool> at_line;  // frame id: its line is `wanted`
+    std::optional<OpRecord> found;
+    (void)side.reader->scan_ops(
+        side.thread, from.tidx + 1, from.tidx + 1 + kLook, false, [&](const OpRecord& o) {
+          if (o.user_frame == 0 || side.strings.text(o.name) != name) return true;
+          auto it = at_line.find(o.user_frame);
+          if (it == at_line.end())
+            it = at_line.emplace(o.user_frame, line(side, o.user_frame) == wanted).first;
+          if (it->second) found = o;
+          return !found;
+        });
+    return found;
+  };
+  const auto later_a = find(p.a, a, p.b.strings.text(b.name), line_b);
+  if (!later_a) return;
+  const auto later_b = find(p.b, b, p.a.strings.text(a.name), line_a);
+  if (!later_b) return;
+  // A loop runs each line again, so a run that skipped a part of an iteration (B's forward of
+  // step 3) reaches each other's line further on too: an order is only said where both runs
+  // run each of the two ops as often, over their whole threads (up to a million ops each: the
+  // ops the alignment paired before here may be of other lines, G(z) in A's d_step and in
+  // B's g_step).
+  const std::string name_a = p.a.strings.text(a.name), name_b = p.b.strings.text(b.name);
+  auto counts = [&](Side& side) -> std::optional<std::pair<int64_t, int64_t>> {
+    constexpr int64_t kCounted = 1000000;
+    if (side.count > kCounted) return std::nullopt;
+    // Bits: 1 the op (or line) of A's, 2 of B's.
+    std::unordered_map<tracer::StringId, int> names;
+    std::unordered_map<tracer::FrameId, int> lines;
+    std::pair<int64_t, int64_t> n{0, 0};
+    const Status st =
+        side.reader->scan_ops(side.thread, 0, side.count, false, [&](const OpRecord& o) {
+          if (o.user_frame == 0) return true;
+          auto name = names.find(o.name);
+          if (name == names.end()) {
+            const std::string& text = side.strings.text(o.name);
+            name = names.emplace(o.name, (text == name_a ? 1 : 0) | (text == name_b ? 2 : 0)).first;
+          }
+          if (name->second == 0) return true;
+          auto at = lines.find(o.user_frame);
+          if (at == lines.end()) {
+            const std::string text = line(side, o.user_frame);
+            at = lines.emplace(o.user_frame, (text == line_a ? 1 : 0) | (text == line_b ? 2 : 0))
+                     .first;
+          }
+          const int both = name->second & at->second;
+          n.first += both & 1;
+          n.second += (both >> 1) & 1;
+          return true;
+        });
+    if (!st.ok()) return std::nullopt;
+    return n;
+  };
+  const auto in_a = counts(p.a);
+  if (!in_a) return;
+  const auto in_b = counts(p.b);
+  if (!in_b || *in_a != *in_b) return;
+  out["other_order"] = {{"a", {{"seq", later_a->seq}, {"source", line_b}}},
+                        {"b", {{"seq", later_b->seq}, {"source", line_a}}}};
+}
+
 void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpComparison& c,
                     bool after_structure, json& out) {
   std::string detail;
@@ -2599,6 +2682,7 @@ void describe_value(Pair& p, const OpRecord& a, const OpRecord& b, const OpCompa
   } else {
     out["rng"] = nullptr;
   }
+  note_other_order(p, a, b, out);
 }
 
 // CPU kernels that may add up in a racing order when several threads run them (accumulating
@@ -3695,6 +3779,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   bool value_after_takes_no_tensor = false;  // ... of an op that takes no tensor input
   // The seq of the first op at or after the first structural change, in each run.
   int64_t change_seq_a = std::numeric_limits<int64_t>::max(), change_seq_b = change_seq_a;
+  std::optional<OpRecord> change_at_a, change_at_b;  // the ops at those seqs
   // Inside an optimizer step, an input one run made in this very step and the other carried
   // from an earlier one: optimizer state created afresh (a resumed run whose optimizer's state
   // was not loaded, a new optimizer made mid-training) against state that went on.
@@ -4002,8 +4087,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (static_cast<int>(hunks.size()) < options.max_hunks) hunks.push_back(hunk_json(p, e.hunk));
       if (first_hunk && where.kind == Located::kStructure) {
         // Where the change begins in each run (the first op at or after it).
-        if (auto oa = p.a.reader->op_at(p.a.thread, e.hunk.a_begin)) change_seq_a = oa->seq;
-        if (auto ob = p.b.reader->op_at(p.b.thread, e.hunk.b_begin)) change_seq_b = ob->seq;
+        change_at_a = p.a.reader->op_at(p.a.thread, e.hunk.a_begin);
+        change_at_b = p.b.reader->op_at(p.b.thread, e.hunk.b_begin);
+        if (change_at_a) change_seq_a = change_at_a->seq;
+        if (change_at_b) change_seq_b = change_at_b->seq;
         const Hunk& h = e.hunk;
         const HunkStart hs = hunk_start(p, h);
         const std::optional<OpRecord>& oa = hs.a;
@@ -4422,6 +4509,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   } else {
     out["healed"] = nullptr;
   }
+  // A change not found to be the same ops moved: each run's code where it begins, which the
+  // other run may run further on (two training phases swapped).
+  if (where.kind == Located::kStructure && !out.contains("reordered") && change_at_a && change_at_b)
+    note_other_order(p, *change_at_a, *change_at_b, out);
   // A structural change after which every aligned op has the same values (activation
   // checkpointing, a reordering): the change moved or added work, not results.
   // Not when the changes are most of what both runs ran, or replaced everything to the end: the

@@ -114,6 +114,17 @@ bool lines_moved(const json& d, int64_t delta) {
   return false;
 }
 
+// " (the same code in another order: ...)" where the runs part at lines each runs further on
+// (`other_order`), else "".
+std::string other_order_text(const json& d) {
+  const json& order = d.value("other_order", json());
+  if (!order.is_object()) return "";
+  return " (the same code in another order: A runs " + str(order["a"], "source") +
+         " further on (seq " + str(order["a"], "seq") + ") and B runs " +
+         str(order["b"], "source") + " further on (seq " + str(order["b"], "seq") +
+         "): calls or phases swapped, such as two models' training steps in the other order)";
+}
+
 void print_value(std::ostringstream& o, const json& d) {
   const json& a = d["a"];
   const json& b = d["b"];
@@ -162,6 +173,8 @@ void print_value(std::ostringstream& o, const json& d) {
     o << " (the same statement: B's file has its lines " << (delta > 0 ? "lower" : "higher")
       << " by " << std::llabs(delta) << ", as the ops before it do, from an edit; not another "
       << "code path)";
+  else if (d.contains("other_order"))
+    o << other_order_text(d);
   else if (backward && other_lines)
     o << " (a backward op, placed at the line of the forward op whose gradient it computes or, "
          "accumulating a gradient, of the last one to reach it: another line in each run where "
@@ -1262,7 +1275,7 @@ std::string format_divergence(const json& result) {
             : str(d, "cause") == "ended"    ? "ended early"
                                             : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
-    o << ": " << str(d, "detail") << healed_suffix(d);
+    o << ": " << str(d, "detail") << other_order_text(d) << healed_suffix(d);
     o << work_not_results(d) << updates_suffix(d) << not_updated_suffix(d)
       << resumed_startup_suffix(result) << "\n";
     print_warnings(o, result);
