@@ -4116,6 +4116,44 @@ def case_window_killed():
           f"two rings with no step in common: record A over B's steps and the next (got {p.stderr!r})")
 
 
+def case_ring_against_whole():
+    # The ring of a run that crashed at a bad batch, whose code also checks each step's loss
+    # (ops A does not run), against a whole run of the clean data: paired by step from the
+    # ring's first whole step, not by position (B runs more ops per step, so the same position
+    # is an earlier step of B): the checks are inserted ops, then the bad batch is the first
+    # value that differs, at its step and line.
+    script = write_script("ring_whole.py", RING_WHOLE)
+    mark = marks(script)
+    a, _ = record("ring_whole_a", ["clean"], script)
+    b, p = record_ending("ring_whole_b", ["bad"], script, options=["--ring", "400"])
+    check(p.returncode == 1, f"B raises at the bad batch (got {p.returncode})")
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    v = d.get("value_after_structure") or {}
+    line, _ = line_of(v.get("a"))
+    check(rc == 1 and d.get("kind") == "structure" and (d.get("b") or {}).get("op") == "aten::isfinite"
+          and v.get("cause") == "external_input" and (v.get("a") or {}).get("step") == 40 and line == mark["data"],
+          f"the checks inserted, then the bad batch at step 40, line {mark['data']} (got {d.get('kind')} "
+          f"{(d.get('b') or {}).get('op')}: {v.get('cause')} step {(v.get('a') or {}).get('step')} line {line})")
+
+
+RING_WHOLE = r'''
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Linear(6, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for step in range(60):
+    rows = [[float((step * 7 + i * 3 + j) % 11) for j in range(6)] for i in range(4)]
+    if sys.argv[1] == "bad" and step == 40:
+        rows[2][3] = float("nan")
+    x = torch.tensor(rows)  # MARK:data
+    loss = model(x).pow(2).mean()
+    if sys.argv[1] == "bad":
+        assert torch.isfinite(loss), f"loss is {loss.item()} at step {step}"
+    opt.zero_grad(); loss.backward(); opt.step()
+'''
+
+
 def case_crash():
     # A process that a fault or an abort ends inside an op keeps that op, flagged unfinished
     # with its inputs, and the diff says the run ended inside it, not that the program changed.

@@ -6105,12 +6105,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       ++threads_compared;
       uint32_t ida = thread_at(ta, k), idb = thread_at(tb, k);
       TidxRange range_a = thread_tidx_range(ra, ida), range_b = thread_tidx_range(rb, idb);
-      // Recorded with other --steps windows (or one whole): ops pair from the first step both
-      // hold, not from the start of each.
+      // Recorded with other --steps windows (or one whole), or one a ring that dropped the
+      // thread's first ops against a thread held from its start (the ring of a run that
+      // crashed, against a whole run): ops pair from the first step both hold, not from the
+      // start of each, nor by their positions (other code may run more ops per step).
       bool no_common_step = false;
       const bool aligned = options.align_steps.first >= 0;
+      auto ring_dropped = [](const Reader& r, const TidxRange& range) {
+        return range.begin > 0 && kept_as_ring(r);
+      };
       const std::optional<int64_t> from_step =
-          !aligned && ra.meta("steps") != rb.meta("steps")
+          !aligned && (ra.meta("steps") != rb.meta("steps") ||
+                       ring_dropped(ra, range_a) != ring_dropped(rb, range_b))
               ? first_common_step(ra, ida, &range_a, rb, idb, &range_b, &no_common_step)
               : std::nullopt;
       // Steps paired by hand: each side from the first op of its step.
