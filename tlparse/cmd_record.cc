@@ -5,16 +5,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -236,6 +237,10 @@ StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) 
   }
   fs::path absolute = fs::canonical(dir, ec);
   if (ec) return Status::Error(dir + ": " + ec.message());
+  // A folder that exists but cannot be written (a read-only mount, another user's): said now,
+  // before the program runs unrecorded.
+  if (access(absolute.c_str(), W_OK | X_OK) != 0)
+    return Status::Error(dir + ": cannot write into it: " + std::strerror(errno));
   return absolute.string();
 }
 

@@ -265,6 +265,28 @@ def case_run_directory():
     result = record(run2, ["/bin/true"], capture_output=True, text=True)
     check(result.returncode == 2 and "earlier recording" in result.stderr,
           f"second recording without --force: {result.returncode} {result.stderr!r}")
+    # A folder that exists but cannot be written: refused before the program runs (root writes
+    # past permission bits, so there a read-only bind mount, where mounts are allowed).
+    ro = fresh("rundir_readonly")
+    os.makedirs(ro)
+    if os.geteuid() != 0:
+        os.chmod(ro, 0o555)
+        undo = lambda: os.chmod(ro, 0o755)
+    elif (subprocess.run(["mount", "--bind", ro, ro], capture_output=True).returncode == 0 and
+          subprocess.run(["mount", "-o", "remount,bind,ro", ro], capture_output=True).returncode == 0):
+        undo = lambda: subprocess.run(["umount", ro], capture_output=True)
+    else:
+        subprocess.run(["umount", ro], capture_output=True)
+        print("skip  a read-only run folder: as root, and no bind mount can be made here")
+        return
+    try:
+        result = record(ro, ["/bin/echo", "ran"], capture_output=True, text=True)
+        check(result.returncode == 2 and "cannot write into it" in result.stderr and
+              result.stderr.count("\n") == 1 and result.stdout == "",
+              f"a read-only folder: refused in one line, the program not run "
+              f"({result.returncode} {result.stdout!r} {result.stderr!r})")
+    finally:
+        undo()
 
 
 def start_and_wait(argv, ready, env=None, timeout=60):
