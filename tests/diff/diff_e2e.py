@@ -2492,6 +2492,12 @@ def case_nan_data():
     check(f.get("entered") == "input", f"entered through an input (got {f.get('entered')})")
     check(file == "train.py" and line == MARK["data"], f"at train.py:{MARK['data']} (got {file}:{line})")
     check(any(i["finite"] is False for i in f["inputs"]), "an input is reported non-finite")
+    # Under --hash outputs the batch's NumPy values are not hashed: the op that takes them in
+    # only moves them, so the NaN came in with them (not "made here").
+    run, _ = record("nan_data_outputs", ["--conv", "--bad-data", "2:nan"], options=["--hash", "outputs"])
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check("cause:    NaN entered here: " in text and "only moves values" in text and "made here" not in text,
+          f"--hash outputs: the NaN entered with data from outside (got {text[:600]!r})")
 
 
 # A corrupt sample read by a DataLoader worker: NaN comes into the main process in a batch,

@@ -1570,7 +1570,18 @@ std::string format_nonfinite(const json& result) {
       indices += (indices.empty() ? "" : ", ") + str(in, "index");
       ++unknowns;
     }
-    if (!unknown.is_null()) {
+    // Ops that only move values (a NumPy array made a tensor, a copy): NaN, which no copy
+    // makes, came in with the input, from outside torch where no recorded op made it.
+    static const std::set<std::string> kMoves = {
+        "aten::lift_fresh", "aten::lift",         "aten::clone",    "aten::copy_",
+        "aten::contiguous", "aten::detach",       "aten::alias",    "aten::cat",
+        "aten::stack",      "aten::index_select", "aten::_to_copy", "aten::to"};
+    if (!unknown.is_null() && unknowns == 1 && s.value("nan", int64_t{0}) > 0 &&
+        !unknown.value("producer", json()).is_object() && kMoves.count(str(f, "op"))) {
+      o << "  cause:    NaN entered here: " << str(f, "op") << " only moves values, and input "
+        << indices << ", which it moves, is data no recorded op made (Python data, NumPy, a "
+        << "file, a DataLoader worker), whose values were not recorded\n";
+    } else if (!unknown.is_null()) {
       o << "  cause:    made here, or brought in by input" << (unknowns > 1 ? "s " : " ") << indices
         << ", whose values were not recorded";
       const json prod = unknown.value("producer", json());
@@ -1590,7 +1601,8 @@ std::string format_nonfinite(const json& result) {
           break;
         }
       o << "\n";
-    } else if (const json& stale = f.value("stale_inputs", json()); stale.is_array() && !stale.empty()) {
+    } else if (const json& stale = f.value("stale_inputs", json());
+               stale.is_array() && !stale.empty()) {
       o << "  cause:    " << str(f, "op") << " makes no NaN from finite inputs this small: an "
         << "input most likely changed outside torch's ops after it was made (a write through "
            ".numpy() or a data pointer), and the values shown for it are from then, not read "
