@@ -4153,12 +4153,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           out["optimizer_settings"] = std::move(settings);
         if (json extra = extra_steps(p, e.hunk); !extra.is_null()) {
           const std::string run = extra["run"];
-          out["detail"] = detail + "; " + run + " calls optimizer.step() " +
-                          (extra["steps"] == 1 ? std::string("once") : "more times") +
-                          " more here, an update the other run does not make (" +
-                          std::to_string(extra["steps_a"].get<int64_t>()) +
-                          " optimizer steps in A, " +
-                          std::to_string(extra["steps_b"].get<int64_t>()) + " in B)";
+          out["detail"] =
+              detail + "; " + run + " calls optimizer.step() " +
+              (extra["steps"] == 1 ? std::string("once more here, an update")
+                                   : extra["steps"].dump() + " more times here, updates") +
+              " the other run does not make (" + std::to_string(extra["steps_a"].get<int64_t>()) +
+              " optimizer steps in A, " + std::to_string(extra["steps_b"].get<int64_t>()) +
+              " in B)";
           out["extra_steps"] = std::move(extra);
         }
       } else if (where.kind == Located::kStructure && !out.contains("ended_in_change")) {
