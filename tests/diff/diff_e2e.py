@@ -2500,6 +2500,28 @@ def case_nan_data():
           f"--hash outputs: the NaN entered with data from outside (got {text[:600]!r})")
 
 
+def case_nan_backward_inf():
+    # An Inf in NumPy data that the forward squashes (tanh) stays finite there; the weight's
+    # gradient multiplies it by 0 in backward: NaN from Inf, through the slice addmm saved,
+    # whose values the backward mm's record does not hold.
+    script = write_script("nan_backward_inf.py", NAN_BACKWARD_INF)
+    run, _ = record("nan_backward_inf", [], script)
+    text = subprocess.run([TDBG, "nan", "--nan-only", run], stdout=subprocess.PIPE, text=True).stdout
+    check("cause:    made here: NaN from inputs that hold Inf" in text and "saved for backward by aten::addmm" in text
+          and "made here, or brought in" not in text,
+          f"NaN from an Inf the forward saved (got {text[:700]!r})")
+
+
+NAN_BACKWARD_INF = r'''
+import numpy, torch
+torch.manual_seed(0)
+layer = torch.nn.Linear(3, 2)
+raw = torch.from_numpy(numpy.array([[1.0, numpy.inf, 0.5, 7.0], [0.2, 0.1, 0.3, 7.0]], dtype=numpy.float32))
+loss = torch.tanh(layer(raw[:, :3])).sum()
+loss.backward()
+'''
+
+
 # A corrupt sample read by a DataLoader worker: NaN comes into the main process in a batch,
 # with no op of its own.
 NAN_WORKER = r"""

@@ -1572,6 +1572,31 @@ std::string format_nonfinite(const json& result) {
     }
     // Ops that only move values (a NumPy array made a tensor, a copy): NaN, which no copy
     // makes, came in with the input, from outside torch where no recorded op made it.
+    // A known input that holds Inf explains a NaN made here (0 * inf in a backward op) better
+    // than an input whose values were not recorded.
+    // So does an input not recorded that a backward op reads as saved by a forward op one of
+    // whose tensors held Inf (the Inf of a data file, times 0 in the weight's gradient).
+    bool inf_input = false;
+    std::string saved_inf;
+    for (const json& in : f.value("inputs", json::array())) {
+      if (const json& v = in.value("values", json());
+          v.is_object() && v.value("inf", int64_t{0}) > 0)
+        inf_input = true;
+      const json& saved = in.value("saved_from", json());
+      if (!saved_inf.empty() || !saved.is_object() || in.value("finite", json()).is_boolean())
+        continue;
+      for (const json& t : saved.value("tensors", json::array()))
+        if (const json& v = t.value("values", json());
+            v.is_object() && v.value("inf", int64_t{0}) > 0) {
+          const json& by = saved.value("op", json());
+          saved_inf = "; input " + str(in, "index") + ", saved for backward by " + str(by, "op") +
+                      (str(by, "source").empty() ? "" : " at " + str(by, "source")) +
+                      ", most likely holds the Inf of that op's " + str(t, "role") + " " +
+                      str(t, "index");
+          break;
+        }
+    }
+    const bool nan_from_inf = s.value("nan", int64_t{0}) > 0 && (inf_input || !saved_inf.empty());
     static const std::set<std::string> kMoves = {
         "aten::lift_fresh", "aten::lift",         "aten::clone",    "aten::copy_",
         "aten::contiguous", "aten::detach",       "aten::alias",    "aten::cat",
@@ -1581,7 +1606,7 @@ std::string format_nonfinite(const json& result) {
       o << "  cause:    NaN entered here: " << str(f, "op") << " only moves values, and input "
         << indices << ", which it moves, is data no recorded op made (Python data, NumPy, a "
         << "file, a DataLoader worker), whose values were not recorded\n";
-    } else if (!unknown.is_null()) {
+    } else if (!unknown.is_null() && !nan_from_inf) {
       o << "  cause:    made here, or brought in by input" << (unknowns > 1 ? "s " : " ") << indices
         << ", whose values were not recorded";
       const json prod = unknown.value("producer", json());
@@ -1617,16 +1642,13 @@ std::string format_nonfinite(const json& result) {
       o << "\n";
     } else {
       // NaN made from inputs that hold Inf: only the operations on infinities make it.
-      bool inf_input = false;
-      for (const json& in : f.value("inputs", json::array()))
-        if (const json& v = in.value("values", json()); v.is_object() && v.value("inf", int64_t{0}) > 0)
-          inf_input = true;
-      if (s.value("nan", int64_t{0}) > 0 && inf_input) {
+      if (nan_from_inf) {
         o << "  cause:    made here: NaN from inputs that hold Inf (inf - inf, inf / inf, 0 * inf";
-        if (str(f, "op").find("softmax") != std::string::npos)
+        if (str(f, "op").find("softmax") != std::string::npos &&
+            str(f, "op").find("backward") == std::string::npos)
           o << "; in a softmax, a row that is -inf throughout, such as a fully masked attention row, "
                "is 0/0";
-        o << ")\n";
+        o << ")" << (inf_input ? "" : saved_inf) << "\n";
       } else {
         const std::string reason = nonfinite_reason(f);
         o << "  cause:    made here from " << (s.value("nan", int64_t{0}) > 0 ? "inputs without NaN" : "finite inputs")
