@@ -159,6 +159,12 @@ std::string relevant_environment_json() {
   return out + "}";
 }
 
+// The children this process forked (DataLoader workers, each epoch's), and the step it had
+// reached at the first: meta `forks`, written at close, where a --steps window that leaves the
+// workers out (all their ops are of step 0) tells that data came from them.
+std::atomic<int64_t> g_forks{0};
+std::atomic<int64_t> g_first_fork_step{-1};
+
 std::atomic<int> g_num_threads{-1};
 std::atomic<int> g_num_interop_threads{-1};
 // Each intra-op thread count the program ran with and the step it was first read at
@@ -206,6 +212,9 @@ void write_torch_settings(tracer::Writer* w, bool at_close) {
         history += (history.empty() ? "" : ",") + std::to_string(count) + "@" + std::to_string(step);
       w->set_meta("num_threads_history", history);
     }
+    if (at_close && g_forks.load() > 0)
+      w->set_meta("forks",
+                  std::to_string(g_forks.load()) + "@" + std::to_string(g_first_fork_step.load()));
   } catch (...) {
   }
 }
@@ -455,6 +464,7 @@ void at_fork_parent() {
   if (tracer::Writer* w = g_writer.load()) w->after_fork_parent();
   OpenLock::unlock();
   hook_after_fork_parent();
+  if (g_forks.fetch_add(1) == 0) g_first_fork_step.store(hook_main_step());
 }
 
 void at_fork_child() {
@@ -468,6 +478,8 @@ void at_fork_child() {
     g_open_lazily.store(!g_closed.load());
   }
   g_forked_at_step = hook_after_fork_child();
+  g_forks.store(0);
+  g_first_fork_step.store(-1);
 }
 
 // Fallback for exits that skip atexit (e.g. a static destructor order we did not expect).

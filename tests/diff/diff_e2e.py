@@ -2522,6 +2522,40 @@ loss.backward()
 '''
 
 
+def case_nan_worker_window():
+    # A worker's transform makes the NaN (0/0 of a flat sample, batch of step 3); a --steps
+    # window leaves the workers out: the NaN enters the main process at step 3, and the cause
+    # says the process forked children that the window left out.
+    script = write_script("nan_worker_window.py", NAN_WORKER_WINDOW)
+    run, _ = record("nan_worker_window", [], script, options=["--steps", "2:5"])
+    check(len(glob.glob(os.path.join(run, "*.sqlite"))) == 1, "the window holds the main process alone")
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check("NaN entered here" in text and "this process forked 2 child process(es) (first in step 0)" in text
+          and "record without --steps to see the workers' ops" in text,
+          f"the workers the window left out are named (got {text[:900]!r})")
+
+
+NAN_WORKER_WINDOW = r'''
+import torch
+from torch.utils.data import Dataset, DataLoader
+class Flat(Dataset):
+    def __init__(self):
+        self.x = torch.randn(24, 4, generator=torch.Generator().manual_seed(0))
+        self.x[13] = 0.5  # flat: its std is 0
+    def __len__(self): return 24
+    def __getitem__(self, i):
+        s = self.x[i]
+        return (s - s.mean()) / s.std()
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for xb in DataLoader(Flat(), batch_size=4, num_workers=2):
+        loss = model(xb).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+'''
+
+
 # A corrupt sample read by a DataLoader worker: NaN comes into the main process in a batch,
 # with no op of its own.
 NAN_WORKER = r"""

@@ -865,6 +865,12 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     // In a --steps window's first step, made before the window most likely.
     if (const int64_t first = window_first_step(r); first >= 0)
       j["window_first_step"] = op.step == first;
+    // Children this process forked (DataLoader workers: meta `forks`, "N@STEP"), which a
+    // --steps window leaves out, their ops being all of their own step 0.
+    const std::string forks = r.meta("forks");
+    if (const size_t at = forks.find('@'); !r.meta("steps").empty() && at != std::string::npos)
+      j["forks_left_out"] = {{"count", std::atoll(forks.c_str())},
+                             {"first_step", std::atoll(forks.c_str() + at + 1)}};
   }
   if (entry == "dropped") {
     // Where the database begins: the NaN was made before that step.

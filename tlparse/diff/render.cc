@@ -1514,6 +1514,12 @@ std::string format_nonfinite(const json& result) {
     if (f.value("recorded_only", json()).is_string())
       o << "; or an op the recording left out: it holds only " << str(f, "recorded_only");
     o << "); no op made NaN from finite values";
+    if (const json& forks = f.value("forks_left_out", json()); forks.is_object())
+      o << "; this process forked " << str(forks, "count") << " child process(es) (first in step "
+        << str(forks, "first_step")
+        << "), such as DataLoader workers, which the --steps window "
+           "leaves out (a worker's ops are all of its own step 0): a batch a worker made comes "
+           "in as such data; record without --steps to see the workers' ops";
     if (f.value("window_first_step", false))
       o << "; this is the --steps window's first step: most likely an op before the window made "
            "it (record again with a window that starts earlier)";
