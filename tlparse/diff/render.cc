@@ -1607,8 +1607,11 @@ std::string format_nonfinite(const json& result) {
         "aten::lift_fresh", "aten::lift",         "aten::clone",    "aten::copy_",
         "aten::contiguous", "aten::detach",       "aten::alias",    "aten::cat",
         "aten::stack",      "aten::index_select", "aten::_to_copy", "aten::to"};
+    // (Of the program's own call: nested in another op, the input may be that op's buffer,
+    // such as DDP's all-reduced bucket, said below.)
     if (!unknown.is_null() && unknowns == 1 && s.value("nan", int64_t{0}) > 0 &&
-        !unknown.value("producer", json()).is_object() && kMoves.count(str(f, "op"))) {
+        !unknown.value("producer", json()).is_object() && kMoves.count(str(f, "op")) &&
+        f.value("enclosing", json::array()).empty()) {
       o << "  cause:    NaN entered here: " << str(f, "op") << " only moves values, and input "
         << indices << ", which it moves, is data no recorded op made (Python data, NumPy, a "
         << "file, a DataLoader worker), whose values were not recorded\n";
