@@ -5032,6 +5032,9 @@ TEST_CASE("first_nonfinite: NaN made before what a ring kept enters where the ri
   CHECK(r["first_nonfinite"]["op"] == "aten::linear");
   CHECK(r["first_nonfinite"]["entered"] == "dropped");
   const std::string text = tdbg::diff::format_nonfinite(r);
+  CHECK(text.rfind("non-finite already where the recording begins (it started in ops it no longer "
+                   "holds: a --ring's or a trimmed bundle's), first at aten::linear (seq ",
+                   0) == 0);
   CHECK(text.find("NaN entered the recording here") != std::string::npos);
   CHECK(text.find("(a ring kept the last ones, or a bundle trimmed") != std::string::npos);
   // Where the ring begins, and what to record to reach before it.

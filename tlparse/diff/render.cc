@@ -1477,7 +1477,12 @@ std::string format_nonfinite(const json& result) {
   // A DataLoader worker runs no optimizer: its ops' step (0) says nothing; name the worker.
   const json& process = f.value("process_info", json());
   const std::string worker = process.is_object() ? str(process, "worker") : str(f, "worker");
-  o << "non-finite at " << str(f, "op") << " (seq " << str(f, "seq") << ", "
+  // Held from the first op of a ring or a trimmed bundle: not where it started, said first.
+  const bool held_already = f.value("entered", json()) == "dropped";
+  o << (held_already ? "non-finite already where the recording begins (it started in ops it no "
+                       "longer holds: a --ring's or a trimmed bundle's), first at "
+                     : "non-finite at ")
+    << str(f, "op") << " (seq " << str(f, "seq") << ", "
     << (worker.empty() ? "step " + str(f, "step") : "in DataLoader worker " + worker);
   // The first thread of a process runs its main program; name any other one.
   if (f.value("thread", 0) != 0) {
