@@ -2556,6 +2556,25 @@ if __name__ == "__main__":
 '''
 
 
+def case_nan_bits():
+    # A NaN's bits written through an int32 view of a float tensor that torch.tensor filled
+    # whole: named as that write, never as uninitialized memory.
+    script = write_script("nan_bits.py", NAN_BITS)
+    mark = marks(script)
+    run, _ = record("nan_bits", [], script)
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check(f"wrote into it through a view of another dtype (int32)" in text and f"nan_bits.py:{mark['bits']}" in text
+          and "uninitialized" not in text, f"the int32 write is named (got {text[:600]!r})")
+
+
+NAN_BITS = r'''
+import torch
+a = torch.tensor([1.0, 2.0, 3.0])
+a.view(torch.int32)[0] = 0x7FC00000  # MARK:bits
+print((a * 2).tolist())
+'''
+
+
 # A corrupt sample read by a DataLoader worker: NaN comes into the main process in a batch,
 # with no op of its own.
 NAN_WORKER = r"""

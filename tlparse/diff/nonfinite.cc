@@ -903,11 +903,31 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     if (entry == "written_in_part" && t.status == tracer::TensorStatus::kHashed &&
         t.producer != tracer::kNoSeq && t.summary.valid && t.summary.nan_count > 0) {
       // Its NaN is in the part the op that wrote into it did not write: memory from the
-      // `empty` family, most likely.
-      if (auto prod = r.op(t.producer)) in["written_in_part_by"] = op_brief_json(r, strings, *prod);
-      if (auto maker = uninitialized_maker(r, strings, op, t)) {
-        in["uninitialized_from"] = op_brief_json(r, strings, *maker);
-        uninitialized_part = true;
+      // `empty` family, most likely. Unless that op wrote all of it (an output of its sizes
+      // and dtype, finite): then the NaN was written after it, where the recording does not
+      // follow this tensor (`.numpy()`, a data pointer). Or it wrote into it through a view
+      // of another dtype (`a.view(torch.int32)[0] = bits`): the NaN is the bits it wrote.
+      const auto prod = r.op(t.producer);
+      bool whole = false, same_dtype = false;
+      std::optional<hashing::DType> other;
+      if (prod)
+        for (const TensorRecord& o : prod->tensors) {
+          if (o.role != TensorRole::kOutput) continue;
+          whole = whole || (o.shape == t.shape && o.dtype == t.dtype);
+          same_dtype = same_dtype || o.dtype == t.dtype;
+          other = o.dtype;
+        }
+      if (prod && whole) {
+        in["written_whole_by"] = op_brief_json(r, strings, *prod);
+      } else if (prod && other && !same_dtype) {
+        in["written_as_by"] = op_brief_json(r, strings, *prod);
+        in["written_as_by"]["dtype"] = hashing::dtype_name(*other);
+      } else {
+        if (prod) in["written_in_part_by"] = op_brief_json(r, strings, *prod);
+        if (auto maker = uninitialized_maker(r, strings, op, t)) {
+          in["uninitialized_from"] = op_brief_json(r, strings, *maker);
+          uninitialized_part = true;
+        }
       }
     } else if (t.producer != tracer::kNoSeq) {
       if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);

@@ -125,6 +125,16 @@ std::string other_order_text(const json& d) {
          "): calls or phases swapped, such as two models' training steps in the other order)";
 }
 
+// The input of a non-finite finding with `key`, `written_whole_by` (the op that wrote all of it
+// last wrote no NaN) or `written_as_by` (it wrote into it through a view of another dtype):
+// {"index", "by"}, else null.
+json written_by(const json& f, const char* key) {
+  for (const json& in : f.value("inputs", json::array()))
+    if (const json& by = in.value(key, json()); by.is_object())
+      return {{"index", in.value("index", json())}, {"by", by}};
+  return nullptr;
+}
+
 void print_value(std::ostringstream& o, const json& d) {
   const json& a = d["a"];
   const json& b = d["b"];
@@ -1513,6 +1523,17 @@ std::string format_nonfinite(const json& result) {
     o << "  cause:    NaN came in through " << op_and_source(f["collective"])
       << ": a collective's result, which holds what the other ranks sent; run tdbg nan on the "
          "whole run to find the rank that made it\n";
+  } else if (const json as = written_by(f, "written_as_by"); entered == "input" && as.is_object()) {
+    o << "  cause:    NaN entered here: input " << str(as, "index") << " holds NaN that "
+      << op_and_source(as["by"]) << " wrote into it through a view of another dtype ("
+      << str(as["by"], "dtype") << "): the bits it wrote read as NaN (a bit reinterpretation, "
+      << ".view(dtype)); no op made NaN from finite values\n";
+  } else if (const json whole = written_by(f, "written_whole_by");
+             entered == "input" && whole.is_object()) {
+    o << "  cause:    NaN entered here: input " << str(whole, "index") << " holds NaN although "
+      << op_and_source(whole["by"]) << ", which wrote all of it last, wrote none: it was changed "
+      << "after, where the recording does not follow it (through .numpy() or a data pointer); "
+         "no op made NaN from finite values\n";
   } else if (entered == "input") {
     o << "  cause:    NaN entered here: an input holds NaN that no recorded op produced (data"
       << " from outside torch ops: Python data, a file, NumPy, a DataLoader worker";
@@ -1760,7 +1781,11 @@ std::string format_nonfinite(const json& result) {
     o << (fin.is_boolean() ? (fin.get<bool>() ? "finite" : "NON-FINITE") : "finiteness unknown");
     print_values(o, in);
     const json& prod = in.value("producer", json());
-    if (const json& part = in.value("written_in_part_by", json()); part.is_object()) {
+    if (const json& by = in.value("written_whole_by", json()); by.is_object()) {
+      o << ", written whole by " << op_and_source(by) << " without NaN, changed since";
+    } else if (const json& as = in.value("written_as_by", json()); as.is_object()) {
+      o << ", written by " << op_and_source(as) << " through a view of dtype " << str(as, "dtype");
+    } else if (const json& part = in.value("written_in_part_by", json()); part.is_object()) {
       o << ", written in part by " << op_and_source(part) << ", finite; the NaN is in the rest, ";
       const json& from = in.value("uninitialized_from", json());
       o << (from.is_object() ? "memory returned uninitialized by " + op_and_source(from)
