@@ -144,7 +144,9 @@ void note_hook_failure(const std::string& out, const char* why) {
 }
 
 void load_torch_hook() {
-  interpose::Config config = interpose::config_from_environment(/*report=*/false);
+  // Malformed TDBG_* values are said here, once, by a process that loads torch: not by every
+  // process the variables reach (a shell, `nice`, `ls`), whose stderr stays its own.
+  interpose::Config config = interpose::config_from_environment(/*report=*/true);
   if (config.out.empty()) {
     if (!config.quiet)
       say_once(&g_said_no_out,
@@ -302,7 +304,7 @@ __attribute__((constructor)) void preload_init() {
     const std::string absolute = std::string(cwd) + "/" + out;
     setenv("TDBG_OUT", absolute.c_str(), 1);
   }
-  interpose::Config config = interpose::config_from_environment();
+  interpose::Config config = interpose::config_from_environment(/*report=*/false);
   g_gpu_enabled = config.gpu;
   g_quiet = config.quiet;
   // Without GPU interception dlsym has nothing to do: every lookup jumps straight through.

@@ -474,6 +474,11 @@ def case_bad_options():
                                   ("TDBG_RING=abc", "TDBG_FLUSH_MS=-1", "TDBG_HASH_THREADS=0")),
           f"one line per bad variable: {lines}")
     check(len(databases(run)) == 1, "recorded with the defaults")
+    # Said by the process that loads torch alone: a shell or a tool the variables reach keeps
+    # its stderr (a script of 100 commands would print each line 100 times).
+    result = subprocess.run(["/bin/sh", "-c", "/bin/echo fine"], capture_output=True, text=True, env=env)
+    check(result.returncode == 0 and result.stdout == "fine\n" and result.stderr == "",
+          f"a process without torch says nothing of them: {result.stderr!r}")
     # A relative TDBG_OUT is the folder of the directory the program started in, for the
     # program and its children, whatever directory they run in later.
     env = {k: v for k, v in os.environ.items() if not k.startswith("TDBG_")}
