@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -534,13 +535,32 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
     return;
   }
   std::fflush(nullptr);
+  // The signals forwarded to the program are blocked from before the fork until the child's
+  // pid is known, so that one sent as soon as the program runs (it printed "ready") is
+  // forwarded, not taken by tdbg itself (SIGABRT ended tdbg, not the program).
+  constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGABRT};
+  sigset_t forwarded, before;
+  sigemptyset(&forwarded);
+  for (int sig : kForwarded) sigaddset(&forwarded, sig);
+  sigprocmask(SIG_BLOCK, &forwarded, &before);
+  struct sigaction action;
+  std::memset(&action, 0, sizeof(action));
+  action.sa_sigaction = forward_signal;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  struct sigaction kept[std::size(kForwarded)];
+  for (size_t k = 0; k < std::size(kForwarded); ++k) sigaction(kForwarded[k], &action, &kept[k]);
   const pid_t recorder = getpid();
   pid_t child = fork();
   if (child < 0) {
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     fail("record", std::string("fork: ") + std::strerror(errno));
     return;
   }
   if (child == 0) {
+    // The program starts with the dispositions and mask tdbg was given.
+    for (size_t k = 0; k < std::size(kForwarded); ++k) sigaction(kForwarded[k], &kept[k], nullptr);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     close(exec_pipe[0]);
     // SIGKILL to `tdbg record` (a scheduler, `timeout -s KILL`) must end the program as it
     // would without tdbg, not leave it running under init; signals that can be caught are
@@ -554,15 +574,8 @@ void run_record(const Options& options, std::vector<std::string> command, bool o
     _exit(err == ENOENT ? 127 : 126);
   }
   g_child = child;
+  sigprocmask(SIG_SETMASK, &before, nullptr);  // one sent meanwhile is forwarded now
   close(exec_pipe[1]);
-
-  struct sigaction action;
-  std::memset(&action, 0, sizeof(action));
-  action.sa_sigaction = forward_signal;
-  action.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGABRT})
-    sigaction(sig, &action, nullptr);
 
   int exec_errno = 0;
   ssize_t got;
