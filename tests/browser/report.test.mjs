@@ -619,7 +619,7 @@ test('a change that cuts parameters off from their gradient: the status says the
   const a = recordTorch(dir, 'a', script, []);
   const b = recordTorch(dir, 'b', script, ['cut']);
   const headline = spawnSync(tdbg, ['diff', a, b], { encoding: 'utf8' }).stdout.split('\n')[0];
-  const said = headline.match(/; B's optimizer leaves 2 parameter\(s\) the other's updates \(in Linear\): no gradient reaches them in B/);
+  const said = headline.match(/; B's optimizer leaves 2 parameter\(s\) the other's updates \(in Linear\(block\)\): no gradient reaches them in B/);
   assert.ok(said, headline);
   const { page, seen } = await openPage(makeReport(dir, a, b));
   assert.equal(await page.textContent('#status-not-updated'), said[0]);
