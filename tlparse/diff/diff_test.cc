@@ -642,6 +642,22 @@ TEST_CASE("the optimizer's steps pair op for op, their outputs taken whole") {
   u = updates(a, run({1.0, 2.0}, 1, {"aten::add_", "aten::sub_"}));
   CHECK(u["steps"] == 1);
   CHECK(u["unpaired_step"] == 1);
+  // A run whose recording stopped (a full disk) holds a step region past its last op: the
+  // end of what it recorded, not other ops from there.
+  const std::string stopped = write_ops(
+      [](Recorder& r) {
+        T out{std::hash<double>{}(1.0) ^ static_cast<uint64_t>(DType::kFloat32)};
+        out.sum = 1.0;
+        r.op("aten::mul", {T{1}}, {T{50u}});
+        r.op("aten::add_", {T{2}}, {out});
+      },
+      [](tdbg::tracer::Writer& w) {
+        add_step_region(w, 1, 1, 1);
+        add_step_region(w, 2, 5, 6);  // its ops were never committed
+      });
+  u = updates(stopped, a);
+  CHECK(u["steps"] == 1);
+  CHECK(u["unpaired_step"].is_null());
 }
 
 TEST_CASE("the optimizer's settings at a step name the hyperparameter, group and optimizer") {

@@ -39,6 +39,10 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
     if (max_ops >= 0 && read > max_ops) break;
     if (!ops_in_regions(ra, regions_a, &ops_a) || !ops_in_regions(rb, found->second, &ops_b)) break;
     read += static_cast<int64_t>(std::max(ops_a.size(), ops_b.size()));
+    // A step whose region a run holds but not its ops (a recording that stopped on a full
+    // disk, whose regions reach further than its committed ops): the end of what was recorded,
+    // not other ops.
+    if (ops_a.empty() || ops_b.empty()) break;
     bool same_ops = ops_a.size() == ops_b.size() && !ops_a.empty();
     for (size_t k = 0; same_ops && k < ops_a.size(); ++k)
       same_ops = sa.text(ops_a[k].name) == sb.text(ops_b[k].name) &&
