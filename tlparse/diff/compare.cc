@@ -2108,6 +2108,11 @@ class Growth {
     StepRow& row = step_row(a.step);
     ++row.ops;
     if (c.differs()) ++row.diverged;
+    // No tensor out at all: `.item()` reading a differing loss into Python.
+    if (c.differs() && std::none_of(a.tensors.begin(), a.tensors.end(), [](const TensorRecord& t) {
+          return t.role == TensorRole::kOutput;
+        }))
+      ++row.read_out;
     if (output_differs) {
       ++row.outputs_differ;
       ++outputs_differ_;
@@ -2174,10 +2179,15 @@ class Growth {
   json to_json(bool complete) const {
     json steps = json::array();
     for (const auto& [step, row] : steps_) {
-      steps.push_back({{"step", step}, {"ops", row.ops}, {"diverged", row.diverged},
-                       {"structural_ops", row.structural}, {"outputs_differ", row.outputs_differ},
-                       {"shapes_differ", row.shapes_differ},
-                       {"max_distance", row.max_distance < 0 ? json(nullptr) : json(row.max_distance)}});
+      steps.push_back(
+          {{"step", step},
+           {"ops", row.ops},
+           {"diverged", row.diverged},
+           {"structural_ops", row.structural},
+           {"outputs_differ", row.outputs_differ},
+           {"shapes_differ", row.shapes_differ},
+           {"read_out", row.read_out},
+           {"max_distance", row.max_distance < 0 ? json(nullptr) : json(row.max_distance)}});
       if (row.past_end > 0) steps.back()["past_end"] = row.past_end;
     }
     return {{"ops_compared", compared_},
@@ -2252,6 +2262,7 @@ class Growth {
     int64_t structural = 0;      // ops in structural changes (counted as diverged, unpaired)
     int64_t outputs_differ = 0;  // paired ops with an output of other values, shape or dtype
     int64_t shapes_differ = 0;   // of those, the ops with an output of another shape or dtype
+    int64_t read_out = 0;        // differing ops with no tensor output (`.item()`)
     int64_t past_end = 0;        // structural ops of steps the other run ended before
     double max_distance = -1;
   };

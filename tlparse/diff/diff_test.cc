@@ -957,6 +957,23 @@ TEST_CASE("an op reached from another line in each run shows both lines") {
                    "from an edit; not another code path)") != std::string::npos);
 }
 
+TEST_CASE("a step whose differing ops only read a tensor into Python says so") {
+  using T = Recorder::T;
+  // The loss of the last step read by `.item()` after the last optimizer step: a step of one
+  // op with no tensor out, not state updated in place.
+  auto run = [](const char* lr) {
+    return write_ops([lr](Recorder& r) {
+      r.op("aten::mul", {T{1}}, {T{lr[2] == '1' ? 10u : 11u}}, {{"other", lr}});
+      r.step = 1;
+      r.op("aten::item", {T{lr[2] == '1' ? 10u : 11u}}, {});
+    });
+  };
+  const std::string text = tdbg::diff::format_divergence(compare(run("0.1"), run("0.2")));
+  INFO(text);
+  CHECK(text.find("step 1: 1/1 ops differ, each reading a differing tensor out into Python (.item(), "
+                  ".tolist(), a print of the loss), no tensor made") != std::string::npos);
+}
+
 TEST_CASE("structural changes beyond the five listed are counted") {
   json changes = json::array();
   for (int k = 0; k < 7; ++k)

@@ -416,6 +416,9 @@ void print_growth(std::ostringstream& o, const json& g, bool recording_stopped) 
                        ? (s.value("shapes_differ", int64_t{1}) > 0
                               ? ", outputs differ in shape or dtype"
                               : ", outputs differ in integer or bool values")
+                   : s.value("read_out", int64_t{0}) >= s.value("diverged", int64_t{0})
+                       ? ", each reading a differing tensor out into Python (.item(), "
+                         ".tolist(), a print of the loss), no tensor made"
                        : ", no output among them: arguments or inputs differ (state updated "
                          "in place, such as running statistics, or differences the op rounds "
                          "away)")
