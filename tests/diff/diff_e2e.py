@@ -1068,6 +1068,31 @@ for step in range(3):
 '''
 
 
+def case_set_to_none():
+    # optimizer.zero_grad(set_to_none=True) in B: A's zero_ ops in zero_grad() are named as
+    # that, and the values are the same to the end.
+    script = write_script("set_to_none.py", SET_TO_NONE)
+    a, b, _, _ = pair("set_to_none", ["0"], ["1"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and "which B does not do: it sets them to None instead, set_to_none=True" in d.get("detail", "")
+          and isinstance(d.get("values_same"), dict),
+          f"zero_grad's zeroing named, the values the same (got {d.get('detail')})")
+
+
+SET_TO_NONE = r'''
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+for step in range(3):
+    opt.zero_grad(set_to_none=sys.argv[1] == "1")
+    model(x).pow(2).mean().backward()
+    opt.step()
+'''
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

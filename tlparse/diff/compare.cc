@@ -3339,6 +3339,41 @@ std::string whole_range_note(Side& side, int64_t begin, int64_t end) {
   return text + ")";
 }
 
+// " (the gradients' zeroing in optimizer.zero_grad(), which B does not do: ...)" where ops
+// [begin, end) of `side` are `aten::zero_` alone, inside an optimizer's zero_grad() range: the
+// other run sets the gradients to None instead (set_to_none=True, torch 2.0's default), and
+// its backward then makes them afresh; else "".
+std::string set_to_none_note(Side& side, int64_t begin, int64_t end, const std::string& other) {
+  if (end - begin > 4096) return "";
+  std::vector<OpRecord> ops;
+  if (!side.reader
+           ->scan_ops(side.thread, begin, end, false,
+                      [&](const OpRecord& o) {
+                        ops.push_back(o);
+                        return side.strings.text(o.name) == "aten::zero_";
+                      })
+           .ok() ||
+      static_cast<int64_t>(ops.size()) != end - begin ||
+      side.strings.text(ops.back().name) != "aten::zero_")
+    return "";
+  bool inside = false;
+  (void)side.reader->query(
+      "SELECT name FROM regions WHERE kind = 0 AND thread = " + std::to_string(side.thread) +
+          " AND start_seq <= " + std::to_string(ops.front().seq) +
+          " AND end_seq >= " + std::to_string(ops.back().seq),
+      [&](const std::vector<std::string>& row) {
+        if (!row.empty() && !row[0].empty() &&
+            side.strings.text(static_cast<tracer::StringId>(std::stoull(row[0])))
+                    .rfind("Optimizer.zero_grad#", 0) == 0)
+          inside = true;
+        return !inside;
+      });
+  return inside ? " (the gradients' zeroing in optimizer.zero_grad(), which " + other +
+                      " does not do: it sets them to None instead, set_to_none=True, the "
+                      "default from torch 2.0, and its backward makes them afresh)"
+                : "";
+}
+
 // Whether `o` is in-place arithmetic that wrote its tensor's values back as they were (input 0
 // and output 0 hash the same): a clip whose threshold no norm reached multiplies by 1. Moved or
 // added, it changes nothing in this run, and may with other values.
@@ -3382,12 +3417,14 @@ HunkStart hunk_start(Pair& p, const Hunk& h) {
     s.conversion = conversion_of(*s.b, "B");
     s.text = std::to_string(inserted) + " op(s) inserted in B, first " +
              p.b.strings.text(s.b->name) + conversion_note(s.conversion) +
-             whole_range_note(p.b, h.b_begin, h.b_end) + base_seed_note(p.b, h.b_begin, h.b_end);
+             whole_range_note(p.b, h.b_begin, h.b_end) + base_seed_note(p.b, h.b_begin, h.b_end) +
+             set_to_none_note(p.b, h.b_begin, h.b_end, "A");
   } else if (s.a) {
     s.conversion = conversion_of(*s.a, "A");
     s.text = std::to_string(removed) + " op(s) of A removed in B, first " +
              p.a.strings.text(s.a->name) + conversion_note(s.conversion) +
-             whole_range_note(p.a, h.a_begin, h.a_end) + base_seed_note(p.a, h.a_begin, h.a_end);
+             whole_range_note(p.a, h.a_begin, h.a_end) + base_seed_note(p.a, h.a_begin, h.a_end) +
+             set_to_none_note(p.a, h.a_begin, h.a_end, "B");
   }
   return s;
 }
