@@ -2111,6 +2111,30 @@ for step in range(3):
 """
 
 
+def case_checkpoint_rng():
+    # A checkpointed block with dropout, its RNG state not preserved in B: the recompute in
+    # backward draws other masks, named as checkpointing's.
+    script = write_script("checkpoint_rng.py", CHECKPOINT_RNG)
+    a, b, _, _ = pair("checkpoint_rng", ["1"], ["0"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "rng" and "preserve_rng_state=True" in d.get("detail", ""),
+          f"the recompute's draw is named (got {d.get('cause')}: {d.get('detail')})")
+
+
+CHECKPOINT_RNG = r'''
+import sys, torch
+from torch.utils.checkpoint import checkpoint
+torch.manual_seed(0)
+block = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5))
+head = torch.nn.Linear(8, 1)
+x = torch.randn(4, 8, requires_grad=True)
+h = checkpoint(block, x, use_reentrant=True, preserve_rng_state=sys.argv[1] == "1")
+torch.randn(3)  # a draw between the forward and the backward
+head(h).sum().backward()
+'''
+
+
 def case_activation_checkpoint():
     # Checkpointing adds the recomputed forwards, not other values: the recomputed block is one
     # insertion (not paired op by op with a look-alike inside it), and no paired op differs.

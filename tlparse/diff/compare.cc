@@ -3052,6 +3052,29 @@ std::optional<std::pair<std::string, int64_t>> seed_at(const Reader& r, int64_t 
 // A random op whose generator state differs (`rng`), drawing from the default generator: the
 // seed each run's had there, where they differ, and the seed it was given later ("torch.
 // manual_seed called after this op": a model built before the program seeds).
+// A random op of activation checkpointing's recompute in backward (inside
+// CheckpointFunctionBackward, torch.utils.checkpoint's reentrant form): its generator state is
+// the forward's only with preserve_rng_state=True (the default); with False the recompute
+// draws from the state at backward time, other dropout masks than the forward's. Said after
+// the detail.
+void note_checkpoint_rng(Pair& p, const OpRecord& a, json& out) {
+  if (out.value("cause", std::string()) != "rng") return;
+  int64_t parent = a.parent;
+  for (int up = 0; up < 64 && parent != tracer::kNoSeq; ++up) {
+    const auto o = p.a.reader->op(parent);
+    if (!o) return;
+    if (p.a.strings.text(o->name).find("CheckpointFunctionBackward") != std::string::npos) {
+      out["detail"] = out.value("detail", std::string()) +
+                      "; it is in activation checkpointing's recompute during backward "
+                      "(torch.utils.checkpoint), which draws the forward's random numbers again "
+                      "only with preserve_rng_state=True, the default: False in one run makes "
+                      "other dropout masks there";
+      return;
+    }
+    parent = o->parent;
+  }
+}
+
 void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
   if (out.value("cause", std::string()) != "rng") return;
   for (const auto& x : a.args)
@@ -3581,6 +3604,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     note_data_elsewhere(p, *a, *b, c, out);
     note_other_generators(p, out);
     note_seed_at(p, *a, *b, out);
+    note_checkpoint_rng(p, *a, out);
     // Tensors the same line made, taken in another order (parameters of the same shape
     // collected through a set): where that is the optimizer's, its parameter order; and an
     // unset PYTHONHASHSEED, which orders a set of strings otherwise in every run.
