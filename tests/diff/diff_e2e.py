@@ -3626,6 +3626,10 @@ def case_nan_growth():
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
     check("  grew:     the largest input magnitude of aten::mse_loss here, by step: 0: " in text and
           "a learning rate too large" in text, f"the text says they grew: {text[:900]!r}")
+    # And from which step (above 10x step 0's from there on), by name: step 1 here.
+    check((f.get("input_growth") or {}).get("grew_from") == 1 and
+          "where to look: step 1, from which it stays above 10x its first step's size" in text,
+          f"the step it grew from is named (got {(f.get('input_growth') or {}).get('grew_from')})")
     # A learning rate far too large: the first layer's matrix product overflows in step 1,
     # its inputs up from about 10 to 1e37 after one update; said as a jump, and as a product.
     run, _ = record("nan_jump", ["jump"], script)

@@ -739,14 +739,25 @@ StatusOr<json> input_growth(const tracer::Reader& r, Strings& strings, const OpR
   // Grown already before its step: an input scaled at one step only is no growth.
   if (!jumped && (by_step.size() < 3 || std::prev(by_step.end(), 2)->second < kGrowth * first))
     return json(nullptr);
+  // Where it began to grow: the first step from which it stays above 10x its first step's
+  // size (a warmup's end, a schedule's step up), shown among the steps listed.
+  int64_t grew_from = -1;
+  for (const auto& [step, magnitude] : by_step)
+    if (magnitude < kGrowth * first)
+      grew_from = -1;
+    else if (grew_from < 0)
+      grew_from = step;
   json steps = json::array();
   size_t k = 0;
   for (const auto& [step, magnitude] : by_step) {
-    if (k < 2 || k + 6 >= by_step.size())
+    if (k < 2 || k + 6 >= by_step.size() || step == grew_from ||
+        (k > 0 && std::next(by_step.begin(), k - 1)->first == grew_from))
       steps.push_back({{"step", step}, {"magnitude", magnitude}});
     ++k;
   }
-  return json{{"steps", std::move(steps)}, {"steps_seen", by_step.size()}, {"jumped", jumped}};
+  json out{{"steps", std::move(steps)}, {"steps_seen", by_step.size()}, {"jumped", jumped}};
+  if (grew_from >= 0 && !jumped) out["grew_from"] = grew_from;
+  return out;
 }
 
 // The first start in process `p` of `run`, as the "first_nonfinite" object, or null when the

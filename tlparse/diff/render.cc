@@ -1714,7 +1714,12 @@ std::string format_nonfinite(const json& result) {
     else
       o << ". The values grew over the steps before it, as when weights blow up: a learning rate "
            "too large, or gradients not clipped (torch.nn.utils.clip_grad_norm_); the first step "
-           "it grew in is where to look\n";
+           "it grew in is where to look"
+        << (grew.contains("grew_from") ? ": step " + str(grew, "grew_from") +
+                                             ", from which it stays above 10x its first "
+                                             "step's size (record --steps around it)"
+                                       : std::string())
+        << "\n";
   }
   // Masked in the forward, yet a start: backward made NaN from the values saved for it.
   if (const std::string by = str(f, "masked_then_backward"); !by.empty())
