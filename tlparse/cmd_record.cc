@@ -393,8 +393,8 @@ void warn_empty_selection(const interpose::Config& config, const std::string& ru
   if (!any_database(run_dir)) {
     std::fprintf(stderr,
                  "tdbg record: no process of the program loaded torch: nothing was recorded in "
-                 "%s (tdbg records the processes that load libtorch; where it could not load its "
-                 "hook into one, it said so above)\n",
+                 "%s (tdbg records the processes that load libtorch; a process that loaded it but "
+                 "not tdbg's hook says why in a line of its own)\n",
                  run_dir.c_str());
     return;
   }
