@@ -1093,6 +1093,29 @@ for step in range(3):
 '''
 
 
+def case_weight_tying():
+    # The output layer's weight tied to the embedding's in A only: the op reads a parameter
+    # that another module's initialization made, said as tied weights.
+    script = write_script("weight_tying.py", WEIGHT_TYING)
+    a, b, _, _ = pair("weight_tying", ["1"], ["0"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and "as tied weights do" in d.get("detail", ""),
+          f"tied weights named (got {d.get('cause')}: {d.get('detail')})")
+
+
+WEIGHT_TYING = r'''
+import sys, torch
+torch.manual_seed(0)
+emb, out = torch.nn.Embedding(20, 8), torch.nn.Linear(8, 20, bias=False)
+if sys.argv[1] == "1":
+    out.weight = emb.weight
+tokens = torch.tensor([[1, 4, 7, 2]])
+loss = torch.nn.functional.cross_entropy(out(emb(tokens)).view(-1, 20), tokens.view(-1))
+loss.backward()
+'''
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

@@ -1516,7 +1516,17 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     // order in each run (a loop over a set or a dict).
     if (in_a == in_b)
       return "; in both runs " + in_a + ", which ran more than once, in another order";
-    return "; A's is " + in_a + ", B's is " + in_b;
+    // Each a random initialization at another line (a module's reset_parameters): this op
+    // reads another module's parameter in one run, as tied weights do.
+    auto init = [](const std::string& text) {
+      return text.rfind("aten::normal_ ", 0) == 0 || text.rfind("aten::uniform_ ", 0) == 0;
+    };
+    return "; A's is " + in_a + ", B's is " + in_b +
+           (init(in_a) && init(in_b)
+                ? " (each a parameter's random initialization: in one run this reads another "
+                  "module's parameter, as tied weights do, self.out.weight = self.emb.weight in "
+                  "one run only, or another parameter passed)"
+                : "");
   };
   // Tensor `k`'s producer when one run's recording no longer holds it (a --ring kept only the
   // last ops, a bundle trimmed the earlier ones), as "op N of A" (A's first), else "".
