@@ -1,6 +1,8 @@
 // `tdbg bundle`: one .tar.gz to attach to an issue (databases, report, facts, sources, README,
 // secrets redacted); `--inspect` lists a bundle and `--extract` unpacks one, both safely.
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "tlparse/commands.h"
 #include "tlparse/report/bundle.h"
@@ -40,8 +42,19 @@ void add_bundle_command(CLI::App& app) {
       const std::string& path = args->inspect.empty() ? args->extract : args->inspect;
       if (!args->extract.empty()) {
         if (args->out.empty()) return fail("bundle", "--extract needs -o FOLDER");
+        // Not into a run folder (its recording would gain another run's files).
+        if (const std::string why = output_refusal(args->out, {}, OutputKind::kDirectory);
+            !why.empty())
+          return fail("bundle", args->out + ": not extracted there: " + why);
+        // A folder this made is removed again where the extraction fails half way (a name too
+        // long for the file system, a full disk): nothing half written is left.
+        std::error_code ec;
+        const bool existed = std::filesystem::exists(args->out, ec);
         Status st = report::extract_bundle(path, args->out);
-        if (!st.ok()) return fail("bundle", st.message());
+        if (!st.ok()) {
+          if (!existed) std::filesystem::remove_all(args->out, ec);
+          return fail("bundle", st.message());
+        }
         std::printf("%s\n", args->out.c_str());
         return;
       }

@@ -253,4 +253,28 @@ grep -q "holds a bundle's window of ops #[0-9]* to #599 of the 600 " nan.txt ||
 tar -xzf twice.tar.gz -O --wildcards '*/README.md' >twice_readme.md
 grep -q "Warning: A and B are the same recording" twice_readme.md ||
   fail "the README of a bundle of one recording twice does not warn"
+# --extract refuses a run folder as its destination (the recording would gain another run's
+# files), and a failed extraction leaves no folder it made: a bundle whose third member's name
+# is too long for the file system, after two members that extract.
+mkdir -p runcopy && cp twice.tar.gz runcopy/ && echo '{}' >runcopy/tdbg-run.json
+set +e
+"$tdbg" bundle --extract twice.tar.gz -o runcopy >out.txt 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "not extracted there: it is the run folder" err.txt && [ "$(ls runcopy | wc -l)" -eq 2 ] ||
+  fail "extract into a run folder: exit $rc, $(cat err.txt), $(ls runcopy)"
+python3 - <<'PY'
+import io, tarfile
+with tarfile.open("twice.tar.gz") as src, tarfile.open("long.tar.gz", "w:gz", format=tarfile.PAX_FORMAT) as out:
+    top = src.getmembers()[0].name.split("/")[0]
+    for m in src.getmembers():
+        out.addfile(m, src.extractfile(m) if m.isfile() else None)
+    data = b"x"
+    info = tarfile.TarInfo(top + "/" + "n" * 300 + "/f")
+    info.size = len(data)
+    out.addfile(info, io.BytesIO(data))
+PY
+set +e
+"$tdbg" bundle --extract long.tar.gz -o long_x >out.txt 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] && [ ! -e long_x ] || fail "a failed extraction: exit $rc, $(cat err.txt), left $(ls -R long_x 2>&1 | head -5)"
 echo "report_cli: all checks passed"
