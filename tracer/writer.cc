@@ -578,6 +578,10 @@ class WriterImpl final : public Writer {
       s_->retry_meta.insert(s_->retry_meta.end(), batch.meta.begin(), batch.meta.end());
       s_->retry_threads.insert(s_->retry_threads.end(), batch.threads.begin(), batch.threads.end());
       lose_ops(batch, why);
+      // Beside the database too: where no later commit gets through (a file-size limit,
+      // `ulimit -f`, which freeing the reserve does not lift), a reader still learns that the
+      // recording stopped, not that the process was killed.
+      if (s_->ops_lost) write_lost_note();
     };
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t cpu0 = thread_cpu_ns();

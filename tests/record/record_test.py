@@ -1060,6 +1060,32 @@ def case_database_not_created():
               f"{command[0]} says why nothing was recorded: {later.returncode} {later.stderr!r}")
 
 
+def case_file_size_limit():
+    # A file-size limit (`ulimit -f`) that the database reaches part way: the program goes on
+    # as without tdbg, and the readers say the recording stopped there (the note beside the
+    # database, which no later commit could write into it), not that the process was killed.
+    if not torch_hook_here():
+        return SKIP
+    import resource
+    run = fresh("file_size_limit")
+    code = ("import torch\n"
+            "m = torch.nn.Linear(64, 64); opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+            "for step in range(1500):\n"
+            "    loss = m(torch.randn(32, 64)).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()\n"
+            "print('done')\n")
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
+    result = subprocess.run([TDBG, "record", "-o", run, "--", TORCH_PYTHON, "-c", code],
+                            capture_output=True, text=True, preexec_fn=limit)
+    check(result.returncode == 0 and result.stdout == "done\n",
+          f"the program runs as without tdbg: {result.returncode} {result.stdout!r} {result.stderr!r}")
+    nan = subprocess.run([TDBG, "nan", run], capture_output=True, text=True)
+    check(nan.returncode == 2 and "stopped being recorded at seq" in nan.stdout,
+          f"nan: unchecked after the stop, not finite ({nan.returncode} {nan.stdout!r})")
+    show = subprocess.run([TDBG, "show", run, "--limit", "1"], capture_output=True, text=True)
+    check("killed" not in show.stdout and "SIGKILL" not in show.stdout,
+          f"show does not call it killed: {show.stdout[:300]!r}")
+
+
 def case_closed_fds():
     # A program that closes every descriptor it did not open (os.closerange, as daemonizing
     # code does, or a loop of os.close), then opens files of its own and goes on with torch:
