@@ -205,6 +205,9 @@ f = json.load(urllib.request.urlopen(url + "api/ops?run=0&name=mse_loss&limit=5"
 assert f["total"] == 91 and all(o["name"] == "aten::mse_loss" for o in f["ops"]), f
 op = json.load(urllib.request.urlopen(url + "api/op?run=1&seq=1102"))
 assert op["name"] == "aten::addmm" and op["tensors"] and op["stack_frames"], op
+# The secrets the report and the bundle leave out, left out of the served page too.
+html = urllib.request.urlopen(url).read().decode()
+assert "FAKEawsSecretKey" not in html and "REDACTED" in html, "a secret is in the view page"
 u = urllib.parse.urlparse(url)
 c = http.client.HTTPConnection(u.hostname, u.port)
 c.request("GET", "/api/info", headers={"Host": "evil.example:80"})

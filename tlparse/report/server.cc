@@ -2,9 +2,9 @@
 // GET only, one thread per connection, serving the embedded viewer and JSON pages of ops read
 // through tracer::Reader (never a file from disk).
 #include "tlparse/report/server.h"
-#include "base/json_text.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -16,16 +16,18 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <fcntl.h>
-#include <functional>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+
+#include "base/json_text.h"
+#include "tlparse/report/redact.h"
 
 namespace tdbg::report {
 namespace {
@@ -292,6 +294,11 @@ Status serve(const tracer::Run& a, const tracer::Run* b, const ViewOptions& opti
   ReportOptions model_options = options.report;
   model_options.mode = "server";
   TDBG_ASSIGN_OR_RETURN(json model, build_report_data(a, b, model_options));
+  // Credentials in a command line, the environment or a recorded string are left out, as the
+  // report and the bundle leave them out: of the page and of every answer of the API.
+  Redactor redactor(/*redact_paths=*/false, "", "");
+  redactor.remember_environment(environ);
+  model = redactor.apply_report(std::move(model));
   const std::string page = render_html(model);
 
   std::vector<std::unique_ptr<RunIndex>> runs;
@@ -343,7 +350,7 @@ Status serve(const tracer::Run& a, const tracer::Run* b, const ViewOptions& opti
       std::lock_guard<std::mutex> lock(mu);
       auto page_or = run->page(filter, from, limit);
       if (!page_or.ok()) return send_json(res, {{"error", page_or.status().message()}}, 500);
-      send_json(res, page_or.value());
+      send_json(res, redactor.apply_json(page_or.value()));
     } else if (req.path == "/api/op") {
       RunIndex* run = run_of(req, res);
       if (!run) return;
@@ -354,7 +361,7 @@ Status serve(const tracer::Run& a, const tracer::Run* b, const ViewOptions& opti
       std::lock_guard<std::mutex> lock(mu);
       auto op = run->reader().op(seq);
       if (!op) return send_json(res, {{"error", "no such op"}}, 404);
-      send_json(res, op_json(run->reader(), *op, nullptr, true));
+      send_json(res, redactor.apply_json(op_json(run->reader(), *op, nullptr, true)));
     } else {
       res->status = 404;
     }
