@@ -3954,6 +3954,15 @@ def case_ddp():
     check(sorted(out_a.splitlines()) == sorted(out_b.splitlines()), "the ranks print the same")
     rc, r = diff(a, b)
     check(rc == 0 and r["status"] == "identical", f"identical DDP runs (exit {rc})")
+    # B's step 1 under DDP's no_sync(): the all-reduce A runs there is named in the headline.
+    a, b, _, _ = pair("ddp_no_sync", [], ["--no-sync-step", "1"], DDP_SCRIPT)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    change = d.get("collective_change") or {}
+    check(rc == 1 and d.get("kind") == "structure" and change.get("run") == "A"
+          and change.get("op", "").startswith("c10d::allreduce") and change.get("step") == 1
+          and "a sync one run skipped, such as DDP's gradient all-reduce under no_sync()" in diff_text(a, b),
+          f"the skipped all-reduce is named (got {d.get('kind')}: {d.get('detail')}, {change})")
     a, b, _, _ = pair("ddp_poke", [], ["--poke-rank", "1", "--poke-step", "2"], DDP_SCRIPT)
     rc, r = diff(a, b)
     check(rc == 1, f"exit status 1 (got {rc})")

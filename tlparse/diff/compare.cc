@@ -3741,6 +3741,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // The first op of the changes that wrote its tensor back as it was (`unchanged_write`), and
   // its run (0: A).
   std::optional<std::pair<int, OpRecord>> kept_values;
+  json collective_change;  // the first collective in a change, of one run alone
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
     const int run = sign > 0 ? 0 : 1;
     std::optional<OpRecord> last;
@@ -3759,6 +3760,12 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       last_seq = o->seq;
       if (o->flags & tracer::kOpBackward) moved_training = true;
       if (!kept_values && unchanged_write(*o, side.strings)) kept_values.emplace(run, *o);
+      // A collective one run alone runs (DDP's gradient all-reduce skipped in the other).
+      if (collective_change.is_null() && side.strings.text(o->name).rfind("c10d::", 0) == 0)
+        collective_change = {{"run", run == 0 ? "A" : "B"},
+                             {"op", side.strings.text(o->name)},
+                             {"seq", o->seq},
+                             {"step", o->step}};
       const Identity id = identity(side, *o);
       moved[id.key] += sign;
       moved_lines[id.key + "@" + id.line] += sign;
@@ -3900,6 +3907,22 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // optimizer's add_ of its momentum is other work, not a recomputation).
     if (in_optimizer_step(a_backward ? *p.b.reader : *p.a.reader, a_backward ? *pb : *pa))
       return "";
+    // Nor a gradient's writing (autograd's AccumulateGrad, DDP's reducer copying its
+    // all-reduced bucket): a gradient made another way, as where one run skips DDP's sync.
+    auto within_gradient_write = [](Side& side, const OpRecord& o) {
+      int64_t parent = o.parent;
+      for (int up = 0; up < 64 && parent != tracer::kNoSeq; ++up) {
+        const auto op = side.reader->op(parent);
+        if (!op) return false;
+        const std::string& name = side.strings.text(op->name);
+        if (name.find("AccumulateGrad") != std::string::npos ||
+            name.find("ddp.reducer") != std::string::npos)
+          return true;
+        parent = op->parent;
+      }
+      return false;
+    };
+    if (within_gradient_write(p.a, *pa) || within_gradient_write(p.b, *pb)) return "";
     const char* again = a_backward ? "A" : "B";
     return std::string(": ") + again + "'s " + p.a.strings.text(pa->name) +
            " was computed again in backward (activation checkpointing) and made other values "
@@ -4592,6 +4615,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   } else {
     out["healed"] = nullptr;
   }
+  if (where.kind == Located::kStructure && !collective_change.is_null())
+    out["collective_change"] = collective_change;
   // A change not found to be the same ops moved: each run's code where it begins, which the
   // other run may run further on (two training phases swapped).
   if (where.kind == Located::kStructure && !out.contains("reordered") && change_at_a && change_at_b)

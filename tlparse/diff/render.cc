@@ -114,6 +114,19 @@ bool lines_moved(const json& d, int64_t delta) {
   return false;
 }
 
+// "; A runs the collective c10d::allreduce_ (seq N, step S), which B does not: ..." where the
+// structural changes hold a collective of one run alone (`collective_change`), else "".
+std::string collective_change_text(const json& d) {
+  const json& c = d.value("collective_change", json());
+  if (!c.is_object()) return "";
+  const std::string run = str(c, "run");
+  return "; " + run + " runs the collective " + str(c, "op") + " (seq " + str(c, "seq") +
+         ", step " + str(c, "step") + ") in these changes, which " + (run == "A" ? "B" : "A") +
+         " does not: a sync one run skipped, such as DDP's gradient all-reduce under no_sync(), or "
+         "a gradient DDP never got (a parameter the loss does not reach, with "
+         "find_unused_parameters=False)";
+}
+
 // " (the same code in another order: ...)" where the runs part at lines each runs further on
 // (`other_order`), else "".
 std::string other_order_text(const json& d) {
@@ -1288,7 +1301,8 @@ std::string format_divergence(const json& result) {
             : str(d, "cause") == "ended"    ? "ended early"
                                             : "diverged structurally");
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
-    o << ": " << str(d, "detail") << other_order_text(d) << healed_suffix(d);
+    o << ": " << str(d, "detail") << other_order_text(d) << collective_change_text(d)
+      << healed_suffix(d);
     o << work_not_results(d) << updates_suffix(d) << not_updated_suffix(d)
       << resumed_startup_suffix(result) << "\n";
     print_warnings(o, result);

@@ -6,6 +6,7 @@ rank R's logged loss NaN at step 2 (the all-reduce brings it to the other rank).
 `tdbg diff` to name carry a `# MARK:<name>` comment. Prints each rank's losses and the metric.
 """
 import argparse
+import contextlib
 import os
 import socket
 
@@ -32,9 +33,11 @@ def worker(rank, args):
     for step in range(args.steps):
         batch = torch.from_numpy(data[step])  # MARK:data
         x, y = batch[:, :8], batch[:, 8:]
-        loss = ((model(x) - y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
+        # (--no-sync-step: that step's gradients are not all-reduced, DDP's no_sync().)
+        with model.no_sync() if step == args.no_sync_step else contextlib.nullcontext():
+            loss = ((model(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
         opt.step()
         losses.append("%.9g" % loss.item())
         logged = loss.detach().clone()
@@ -61,6 +64,7 @@ def main():
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--metric-op", choices=["sum", "max"], default="sum")
     p.add_argument("--nan-rank", type=int, default=-1)
+    p.add_argument("--no-sync-step", type=int, default=-1)
     args = p.parse_args()
     if args.port == 0:
         with socket.socket() as s:
