@@ -23,7 +23,7 @@ struct ShowArgs {
   std::optional<int64_t> step;
   std::optional<uint32_t> thread;
   int64_t limit = 100;
-  size_t process = 0;
+  std::optional<size_t> process;  // unset: the first process that holds ops
   bool plain = false;
 };
 
@@ -159,18 +159,33 @@ void add_show_command(CLI::App& app) {
   cmd->add_option("--thread", args->thread, "Only ops of this thread (tdbg thread id)")
       ->check(at_least(0));
   cmd->add_option("--limit", args->limit, "Ops listed at most (0: all)")->check(at_least(0));
-  cmd->add_option("--process", args->process, "Which recorded process of a run directory (0: first)")
+  cmd->add_option("--process", args->process,
+                  "Which recorded process of a run directory (default: the first that holds ops)")
       ->check(at_least(0));
   cmd->add_flag("--plain", args->plain, "One line per op without seq numbers, for text diff tools");
   cmd->callback([args] {
     auto run = tracer::Run::Open(args->run);
     if (!run.ok()) return fail("show", run.status().message());
     note_skipped("show", run->skipped);
-    if (args->process >= run->processes.size()) {
-      return fail("show", args->run + ": no process " + std::to_string(args->process) + " (the run has " +
-                              std::to_string(run->processes.size()) + ")");
+    // A launcher (torchrun, mp.spawn's parent) records no op: by default the first process
+    // that holds ops is shown, its ranks' or workers', and the header says which.
+    std::string picked;
+    if (!args->process) {
+      args->process = 0;
+      for (size_t k = 0; k < run->processes.size(); ++k)
+        if (run->processes[k]->op_count() > 0) {
+          args->process = k;
+          if (k > 0)
+            picked = "(process 0 holds no op, as a launcher's: process " + std::to_string(k) +
+                     " shown; --process N shows another)\n";
+          break;
+        }
     }
-    const tracer::Reader& r = *run->processes[args->process];
+    if (*args->process >= run->processes.size()) {
+      return fail("show", args->run + ": no process " + std::to_string(*args->process) +
+                              " (the run has " + std::to_string(run->processes.size()) + ")");
+    }
+    const tracer::Reader& r = *run->processes[*args->process];
     diff::Strings strings(r);
     // The header, printed with the first op shown or once the selection is known to be valid:
     // an error (no such step) goes to stderr alone, with nothing on stdout.
@@ -182,16 +197,15 @@ void add_show_command(CLI::App& app) {
     if (!args->plain) {
       // Numbered from 0, as --process and `tdbg diff` number them.
       // As `tdbg diff` names it: a worker with the rank that started it.
-      const nlohmann::json named = diff::process_json(*run, args->process);
+      const nlohmann::json named = diff::process_json(*run, *args->process);
       const std::string label = named.value("who", std::string());
       const std::string who = label.empty() ? "" : " (" + label + ")";
-      const std::string process =
-          run->processes.size() == 1
-              ? "one process" + who
-              : "process " + std::to_string(args->process) + " of 0-" +
-                    std::to_string(run->processes.size() - 1) + who;
+      const std::string process = run->processes.size() == 1
+                                      ? "one process" + who
+                                      : "process " + std::to_string(*args->process) + " of 0-" +
+                                            std::to_string(run->processes.size() - 1) + who;
       head = r.path() + ": " + std::to_string(r.op_count()) + " ops, " +
-             std::to_string(r.threads().size()) + " thread(s), " + process + "\n";
+             std::to_string(r.threads().size()) + " thread(s), " + process + "\n" + picked;
       const std::string ending = diff::process_ending(r);
       if (!ending.empty()) head += "the process " + ending + "\n";
       // No op, by a --steps window or --ops pattern that selected none: why.

@@ -3954,6 +3954,10 @@ def case_ddp():
     check(sorted(out_a.splitlines()) == sorted(out_b.splitlines()), "the ranks print the same")
     rc, r = diff(a, b)
     check(rc == 0 and r["status"] == "identical", f"identical DDP runs (exit {rc})")
+    # tdbg show on the run: mp.spawn's parent records no op; rank 0's process is shown.
+    p = subprocess.run([TDBG, "show", a, "--limit", "1"], stdout=subprocess.PIPE, text=True)
+    check(p.returncode == 0 and "(rank 0/2)" in p.stdout.splitlines()[0] and "process 0 holds no op" in p.stdout,
+          f"show picks the first process with ops (got {p.stdout[:300]!r})")
     # B's step 1 under DDP's no_sync(): the all-reduce A runs there is named in the headline.
     a, b, _, _ = pair("ddp_no_sync", [], ["--no-sync-step", "1"], DDP_SCRIPT)
     rc, r = diff(a, b)
