@@ -3967,6 +3967,13 @@ def case_ddp():
           and change.get("op", "").startswith("c10d::allreduce") and change.get("step") == 1
           and "a sync one run skipped, such as DDP's gradient all-reduce under no_sync()" in diff_text(a, b),
           f"the skipped all-reduce is named (got {d.get('kind')}: {d.get('detail')}, {change})")
+    # And then every rank raises: the rank is named as the process that ended, not mp.spawn's
+    # parent (process 0, no op), which exits with status 1 because they did.
+    b, p = record_ending("ddp_no_sync_raise", ["--no-sync-step", "1", "--raise-step", "2"], DDP_SCRIPT)
+    rc, r = diff(a, b)
+    ended = (r["first_divergence"] or {}).get("run_ended") or {}
+    check(rc == 1 and p.returncode == 1 and ended.get("process", 0) > 0 and "(rank " in ended.get("text", ""),
+          f"a rank named as the process that ended (got {p.returncode}, {ended})")
     a, b, _, _ = pair("ddp_poke", [], ["--poke-rank", "1", "--poke-step", "2"], DDP_SCRIPT)
     rc, r = diff(a, b)
     check(rc == 1, f"exit status 1 (got {rc})")

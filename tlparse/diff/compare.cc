@@ -6883,7 +6883,14 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // run that ended has no results past its end. Said on the headline (`run_ended`) where
     // the divergence is not that end; never "the same results" (--results).
     json& d = result["first_divergence"];
-    for (size_t p = 0; p < std::min(a.processes.size(), b.processes.size()); ++p) {
+    // The processes that ran ops first: a launcher (torchrun, mp.spawn's parent) that exits
+    // with status 1 because a rank raised is not the process to name.
+    std::vector<size_t> order;
+    for (int with_ops = 1; with_ops >= 0; --with_ops)
+      for (size_t p = 0; p < std::min(a.processes.size(), b.processes.size()); ++p)
+        if ((a.processes[p]->op_count() + b.processes[p]->op_count() > 0) == (with_ops == 1))
+          order.push_back(p);
+    for (const size_t p : order) {
       const Reader& ra = *a.processes[p];
       const Reader& rb = *b.processes[p];
       const std::string ea = abnormal_ending(ra), eb = abnormal_ending(rb);
@@ -6897,9 +6904,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       if (auto held = r.held(); held.ok() && held->any)
         if (auto last = r.op(held->last_seq)) step = last->step;
       const tracer::Run& side = b_ended ? b : a;
+      const std::string label = process_json(side, p).value("who", std::string());
       const std::string who =
           std::string(b_ended ? "B" : "A") + "'s process" +
-          (side.processes.size() > 1 ? " " + std::to_string(side.shown(p)) : "");
+          (side.processes.size() > 1 ? " " + std::to_string(side.shown(p)) : "") +
+          (label.empty() ? "" : " (" + label + ")");
       // (A recording that stopped says where itself; its program went on.)
       const bool stopped = !recording_lost(r).empty();
       d["run_ended"] = {{"run", b_ended ? "B" : "A"},

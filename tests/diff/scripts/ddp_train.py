@@ -39,6 +39,8 @@ def worker(rank, args):
             opt.zero_grad()
             loss.backward()
         opt.step()
+        if step == args.raise_step:
+            raise RuntimeError("rank %d: --raise-step" % rank)
         losses.append("%.9g" % loss.item())
         logged = loss.detach().clone()
         if rank == args.nan_rank and step == 2:
@@ -65,6 +67,7 @@ def main():
     p.add_argument("--metric-op", choices=["sum", "max"], default="sum")
     p.add_argument("--nan-rank", type=int, default=-1)
     p.add_argument("--no-sync-step", type=int, default=-1)
+    p.add_argument("--raise-step", type=int, default=-1)
     args = p.parse_args()
     if args.port == 0:
         with socket.socket() as s:
