@@ -601,6 +601,28 @@ test('tdbg view serves the viewer from 127.0.0.1 and pages through the whole run
   }
 });
 
+test('a divergence reached from another line in each run names both lines, as tdbg diff does', async () => {
+  const dir = join(work, 'two-lines');
+  mkdirSync(dir);
+  const script = join(dir, 'path.py');
+  writeFileSync(script, [
+    'import sys, torch',
+    'x = torch.ones(3)',
+    'if len(sys.argv) > 1:',
+    '    y = x * 3',
+    'else:',
+    '    y = x * 2',
+    'print(y.sum().item())',
+    ''].join('\n'));
+  const a = recordTorch(dir, 'a', script, []);
+  const b = recordTorch(dir, 'b', script, ['other']);
+  const diff = spawnSync(tdbg, ['diff', a, b], { encoding: 'utf8' }).stdout;
+  assert.match(diff, /where: +A .*path\.py:6[^\n]*\n +B .*path\.py:4/, diff);
+  const { page, seen } = await openPage(makeReport(dir, a, b));
+  assert.match(await page.textContent('#status-sources'), /^A \S*path\.py:6 in <module>, B \S*path\.py:4 in <module>$/);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('a change that cuts parameters off from their gradient: the status says the optimizer leaves them', async () => {
   const dir = join(work, 'never-updated');
   mkdirSync(dir);

@@ -172,7 +172,12 @@
       const ended = fd.cause === 'ended';
       banner = h('div', { class: 'banner diverged', id: 'status' },
         h('strong', null, fd.recording_stopped ? 'Recording stopped' : ended ? 'Ended early' : 'Diverged'), onlyB ? ' at op #' + fmt(a.seq) + ' of B ' : ' at op #' + fmt(a.seq) + ' ',
-        h('code', null, a.op || '?'), ', ', whereInRun(fd, a), ', ', h('code', null, srcText(a.source)),
+        h('code', null, a.op || '?'), ', ', whereInRun(fd, a), ', ',
+        // Reached from another line in each run (another code path, an edit): both, as the
+        // diff prints them.
+        fd.a && fd.b && srcText(fd.b.source) !== srcText(fd.a.source)
+          ? h('span', { id: 'status-sources' }, 'A ', h('code', null, srcText(fd.a.source)), ', B ', h('code', null, srcText(fd.b.source)))
+          : h('code', null, srcText(a.source)),
         a.source_note ? ' (' + a.source_note + ')' : null,
         fd.kind === 'structure' && fd.detail ? [' (', fd.detail, ')'] : null,
         fd.cause ? [' — cause: ', h('span', { class: 'tag' }, fd.cause)] : null,
