@@ -621,6 +621,11 @@ test('a divergence reached from another line in each run names both lines, as td
   const { page, seen } = await openPage(makeReport(dir, a, b));
   assert.match(await page.textContent('#status-sources'), /^A \S*path\.py:6 in <module>, B \S*path\.py:4 in <module>$/);
   assert.deepEqual(seen.errors, []);
+  // And the bundle's README.
+  const bundle = join(dir, 'bug.tar.gz');
+  execFileSync(tdbg, ['bundle', a, b, '-o', bundle]);
+  const readme = execFileSync('tar', ['-xzf', bundle, '-O', '--wildcards', '*/README.md'], { encoding: 'utf8' });
+  assert.match(readme, /\*\*First divergence\*\*: op #\d+ `aten::mul` at step 0, \S*path\.py:6 \(in B from \S*path\.py:4\)/, readme);
 });
 
 test('a change that cuts parameters off from their gradient: the status says the optimizer leaves them', async () => {

@@ -435,6 +435,14 @@ std::string divergence_text(const json& fd) {
   const json& pb = fd.value("process_b", json());
   if (a.is_object() && b.is_object()) {
     s = op_text(a, pa);
+    // Reached from another line in B (another code path, an edit): said, as the diff says it.
+    auto line = [](const json& side) {
+      const auto source = side.find("source");
+      return source != side.end() && source->is_object()
+                 ? text_of(*source, "file", "?") + ":" + text_of(*source, "line", "?")
+                 : std::string();
+    };
+    if (line(b) != line(a) && !line(b).empty()) s += " (in B from " + line(b) + ")";
   } else if (a.is_object()) {
     s = "run A's " + op_text(a, pa) + ", which run B does not have";
   } else if (b.is_object()) {
