@@ -2143,6 +2143,12 @@ def case_checkpoint_rng():
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("cause") == "rng" and "preserve_rng_state=True" in d.get("detail", ""),
           f"the recompute's draw is named (got {d.get('cause')}: {d.get('detail')})")
+    # The non-reentrant form recomputes inside the backward node that unpacks a saved tensor.
+    a, b, _, _ = pair("checkpoint_rng_nr", ["1", "nr"], ["0", "nr"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "rng" and "preserve_rng_state=True" in d.get("detail", ""),
+          f"non-reentrant: the recompute's draw is named (got {d.get('cause')}: {d.get('detail')})")
 
 
 CHECKPOINT_RNG = r'''
@@ -2152,7 +2158,7 @@ torch.manual_seed(0)
 block = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5))
 head = torch.nn.Linear(8, 1)
 x = torch.randn(4, 8, requires_grad=True)
-h = checkpoint(block, x, use_reentrant=True, preserve_rng_state=sys.argv[1] == "1")
+h = checkpoint(block, x, use_reentrant=len(sys.argv) < 3, preserve_rng_state=sys.argv[1] == "1")
 torch.randn(3)  # a draw between the forward and the backward
 head(h).sum().backward()
 '''

@@ -3062,8 +3062,8 @@ std::optional<std::pair<std::string, int64_t>> seed_at(const Reader& r, int64_t 
 // A random op whose generator state differs (`rng`), drawing from the default generator: the
 // seed each run's had there, where they differ, and the seed it was given later ("torch.
 // manual_seed called after this op": a model built before the program seeds).
-// A random op of activation checkpointing's recompute in backward (inside
-// CheckpointFunctionBackward, torch.utils.checkpoint's reentrant form): its generator state is
+// A random op of activation checkpointing's recompute in backward (a forward op, inside
+// CheckpointFunctionBackward or another backward node): its generator state is
 // the forward's only with preserve_rng_state=True (the default); with False the recompute
 // draws from the state at backward time, other dropout masks than the forward's. Said after
 // the detail.
@@ -3073,12 +3073,17 @@ void note_checkpoint_rng(Pair& p, const OpRecord& a, json& out) {
   for (int up = 0; up < 64 && parent != tracer::kNoSeq; ++up) {
     const auto o = p.a.reader->op(parent);
     if (!o) return;
-    if (p.a.strings.text(o->name).find("CheckpointFunctionBackward") != std::string::npos) {
+    // (Reentrant: inside CheckpointFunctionBackward; non-reentrant: inside the backward node
+    // whose saved tensor it unpacks, ReluBackward0, where no other forward op runs.)
+    const std::string& name = p.a.strings.text(o->name);
+    if (name.find("CheckpointFunctionBackward") != std::string::npos ||
+        name.rfind("autograd::engine::evaluate_function: ", 0) == 0) {
       out["detail"] = out.value("detail", std::string()) +
-                      "; it is in activation checkpointing's recompute during backward "
-                      "(torch.utils.checkpoint), which draws the forward's random numbers again "
-                      "only with preserve_rng_state=True, the default: False in one run makes "
-                      "other dropout masks there";
+                      "; it runs during backward, as activation checkpointing's recompute "
+                      "does (torch.utils.checkpoint), which draws the forward's random numbers "
+                      "again only with preserve_rng_state=True, the default: False in one run "
+                      "makes other dropout masks there (or a backward that draws numbers of its "
+                      "own)";
       return;
     }
     parent = o->parent;
