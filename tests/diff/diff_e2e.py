@@ -2745,6 +2745,12 @@ def case_uninitialized():
     script = write_script("uninitialized_inplace.py", UNINITIALIZED_INPLACE)
     mark = marks(script)
     a, b, _, _ = pair("uninit_inplace", ["1"], ["2"], script)
+    # tdbg nan on garbage that is NaN, read unhashed by the in-place add: entered from the
+    # empty_like's memory, not "made here".
+    nan_run, _ = record("uninit_inplace_nan", ["nan"], script)
+    text = subprocess.run([TDBG, "nan", nan_run], stdout=subprocess.PIPE, text=True).stdout
+    check("NaN entered here from uninitialized memory" in text and f"uninitialized_inplace.py:{mark['acc']}" in text,
+          f"nan: the in-place read of NaN garbage entered from the empty_like (got {text[:500]!r})")
     rc, r = diff(a, b)
     d = r["first_divergence"] or {}
     line, file = line_of(d.get("a"))

@@ -208,6 +208,7 @@ class Tracker {
     bool from_dropped = false;  // the external NaN's producer is an op the ring dropped
     bool from_uninit = false;   // it was read from memory an `empty` returned uninitialized
     bool from_part = false;     // it was read from memory a recorded op wrote only a part of
+    bool reads_uninitialized = false;    // an input is such memory, not hashed (its values unknown)
     int inputs = 0, unknown_inputs = 0;  // unknown: values not recorded (a kernel's buffer)
     // An input whose values were not recorded, made by an op a ring dropped: NaN made before
     // the ring may come in through it.
@@ -239,6 +240,9 @@ class Tracker {
         from_part = from_part || in_part;
       }
       if (!tensor_comparable(t)) ++unknown_inputs;
+      // Memory an `empty` returned that no recorded op wrote, read unhashed by an op that
+      // writes it in place (`acc += x` into a torch.empty): its garbage may be NaN.
+      reads_uninitialized = reads_uninitialized || t.status == tracer::TensorStatus::kUninitialized;
     }
     if (unknown_inputs > 0) in |= enclosing;
     Nonfinite literal;
@@ -250,6 +254,12 @@ class Tracker {
       if (t.role != TensorRole::kOutput || !tensor_comparable(t) || !t.summary.valid) continue;
       out.nan |= t.summary.nan_count > 0;
       out.inf |= t.summary.inf_count > 0;
+    }
+    // NaN out of an op that reads uninitialized memory and no input known to hold NaN: it
+    // entered with that memory, most likely.
+    if (reads_uninitialized && out.nan && !in.nan && !literal.nan && !carried_.nan) {
+      in.nan = external.nan = true;  // the input most likely held it
+      from_uninit = true;
     }
     Nonfinite passed = in;
     passed |= literal;
@@ -940,6 +950,9 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
           uninitialized_part = true;
         }
       }
+    } else if (t.producer != tracer::kNoSeq && t.status == tracer::TensorStatus::kUninitialized) {
+      // Memory the `empty` that made it returned, unwritten since.
+      if (auto prod = r.op(t.producer)) in["uninitialized_from"] = op_brief_json(r, strings, *prod);
     } else if (t.producer != tracer::kNoSeq) {
       if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
     } else if (uninitialized_read(strings, t)) {

@@ -1814,7 +1814,7 @@ std::string format_nonfinite(const json& result) {
                              : std::string("which no recorded op wrote"));
     } else if (prod.is_object()) {
       o << ", from " << op_and_source(prod);
-    } else if (prod.is_number()) {
+    } else if (prod.is_number() && !in.value("uninitialized_from", json()).is_object()) {
       o << ", from op seq " << json_text(prod);
     } else if (const json& from = in.value("uninitialized_from", json()); from.is_object()) {
       o << ", memory returned uninitialized by " << op_and_source(from) << ", written by no recorded op";
