@@ -2634,6 +2634,28 @@ if __name__ == "__main__":
 '''
 
 
+def case_nan_tensor_list():
+    # NaN in a Python list made a tensor by torch.tensor, recorded with --hash outputs (which
+    # hashes only what ops make): entered with that data, never uninitialized memory; with
+    # --hash all, at the op that takes it in.
+    script = write_script("nan_tensor_list.py", NAN_TENSOR_LIST)
+    mark = marks(script)
+    for mode, says in (("outputs", f"data torch.tensor took from Python at nan_tensor_list.py:{mark['data']}"),
+                       ("all", "NaN entered here: an input holds NaN that no recorded op produced")):
+        run, _ = record("nan_tensor_list_" + mode, [], script, options=["--hash", mode])
+        text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+        check(says in text and "uninitialized" not in text, f"--hash {mode}: {says!r} (got {text[:500]!r})")
+
+
+NAN_TENSOR_LIST = r'''
+import torch
+torch.manual_seed(0)
+layer = torch.nn.Linear(3, 1)
+x = torch.tensor([[1.0, float("nan"), 2.0]])  # MARK:data
+print(layer(x).sum().item())
+'''
+
+
 def case_nan_bits():
     # A NaN's bits written through an int32 view of a float tensor that torch.tensor filled
     # whole: named as that write, never as uninitialized memory.

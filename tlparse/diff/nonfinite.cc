@@ -193,6 +193,10 @@ class Tracker {
       if (collectives_.size() > (1u << 16)) collectives_.clear();  // bounded
       collectives_.insert(op.seq);
     }
+    if (op.flags & tracer::kOpUninitOutput) {
+      if (empties_.size() > (1u << 16)) empties_.clear();  // bounded
+      empties_.insert(op.seq);
+    }
     std::vector<Open>& open = open_[op.thread];
     while (!open.empty() && open.back().depth >= op.depth) open.pop_back();
     Nonfinite enclosing;
@@ -242,7 +246,11 @@ class Tracker {
       if (!tensor_comparable(t)) ++unknown_inputs;
       // Memory an `empty` returned that no recorded op wrote, read unhashed by an op that
       // writes it in place (`acc += x` into a torch.empty): its garbage may be NaN.
-      reads_uninitialized = reads_uninitialized || t.status == tracer::TensorStatus::kUninitialized;
+      // (Made by the empty itself: a view of torch.tensor's buffer, which Python filled, is no
+      // garbage.)
+      reads_uninitialized =
+          reads_uninitialized || (t.status == tracer::TensorStatus::kUninitialized &&
+                                  t.producer != tracer::kNoSeq && empties_.count(t.producer) > 0);
     }
     if (unknown_inputs > 0) in |= enclosing;
     Nonfinite literal;
@@ -394,6 +402,7 @@ class Tracker {
   int64_t skipped_ = 0;
   std::unordered_map<uint64_t, Nonfinite> seen_;
   std::unordered_set<int64_t> collectives_;  // the collective ops judged so far (their seqs)
+  std::unordered_set<int64_t> empties_;      // the ops of the empty family judged so far
   // Outputs without values recorded (views) of ops that read values a ring dropped.
   std::unordered_set<uint64_t> views_of_dropped_;
   std::unordered_map<tracer::StringId, Nonfinite> literals_;
@@ -950,9 +959,13 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
           uninitialized_part = true;
         }
       }
-    } else if (t.producer != tracer::kNoSeq && t.status == tracer::TensorStatus::kUninitialized) {
+    } else if (const auto empty =
+                   t.producer != tracer::kNoSeq && t.status == tracer::TensorStatus::kUninitialized
+                       ? r.op(t.producer)
+                       : std::nullopt;
+               empty && (empty->flags & tracer::kOpUninitOutput)) {
       // Memory the `empty` that made it returned, unwritten since.
-      if (auto prod = r.op(t.producer)) in["uninitialized_from"] = op_brief_json(r, strings, *prod);
+      in["uninitialized_from"] = op_brief_json(r, strings, *empty);
     } else if (t.producer != tracer::kNoSeq) {
       if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
     } else if (uninitialized_read(strings, t)) {

@@ -1658,6 +1658,16 @@ std::string format_nonfinite(const json& result) {
       o << "  cause:    NaN entered here: " << str(f, "op") << " only moves values, and input "
         << indices << ", which it moves, is data no recorded op made (Python data, NumPy, a "
         << "file, a DataLoader worker), whose values were not recorded\n";
+    } else if (const json& from = unknown.is_null() ? json() : unknown.value("producer", json());
+               unknowns == 1 && !nan_from_inf && s.value("nan", int64_t{0}) > 0 &&
+               from.is_object() &&
+               (str(from, "op") == "aten::lift_fresh" || str(from, "op") == "aten::detach_")) {
+      // torch.tensor's data: Python filled the buffer, lift_fresh and detach_ made it a leaf.
+      o << "  cause:    NaN entered here, most likely with input " << indices << ": data "
+        << "torch.tensor took from Python at " << str(from, "source") << " (" << str(from, "op")
+        << ", seq " << str(from, "seq")
+        << "), whose values were not recorded; the other inputs "
+           "and the arguments hold no NaN\n";
     } else if (!unknown.is_null() && !nan_from_inf) {
       o << "  cause:    made here, or brought in by input" << (unknowns > 1 ? "s " : " ") << indices
         << ", whose values were not recorded";
