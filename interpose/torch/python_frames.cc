@@ -495,8 +495,13 @@ def _class_name(module):
 # program holds, not by the order the roots are first called, which may differ between runs.
 # (A root held only in a function's variables keeps its class name: reading a frame's locals
 # would keep them alive.)
+_root_names = weakref.WeakKeyDictionary()  # a root keeps the name it was first given
+
 def _root_name(root):
-    name = _class_name(root)
+    named = _root_names.get(root)
+    if named is not None:
+        return named
+    name = _root_names[root] = _class_name(root)
     try:
         main = sys.modules.get('__main__')
         found = []
@@ -505,7 +510,7 @@ def _root_name(root):
                 found.append((key, value))
         mine = [key for key, value in found if value is root]
         if mine and any(value is not root for key, value in found):
-            return name + '(' + mine[0] + ')'
+            name = _root_names[root] = name + '(' + mine[0] + ')'
     except Exception:
         pass
     return name
