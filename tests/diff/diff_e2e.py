@@ -3988,6 +3988,8 @@ def case_ddp():
     check(sorted(out_a.splitlines()) == sorted(out_b.splitlines()), "the ranks print the same")
     rc, r = diff(a, b)
     check(rc == 0 and r["status"] == "identical", f"identical DDP runs (exit {rc})")
+    check("thread(s) of 3 processes compared)" in diff_text(a, b).splitlines()[0],
+          "the identical headline says how many processes each run has")
     # tdbg show on the run: mp.spawn's parent records no op; rank 0's process is shown.
     p = subprocess.run([TDBG, "show", a, "--limit", "1"], stdout=subprocess.PIPE, text=True)
     check(p.returncode == 0 and "(rank 0/2)" in p.stdout.splitlines()[0] and "process 0 holds no op" in p.stdout,

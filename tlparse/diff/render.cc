@@ -1192,7 +1192,12 @@ std::string format_divergence(const json& result) {
               : "identical in ops, shapes and arguments (tensor values not recorded)")
       << (part.empty() ? "" : " over what both recorded (" + part + ")") << ": "
       << str(result, "run_a") << " and " << str(result, "run_b") << " ("
-      << str(result, "threads_compared") << " thread(s) compared)\n";
+      << str(result, "threads_compared") << " thread(s)";
+    // Of several processes each (ranks, DataLoader workers, a launcher): how many.
+    const json& processes = result.value("processes", json());
+    if (processes.is_object() && processes.value("a", 0) > 1)
+      o << " of " << str(processes, "a") << " processes";
+    o << " compared)\n";
     print_warnings(o, result);
     print_notes(o, result);
     // Only a part of each run was recorded: the runs may differ in the rest.
