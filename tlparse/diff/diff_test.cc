@@ -974,6 +974,34 @@ TEST_CASE("a step whose differing ops only read a tensor into Python says so") {
                   ".tolist(), a print of the loss), no tensor made") != std::string::npos);
 }
 
+TEST_CASE("a rank's process fed by the worker where the runs part is no collective's consequence") {
+  // Rank 1's DataLoader worker differs first; rank 1's own process, which gets its batches,
+  // differs later: a consequence through the DataLoader, not through a collective.
+  json r = {
+      {"status", "diverged"},
+      {"first_divergence",
+       {{"kind", "value"},
+        {"cause", "external_input"},
+        {"detail", "input 0 differs"},
+        {"a", {{"op", "aten::div"}, {"seq", 5}, {"step", 0}}},
+        {"b", {{"op", "aten::div"}, {"seq", 5}, {"step", 0}}},
+        {"process_a",
+         {{"worker", "0/2"}, {"parent_rank", "1/2"}, {"who", "DataLoader worker 0/2 of rank 1/2"}}},
+        {"other_processes",
+         {{{"process", 2},
+           {"rank", "1/2"},
+           {"who", "rank 1/2"},
+           {"kind", "value"},
+           {"op", "aten::linear"},
+           {"seq", 40},
+           {"step", 3}}}}}}};
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("most likely a consequence (the DataLoader worker where the runs part sends this "
+                  "process its batches)") != std::string::npos);
+  CHECK(text.find("through a collective") == std::string::npos);
+}
+
 TEST_CASE("structural changes beyond the five listed are counted") {
   json changes = json::array();
   for (int k = 0; k < 7; ++k)

@@ -1437,6 +1437,11 @@ std::string format_divergence(const json& result) {
     else if (!worker.empty())
       o << "): most likely a consequence (a DataLoader worker loads the items its parent's "
            "sampler picks, with a seed from its parent's generator)\n";
+    else if (const json& first = d.value("process_a", json());
+             worker.empty() && !str(first, "worker").empty() &&
+             (rank.empty() || rank == str(first, "rank") || rank == str(first, "parent_rank")))
+      o << "): most likely a consequence (the DataLoader worker where the runs part sends this "
+           "process its batches)\n";
     else if (!rank.empty() && worker.empty() && !str(d.value("process_a", json()), "rank").empty())
       o << "): most likely a consequence (the values of this rank reach it through a "
            "collective, or it was stopped because of it)\n";
