@@ -2665,10 +2665,19 @@ def case_nan_bits():
     text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
     check(f"wrote into it through a view of another dtype (int32)" in text and f"nan_bits.py:{mark['bits']}" in text
           and "uninitialized" not in text, f"the int32 write is named (got {text[:600]!r})")
+    # The other way: int32 bits filled in, then viewed as float32 and read.
+    run, _ = record("nan_bits_view", ["view"], script)
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    check("a view of int32 data as float32" in text and f"nan_bits.py:{mark['view']}" in text,
+          f"the view of int32 bits is named (got {text[:600]!r})")
 
 
 NAN_BITS = r'''
-import torch
+import sys, torch
+if len(sys.argv) > 1:
+    x = torch.empty(2, 3).view(torch.int32).fill_(0x7FC00000).view(torch.float32)  # MARK:view
+    print(torch.nn.functional.linear(x, torch.ones(1, 3)).tolist())
+    sys.exit()
 a = torch.tensor([1.0, 2.0, 3.0])
 a.view(torch.int32)[0] = 0x7FC00000  # MARK:bits
 print((a * 2).tolist())

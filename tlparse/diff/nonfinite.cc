@@ -967,7 +967,15 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
       // Memory the `empty` that made it returned, unwritten since.
       in["uninitialized_from"] = op_brief_json(r, strings, *empty);
     } else if (t.producer != tracer::kNoSeq) {
-      if (auto prod = r.op(t.producer)) in["producer"] = op_brief_json(r, strings, *prod);
+      if (auto prod = r.op(t.producer)) {
+        in["producer"] = op_brief_json(r, strings, *prod);
+        // A view of other bits as this dtype (`x.view(torch.float32)` of int32 data): its
+        // NaN may be bits written as integers.
+        if (strings.text(prod->name) == "aten::view")
+          for (const TensorRecord& base : prod->tensors)
+            if (base.role == TensorRole::kInput && base.index == 0 && base.dtype != t.dtype)
+              in["reinterprets"] = hashing::dtype_name(base.dtype);
+      }
     } else if (uninitialized_read(strings, t)) {
       auto maker = uninitialized_maker(r, strings, op, t);
       in["uninitialized_from"] = maker ? op_brief_json(r, strings, *maker) : json(true);

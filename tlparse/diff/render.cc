@@ -1668,6 +1668,12 @@ std::string format_nonfinite(const json& result) {
       o << "  cause:    NaN entered here: " << str(f, "op") << " only moves values, and input "
         << indices << ", which it moves, is data no recorded op made (Python data, NumPy, a "
         << "file, a DataLoader worker), whose values were not recorded\n";
+    } else if (!unknown.is_null() && unknowns == 1 && !nan_from_inf &&
+               s.value("nan", int64_t{0}) > 0 && unknown.contains("reinterprets")) {
+      o << "  cause:    NaN entered here, most likely with input " << indices << ": a view of "
+        << str(unknown, "reinterprets") << " data as " << str(unknown, "dtype") << " ("
+        << op_and_source(unknown["producer"]) << ", .view(dtype)), whose bits, written as "
+        << str(unknown, "reinterprets") << ", read as NaN; its values were not recorded\n";
     } else if (const json& from = unknown.is_null() ? json() : unknown.value("producer", json());
                unknowns == 1 && !nan_from_inf && s.value("nan", int64_t{0}) > 0 &&
                from.is_object() &&
