@@ -4019,6 +4019,13 @@ def case_ddp():
     ended = (r["first_divergence"] or {}).get("run_ended") or {}
     check(rc == 1 and p.returncode == 1 and ended.get("process", 0) > 0 and "(rank " in ended.get("text", ""),
           f"a rank named as the process that ended (got {p.returncode}, {ended})")
+    # Ranks that raise with no other change: the all-reduces A runs after B's end are no sync
+    # that B skipped.
+    b, p = record_ending("ddp_raise", ["--raise-step", "1"], DDP_SCRIPT)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and p.returncode == 1 and "collective_change" not in d,
+          f"no skipped sync where B ended (got {d.get('cause')}: {d.get('detail')}, {d.get('collective_change')})")
     a, b, _, _ = pair("ddp_poke", [], ["--poke-rank", "1", "--poke-step", "2"], DDP_SCRIPT)
     rc, r = diff(a, b)
     check(rc == 1, f"exit status 1 (got {rc})")

@@ -3747,6 +3747,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // its run (0: A).
   std::optional<std::pair<int, OpRecord>> kept_values;
   json collective_change;  // the first collective in a change, of one run alone
+  bool hunk_at_end = false;  // the change being counted reaches the end of a thread
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
     const int run = sign > 0 ? 0 : 1;
     std::optional<OpRecord> last;
@@ -3765,8 +3766,10 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       last_seq = o->seq;
       if (o->flags & tracer::kOpBackward) moved_training = true;
       if (!kept_values && unchanged_write(*o, side.strings)) kept_values.emplace(run, *o);
-      // A collective one run alone runs (DDP's gradient all-reduce skipped in the other).
-      if (collective_change.is_null() && side.strings.text(o->name).rfind("c10d::", 0) == 0)
+      // A collective one run alone runs (DDP's gradient all-reduce skipped in the other); not
+      // in a change that is the other's end (it ended early, and ran nothing more).
+      if (collective_change.is_null() && !hunk_at_end &&
+          side.strings.text(o->name).rfind("c10d::", 0) == 0)
         collective_change = {{"run", run == 0 ? "A" : "B"},
                              {"op", side.strings.text(o->name)},
                              {"seq", o->seq},
@@ -4190,6 +4193,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (e.hunk.a_begin == e.hunk.a_end) note_inserted(p.b, e.hunk.b_begin, e.hunk.b_end, inserted_parent_b);
       if (e.hunk.b_begin == e.hunk.b_end) note_inserted(p.a, e.hunk.a_begin, e.hunk.a_end, inserted_parent_a);
       step_calls.add_hunk(e.hunk);
+      hunk_at_end = e.hunk.a_end >= p.a.count || e.hunk.b_end >= p.b.count;
       std::optional<OpRecord> last_a = count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       std::optional<OpRecord> last_b = count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       if (last_a && last_b && replacements_left.size() < kReplacementsKept)
