@@ -83,6 +83,16 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
   if (kind != OutputKind::kDirectory && ::lstat(out.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
     return "it is a symbolic link, which writing would replace: name the file itself";
   if (kind == OutputKind::kDirectory) {
+    // A folder of run databases without a manifest (recorded with LD_PRELOAD and TDBG_OUT,
+    // or a bundle's runs/a): the output would mix into that recording too.
+    for (const auto& entry : fs::directory_iterator(target, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0 &&
+          is_database(head(entry.path().string(), 16)))
+        return "it holds run databases (" + name +
+               "): name a folder outside it, so that the "
+               "recording stays as it is";
+    }
     // A page of someone else's where the report's would go.
     const std::string index = (target / "index.html").string();
     struct stat st;

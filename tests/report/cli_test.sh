@@ -259,6 +259,13 @@ grep -q "Warning: A and B are the same recording" twice_readme.md ||
 # --extract refuses a run folder as its destination (the recording would gain another run's
 # files), and a failed extraction leaves no folder it made: a bundle whose third member's name
 # is too long for the file system, after two members that extract.
+# (And one without a manifest, as LD_PRELOAD and TDBG_OUT record: its databases say what it is.)
+mkdir -p preloaded && cp runs/a/*.sqlite preloaded/
+set +e
+"$tdbg" bundle --extract twice.tar.gz -o preloaded >out.txt 2>err.txt; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "not extracted there: it holds run databases" err.txt ||
+  fail "extract into a folder of run databases: exit $rc, $(cat err.txt)"
 mkdir -p runcopy && cp twice.tar.gz runcopy/ && echo '{}' >runcopy/tdbg-run.json
 set +e
 "$tdbg" bundle --extract twice.tar.gz -o runcopy >out.txt 2>err.txt; rc=$?
