@@ -1002,6 +1002,31 @@ TEST_CASE("a rank's process fed by the worker where the runs part is no collecti
   CHECK(text.find("through a collective") == std::string::npos);
 }
 
+TEST_CASE("another rank that runs other ops too is no collective's consequence alone") {
+  // Both ranks under DDP's no_sync(): rank 1 differs first, rank 0 structurally later.
+  json r = {{"status", "diverged"},
+            {"first_divergence",
+             {{"kind", "structure"},
+              {"cause", "structure"},
+              {"detail", "1 op(s) of A removed in B"},
+              {"a", {{"op", "aten::mul"}, {"seq", 5}, {"step", 0}}},
+              {"b", nullptr},
+              {"process_a", {{"rank", "1/2"}, {"who", "rank 1/2"}}},
+              {"other_processes",
+               {{{"process", 1},
+                 {"rank", "0/2"},
+                 {"who", "rank 0/2"},
+                 {"kind", "structure"},
+                 {"op", "aten::mul"},
+                 {"seq", 5},
+                 {"step", 0}}}}}}};
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("it runs other ops there too: the same change in this rank") !=
+        std::string::npos);
+  CHECK(text.find("through a collective") == std::string::npos);
+}
+
 TEST_CASE("structural changes beyond the five listed are counted") {
   json changes = json::array();
   for (int k = 0; k < 7; ++k)

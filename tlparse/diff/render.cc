@@ -1442,6 +1442,10 @@ std::string format_divergence(const json& result) {
              (rank.empty() || rank == str(first, "rank") || rank == str(first, "parent_rank")))
       o << "): most likely a consequence (the DataLoader worker where the runs part sends this "
            "process its batches)\n";
+    else if (!rank.empty() && worker.empty() &&
+             !str(d.value("process_a", json()), "rank").empty() && str(x, "kind") == "structure")
+      o << "): it runs other ops there too: the same change in this rank (code every rank "
+           "runs, such as DDP's no_sync()), or a consequence of this difference\n";
     else if (!rank.empty() && worker.empty() && !str(d.value("process_a", json()), "rank").empty())
       o << "): most likely a consequence (the values of this rank reach it through a "
            "collective, or it was stopped because of it)\n";
