@@ -1116,6 +1116,41 @@ loss.backward()
 '''
 
 
+def case_secret_in_label():
+    # A key given to the program by `env NAME=value` (so only tdbg record's manifest holds the
+    # pair) that the program writes into a recorded string (a record_function label): left out
+    # of the report, the view's page and the bundle.
+    script = write_script("secret_in_label.py", SECRET_IN_LABEL)
+    secret = "envsecretXYZ123456789"
+    runs = []
+    for name in ("secret_label_a", "secret_label_b"):
+        out = os.path.join(WORK, name)
+        shutil.rmtree(out, ignore_errors=True)
+        subprocess.run([TDBG, "record", "-q", "-o", out, "--", "env", "MY_API_KEY=" + secret, PYTHON, script],
+                       check=True, stdout=subprocess.PIPE)
+        runs.append(out)
+    env = {k: v for k, v in os.environ.items() if k != "MY_API_KEY"}
+    rep = os.path.join(WORK, "secret_label_report")
+    shutil.rmtree(rep, ignore_errors=True)
+    subprocess.run([TDBG, "report", *runs, "-o", rep], check=True, stdout=subprocess.PIPE, env=env)
+    with open(os.path.join(rep, "index.html")) as f:
+        page = f.read()
+    bundle = os.path.join(WORK, "secret_label.tar.gz")
+    subprocess.run([TDBG, "bundle", *runs, "-o", bundle], check=True, stdout=subprocess.PIPE, env=env)
+    import gzip
+    with gzip.open(bundle) as f:
+        data = f.read()
+    check(secret not in page and "[REDACTED]" in page and secret.encode() not in data,
+          f"the key is left out of the report ({page.count(secret)}) and the bundle ({data.count(secret.encode())})")
+
+
+SECRET_IN_LABEL = r'''
+import os, torch
+with torch.autograd.profiler.record_function("fetch " + os.environ["MY_API_KEY"]):
+    print(torch.ones(2).sum().item())
+'''
+
+
 def case_data_order():
     # Data from outside torch that differs at step 0 is A's of step 2 and B's of step 1: said
     # to be the same data in another order.

@@ -506,6 +506,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   std::vector<const tracer::Run*> runs = {&a};
   if (b) runs.push_back(&*b);
   for (const auto* run : runs) {
+    redactor.remember_manifest(run->path);
     for (const auto& p : run->processes) {
       for (const auto& [k, v] : p->all_meta()) (void)redactor.meta(k, v);
     }

@@ -1,11 +1,15 @@
 // Redaction of credentials (and optionally home paths and the user name) for bundles.
 #include "tlparse/report/redact.h"
-#include "base/json_text.h"
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <vector>
+
+#include "base/json_text.h"
+#include "tracer/reader.h"
 
 namespace tdbg::report {
 namespace {
@@ -391,7 +395,21 @@ nlohmann::json Redactor::apply_json(const nlohmann::json& doc) const {
   return doc;
 }
 
+void Redactor::remember_manifest(const std::string& run_path) {
+  std::error_code ec;
+  std::filesystem::path dir = run_path;
+  if (!std::filesystem::is_directory(dir, ec)) dir = dir.parent_path();
+  std::ifstream in(dir / tracer::kRunManifest);
+  if (!in) return;
+  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_object() && manifest.value("command", nlohmann::json()).is_array())
+    (void)meta("cmdline", manifest["command"].dump());
+}
+
 nlohmann::json Redactor::apply_report(nlohmann::json data) {
+  for (const auto& rj : data["runs"])
+    if (rj.value("path", nlohmann::json()).is_string())
+      remember_manifest(rj["path"].get<std::string>());
   auto redact_meta = [&](nlohmann::json& meta) {
     nlohmann::json out = nlohmann::json::object();
     for (const auto& [k, v] : meta.items()) out[k] = v.is_string() ? nlohmann::json(this->meta(k, v.get<std::string>())) : v;

@@ -34,6 +34,11 @@ class Redactor {
   // change how torch computes, yet the program may have put a key in a string it recorded.
   void remember_environment(const char* const* environment);
 
+  // Learns the secrets of the command `tdbg record` ran (its manifest beside the databases of
+  // `run_path`, a run folder or one of its databases): `env API_KEY=... python train.py`
+  // gives the program a variable that its own command line does not hold.
+  void remember_manifest(const std::string& run_path);
+
   // Scrubs `text`: known secret values, `NAME=value` and `NAME = "value"` pairs whose NAME
   // looks secret, and (with `redact_paths`) the home directory and user name. The names whose
   // values it removed join `redacted_names`.
