@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -706,8 +707,15 @@ class WriterImpl final : public Writer {
     s.commit.reset();
     if (rc != SQLITE_DONE) {
       // Read before the rollback replaces it. (A failed insert's message, or the commit's.)
-      const std::string why = std::string("cannot ") + (s.write_failed ? "write" : "commit") +
-                              ": " + (s.write_failed ? s.write_error : sqlite3_errmsg(s.db));
+      std::string why = std::string("cannot ") + (s.write_failed ? "write" : "commit") + ": " +
+                        (s.write_failed ? s.write_error : sqlite3_errmsg(s.db));
+      // A file-size limit (`ulimit -f`) fails a write with EFBIG, which SQLite reports as an
+      // I/O error: said, where one is set, as the likelier reason than the disk.
+      struct rlimit fsize;
+      if ((sqlite3_extended_errcode(s.db) & 0xff) == SQLITE_IOERR &&
+          getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+        why += " (a file-size limit of " + std::to_string(static_cast<uint64_t>(fsize.rlim_cur)) +
+               " bytes is set: ulimit -f)";
       if (!s.write_failed) note_error(why);
       s.write_failed = false;
       sqlite3_exec(s.db, "ROLLBACK", nullptr, nullptr, nullptr);

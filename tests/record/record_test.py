@@ -1079,8 +1079,9 @@ def case_file_size_limit():
     check(result.returncode == 0 and result.stdout == "done\n",
           f"the program runs as without tdbg: {result.returncode} {result.stdout!r} {result.stderr!r}")
     nan = subprocess.run([TDBG, "nan", run], capture_output=True, text=True)
-    check(nan.returncode == 2 and "stopped being recorded at seq" in nan.stdout,
-          f"nan: unchecked after the stop, not finite ({nan.returncode} {nan.stdout!r})")
+    check(nan.returncode == 2 and "stopped being recorded at seq" in nan.stdout and
+          "(a file-size limit of 2097152 bytes is set: ulimit -f)" in nan.stdout,
+          f"nan: unchecked after the stop, not finite, and why ({nan.returncode} {nan.stdout!r})")
     show = subprocess.run([TDBG, "show", run, "--limit", "1"], capture_output=True, text=True)
     check("killed" not in show.stdout and "SIGKILL" not in show.stdout,
           f"show does not call it killed: {show.stdout[:300]!r}")
