@@ -3059,9 +3059,20 @@ std::optional<std::pair<std::string, int64_t>> seed_at(const Reader& r, int64_t 
   return found;
 }
 
-// A random op whose generator state differs (`rng`), drawing from the default generator: the
-// seed each run's had there, where they differ, and the seed it was given later ("torch.
-// manual_seed called after this op": a model built before the program seeds).
+// Whether an op that encloses `op` (its parent, its parent's, up to 64 levels) has a name that
+// `matches`.
+bool enclosed_by(Side& side, const OpRecord& op,
+                 const std::function<bool(const std::string&)>& matches) {
+  int64_t parent = op.parent;
+  for (int up = 0; up < 64 && parent != tracer::kNoSeq; ++up) {
+    const auto o = side.reader->op(parent);
+    if (!o) return false;
+    if (matches(side.strings.text(o->name))) return true;
+    parent = o->parent;
+  }
+  return false;
+}
+
 // A random op of activation checkpointing's recompute in backward (a forward op, inside
 // CheckpointFunctionBackward or another backward node): its generator state is
 // the forward's only with preserve_rng_state=True (the default); with False the recompute
@@ -3069,27 +3080,23 @@ std::optional<std::pair<std::string, int64_t>> seed_at(const Reader& r, int64_t 
 // the detail.
 void note_checkpoint_rng(Pair& p, const OpRecord& a, json& out) {
   if (out.value("cause", std::string()) != "rng") return;
-  int64_t parent = a.parent;
-  for (int up = 0; up < 64 && parent != tracer::kNoSeq; ++up) {
-    const auto o = p.a.reader->op(parent);
-    if (!o) return;
-    // (Reentrant: inside CheckpointFunctionBackward; non-reentrant: inside the backward node
-    // whose saved tensor it unpacks, ReluBackward0, where no other forward op runs.)
-    const std::string& name = p.a.strings.text(o->name);
-    if (name.find("CheckpointFunctionBackward") != std::string::npos ||
-        name.rfind("autograd::engine::evaluate_function: ", 0) == 0) {
-      out["detail"] = out.value("detail", std::string()) +
-                      "; it runs during backward, as activation checkpointing's recompute "
-                      "does (torch.utils.checkpoint), which draws the forward's random numbers "
-                      "again only with preserve_rng_state=True, the default: False in one run "
-                      "makes other dropout masks there (or a backward that draws numbers of its "
-                      "own)";
-      return;
-    }
-    parent = o->parent;
-  }
+  // (Reentrant: inside CheckpointFunctionBackward; non-reentrant: inside the backward node
+  // whose saved tensor it unpacks, ReluBackward0, where no other forward op runs.)
+  if (!enclosed_by(p.a, a, [](const std::string& name) {
+        return name.find("CheckpointFunctionBackward") != std::string::npos ||
+               name.rfind("autograd::engine::evaluate_function: ", 0) == 0;
+      }))
+    return;
+  out["detail"] = out.value("detail", std::string()) +
+                  "; it runs during backward, as activation checkpointing's recompute does "
+                  "(torch.utils.checkpoint), which draws the forward's random numbers again "
+                  "only with preserve_rng_state=True, the default: False in one run makes other "
+                  "dropout masks there (or a backward that draws numbers of its own)";
 }
 
+// A random op whose generator state differs (`rng`), drawing from the default generator: the
+// seed each run's had there, where they differ, and the seed it was given later ("torch.
+// manual_seed called after this op": a model built before the program seeds).
 void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
   if (out.value("cause", std::string()) != "rng") return;
   for (const auto& x : a.args)
@@ -3917,20 +3924,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       return "";
     // Nor a gradient's writing (autograd's AccumulateGrad, DDP's reducer copying its
     // all-reduced bucket): a gradient made another way, as where one run skips DDP's sync.
-    auto within_gradient_write = [](Side& side, const OpRecord& o) {
-      int64_t parent = o.parent;
-      for (int up = 0; up < 64 && parent != tracer::kNoSeq; ++up) {
-        const auto op = side.reader->op(parent);
-        if (!op) return false;
-        const std::string& name = side.strings.text(op->name);
-        if (name.find("AccumulateGrad") != std::string::npos ||
-            name.find("ddp.reducer") != std::string::npos)
-          return true;
-        parent = op->parent;
-      }
-      return false;
+    auto gradient_write = [](const std::string& name) {
+      return name.find("AccumulateGrad") != std::string::npos ||
+             name.find("ddp.reducer") != std::string::npos;
     };
-    if (within_gradient_write(p.a, *pa) || within_gradient_write(p.b, *pb)) return "";
+    if (enclosed_by(p.a, *pa, gradient_write) || enclosed_by(p.b, *pb, gradient_write)) return "";
     const char* again = a_backward ? "A" : "B";
     return std::string(": ") + again + "'s " + p.a.strings.text(pa->name) +
            " was computed again in backward (activation checkpointing) and made other values "
