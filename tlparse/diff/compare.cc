@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <queue>
 #include <set>
@@ -3390,22 +3391,23 @@ std::string whole_range_note(Side& side, int64_t begin, int64_t end) {
 // its backward then makes them afresh; else "".
 std::string set_to_none_note(Side& side, int64_t begin, int64_t end, const std::string& other) {
   if (end - begin > 4096) return "";
-  std::vector<OpRecord> ops;
+  int64_t first_seq = -1, last_seq = -1, zeroes = 0;
   if (!side.reader
            ->scan_ops(side.thread, begin, end, false,
                       [&](const OpRecord& o) {
-                        ops.push_back(o);
-                        return side.strings.text(o.name) == "aten::zero_";
+                        if (side.strings.text(o.name) != "aten::zero_") return false;
+                        if (zeroes++ == 0) first_seq = o.seq;
+                        last_seq = o.seq;
+                        return true;
                       })
            .ok() ||
-      static_cast<int64_t>(ops.size()) != end - begin ||
-      side.strings.text(ops.back().name) != "aten::zero_")
+      zeroes != end - begin)
     return "";
   bool inside = false;
   (void)side.reader->query(
       "SELECT name FROM regions WHERE kind = 0 AND thread = " + std::to_string(side.thread) +
-          " AND start_seq <= " + std::to_string(ops.front().seq) +
-          " AND end_seq >= " + std::to_string(ops.back().seq),
+          " AND start_seq <= " + std::to_string(first_seq) +
+          " AND end_seq >= " + std::to_string(last_seq),
       [&](const std::vector<std::string>& row) {
         if (!row.empty() && !row[0].empty() &&
             side.strings.text(static_cast<tracer::StringId>(std::stoull(row[0])))
@@ -6892,11 +6894,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     json& d = result["first_divergence"];
     // The processes that ran ops first: a launcher (torchrun, mp.spawn's parent) that exits
     // with status 1 because a rank raised is not the process to name.
-    std::vector<size_t> order;
-    for (int with_ops = 1; with_ops >= 0; --with_ops)
-      for (size_t p = 0; p < std::min(a.processes.size(), b.processes.size()); ++p)
-        if ((a.processes[p]->op_count() + b.processes[p]->op_count() > 0) == (with_ops == 1))
-          order.push_back(p);
+    std::vector<size_t> order(std::min(a.processes.size(), b.processes.size()));
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_partition(order.begin(), order.end(), [&](size_t p) {
+      return a.processes[p]->op_count() + b.processes[p]->op_count() > 0;
+    });
     for (const size_t p : order) {
       const Reader& ra = *a.processes[p];
       const Reader& rb = *b.processes[p];
