@@ -768,10 +768,11 @@ StatusOr<json> input_growth(const tracer::Reader& r, Strings& strings, const OpR
       grew_from = step;
   json steps = json::array();
   size_t k = 0;
+  int64_t before = -1;  // the step listed before this one
   for (const auto& [step, magnitude] : by_step) {
-    if (k < 2 || k + 6 >= by_step.size() || step == grew_from ||
-        (k > 0 && std::next(by_step.begin(), k - 1)->first == grew_from))
+    if (k < 2 || k + 6 >= by_step.size() || step == grew_from || (k > 0 && before == grew_from))
       steps.push_back({{"step", step}, {"magnitude", magnitude}});
+    before = step;
     ++k;
   }
   json out{{"steps", std::move(steps)}, {"steps_seen", by_step.size()}, {"jumped", jumped}};
@@ -959,15 +960,13 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
           uninitialized_part = true;
         }
       }
-    } else if (const auto empty =
-                   t.producer != tracer::kNoSeq && t.status == tracer::TensorStatus::kUninitialized
-                       ? r.op(t.producer)
-                       : std::nullopt;
-               empty && (empty->flags & tracer::kOpUninitOutput)) {
-      // Memory the `empty` that made it returned, unwritten since.
-      in["uninitialized_from"] = op_brief_json(r, strings, *empty);
     } else if (t.producer != tracer::kNoSeq) {
-      if (auto prod = r.op(t.producer)) {
+      const auto prod = r.op(t.producer);  // (none where a ring dropped it)
+      if (prod && t.status == tracer::TensorStatus::kUninitialized &&
+          (prod->flags & tracer::kOpUninitOutput)) {
+        // Memory the `empty` that made it returned, unwritten since.
+        in["uninitialized_from"] = op_brief_json(r, strings, *prod);
+      } else if (prod) {
         in["producer"] = op_brief_json(r, strings, *prod);
         // A view of other bits as this dtype (`x.view(torch.float32)` of int32 data): its
         // NaN may be bits written as integers.
