@@ -90,8 +90,7 @@ std::string output_refusal(const std::string& out, const std::vector<std::string
       if (name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0 &&
           is_database(head(entry.path().string(), 16)))
         return "it holds run databases (" + name +
-               "): name a folder outside it, so that the "
-               "recording stays as it is";
+               "): name a folder outside it, so that the recording stays as it is";
     }
     // A page of someone else's where the report's would go.
     const std::string index = (target / "index.html").string();

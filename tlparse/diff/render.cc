@@ -1633,8 +1633,6 @@ std::string format_nonfinite(const json& result) {
       indices += (indices.empty() ? "" : ", ") + str(in, "index");
       ++unknowns;
     }
-    // Ops that only move values (a NumPy array made a tensor, a copy): NaN, which no copy
-    // makes, came in with the input, from outside torch where no recorded op made it.
     // A known input that holds Inf explains a NaN made here (0 * inf in a backward op) better
     // than an input whose values were not recorded.
     // So does an input not recorded that a backward op reads as saved by a forward op one of
@@ -1660,27 +1658,30 @@ std::string format_nonfinite(const json& result) {
         }
     }
     const bool nan_from_inf = s.value("nan", int64_t{0}) > 0 && (inf_input || !saved_inf.empty());
+    // NaN out, and one input whose values were not recorded: where it came from, when that
+    // input says so.
+    const bool nan_in_one_unknown =
+        !unknown.is_null() && unknowns == 1 && s.value("nan", int64_t{0}) > 0;
+    // Ops that only move values (a NumPy array made a tensor, a copy): NaN, which no copy
+    // makes, came in with the input, from outside torch where no recorded op made it.
     static const std::set<std::string> kMoves = {
         "aten::lift_fresh", "aten::lift",         "aten::clone",    "aten::copy_",
         "aten::contiguous", "aten::detach",       "aten::alias",    "aten::cat",
         "aten::stack",      "aten::index_select", "aten::_to_copy", "aten::to"};
     // (Of the program's own call: nested in another op, the input may be that op's buffer,
     // such as DDP's all-reduced bucket, said below.)
-    if (!unknown.is_null() && unknowns == 1 && s.value("nan", int64_t{0}) > 0 &&
-        !unknown.value("producer", json()).is_object() && kMoves.count(str(f, "op")) &&
-        f.value("enclosing", json::array()).empty()) {
+    if (nan_in_one_unknown && !unknown.value("producer", json()).is_object() &&
+        kMoves.count(str(f, "op")) && f.value("enclosing", json::array()).empty()) {
       o << "  cause:    NaN entered here: " << str(f, "op") << " only moves values, and input "
         << indices << ", which it moves, is data no recorded op made (Python data, NumPy, a "
         << "file, a DataLoader worker), whose values were not recorded\n";
-    } else if (!unknown.is_null() && unknowns == 1 && !nan_from_inf &&
-               s.value("nan", int64_t{0}) > 0 && unknown.contains("reinterprets")) {
+    } else if (nan_in_one_unknown && !nan_from_inf && unknown.contains("reinterprets")) {
       o << "  cause:    NaN entered here, most likely with input " << indices << ": a view of "
         << str(unknown, "reinterprets") << " data as " << str(unknown, "dtype") << " ("
         << op_and_source(unknown["producer"]) << ", .view(dtype)), whose bits, written as "
         << str(unknown, "reinterprets") << ", read as NaN; its values were not recorded\n";
     } else if (const json& from = unknown.is_null() ? json() : unknown.value("producer", json());
-               unknowns == 1 && !nan_from_inf && s.value("nan", int64_t{0}) > 0 &&
-               from.is_object() &&
+               nan_in_one_unknown && !nan_from_inf && from.is_object() &&
                (str(from, "op") == "aten::lift_fresh" || str(from, "op") == "aten::detach_")) {
       // torch.tensor's data: Python filled the buffer, lift_fresh and detach_ made it a leaf.
       o << "  cause:    NaN entered here, most likely with input " << indices << ": data "
