@@ -4061,6 +4061,17 @@ def case_ddp():
     d = r["first_divergence"] or {}
     check(rc == 1 and p.returncode == 1 and "collective_change" not in d,
           f"no skipped sync where B ended (got {d.get('cause')}: {d.get('detail')}, {d.get('collective_change')})")
+    # Rank 1 alone runs two more ops, then raises: its change is the first divergence, though
+    # rank 0's gradients (all-reduced from rank 1's) differ earlier by A's clock of rank 0,
+    # and rank 1 exited with an error (an error exit yields only where the run just stopped).
+    b, p = record_ending("ddp_extra_raise", ["--extra-rank", "1", "--extra-step", "2"], DDP_SCRIPT)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, file = line_of(d.get("b"))
+    check(rc == 1 and p.returncode == 1 and d.get("kind") == "structure" and d.get("process") == 2
+          and line == marks(DDP_SCRIPT)["extra"] and (d.get("run_ended") or {}).get("process") == 2,
+          f"rank 1's inserted ops first (got process {d.get('process')}, {d.get('kind')} at "
+          f"{file}:{line}, ended {d.get('run_ended')})")
     a, b, _, _ = pair("ddp_poke", [], ["--poke-rank", "1", "--poke-step", "2"], DDP_SCRIPT)
     rc, r = diff(a, b)
     check(rc == 1, f"exit status 1 (got {rc})")

@@ -6541,8 +6541,11 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         }
       }
     }
+    // (Only where the erring run has no op of its own there: it stopped. Ops it ran instead,
+    // then raised, are a change of its own, the cause.)
     const bool error_end = best && best_at.kind == Located::kStructure &&
-                           (error_exit(*a.processes[index_a]) || error_exit(*b.processes[index_b]));
+                           ((error_exit(*a.processes[index_a]) && !best->a.cursor.at(best_at.i)) ||
+                            (error_exit(*b.processes[index_b]) && !best->b.cursor.at(best_at.j)));
     const bool both_end = best_end.side != 0 && best_end.side == first_end.side;
     // (A quiet child's end, by the clock, comes before its erring parent's, which waited
     // for it at shutdown.)

@@ -2,7 +2,9 @@
 end-to-end tests: each rank trains the same DistributedDataParallel model on its own NumPy
 data; `--poke-rank R --poke-step S` changes one value of rank R's data at step S, and
 `--metric-op max` all-reduces the logged loss with MAX instead of SUM, and `--nan-rank R` makes
-rank R's logged loss NaN at step 2 (the all-reduce brings it to the other rank). Lines the tests expect
+rank R's logged loss NaN at step 2 (the all-reduce brings it to the other rank), and
+`--extra-rank R --extra-step S` makes rank R run two more ops in its forward at step S, then raise
+after its backward. Lines the tests expect
 `tdbg diff` to name carry a `# MARK:<name>` comment. Prints each rank's losses and the metric.
 """
 import argparse
@@ -35,9 +37,15 @@ def worker(rank, args):
         x, y = batch[:, :8], batch[:, 8:]
         # (--no-sync-step: that step's gradients are not all-reduced, DDP's no_sync().)
         with model.no_sync() if step == args.no_sync_step else contextlib.nullcontext():
-            loss = ((model(x) - y) ** 2).mean()
+            out = model(x)
+            extra = rank == args.extra_rank and step == args.extra_step
+            if extra:
+                out = out * 2.0 + 1.0  # MARK:extra
+            loss = ((out - y) ** 2).mean()
             opt.zero_grad()
             loss.backward()
+        if extra:
+            raise RuntimeError("rank %d: --extra-step" % rank)
         opt.step()
         if step == args.raise_step:
             raise RuntimeError("rank %d: --raise-step" % rank)
@@ -68,6 +76,8 @@ def main():
     p.add_argument("--nan-rank", type=int, default=-1)
     p.add_argument("--no-sync-step", type=int, default=-1)
     p.add_argument("--raise-step", type=int, default=-1)
+    p.add_argument("--extra-rank", type=int, default=-1)
+    p.add_argument("--extra-step", type=int, default=-1)
     args = p.parse_args()
     if args.port == 0:
         with socket.socket() as s:
