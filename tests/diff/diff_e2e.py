@@ -2742,11 +2742,13 @@ if __name__ == "__main__":
 def case_nan_worker():
     # The NaN starts in the worker; the main process's start is listed under it. With every
     # input hashed, that start says NaN entered from an input; with --hash outputs, whose
-    # inputs carry no values, it says it may have come in through one, not only "made there".
+    # inputs carry no values, it says it may have come in through one, not only "made there";
+    # both name the worker whose batch brought it.
     script = write_script("nan_worker.py", NAN_WORKER)
-    for options, says in (((), ", NaN entered from an input"),
+    batch = ": a batch from its DataLoader worker 0/2 (process 1), where NaN starts, most likely"
+    for options, says in (((), ", NaN entered from an input" + batch),
                           (("--hash", "outputs"),
-                           ", made there, or brought in by an input whose values were not recorded")):
+                           ", made there, or brought in by an input whose values were not recorded" + batch)):
         run, _ = record("nan_worker" + "_".join(options), [], script, options=options)
         text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
         also = [l for l in text.splitlines() if l.lstrip().startswith("also:")]
@@ -4143,6 +4145,17 @@ def case_ddp_nan():
     check(len(also) == 1 and "(rank 0/2)" in also[0]
           and "came in through c10d::allreduce_" in also[0] and "from another rank" in also[0],
           f"rank 0's start: its rank, and the all-reduce it came through (got {also})")
+    # NaN in rank 1's data reaches rank 0's gradients through DDP's all-reduce, inside its
+    # reducer (whose bucket is not hashed): rank 0's start names the all-reduce.
+    run_data, _ = record("ddp_nan_data", ["--nan-data-rank", "1"], DDP_SCRIPT)
+    rc, r_data = nan_json(run_data)
+    f = r_data.get("first_nonfinite") or {}
+    line, file = line_of(f)
+    also = [s for s in f.get("other_starts", []) if (s.get("process") or {}).get("rank") == "0/2"]
+    check(rc == 1 and line == marks(DDP_SCRIPT)["data"] and (f.get("process_info") or {}).get("rank") == "1/2"
+          and len(also) == 1 and also[0].get("entered") == "input"
+          and (also[0].get("collective") or {}).get("op") == "c10d::allreduce_",
+          f"rank 1's data, then rank 0 through DDP's all-reduce (got {f.get('op')} at {file}:{line}, {also})")
     # The bundle's README says which rank's op it is (op numbers count per process).
     bundle = os.path.join(WORK, "ddp_nan.tar.gz")
     subprocess.run([TDBG, "bundle", run, "-o", bundle], stdout=subprocess.DEVNULL, check=True)

@@ -1077,6 +1077,35 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     }
     if (all_small && !stale.empty()) j["stale_inputs"] = std::move(stale);
   }
+  // NaN "made" inside a collective's own work (DDP's reducer copying its all-reduced bucket
+  // into the gradients) by an op reading an input whose values were not recorded: the
+  // collective wrote that input, with what the other ranks sent. Named as the collective the
+  // thread ran last (DDP's allreduce_), else the op around it.
+  if (entry.empty() && !r.meta("rank").empty() &&
+      std::any_of(inputs.begin(), inputs.end(), [](const json& in) {
+        return !in.value("finite", json()).is_boolean() && !in.contains("not_read");
+      })) {
+    json via;
+    for (const json& e : j.value("enclosing", json::array())) {
+      const std::string name = e.value("op", std::string());
+      if (name.find("ddp.reducer") == std::string::npos && name.rfind("c10d::", 0) != 0) continue;
+      constexpr int64_t kLookBack = 4096;
+      (void)r.scan_ops(op.thread, std::max<int64_t>(0, op.tidx - kLookBack), op.tidx, true,
+                       [&](const OpRecord& o) {
+                         if (strings.text(o.name).rfind("c10d::", 0) == 0)
+                           via = op_brief_json(r, strings, o);
+                         return true;
+                       });
+      if (via.is_null())
+        if (auto around = r.op(e.value("seq", tracer::kNoSeq)))
+          via = op_brief_json(r, strings, *around);
+      break;
+    }
+    if (!via.is_null()) {
+      j["entered"] = "input";
+      j["collective"] = std::move(via);
+    }
+  }
   j["inputs"] = std::move(inputs);
   // The non-tensor arguments (an exponent, a learning rate, a fill value): they explain as
   // much as the inputs do.
@@ -1330,6 +1359,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     j["process_info"] = process_json(run, j["process"].get<size_t>());
     j["processes"] = run.processes.size();
     // The other processes' starts, earliest first: where else NaN or Inf began.
+    const std::vector<int> parents = worker_parents(run);
     std::vector<const json*> others;
     for (size_t k = 0; k < starts.size(); ++k)
       if (k != chosen) others.push_back(&starts[k]);
@@ -1355,6 +1385,20 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
       for (const json& in : s->value("inputs", json::array()))
         if (!in.value("finite", json()).is_boolean() && !in.contains("not_read")) ++unknown;
       if (unknown > 0) other_starts.back()["inputs_unknown"] = unknown;
+      // NaN that entered a process with DataLoader workers (or may have, through inputs whose
+      // values were not recorded), one of which has a start: its batches come from that
+      // worker (the earliest such start; `choose_start` picked it where it was the consumer's).
+      if ((*s)["entered"] == "input" || (unknown > 0 && (*s)["entered"].is_null())) {
+        const int consumer = (*s)["process"].get<int>();
+        const json* from = nullptr;
+        for (size_t k = 0; k < starts.size(); ++k)
+          if (const json& w = k == chosen ? j : starts[k];  // (the chosen one moved to j)
+              parents[w["process"].get<size_t>()] == consumer &&
+              (!from || w["start_ns"].get<int64_t>() < (*from)["start_ns"].get<int64_t>()))
+            from = &w;
+        if (from)
+          other_starts.back()["batches_from"] = process_json(run, (*from)["process"].get<size_t>());
+      }
     }
     j["other_starts"] = std::move(other_starts);
     j["chosen_because"] = why.empty() ? json("earliest") : json(why);

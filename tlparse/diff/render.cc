@@ -1801,6 +1801,9 @@ std::string format_nonfinite(const json& result) {
             : s2.value("inputs_unknown", int64_t{0}) > 0
                 ? ", made there, or brought in by an input whose values were not recorded"
                 : ", made there");
+    if (const json& from = s2.value("batches_from", json()); from.is_object())
+      o << ": a batch from its " << str(from, "who") << " (process " << str(from, "index")
+        << "), where NaN starts, most likely";
     o << "\n";
   }
   if (others.size() > 5) o << "  also:     " << others.size() - 5 << " more process(es) with a start\n";

@@ -3,6 +3,7 @@ end-to-end tests: each rank trains the same DistributedDataParallel model on its
 data; `--poke-rank R --poke-step S` changes one value of rank R's data at step S, and
 `--metric-op max` all-reduces the logged loss with MAX instead of SUM, and `--nan-rank R` makes
 rank R's logged loss NaN at step 2 (the all-reduce brings it to the other rank), and
+`--nan-data-rank R` puts NaN in rank R's data at step 2 (DDP's all-reduce brings it on), and
 `--extra-rank R --extra-step S` makes rank R run two more ops in its forward at step S, then raise
 after its backward. Lines the tests expect
 `tdbg diff` to name carry a `# MARK:<name>` comment. Prints each rank's losses and the metric.
@@ -30,6 +31,8 @@ def worker(rank, args):
     data = np.random.RandomState(100 + rank).randn(args.steps, 4, 9).astype(np.float32)
     if rank == args.poke_rank:
         data[args.poke_step, 0, 0] += 1e-3
+    if rank == args.nan_data_rank:
+        data[2, 0, 0] = np.nan
     losses, metric = [], []
     metric_op = dist.ReduceOp.MAX if args.metric_op == "max" else dist.ReduceOp.SUM
     for step in range(args.steps):
@@ -74,6 +77,7 @@ def main():
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--metric-op", choices=["sum", "max"], default="sum")
     p.add_argument("--nan-rank", type=int, default=-1)
+    p.add_argument("--nan-data-rank", type=int, default=-1)
     p.add_argument("--no-sync-step", type=int, default=-1)
     p.add_argument("--raise-step", type=int, default=-1)
     p.add_argument("--extra-rank", type=int, default=-1)
