@@ -69,8 +69,8 @@ def write_script(name, text):
     return path
 
 
-def diff(a, b):
-    p = subprocess.run([TDBG, "diff", "--json", a, b], stdout=subprocess.PIPE,
+def diff(a, b, *options):
+    p = subprocess.run([TDBG, "diff", "--json", *options, a, b], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     if p.returncode == 2:
         sys.exit("tdbg diff failed: " + p.stderr)
@@ -1090,6 +1090,52 @@ for step in range(3):
     opt.zero_grad(set_to_none=sys.argv[1] == "1")
     model(x).pow(2).mean().backward()
     opt.step()
+'''
+
+
+def case_small_changes():
+    # The loss summed then divided by the batch size (B) against its mean: bit for bit the
+    # same updates, so the results are the same (--results exits 0). Noise added to one batch:
+    # its effect on the updates is as small as rounding's taken whole, but noise is a real
+    # change, said as one.
+    script = write_script("small_changes.py", SMALL_CHANGES)
+    a, b, out_a, out_b = pair("small_sum", ["mean"], ["sum"], script)
+    check(out_a == out_b, "sum/8 and mean print the same losses")
+    rc, r = diff(a, b, "--results")
+    d = r["first_divergence"] or {}
+    check(rc == 0 and r.get("results") == "same" and d.get("kind") == "value"
+          and (d.get("updates") or {}).get("largest") == 0,
+          f"the same updates: results same (got {rc}, {r.get('results')}, {d.get('kind')}, {d.get('updates')})")
+    check("the optimizer's updates are the same in every step" in diff_text(a, b).splitlines()[0],
+          "the headline says the updates are the same")
+    b, _ = record("small_noise", ["noise"], script)
+    rc, r = diff(a, b, "--results")
+    d = r["first_divergence"] or {}
+    drawn = (d.get("updates") or {}).get("random_change") or {}
+    check(rc == 1 and r.get("results") == "differ" and drawn.get("run") == "B"
+          and drawn.get("source", "").endswith(f"small_changes.py:{marks(script)['noise']}")
+          and "draws random numbers in the change" in diff_text(a, b).splitlines()[0],
+          f"noise named as a real change (got {rc}, {d.get('updates')})")
+
+
+SMALL_CHANGES = r'''
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 16), torch.randn(8, 4)
+for step in range(4):
+    batch = x
+    if sys.argv[1] == "noise" and step == 1:
+        batch = x + 1e-4 * torch.randn_like(x)  # MARK:noise
+    if sys.argv[1] == "sum":
+        loss = torch.nn.functional.mse_loss(model(batch), y, reduction="sum") / 32
+    else:
+        loss = torch.nn.functional.mse_loss(model(batch), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print(step, loss.item())
 '''
 
 

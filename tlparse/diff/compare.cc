@@ -2900,6 +2900,30 @@ json hunk_json(Pair& p, const Hunk& h) {
           {"inserted", hunk_ops_json(p.b, h.b_begin, h.b_end, 8)}};
 }
 
+// The first op that draws random numbers in the changes (`hunks`) of the run that draws more
+// of them there, with "run"; null where both draw as many.
+json random_in_changes(Pair& p, const json& hunks) {
+  int64_t drawn[2] = {0, 0};
+  std::optional<OpRecord> first[2];
+  for (const json& h : hunks) {
+    int side = 0;
+    for (Side* s : {&p.a, &p.b}) {
+      const json& range = h[side == 0 ? "a_range" : "b_range"];
+      for (int64_t t = range[0].get<int64_t>(); t < range[1].get<int64_t>(); ++t) {
+        auto op = s->reader->op_at(s->thread, t);
+        if (!op || !(op->flags & tracer::kOpRandom)) continue;
+        if (drawn[side]++ == 0) first[side] = std::move(op);
+      }
+      ++side;
+    }
+  }
+  if (drawn[0] == drawn[1]) return nullptr;
+  const int more = drawn[1] > drawn[0] ? 1 : 0;
+  json j = op_brief_json(*(more ? p.b : p.a).reader, (more ? p.b : p.a).strings, *first[more]);
+  j["run"] = more ? "B" : "A";
+  return j;
+}
+
 json context_json(Side& s, int64_t center, int n) {
   json ops = json::array();
   for (int64_t t = std::max<int64_t>(0, center - n); t <= center + n && t < s.count; ++t) {
@@ -4705,6 +4729,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         }
       }
     } else if (!updates.is_null()) {
+      // Rounding-sized taken whole, yet the changes draw random numbers one run alone draws
+      // (noise added to a batch): what is trained changed, by less than summaries can tell.
+      if (updates.value("rounding", false) && updates.value("largest", 0.0) > 0)
+        if (json drawn = random_in_changes(p, hunks); !drawn.is_null())
+          updates["random_change"] = std::move(drawn);
       out["updates"] = std::move(updates);
     }
   }
@@ -4716,6 +4745,18 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     context_b = std::min(context_b, hunks[0]["b_range"][0].get<int64_t>());
   }
   out["structural_changes"] = std::move(hunks);
+  // A value difference after which every optimizer step's outputs are the same bit for bit
+  // (the loss summed, then divided by the batch size: `reduction='sum'` against 'mean'): the
+  // work differs, not the results. Said only then; otherwise the values growth lists say it.
+  if (where.kind == Located::kValue && p.a.reader->meta("hash_mode") != "none" &&
+      p.b.reader->meta("hash_mode") != "none" && p.a.reader->meta("ops").empty() &&
+      p.b.reader->meta("ops").empty()) {
+    json updates = compare_updates(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset,
+                                   options.scan_limit);
+    if (updates.is_object() && updates.value("rounding", false) &&
+        updates.value("largest", 1.0) == 0 && updates["unpaired_step"].is_null())
+      out["updates"] = std::move(updates);
+  }
   out["context"] = {{"a", context_json(p.a, context_a, options.context_ops)},
                     {"b", context_json(p.b, context_b, options.context_ops)}};
   out["growth"] = growth.to_json(complete);

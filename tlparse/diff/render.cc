@@ -942,6 +942,10 @@ std::string updates_suffix(const json& d) {
                                       " (from there the optimizer runs other ops)"
                             : run_that_ended(d).empty() ? " in every step"
                                                         : " in every step both ran";
+  if (const json& drawn = u.value("random_change", json()); drawn.is_object())
+    return "; the optimizer's updates differ by no more than rounding's size taken whole" + scope +
+           " (largest relative difference " + relative_text(u["largest"]) + "), but " +
+           str(drawn, "run") + " draws random numbers in the change: a real difference, small";
   if (u.value("rounding", false))
     return u.value("largest", 0.0) == 0
                ? "; the optimizer's updates are the same" + scope
@@ -972,6 +976,16 @@ void print_updates(std::ostringstream& o, const json& d) {
             : run_that_ended(d).empty()
                 ? ", are the same: the change did not alter what the training computed\n"
                 : ", are the same; " + run_that_ended(d) + " has no results after its end\n");
+      return;
+    }
+    if (const json& drawn = u.value("random_change", json()); drawn.is_object()) {
+      const std::string at = str(drawn, "source");
+      o << paired << ", differ by no more than rounding's size taken whole (largest relative "
+        << "difference " << relative_text(u["largest"]) << ", step " << str(u, "largest_step")
+        << "), but " << str(drawn, "run") << " draws random numbers in the change that the other "
+        << "run does not (" << str(drawn, "op") << (at.empty() ? "" : " at " + at)
+        << "): noise added to the data or the weights, which changes what is trained however "
+           "small its effect on these sums\n";
       return;
     }
     o << paired << ", agree at rounding level taken whole (largest relative difference "
@@ -1286,11 +1300,12 @@ std::string format_divergence(const json& result) {
     o << "diverged at " << str(a, "op") << " (seq " << str(a, "seq") << ", " << where_in_run(a)
       << "): " << str(d, "cause") << healed_suffix(d);
     const json& contained = d.value("contained", json());
-    o << work_not_results(d) << "\n";
+    o << work_not_results(d) << updates_suffix(d) << "\n";
     print_warnings(o, result);
     print_process();
     print_value(o, d);
     print_healing(o, d);
+    print_updates(o, d);
     if (contained.is_object())
       o << "  values:   every output that differs, to the end (" << str(contained, "pairs")
         << " pairs compared), was made from the same inputs by an op whose own argument or "
