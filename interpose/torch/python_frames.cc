@@ -134,6 +134,20 @@ const PythonApi& api() {
   return table;
 }
 
+// A SIGINT that came while tdbg's own Python code ran raised its KeyboardInterrupt there (the
+// handler runs at the next bytecode of the main thread, whatever code that is): given back, so
+// that the program's own next bytecode raises it, as it would have without tdbg (t143: Ctrl-C
+// lost in 5 of 9 tries). Call with the exception pending, before clearing it.
+void rearm_interrupt() {
+  static const auto matches =
+      reinterpret_cast<int (*)(PyObject*)>(dlsym(RTLD_DEFAULT, "PyErr_ExceptionMatches"));
+  static const auto interrupt =
+      reinterpret_cast<PyObject**>(dlsym(RTLD_DEFAULT, "PyExc_KeyboardInterrupt"));
+  static const auto set_interrupt =
+      reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "PyErr_SetInterrupt"));
+  if (matches && interrupt && *interrupt && set_interrupt && matches(*interrupt)) set_interrupt();
+}
+
 constexpr int kPyFileInput = 257;  // Py_file_input
 constexpr int kMaxFrames = 96;     // deeper stacks keep their innermost frames
 
@@ -788,6 +802,7 @@ void maybe_install_python_hooks(bool with_modules) {
     result = py.PyRun_StringFlags(source.c_str(), kPyFileInput, globals, globals, nullptr);
   }
   if (!result) {
+    rearm_interrupt();
     py.PyErr_Clear();
     g_hooks_failed = true;
     say("could not install the nn.Module hooks; module paths are not recorded");
@@ -833,6 +848,8 @@ std::string eval_python_text(const char* expr) {
     const char* text = py.PyUnicode_AsUTF8(result);
     if (text) out = text;
     py.Py_DecRef(result);
+  } else {
+    rearm_interrupt();
   }
   py.PyErr_Clear();
   if (globals) py.Py_DecRef(globals);
