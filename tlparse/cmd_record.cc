@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -207,7 +208,16 @@ StatusOr<std::string> prepare_run_directory(const std::string& dir, bool force) 
   if (!fs::exists(status)) {
     if (!fs::create_directories(dir, ec) && ec)
       return Status::Error(dir + ": cannot create: " + ec.message());
-  } else {
+  }
+  // Two recordings started into one folder at once: the first to lock the folder (held while
+  // this process lives, released by the kernel however it ends; not inherited by the program)
+  // records, the other is refused; the checks below, which read the folder, then see no race.
+  if (const int lock = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+    return Status::Error(dir +
+                         ": a recording is still running into it (another tdbg record); "
+                         "choose another -o");
+  if (fs::exists(status)) {
     std::vector<fs::path> run_files;
     bool foreign = false;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
