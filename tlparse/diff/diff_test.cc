@@ -792,6 +792,14 @@ TEST_CASE("a scalar of the optimizer's step is named by its settings, a schedule
   CHECK(c["schedule"] == json{{"run", "B"}, {"setting", "lr"}, {"rate", 2}});
   CHECK(c["text"].get<std::string>().find("scheduler.step() called twice per step in B") !=
         std::string::npos);
+  // A constant lr set higher from step 4 in B: no schedule (before, the steps where both
+  // runs have 0.01 matched B's step k to A's step 2k; t143 F3).
+  const std::vector<double> constant(8, 0.01);
+  const std::vector<double> raised = {0.01, 0.01, 0.01, 0.01, 0.02, 0.02, 0.02, 0.02};
+  c = compare_at(run(constant), run(raised), 4);
+  REQUIRE(c.is_object());
+  CHECK_FALSE(c.contains("schedule"));
+  CHECK(c["text"].get<std::string>().find("moves two steps") == std::string::npos);
   // Another base rate is no shift: the generic reason, and no expression for a scalar that
   // is none of the settings'.
   const std::vector<double> other = {0.0015, 0.0025, 0.0035, 0.0045,

@@ -105,16 +105,20 @@ bool same_number(double x, double y) { return std::fabs(x - y) <= 1e-12 * std::f
 json schedule_shift(const Series& a, const Series& b, size_t group, const std::string& name) {
   if (a.at < 0 || b.at < 0) return nullptr;
   constexpr int kSteps = 5;
-  // Whether `x`'s value at each position in [from, to) is `y`'s at `map(position)`.
+  // Whether `x`'s value at each position in [from, to) is `y`'s at `map(position)`, at two
+  // positions at least, one of them from the divergence on: the values where the runs part
+  // are the ones to explain (a constant lr before it matches any map; t143 F3).
   auto follows = [&](const Series& x, const Series& y, int64_t from, int64_t to, auto map) {
     int matched = 0;
+    bool at_divergence = false;
     for (int64_t i = from; i < to; ++i) {
       const auto vx = setting(x, i, group, name), vy = setting(y, map(i), group, name);
       if (!vx || !vy) continue;
       if (!same_number(*vx, *vy)) return false;
       ++matched;
+      at_divergence = at_divergence || i >= x.at;
     }
-    return matched >= 2;
+    return matched >= 2 && at_divergence;
   };
   // From the steps before the divergence on: a schedule that runs ahead (or twice as fast)
   // differs from its first steps, so a shift that holds only from the divergence on is
