@@ -1873,6 +1873,41 @@ TEST_CASE("after a structural change, another layout of the same values is no va
   CHECK(d["values_same"].is_object());
 }
 
+TEST_CASE(
+    "after a structural change, token ids laid out otherwise with other values are no layout "
+    "cause") {
+  using T = Recorder::T;
+  // A embeds a slice of a token buffer (a view, strided); B first copies it and rewrites one
+  // token (new data). Integers read in another layout are the same numbers: an output that
+  // moved by more than rounding (here 1e-4 of its size, below float data's 1e-3) read other
+  // ones.
+  auto run = [](bool rewritten) {
+    return write_ops([&](Recorder& r) {
+      r.op("aten::neg", {T{10}}, {T{11}}, {}, 0, 0, kNoSeq, 4);
+      T tokens{12, kNoSeq, "8x64 strides 65x1", TensorStatus::kView};
+      tokens.summary = false;
+      tokens.dtype = DType::kInt64;
+      tokens.producer = r.op("aten::slice", {T{9}}, {tokens}, {{"end", "64"}}, 0, 0, kNoSeq, 5);
+      if (rewritten) {
+        T copy{20, kNoSeq, "8x64"};
+        copy.dtype = DType::kInt64;
+        copy.producer = r.op("aten::clone", {tokens}, {copy}, {}, 0, 0, kNoSeq, 5);
+        tokens = copy;
+      }
+      T out{rewritten ? 31u : 30u, kNoSeq, "8x64x16"};
+      out.sum = rewritten ? 100.01 : 100.0;
+      r.op("aten::embedding", {T{11}, tokens}, {out}, {}, 0, 0, kNoSeq, 6);
+    });
+  };
+  json d = first(compare(run(false), run(true)));
+  CHECK(d["kind"] == "structure");
+  REQUIRE(d["value_after_structure"].is_object());
+  INFO(d["value_after_structure"]["detail"]);
+  CHECK(d["value_after_structure"]["cause"] == "structure");
+  CHECK(d["value_after_structure"]["detail"].get<std::string>().find(
+            "the input holds other values") != std::string::npos);
+}
+
 TEST_CASE("a rewrite whose values differ at rounding level after it says so") {
   using T = Recorder::T;
   // `x / 3` against `x * (1 / 3)`: another op, and values that differ in the last bits.
