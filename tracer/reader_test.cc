@@ -4,13 +4,14 @@
 
 #include <sqlite3.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "tracer/test_dir.h"
 #include "tracer/testing.h"
@@ -193,6 +194,32 @@ TEST_CASE("a corrupt database fails when scanned, with one line, never a crash")
     }
   }
   CHECK(failures_seen > 0);  // random pages in a 20000-op database cannot all go unnoticed
+}
+
+TEST_CASE("a loss noted beside the database counts when it counts more ops than meta's") {
+  // A full disk lets a commit of meta through now and then, with the ops lost so far; the
+  // -lost note beside the database, rewritten at each failed commit and at close, has the rest.
+  TempDir dir;
+  const std::string path = dir.file("r.sqlite");
+  MakeRun(path, 10);
+  RunSql(path,
+         "INSERT OR REPLACE INTO meta VALUES ('recording_lost', "
+         "'{\"first_seq\":10,\"first_step\":0,\"ops\":100,\"error\":\"cannot commit\"}')");
+  auto lost_ops = [&] {
+    auto r = Reader::Open(path);
+    REQUIRE(r.ok());
+    return nlohmann::json::parse((*r)->meta("recording_lost"))["ops"].get<int64_t>();
+  };
+  CHECK(lost_ops() == 100);
+  auto note = [&](int64_t ops) {
+    std::ofstream(path + "-lost") << R"({"first_seq":10,"first_step":0,"ops":)" << ops
+                                  << R"(,"error":"cannot commit"})"
+                                  << "\n";
+  };
+  note(250);
+  CHECK(lost_ops() == 250);
+  note(40);  // older than meta's
+  CHECK(lost_ops() == 100);
 }
 
 TEST_CASE("held: the seqs a database holds, and whether it begins after its first op") {
