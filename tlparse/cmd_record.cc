@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -384,6 +385,13 @@ std::string nothing_recorded(const std::string& run_dir) {
     return "the program loaded torch, but tdbg's torch hook could not be loaded into it (" + why +
            ")";
   }
+  // A disk with no space left: neither a database nor that note could be written, so whether
+  // a process loaded torch is unknown (t143: said as "no process loaded torch").
+  struct statvfs disk {};
+  if (statvfs(run_dir.c_str(), &disk) == 0 &&
+      static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize < (uint64_t{64} << 10))
+    return "its disk is full: a process that loaded torch could not have created its database "
+           "there (nor said so); free space, or record into another folder with -o";
   return "";  // no process loaded torch
 }
 

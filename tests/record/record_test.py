@@ -159,6 +159,35 @@ def case_same_folder():
               f"trial {trial}: one recording, the other refused (got {results})")
 
 
+def case_disk_full():
+    # A folder on a disk with no space left: the program runs as without tdbg, and record
+    # says the disk is full, not that no process loaded torch (t143 F7). Needs a tmpfs of its
+    # own, which only root may mount.
+    if not torch_hook_here():
+        return SKIP
+    disk = os.path.join(WORK, "full_disk")
+    os.makedirs(disk, exist_ok=True)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", disk],
+                                           capture_output=True).returncode != 0:
+        print("SKIP: mounting a small tmpfs needs root")
+        return SKIP
+    try:
+        with open(os.path.join(disk, "fill"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        code = "import torch; print(torch.ones(3).add(1).sum().item())"
+        p = record(os.path.join(disk, "run"), [TORCH_PYTHON, "-c", code], capture_output=True, text=True)
+        check(p.returncode == 0 and p.stdout == "6.0\n", f"the program ran as without tdbg ({p.returncode}, {p.stdout!r})")
+        check("its disk is full" in p.stderr and "no process of the program loaded torch" not in p.stderr,
+              f"record says the disk is full ({p.stderr!r})")
+    finally:
+        subprocess.run(["umount", disk])
+
+
 def case_sigkill():
     # SIGKILL cannot be forwarded: the program must end with `tdbg record`, as it would have
     # ended without tdbg, not run on under init.
