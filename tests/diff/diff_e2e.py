@@ -2375,9 +2375,14 @@ opt = torch.optim.AdamW(m.parameters(), lr=0.05)
 x, y = torch.randn(16, 8), torch.randn(16, 1)
 for step in range(3):
     opt.zero_grad()
-    torch.nn.functional.mse_loss(m(x), y).backward()
+    out = m(x)
+    if sys.argv[1] == "crash":
+        out = out.clone()  # more work, the same values
+    torch.nn.functional.mse_loss(out, y).backward()
     if sys.argv[1] == "before":
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1e6)    # MARK:clip
+    if sys.argv[1] == "crash":
+        raise RuntimeError("stopped before the clip")
     opt.step()
     if sys.argv[1] == "after":
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1e6)
@@ -2400,6 +2405,14 @@ def case_clip_unreached():
           f"the clip's mul_ by 1 is named, at line {mark['clip']} (got {kept})")
     check("  unchanged: A's aten::mul_ (seq " in diff_text(a, b),
           "the text says it wrote its values back as they were")
+    # B copies the output (the same values), then stops before the clip: A's ops after B's
+    # end, its clip among them, are no change of B's that wrote values back as they were.
+    b, _ = record_ending("clip_crash", ["crash"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and "unchanged_write" not in (d.get("values_same") or {})
+          and "unchanged:" not in diff_text(a, b),
+          f"no unchanged write where B ended (got {d.get('values_same')})")
 
 
 def case_child_script():

@@ -3467,8 +3467,11 @@ bool unchanged_write(const OpRecord& o, Strings& strings) {
   const TensorRecord* out = nullptr;
   for (const TensorRecord& t : o.tensors)
     if (t.index == 0) (t.role == TensorRole::kInput ? in : out) = &t;
+  // (Zeros stay zeros under a scale, whatever its factor: an optimizer's state at its first
+  // step, `exp_avg.mul_(beta1)`, is no write that other data would make otherwise.)
+  const bool zeros = in && in->summary.valid && in->summary.min == 0 && in->summary.max == 0;
   return in && out && in->hash != 0 && in->hash == out->hash && tensor_comparable(*in) &&
-         tensor_comparable(*out);
+         tensor_comparable(*out) && !zeros;
 }
 
 // The first ops of hunk `h` on each side (none where it takes none), and the change in one
@@ -3807,7 +3810,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       }
       last_seq = o->seq;
       if (o->flags & tracer::kOpBackward) moved_training = true;
-      if (!kept_values && unchanged_write(*o, side.strings)) kept_values.emplace(run, *o);
+      // (Not in a change that is a run's end: the ops the other ran on after it stopped.)
+      if (!kept_values && !hunk_at_end && unchanged_write(*o, side.strings))
+        kept_values.emplace(run, *o);
       // A collective one run alone runs (DDP's gradient all-reduce skipped in the other); not
       // in a change that is the other's end (it ended early, and ran nothing more).
       if (collective_change.is_null() && !hunk_at_end &&
