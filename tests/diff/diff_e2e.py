@@ -475,6 +475,37 @@ def case_workers():
     check(rc == 1, f"a changed data value diverges (got {rc})")
 
 
+WORKER_SEEDS = """\
+import sys, torch
+from torch.utils.data import DataLoader, Dataset
+class Noisy(Dataset):
+    def __init__(self):
+        self.x = torch.randn(32, 8, generator=torch.Generator().manual_seed(7))
+    def __len__(self):
+        return 32
+    def __getitem__(self, i):
+        return self.x[i] + 0.05 * torch.randn(8)  # MARK:noise
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+for x in DataLoader(Noisy(), batch_size=8, num_workers=int(sys.argv[1])):
+    model(x).sum().backward()
+print("done")
+"""
+
+
+def case_worker_seeds():
+    # 2 workers against 3: the noise of the first item differs because another worker, seeded
+    # base_seed + its id by DataLoader, draws it; the seeds are not "torch's own" (t142 F4).
+    script = write_script("worker_seeds.py", WORKER_SEEDS)
+    a, b, _, _ = pair("worker_seeds", ["2"], ["3"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "rng"
+          and "DataLoader seeds each worker with base_seed + its id" in d.get("detail", "")
+          and "torch's own random seed" not in d.get("detail", ""),
+          f"the workers' seeds named as DataLoader's (got {d.get('cause')}: {d.get('detail')})")
+
+
 WORKER_SAMPLER = """\
 import random, sys, numpy as np, torch
 from torch.utils.data import DataLoader, Dataset, Sampler

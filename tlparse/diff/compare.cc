@@ -3143,6 +3143,24 @@ void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
   };
   std::string text =
       "; here the default generator's seed is " + sa->first + " in A and " + sb->first + " in B";
+  // In DataLoader workers, torch's worker loop seeds each with base_seed + its id, base_seed
+  // drawn from the main process's generator for each iterator: not torch's own start seed.
+  const std::string worker_a = p.a.reader->meta("worker"), worker_b = p.b.reader->meta("worker");
+  if (!worker_a.empty() && !worker_b.empty()) {
+    const uint64_t seed_a = std::strtoull(sa->first.c_str(), nullptr, 10);
+    const uint64_t seed_b = std::strtoull(sb->first.c_str(), nullptr, 10);
+    const uint64_t id_a = std::strtoull(worker_a.c_str(), nullptr, 10);
+    const uint64_t id_b = std::strtoull(worker_b.c_str(), nullptr, 10);
+    text +=
+        " (DataLoader seeds each worker with base_seed + its id, base_seed drawn from the "
+        "main process's generator for each iterator";
+    text += seed_a - id_a == seed_b - id_b
+                ? ": the same base_seed in both, and worker " + worker_a + " in A against " +
+                      worker_b + " in B: the items went to other workers)"
+                : ": another base_seed, the main process's generator in another state)";
+    out["detail"] = out.value("detail", std::string()) + text;
+    return;
+  }
   for (const auto& [run, seed, op, reader] :
        {std::tuple{"A", *sa, &a, p.a.reader}, std::tuple{"B", *sb, &b, p.b.reader}}) {
     if (seed_set_by_program(seed.first)) continue;  // else torch's own, drawn at start
