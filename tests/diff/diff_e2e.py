@@ -2992,6 +2992,13 @@ own = torch.Generator().manual_seed(0) if mode == "own" else None
 ds = torch.utils.data.TensorDataset(torch.arange(16.))
 for (x,) in torch.utils.data.DataLoader(ds, batch_size=4, shuffle=True, generator=own):  # MARK:loader
     print(x.sum().item())
+g = torch.Generator().manual_seed(1)
+for step in range(3):
+    if mode == "perm_default":
+        perm = torch.randperm(16)  # MARK:perm_default
+    else:
+        perm = torch.randperm(16, generator=g)  # MARK:perm_own
+    print(perm[:4].tolist())
 '''
 
 
@@ -3016,6 +3023,14 @@ def case_generator():
           and line == mark["loader"],
           f"its own generator is the argument that differs, at line {mark['loader']} "
           f"(got {d.get('cause')}, {arg}, {file}:{line})")
+    # randperm with a generator in A, without in B (another overload, one argument fewer): the
+    # argument is named, and the calls on the two branches are not said to have moved.
+    perm_default, _ = record("gen_perm_default", ["perm_default"], script)
+    rc, r = diff(none, perm_default)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and "generator=torch.Generator(device='cpu') in A only: B draws from the default generator"
+          in d.get("detail", "") and not d.get("reordered"),
+          f"the generator passed in A only is named, no reorder (got {d.get('detail')})")
 
 
 SHARED_GENERATOR = r'''

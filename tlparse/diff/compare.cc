@@ -3492,6 +3492,23 @@ bool unchanged_write(const OpRecord& o, Strings& strings) {
          tensor_comparable(*out) && !zeros;
 }
 
+// Whether hunk `h` replaces ops with as many of the same names, in the same order, each
+// called with another number of arguments (another overload: randperm with a generator and
+// without). At most 64 ops: a longer change is taken as other work. (Ops of the same names
+// on other tensors are not: a set iterated in another order runs them so.)
+bool same_names_in_place(Pair& p, const Hunk& h) {
+  const int64_t n = h.a_end - h.a_begin;
+  if (n == 0 || n != h.b_end - h.b_begin || n > 64) return false;
+  bool other_arguments = false;
+  for (int64_t k = 0; k < n; ++k) {
+    auto oa = p.a.reader->op_at(p.a.thread, h.a_begin + k);
+    auto ob = p.b.reader->op_at(p.b.thread, h.b_begin + k);
+    if (!oa || !ob || p.a.strings.text(oa->name) != p.b.strings.text(ob->name)) return false;
+    other_arguments = other_arguments || oa->args.size() != ob->args.size();
+  }
+  return other_arguments;
+}
+
 // The first ops of hunk `h` on each side (none where it takes none), and the change in one
 // sentence: "3 op(s) inserted in B, first aten::linear".
 struct HunkStart {
@@ -3811,6 +3828,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   std::optional<std::pair<int, OpRecord>> kept_values;
   json collective_change;  // the first collective in a change, of one run alone
   bool hunk_at_end = false;  // the change being counted reaches the end of a thread
+  // Every change so far replaces ops with as many of the same names, in the same order, with
+  // other argument counts: the same calls of another overload, which moved nowhere.
+  bool replaced_in_place = true;
   auto count_moved = [&](Side& side, int64_t begin, int64_t end, int64_t sign) {
     const int run = sign > 0 ? 0 : 1;
     std::optional<OpRecord> last;
@@ -4250,6 +4270,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (e.hunk.b_begin == e.hunk.b_end) note_inserted(p.a, e.hunk.a_begin, e.hunk.a_end, inserted_parent_a);
       step_calls.add_hunk(e.hunk);
       hunk_at_end = e.hunk.a_end >= p.a.count || e.hunk.b_end >= p.b.count;
+      if (replaced_in_place) replaced_in_place = same_names_in_place(p, e.hunk);
       std::optional<OpRecord> last_a = count_moved(p.a, e.hunk.a_begin, e.hunk.a_end, +1);
       std::optional<OpRecord> last_b = count_moved(p.b, e.hunk.b_begin, e.hunk.b_end, -1);
       if (last_a && last_b && replacements_left.size() < kReplacementsKept)
@@ -4571,6 +4592,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     out["tensor"] = nullptr;
   }
   if (where.kind == Located::kStructure && complete && moved_known && moved_ops > 0 &&
+      !replaced_in_place &&
       std::all_of(moved.begin(), moved.end(), [](const auto& kv) { return kv.second == 0; })) {
     auto balanced = [](const std::unordered_map<std::string, int64_t>& m) {
       return std::all_of(m.begin(), m.end(), [](const auto& kv) { return kv.second == 0; });

@@ -284,6 +284,27 @@ OpComparison compare_ops(const OpRecord& a, Strings& sa, const OpRecord& b, Stri
   if (a.args.size() != b.args.size()) {
     c.structure = "different argument count: " + std::to_string(a.args.size()) + " vs " +
                   std::to_string(b.args.size());
+    // The arguments one run passes and the other does not (another overload: randperm with
+    // a generator against without), named with their values.
+    auto only_in = [](const OpRecord& x, Strings& sx, const OpRecord& y, Strings& sy) {
+      std::string names;
+      for (const auto& arg : x.args) {
+        const std::string& name = sx.text(arg.name);
+        const bool shared = std::any_of(y.args.begin(), y.args.end(), [&](const auto& other) {
+          return sy.text(other.name) == name;
+        });
+        if (!shared) names += (names.empty() ? "" : ", ") + name + "=" + sx.text(arg.value);
+      }
+      return names;
+    };
+    const std::string in_a = only_in(a, sa, b, sb), in_b = only_in(b, sb, a, sa);
+    for (const auto& [names, run, other] :
+         {std::tuple{in_a, "A", "B"}, std::tuple{in_b, "B", "A"}}) {
+      if (names.empty()) continue;
+      c.structure += std::string("; ") + names + " in " + run + " only";
+      if (names.rfind("generator=", 0) == 0 && names.find(", ") == std::string::npos)
+        c.structure += std::string(": ") + other + " draws from the default generator";
+    }
     return c;
   }
   for (size_t i = 0; i < a.tensors.size(); ++i) {
