@@ -475,6 +475,44 @@ def case_workers():
     check(rc == 1, f"a changed data value diverges (got {rc})")
 
 
+POOL_STEPS = r'''
+import sys, torch
+from concurrent.futures import ThreadPoolExecutor
+plant = int(sys.argv[1])
+torch.manual_seed(0)
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(16, 8)
+def task(step, k):
+    t = torch.full((8, 8), float(k + step)) / 10.0  # the same work at other steps (k + step)
+    if step == plant and k == 1:
+        t = t + 1e-3  # MARK:plant
+    return (t @ t).sum()
+pool = ThreadPoolExecutor(4)
+for step in range(12):
+    aux = sum(f.result().item() for f in [pool.submit(task, step, k) for k in range(4)])
+    opt.zero_grad()
+    (model(x).pow(2).mean() + 0 * aux).backward()
+    opt.step()
+print("done")
+'''
+
+
+def case_pool_steps():
+    # A thread pool's tasks repeat the same work at other steps (task k at step s does what
+    # task k+1 does at s-1): the task that differs is found at its step, not as the last
+    # repeat of its work, on whichever thread ran it (t143 F2: another op, line and step).
+    script = write_script("pool_steps.py", POOL_STEPS)
+    a, b, _, _ = pair("pool_steps", ["-1"], ["6"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    line, file = line_of(d.get("b"))
+    check(rc == 1 and d.get("kind") == "structure" and (d.get("b") or {}).get("op") == "aten::add"
+          and line == marks(script)["plant"] and (d.get("b") or {}).get("step") == 6,
+          f"the add inserted at step 6, line {marks(script)['plant']} (got {d.get('kind')}, "
+          f"{(d.get('b') or {}).get('op')} at {file}:{line}, step {(d.get('b') or {}).get('step')})")
+
+
 WORKER_SEEDS = """\
 import sys, torch
 from torch.utils.data import DataLoader, Dataset

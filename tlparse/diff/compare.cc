@@ -5281,11 +5281,26 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
       const Reader& r = *(side == 0 ? a : b).processes[u.process];
       if (thread_tidx_range(r, u.thread).begin > 0) return v;
     }
+  // How often each side runs an op of each content at each optimizer step (a thread pool's
+  // tasks repeat the same work at other steps: the one that differs is at the step where the
+  // counts part, not the last one run).
+  auto at_step = [](uint64_t content, int64_t step) {
+    return content ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull);
+  };
+  std::unordered_map<uint64_t, int64_t> step_count[2];
+  int64_t first_step = std::numeric_limits<int64_t>::max(), last_step = -1;  // A's units'
   for (int side = 0; side < 2; ++side) {
     for (const Unit& u : side == 0 ? ua : ub) {
       for_each_op(side == 0 ? a : b, u, [&](const OpRecord& op, Strings& strings) {
         within = within && keys[side].size() < kMaxOps;
-        if (within) keys[side].push_back(op_content(op, strings));
+        if (within) {
+          keys[side].push_back(op_content(op, strings));
+          ++step_count[side][at_step(keys[side].back(), op.step)];
+          if (side == 0) {
+            first_step = std::min(first_step, op.step);
+            last_step = std::max(last_step, op.step);
+          }
+        }
         return within;
       });
     }
@@ -5307,14 +5322,41 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   std::vector<PoolOp> candidates;  // B's first ops of A's op's kind that A does not run alike
   for (auto [k, more] : surplus)
     if (more != 0) quota[k] = more > 0 ? count_of(keys[1], k) : count_of(keys[0], k);
+  // Where an op's content runs at other steps too, the quota is its step's (`step_count`).
+  auto count = [&](int side, uint64_t k, int64_t step) {
+    const auto it = step_count[side].find(at_step(k, step));
+    return it == step_count[side].end() ? int64_t{0} : it->second;
+  };
+  auto other_steps = [&](uint64_t k, int64_t step) {
+    return count(0, k, step) < count_of(keys[0], k);
+  };
+  std::unordered_map<uint64_t, int64_t> matched_at_step;
+  int64_t a_step = 0;
+  bool a_other_steps = false;
   // A's pass: its first op past the quota is the difference.
   for_each_op_by_start(a, ua, [&](const Unit& u, const OpRecord& op, Strings& strings) {
     const uint64_t k = op_content(op, strings);
-    if (surplus[k] <= 0 || matched[k]++ < quota[k]) return true;
+    if (surplus[k] <= 0) return true;
+    if (other_steps(k, op.step)) {
+      if (matched_at_step[at_step(k, op.step)]++ < count(1, k, op.step)) return true;
+    } else if (matched[k]++ < quota[k]) {
+      return true;
+    }
     v.a = PoolOp{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
+    a_step = op.step;
+    a_other_steps = other_steps(k, op.step);
     return false;
   });
   matched.clear();
+  matched_at_step.clear();
+  PoolOp same_step;  // B's first op of A's op's kind past its step's quota, at A's op's step
+  // Threads of one process (a pool) step with it: their tasks pair by step, where A's op's
+  // content runs at other steps too, or in a pool whose ops span steps. (DataLoader workers,
+  // processes of their own, count no steps; nor do threads of a program without an
+  // optimizer: their items pair by what was loaded, below.)
+  const bool pool =
+      std::all_of(ua.begin(), ua.end(), [&](const Unit& u) { return u.process == ua[0].process; });
+  const bool by_step = a_other_steps || (pool && last_step > first_step);
   // Workers run at the same time and reach their differences in any order, and an item A's
   // worker loads may be loaded by another of B's, whose random draws B's set also runs for
   // another item. A's op's counterpart is B's op of its kind nearest after an op with a value
@@ -5348,8 +5390,19 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
       if (here.signature == v.a.signature && candidates.size() < kCandidates)
         candidates.push_back(here);
     }
-    return !(near_back[0] == 1 && v.b_any.tidx >= 0);
+    if (by_step && same_step.tidx < 0 && here.signature == v.a.signature && op.step == a_step &&
+        count(1, k, op.step) > count(0, k, op.step) &&
+        matched_at_step[at_step(k, op.step)]++ >= count(0, k, op.step))
+      same_step = here;
+    return !(near_back[0] == 1 && v.b_any.tidx >= 0) || (by_step && same_step.tidx < 0);
   });
+  // A pool's task: its counterpart is B's op of its kind at the same step that B runs with
+  // values A does not (a task's work runs at its step, on whichever thread).
+  if (same_step.tidx >= 0) {
+    v.b = same_step;
+    v.same_before = same_before(a, v.a, b, same_step);
+    return v;
+  }
   for (int m = 0; m < 2 && v.same_before < 0; ++m)
     if (near_back[m] > 0) {
       v.b = near[m];
