@@ -619,8 +619,10 @@ void print_values(std::ostringstream& o, const json& in) {
   if (!bound("min") || !bound("max")) {
     o << (of == "view" || viewed ? "" : ",") << " no finite value";
   } else {
-    o << (of == "view" || viewed ? "" : ",") << " min " << range_value(v["min"].get<double>())
-      << ", max " << range_value(v["max"].get<double>());
+    // (The bounds of the finite values: summaries leave NaN and Inf out of them.)
+    const char* finite = counts.empty() ? "" : " finite";
+    o << (of == "view" || viewed ? "" : ",") << finite << " min "
+      << range_value(v["min"].get<double>()) << ", max " << range_value(v["max"].get<double>());
   }
 }
 
