@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -961,10 +963,186 @@ uintptr_t python_optimizer_identity() {
   return id;
 }
 
+namespace {
+// The C API that reads an optimizer's param groups without running Python code (`settings_of`),
+// resolved once; `complete` false where one is missing.
+struct SettingsApi {
+  using Ssize = long;  // Py_ssize_t
+  PyObject* (*PyObject_Type)(PyObject*) = nullptr;
+  int (*PyObject_IsInstance)(PyObject*, PyObject*) = nullptr;
+  Ssize (*PyObject_Size)(PyObject*) = nullptr;
+  PyObject* (*PyList_GetItem)(PyObject*, Ssize) = nullptr;
+  int (*PyDict_Next)(PyObject*, Ssize*, PyObject**, PyObject**) = nullptr;
+  double (*PyFloat_AsDouble)(PyObject*) = nullptr;
+  long long (*PyLong_AsLongLong)(PyObject*) = nullptr;
+  char* (*PyOS_double_to_string)(double, char, int, int, int*) = nullptr;
+  void (*PyMem_Free)(void*) = nullptr;
+  PyObject* (*PyErr_Occurred)() = nullptr;
+  PyObject *none = nullptr, *true_ = nullptr, *bool_type = nullptr, *int_type = nullptr,
+           *float_type = nullptr, *str_type = nullptr, *tuple_type = nullptr, *list_type = nullptr,
+           *dict_type = nullptr;
+  bool complete = false;
+};
+
+const SettingsApi& settings_api() {
+  static const SettingsApi table = [] {
+    SettingsApi a;
+    bool ok = api().complete;
+    resolve(&a.PyObject_Type, "PyObject_Type", &ok);
+    resolve(&a.PyObject_IsInstance, "PyObject_IsInstance", &ok);
+    resolve(&a.PyObject_Size, "PyObject_Size", &ok);
+    resolve(&a.PyList_GetItem, "PyList_GetItem", &ok);
+    resolve(&a.PyDict_Next, "PyDict_Next", &ok);
+    resolve(&a.PyFloat_AsDouble, "PyFloat_AsDouble", &ok);
+    resolve(&a.PyLong_AsLongLong, "PyLong_AsLongLong", &ok);
+    resolve(&a.PyOS_double_to_string, "PyOS_double_to_string", &ok);
+    resolve(&a.PyMem_Free, "PyMem_Free", &ok);
+    resolve(&a.PyErr_Occurred, "PyErr_Occurred", &ok);
+    for (auto [slot, name] : {std::pair{&a.none, "_Py_NoneStruct"},
+                              {&a.true_, "_Py_TrueStruct"},
+                              {&a.bool_type, "PyBool_Type"},
+                              {&a.int_type, "PyLong_Type"},
+                              {&a.float_type, "PyFloat_Type"},
+                              {&a.str_type, "PyUnicode_Type"},
+                              {&a.tuple_type, "PyTuple_Type"},
+                              {&a.list_type, "PyList_Type"},
+                              {&a.dict_type, "PyDict_Type"}}) {
+      *slot = dlsym(RTLD_DEFAULT, name);
+      ok = ok && *slot != nullptr;
+    }
+    a.complete = ok;
+    return a;
+  }();
+  return table;
+}
+
+// A setting's value as json.dumps writes it (a float as repr does, NaN and the infinities as
+// Python's json does), or nullopt for a value that is none of None, bool, int, float, str, or a
+// tuple of numbers: left out, as tensors are (reading them would run ops).
+std::optional<std::string> setting_text(const SettingsApi& c, PyObject* v, bool in_tuple = false) {
+  const PythonApi& py = api();
+  auto is = [&](PyObject* type) { return c.PyObject_IsInstance(v, type) == 1; };
+  if (v == c.none && !in_tuple) return "null";
+  if (is(c.bool_type)) return std::string(v == c.true_ ? "true" : "false");
+  if (is(c.int_type)) {
+    const long long n = c.PyLong_AsLongLong(v);
+    if (c.PyErr_Occurred()) {  // beyond 64 bits
+      py.PyErr_Clear();
+      return std::nullopt;
+    }
+    return std::to_string(n);
+  }
+  if (is(c.float_type)) {
+    const double d = c.PyFloat_AsDouble(v);
+    if (std::isnan(d)) return "NaN";
+    if (std::isinf(d)) return std::string(d > 0 ? "Infinity" : "-Infinity");
+    constexpr int kAddDot0 = 2;  // Py_DTSF_ADD_DOT_0: 1.0, not 1, as repr
+    char* text = c.PyOS_double_to_string(d, 'r', 0, kAddDot0, nullptr);
+    if (!text) return std::nullopt;
+    std::string out = text;
+    c.PyMem_Free(text);
+    return out;
+  }
+  if (is(c.str_type) && !in_tuple) {
+    const char* text = py.PyUnicode_AsUTF8(v);
+    if (!text) {
+      py.PyErr_Clear();
+      return std::nullopt;
+    }
+    return json_quote(text);
+  }
+  if (is(c.tuple_type) && !in_tuple) {
+    std::string out = "[";
+    const long n = c.PyObject_Size(v);
+    for (long k = 0; k < n; ++k) {
+      auto item = setting_text(c, py.PyTuple_GetItem(v, k), true);
+      if (!item) return std::nullopt;
+      out += (k ? ", " : "") + *item;
+    }
+    return out + "]";
+  }
+  return std::nullopt;
+}
+
+// json.dumps({'optimizer': type(o).__name__, 'index': index, 'groups': [each group's settings
+// of the kinds above, with params=len(group['params'])]}, sort_keys=True), read through the C
+// API: no Python code runs, so no signal handler runs inside tdbg (its exception would be
+// tdbg's to clear), and nothing is compiled at each step. nullopt where the optimizer is not
+// as expected (the Python expression then reads it). GIL held.
+std::optional<std::string> settings_of(PyObject* o, int index) {
+  const PythonApi& py = api();
+  const SettingsApi& c = settings_api();
+  if (!c.complete || !py.PyTuple_GetItem) return std::nullopt;
+  std::string name;
+  if (PyObject* type = c.PyObject_Type(o)) {
+    if (PyObject* text = py.PyObject_GetAttrString(type, "__name__")) {
+      if (const char* utf8 = py.PyUnicode_AsUTF8(text)) name = utf8;
+      py.Py_DecRef(text);
+    }
+    py.Py_DecRef(type);
+  }
+  PyObject* groups = py.PyObject_GetAttrString(o, "param_groups");
+  if (name.empty() || !groups || c.PyObject_IsInstance(groups, c.list_type) != 1) {
+    if (groups) py.Py_DecRef(groups);
+    py.PyErr_Clear();
+    return std::nullopt;
+  }
+  std::string out = "{\"groups\": [";
+  bool ok = true;
+  const long n = c.PyObject_Size(groups);
+  for (long g = 0; ok && g < n; ++g) {
+    PyObject* group = c.PyList_GetItem(groups, g);  // borrowed
+    PyObject* params = group && c.PyObject_IsInstance(group, c.dict_type) == 1
+                           ? py.PyDict_GetItemString(group, "params")
+                           : nullptr;
+    const long count = params ? c.PyObject_Size(params) : -1;
+    if (count < 0) {
+      ok = false;
+      break;
+    }
+    std::vector<std::pair<std::string, std::string>> entries{{"params", std::to_string(count)}};
+    SettingsApi::Ssize at = 0;
+    PyObject *key = nullptr, *value = nullptr;
+    while (c.PyDict_Next(group, &at, &key, &value)) {  // borrowed
+      const char* k =
+          c.PyObject_IsInstance(key, c.str_type) == 1 ? py.PyUnicode_AsUTF8(key) : nullptr;
+      if (!k) {
+        ok = false;
+        break;
+      }
+      if (std::string_view(k) == "params") continue;
+      if (auto text = setting_text(c, value)) entries.emplace_back(k, std::move(*text));
+    }
+    std::sort(entries.begin(), entries.end());
+    out += g ? ", {" : "{";
+    for (size_t e = 0; e < entries.size(); ++e)
+      out += (e ? ", " : "") + json_quote(entries[e].first) + ": " + entries[e].second;
+    out += "}";
+  }
+  py.Py_DecRef(groups);
+  if (!ok) {
+    py.PyErr_Clear();
+    return std::nullopt;
+  }
+  return out + "], \"index\": " + std::to_string(index) + ", \"optimizer\": " + json_quote(name) +
+         "}";
+}
+}  // namespace
+
 std::string python_optimizer_settings(uintptr_t identity, int index) {
   if (identity == 0) return "";
   // The optimizer is alive while it steps (its `wrapper` frame holds it). Tensors (lr as a
   // tensor in torch 2.x) are left out: reading them would run ops.
+  {
+    const PythonApi& py = api();
+    const int gil = py.PyGILState_Ensure();
+    PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
+    py.PyErr_Fetch(&err_type, &err_value, &err_tb);
+    std::optional<std::string> read = settings_of(reinterpret_cast<PyObject*>(identity), index);
+    py.PyErr_Restore(err_type, err_value, err_tb);
+    py.PyGILState_Release(gil);
+    if (read) return *read;
+  }
   const std::string expr =
       "(lambda o, json: json.dumps({'optimizer': type(o).__name__, 'index': " +
       std::to_string(index) +
