@@ -496,6 +496,30 @@ _set_module.restype = None
 _paths = weakref.WeakKeyDictionary()
 _local = threading.local()
 
+# A signal's Python handler runs at the next bytecode of the main thread, which may be these
+# hooks': what it raises is the program's (a handler that stops training), never tdbg's to
+# pass over. True where a frame of `e`'s traceback is a handler's (the `signal` module's
+# handlers, only set through it).
+def _raised_by_handler(e):
+    sig = sys.modules.get('signal')
+    if sig is None:
+        return False
+    codes = set()
+    for number in sig.valid_signals():
+        try:
+            handler = sig.getsignal(number)
+        except Exception:
+            continue
+        code = getattr(handler, '__code__', None) or getattr(getattr(handler, '__func__', None), '__code__', None)
+        if code is not None:
+            codes.add(code)
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
+
 def _class_name(module):
     # A scripted module's class is RecursiveScriptModule: name it by the class it compiled.
     name = type(module).__name__
@@ -527,7 +551,9 @@ def _root_name(root):
         mine = [key for key, value in found if value is root]
         if mine and any(value is not root for key, value in found):
             name = _root_names[root] = name + '(' + mine[0] + ')'
-    except Exception:
+    except Exception as e:
+        if _raised_by_handler(e):
+            raise
         pass
     return name
 
@@ -573,7 +599,9 @@ def _owner(module):
             seen.add(id(parent))
             root = parent
             parent = _parent(parent)
-    except Exception:
+    except Exception as e:
+        if _raised_by_handler(e):
+            raise
         return root
     return root
 
@@ -613,7 +641,9 @@ def _enter(module, call):
                 entry = _paths[module]
         stack.append((id(module), entry[0], entry[1], id(call)))
         _set_module(entry[1], id(call))
-    except Exception:
+    except Exception as e:
+        if _raised_by_handler(e):
+            raise
         pass
 
 def _post(module, args, output):
@@ -629,7 +659,9 @@ def _post(module, args, output):
                 _set_module(stack[-1][2], stack[-1][3])
             else:
                 _set_module(0, None)
-    except Exception:
+    except Exception as e:
+        if _raised_by_handler(e):
+            raise
         pass
 
 # `wrapper` (of torch's function `fn`, which it calls) made to read as `fn` in a traceback
@@ -657,7 +689,9 @@ def _enter_running():
                 if isinstance(module, _tdbg_mm.Module):
                     calls.append((module, frame))
             frame = frame.f_back
-    except Exception:
+    except Exception as e:
+        if _raised_by_handler(e):
+            raise
         return
     for module, frame in reversed(calls):
         _enter(module, frame)
@@ -679,7 +713,9 @@ def _threads_wrap(fn):
         result = fn(*args, **kwargs)
         try:
             _note_threads()
-        except Exception:
+        except Exception as e:
+            if _raised_by_handler(e):
+                raise
             pass
         return result
     return _as_wrapper_of(set_threads, fn)
@@ -740,7 +776,9 @@ if _mpu is not None:
     def _arm_child(_obj):
         try:
             _mpu.Finalize(None, _shutdown, exitpriority=-1000000)
-        except Exception:
+        except Exception as e:
+            if _raised_by_handler(e):
+                raise
             pass
 
     _mpu.register_after_fork(_after_fork, _arm_child)

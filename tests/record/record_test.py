@@ -623,7 +623,11 @@ def case_keyboard_interrupt():
 # Python code at each step, where a Ctrl-C's KeyboardInterrupt, raised at the next bytecode of
 # the main thread, may land.
 CTRL_C_SCRIPT = (
-    "import os, sys, torch\n"
+    "import os, signal, sys, torch\n"
+    "def stop(sig, frame):\n"
+    "    raise RuntimeError('stopped by the handler')\n"
+    "if sys.argv[1:] == ['handler']:\n"
+    "    signal.signal(signal.SIGINT, stop)\n"
     "torch.set_num_threads(1)\n"
     "model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))\n"
     "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
@@ -639,13 +643,16 @@ CTRL_C_SCRIPT = (
 
 
 def case_ctrl_c():
-    # A SIGINT to the recorded program stops it with KeyboardInterrupt every time, as it does
-    # without tdbg: none is swallowed by tdbg's own Python code (t143: 5 of 9 were, before).
+    # A SIGINT to the recorded program stops it with KeyboardInterrupt, or with what its own
+    # handler raises, every time, as without tdbg: none is swallowed by tdbg's own Python code
+    # (t143: 5 of 9 were, before).
     if not torch_hook_here():
         return SKIP
-    for trial in range(6):
+    # (Odd trials: the program's own SIGINT handler raises an exception of its own.)
+    for trial in range(8):
         run = fresh("ctrl_c_%d" % trial)
-        proc = subprocess.Popen([TDBG, "record", "-q", "-o", run, "--", TORCH_PYTHON, "-c", CTRL_C_SCRIPT],
+        handler = ["handler"] if trial % 2 else []
+        proc = subprocess.Popen([TDBG, "record", "-q", "-o", run, "--", TORCH_PYTHON, "-c", CTRL_C_SCRIPT] + handler,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         pid = int(proc.stdout.readline())
         for _ in range(100):
@@ -653,9 +660,14 @@ def case_ctrl_c():
         time.sleep(0.05 + 0.0137 * trial)  # at a moment unrelated to the program's prints
         os.kill(pid, signal.SIGINT)
         out, err = proc.communicate(timeout=120)
-        check(proc.returncode == -signal.SIGINT and "KeyboardInterrupt" in err and "done" not in out,
-              f"trial {trial}: SIGINT ends the program with KeyboardInterrupt (exit {proc.returncode}, "
-              f"{err[-200:]!r})")
+        if handler:
+            check(proc.returncode == 1 and "stopped by the handler" in err and "done" not in out,
+                  f"trial {trial}: SIGINT ends the program with its handler's exception (exit "
+                  f"{proc.returncode}, {err[-200:]!r})")
+        else:
+            check(proc.returncode == -signal.SIGINT and "KeyboardInterrupt" in err and "done" not in out,
+                  f"trial {trial}: SIGINT ends the program with KeyboardInterrupt (exit {proc.returncode}, "
+                  f"{err[-200:]!r})")
 
 
 def add_ops(run):
