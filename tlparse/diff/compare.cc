@@ -6329,6 +6329,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     auto tb = threads_by_creation(rb);
     size_t nthreads = std::max(ta.size(), tb.size());
     std::unique_ptr<Pair> best;
+    bool from_set = false;  // `best` pairs two threads of a set of units compared as one
     Located best_at;
     int64_t best_seq = std::numeric_limits<int64_t>::max();
     std::pair<int64_t, int64_t> best_key = first_key;
@@ -6543,6 +6544,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // compared as one set (below), the processes of the ops that differ.
     size_t index_a = p, index_b = p;
     auto describe_set_divergence = [&](const PoolVerdict& v) {
+      from_set = true;
       index_a = v.a.process;
       index_b = v.b.process;
       const Reader& xa = *a.processes[index_a];
@@ -6748,6 +6750,16 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const json elsewhere = moved.is_null() ? ops_elsewhere(*best, best_at, da, db, only_a, only_b)
                                              : json(nullptr);
       TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
+      // Two threads of a pool or two workers, paired from where the set differs: what each
+      // runs next are other tasks or items, so nothing said of the rest of the pair (the
+      // same values to the end, a difference contained) speaks for the run.
+      if (from_set) {
+        d.erase("values_same");
+        d.erase("values_left_differ");
+        d.erase("contained");
+        if (d.value("healed", json()).is_object() && d["healed"].value("to_end", false))
+          d["healed"] = nullptr;
+      }
       if (!elsewhere.is_null()) {
         d["detail"] = d.value("detail", std::string()) + "; " + elsewhere["text"].get<std::string>();
         d["ops_elsewhere"] = elsewhere;
@@ -7043,13 +7055,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // run that ended has no results past its end. Said on the headline (`run_ended`) where
     // the divergence is not that end; never "the same results" (--results).
     json& d = result["first_divergence"];
-    // The processes that ran ops first: a launcher (torchrun, mp.spawn's parent) that exits
-    // with status 1 because a rank raised is not the process to name.
+    // The process of the divergence shown first (where every rank raised, the one whose
+    // change is shown), then the processes that ran ops: a launcher (torchrun, mp.spawn's
+    // parent) that exits with status 1 because a rank raised is not the process to name.
     std::vector<size_t> order(std::min(a.processes.size(), b.processes.size()));
     std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_partition(order.begin(), order.end(), [&](size_t p) {
-      return a.processes[p]->op_count() + b.processes[p]->op_count() > 0;
-    });
+    const json shown = d.value("process", json());
+    auto rank_of = [&](size_t p) {
+      if (shown.is_number() && a.shown(p) == shown.get<size_t>()) return 0;
+      return a.processes[p]->op_count() + b.processes[p]->op_count() > 0 ? 1 : 2;
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return rank_of(x) < rank_of(y); });
     for (const size_t p : order) {
       const Reader& ra = *a.processes[p];
       const Reader& rb = *b.processes[p];
