@@ -3011,7 +3011,7 @@ TEST_CASE("growth says which steps only one run ran when the other ended early")
   INFO(text);
   CHECK(text.find("(12 of the ops in steps only A ran: B ended early)") != std::string::npos);
   // Steps whose rows read the same are one row.
-  CHECK(text.find("steps 2-5: 3/3 ops differ, a step only A ran") != std::string::npos);
+  CHECK(text.find("steps 2-5, each: 3/3 ops differ, a step only A ran") != std::string::npos);
 }
 
 TEST_CASE("a run that ended early after extra work lines up with the start of the other's steps") {
@@ -4920,7 +4920,8 @@ TEST_CASE("growth where only inputs differ says so, not a distance of '-'") {
         std::string::npos);
   CHECK(later.find("of aten::relu") == std::string::npos);
   // Each such step says its ops differ in what they read, not in what they made.
-  CHECK(later.find("steps 0-2: 1/1 ops differ, no output among them: arguments or inputs differ") !=
+  CHECK(later.find(
+            "steps 0-2, each: 1/1 ops differ, no output among them: arguments or inputs differ") !=
         std::string::npos);
 }
 

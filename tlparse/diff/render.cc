@@ -412,7 +412,7 @@ void print_growth(std::ostringstream& o, const json& g, bool recording_stopped) 
     o << "; largest summary distance " << num(g["max_distance"]) << "\n";
   const json& steps = g.value("steps", json::array());
   print_kept_inputs(o, g);
-  // Each step's row, and runs of steps whose rows read the same folded into one ("steps 0-7":
+  // Each step's row, and runs of steps whose rows read the same folded into one ("steps 0-7, each":
   // a change that touches the same few ops in every step), so that the steps where it reaches
   // further are among the rows shown.
   std::vector<std::pair<std::string, std::string>> rows;  // (step, what)
@@ -450,9 +450,10 @@ void print_growth(std::ostringstream& o, const json& g, bool recording_stopped) 
       o << "            ... " << rows.size() - k << " more step(s)\n";
       break;
     }
+    // (Folded steps read alike, each: the counts are one step's, said so.)
     if (end - k > 1)
-      o << "            steps " << rows[k].first << "-" << rows[end - 1].first << ": "
-        << rows[k].second << "\n";
+      o << "            steps " << rows[k].first << "-" << rows[end - 1].first
+        << ", each: " << rows[k].second << "\n";
     else
       o << "            step " << rows[k].first << ": " << rows[k].second << "\n";
     k = end;
