@@ -705,6 +705,11 @@ TEST_CASE("a full disk stops the recording at a point, and the database says whe
   const int64_t first = lost["first_seq"];
   CHECK(first >= 2000);
   CHECK(first < failed_by);
+  // The note beside the database, written at the failed commits, says what meta says.
+  std::ifstream note(path + "-lost");
+  std::string note_text;
+  REQUIRE(std::getline(note, note_text));
+  CHECK(nlohmann::json::parse(note_text)["ops"] == lost["ops"]);
   CHECK(lost["ops"] == seq - first);
   CHECK(lost["error"].get<std::string>().find("cannot ") == 0);
   // Every op up to the loss, in order, and none after it.
