@@ -4440,6 +4440,8 @@ for step in range(8):
     opt.step()
     if "raise" in sys.argv and step == 3:
         raise RuntimeError("out of memory (simulated)")  # MARK:raise
+    if "mm" in sys.argv and step == 3:
+        torch.mm(x, x)  # MARK:mm
 print(float(loss))
 """
 
@@ -4451,6 +4453,11 @@ def case_ended_after_change():
     # raises with no change at all.
     script = write_script("ended_after_change.py", ENDED_AFTER_CHANGE)
     a, _ = record("ended_after_change_a", [], script)
+    # An op that raises (a shape error in torch.mm) is named where the headline says B ended.
+    b, p = record_ending("ended_after_change_mm", ["refactor", "mm"], script)
+    headline = diff_text(a, b).split("\n")[0]
+    check(p.returncode == 1 and f"after an error raised inside aten::mm at ended_after_change.py:{marks(script)['mm']}"
+          in headline, f"the op that raised is named in the headline: {headline}")
     for name, args in (("refactor", ["refactor", "raise"]), ("plain", ["raise"])):
         b, p = record_ending("ended_after_change_" + name, args, script)
         check(p.returncode == 1 and "out of memory (simulated)" in p.stderr,

@@ -7086,15 +7086,18 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
           std::string(b_ended ? "B" : "A") + "'s process" +
           (side.processes.size() > 1 ? " " + std::to_string(side.shown(p)) : "") +
           (label.empty() ? "" : " (" + label + ")");
-      // (A recording that stopped says where itself; its program went on.)
+      // (A recording that stopped says where itself; its program went on.) Where the process
+      // was inside an op, or an op raised the error it ended on, that op is named (t144 F5).
       const bool stopped = !recording_lost(r).empty();
-      d["run_ended"] = {{"run", b_ended ? "B" : "A"},
-                        {"process", side.shown(p)},
-                        {"step", step},
-                        {"text", who + " " + (b_ended ? eb : ea) +
-                                     (step >= 0 && !stopped
-                                          ? " after its last op, in step " + std::to_string(step)
-                                          : "")}};
+      const std::string how = b_ended ? eb : ea;
+      const std::string where = stopped ? how : process_ending(r);
+      std::string text = who + " " + where;
+      if (step >= 0 && !stopped)
+        text += where == how ? " after its last op, in step " + std::to_string(step)
+                : where.find(" at step ") == std::string::npos ? ", in step " + std::to_string(step)
+                                                               : "";
+      d["run_ended"] = {
+          {"run", b_ended ? "B" : "A"}, {"process", side.shown(p)}, {"step", step}, {"text", text}};
       if (stopped) d["run_ended"]["recording_stopped"] = true;
     }
   }
