@@ -1122,6 +1122,7 @@ std::optional<std::string> settings_of(PyObject* o, int index) {
   PyObject* groups = py.PyObject_GetAttrString(o, "param_groups");
   if (name.empty() || !groups || c.PyObject_IsInstance(groups, c.list_type) != 1) {
     if (groups) py.Py_DecRef(groups);
+    rearm_interrupt();  // (a wrapper's `param_groups` property runs Python code)
     py.PyErr_Clear();
     return std::nullopt;
   }
@@ -1159,6 +1160,7 @@ std::optional<std::string> settings_of(PyObject* o, int index) {
   }
   py.Py_DecRef(groups);
   if (!ok) {
+    rearm_interrupt();
     py.PyErr_Clear();
     return std::nullopt;
   }
