@@ -1177,6 +1177,21 @@ def case_small_changes():
           f"the same updates: results same (got {rc}, {r.get('results')}, {d.get('kind')}, {d.get('updates')})")
     check("the optimizer's updates are the same in every step" in diff_text(a, b).splitlines()[0],
           "the headline says the updates are the same")
+    # The script copied under another name: the same program, said in a note, not warned as
+    # another program (t142 F8); a copy whose text differs is warned.
+    copy = os.path.join(os.path.dirname(script), "small_changes_copy.py")
+    shutil.copyfile(script, copy)
+    c, _ = record("small_copy", ["mean"], copy)
+    rc, r = diff(a, c)
+    check(not any("different programs" in w for w in r.get("warnings", []))
+          and any("hold the same text" in n for n in r.get("notes", [])),
+          f"a copy of the script is the same program (got {r.get('warnings')}, {r.get('notes')})")
+    with open(copy, "a") as f:
+        f.write("# edited\n")
+    c, _ = record("small_copy_edited", ["mean"], copy)
+    rc, r = diff(a, c)
+    check(any("different programs" in w for w in r.get("warnings", [])),
+          f"an edited copy is another program (got {r.get('warnings')})")
     b, _ = record("small_noise", ["noise"], script)
     rc, r = diff(a, b, "--results")
     d = r["first_divergence"] or {}

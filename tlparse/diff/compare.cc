@@ -2,6 +2,7 @@
 // over the chain hash finds the first differing op in O(log n) probes; ops are then compared
 // field by field to find the innermost op that introduced the difference and its cause, and a
 // streaming alignment (Myers on a bounded window) handles inserted, removed or replaced ops.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -6998,6 +7001,35 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     const std::string pa = program_of(*a.processes[0]), pb = program_of(*b.processes[0]);
     auto known = [](const std::string& p) { return !p.empty() && p.rfind("python", 0) != 0; };
     different_programs = known(pa) && known(pb) && pa != pb;
+    // Files of other names that hold the same text (a script copied to try a change), each as
+    // it was recorded (meta `source:<path>`, size and modification time): the same program.
+    auto recorded_file = [](const Reader& r, const std::string& name) {
+      for (const auto& [key, value] : r.all_meta()) {
+        if (key.rfind("source:", 0) != 0) continue;
+        const std::string path = key.substr(7);
+        if (path.substr(path.find_last_of('/') + 1) != name) continue;
+        struct stat st {};
+        if (stat(path.c_str(), &st) != 0) return std::string();
+        const int64_t mtime =
+            static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        return value == std::to_string(st.st_size) + ":" + std::to_string(mtime) ? path
+                                                                                 : std::string();
+      }
+      return std::string();
+    };
+    if (different_programs) {
+      const std::string fa = recorded_file(*a.processes[0], pa),
+                        fb = recorded_file(*b.processes[0], pb);
+      auto text_of = [](const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      };
+      if (!fa.empty() && !fb.empty() && text_of(fa) == text_of(fb)) {
+        different_programs = false;
+        notes.push_back("the runs' scripts have other names (A " + pa + ", B " + pb +
+                        ") and hold the same text, as each was recorded");
+      }
+    }
     if (different_programs)
       warnings.push_back("the runs are of different programs (A " + pa + ", B " + pb +
                          "): every difference may come from the programs being other code");
