@@ -150,6 +150,27 @@ void rearm_interrupt() {
   if (matches && interrupt && *interrupt && set_interrupt && matches(*interrupt)) set_interrupt();
 }
 
+// Holds the GIL for a stretch of tdbg's own calls into Python, with the thread's pending
+// exception (the program's) put aside, and puts it back at the end: PyErr_Restore replaces
+// whatever exception tdbg's calls left.
+class PythonScope {
+ public:
+  PythonScope() : py_(api()), gil_(py_.PyGILState_Ensure()) {
+    py_.PyErr_Fetch(&type_, &value_, &trace_);
+  }
+  ~PythonScope() {
+    py_.PyErr_Restore(type_, value_, trace_);
+    py_.PyGILState_Release(gil_);
+  }
+  PythonScope(const PythonScope&) = delete;
+  PythonScope& operator=(const PythonScope&) = delete;
+
+ private:
+  const PythonApi& py_;
+  const int gil_;
+  PyObject *type_ = nullptr, *value_ = nullptr, *trace_ = nullptr;
+};
+
 constexpr int kPyFileInput = 257;  // Py_file_input
 constexpr int kMaxFrames = 96;     // deeper stacks keep their innermost frames
 
@@ -554,7 +575,6 @@ def _root_name(root):
     except Exception as e:
         if _raised_by_handler(e):
             raise
-        pass
     return name
 
 def _name_tree(root):
@@ -644,7 +664,6 @@ def _enter(module, call):
     except Exception as e:
         if _raised_by_handler(e):
             raise
-        pass
 
 def _post(module, args, output):
     try:
@@ -662,7 +681,6 @@ def _post(module, args, output):
     except Exception as e:
         if _raised_by_handler(e):
             raise
-        pass
 
 # `wrapper` (of torch's function `fn`, which it calls) made to read as `fn` in a traceback
 # or help(), and marked as a wrapper (`__wrapped__`) so that it is not wrapped again.
@@ -716,7 +734,6 @@ def _threads_wrap(fn):
         except Exception as e:
             if _raised_by_handler(e):
                 raise
-            pass
         return result
     return _as_wrapper_of(set_threads, fn)
 
@@ -779,7 +796,6 @@ if _mpu is not None:
         except Exception as e:
             if _raised_by_handler(e):
                 raise
-            pass
 
     _mpu.register_after_fork(_after_fork, _arm_child)
 )PY";
@@ -878,9 +894,7 @@ std::string eval_python_text(const char* expr) {
   const PythonApi& py = api();
   constexpr int kPyEvalInput = 258;  // Py_eval_input
   std::string out;
-  int gil = py.PyGILState_Ensure();
-  PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
-  py.PyErr_Fetch(&err_type, &err_value, &err_tb);
+  PythonScope scope;
   PyObject* globals = py.PyDict_New();
   PyObject* result =
       globals ? py.PyRun_StringFlags(expr, kPyEvalInput, globals, globals, nullptr) : nullptr;
@@ -891,10 +905,7 @@ std::string eval_python_text(const char* expr) {
   } else {
     rearm_interrupt();
   }
-  py.PyErr_Clear();
   if (globals) py.Py_DecRef(globals);
-  py.PyErr_Restore(err_type, err_value, err_tb);
-  py.PyGILState_Release(gil);
   return out;
 }
 }  // namespace
@@ -966,9 +977,7 @@ bool python_error_set() {
 uintptr_t python_optimizer_identity() {
   const PythonApi& py = api();
   if (!py.PyMapping_GetItemString || !py.PyTuple_GetItem || !py.PyTuple_Size) return 0;
-  int gil = py.PyGILState_Ensure();
-  PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
-  py.PyErr_Fetch(&err_type, &err_value, &err_tb);
+  PythonScope scope;
   uintptr_t id = 0;
   PyObject* frame = py.PyEval_GetFrame();  // borrowed
   if (frame) py.Py_IncRef(frame);
@@ -995,9 +1004,6 @@ uintptr_t python_optimizer_identity() {
     frame = back;
   }
   if (frame) py.Py_DecRef(frame);
-  py.PyErr_Clear();
-  py.PyErr_Restore(err_type, err_value, err_tb);
-  py.PyGILState_Release(gil);
   return id;
 }
 
@@ -1174,14 +1180,9 @@ std::string python_optimizer_settings(uintptr_t identity, int index) {
   // The optimizer is alive while it steps (its `wrapper` frame holds it). Tensors (lr as a
   // tensor in torch 2.x) are left out: reading them would run ops.
   {
-    const PythonApi& py = api();
-    const int gil = py.PyGILState_Ensure();
-    PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
-    py.PyErr_Fetch(&err_type, &err_value, &err_tb);
-    std::optional<std::string> read = settings_of(reinterpret_cast<PyObject*>(identity), index);
-    py.PyErr_Restore(err_type, err_value, err_tb);
-    py.PyGILState_Release(gil);
-    if (read) return *read;
+    PythonScope scope;
+    if (std::optional<std::string> read = settings_of(reinterpret_cast<PyObject*>(identity), index))
+      return *read;
   }
   const std::string expr =
       "(lambda o, json: json.dumps({'optimizer': type(o).__name__, 'index': " +
@@ -1200,9 +1201,7 @@ SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
   const PythonApi& py = api();
   tracer::Writer* w = writer();
   if (!w) return loc;
-  int gil = py.PyGILState_Ensure();
-  PyObject *err_type = nullptr, *err_value = nullptr, *err_tb = nullptr;
-  py.PyErr_Fetch(&err_type, &err_value, &err_tb);
+  PythonScope scope;
   maybe_install_python_hooks(with_module_hooks);
   if (want_stack) {
     PyObject* raw_codes[kMaxFrames];
@@ -1276,8 +1275,6 @@ SourceLocation capture_python_stack(bool want_stack, bool with_module_hooks) {
     // Inside a scripted function the op's line is the script's, below the Python call of it.
     loc = add_script_frames(loc, is_user_file);
   }
-  py.PyErr_Restore(err_type, err_value, err_tb);
-  py.PyGILState_Release(gil);
   return loc;
 }
 
