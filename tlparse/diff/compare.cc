@@ -2,7 +2,6 @@
 // over the chain hash finds the first differing op in O(log n) probes; ops are then compared
 // field by field to find the innermost op that introduced the difference and its cause, and a
 // streaming alignment (Myers on a bounded window) handles inserted, removed or replaced ops.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -4755,13 +4754,17 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       out["not_updated"] = std::move(missing);
     }
   }
+  // The optimizer's updates can be compared step by step where both runs hold their values
+  // and every op of each step (not an --ops selection, whose steps hold what it matched).
+  const bool updates_comparable =
+      p.a.reader->meta("hash_mode") != "none" && p.b.reader->meta("hash_mode") != "none" &&
+      p.a.reader->meta("ops").empty() && p.b.reader->meta("ops").empty();
   // After a structural change that changed values: whether the optimizer's updates still
   // agree up to rounding step by step (a batch split into micro-batches), or from which step
-  // they do not. Not for an --ops selection, whose steps hold what it matched.
+  // they do not.
   if (where.kind == Located::kStructure && !out.contains("values_same") &&
       !out.contains("values_left_differ") && !out.contains("optimizer_settings") &&
-      p.a.reader->meta("hash_mode") != "none" && p.b.reader->meta("hash_mode") != "none" &&
-      p.a.reader->meta("ops").empty() && p.b.reader->meta("ops").empty()) {
+      updates_comparable) {
     json updates = compare_updates(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset,
                                    options.scan_limit);
     // Steps paired only before the change (the optimizer's ops differ from its step on: a
@@ -4805,9 +4808,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // A value difference after which every optimizer step's outputs are the same bit for bit
   // (the loss summed, then divided by the batch size: `reduction='sum'` against 'mean'): the
   // work differs, not the results. Said only then; otherwise the values growth lists say it.
-  if (where.kind == Located::kValue && p.a.reader->meta("hash_mode") != "none" &&
-      p.b.reader->meta("hash_mode") != "none" && p.a.reader->meta("ops").empty() &&
-      p.b.reader->meta("ops").empty()) {
+  if (where.kind == Located::kValue && updates_comparable) {
     json updates = compare_updates(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset,
                                    options.scan_limit);
     if (updates.is_object() && updates.value("rounding", false) &&
@@ -5340,14 +5341,15 @@ PoolVerdict compare_sets(const tracer::Run& a, const std::vector<Unit>& ua, cons
   for_each_op_by_start(a, ua, [&](const Unit& u, const OpRecord& op, Strings& strings) {
     const uint64_t k = op_content(op, strings);
     if (surplus[k] <= 0) return true;
-    if (other_steps(k, op.step)) {
+    const bool elsewhere = other_steps(k, op.step);
+    if (elsewhere) {
       if (matched_at_step[at_step(k, op.step)]++ < count(1, k, op.step)) return true;
     } else if (matched[k]++ < quota[k]) {
       return true;
     }
     v.a = PoolOp{u.process, op.thread, op.tidx, op.start_ns, op_signature(op, strings), op.seq};
     a_step = op.step;
-    a_other_steps = other_steps(k, op.step);
+    a_other_steps = elsewhere;
     return false;
   });
   matched.clear();
@@ -7004,16 +7006,13 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // Files of other names that hold the same text (a script copied to try a change), each as
     // it was recorded (meta `source:<path>`, size and modification time): the same program.
     auto recorded_file = [](const Reader& r, const std::string& name) {
-      for (const auto& [key, value] : r.all_meta()) {
-        if (key.rfind("source:", 0) != 0) continue;
-        const std::string path = key.substr(7);
+      for (const auto& [path, identity] : recorded_sources(r)) {
         if (path.substr(path.find_last_of('/') + 1) != name) continue;
-        struct stat st {};
-        if (stat(path.c_str(), &st) != 0) return std::string();
-        const int64_t mtime =
-            static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-        return value == std::to_string(st.st_size) + ":" + std::to_string(mtime) ? path
-                                                                                 : std::string();
+        std::error_code ec;
+        return !identity.empty() && std::filesystem::exists(path, ec) &&
+                       !source_changed(path, identity)
+                   ? path
+                   : std::string();
       }
       return std::string();
     };
