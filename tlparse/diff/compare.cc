@@ -2982,15 +2982,10 @@ void note_collective(Pair& p, const OpRecord& a, json& out) {
                     out.value("detail", std::string());
     return;
   }
-  constexpr int64_t kLookBack = 4096;
-  for (int64_t t = a.tidx - 1; via.empty() && t >= 0 && t >= a.tidx - kLookBack; --t) {
-    auto o = p.a.reader->op_at(p.a.thread, t);
-    if (!o) break;
-    const std::string name = p.a.strings.text(o->name);
-    if (name.rfind("c10d::", 0) == 0)
-      via = "the collective " + name + " (op " + std::to_string(o->seq) + ", step " +
-            std::to_string(o->step) + ")";
-  }
+  if (via.empty())
+    if (auto o = last_collective_before(*p.a.reader, p.a.strings, p.a.thread, a.tidx))
+      via = "the collective " + p.a.strings.text(o->name) + " (op " + std::to_string(o->seq) +
+            ", step " + std::to_string(o->step) + ")";
   if (via.empty()) return;
   out["collective"] = via;
   out["detail"] = out.value("detail", std::string()) +

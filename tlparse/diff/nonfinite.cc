@@ -1089,16 +1089,10 @@ StatusOr<json> process_start(const tracer::Run& run, size_t p, const NonfiniteOp
     for (const json& e : j.value("enclosing", json::array())) {
       const std::string name = e.value("op", std::string());
       if (name.find("ddp.reducer") == std::string::npos && name.rfind("c10d::", 0) != 0) continue;
-      constexpr int64_t kLookBack = 4096;
-      (void)r.scan_ops(op.thread, std::max<int64_t>(0, op.tidx - kLookBack), op.tidx, true,
-                       [&](const OpRecord& o) {
-                         if (strings.text(o.name).rfind("c10d::", 0) == 0)
-                           via = op_brief_json(r, strings, o);
-                         return true;
-                       });
-      if (via.is_null())
-        if (auto around = r.op(e.value("seq", tracer::kNoSeq)))
-          via = op_brief_json(r, strings, *around);
+      if (auto collective = last_collective_before(r, strings, op.thread, op.tidx))
+        via = op_brief_json(r, strings, *collective);
+      else if (auto around = r.op(e.value("seq", tracer::kNoSeq)))
+        via = op_brief_json(r, strings, *around);
       break;
     }
     if (!via.is_null()) {

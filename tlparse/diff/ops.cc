@@ -777,6 +777,17 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
   return maker;
 }
 
+std::optional<tracer::OpRecord> last_collective_before(const tracer::Reader& r, Strings& strings,
+                                                       uint32_t thread, int64_t tidx) {
+  constexpr int64_t kLookBack = 4096;
+  for (int64_t t = tidx - 1; t >= 0 && t >= tidx - kLookBack; --t) {
+    auto o = r.op_at(thread, t);
+    if (!o) break;
+    if (strings.text(o->name).rfind("c10d::", 0) == 0) return o;
+  }
+  return std::nullopt;
+}
+
 bool source_changed(const std::string& path, const std::string& identity) {
   struct stat st;
   if (identity.empty() || stat(path.c_str(), &st) != 0) return false;

@@ -242,6 +242,11 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
                                                     const tracer::OpRecord& op,
                                                     const tracer::TensorRecord& t);
 
+// The last collective op (`c10d::`) of `thread` before its op `tidx`, at most 4,096 ops back:
+// in a rank's process, what brought in values that no recorded op made there.
+std::optional<tracer::OpRecord> last_collective_before(const tracer::Reader& r, Strings& strings,
+                                                       uint32_t thread, int64_t tidx);
+
 // One line for each Python source file the recorded stacks point into that changed since the
 // recording (meta `source:<path>`: its size and modification time then): the lines shown from
 // it may not be the code that ran.
