@@ -513,6 +513,53 @@ def case_pool_steps():
           f"{(d.get('b') or {}).get('op')} at {file}:{line}, step {(d.get('b') or {}).get('step')})")
 
 
+POOL_UNEVEN = r'''
+import sys, torch
+from concurrent.futures import ThreadPoolExecutor
+torch.set_num_threads(1)
+torch.manual_seed(0)
+plant = int(sys.argv[1])
+base = torch.linspace(-1, 1, 64)
+W = torch.nn.Parameter(torch.randn(64, 8) * 0.1)
+opt = torch.optim.SGD([W], lr=0.05)
+pool = ThreadPoolExecutor(max_workers=3)  # 4 tasks a step: one thread, by chance, runs two
+def task(k, s):
+    h = torch.tanh(torch.sin(base * (s + k + 1) * 0.1) * 2.0)  # task k at s = task k+1 at s-1
+    if s == plant and k == 2:
+        h = h * 1.01  # MARK:plant
+    return h.reshape(1, 64)
+for s in range(6):
+    X = torch.cat(list(pool.map(lambda k: task(k, s), range(4))), 0)
+    loss = (X @ W).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+print("loss", loss.item())
+'''
+
+
+def case_pool_uneven():
+    # Three threads take four tasks a step: which thread runs two, and which runs the last
+    # task, is chance, so neither a thread's rest of a step nor its end pairs with the other
+    # run's thread. The op inserted in one task is named, whichever threads ran it (t144 F1: in
+    # about half the recordings "5 op(s) of A removed" or "22 op(s) inserted").
+    script = write_script("pool_uneven.py", POOL_UNEVEN)
+    for n in range(4):
+        a, b, _, _ = pair(f"pool_uneven{n}", ["-1"], ["3"], script)
+        rc, r = diff(a, b)
+        d = r["first_divergence"] or {}
+        line, file = line_of(d.get("b"))
+        changes = d.get("structural_changes") or [{}]
+        shape = [(c.get("type"), len(c.get("inserted", [])), len(c.get("removed", [])))
+                 for c in changes]
+        check(rc == 1 and d.get("kind") == "structure" and shape == [("inserted", 1, 0)]
+              and (d.get("b") or {}).get("op") == "aten::mul"
+              and line == marks(script)["plant"] and (d.get("b") or {}).get("step") == 3
+              and "growth" not in d,
+              f"recording {n}: the one mul inserted at step 3, line {marks(script)['plant']}, no "
+              f"growth along the threads (got {d.get('kind')}, changes {shape}, "
+              f"{(d.get('b') or {}).get('op')} at {file}:{line}, step "
+              f"{(d.get('b') or {}).get('step')}, growth {'growth' in d})")
+
+
 WORKER_SEEDS = """\
 import sys, torch
 from torch.utils.data import DataLoader, Dataset

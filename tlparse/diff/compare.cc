@@ -141,6 +141,10 @@ struct Pair {
   // A's step of the iteration B counts as step s is s + step_offset: 0, unless the steps were
   // paired by hand (`DiffOptions::align_steps`: a resumed run counts from 0 again).
   int64_t step_offset = 0;
+  // Two threads of a pool, which take any task at any step (three threads, four tasks: which
+  // thread runs two at a step, and which runs the last task, is chance): neither one's rest
+  // of a step nor its end pairs with the other's.
+  bool pool = false;
   Status status() const {
     if (!a.cursor.status().ok()) return a.cursor.status();
     return b.cursor.status();
@@ -257,7 +261,9 @@ class Aligner {
       e->is_hunk = true;
       e->hunk = *h;
     } else {
-      // One side ended: the rest of the other is one trailing insertion or removal.
+      // One side ended: the rest of the other is one trailing insertion or removal; in a
+      // pool, other tasks, which the other run's other threads ran (`Pair::pool`).
+      if (p_.pool && started_) return false;
       e->is_hunk = true;
       e->hunk = Hunk{i_, a.count, j_, b.count};
     }
@@ -397,7 +403,7 @@ class Aligner {
                                                  const std::vector<uint64_t>& sb,
                                                  int64_t* a_used, int64_t* b_used) const {
     const bool cut = i_ + static_cast<int64_t>(sa.size()) < p_.a.count ||
-                     j_ + static_cast<int64_t>(sb.size()) < p_.b.count;
+                     j_ + static_cast<int64_t>(sb.size()) < p_.b.count || p_.pool;
     return edit_script_free_tails(sa.data(), sa.size(), sb.data(), sb.size(), kMaxEdits, cut,
                                   cut, a_used, b_used);
   }
@@ -460,7 +466,8 @@ class Aligner {
     if (too_short) *too_short = false;
     step_end_a_ = step_end_b_ = -1;
     auto script = window_script(sa, sb, a_used, b_used);
-    if (!script || p_.a.last_step() < 0 || p_.a.last_step() != p_.b.last_step()) return script;
+    if (!script || p_.pool || p_.a.last_step() < 0 || p_.a.last_step() != p_.b.last_step())
+      return script;
     const int64_t wa = static_cast<int64_t>(sa.size()), wb = static_cast<int64_t>(sb.size());
     // Pairs across steps, a run of them at least, are the drift above; a few are none (an op
     // whose step is counted otherwise, at a step's edge).
@@ -5058,12 +5065,19 @@ std::vector<tracer::ThreadRecord> threads_by_creation(const Reader& r) {
 }
 
 // The threads of process `p` other than its main one (whose OS thread id is the pid).
+// Whether thread `id` is its process's main thread (the one whose OS id is the pid).
+bool is_main_thread(const Reader& r, uint32_t id) {
+  const std::string pid = r.meta("pid");
+  for (const tracer::ThreadRecord& t : r.threads())
+    if (t.id == id) return std::to_string(t.os_tid) == pid;
+  return false;
+}
+
 std::vector<Unit> thread_units(const tracer::Run& run, size_t p) {
   std::vector<Unit> units;
   const Reader& r = *run.processes[p];
-  const int64_t pid = std::strtoll(r.meta("pid").c_str(), nullptr, 10);
   for (const tracer::ThreadRecord& t : r.threads())
-    if (t.os_tid != pid) units.push_back({p, t.id});
+    if (!is_main_thread(r, t.id)) units.push_back({p, t.id});
   return units;
 }
 
@@ -6335,6 +6349,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     std::pair<int64_t, int64_t> best_key = first_key;
     End best_end;
     std::vector<uint32_t> only_a, only_b;  // threads without a counterpart
+    // Threads other than the main one, several in each run: a pool's (`Pair::pool`).
+    const bool pool_threads = thread_units(a, p).size() >= 2 && thread_units(b, p).size() >= 2;
     for (size_t k = 0; k < nthreads; ++k) {
       if (k >= ta.size() || k >= tb.size()) {
         bool in_a = k < ta.size();
@@ -6467,6 +6483,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         " of the thread only (a ring or a trimmed bundle dropped the earlier "
                         "ones): what came before was not compared");
       auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
+      pair->pool = pool_threads && !is_main_thread(ra, ida) && !is_main_thread(rb, idb);
       if (aligned) {
         pair->b_offset = range_b.begin - range_a.begin;
         pair->step_offset = options.align_steps.first - options.align_steps.second;
@@ -6597,6 +6614,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       best = std::make_unique<Pair>(
           xa, v.a.thread, TidxRange{ia, thread_tidx_range(xa, v.a.thread).end}, xb,
           v.b.thread, TidxRange{jb, thread_tidx_range(xb, v.b.thread).end});
+      best->pool = true;  // two units of a set, paired at a task
       // The first op of the stretch whose values differ (the ops are of the same kinds, op for
       // op, up to A's set difference).
       for (int64_t k = 0; k < back; ++k) {
@@ -6753,6 +6771,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       // Two threads of a pool or two workers, paired from where the set differs: what each
       // runs next are other tasks or items, so nothing said of the rest of the pair (the
       // same values to the end, a difference contained) speaks for the run.
+      // Nor how far the difference grows along the pair: the ops after the task's are
+      // other tasks, differing wherever the threads took others.
+      if (best->pool) d.erase("growth");
       if (from_set) {
         d.erase("values_same");
         d.erase("values_left_differ");
