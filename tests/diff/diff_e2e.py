@@ -3442,6 +3442,44 @@ def case_frozen():
     check(rc == 1 and "B computes no gradient for this backward op's input" in d.get("detail", "")
           and "requires_grad_(False)" in d.get("detail", ""),
           f"the frozen parameter is named as such (got {rc}: {d.get('detail')})")
+    # Unfrozen at step 3 in B only: the head's AddmmBackward0 computes its input's gradient
+    # first (`t` of its weight, `mm`), ops inserted, not the same `t` with other values in
+    # "another layout"; and A's optimizer leaves the backbone's 4 tensors from that step on,
+    # not only where the runs start (t145 F1).
+    script = write_script("unfreeze.py", UNFREEZE)
+    a, b, _, _ = pair("unfreeze", ["-1"], ["3"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    changes = d.get("structural_changes") or [{}]
+    first = [c.get("op") for c in changes[0].get("inserted", [])]
+    left = d.get("not_updated") or {}
+    check(rc == 1 and d.get("kind") == "structure" and (d.get("b") or {}).get("step") == 3
+          and first == ["aten::t", "aten::mm"] and left.get("run") == "A" and left.get("missing") == 4,
+          f"unfrozen at step 3: t and mm inserted in B's AddmmBackward0, A leaves 4 tensors (got "
+          f"{d.get('kind')} at step {(d.get('b') or {}).get('step')}: {d.get('cause')}, inserted "
+          f"{first}, not_updated {left.get('run')} {left.get('missing')})")
+
+
+# A backbone frozen for warm-up, unfrozen at step argv[1] (-1: never); its parameters are in
+# the optimizer from the start.
+UNFREEZE = r'''
+import sys, torch
+torch.manual_seed(0)
+backbone = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
+                               torch.nn.ReLU())
+head = torch.nn.Linear(32, 3)
+backbone.requires_grad_(False)
+opt = torch.optim.AdamW([{"params": backbone.parameters(), "lr": 1e-4},
+                         {"params": head.parameters(), "lr": 1e-3}])
+data = torch.randn(192, 12)
+target = data[:, :3].argmax(1)
+for step in range(6):
+    if step == int(sys.argv[1]):
+        backbone.requires_grad_(True)  # MARK:plant
+    x, y = data[step * 32:(step + 1) * 32], target[step * 32:(step + 1) * 32]
+    loss = torch.nn.functional.cross_entropy(head(backbone(x)), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+'''
 
 
 # A small conv net: its first layer left out of the optimizer's parameters, or the model moved

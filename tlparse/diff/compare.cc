@@ -1295,9 +1295,11 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
     if (c.permuted && p.permuted++ == 0) p.first_permuted = t;
     if (c.args_spelled && p.args_spelled++ == 0) p.first_args_spelled = t;
     if (c.differs()) {
-      // The same op, exactly, one further on in the other run: an op inserted (or removed)
-      // here whose neighbour has the same name and shapes (AdamW's param.mul_(1) before Adam's
-      // exp_avg.mul_(0.9)): a structural change, which the alignment lays out.
+      // The same op, exactly, a few further on in the other run: ops inserted (or removed)
+      // here whose first has the same name and shapes as this one (AdamW's param.mul_(1)
+      // before Adam's exp_avg.mul_(0.9); a linear layer unfrozen, whose AddmmBackward0 runs
+      // `t(weight) mm` for its input's gradient before `t(grad) mm t` for its weight's, as
+      // before): a structural change, which the alignment lays out.
       auto identical = [&](Side& x, int64_t i, Side& y, int64_t j) {
         const OpRecord* ox = x.cursor.at(i);
         const OpRecord* oy = y.cursor.at(j);
@@ -1308,7 +1310,22 @@ StatusOr<Located> locate(Pair& p, const DiffOptions& options, Stats& stats, Prog
       // Not where each is the other's next op: two ops of a kind swapped (`a.mul_(s);
       // l.mul_(s)` the other way round), which no alignment of names lays out; their values
       // are compared as they stand.
-      const bool later_in_b = identical(p.a, t, p.b, u + 1), later_in_a = identical(p.a, t + 1, p.b, u);
+      // Further than the next op, the ops after the two identical ones pair by signature too:
+      // an op on zeros (Adam's state at its first step) has look-alikes a few ops away.
+      auto followed_alike = [&](int64_t i, int64_t j) {
+        constexpr int64_t kFollowing = 2;
+        for (int64_t f = 1; f <= kFollowing; ++f)
+          if (i + f >= p.a.count || j + f >= p.b.count ||
+              p.a.cursor.signature_at(i + f) != p.b.cursor.signature_at(j + f))
+            return false;
+        return true;
+      };
+      constexpr int64_t kNearOps = 4;
+      bool later_in_b = false, later_in_a = false;
+      for (int64_t d = 1; d <= kNearOps && !later_in_b && !later_in_a; ++d) {
+        later_in_b = identical(p.a, t, p.b, u + d) && (d == 1 || followed_alike(t, u + d));
+        later_in_a = identical(p.a, t + d, p.b, u) && (d == 1 || followed_alike(t + d, u));
+      }
       if (later_in_b != later_in_a) {
         TDBG_RETURN_IF_ERROR(p.status());
         return Located{Located::kStructure, t, u};
@@ -4743,14 +4760,15 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // selection, whose steps hold what it matched.
   if (where.kind == Located::kStructure && !out.contains("values_same") &&
       p.a.reader->meta("ops").empty() && p.b.reader->meta("ops").empty()) {
-    json missing =
-        parameters_not_updated(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset);
+    const auto a = p.a.reader->op_at(p.a.thread, where.i);
+    const auto b = p.b.reader->op_at(p.b.thread, where.j);
+    const int64_t step = a ? a->step : b ? b->step + p.step_offset : 0;
+    json missing = parameters_not_updated(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread,
+                                          p.step_offset, step);
     if (!missing.is_null()) {
       // Where the runs first differ inside an optimizer's step, forward and backward ran the
       // same ops before it: the parameters got their gradients in both runs, and the
       // optimizer was not given them (or their .grad was set to None before the step).
-      const auto a = p.a.reader->op_at(p.a.thread, where.i);
-      const auto b = p.b.reader->op_at(p.b.thread, where.j);
       missing["skipped_by_optimizer"] =
           (a && in_optimizer_step(*p.a.reader, *a)) || (b && in_optimizer_step(*p.b.reader, *b));
       out["not_updated"] = std::move(missing);

@@ -221,18 +221,23 @@ StepWrites written_in_step(const Reader& r, Strings& strings,
 }  // namespace
 
 json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& rb,
-                            uint32_t thread_b, int64_t step_offset) {
+                            uint32_t thread_b, int64_t step_offset, int64_t from_step) {
+  constexpr int kSteps = 3;
   const auto steps_a = step_regions(ra, thread_a);
   const auto steps_b = step_regions(rb, thread_b);
-  for (const auto& [step, regions_a] : steps_a) {
+  int compared = 0;
+  for (auto it = steps_a.lower_bound(from_step); it != steps_a.end() && compared < kSteps; ++it) {
+    const auto& [step, regions_a] = *it;
     const auto found = steps_b.find(step - step_offset);
     if (found == steps_b.end()) continue;
+    ++compared;
     Strings sa(ra), sb(rb);
     const StepWrites step_a = written_in_step(ra, sa, regions_a);
     const StepWrites step_b = written_in_step(rb, sb, found->second);
     const std::vector<Written>& a = step_a.params;
     const std::vector<Written>& b = step_b.params;
-    if (a.empty() || b.empty() || a.size() == b.size()) return nullptr;
+    if (a.empty() || b.empty()) return nullptr;
+    if (a.size() == b.size()) continue;
     // The run that updates fewer, and those of the other's it leaves.
     const bool b_fewer = b.size() < a.size();
     const std::vector<Written>& more = b_fewer ? a : b;

@@ -26,18 +26,19 @@ nlohmann::json compare_updates(const tracer::Reader& ra, uint32_t thread_a,
                                const tracer::Reader& rb, uint32_t thread_b, int64_t step_offset,
                                int64_t max_ops);
 
-// The tensors each run's optimizer writes in its first step both runs hold (A's step s with
-// B's s - `step_offset`), as the first in-place op there writes them: its input 0, made before
-// the step by an op that is not backward's (a parameter's initialization or load). A parameter
-// is known by that op's name, line and shape, counted in order. Where one run's optimizer
-// leaves some the other's updates (no gradient reached them: requires_grad False, a detach,
-// a reentrant checkpoint over inputs that do not require grad), {"run": that run, "step": A's
-// step, "missing":
-// how many, "updated_a", "updated_b": how many each updated, "params": [{"made_by" (as
-// `op_brief_json`), "shape", "module": the module whose op first read it in the other run's
-// step, or ""}] (the first three)}; null otherwise.
+// The tensors each run's optimizer writes, as the first in-place op of its step writes them:
+// its input 0, made before the step by an op that is not backward's (a parameter's
+// initialization or load). A parameter is known by that op's name, line and shape, counted in
+// order. Compared in the steps both runs hold (A's step s with B's s - `step_offset`) from A's
+// step `from_step` on, where the change is, up to the first whose counts differ, a few steps
+// at most (a layer unfrozen at the change's step updates from there, or from the next). Where
+// one run's optimizer leaves some the other's updates (no gradient reached them: requires_grad
+// False, a detach, a reentrant checkpoint over inputs that do not require grad), {"run": that
+// run, "step": A's step, "missing": how many, "updated_a", "updated_b": how many each updated,
+// "params": [{"made_by" (as `op_brief_json`), "shape", "module": the module whose op first
+// read it in the other run's step, or ""}] (the first three)}; null otherwise.
 nlohmann::json parameters_not_updated(const tracer::Reader& ra, uint32_t thread_a,
                                       const tracer::Reader& rb, uint32_t thread_b,
-                                      int64_t step_offset);
+                                      int64_t step_offset, int64_t from_step);
 
 }  // namespace tdbg::diff
