@@ -2154,10 +2154,11 @@ class Growth {
     StepRow& row = step_row(a.step);
     ++row.ops;
     if (c.differs()) ++row.diverged;
-    // No tensor out at all: `.item()` reading a differing loss into Python.
-    if (c.differs() && std::none_of(a.tensors.begin(), a.tensors.end(), [](const TensorRecord& t) {
-          return t.role == TensorRole::kOutput;
-        }))
+    // No tensor out at all: `.item()` reading a differing loss into Python (other values,
+    // not the same ones made another way; not backward's nodes, which record none).
+    if (c.input >= 0 && !(a.flags & tracer::kOpBackward) &&
+        std::none_of(a.tensors.begin(), a.tensors.end(),
+                     [](const TensorRecord& t) { return t.role == TensorRole::kOutput; }))
       ++row.read_out;
     if (output_differs) {
       ++row.outputs_differ;
@@ -2848,14 +2849,30 @@ void explain_nondeterministic(json& d,
 }
 
 // With several optimizers, a divergence among the ops counted as step 1 that ran in the
-// training loop's first iteration is said to be there (`in_first_iteration`).
+// training loop's first iteration is said to be there (`in_first_iteration`): the first, and
+// the first value difference after its change, a next one, where the first is not; and
+// updates that differ from step 1, which begins in that iteration (the step's largest
+// difference, named, may be of a later one).
 void note_first_iteration_step(json& d, const tracer::Run& run) {
-  const json& side = d.value("a", json());
   const size_t p = d.value("process", size_t{0});
-  if (!side.is_object() || p >= run.processes.size()) return;
-  if (in_first_iteration(*run.processes[p], side.value("step", int64_t{-1}),
-                         side.value("seq", int64_t{-1})))
+  if (p >= run.processes.size()) return;
+  auto in_first = [&](const json& side) {
+    return side.is_object() &&
+           in_first_iteration(*run.processes[p], side.value("step", int64_t{-1}),
+                              side.value("seq", int64_t{-1}));
+  };
+  if (in_first(d.value("a", json()))) {
     d["first_iteration"] = true;
+    return;
+  }
+  for (const char* key : {"value_after_structure", "next"})
+    if (d.contains(key) && d[key].is_object() && in_first(d[key].value("a", json())))
+      d[key]["first_iteration"] = true;
+  if (d.contains("updates") && d["updates"].is_object() &&
+      d["updates"].value("beyond", json()).is_object() &&
+      d["updates"]["beyond"].value("step", int64_t{-1}) == 1 &&
+      in_first_iteration(*run.processes[p], 1, 0))
+    d["updates"]["beyond"]["first_iteration"] = true;
 }
 
 // Random ops on several threads of one process that draw from one generator (the default
@@ -5091,6 +5108,21 @@ bool is_main_thread(const Reader& r, uint32_t id) {
   return false;
 }
 
+// Whether thread `id` takes tasks of a pool: not the main thread, nor autograd's engine
+// thread for a device (its first op a backward one), whose steps and end are the training's.
+bool pool_thread(const Reader& r, uint32_t id) {
+  if (is_main_thread(r, id)) return false;
+  const auto first = r.op_at(id, thread_tidx_range(r, id).begin);
+  return first && !(first->flags & tracer::kOpBackward);
+}
+
+// How many threads of `r` take tasks of a pool (`pool_thread`).
+size_t pool_threads(const Reader& r) {
+  size_t n = 0;
+  for (const tracer::ThreadRecord& t : r.threads()) n += pool_thread(r, t.id) ? 1 : 0;
+  return n;
+}
+
 std::vector<Unit> thread_units(const tracer::Run& run, size_t p) {
   std::vector<Unit> units;
   const Reader& r = *run.processes[p];
@@ -6367,8 +6399,8 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     std::pair<int64_t, int64_t> best_key = first_key;
     End best_end;
     std::vector<uint32_t> only_a, only_b;  // threads without a counterpart
-    // Threads other than the main one, several in each run: a pool's (`Pair::pool`).
-    const bool pool_threads = thread_units(a, p).size() >= 2 && thread_units(b, p).size() >= 2;
+    // Threads that take a pool's tasks, several in each run (`Pair::pool`).
+    const bool in_pools = pool_threads(*a.processes[p]) >= 2 && pool_threads(*b.processes[p]) >= 2;
     for (size_t k = 0; k < nthreads; ++k) {
       if (k >= ta.size() || k >= tb.size()) {
         bool in_a = k < ta.size();
@@ -6501,7 +6533,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         " of the thread only (a ring or a trimmed bundle dropped the earlier "
                         "ones): what came before was not compared");
       auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
-      pair->pool = pool_threads && !is_main_thread(ra, ida) && !is_main_thread(rb, idb);
+      pair->pool = in_pools && pool_thread(ra, ida) && pool_thread(rb, idb);
       if (aligned) {
         pair->b_offset = range_b.begin - range_a.begin;
         pair->step_offset = options.align_steps.first - options.align_steps.second;

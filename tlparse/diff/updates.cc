@@ -250,9 +250,19 @@ json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& r
     Strings& strings = b_fewer ? sa : sb;
     std::set<std::string> keys;
     for (const Written& w : fewer.params) keys.insert(w.key);
+    // A tensor last written inside an optimizer step before this one: the optimizer's state
+    // (made afresh here in the other run: its state not restored), or a parameter updated
+    // before, not one a change cut off from its gradient at its first update.
+    const auto& more_steps = b_fewer ? steps_a : steps_b;
+    auto written_by_optimizer = [&](int64_t seq) {
+      for (const auto& [s, regions] : more_steps)
+        for (const tracer::RegionRecord& g : regions)
+          if (g.start_seq <= seq && (g.end_seq == tracer::kNoSeq || seq <= g.end_seq)) return true;
+      return false;
+    };
     std::vector<const Written*> missing;
     for (const Written& w : more) {
-      if (keys.count(w.key)) continue;
+      if (keys.count(w.key) || written_by_optimizer(w.producer)) continue;
       // Only a parameter the other run made too (not a layer it does not have) is one it left.
       const auto made = fewer.made_before.find(w.made);
       if (made == fewer.made_before.end() || made->second <= w.k) return nullptr;
