@@ -2,6 +2,7 @@
 // Exit status like cmp: 0 identical, 1 diverged, 2 error.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -31,19 +32,28 @@ CLI::Validator non_negative_scan_limit() {
 // Whether a divergence changes no result (for --results): every op paired outside a
 // structural change has the same values, a value difference reaches no other op's output,
 // every tensor that differed was overwritten with the same values and all after is the same,
-// or every optimizer step's outputs are the same in both runs. Never where one run ended
-// early and the other did not: it has no results past its end.
+// or every optimizer step's outputs are the same in both runs and the program reads no value
+// that differs (an EMA of the weights, updated outside the optimizer, whose evaluation loss
+// it prints). Never where one run ended early and the other did not: it has no results past
+// its end.
 bool same_results(const nlohmann::json& result) {
   const nlohmann::json& d = result.value("first_divergence", nlohmann::json());
   if (!d.is_object() || result.value("ended_differently", false)) return false;
   const nlohmann::json& healed = d.value("healed", nlohmann::json());
   const nlohmann::json& updates = d.value("updates", nlohmann::json());
+  const nlohmann::json growth = d.value("growth", nlohmann::json());
+  const nlohmann::json steps =
+      growth.is_object() ? growth.value("steps", nlohmann::json()) : nlohmann::json();
+  const bool read_out =
+      steps.is_array() && std::any_of(steps.begin(), steps.end(),
+                                      [](const auto& s) { return s.value("read_out", 0) > 0; });
   return d.value("values_same", nlohmann::json()).is_object() ||
          d.value("contained", nlohmann::json()).is_object() ||
          (healed.is_object() && healed.value("to_end", false)) ||
          // Every optimizer step's outputs the same, bit for bit: the training's results.
-         (updates.is_object() && updates.value("rounding", false) && updates.value("largest", 1.0) == 0 &&
-          updates.value("unpaired_step", nlohmann::json()).is_null());
+         (updates.is_object() && updates.value("rounding", false) &&
+          updates.value("largest", 1.0) == 0 &&
+          updates.value("unpaired_step", nlohmann::json()).is_null() && !read_out);
 }
 
 }  // namespace

@@ -1158,6 +1158,36 @@ def case_phases_swapped():
     check(modules == {"Sequential(G).0", "Sequential(G).1", "Sequential(G).2", "Sequential(D).0",
                       "Sequential(D).1", "Sequential(D).2"},
           f"two roots of one class are named by their variables (got {sorted(modules)})")
+    # D's step without .detach() (B): G's gradient takes D's loss too, and G's first update,
+    # counted as step 1, differs; step 1 begins in the loop's first iteration, said where the
+    # updates are (t145 F3).
+    script = write_script("gan_leak.py", GAN_LEAK)
+    a, b, _, _ = pair("gan_leak", ["detach"], ["leak"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    beyond = (d.get("updates") or {}).get("beyond") or {}
+    check(rc == 1 and d.get("kind") == "structure" and beyond.get("step") == 1
+          and beyond.get("first_iteration") is True
+          and "from step 1 (which begins in the loop's first iteration)" in diff_text(a, b).splitlines()[0],
+          f"G's first update, step 1, is said to be in the first iteration (got {d.get('kind')}, {beyond})")
+
+
+GAN_LEAK = r'''
+import sys, torch
+torch.manual_seed(0)
+G = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 6))
+D = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+opt_g = torch.optim.SGD(G.parameters(), lr=0.1)
+opt_d = torch.optim.SGD(D.parameters(), lr=0.1)
+for step in range(3):
+    opt_d.zero_grad(); opt_g.zero_grad()
+    fake = G(torch.randn(8, 4))
+    d_in = fake if sys.argv[1] == "leak" else fake.detach()  # MARK:leak
+    (100 * D(d_in).pow(2).mean()).backward(retain_graph=True)
+    opt_d.step()
+    (-D(fake).mean()).backward()
+    opt_g.step()
+'''
 
 
 PHASES_SWAPPED = r'''
@@ -1247,6 +1277,15 @@ def case_small_changes():
           and drawn.get("source", "").endswith(f"small_changes.py:{marks(script)['noise']}")
           and "draws random numbers in the change" in diff_text(a, b).splitlines()[0],
           f"noise named as a real change (got {rc}, {d.get('updates')})")
+    # An average of the weights with another decay: the optimizer's updates are the same, but
+    # the average the program evaluates and prints differs: the results differ (t145 F2).
+    b, _ = record("small_ema", ["ema"], script)
+    rc, r = diff(a, b, "--results")
+    d = r["first_divergence"] or {}
+    check(rc == 1 and r.get("results") == "differ" and (d.get("updates") or {}).get("largest") == 0
+          and line_of(d.get("a"))[0] == marks(script)["ema"],
+          f"an average of the weights read out differs: results differ (got {rc}, "
+          f"{r.get('results')}, {d.get('updates')}, line {line_of(d.get('a'))})")
 
 
 SMALL_CHANGES = r'''
@@ -1255,6 +1294,7 @@ torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(8, 16), torch.randn(8, 4)
+ema = [p.detach().clone() for p in model.parameters()]  # an average of the weights, evaluated
 for step in range(4):
     batch = x
     if sys.argv[1] == "noise" and step == 1:
@@ -1266,7 +1306,10 @@ for step in range(4):
     opt.zero_grad()
     loss.backward()
     opt.step()
-    print(step, loss.item())
+    with torch.no_grad():
+        for e, p in zip(ema, model.parameters()):
+            e.lerp_(p, 0.01 if sys.argv[1] == "ema" else 0.1)  # MARK:ema
+    print(step, loss.item(), ema[0].sum().item())
 '''
 
 
@@ -1566,6 +1609,59 @@ def case_checkpoint():
           f"{(d.get('a') or {}).get('op')} {where}")
     check(any(st.get("key") == "cmdline" for st in r.get("settings", [])),
           f"the differing command line is named: {r.get('settings')}")
+
+
+# Trains 6 steps straight ("full"), or 3, then saves model and optimizer, builds both again in
+# the same process, loads the model's state (and the optimizer's unless "noopt") and trains 3
+# more.
+RESUME_IN_PROCESS = r'''
+import io, sys, torch
+torch.manual_seed(0)
+def make():
+    m = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    return m, torch.optim.Adam(m.parameters(), lr=0.01)
+data = torch.randn(6, 8, 6)
+def train(m, opt, steps):
+    for step in steps:
+        opt.zero_grad()
+        m(data[step]).pow(2).mean().backward()
+        opt.step()
+m, opt = make()
+if sys.argv[1] == "full":
+    train(m, opt, range(6))
+else:
+    train(m, opt, range(3))
+    f = io.BytesIO()
+    torch.save({"model": m.state_dict(), "opt": opt.state_dict()}, f)
+    f.seek(0)
+    state = torch.load(f)
+    m, opt = make()
+    m.load_state_dict(state["model"])
+    if sys.argv[1] != "noopt":
+        opt.load_state_dict(state["opt"])  # MARK:load_opt
+    train(m, opt, range(3, 6))
+'''
+
+
+def case_resumed_in_process():
+    # Model and optimizer built again in the same process, the optimizer's state not loaded:
+    # the headline says B's optimizer started afresh, as for a resumed process; its fresh
+    # state is no parameter "left" by B's optimizer (t145 F5).
+    script = write_script("resumed_in_process.py", RESUME_IN_PROCESS)
+    a, _ = record("resumed_in_process_a", ["full"], script)
+    b, _ = record("resumed_in_process_b", ["noopt"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    headline = diff_text(a, b).splitlines()[0]
+    check(rc == 1 and d.get("kind") == "structure" and "not_updated" not in d
+          and "; B's optimizer started afresh at step 3 (its state was not restored" in headline,
+          f"B's optimizer named as started afresh in the headline, no parameters left (got "
+          f"{d.get('not_updated')}: {headline})")
+    c, _ = record("resumed_in_process_c", ["withopt"], script)
+    rc, r = diff(a, c, "--results")
+    check(rc == 0 and r.get("results") == "same",
+          f"the same resume with the optimizer's state loaded: the same results (got {rc}, "
+          f"{(r.get('first_divergence') or {}).get('detail')})")
 
 
 # Trains 6 steps ("full"), or 3 steps saving a checkpoint ("first CKPT") and then the last 3

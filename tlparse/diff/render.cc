@@ -949,12 +949,31 @@ std::string updates_suffix(const json& d) {
     return "; the optimizer's updates differ by no more than rounding's size taken whole" + scope +
            " (largest relative difference " + relative_text(u["largest"]) + "), but " +
            str(drawn, "run") + " draws random numbers in the change: a real difference, small";
+  // The same updates, and values the program reads into Python that differ (what it keeps
+  // outside the optimizer: an average of the weights it evaluates): other results.
+  std::string read_out;
+  const json growth = d.value("growth", json());
+  if (const json& steps = growth.is_object() ? growth.value("steps", json()) : json();
+      steps.is_array())
+    for (const json& s : steps)
+      if (s.value("read_out", int64_t{0}) > 0) {
+        read_out =
+            ", but values the program reads into Python (.item(), .tolist()) differ from "
+            "step " +
+            str(s, "step") +
+            ": state kept outside the optimizer (an average of "
+            "the weights, a metric)";
+        break;
+      }
   if (u.value("rounding", false))
     return u.value("largest", 0.0) == 0
-               ? "; the optimizer's updates are the same" + scope
+               ? "; the optimizer's updates are the same" + scope + read_out
                : "; the optimizer's updates agree at rounding level" + scope +
                      " (largest relative difference " + relative_text(u["largest"]) + ")";
-  return "; the optimizer's updates differ beyond rounding from step " + str(u["beyond"], "step");
+  return "; the optimizer's updates differ beyond rounding from step " + str(u["beyond"], "step") +
+         (u["beyond"].value("first_iteration", false)
+              ? " (which begins in the loop's first iteration)"
+              : "");
 }
 
 // The optimizer's updates after a structural change, step by step: the same training computed
@@ -1026,8 +1045,12 @@ void print_updates(std::ostringstream& o, const json& d) {
   const json& beyond = u["beyond"];
   const int64_t agreed = beyond.value("steps_agreed", int64_t{0});
   const std::string source = str(beyond["a"], "source");
-  o << paired << ", differ beyond rounding from step " << str(beyond, "step") << ": "
-    << str(beyond["a"], "op") << (source.empty() ? "" : " at " + source) << " (seq A "
+  o << paired << ", differ beyond rounding from step " << str(beyond, "step")
+    << (beyond.value("first_iteration", false)
+            ? " (which begins in the training loop's first iteration, as several optimizers "
+              "count steps)"
+            : "")
+    << ": " << str(beyond["a"], "op") << (source.empty() ? "" : " at " + source) << " (seq A "
     << str(beyond["a"], "seq") << ", B " << str(beyond["b"], "seq") << ", relative "
     << relative_text(beyond["relative"]) << ")"
     << (agreed > 0 && beyond.value("agreed_exactly", false)
@@ -1090,6 +1113,19 @@ std::string resumed_startup_suffix(const json& result) {
                             "run: the generators' state was not restored, torch.set_rng_state "
                             "missing?)")
               : str(after, "cause"));
+}
+
+// After a structural change whose first value difference is optimizer state one run made
+// afresh (`optimizer_fresh`: a model and optimizer built again in the same process and the
+// checkpoint's optimizer state not loaded): the answer, in the headline as for a resumed run.
+std::string fresh_optimizer_suffix(const json& d) {
+  const json& after = d.value("value_after_structure", json());
+  if (str(d, "kind") != "structure" || !after.is_object() || str(after, "optimizer_fresh").empty())
+    return "";
+  const json& side = after.value("a", json()).is_object() ? after["a"] : after.value("b", json());
+  return "; " + str(after, "optimizer_fresh") + "'s optimizer started afresh" +
+         (side.is_object() ? " at step " + str(side, "step") : std::string()) +
+         " (its state was not restored: optimizer.load_state_dict missing?)";
 }
 
 // After a structural change, parameters one run's optimizer leaves that the other's updates
@@ -1326,8 +1362,9 @@ std::string format_divergence(const json& result) {
     if (side.is_object()) o << (worker.empty() ? " at " : " ") << where_in_run(side);
     o << ": " << str(d, "detail") << other_order_text(d) << collective_change_text(d)
       << healed_suffix(d);
-    o << work_not_results(d) << updates_suffix(d) << not_updated_suffix(d)
-      << resumed_startup_suffix(result) << "\n";
+    const std::string resumed = resumed_startup_suffix(result);
+    o << work_not_results(d) << updates_suffix(d) << not_updated_suffix(d) << resumed
+      << (resumed.empty() ? fresh_optimizer_suffix(d) : "") << "\n";
     print_warnings(o, result);
     print_process();
     print_side(o, "A", a);
