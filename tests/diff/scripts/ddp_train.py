@@ -66,6 +66,11 @@ def worker(rank, args):
             logged = reduced / 2  # the mean over the ranks
         metric.append("%.9g" % logged.item())
     os.write(1, ("rank %d losses %s metric %s\n" % (rank, " ".join(losses), " ".join(metric))).encode())  # one write
+    # The model dropped while the process group lives: torch 1.13's Reducer, destroyed
+    # holding the GIL as the group's last owner, joins gloo's worker threads, one of which
+    # may be releasing a tensor that needs the GIL (a hang at exit, one run in several on a
+    # loaded machine, with or without tdbg).
+    del model, opt
     dist.destroy_process_group()
 
 
