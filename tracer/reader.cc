@@ -10,21 +10,21 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <queue>
 #include <tuple>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
-#include "tracer/op_block.h"
 #include "tracer/names_check.h"
+#include "tracer/op_block.h"
 #include "tracer/schema.h"
 #include "tracer/sql_functions.h"
 #include "tracer/sqlite_util.h"
@@ -1236,9 +1236,18 @@ std::vector<ProcessKey> process_keys(const std::vector<std::unique_ptr<Reader>>&
 
 }  // namespace
 
+nlohmann::json ReadRunManifest(const std::string& run_path) {
+  std::error_code ec;
+  std::filesystem::path dir = run_path;
+  if (!std::filesystem::is_directory(dir, ec)) dir = dir.parent_path();
+  std::ifstream in(dir / kRunManifest);
+  if (!in) return nullptr;
+  nlohmann::json manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  return manifest.is_discarded() ? nlohmann::json() : manifest;
+}
+
 pid_t LiveRecorder(const std::string& dir) {
-  std::ifstream in(dir + "/" + kRunManifest);
-  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, false);
+  const nlohmann::json manifest = ReadRunManifest(dir);
   if (!manifest.is_object() || !manifest.value("exit_status", nlohmann::json()).is_null() ||
       !manifest.value("recorder_pid", nlohmann::json()).is_number_integer())
     return 0;

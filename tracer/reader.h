@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -104,6 +105,10 @@ constexpr const char* kRunManifest = "tdbg-run.json";
 inline bool IsRunDatabaseName(const std::string& name) {
   return name.size() > 7 && name.compare(name.size() - 7, 7, ".sqlite") == 0;
 }
+
+// The manifest of the run at `run_path` (a run directory, or a database in one), or null
+// where there is none or it does not parse.
+nlohmann::json ReadRunManifest(const std::string& run_path);
 
 // The pid of a `tdbg record` still running into the run directory `dir` (its manifest has no
 // exit status yet and names a recorder that is alive and is `tdbg record`), else 0. Not this

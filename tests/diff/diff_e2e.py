@@ -1742,7 +1742,14 @@ def case_resumed():
         names = t.getnames()
         get = lambda suffix: t.extractfile(next(n for n in names if n.endswith(suffix))).read().decode()
         bundled, readme = json.loads(get("/diff.json")), get("/README.md")
+        commands = get("/commands.txt")
     bd = bundled.get("first_divergence") or {}
+    # commands.txt says how the whole run was started: the shell that ran both phases, and
+    # the phase left out, marked so (t145 F6).
+    check("# run B, recorded with tdbg record:\ncd " in commands and "\ntdbg record -- sh -c " in commands
+          and "not in this bundle (another phase of the run" in commands
+          and commands.count(" first ") >= 2,
+          f"commands.txt holds the launcher and the phase left out: {commands!r}")
     check((bd.get("a") or {}).get("seq") == (d.get("a") or {}).get("seq") and
           (bd.get("b") or {}).get("seq") == (d.get("b") or {}).get("seq"),
           f"the bundle's diff.json pairs the same ops (got {(bd.get('a') or {}).get('seq')}, "

@@ -483,6 +483,19 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
     b = std::move(opened);
   }
   ReportOptions report_options;
+  // Each run's processes' command lines and folders as recorded, for those a phase left out
+  // (below): commands.txt still says how the whole run was started.
+  struct Started {
+    std::string pid, cwd, cmdline;
+  };
+  auto started = [](const tracer::Run& run) {
+    std::vector<Started> out;
+    for (const auto& p : run.processes)
+      out.push_back({p->meta("pid"), p->meta("cwd"), p->meta("cmdline")});
+    return out;
+  };
+  std::vector<Started> started_a = started(a), started_b;
+  if (b) started_b = started(*b);
   if (b) {
     report_options.align_steps = options.align_steps;
     report_options.diff_notes = diff::keep_aligned_phases(a, *b, &report_options.align_steps);
@@ -661,6 +674,19 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
   std::string commands;
   for (const auto& rj : data["runs"]) {
     json procs = json::array();
+    // How the run was started: the command `tdbg record` ran (a launcher, a shell running
+    // phases one after the other), then each process's own.
+    if (const json manifest = tracer::ReadRunManifest(rj["path"].get<std::string>());
+        manifest.is_object() && manifest.value("command", json()).is_array()) {
+      commands += "# run " + rj["label"].get<std::string>() + ", recorded with tdbg record:\n";
+      if (manifest.value("cwd", json()).is_string())
+        commands +=
+            "cd " +
+            command_line_text(json_text(json::array({redactor.meta("cwd", manifest["cwd"])}))) +
+            "\n";
+      commands += "tdbg record -- " +
+                  command_line_text(redactor.meta("cmdline", manifest["command"].dump())) + "\n\n";
+    }
     for (const auto& pj : rj["processes"]) {
       json f = json::object();
       for (const char* k : kFactKeys) {
@@ -674,6 +700,23 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       if (!cwd.empty()) commands += "cd " + command_line_text(json_text(json::array({cwd}))) + "\n";
       std::string cmd = meta_summary_line(pj["meta"], "cmdline");
       commands += (cmd.empty() ? "(command line not recorded)" : command_line_text(cmd)) + "\n\n";
+    }
+    // Processes of the run that this bundle leaves out (another phase of a resumed run,
+    // compared apart, and what it started): how the whole run was started.
+    const tracer::Run& run = rj["label"] == "A" ? a : *b;
+    for (const Started& st : rj["label"] == "A" ? started_a : started_b) {
+      if (std::any_of(run.processes.begin(), run.processes.end(),
+                      [&](const auto& p) { return p->meta("pid") == st.pid; }))
+        continue;
+      commands += "# run " + rj["label"].get<std::string>() + ", pid " + st.pid +
+                  ": not in this bundle (another phase of the run, left out of the comparison)\n";
+      if (!st.cwd.empty())
+        commands += "cd " +
+                    command_line_text(json_text(json::array({redactor.meta("cwd", st.cwd)}))) +
+                    "\n";
+      commands += (st.cmdline.empty() ? "(command line not recorded)"
+                                      : command_line_text(redactor.meta("cmdline", st.cmdline))) +
+                  "\n\n";
     }
     run_facts.push_back({{"label", rj["label"]}, {"path", rj["path"]}, {"processes", procs}});
   }
@@ -775,12 +818,16 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
      << (runs.size() == 2 ? "compare with `tdbg diff runs/a runs/b" + align_text + "`, "
                           : std::string("look for NaN with `tdbg nan runs/a`, "))
      << "page through with `tdbg view`.\n"
-     << "- `facts.json`: versions and settings of each recorded process (torch, CUDA, Python, CPU,\n"
-     << "  thread counts, determinism flags, seed, environment) and of the machine that bundled it.\n"
-     << "- `commands.txt`: the recorded command lines and working directories.\n"
+     << "- `facts.json`: versions and settings of each recorded process (torch, CUDA, Python, "
+        "CPU,\n"
+     << "  thread counts, determinism flags, seed, environment) and of the machine that bundled "
+        "it.\n"
+     << "- `commands.txt`: how each run was started (the command `tdbg record` ran) and each "
+        "process's command line and working directory, those of phases left out too.\n"
      << (data["diff"].is_null()
              ? "- `nonfinite.json`: the finding as `tdbg nan --json` prints it.\n"
-             : "- `diff.json`, `nonfinite.json`: the findings as `tdbg diff --json` / `tdbg nan --json` print them.\n");
+             : "- `diff.json`, `nonfinite.json`: the findings as `tdbg diff --json` / `tdbg nan "
+               "--json` print them.\n");
   if (options.sources) {
     md << "- `sources/`: snapshots of " << sources.size()
        << " user source file(s) that the recorded stacks point into.\n";

@@ -396,12 +396,7 @@ nlohmann::json Redactor::apply_json(const nlohmann::json& doc) const {
 }
 
 void Redactor::remember_manifest(const std::string& run_path) {
-  std::error_code ec;
-  std::filesystem::path dir = run_path;
-  if (!std::filesystem::is_directory(dir, ec)) dir = dir.parent_path();
-  std::ifstream in(dir / tracer::kRunManifest);
-  if (!in) return;
-  const nlohmann::json manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json manifest = tracer::ReadRunManifest(run_path);
   if (manifest.is_object() && manifest.value("command", nlohmann::json()).is_array())
     (void)meta("cmdline", manifest["command"].dump());
 }
