@@ -2,7 +2,6 @@
 // Exit status like cmp: 0 identical, 1 diverged, 2 error.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -41,12 +40,7 @@ bool same_results(const nlohmann::json& result) {
   if (!d.is_object() || result.value("ended_differently", false)) return false;
   const nlohmann::json& healed = d.value("healed", nlohmann::json());
   const nlohmann::json& updates = d.value("updates", nlohmann::json());
-  const nlohmann::json growth = d.value("growth", nlohmann::json());
-  const nlohmann::json steps =
-      growth.is_object() ? growth.value("steps", nlohmann::json()) : nlohmann::json();
-  const bool read_out =
-      steps.is_array() && std::any_of(steps.begin(), steps.end(),
-                                      [](const auto& s) { return s.value("read_out", 0) > 0; });
+  const bool read_out = !diff::first_read_out_step(d).empty();
   return d.value("values_same", nlohmann::json()).is_object() ||
          d.value("contained", nlohmann::json()).is_object() ||
          (healed.is_object() && healed.value("to_end", false)) ||

@@ -519,17 +519,21 @@ from concurrent.futures import ThreadPoolExecutor
 torch.set_num_threads(1)
 torch.manual_seed(0)
 plant = int(sys.argv[1])
+scale = len(sys.argv) > 2  # "scale THREADS TASKS": every task scales, one by another factor
+threads, tasks = (int(sys.argv[3]), int(sys.argv[4])) if scale else (3, 4)
 base = torch.linspace(-1, 1, 64)
 W = torch.nn.Parameter(torch.randn(64, 8) * 0.1)
 opt = torch.optim.SGD([W], lr=0.05)
-pool = ThreadPoolExecutor(max_workers=3)  # 4 tasks a step: one thread, by chance, runs two
+pool = ThreadPoolExecutor(max_workers=threads)  # 3 threads, 4 tasks: one runs two, by chance
 def task(k, s):
     h = torch.tanh(torch.sin(base * (s + k + 1) * 0.1) * 2.0)  # task k at s = task k+1 at s-1
-    if s == plant and k == 2:
+    if scale:
+        h = h * (0.5 if s == plant and k == 2 else 1.0)  # MARK:scale
+    elif s == plant and k == 2:
         h = h * 1.01  # MARK:plant
     return h.reshape(1, 64)
 for s in range(6):
-    X = torch.cat(list(pool.map(lambda k: task(k, s), range(4))), 0)
+    X = torch.cat(list(pool.map(lambda k: task(k, s), range(tasks))), 0)
     loss = (X @ W).pow(2).mean()
     opt.zero_grad(); loss.backward(); opt.step()
 print("loss", loss.item())
@@ -558,6 +562,19 @@ def case_pool_uneven():
               f"growth along the threads (got {d.get('kind')}, changes {shape}, "
               f"{(d.get('b') or {}).get('op')} at {file}:{line}, step "
               f"{(d.get('b') or {}).get('step')}, growth {'growth' in d})")
+    # One task's features scaled by another factor (2 threads, 5 tasks): its output goes on
+    # in the main thread (the batch, the loss, the updates), so the results differ; nothing
+    # said along the pair of pool threads speaks for that (t146 F1: in some recordings "it
+    # reaches no other op's output (work, not results)", --results exit 0).
+    for n in range(3):
+        a, b, _, _ = pair(f"pool_scale{n}", ["-1", "scale", "2", "5"], ["3", "scale", "2", "5"], script)
+        rc, r = diff(a, b, "--results")
+        d = r["first_divergence"] or {}
+        line, file = line_of(d.get("a"))
+        check(rc == 1 and r.get("results") == "differ" and d.get("cause") == "arguments"
+              and line == marks(script)["scale"] and "contained" not in d,
+              f"recording {n}: the scaled task at line {marks(script)['scale']}, results differ (got "
+              f"{rc}, {r.get('results')}, {d.get('cause')} at {file}:{line}, contained {'contained' in d})")
 
 
 WORKER_SEEDS = """\
@@ -1170,6 +1187,17 @@ def case_phases_swapped():
           and beyond.get("first_iteration") is True
           and "from step 1 (which begins in the loop's first iteration)" in diff_text(a, b).splitlines()[0],
           f"G's first update, step 1, is said to be in the first iteration (got {d.get('kind')}, {beyond})")
+    # G's step first: the change in D's step of the loop's first iteration counts as step 1,
+    # said under the structural change's A:/B: lines (t146 F3).
+    a, b, _, _ = pair("gan_leak_gd", ["detach", "GD"], ["leak", "GD"], script)
+    rc, r = diff(a, b)
+    d = r["first_divergence"] or {}
+    text = diff_text(a, b)
+    check(rc == 1 and d.get("kind") == "structure" and (d.get("a") or {}).get("step") == 1
+          and d.get("first_iteration") is True
+          and "step:     step 1 here is still the training loop's first iteration" in text,
+          f"D's change at step 1 is said to be in the first iteration (got {d.get('kind')}, "
+          f"{(d.get('a') or {}).get('step')}, {d.get('first_iteration')})")
 
 
 GAN_LEAK = r'''
@@ -1179,14 +1207,23 @@ G = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(
 D = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
 opt_g = torch.optim.SGD(G.parameters(), lr=0.1)
 opt_d = torch.optim.SGD(D.parameters(), lr=0.1)
+order = sys.argv[2] if len(sys.argv) > 2 else "DG"
 for step in range(3):
     opt_d.zero_grad(); opt_g.zero_grad()
-    fake = G(torch.randn(8, 4))
-    d_in = fake if sys.argv[1] == "leak" else fake.detach()  # MARK:leak
-    (100 * D(d_in).pow(2).mean()).backward(retain_graph=True)
-    opt_d.step()
-    (-D(fake).mean()).backward()
-    opt_g.step()
+    z = torch.randn(8, 4)
+    fake = G(z)
+    def d_step():
+        fk = G(z)
+        d_in = fk if sys.argv[1] == "leak" else fk.detach()  # MARK:leak
+        (100 * D(d_in).pow(2).mean()).backward(retain_graph=True)
+        opt_d.step()
+    def g_step():
+        (-D(fake).mean()).backward()
+        opt_g.step()
+    if order == "DG":
+        d_step(); g_step()
+    else:
+        g_step(); opt_d.zero_grad(); opt_g.zero_grad(); d_step()
 '''
 
 
@@ -1611,14 +1648,17 @@ def case_checkpoint():
           f"the differing command line is named: {r.get('settings')}")
 
 
-# Trains 6 steps straight ("full"), or 3, then saves model and optimizer, builds both again in
-# the same process, loads the model's state (and the optimizer's unless "noopt") and trains 3
-# more.
+# Trains 6 steps straight ("full"), or 3, then saves model, optimizer and generator, builds
+# both again in the same process, loads the model's state (the optimizer's unless "noopt", the
+# generator's unless "norng") and trains 3 more.
 RESUME_IN_PROCESS = r'''
 import io, sys, torch
 torch.manual_seed(0)
 def make():
-    m = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    m = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Dropout(0.2),  # MARK:make
+                            torch.nn.Linear(16, 1))
+    if len(sys.argv) > 2:  # "sgd": momentum, whose buffers the first step clones
+        return m, torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
     return m, torch.optim.Adam(m.parameters(), lr=0.01)
 data = torch.randn(6, 8, 6)
 def train(m, opt, steps):
@@ -1632,13 +1672,15 @@ if sys.argv[1] == "full":
 else:
     train(m, opt, range(3))
     f = io.BytesIO()
-    torch.save({"model": m.state_dict(), "opt": opt.state_dict()}, f)
+    torch.save({"model": m.state_dict(), "opt": opt.state_dict(), "rng": torch.get_rng_state()}, f)
     f.seek(0)
     state = torch.load(f)
     m, opt = make()
     m.load_state_dict(state["model"])
     if sys.argv[1] != "noopt":
         opt.load_state_dict(state["opt"])  # MARK:load_opt
+    if sys.argv[1] != "norng":
+        torch.set_rng_state(state["rng"])
     train(m, opt, range(3, 6))
 '''
 
@@ -1662,6 +1704,25 @@ def case_resumed_in_process():
     check(rc == 0 and r.get("results") == "same",
           f"the same resume with the optimizer's state loaded: the same results (got {rc}, "
           f"{(r.get('first_divergence') or {}).get('detail')})")
+    # The generator's state not restored: the first value difference after the change is
+    # dropout's, whose generator the rebuilt model's initialization moved; that draw is named.
+    n, _ = record("resumed_in_process_norng", ["norng"], script)
+    rc, r = diff(a, n)
+    after = (r.get("first_divergence") or {}).get("value_after_structure") or {}
+    drawn = after.get("drawn_in_change") or {}
+    headline = diff_text(a, n).splitlines()[0]
+    check(rc == 1 and after.get("cause") == "rng" and drawn.get("run") == "B"
+          and drawn.get("source", "").endswith(f"resumed_in_process.py:{marks(script)['make']}")
+          and "B's changed ops drew from the generator first" in headline,
+          f"the rebuilt model's draw named (got {after.get('cause')}: {after.get('detail')}; {headline})")
+    # SGD with momentum: A's momentum buffer, written in place in this step (mul_, then add_),
+    # is no state A made afresh: the straight run is never blamed (t146 F2).
+    s_a, _ = record("resumed_in_process_sgd_a", ["full", "sgd"], script)
+    s_b, _ = record("resumed_in_process_sgd_b", ["noopt", "sgd"], script)
+    texts = [diff_text(s_a, s_b), diff_text(s_b, s_a)]
+    check(not any("A's optimizer started afresh" in t for t in texts[:1])
+          and not any("B's optimizer started afresh" in t for t in texts[1:]),
+          f"the straight run's optimizer is not said to start afresh (got {[t.splitlines()[0] for t in texts]})")
 
 
 # Trains 6 steps ("full"), or 3 steps saving a checkpoint ("first CKPT") and then the last 3
@@ -1746,7 +1807,7 @@ def case_resumed():
     bd = bundled.get("first_divergence") or {}
     # commands.txt says how the whole run was started: the shell that ran both phases, and
     # the phase left out, marked so (t145 F6).
-    check("# run B, recorded with tdbg record:\ncd " in commands and "\ntdbg record -- sh -c " in commands
+    check("# run B, recorded with tdbg record:\ncd " in commands and "\ntdbg record -o " in commands and " -- sh -c " in commands
           and "not in this bundle (another phase of the run" in commands
           and commands.count(" first ") >= 2,
           f"commands.txt holds the launcher and the phase left out: {commands!r}")
@@ -3561,6 +3622,16 @@ def case_frozen():
           f"unfrozen at step 3: t and mm inserted in B's AddmmBackward0, A leaves 4 tensors (got "
           f"{d.get('kind')} at step {(d.get('b') or {}).get('step')}: {d.get('cause')}, inserted "
           f"{first}, not_updated {left.get('run')} {left.get('missing')})")
+    # Trained, then frozen at step 3 in B only (gradients set to None): B's optimizer leaves
+    # the 4 tensors it updated before (t146 F4).
+    a, b, _, _ = pair("freeze", ["-1", "freeze"], ["3", "freeze"], script)
+    rc, r = diff(a, b)
+    d = r.get("first_divergence") or {}
+    left = d.get("not_updated") or {}
+    check(rc == 1 and d.get("kind") == "structure" and left.get("run") == "B"
+          and left.get("missing") == 4 and left.get("step") == 3,
+          f"frozen at step 3: B leaves 4 tensors (got {d.get('kind')}: {d.get('detail')}, "
+          f"not_updated {left})")
 
 
 # A backbone frozen for warm-up, unfrozen at step argv[1] (-1: never); its parameters are in
@@ -3571,17 +3642,18 @@ torch.manual_seed(0)
 backbone = torch.nn.Sequential(torch.nn.Linear(12, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32),
                                torch.nn.ReLU())
 head = torch.nn.Linear(32, 3)
-backbone.requires_grad_(False)
+frozen = len(sys.argv) < 3  # argv[2] "freeze": trained from the start, frozen at argv[1]
+backbone.requires_grad_(not frozen)
 opt = torch.optim.AdamW([{"params": backbone.parameters(), "lr": 1e-4},
                          {"params": head.parameters(), "lr": 1e-3}])
 data = torch.randn(192, 12)
 target = data[:, :3].argmax(1)
 for step in range(6):
     if step == int(sys.argv[1]):
-        backbone.requires_grad_(True)  # MARK:plant
+        backbone.requires_grad_(frozen)  # MARK:plant
     x, y = data[step * 32:(step + 1) * 32], target[step * 32:(step + 1) * 32]
     loss = torch.nn.functional.cross_entropy(head(backbone(x)), y)
-    opt.zero_grad(); loss.backward(); opt.step()
+    opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
 '''
 
 

@@ -4013,8 +4013,25 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     auto pa = p.a.reader->op(ta.producer);
     auto pb = p.b.reader->op(tb.producer);
     if (!pa || !pb) return "";
-    const bool a_fresh = pa->step == a.step && in_optimizer_step(*p.a.reader, *pa);
-    const bool b_fresh = pb->step == b.step && in_optimizer_step(*p.b.reader, *pb);
+    // Made in this step: the tensor's writes in place (`buf.mul_(momentum)` before
+    // `buf.add_(grad)`) followed back to the op that made it, inside this step's optimizer
+    // (SGD's `clone` of the first gradient, Adam's `zeros_like`), not carried from before.
+    auto made_in_step = [](Side& s, const OpRecord& op, std::optional<OpRecord> made) {
+      for (int hops = 0; hops < 16 && made; ++hops) {
+        if (made->step != op.step || !in_optimizer_step(*s.reader, *made)) return false;
+        const std::string& name = s.strings.text(made->name);
+        const TensorRecord* in0 = nullptr;
+        for (const TensorRecord& t : made->tensors)
+          if (t.role == TensorRole::kInput && t.index == 0) in0 = &t;
+        // (An op that makes its output, or writes into memory just allocated.)
+        if (name.empty() || name.back() != '_' || !in0 || in0->producer == tracer::kNoSeq)
+          return true;
+        made = s.reader->op(in0->producer);
+      }
+      return false;
+    };
+    const bool a_fresh = made_in_step(p.a, a, pa);
+    const bool b_fresh = made_in_step(p.b, b, pb);
     if (a_fresh == b_fresh) return "";
     const char* fresh = b_fresh ? "B" : "A";
     const char* carried = b_fresh ? "A" : "B";
@@ -4834,6 +4851,23 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       out["updates"] = std::move(updates);
     }
   }
+  // The first value difference after the change is a random op's whose generator state
+  // differs, and the change draws random numbers one run alone draws (a model built again in
+  // the same process, whose initialization draws from the default generator; a dropout
+  // added): those moved the generator, the first is named.
+  if (where.kind == Located::kStructure && out.value("value_after_structure", json()).is_object() &&
+      out["value_after_structure"].value("cause", "") == "rng")
+    if (json drawn = random_in_changes(p, hunks); !drawn.is_null()) {
+      json& v = out["value_after_structure"];
+      v["detail"] =
+          "random op whose generator state differs: " + drawn["run"].get<std::string>() +
+          "'s changed ops drew random numbers before it, first " + drawn["op"].get<std::string>() +
+          (drawn.value("source", "").empty() ? "" : " at " + drawn["source"].get<std::string>()) +
+          " (seq " + std::to_string(drawn["seq"].get<int64_t>()) +
+          "): the numbers drawn after them differ from the other run's unless the "
+          "generator's state is restored after them (torch.set_rng_state)";
+      v["drawn_in_change"] = std::move(drawn);
+    }
   // Around the first change: it may start before the split point, on the copy of a repeated
   // block that ran at the other line (`slide_up_to_lines`).
   int64_t context_a = where.i, context_b = where.j;
@@ -6822,9 +6856,10 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       // runs next are other tasks or items, so nothing said of the rest of the pair (the
       // same values to the end, a difference contained) speaks for the run.
       // Nor how far the difference grows along the pair: the ops after the task's are
-      // other tasks, differing wherever the threads took others.
+      // other tasks, differing wherever the threads took others. (Two threads of a pool,
+      // paired without the set: the same; what a task made goes on in the main thread.)
       if (best->pool) d.erase("growth");
-      if (from_set) {
+      if (from_set || best->pool) {
         d.erase("values_same");
         d.erase("values_left_differ");
         d.erase("contained");

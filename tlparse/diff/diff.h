@@ -139,6 +139,10 @@ std::string headline_verdict(const nlohmann::json& d);
 // Human-readable renderings of the two objects above, as `tdbg diff` and `tdbg nan` print
 // them: the answer ("where, and why") in the first lines, then the details.
 std::string format_divergence(const nlohmann::json& result);
+
+// The first step at which the program reads a value that differs into Python, by a
+// divergence's growth (`read_out`: `.item()` of another value), or "".
+std::string first_read_out_step(const nlohmann::json& divergence);
 std::string format_nonfinite(const nlohmann::json& result);
 
 }  // namespace tdbg::diff

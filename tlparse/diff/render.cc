@@ -934,6 +934,15 @@ std::string run_that_ended(const json& d) {
   return "";
 }
 
+std::string first_read_out_step(const json& d) {
+  const json growth = d.value("growth", json());
+  const json steps = growth.is_object() ? growth.value("steps", json()) : json();
+  if (steps.is_array())
+    for (const json& s : steps)
+      if (s.value("read_out", int64_t{0}) > 0) return str(s, "step");
+  return "";
+}
+
 // The headline's word on the optimizer's updates after a structural change (`updates`).
 std::string updates_suffix(const json& d) {
   const json& u = d.value("updates", json());
@@ -951,20 +960,14 @@ std::string updates_suffix(const json& d) {
            str(drawn, "run") + " draws random numbers in the change: a real difference, small";
   // The same updates, and values the program reads into Python that differ (what it keeps
   // outside the optimizer: an average of the weights it evaluates): other results.
-  std::string read_out;
-  const json growth = d.value("growth", json());
-  if (const json& steps = growth.is_object() ? growth.value("steps", json()) : json();
-      steps.is_array())
-    for (const json& s : steps)
-      if (s.value("read_out", int64_t{0}) > 0) {
-        read_out =
-            ", but values the program reads into Python (.item(), .tolist()) differ from "
-            "step " +
-            str(s, "step") +
-            ": state kept outside the optimizer (an average of "
-            "the weights, a metric)";
-        break;
-      }
+  const std::string read_step = first_read_out_step(d);
+  const std::string read_out =
+      read_step.empty() ? ""
+                        : ", but values the program reads into Python (.item(), .tolist()) differ "
+                          "from step " +
+                              read_step +
+                              ": state kept outside the optimizer (an "
+                              "average of the weights, a metric)";
   if (u.value("rounding", false))
     return u.value("largest", 0.0) == 0
                ? "; the optimizer's updates are the same" + scope + read_out
@@ -995,6 +998,9 @@ void print_updates(std::ostringstream& o, const json& d) {
       o << paired
         << (!unpaired.is_null()
                 ? ", are the same; what the optimizer computes from there is not compared\n"
+            : !first_read_out_step(d).empty()
+                ? ", are the same; values the program reads into Python differ (state kept "
+                  "outside the optimizer)\n"
             : run_that_ended(d).empty()
                 ? ", are the same: the change did not alter what the training computed\n"
                 : ", are the same; " + run_that_ended(d) + " has no results after its end\n");
@@ -1117,11 +1123,17 @@ std::string resumed_startup_suffix(const json& result) {
 
 // After a structural change whose first value difference is optimizer state one run made
 // afresh (`optimizer_fresh`: a model and optimizer built again in the same process and the
-// checkpoint's optimizer state not loaded): the answer, in the headline as for a resumed run.
+// checkpoint's optimizer state not loaded), or a random op whose generator the change's own
+// draws moved: the answer, in the headline as for a resumed run.
 std::string fresh_optimizer_suffix(const json& d) {
   const json& after = d.value("value_after_structure", json());
-  if (str(d, "kind") != "structure" || !after.is_object() || str(after, "optimizer_fresh").empty())
-    return "";
+  if (str(d, "kind") != "structure" || !after.is_object()) return "";
+  // Or a random op whose numbers the change's own draws moved (`drawn_in_change`).
+  if (const json& drawn = after.value("drawn_in_change", json()); drawn.is_object())
+    return "; then a random op draws other numbers (" + str(after["a"], "op") + ", step " +
+           str(after["a"], "step") + "): " + str(drawn, "run") +
+           "'s changed ops drew from the generator first, " + op_and_source(drawn);
+  if (str(after, "optimizer_fresh").empty()) return "";
   const json& side = after.value("a", json()).is_object() ? after["a"] : after.value("b", json());
   return "; " + str(after, "optimizer_fresh") + "'s optimizer started afresh" +
          (side.is_object() ? " at step " + str(side, "step") : std::string()) +
@@ -1134,14 +1146,15 @@ std::string fresh_optimizer_suffix(const json& d) {
 std::string not_updated_suffix(const json& d) {
   const json& n = d.value("not_updated", json());
   if (!n.is_object()) return "";
+  // The modules of all of them (`modules`), else of the first few.
   std::string modules;
-  for (const json& param : n.value("params", json::array()))
-    if (const std::string m = str(param, "module");
-        !m.empty() && modules.find(m) == std::string::npos)
-      modules += (modules.empty() ? "" : ", ") + m;
+  const bool all = n.value("modules", json()).is_array();
+  for (const json& m : all ? n["modules"] : n.value("params", json::array()))
+    if (const std::string name = m.is_string() ? m.get<std::string>() : str(m, "module");
+        !name.empty() && modules.find(name) == std::string::npos)
+      modules += (modules.empty() ? "" : ", ") + name;
   const std::string run = str(n, "run");
-  // (The modules of the first few only.)
-  const bool more = n.value("missing", size_t{0}) > n.value("params", json::array()).size();
+  const bool more = !all && n.value("missing", size_t{0}) > n.value("params", json::array()).size();
   return "; " + run + "'s optimizer leaves " + str(n, "missing") + " parameter(s) the other's " +
          "updates" + (modules.empty() ? "" : " (in " + modules + (more ? ", ...)" : ")")) +
          (n.value("skipped_by_optimizer", false)
@@ -1369,6 +1382,7 @@ std::string format_divergence(const json& result) {
     print_process();
     print_side(o, "A", a);
     print_side(o, "B", b);
+    if (d.value("first_iteration", false)) o << kFirstIterationLine;
     const json& t = d.value("tensor", json());
     if (t.is_object()) {
       o << "  tensor:   " << str(t, "role") << " " << str(t, "index") << "  A " << str(t, "dtype") << "["

@@ -250,9 +250,11 @@ json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& r
     Strings& strings = b_fewer ? sa : sb;
     std::set<std::string> keys;
     for (const Written& w : fewer.params) keys.insert(w.key);
-    // A tensor last written inside an optimizer step before this one: the optimizer's state
-    // (made afresh here in the other run: its state not restored), or a parameter updated
-    // before, not one a change cut off from its gradient at its first update.
+    // A tensor last written inside an optimizer step before this one that no module reads
+    // in this step: the optimizer's state (made afresh here in the other run, its state not
+    // restored), no parameter. A parameter the other run also updates, known by the module
+    // that reads it and its shape, where their makings differ (loaded in one run, updated
+    // by the last step in the other): not one left.
     const auto& more_steps = b_fewer ? steps_a : steps_b;
     auto written_by_optimizer = [&](int64_t seq) {
       for (const auto& [s, regions] : more_steps)
@@ -260,24 +262,34 @@ json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& r
           if (g.start_seq <= seq && (g.end_seq == tracer::kNoSeq || seq <= g.end_seq)) return true;
       return false;
     };
+    std::set<std::pair<std::string, std::string>> read_by;  // (module, shape) of fewer's
+    for (const Written& w : fewer.params)
+      if (!w.module.empty()) read_by.insert({w.module, w.shape});
     std::vector<const Written*> missing;
     for (const Written& w : more) {
-      if (keys.count(w.key) || written_by_optimizer(w.producer)) continue;
+      if (keys.count(w.key) || (!w.module.empty() && read_by.count({w.module, w.shape})) ||
+          (w.module.empty() && written_by_optimizer(w.producer)))
+        continue;
       // Only a parameter the other run made too (not a layer it does not have) is one it left.
       const auto made = fewer.made_before.find(w.made);
       if (made == fewer.made_before.end() || made->second <= w.k) return nullptr;
       missing.push_back(&w);
     }
     if (missing.empty()) return nullptr;
-    json params = json::array();
+    json params = json::array(), modules = json::array();
+    for (const Written* w : missing)
+      if (!w->module.empty() &&
+          std::find(modules.begin(), modules.end(), w->module) == modules.end())
+        modules.push_back(w->module);
     for (size_t k = 0; k < missing.size() && k < 3; ++k) {
       json param = {{"shape", missing[k]->shape}, {"module", missing[k]->module}};
       if (auto made = r.op(missing[k]->producer))
         param["made_by"] = op_brief_json(r, strings, *made);
       params.push_back(std::move(param));
     }
-    return {{"run", b_fewer ? "B" : "A"}, {"step", step},          {"missing", missing.size()},
-            {"updated_a", a.size()},      {"updated_b", b.size()}, {"params", std::move(params)}};
+    return {{"run", b_fewer ? "B" : "A"},   {"step", step},          {"missing", missing.size()},
+            {"updated_a", a.size()},        {"updated_b", b.size()}, {"params", std::move(params)},
+            {"modules", std::move(modules)}};
   }
   return nullptr;
 }

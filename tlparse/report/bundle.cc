@@ -684,7 +684,9 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
             "cd " +
             command_line_text(json_text(json::array({redactor.meta("cwd", manifest["cwd"])}))) +
             "\n";
-      commands += "tdbg record -- " +
+      const std::string out =
+          json_text(json::array({redactor.meta("cwd", rj["path"].get<std::string>())}));
+      commands += "tdbg record -o " + command_line_text(out) + " -- " +
                   command_line_text(redactor.meta("cmdline", manifest["command"].dump())) + "\n\n";
     }
     for (const auto& pj : rj["processes"]) {
