@@ -5133,7 +5133,6 @@ std::vector<tracer::ThreadRecord> threads_by_creation(const Reader& r) {
   return threads;
 }
 
-// The threads of process `p` other than its main one (whose OS thread id is the pid).
 // Whether thread `id` is its process's main thread (the one whose OS id is the pid).
 bool is_main_thread(const Reader& r, uint32_t id) {
   const std::string pid = r.meta("pid");
@@ -5157,6 +5156,7 @@ size_t pool_threads(const Reader& r) {
   return n;
 }
 
+// The threads of process `p` other than its main one.
 std::vector<Unit> thread_units(const tracer::Run& run, size_t p) {
   std::vector<Unit> units;
   const Reader& r = *run.processes[p];
@@ -6427,7 +6427,6 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     auto tb = threads_by_creation(rb);
     size_t nthreads = std::max(ta.size(), tb.size());
     std::unique_ptr<Pair> best;
-    bool from_set = false;  // `best` pairs two threads of a set of units compared as one
     Located best_at;
     int64_t best_seq = std::numeric_limits<int64_t>::max();
     std::pair<int64_t, int64_t> best_key = first_key;
@@ -6645,7 +6644,6 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     // compared as one set (below), the processes of the ops that differ.
     size_t index_a = p, index_b = p;
     auto describe_set_divergence = [&](const PoolVerdict& v) {
-      from_set = true;
       index_a = v.a.process;
       index_b = v.b.process;
       const Reader& xa = *a.processes[index_a];
@@ -6852,14 +6850,12 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
       const json elsewhere = moved.is_null() ? ops_elsewhere(*best, best_at, da, db, only_a, only_b)
                                              : json(nullptr);
       TDBG_ASSIGN_OR_RETURN(json d, describe(*best, best_at, options, stats, progress));
-      // Two threads of a pool or two workers, paired from where the set differs: what each
-      // runs next are other tasks or items, so nothing said of the rest of the pair (the
-      // same values to the end, a difference contained) speaks for the run.
-      // Nor how far the difference grows along the pair: the ops after the task's are
-      // other tasks, differing wherever the threads took others. (Two threads of a pool,
-      // paired without the set: the same; what a task made goes on in the main thread.)
-      if (best->pool) d.erase("growth");
-      if (from_set || best->pool) {
+      // Two threads of a pool or two workers (paired from where the set differs, or
+      // directly): what each runs next are other tasks or items, and what a task made goes
+      // on in the main thread, so nothing said of the rest of the pair (the same values to
+      // the end, a difference contained, how far it grows) speaks for the run.
+      if (best->pool) {
+        d.erase("growth");
         d.erase("values_same");
         d.erase("values_left_differ");
         d.erase("contained");

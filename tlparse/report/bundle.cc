@@ -398,6 +398,11 @@ std::string command_line_text(const std::string& cmdline_json) {
   return out;
 }
 
+// One word for a shell command line: `text` quoted where it needs it.
+std::string shell_word(const std::string& text) {
+  return command_line_text(json_text(json::array({text})));
+}
+
 // `j[key]` as text: strings as they are, other values as JSON, `fallback` when absent or null.
 std::string text_of(const json& j, const char* key, const std::string& fallback) {
   auto it = j.find(key);
@@ -680,13 +685,8 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
         manifest.is_object() && manifest.value("command", json()).is_array()) {
       commands += "# run " + rj["label"].get<std::string>() + ", recorded with tdbg record:\n";
       if (manifest.value("cwd", json()).is_string())
-        commands +=
-            "cd " +
-            command_line_text(json_text(json::array({redactor.meta("cwd", manifest["cwd"])}))) +
-            "\n";
-      const std::string out =
-          json_text(json::array({redactor.meta("cwd", rj["path"].get<std::string>())}));
-      commands += "tdbg record -o " + command_line_text(out) + " -- " +
+        commands += "cd " + shell_word(redactor.meta("cwd", manifest["cwd"])) + "\n";
+      commands += "tdbg record -o " + shell_word(redactor.meta("cwd", rj["path"])) + " -- " +
                   command_line_text(redactor.meta("cmdline", manifest["command"].dump())) + "\n\n";
     }
     for (const auto& pj : rj["processes"]) {
@@ -699,7 +699,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
       commands += "# run " + rj["label"].get<std::string>() + ", " +
                   base_name(pj["path"].get<std::string>()) + "\n";
       std::string cwd = meta_summary_line(pj["meta"], "cwd");
-      if (!cwd.empty()) commands += "cd " + command_line_text(json_text(json::array({cwd}))) + "\n";
+      if (!cwd.empty()) commands += "cd " + shell_word(cwd) + "\n";
       std::string cmd = meta_summary_line(pj["meta"], "cmdline");
       commands += (cmd.empty() ? "(command line not recorded)" : command_line_text(cmd)) + "\n\n";
     }
@@ -712,10 +712,7 @@ StatusOr<BundleResult> write_bundle(const std::string& run_a, const std::string&
         continue;
       commands += "# run " + rj["label"].get<std::string>() + ", pid " + st.pid +
                   ": not in this bundle (another phase of the run, left out of the comparison)\n";
-      if (!st.cwd.empty())
-        commands += "cd " +
-                    command_line_text(json_text(json::array({redactor.meta("cwd", st.cwd)}))) +
-                    "\n";
+      if (!st.cwd.empty()) commands += "cd " + shell_word(redactor.meta("cwd", st.cwd)) + "\n";
       commands += (st.cmdline.empty() ? "(command line not recorded)"
                                       : command_line_text(redactor.meta("cmdline", st.cmdline))) +
                   "\n\n";
