@@ -50,6 +50,7 @@ void add_nan_command(CLI::App& app) {
             (folder.empty() ? std::string(".") : folder) + "` looks in all of them");
     }
     if (args->json) {
+      diff::add_nonfinite_cause(*result);
       std::printf("%s\n", json_text(*result, 2).c_str());
     } else {
       std::fputs(diff::format_nonfinite(*result).c_str(), stdout);

@@ -2913,7 +2913,12 @@ def case_nan():
     ops = [f["op"]] + [e["op"] for e in f.get("enclosing", [])]
     check("aten::mul" in ops, f"op aten::mul or an op inside it (got {ops})")
     check(all(i["finite"] is not False for i in f["inputs"]), "its inputs were finite")
-    print(subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout)
+    text = subprocess.run([TDBG, "nan", a], stdout=subprocess.PIPE, text=True).stdout
+    print(text)
+    # The JSON holds the cause the text says, for scripts (t147 F2).
+    cause = f.get("cause") or ""
+    check(cause and f"  cause:    {cause[:40]}" in text and "beyond float32's largest value" in cause,
+          f"the JSON's cause is the text's (got {cause!r})")
     # From a later step: nothing new starts there, but what step 2 started is carried on: not
     # finite (exit 1). Past the last step there is nothing to look in (exit 2).
     p = subprocess.run([TDBG, "nan", "--json", "--from-step", "3", a], stdout=subprocess.PIPE,

@@ -145,4 +145,9 @@ std::string format_divergence(const nlohmann::json& result);
 std::string first_read_out_step(const nlohmann::json& divergence);
 std::string format_nonfinite(const nlohmann::json& result);
 
+// Puts the cause `format_nonfinite` prints ("log(0) = -inf: input min 0", its "cause:" line
+// and the lines that continue it) into `result`'s first_nonfinite as "cause", for scripts
+// that read the JSON; nothing where there is no first non-finite op or no cause line.
+void add_nonfinite_cause(nlohmann::json& result);
+
 }  // namespace tdbg::diff

@@ -1971,4 +1971,20 @@ std::string format_nonfinite(const json& result) {
   return o.str();
 }
 
+void add_nonfinite_cause(json& result) {
+  if (!result.value("first_nonfinite", json()).is_object()) return;
+  std::istringstream text(format_nonfinite(result));
+  std::string line, cause;
+  constexpr std::string_view kCause = "  cause:    ", kGoesOn = "            ";
+  while (std::getline(text, line)) {
+    if (cause.empty() && line.rfind(kCause, 0) == 0) {
+      cause = line.substr(kCause.size());
+    } else if (!cause.empty()) {
+      if (line.rfind(kGoesOn, 0) != 0 || line.size() == kGoesOn.size()) break;
+      cause += " " + line.substr(kGoesOn.size());
+    }
+  }
+  if (!cause.empty()) result["first_nonfinite"]["cause"] = cause;
+}
+
 }  // namespace tdbg::diff

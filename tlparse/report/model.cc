@@ -592,6 +592,7 @@ StatusOr<json> build_report_data(const tracer::Run& a, const tracer::Run* b,
       if (!run) continue;
       auto n = diff::first_nonfinite(*run);
       if (!n.ok()) return n.status();
+      diff::add_nonfinite_cause(n.value());
       nonfinite.push_back(std::move(n.value()));
     }
   }
