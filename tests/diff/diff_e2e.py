@@ -4012,6 +4012,12 @@ elif mode == "saved":                                  # exp's Inf, read again b
     w = torch.nn.Parameter(torch.ones(4))
     torch.exp(w * 100.0).clamp(max=10).sum().backward()   # forward finite, gradient 0 * Inf
     print(w.grad)
+elif mode == "var1":                                   # a batch of one sample
+    print(x[:1].var(0).sum().item())
+elif mode == "empty":                                  # a selection that holds nothing
+    print(x[x > 100].mean().item())
+elif mode == "ignored":                                # every target ignored
+    print(torch.nn.functional.cross_entropy(x, torch.full((16,), -100)).item())
 """
 
 
@@ -4027,7 +4033,13 @@ def case_nan_causes():
             # (--nan-only: past the exp's Inf, to the backward's 0 * Inf; exp's result is read
             # again there as a tensor autograd saved, unknown to the recording.)
             ("saved", "aten::mul", r"most likely saved for backward by aten::exp \(seq \d+\) at "
-                                   r"nan_causes.py:\d+, whose .*output 0 holds 4 Inf")):
+                                   r"nan_causes.py:\d+, whose .*output 0 holds 4 Inf"),
+            # Reductions dividing by a count of 0 (t147 F1).
+            ("var1", "aten::var", r"var with correction 1 over 1 element\(s\) along dim \[0\] "
+                                  r"\(input 1x4\): it divides by n - 1 = 0"),
+            ("empty", "aten::mean", r"mean of 0 elements \(input 0: an empty selection"),
+            ("ignored", "aten::nll_loss_forward", r"the loss's total weight is 0: every target "
+                                                  r"is ignore_index \(-100\)")):
         run, _ = record("nan_causes_" + mode, [mode], script)
         text = subprocess.run([TDBG, "nan", *(["--nan-only"] if mode == "saved" else []), run],
                               stdout=subprocess.PIPE, text=True).stdout

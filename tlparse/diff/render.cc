@@ -664,6 +664,65 @@ std::string nonfinite_reason(const json& f) {
   auto num = range_value;
   const json& out = f.value("tensor", json()).value("summary", json());  // the output's
   double lo = 0, hi = 0;
+  // Reductions that divide by a count: over no element, by n - correction of 0 (a variance
+  // of one sample), or by a loss's total weight of 0 (every target ignored).
+  auto arg = [&](const char* name) -> std::optional<std::string> {
+    for (const json& a : f.value("args", json::array()))
+      if (str(a, "name") == name) return str(a, "value");
+    return std::nullopt;
+  };
+  std::vector<int64_t> sizes;  // input 0's, "1x32"
+  if (!inputs.empty())
+    for (std::istringstream shape(str(inputs[0], "shape"));;) {
+      std::string size;
+      if (!std::getline(shape, size, 'x')) break;
+      sizes.push_back(std::strtoll(size.c_str(), nullptr, 10));
+    }
+  static const std::set<std::string> kCounted = {"mean", "nanmean",  "var",
+                                                 "std",  "var_mean", "std_mean"};
+  if (kCounted.count(op) && !inputs.empty() && !str(inputs[0], "shape").empty() &&
+      std::find(sizes.begin(), sizes.end(), 0) != sizes.end())
+    return op + " of 0 elements (input " + str(inputs[0], "shape") +
+           ": an empty selection or batch): 0/0";
+  if (op == "var" || op == "std" || op == "var_mean" || op == "std_mean") {
+    const std::optional<std::string> unbiased = arg("unbiased");
+    const std::optional<std::string> correction_text = arg("correction");
+    const int64_t correction = correction_text && correction_text != "None"
+                                   ? std::strtoll(correction_text->c_str(), nullptr, 10)
+                               : unbiased == "False" ? 0
+                                                     : 1;
+    const std::optional<std::string> dims = arg("dim");
+    int64_t n = 1;
+    if (!dims || *dims == "None" || *dims == "[]") {
+      for (int64_t size : sizes) n *= size;
+    } else {
+      for (std::istringstream list(
+               dims->substr(std::min(dims->find_first_not_of('['), dims->size())));
+           ;) {
+        std::string d;
+        if (!std::getline(list, d, ',')) break;
+        int64_t k = std::strtoll(d.c_str(), nullptr, 10);
+        if (k < 0) k += static_cast<int64_t>(sizes.size());
+        if (k >= 0 && k < static_cast<int64_t>(sizes.size())) n *= sizes[static_cast<size_t>(k)];
+      }
+    }
+    if (correction > 0 && n - correction <= 0 && !sizes.empty())
+      return op + " with correction " + std::to_string(correction) + " over " + std::to_string(n) +
+             " element(s)" + (dims && *dims != "None" ? " along dim " + *dims : std::string()) +
+             " (input " + str(inputs[0], "shape") + "): it divides by n - " +
+             std::to_string(correction) + " = " + std::to_string(n - correction) +
+             ", 0/0 (a batch of one sample?)";
+  }
+  if (op == "nll_loss_forward" || op == "nll_loss2d_forward") {
+    const json& outputs = f.value("outputs", json::array());
+    for (const json& o : outputs)
+      if (o.value("index", -1) == 1 && o.value("summary", json()).is_object() &&
+          o["summary"].value("max", json()) == 0 && o["summary"].value("min", json()) == 0 &&
+          arg("reduction") == "1")
+        return "the loss's total weight is 0: every target is ignore_index (" +
+               arg("ignore_index").value_or("?") +
+               ") or has weight 0, and the mean divides by it: 0/0";
+  }
   // An op with a domain reading a view of part of a tensor: the part's values are not
   // recorded, only the whole's range, which says what the part may hold.
   static const std::map<std::string, std::string> kOutside = {{"log", "0 or a negative value"},
