@@ -3114,6 +3114,19 @@ def case_nan_worker():
         check("in DataLoader worker" in text.splitlines()[0] and len(also) == 1 and also[0].endswith(says),
               f"{' '.join(options) or 'default'}: the worker's op, and the main process's start ending "
               f"{says!r} (got {text[:200]!r}, {also})")
+    # With an optimizer, --from-step 1: the workers count no steps, and the worker's start,
+    # which loaded the batch ahead of the step that read it, is skipped; the answer says so
+    # (t147 F3: nothing said).
+    stepped = write_script("nan_worker_steps.py", NAN_WORKER.replace(
+        "    model = torch.nn.Linear(4, 1)\n",
+        "    model = torch.nn.Linear(4, 1)\n    opt = torch.optim.SGD(model.parameters(), lr=0.0)\n").replace(
+        "        model(xb).sum().backward()  # MARK:forward\n",
+        "        opt.zero_grad(); model(xb).sum().backward(); opt.step()  # MARK:forward\n"))
+    run, _ = record("nan_worker_steps", [], stepped)
+    text = subprocess.run([TDBG, "nan", "--from-step", "1", run], stdout=subprocess.PIPE, text=True).stdout
+    check(re.search(r"\d+ start\(s\) before step 1 were skipped in processes that hold none from it",
+                    text) is not None,
+          f"--from-step 1: the worker's skipped start is said (got {text[:600]!r})")
 
 
 UNINITIALIZED = r'''

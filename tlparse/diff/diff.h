@@ -92,6 +92,10 @@ struct NonfiniteOptions {
   bool nan_only = false;
   // Starts at ops of this optimizer step or later (what earlier ops pass on is still tracked).
   int64_t from_step = 0;
+  // In a process that counts no steps (a DataLoader worker, all of whose ops are step 0):
+  // starts at ops from this time on (CLOCK_MONOTONIC ns), where from_step begins in the
+  // processes that count steps; -1: by step. `first_nonfinite` sets it.
+  int64_t from_ns = -1;
 };
 
 // {"status": "finite"|"nonfinite", "first_nonfinite": null | {...}} as documented.

@@ -293,7 +293,8 @@ class Tracker {
       fresh = ignored = false;
     // Before the first step asked for, a start is tracked like an explained op, and counted
     // as skipped (only).
-    const bool before_window = op.step < options_.from_step;
+    const bool before_window =
+        options_.from_ns >= 0 ? op.start_ns < options_.from_ns : op.step < options_.from_step;
     bool counted = false;
     if (before_window) {
       // One start per op the program called: `torch.full(..., nan)`'s nested `fill_` is the
@@ -1198,6 +1199,23 @@ int64_t nonfinite_passed_over(const json& result) {
   return ops;
 }
 
+// Where step `step` begins in time in the processes that count steps (the end of the last
+// optimizer step before it): CLOCK_MONOTONIC ns, or -1 where none tells.
+int64_t step_begins_ns(const tracer::Run& run, int64_t step) {
+  int64_t ns = -1;
+  for (const auto& r : run.processes) {
+    if (!r->meta("worker").empty()) continue;
+    const auto steps = step_regions(*r);
+    const auto before = steps.find(step - 1);
+    if (before == steps.end()) continue;
+    for (const tracer::RegionRecord& g : before->second)
+      if (const auto op = g.end_seq == tracer::kNoSeq ? std::nullopt : r->op(g.end_seq);
+          op && op->start_ns > ns)
+        ns = op->start_ns;
+  }
+  return ns;
+}
+
 StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& options) {
   Counts counts;
   json notes = json::array();
@@ -1256,7 +1274,11 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     }
     hosts.insert(r.meta("host"));
     Counts c;
-    TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, options, held.first_seq, &c));
+    // A DataLoader worker counts no steps: --from-step is the time the step begins.
+    NonfiniteOptions own = options;
+    if (options.from_step > 0 && !r.meta("worker").empty())
+      own.from_ns = step_begins_ns(run, options.from_step);
+    TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, own, held.first_seq, &c));
     // A bundle's window that left out the ops after it, and holds no start: a later start is
     // not in the bundle (one it holds comes before any after it).
     if (start.is_null() && window.is_object() &&
@@ -1340,6 +1362,16 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     }
     return none;
   }
+  // Starts --from-step skipped in processes that hold none from it: a DataLoader worker's,
+  // most likely, whose batch the answer may have read (workers count no steps: a start counts
+  // as before the step by the time it ran, and a worker loads batches ahead of the step that
+  // reads them).
+  if (options.from_step > 0 && counts.skipped > 0)
+    notes.push_back(std::to_string(counts.skipped) + " start(s) before step " +
+                    std::to_string(options.from_step) +
+                    " were skipped in processes that hold none from it (a DataLoader worker "
+                    "loads batches ahead of the step that reads them): run without --from-step "
+                    "to see them");
   if (starts.size() > 1 && hosts.size() > 1)
     notes.push_back("the processes ran on " + std::to_string(hosts.size()) +
                     " hosts, whose clocks differ: which start came first is uncertain");
