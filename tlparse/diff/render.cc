@@ -1455,7 +1455,7 @@ std::string format_divergence(const json& result) {
         return r.is_array() && r.size() == 2 ? "[" + json_text(r[0]) + ", " + json_text(r[1]) + ")"
                                              : json_text(r);
       };
-      o << "  change:   " << str(h, "type") << "  thread ops A" << range(h["a_range"]) << "  B"
+      o << "  change:   " << str(h, "type") << "  thread op index A" << range(h["a_range"]) << "  B"
         << range(h["b_range"]);
       // The lists hold the first ops of each side only: say how many more the range has.
       auto more = [](const json& r, size_t listed) -> std::string {
@@ -1948,7 +1948,8 @@ std::string format_nonfinite(const json& result) {
   // `masked_fill(isinf, 0)`. Say how to look past it.
   if (!nan_only && s.is_object() && s.value("nan", int64_t{0}) == 0 && entered.empty()) {
     o << "  hint:     if the program masks this Inf on purpose, `tdbg nan --nan-only` looks for NaN"
-      << " only; `--from-step N` starts at step N\n";
+      << " only; `--from-step N` starts at step N (no help where this op makes Inf at every "
+         "step)\n";
   }
   for (const json& in : f.value("inputs", json::array())) {
     const std::string not_read = str(in, "not_read");
