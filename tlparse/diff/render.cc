@@ -1651,7 +1651,10 @@ std::string format_nonfinite(const json& result) {
   o << (held_already ? "non-finite already where the recording begins (it started in ops it no "
                        "longer holds: a --ring's or a trimmed bundle's), first at "
                      : "non-finite at ")
-    << str(f, "op") << " (seq " << str(f, "seq") << ", "
+    << str(f, "op")
+    // (An op no user calls by its name: where torch.tensor or torch.from_numpy wraps data.)
+    << (str(f, "op") == "aten::lift_fresh" ? " (torch.tensor or torch.from_numpy's tensor)" : "")
+    << " (seq " << str(f, "seq") << ", "
     << (worker.empty() ? "step " + str(f, "step") : "in DataLoader worker " + worker);
   // The first thread of a process runs its main program; name any other one.
   if (f.value("thread", 0) != 0) {
