@@ -4798,7 +4798,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     const auto b = p.b.reader->op_at(p.b.thread, where.j);
     const int64_t step = a ? a->step : b ? b->step + p.step_offset : 0;
     json missing = parameters_not_updated(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread,
-                                          p.step_offset, step);
+                                          p.step_offset, step, options.scan_limit);
     if (!missing.is_null()) {
       // Where the runs first differ inside an optimizer's step, forward and backward ran the
       // same ops before it: the parameters got their gradients in both runs, and the

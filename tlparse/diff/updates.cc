@@ -221,7 +221,8 @@ StepWrites written_in_step(const Reader& r, Strings& strings,
 }  // namespace
 
 json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& rb,
-                            uint32_t thread_b, int64_t step_offset, int64_t from_step) {
+                            uint32_t thread_b, int64_t step_offset, int64_t from_step,
+                            int64_t max_ops) {
   constexpr int kSteps = 3;
   const auto steps_a = step_regions(ra, thread_a);
   const auto steps_b = step_regions(rb, thread_b);
@@ -229,7 +230,10 @@ json parameters_not_updated(const Reader& ra, uint32_t thread_a, const Reader& r
   for (auto it = steps_a.lower_bound(from_step); it != steps_a.end() && compared < kSteps; ++it) {
     const auto& [step, regions_a] = *it;
     const auto found = steps_b.find(step - step_offset);
-    if (found == steps_b.end()) continue;
+    if (found == steps_b.end() || regions_a.empty() || found->second.empty()) continue;
+    if (max_ops >= 0 &&
+        (regions_a.front().start_seq > max_ops || found->second.front().start_seq > max_ops))
+      return nullptr;
     ++compared;
     Strings sa(ra), sb(rb);
     const StepWrites step_a = written_in_step(ra, sa, regions_a);

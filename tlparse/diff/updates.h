@@ -36,9 +36,11 @@ nlohmann::json compare_updates(const tracer::Reader& ra, uint32_t thread_a,
 // False, a detach, a reentrant checkpoint over inputs that do not require grad), {"run": that
 // run, "step": A's step, "missing": how many, "updated_a", "updated_b": how many each updated,
 // "params": [{"made_by" (as `op_brief_json`), "shape", "module": the module whose op first
-// read it in the other run's step, or ""}] (the first three)}; null otherwise.
+// read it in the other run's step, or ""}] (the first three)}; null otherwise. Each step
+// compared reads the ops before it (what made each parameter): a step that begins past
+// `max_ops` ops (-1: no bound) is not compared.
 nlohmann::json parameters_not_updated(const tracer::Reader& ra, uint32_t thread_a,
                                       const tracer::Reader& rb, uint32_t thread_b,
-                                      int64_t step_offset, int64_t from_step);
+                                      int64_t step_offset, int64_t from_step, int64_t max_ops);
 
 }  // namespace tdbg::diff
