@@ -5133,27 +5133,16 @@ std::vector<tracer::ThreadRecord> threads_by_creation(const Reader& r) {
   return threads;
 }
 
-// Whether thread `id` is its process's main thread (the one whose OS id is the pid).
-bool is_main_thread(const Reader& r, uint32_t id) {
-  const std::string pid = r.meta("pid");
-  for (const tracer::ThreadRecord& t : r.threads())
-    if (t.id == id) return std::to_string(t.os_tid) == pid;
-  return false;
-}
-
-// Whether thread `id` takes tasks of a pool: not the main thread, nor autograd's engine
+// The threads of `r` that take tasks of a pool: not the main thread, nor autograd's engine
 // thread for a device (its first op a backward one), whose steps and end are the training's.
-bool pool_thread(const Reader& r, uint32_t id) {
-  if (is_main_thread(r, id)) return false;
-  const auto first = r.op_at(id, thread_tidx_range(r, id).begin);
-  return first && !(first->flags & tracer::kOpBackward);
-}
-
-// How many threads of `r` take tasks of a pool (`pool_thread`).
-size_t pool_threads(const Reader& r) {
-  size_t n = 0;
-  for (const tracer::ThreadRecord& t : r.threads()) n += pool_thread(r, t.id) ? 1 : 0;
-  return n;
+std::set<uint32_t> pool_threads(const Reader& r) {
+  std::set<uint32_t> ids;
+  for (const tracer::ThreadRecord& t : r.threads()) {
+    if (is_main_thread(r, t)) continue;
+    const auto first = r.op_at(t.id, thread_tidx_range(r, t.id).begin);
+    if (first && !(first->flags & tracer::kOpBackward)) ids.insert(t.id);
+  }
+  return ids;
 }
 
 // The threads of process `p` other than its main one.
@@ -5161,7 +5150,7 @@ std::vector<Unit> thread_units(const tracer::Run& run, size_t p) {
   std::vector<Unit> units;
   const Reader& r = *run.processes[p];
   for (const tracer::ThreadRecord& t : r.threads())
-    if (!is_main_thread(r, t.id)) units.push_back({p, t.id});
+    if (!is_main_thread(r, t)) units.push_back({p, t.id});
   return units;
 }
 
@@ -6214,8 +6203,7 @@ std::string process_ending(const tracer::Reader& r) {
   // None stopped by a fault of its own: where each thread was, the main thread (the process's
   // own id) first.
   std::vector<tracer::ThreadRecord> threads = r.threads();
-  const std::string pid = r.meta("pid");
-  auto is_main = [&pid](const tracer::ThreadRecord& t) { return std::to_string(t.os_tid) == pid; };
+  auto is_main = [&r](const tracer::ThreadRecord& t) { return is_main_thread(r, t); };
   std::stable_partition(threads.begin(), threads.end(), is_main);
   constexpr int kNamed = 4;
   int named = 0, more = 0;
@@ -6433,7 +6421,9 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
     End best_end;
     std::vector<uint32_t> only_a, only_b;  // threads without a counterpart
     // Threads that take a pool's tasks, several in each run (`Pair::pool`).
-    const bool in_pools = pool_threads(*a.processes[p]) >= 2 && pool_threads(*b.processes[p]) >= 2;
+    const std::set<uint32_t> pool_a = pool_threads(*a.processes[p]);
+    const std::set<uint32_t> pool_b = pool_threads(*b.processes[p]);
+    const bool in_pools = pool_a.size() >= 2 && pool_b.size() >= 2;
     for (size_t k = 0; k < nthreads; ++k) {
       if (k >= ta.size() || k >= tb.size()) {
         bool in_a = k < ta.size();
@@ -6566,7 +6556,7 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
                         " of the thread only (a ring or a trimmed bundle dropped the earlier "
                         "ones): what came before was not compared");
       auto pair = std::make_unique<Pair>(ra, ida, range_a, rb, idb, range_b);
-      pair->pool = in_pools && pool_thread(ra, ida) && pool_thread(rb, idb);
+      pair->pool = in_pools && pool_a.count(ida) && pool_b.count(idb);
       if (aligned) {
         pair->b_offset = range_b.begin - range_a.begin;
         pair->step_offset = options.align_steps.first - options.align_steps.second;

@@ -1234,6 +1234,7 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
   std::set<std::string> hosts;
   std::string lost_text;  // a process whose recording stopped short: nothing can be finite
   std::string lost_first;  // the first such process and where it stopped, as `recording_lost` says
+  std::optional<int64_t> worker_from_ns;  // where --from-step begins, for DataLoader workers
   for (size_t p = 0; p < run.processes.size(); ++p) {
     const tracer::Reader& r = *run.processes[p];
     TDBG_ASSIGN_OR_RETURN(const tracer::Reader::Held held, r.held());
@@ -1274,10 +1275,13 @@ StatusOr<json> first_nonfinite(const tracer::Run& run, const NonfiniteOptions& o
     }
     hosts.insert(r.meta("host"));
     Counts c;
-    // A DataLoader worker counts no steps: --from-step is the time the step begins.
+    // A DataLoader worker counts no steps: --from-step is the time the step begins (found
+    // once, for the first worker).
     NonfiniteOptions own = options;
-    if (options.from_step > 0 && !r.meta("worker").empty())
-      own.from_ns = step_begins_ns(run, options.from_step);
+    if (options.from_step > 0 && !r.meta("worker").empty()) {
+      if (!worker_from_ns) worker_from_ns = step_begins_ns(run, options.from_step);
+      own.from_ns = *worker_from_ns;
+    }
     TDBG_ASSIGN_OR_RETURN(json start, process_start(run, p, own, held.first_seq, &c));
     // A bundle's window that left out the ops after it, and holds no start: a later start is
     // not in the bundle (one it holds comes before any after it).

@@ -777,6 +777,10 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
   return maker;
 }
 
+bool is_main_thread(const tracer::Reader& r, const tracer::ThreadRecord& t) {
+  return std::to_string(t.os_tid) == r.meta("pid");
+}
+
 std::optional<tracer::OpRecord> last_collective_before(const tracer::Reader& r, Strings& strings,
                                                        uint32_t thread, int64_t tidx) {
   constexpr int64_t kLookBack = 4096;

@@ -242,6 +242,9 @@ std::optional<tracer::OpRecord> uninitialized_maker(const tracer::Reader& r, Str
                                                     const tracer::OpRecord& op,
                                                     const tracer::TensorRecord& t);
 
+// Whether `t` is its process's main thread: the one whose OS id is the process's pid.
+bool is_main_thread(const tracer::Reader& r, const tracer::ThreadRecord& t);
+
 // The last collective op (`c10d::`) of `thread` before its op `tidx`, at most 4,096 ops back:
 // in a rank's process, what brought in values that no recorded op made there.
 std::optional<tracer::OpRecord> last_collective_before(const tracer::Reader& r, Strings& strings,

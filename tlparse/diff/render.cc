@@ -1184,7 +1184,7 @@ std::string resumed_startup_suffix(const json& result) {
 // afresh (`optimizer_fresh`: a model and optimizer built again in the same process and the
 // checkpoint's optimizer state not loaded), or a random op whose generator the change's own
 // draws moved: the answer, in the headline as for a resumed run.
-std::string fresh_optimizer_suffix(const json& d) {
+std::string value_after_change_suffix(const json& d) {
   const json& after = d.value("value_after_structure", json());
   if (str(d, "kind") != "structure" || !after.is_object()) return "";
   // Or a random op whose numbers the change's own draws moved (`drawn_in_change`).
@@ -1436,7 +1436,7 @@ std::string format_divergence(const json& result) {
       << healed_suffix(d);
     const std::string resumed = resumed_startup_suffix(result);
     o << work_not_results(d) << updates_suffix(d) << not_updated_suffix(d) << resumed
-      << (resumed.empty() ? fresh_optimizer_suffix(d) : "") << "\n";
+      << (resumed.empty() ? value_after_change_suffix(d) : "") << "\n";
     print_warnings(o, result);
     print_process();
     print_side(o, "A", a);

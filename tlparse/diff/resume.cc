@@ -28,7 +28,7 @@ std::optional<uint32_t> main_thread(const Reader& r) {
   const std::vector<tracer::ThreadRecord> threads = r.threads();
   if (threads.empty()) return std::nullopt;
   for (const tracer::ThreadRecord& t : threads)
-    if (std::to_string(t.os_tid) == r.meta("pid")) return t.id;
+    if (is_main_thread(r, t)) return t.id;
   return threads.front().id;
 }
 

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <vector>
 
