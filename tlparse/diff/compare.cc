@@ -555,6 +555,13 @@ class Aligner {
     const OpRecord* op = s.cursor.at(tidx);
     return op ? op_content(*op, s.strings) : 0;
   }
+  // An op's scalar arguments, 0 where it has none: for telling apart ops of one signature at
+  // one line whose values all differ (an optimizer's `buf.add_(grad)` and `p.add_(buf,
+  // alpha=-lr)` after one run's momentum started afresh).
+  uint64_t args_key(Side& s, int64_t tidx) {
+    const OpRecord* op = s.cursor.at(tidx);
+    return op ? op_args(*op, s.strings) : 0;
+  }
 
   // Shortest scripts are many where ops repeat, and Myers' picks one without looking at what
   // the ops computed or where they ran: a block inserted next to a copy of itself
@@ -635,28 +642,37 @@ class Aligner {
     std::vector<uint64_t> ca(static_cast<size_t>(n)), cb(static_cast<size_t>(m));
     std::vector<uint64_t> la(static_cast<size_t>(n)), lb(static_cast<size_t>(m));
     std::vector<uint64_t> ma(static_cast<size_t>(n)), mb(static_cast<size_t>(m));
+    std::vector<uint64_t> ga(static_cast<size_t>(n)), gb(static_cast<size_t>(m));
     for (int64_t x = 0; x < n; ++x) {
       ca[static_cast<size_t>(x)] = content_key(p_.a, i_ + ra0 + x);
       la[static_cast<size_t>(x)] = line_key(p_.a, i_ + ra0 + x);
       ma[static_cast<size_t>(x)] = module_key(p_.a, i_ + ra0 + x);
+      ga[static_cast<size_t>(x)] = args_key(p_.a, i_ + ra0 + x);
     }
     for (int64_t y = 0; y < m; ++y) {
       cb[static_cast<size_t>(y)] = content_key(p_.b, j_ + rb0 + y);
       lb[static_cast<size_t>(y)] = line_key(p_.b, j_ + rb0 + y);
       mb[static_cast<size_t>(y)] = module_key(p_.b, j_ + rb0 + y);
+      gb[static_cast<size_t>(y)] = args_key(p_.b, j_ + rb0 + y);
     }
     if (!p_.status().ok()) return false;
     // Each weight above the sum of the lower ones over a region (kWideRegionOps pairs): the same
     // module first (a block called twice: its second call is the inserted one, whatever its
-    // first ops computed), then the same values, then the same line.
+    // first ops computed), then the same values, then the same line, then the same arguments.
     static_assert(kWideRegionOps < (1 << 11));
-    constexpr int64_t kPair = int64_t{1} << 33, kSameModule = 1 << 22, kSameContent = 1 << 11;
+    constexpr int64_t kPair = int64_t{1} << 44, kSameModule = int64_t{1} << 33,
+                      kSameContent = int64_t{1} << 22, kSameLine = int64_t{1} << 11;
     auto weight = [&](int64_t x, int64_t y) -> int64_t {
       if (sa[static_cast<size_t>(ra0 + x)] != sb[static_cast<size_t>(rb0 + y)]) return -1;
       int64_t w = kPair;
       if (ma[static_cast<size_t>(x)] != 0 && ma[static_cast<size_t>(x)] == mb[static_cast<size_t>(y)]) w += kSameModule;
       if (ca[static_cast<size_t>(x)] != 0 && ca[static_cast<size_t>(x)] == cb[static_cast<size_t>(y)]) w += kSameContent;
-      if (la[static_cast<size_t>(x)] != 0 && la[static_cast<size_t>(x)] == lb[static_cast<size_t>(y)]) w += 1;
+      if (la[static_cast<size_t>(x)] != 0 &&
+          la[static_cast<size_t>(x)] == lb[static_cast<size_t>(y)])
+        w += kSameLine;
+      if (ga[static_cast<size_t>(x)] != 0 &&
+          ga[static_cast<size_t>(x)] == gb[static_cast<size_t>(y)])
+        w += 1;
       return w;
     };
     // best[x][y]: the best score of A's first x ops against B's first y.
@@ -4016,8 +4032,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // Made in this step: the tensor's writes in place (`buf.mul_(momentum)` before
     // `buf.add_(grad)`) followed back to the op that made it, inside this step's optimizer
     // (SGD's `clone` of the first gradient, Adam's `zeros_like`), not carried from before.
-    auto made_in_step = [](Side& s, const OpRecord& op, std::optional<OpRecord> made) {
+    // `*from` receives the step of the op found where it was not (carried state's origin).
+    auto made_in_step = [](Side& s, const OpRecord& op, std::optional<OpRecord> made,
+                           int64_t* from) {
       for (int hops = 0; hops < 16 && made; ++hops) {
+        *from = made->step;
         if (made->step != op.step || !in_optimizer_step(*s.reader, *made)) return false;
         const std::string& name = s.strings.text(made->name);
         const TensorRecord* in0 = nullptr;
@@ -4030,15 +4049,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       }
       return false;
     };
-    const bool a_fresh = made_in_step(p.a, a, pa);
-    const bool b_fresh = made_in_step(p.b, b, pb);
+    int64_t from_a = a.step, from_b = b.step;
+    const bool a_fresh = made_in_step(p.a, a, pa, &from_a);
+    const bool b_fresh = made_in_step(p.b, b, pb, &from_b);
     if (a_fresh == b_fresh) return "";
     const char* fresh = b_fresh ? "B" : "A";
     const char* carried = b_fresh ? "A" : "B";
+    const int64_t from = b_fresh ? from_a : from_b;
     *run = fresh;
     return std::string(": ") + fresh + " made this optimizer state in this step and " + carried +
-           " carried it from its step " + std::to_string(b_fresh ? pa->step : pb->step) + ", so " +
-           fresh +
+           (from < (b_fresh ? a.step : b.step)
+                ? " carried it from its step " + std::to_string(from)
+                : std::string(" made it before this optimizer step")) +
+           ", so " + fresh +
            "'s optimizer started afresh here (in a resumed run: its state was not "
            "restored, optimizer.load_state_dict missing?)";
   };
@@ -4072,9 +4095,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // An input that "comes from ops changed by the structural change" but was made in each run by
   // another op from before the change (a head's weight tied to the embedding's in one run):
   // the op reads another tensor; say which ops made it.
-  auto made_before_change = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c, json& v) {
-    // (Or a view of other memory in each run, which has no value hash to differ.)
-    const int which = c.input >= 0 ? c.input : c.view;
+  auto made_before_change = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c,
+                                json& v) {
+    // (Or a view in one run and new data in the other, or a view of other memory in each run,
+    // which have no value hashes to differ.)
+    const int which = c.input >= 0 ? c.input : c.provenance >= 0 ? c.provenance : c.view;
     if (v.value("cause", "") != "structure" || which < 0) return;
     const size_t k = static_cast<size_t>(which);
     if (k >= a.tensors.size() || k >= b.tensors.size()) return;

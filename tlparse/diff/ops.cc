@@ -79,6 +79,13 @@ uint64_t op_content(const OpRecord& op, Strings& strings) {
   return h;
 }
 
+uint64_t op_args(const OpRecord& op, Strings& strings) {
+  if (op.args.empty()) return 0;
+  uint64_t h = 0x6172677300000000ull;
+  for (const auto& arg : op.args) h = mix(mix(h, strings.hash(arg.name)), strings.hash(arg.value));
+  return h == 0 ? 1 : h;
+}
+
 static std::string describe_tensor_kind(Strings& s, const TensorRecord& t) {
   std::string shape = s.text(t.shape);
   return std::string(hashing::dtype_name(t.dtype)) + "[" + shape + "]";

@@ -60,6 +60,9 @@ uint64_t op_kind(const tracer::OpRecord& op, Strings& strings);
 // comparing sets of ops whose order is not the program's (work handed to a pool of workers).
 uint64_t op_content(const tracer::OpRecord& op, Strings& strings);
 
+// An op's scalar arguments (names and texts), 0 where it has none.
+uint64_t op_args(const tracer::OpRecord& op, Strings& strings);
+
 // How two ops at aligned positions differ. Indices point into each op's `tensors`/`args`.
 struct OpComparison {
   std::string structure;  // non-empty: why the two are different ops (name, dtype, shape...)
