@@ -4410,6 +4410,19 @@ def case_selection():
     rc, r = diff(a, b)
     check(any("different --steps (A 1:4, B 2:4)" in w for w in r["warnings"]),
           f"different step windows are named (got {r['warnings']})")
+    # A whole run against a window of a run with another seed: what the window's first op
+    # reads was made before it, which B does not hold; no code passes another tensor, and the
+    # seed's note says the random ops before the window were not compared (t149 F1).
+    whole, _ = record("sel_steps_whole", ["--steps", "4"])
+    seeded, _ = record("sel_steps_seed", ["--steps", "4", "--seed", "1"], options=["--steps", "2:4"])
+    rc, r = diff(whole, seeded)
+    d = r.get("first_divergence") or {}
+    seed = next((st for st in r.get("settings") or [] if st.get("key") == "seed"), {})
+    check(rc == 1 and d.get("cause") == "external_input"
+          and "B's recording begins later" in d.get("detail", "")
+          and "B's recording begins after the program's start" in seed.get("note", ""),
+          f"made before B's window, the seed's ops not compared (got {d.get('cause')}: "
+          f"{d.get('detail')}; {seed})")
     # A bundle's README says what each run holds.
     bundle = os.path.join(WORK, "sel_steps.tar.gz")
     subprocess.run([TDBG, "bundle", "-o", bundle, a, b], check=True, stdout=subprocess.DEVNULL)

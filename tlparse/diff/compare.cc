@@ -1632,7 +1632,7 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
     // outputs matched: another of its outputs (`a, b = x.chunk(2)`, then `b + a`).
     const bool carried = t.status == tracer::TensorStatus::kKnown ||
                          t.status == tracer::TensorStatus::kView;
-    if (tb && carried && tb->status == t.status) {
+    if (tb && carried && tb->status == t.status && tb->producer != tracer::kNoSeq) {
       *detail = "input " + std::to_string(t.index) + " is another of op " +
                 std::to_string(t.producer) +
                 "'s outputs (or views) in each run: the code passes another tensor here "
@@ -7319,12 +7319,27 @@ StatusOr<json> compare_runs(const tracer::Run& a, const tracer::Run& b, const Di
         return v.is_string() && seed_set_by_program(v.get<std::string>());
       };
       const std::string c = d.value("cause", std::string());
+      // A run recorded from a later step (--steps, a --ring's last ops) holds none of the random
+      // ops before: they may be where the runs came to differ.
+      auto begins_late = [](const tracer::Run& run) {
+        return std::any_of(run.processes.begin(), run.processes.end(), [](const auto& r) {
+          return !r->meta("steps").empty() || kept_as_ring(*r);
+        });
+      };
+      const bool late_a = begins_late(a), late_b = begins_late(b);
       for (json& st : result["settings"]) {
         if (st.value("key", "") != "seed") continue;
         const std::string origin = st.value("note", std::string());  // (`seed_origin`)
         st["note"] = "no random op differs up to the divergence";
-        if ((c == "arguments" || c == "external_input" || c == "structure") &&
-            set_by_program(st.value("a", json())) && set_by_program(st.value("b", json())))
+        if (late_a || late_b)
+          st["note"] = std::string("no random op differs in what both runs recorded; ") +
+                       (late_a && late_b ? "both recordings begin"
+                        : late_a         ? "A's recording begins"
+                                         : "B's recording begins") +
+                       " after the program's start (--steps, --ring), and the random ops before "
+                       "were not compared: they may be where the runs came to differ";
+        else if ((c == "arguments" || c == "external_input" || c == "structure") &&
+                 set_by_program(st.value("a", json())) && set_by_program(st.value("b", json())))
           st["note"] =
               "no torch random op differs up to the divergence; Python's random or "
               "NumPy, where the program seeds them with it, may have drawn what differs";
