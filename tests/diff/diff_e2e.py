@@ -265,11 +265,16 @@ with torch.no_grad():
         p.copy_(torch.randn(p.shape, generator=g))
 x, y = torch.randn(32, 8, generator=g), torch.randn(32, 1, generator=g)
 opt = torch.optim.SGD(model.parameters(), lr=float(sys.argv[1]))
+# "loader": batches from a DataLoader without workers, which still draws an (unused) base
+# seed for them from the unseeded generator each epoch.
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
 for step in range(4):
+    if "loader" in sys.argv:
+        x, y = next(iter(loader))
     opt.zero_grad()
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()
-    if len(sys.argv) > 2:
+    if "clip" in sys.argv:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)  # MARK:healed_clip
     opt.step()  # MARK:healed_step
     print(step, loss.item())
@@ -295,6 +300,16 @@ def case_healed():
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
     check(re.search(r"; healed by aten::copy_ at healed.py:\d+ \(seq \d+\): the same again from seq ", text.splitlines()[0]),
           f"the headline says so: {text.splitlines()[:1]}")
+    # With a DataLoader, whose base seed for workers it has none of differs too: a seed drawn
+    # and read into Python is no result, and heals nothing less (t149 F2).
+    la, out_la = record("healed_loader_a", ["0.1", "loader"], script)
+    lb, out_lb = record("healed_loader_b", ["0.1", "loader"], script)
+    rc, r = diff(la, lb, "--results")
+    d = r["first_divergence"] or {}
+    check(out_la == out_lb and rc == 0 and r.get("results") == "same"
+          and (d.get("healed") or {}).get("to_end") is True,
+          f"the loader's seed draw differs, the training does not (got {rc}, {r.get('results')}, "
+          f"healed {d.get('healed')})")
     rc, r = diff(a, c)
     d = r["first_divergence"] or {}
     nxt = d.get("next") or {}
@@ -1323,6 +1338,10 @@ def case_small_changes():
           and line_of(d.get("a"))[0] == marks(script)["ema"],
           f"an average of the weights read out differs: results differ (got {rc}, "
           f"{r.get('results')}, {d.get('updates')}, line {line_of(d.get('a'))})")
+    # The headline names where the program read the first value that differs (t149 F5).
+    headline = diff_text(a, b).splitlines()[0]
+    check(f"(first aten::item at small_changes.py:{marks(script)['print']})" in headline,
+          f"the read named in the headline: {headline}")
 
 
 SMALL_CHANGES = r'''
@@ -1346,7 +1365,7 @@ for step in range(4):
     with torch.no_grad():
         for e, p in zip(ema, model.parameters()):
             e.lerp_(p, 0.01 if sys.argv[1] == "ema" else 0.1)  # MARK:ema
-    print(step, loss.item(), ema[0].sum().item())
+    print(step, loss.item(), ema[0].sum().item())  # MARK:print
 '''
 
 

@@ -2115,7 +2115,9 @@ json mode_change(Pair& p, const Hunk& h) {
 // Tracks how a difference spreads over the ops after it, at bounded cost.
 class Growth {
  public:
-  void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c) {
+  // `reads_seed`: the op's differing input is a seed drawn (`seed_draw`), which the program
+  // reads into Python as no result of its training.
+  void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c, bool reads_seed) {
     ++compared_;
     double distance = -1;
     // In values, or in shape or dtype (`structure`: the pair's tensors are not alike).
@@ -2172,10 +2174,12 @@ class Growth {
     if (c.differs()) ++row.diverged;
     // No tensor out at all: `.item()` reading a differing loss into Python (other values,
     // not the same ones made another way; not backward's nodes, which record none).
-    if (c.input >= 0 && !(a.flags & tracer::kOpBackward) &&
+    if (c.input >= 0 && !reads_seed && !(a.flags & tracer::kOpBackward) &&
         std::none_of(a.tensors.begin(), a.tensors.end(),
-                     [](const TensorRecord& t) { return t.role == TensorRole::kOutput; }))
+                     [](const TensorRecord& t) { return t.role == TensorRole::kOutput; })) {
       ++row.read_out;
+      if (first_read_out_.first < 0) first_read_out_ = {a.seq, b.seq};
+    }
     if (output_differs) {
       ++row.outputs_differ;
       ++outputs_differ_;
@@ -2299,6 +2303,8 @@ class Growth {
     }
   }
   int64_t compared() const { return compared_; }
+  // The seqs (A, B) of the first pair that read differing values into Python, or -1s.
+  std::pair<int64_t, int64_t> first_read_out() const { return first_read_out_; }
   // Ops in the structural changes added so far.
   int64_t structural_ops() const { return structural_ops_; }
   // The ops in structural changes of the run that has fewer (none where the other run only
@@ -2369,6 +2375,7 @@ class Growth {
   std::vector<KeptInputs> kept_;
   std::deque<int64_t> kept_seqs_;  // the last pairs added to `kept_` (A's seq)
   int64_t compared_ = 0, diverged_ = 0, hunks_ = 0, structural_ops_ = 0, outputs_differ_ = 0;
+  std::pair<int64_t, int64_t> first_read_out_{-1, -1};
   int64_t structural_a_ = 0, structural_b_ = 0;  // each run's ops in structural changes
   int64_t shapes_differ_ = 0;
   int64_t carried_ = 0;  // pairs through which the difference went on (see `add_pair`)
@@ -4176,6 +4183,20 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   constexpr uint32_t kWritesInput0 = tracer::kOpInplace | tracer::kOpCollective;
   // The op that overwrote the last live tensor: what healed the difference (in A).
   json healed_by;
+  // A's seeds drawn (`seed_draw`) by their hashes: numbers for the program to read (DataLoader's
+  // base seed, unused without workers), whose differing values are not live; where the
+  // program seeds a generator with one, the ops that draw from it differ on their own.
+  std::unordered_set<uint64_t> seed_hashes;
+  auto note_seed = [&](const OpRecord& a) {
+    if (!seed_draw(a, p.a.strings)) return false;
+    for (const TensorRecord& t : a.tensors)
+      if (t.role == TensorRole::kOutput) seed_hashes.insert(t.hash);
+    return true;
+  };
+  auto reads_seed = [&](const OpRecord& a, const OpComparison& c) {
+    return c.input >= 0 && static_cast<size_t>(c.input) < a.tensors.size() &&
+           seed_hashes.count(a.tensors[static_cast<size_t>(c.input)].hash) > 0;
+  };
   auto track_live = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c) {
     if ((a.flags & kWritesInput0) && !live.empty()) {
       for (const TensorRecord& t : a.tensors) {
@@ -4201,6 +4222,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     // collective's result): tensors whose values differ from here on. Input 0 of an in-place
     // op is its output's old version, replaced above.
     if (c.output < 0 && c.input < 0) return;
+    if (seed_draw(a, p.a.strings)) return;
     const bool in_place = (a.flags & kWritesInput0) != 0;
     for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
       const TensorRecord& ta = a.tensors[k];
@@ -4211,7 +4233,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       // otherwise stay live after the base is written with equal values.
       if (ta.status == tracer::TensorStatus::kView || tb.status == tracer::TensorStatus::kView)
         continue;
-      if (tensor_comparable(ta) && tensor_comparable(tb) && ta.hash != tb.hash)
+      if (tensor_comparable(ta) && tensor_comparable(tb) && ta.hash != tb.hash &&
+          !(ta.role == TensorRole::kInput && seed_hashes.count(ta.hash)))
         live[ta.hash] = {ta.dtype, ta.shape};
     }
   };
@@ -4485,7 +4508,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       const bool same_pass =
           ((e.a->flags ^ e.b->flags) & tracer::kOpBackward) == 0 && same_parent;
       if (same_pass) {
-        growth.add_pair(*e.a, *e.b, e.cmp);
+        note_seed(*e.a);
+        growth.add_pair(*e.a, *e.b, e.cmp, reads_seed(*e.a, e.cmp));
         if (e.cmp.input >= 0 && e.cmp.output < 0 && e.cmp.structure.empty()) {
           // Inputs made after the divergence by ops not paired with each other: the
           // structural change's ops made them (not state changed in place).
@@ -4914,6 +4938,14 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   out["context"] = {{"a", context_json(p.a, context_a, options.context_ops)},
                     {"b", context_json(p.b, context_b, options.context_ops)}};
   out["growth"] = growth.to_json(complete);
+  if (const auto [read_a, read_b] = growth.first_read_out(); read_a >= 0)
+    if (auto op = p.a.reader->op(read_a)) {
+      json read = op_brief_json(*p.a.reader, p.a.strings, *op);
+      out["growth"]["first_read_out"] = {{"seq_a", read_a},
+                                         {"seq_b", read_b},
+                                         {"op", read.value("op", std::string())},
+                                         {"source", read.value("source", std::string())}};
+    }
   // A value divergence that reached no other op's output to the end of both runs, recorded
   // whole (every op, every tensor hashed): the change alters no result.
   if (where.kind == Located::kValue && complete && growth.contained() &&

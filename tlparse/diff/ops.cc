@@ -79,6 +79,24 @@ uint64_t op_content(const OpRecord& op, Strings& strings) {
   return h;
 }
 
+bool seed_draw(const OpRecord& op, Strings& strings) {
+  if (!(op.flags & tracer::kOpRandom)) return false;
+  bool any = false;
+  for (const TensorRecord& t : op.tensors) {
+    if (t.role != TensorRole::kOutput) continue;
+    using hashing::DType;
+    const DType d = t.dtype;
+    const bool integer = d == DType::kUInt8 || d == DType::kInt8 || d == DType::kInt16 ||
+                         d == DType::kInt32 || d == DType::kInt64 || d == DType::kUInt16 ||
+                         d == DType::kUInt32 || d == DType::kUInt64;
+    const std::string& shape = strings.text(t.shape);
+    const std::string dims = shape.substr(0, shape.find(" strides "));
+    if (!integer || !(dims.empty() || dims == "1")) return false;
+    any = true;
+  }
+  return any;
+}
+
 uint64_t op_args(const OpRecord& op, Strings& strings) {
   if (op.args.empty()) return 0;
   uint64_t h = 0x6172677300000000ull;

@@ -60,6 +60,10 @@ uint64_t op_kind(const tracer::OpRecord& op, Strings& strings);
 // comparing sets of ops whose order is not the program's (work handed to a pool of workers).
 uint64_t op_content(const tracer::OpRecord& op, Strings& strings);
 
+// A random op whose outputs are single integers (`torch.empty((), dtype=torch.int64).random_()`,
+// DataLoader's base seed for its workers): a seed drawn for the program to read, not data.
+bool seed_draw(const tracer::OpRecord& op, Strings& strings);
+
 // An op's scalar arguments (names and texts), 0 where it has none.
 uint64_t op_args(const tracer::OpRecord& op, Strings& strings);
 

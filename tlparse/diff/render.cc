@@ -993,6 +993,16 @@ std::string run_that_ended(const json& d) {
   return "";
 }
 
+// Where the first differing value read into Python was read (`growth.first_read_out`), as
+// " (first aten::item at train.py:39)", or "".
+static std::string read_out_where(const json& d) {
+  const json growth = d.value("growth", json());
+  const json read = growth.is_object() ? growth.value("first_read_out", json()) : json();
+  if (!read.is_object()) return "";
+  const std::string op = str(read, "op"), at = str(read, "source");
+  return " (first " + op + (at.empty() ? "" : " at " + at) + ")";
+}
+
 std::string first_read_out_step(const json& d) {
   const json growth = d.value("growth", json());
   const json steps = growth.is_object() ? growth.value("steps", json()) : json();
@@ -1024,9 +1034,9 @@ std::string updates_suffix(const json& d) {
       read_step.empty() ? ""
                         : ", but values the program reads into Python (.item(), .tolist()) differ "
                           "from step " +
-                              read_step +
-                              ": state kept outside the optimizer (an "
-                              "average of the weights, a metric)";
+                              read_step + read_out_where(d) +
+                              ": what it computes besides the updates (the loss it prints, a "
+                              "metric, running statistics, an average of the weights)";
   if (u.value("rounding", false))
     return u.value("largest", 0.0) == 0
                ? "; the optimizer's updates are the same" + scope + read_out
@@ -1058,8 +1068,8 @@ void print_updates(std::ostringstream& o, const json& d) {
         << (!unpaired.is_null()
                 ? ", are the same; what the optimizer computes from there is not compared\n"
             : !first_read_out_step(d).empty()
-                ? ", are the same; values the program reads into Python differ (state kept "
-                  "outside the optimizer)\n"
+                ? ", are the same; values the program reads into Python differ" +
+                      read_out_where(d) + " (what it computes besides the updates)\n"
             : run_that_ended(d).empty()
                 ? ", are the same: the change did not alter what the training computed\n"
                 : ", are the same; " + run_that_ended(d) + " has no results after its end\n");
