@@ -1070,6 +1070,16 @@ def case_data_file():
     check(rc == 1 and d.get("cause") == "external_input" and
           f"{path}, which both runs read, is another version in each (its contents differ)" in d.get("detail", ""),
           f"and the likely source of the external input (got {d.get('detail')})")
+    # Another file in each run (a path from an argument): both named (t149 F4).
+    other = os.path.join(WORK, "data_file_other.npy")
+    subprocess.run([PYTHON, "-c", f"import numpy; numpy.save({other!r}, numpy.zeros((4, 3), dtype=numpy.float32))"],
+                   check=True)
+    o, _ = record("data_file_o", [other], script)
+    rc, r = diff(b, o)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("cause") == "external_input"
+          and f"A read {path} and B read {other}, each a file the other run did not read" in d.get("detail", ""),
+          f"each run's own file is named (got {d.get('detail')})")
     # Saved again with the same bytes (a newer modification time): the same file.
     os.utime(path)
     c, _ = record("data_file_c", [path], script)

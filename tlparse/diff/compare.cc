@@ -3237,6 +3237,13 @@ void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
   out["detail"] = out.value("detail", std::string()) + text;
 }
 
+// N of a DataLoader worker's "ID/N" (meta `worker`), "" for another process.
+std::string worker_count(const Reader& r) {
+  const std::string worker = r.meta("worker");
+  const size_t slash = worker.find('/');
+  return slash == std::string::npos ? "" : worker.substr(slash + 1);
+}
+
 // A data file both runs read (meta `read:<path>`, SIZE:MTIME_NS[:HASH] at its first open)
 // that was another version in each: "its contents differ" where both hashed it (a file saved
 // again with the same bytes is none), else by its size or modification time alone.
@@ -3298,6 +3305,45 @@ void note_other_generators(Pair& p, json& out) {
                       "): most likely where this data comes from";
       return;
     }
+  // Data files one run read and the other did not (a path from an environment variable or an
+  // argument): most likely where the data comes from when both runs read one.
+  {
+    auto paths = [](const Reader& r) {
+      std::set<std::string> out;
+      for (const auto& [key, value] : r.all_meta())
+        if (key.rfind("read:", 0) == 0) out.insert(key.substr(5));
+      return out;
+    };
+    const std::set<std::string> pa = paths(ra), pb = paths(rb);
+    auto only = [](const std::set<std::string>& mine, const std::set<std::string>& other) {
+      std::string text;
+      int n = 0;
+      for (const std::string& path : mine) {
+        if (other.count(path)) continue;
+        if (n++ < 2) text += (text.empty() ? "" : ", ") + path;
+      }
+      return n > 2 ? text + " and " + std::to_string(n - 2) + " more" : text;
+    };
+    const std::string only_a = only(pa, pb), only_b = only(pb, pa);
+    if (!only_a.empty() && !only_b.empty()) {
+      out["detail"] = out.value("detail", std::string()) + "; A read " + only_a + " and B read " +
+                      only_b +
+                      ", each a file the other run did not read: most likely where "
+                      "this data comes from (a path from an argument or environment variable)";
+      return;
+    }
+  }
+  // DataLoader workers of another count: which worker loads an item differs, and with it the
+  // seeds of the generators that draw for it.
+  if (const std::string wa = worker_count(ra), wb = worker_count(rb);
+      !wa.empty() && !wb.empty() && wa != wb) {
+    out["detail"] = out.value("detail", std::string()) + "; num_workers is " + wa + " in A and " +
+                    wb +
+                    " in B, so another worker loads this item: each worker's generators "
+                    "are seeded base_seed + worker id, and what a random op of the dataset "
+                    "draws for an item depends on the worker that loads it";
+    return;
+  }
   // (Other command lines may give the data themselves: the settings line shows them.)
   if (ra.meta("python_version").empty() || rb.meta("python_version").empty() ||
       ra.meta("end_time_ns").empty() || rb.meta("end_time_ns").empty() || ra.meta("seed").empty() ||
@@ -5016,13 +5062,6 @@ struct Unit {
   size_t process = 0;
   uint32_t thread = 0;
 };
-
-// N of a DataLoader worker's "ID/N" (meta `worker`), "" for another process.
-std::string worker_count(const Reader& r) {
-  const std::string worker = r.meta("worker");
-  const size_t slash = worker.find('/');
-  return slash == std::string::npos ? "" : worker.substr(slash + 1);
-}
 
 // The parent pid of process `p` (with the worker count, for a DataLoader worker), for a
 // process a pool could have started; "" otherwise.

@@ -3923,6 +3923,32 @@ TEST_CASE("an AccumulateGrad op is placed at the forward op that used the parame
   CHECK(tdbg::diff::forward_seq_of(reader, *op) == addmm);
 }
 
+TEST_CASE(
+    "data from outside torch in DataLoader workers of another count: the count is the cause") {
+  using T = Recorder::T;
+  // One worker's database each, of 2 workers in A and 3 in B (as a NumPy augmentation in the
+  // dataset, which torch seeds per worker): no unseeded generator is blamed.
+  auto write = [](const std::string& worker, uint64_t data) {
+    return write_ops(
+        [&](Recorder& r) { r.op("aten::lift_fresh", {T{data}}, {T{data}}, {}, 0, 0, kNoSeq, 7); },
+        [&](tdbg::tracer::Writer& w) {
+          w.set_meta("worker", worker);
+          w.set_meta("python_version", "3.11");
+          w.set_meta("seed", "0");
+          w.set_meta("end_time_ns", "1");
+        });
+  };
+  json d = first(compare(write("0/2", 10), write("0/3", 11)));
+  CHECK(d["cause"] == "external_input");
+  const std::string detail = d.value("detail", "");
+  CHECK(detail.find("num_workers is 2 in A and 3 in B, so another worker loads this item") !=
+        std::string::npos);
+  CHECK(detail.find("not seeded alike") == std::string::npos);
+  // The same count: unseeded generators stay the likely cause.
+  d = first(compare(write("0/2", 10), write("0/2", 11)));
+  CHECK(d.value("detail", "").find("not seeded alike") != std::string::npos);
+}
+
 TEST_CASE("first_nonfinite in one DataLoader worker's database opened alone names the worker") {
   using T = Recorder::T;
   const std::string path = write_ops(
