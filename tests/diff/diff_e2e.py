@@ -426,6 +426,28 @@ def case_kernel_settings():
     d = r.get("first_divergence") or {}
     check(rc == 1 and d.get("cause") == "nondeterministic" and "flush_denormal (A 0, B 1)" in d.get("detail", ""),
           f"set_flush_denormal is named (got {d.get('cause')}: {d.get('detail')})")
+    # Trained with a conv's bias before batch norm, whose gradient is zero but for rounding
+    # noise: the noise differs wholly, at a magnitude far below the conv's inputs, and the
+    # growth measures it against those, not as values 0.9 apart (t149 F3).
+    trained = write_script("kernel_settings_train.py", (
+        "import sys, torch\n"
+        "torch.backends.mkldnn.enabled = sys.argv[1] != 'nomkldnn'\n"
+        "torch.manual_seed(0)\n"
+        "model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),\n"
+        "                            torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),\n"
+        "                            torch.nn.Linear(8, 4))\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)\n"
+        "x, y = torch.randn(16, 3, 12, 12), torch.randint(0, 4, (16,))\n"
+        "for step in range(3):\n"
+        "    opt.zero_grad()\n"
+        "    torch.nn.functional.cross_entropy(model(x), y).backward()\n"
+        "    opt.step()\n"))
+    ta, _ = record("kernel_settings_train_a", ["base"], trained)
+    tb, _ = record("kernel_settings_train_b", ["nomkldnn"], trained)
+    rc, r = diff(ta, tb)
+    growth = (r.get("first_divergence") or {}).get("growth") or {}
+    check(rc == 1 and growth.get("max_distance") is not None and growth["max_distance"] < 1e-3,
+          f"rounding noise is no large distance (got {growth.get('max_distance')})")
     mkl, _ = record("kernel_settings_nomkldnn", ["nomkldnn"], script)
     rc, r = diff(base, mkl)
     d = r.get("first_divergence") or {}

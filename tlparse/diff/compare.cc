@@ -2119,6 +2119,7 @@ class Growth {
   // reads into Python as no result of its training.
   void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c, bool reads_seed) {
     ++compared_;
+    note_noise_views(a);
     double distance = -1;
     // In values, or in shape or dtype (`structure`: the pair's tensors are not alike).
     const bool output_differs = c.output >= 0 || !c.structure.empty();
@@ -2130,7 +2131,7 @@ class Growth {
         if (ta.role != TensorRole::kOutput || !tensor_comparable(ta) || !tensor_comparable(tb) ||
             ta.hash == tb.hash)
           continue;
-        const double d = summary_distance(ta.summary, tb.summary);
+        const double d = output_distance(a, b, k);
         distance = std::max(distance, d);
         // After the first pair: whether every later difference is of rounding's size.
         if (compared_ > 1) {
@@ -2326,6 +2327,58 @@ class Growth {
   }
 
  private:
+  // The summary distance of output `k` of paired ops `a` and `b`, except for an output far
+  // smaller than the op's inputs (below 64 ulps of the largest input: a bias gradient that is
+  // zero in exact arithmetic, a difference of nearly equal values), which is rounding noise
+  // whatever its own relative difference: its values' difference is measured against the
+  // inputs' magnitude instead. Such an output is noise to the ops that read it too (a
+  // gradient accumulated from it), with the same magnitude to be measured against.
+  double output_distance(const OpRecord& a, const OpRecord& b, size_t k) {
+    const TensorRecord& ta = a.tensors[k];
+    const TensorRecord& tb = b.tensors[k];
+    const hashing::Summary& sa = ta.summary;
+    const hashing::Summary& sb = tb.summary;
+    const double d = summary_distance(sa, sb);
+    const std::string_view dtype = hashing::dtype_name(ta.dtype);
+    const double limit = rounding_limit(dtype);
+    if (d <= limit || limit < 0 || ta.dtype != tb.dtype || sa.nan_count + sa.inf_count > 0)
+      return d;
+    double inputs = 0;
+    for (const OpRecord* op : {&a, &b})
+      for (const TensorRecord& t : op->tensors) {
+        if (t.role != TensorRole::kInput || t.dtype != ta.dtype) continue;
+        if (const auto noise = op == &a ? noise_.find(t.hash) : noise_.end(); noise != noise_.end())
+          inputs = std::max(inputs, noise->second);
+        if (tensor_comparable(t) && t.summary.valid &&
+            t.summary.nan_count + t.summary.inf_count == 0)
+          inputs = std::max({inputs, std::fabs(t.summary.min), std::fabs(t.summary.max)});
+      }
+    const double output =
+        std::max({std::fabs(sa.min), std::fabs(sa.max), std::fabs(sb.min), std::fabs(sb.max)});
+    const double ulp = dtype == "float64" || dtype == "complex128"  ? 0x1p-52
+                       : dtype == "float32" || dtype == "complex64" ? 0x1p-23
+                       : dtype == "bfloat16"                        ? 0x1p-7
+                                                                    : 0x1p-10;
+    if (inputs <= 0 || output >= 64 * ulp * inputs) return d;
+    if (noise_.size() < kMaxNoise) noise_[ta.hash] = inputs;
+    return std::max(std::fabs(sa.min - sb.min), std::fabs(sa.max - sb.max)) / inputs;
+  }
+  // A view of a noise tensor (a momentum buffer, `clone(grad).detach()`) is noise: views have
+  // no values of their own to measure, and the ops that read one see the noise.
+  void note_noise_views(const OpRecord& a) {
+    if (noise_.empty() || noise_.size() >= kMaxNoise) return;
+    double base = -1;
+    for (const TensorRecord& t : a.tensors)
+      if (t.role == TensorRole::kInput && t.index == 0)
+        if (const auto it = noise_.find(t.hash); it != noise_.end()) base = it->second;
+    if (base < 0) return;
+    for (const TensorRecord& t : a.tensors)
+      if (t.role == TensorRole::kOutput && t.status == tracer::TensorStatus::kView)
+        noise_.emplace(t.hash, base);
+  }
+  static constexpr size_t kMaxNoise = 1 << 16;
+  std::unordered_map<uint64_t, double> noise_;  // A's noise outputs: the magnitude they are of
+
   struct StepRow {
     int64_t ops = 0, diverged = 0;
     int64_t structural = 0;      // ops in structural changes (counted as diverged, unpaired)
