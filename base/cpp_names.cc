@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <vector>
 
 namespace tdbg {
 
@@ -97,6 +98,87 @@ bool in_library_namespace(const std::string& name) {
     if (!builtin) return false;  // a type of the program (global or its own namespace)
   }
   return true;
+}
+
+namespace {
+
+// Whether `name[i]` opens or closes a bracket: '<' and '>' of an operator's name
+// ("operator<<", "operator->") are not brackets.
+int bracket(const std::string& name, size_t i) {
+  const char c = name[i];
+  if (c != '<' && c != '>' && c != '(' && c != ')' && c != '{' && c != '}') return 0;
+  if (c == '<' || c == '>') {
+    const size_t op = name.rfind("operator", i);
+    if (op != std::string::npos && i - op <= 10 && name.find_first_of("(<", op + 8) >= i) return 0;
+  }
+  return c == '<' || c == '(' || c == '{' ? 1 : -1;
+}
+
+// Splits `name` at the "::" that stand outside any brackets.
+std::vector<std::string> scopes(const std::string& name) {
+  std::vector<std::string> out;
+  int depth = 0;
+  size_t begin = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    depth += bracket(name, i);
+    if (depth == 0 && name.compare(i, 2, "::") == 0) {
+      out.push_back(name.substr(begin, i - begin));
+      begin = i + 2;
+      ++i;
+    }
+  }
+  out.push_back(name.substr(begin));
+  return out;
+}
+
+}  // namespace
+
+std::string readable_function_name(const std::string& full, size_t width) {
+  std::string name = full;
+  // A lambda's parameters: "{lambda(at::Tensor, int)#2}" is "{lambda#2}".
+  for (size_t at = name.find("{lambda("); at != std::string::npos;
+       at = name.find("{lambda(", at + 1)) {
+    int depth = 0;
+    size_t close = at + 7;
+    for (; close < name.size(); ++close) {
+      if (name[close] == '(') ++depth;
+      if (name[close] == ')' && --depth == 0) break;
+    }
+    if (close < name.size()) name.erase(at + 7, close - (at + 7) + 1);
+  }
+  // A return type: what stands before the last space outside brackets ("at::Tensor f<bool>",
+  // "std::enable_if<...>::type Function<F>::apply<...>").
+  {
+    int depth = 0;
+    size_t start = 0;
+    for (size_t i = 0; i < name.size(); ++i) {
+      depth += bracket(name, i);
+      if (depth == 0 && name[i] == ' ' && name.compare(0, i, "operator") != 0 &&
+          !(i >= 8 && name.compare(i - 8, 8, "operator") == 0))
+        start = i + 1;
+    }
+    name = name.substr(start);
+  }
+  if (name.size() <= width) return name;
+  // Template arguments, innermost scopes' last: "Function<ScaleFn>::apply<ScaleFn, at::Tensor&>"
+  // keeps "Function<ScaleFn>" if it can.
+  std::vector<std::string> parts = scopes(name);
+  auto joined = [&](size_t from) {
+    std::string out;
+    for (size_t k = from; k < parts.size(); ++k) out += (k > from ? "::" : "") + parts[k];
+    return out;
+  };
+  for (size_t k = parts.size(); k-- > 0 && joined(0).size() > width;) {
+    const size_t open = parts[k].find('<');
+    if (open != std::string::npos && parts[k].compare(0, 8, "operator") != 0 &&
+        parts[k].size() > open + 5)
+      parts[k] = parts[k].substr(0, open) + "<...>";
+  }
+  // The outer scopes, whole names at a time; the innermost stays whole.
+  if (joined(0).size() <= width || parts.size() == 1) return joined(0);
+  size_t from = 1;
+  while (from + 1 < parts.size() && joined(from).size() + 5 > width) ++from;
+  return "...::" + joined(from);
 }
 
 }  // namespace tdbg

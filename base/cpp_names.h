@@ -15,4 +15,12 @@ namespace tdbg {
 // inlined there.
 bool in_library_namespace(const std::string& demangled);
 
+// A demangled function name, without its parameter list, made short enough to read in one
+// line (at most `width` characters where it can be): without a template instance's return
+// type ("at::Tensor mylib::loss<bool>" is "mylib::loss<bool>"), a lambda's parameters
+// ("main::{lambda(at::Tensor, int)#2}::operator()" is "main::{lambda#2}::operator()"), and,
+// where still too long, template arguments ("Function<ScaleFn>::apply<...>"), then the
+// outer scopes ("...::Inner::f"), cut only between names.
+std::string readable_function_name(const std::string& name_without_parameters, size_t width = 48);
+
 }  // namespace tdbg

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 using tdbg::in_library_namespace;
+using tdbg::readable_function_name;
 
 TEST_CASE("library namespaces, with and without a return type") {
   CHECK(in_library_namespace("at::Tensor c10::Dispatcher::call<at::Tensor>(c10::TypedOperatorHandle const&) const"));
@@ -39,4 +40,24 @@ TEST_CASE("a torch template is the program's only when instantiated for a type o
   CHECK_FALSE(in_library_namespace(
       "torch::nn::AnyValue torch::unpack<torch::nn::AnyValue, at::Tensor const&, "
       "torch::nn::AnyModuleHolder<NetImpl, at::Tensor const&>::InvokeForward, 0ul>(int)"));
+}
+
+TEST_CASE("function names made readable: no return type, lambda parameters or long templates") {
+  CHECK(readable_function_name("Net::forward") == "Net::forward");
+  CHECK(readable_function_name("at::Tensor mylib::weird_loss<bool>") == "mylib::weird_loss<bool>");
+  CHECK(readable_function_name("main::{lambda(at::Tensor, at::Tensor, int)#2}::operator()") ==
+        "main::{lambda#2}::operator()");
+  CHECK(readable_function_name(
+            "std::enable_if<std::is_same<ScaleFn, ScaleFn>::value, decltype (ScaleFn::forward("
+            "decltype(nullptr), (declval<at::Tensor&>)(), (declval<double&>)()))>::type "
+            "torch::autograd::Function<ScaleFn>::apply<ScaleFn, at::Tensor&, double&>") ==
+        "torch::autograd::Function<ScaleFn>::apply<...>");
+  // Operators keep their angle brackets, and their names.
+  CHECK(readable_function_name("std::ostream& operator<< <Foo>") == "operator<< <Foo>");
+  CHECK(readable_function_name("Vec::operator<") == "Vec::operator<");
+  // Still too long: outer scopes go, whole names at a time.
+  const std::string deep = "a_very_long_namespace_name::another_long_namespace::Inner::compute_loss";
+  CHECK(readable_function_name(deep) == "...::another_long_namespace::Inner::compute_loss");
+  CHECK(readable_function_name(deep, 30) == "...::Inner::compute_loss");
+  CHECK(readable_function_name("(anonymous namespace)::train") == "(anonymous namespace)::train");
 }

@@ -5967,7 +5967,13 @@ TEST_CASE("source frames read as text: Python lines, and C++ frames by function 
   CHECK(frame_text("/w/train_cpp", 0, "? +0x4adb", true) == "train_cpp");
   CHECK(frame_text("/w/train_cpp", 0, "", true) == "train_cpp");
   CHECK(frame_text("train_cpp", 0, "main::{lambda()#1}::operator()() const +0x8", true) ==
-        "main::{lambda()#1}::operator() (train_cpp)");
+        "main::{lambda#1}::operator() (train_cpp)");
+  // A template's return type and arguments left out, the offset kept (t148 F4).
+  CHECK(frame_text("/w/conv", 0,
+                   "std::enable_if<std::is_same<F, F>::value, decltype (F::forward(decltype(nullptr), "
+                   "(declval<at::Tensor&>)()))>::type torch::autograd::Function<F>::apply<F, "
+                   "at::Tensor&>(at::Tensor&) +0x17595",
+                   false) == "/w/conv in torch::autograd::Function<F>::apply<...> +0x17595");
 }
 
 TEST_CASE("addr2line output: each address's function/location pairs, innermost inlined first") {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "base/cpp_names.h"
 #include "tlparse/diff/native_lines.h"
 
 namespace tdbg::diff {
@@ -543,11 +544,10 @@ std::string frame_source_text(const tracer::Reader& reader, Strings& strings, tr
 }
 
 // A C++ function's name without what makes it long: " +0x4adb", the parameter list and
-// " const"; a name over 48 characters keeps its end.
+// " const", a return type, long template arguments (`readable_function_name`).
 static std::string short_function_name(const std::string& function) {
-  std::string name(without_parameters(std::string_view(function).substr(0, function.rfind(" +0x"))));
-  if (name.size() > 48) name = "..." + name.substr(name.size() - 45);
-  return name;
+  return readable_function_name(std::string(
+      without_parameters(std::string_view(function).substr(0, function.rfind(" +0x")))));
 }
 
 bool python_library_path(const std::string& path) {
@@ -565,7 +565,11 @@ std::string frame_text(const std::string& file, int64_t line, const std::string&
     // A C++ function read from debug info has its parameters: "Net::forward(at::Tensor)".
     return brief || function.empty() || function == "??" ? where : where + " in " + short_function_name(function);
   }
-  if (!brief) return file + " in " + function;
+  if (!brief) {
+    const size_t offset = function.rfind(" +0x");
+    return file + " in " + short_function_name(function) +
+           (offset == std::string::npos ? std::string() : function.substr(offset));
+  }
   // The name alone: without " +0x4adb" and without the parameter list "(at::Tensor) const".
   const std::string name = short_function_name(function);
   if (name == "?") return base;
