@@ -542,9 +542,10 @@ def _raised_by_handler(e):
     return False
 
 def _class_name(module):
-    # A scripted module's class is RecursiveScriptModule: name it by the class it compiled.
+    # A scripted module's class is RecursiveScriptModule, a traced one's TopLevelTracedModule
+    # or TracedModule: name it by the class it compiled.
     name = type(module).__name__
-    if name in ('RecursiveScriptModule', 'ScriptModule'):
+    if name in ('RecursiveScriptModule', 'ScriptModule', 'TopLevelTracedModule', 'TracedModule'):
         original = getattr(module, 'original_name', None)
         if isinstance(original, str) and original:
             return original

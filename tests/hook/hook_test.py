@@ -584,6 +584,20 @@ def case_modules():
     relu = first_op(scripted.db(), "aten::relu")
     check(relu is not None and relu[4] == "Net",
           "a scripted module's ops are in its class's path: %s" % (relu and relu[4]))
+    # And a traced one, not TopLevelTracedModule (t148 F5).
+    traced = run_python('''
+        import torch
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 2)
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+        torch.jit.trace(Net(), torch.ones(1, 4))(torch.ones(1, 4))
+    ''')
+    rows = [row[0] for row in traced.db().execute(
+        "select module from op_view where name = 'aten::relu' order by seq")]
+    check(rows and rows[-1] == "Net", "a traced module's ops are in its class's path: %s" % rows)
 
 
 def case_batch_norm_stats():
