@@ -134,6 +134,12 @@ std::vector<std::string> scopes(const std::string& name) {
 }  // namespace
 
 std::string readable_function_name(const std::string& full, size_t width) {
+  // "operator() inlined in main" (a lambda's body that debug info names without its class):
+  // each name made readable.
+  static const std::string kInlined = " inlined in ";
+  if (const size_t at = full.find(kInlined); at != std::string::npos)
+    return readable_function_name(full.substr(0, at), width) + kInlined +
+           readable_function_name(full.substr(at + kInlined.size()), width);
   std::string name = full;
   // A lambda's parameters: "{lambda(at::Tensor, int)#2}" is "{lambda#2}".
   for (size_t at = name.find("{lambda("); at != std::string::npos;

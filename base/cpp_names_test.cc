@@ -52,6 +52,9 @@ TEST_CASE("function names made readable: no return type, lambda parameters or lo
             "decltype(nullptr), (declval<at::Tensor&>)(), (declval<double&>)()))>::type "
             "torch::autograd::Function<ScaleFn>::apply<ScaleFn, at::Tensor&, double&>") ==
         "torch::autograd::Function<ScaleFn>::apply<...>");
+  CHECK(readable_function_name("operator() inlined in main") == "operator() inlined in main");
+  CHECK(readable_function_name("operator() inlined in at::Tensor train<float>") ==
+        "operator() inlined in train<float>");
   // Operators keep their angle brackets, and their names.
   CHECK(readable_function_name("std::ostream& operator<< <Foo>") == "operator<< <Foo>");
   CHECK(readable_function_name("Vec::operator<") == "Vec::operator<");

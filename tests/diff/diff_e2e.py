@@ -5189,7 +5189,7 @@ def case_crash():
           f"C++: tdbg show gives the unfinished addmm its line: {blocks and blocks[0][0]}")
     text = diff_text(a, b)
     # The randn is in a lambda of main: its own frame, or inlined in main's; named either way.
-    check(re.search(r"shape_error\.cpp:%d in (main::\{lambda\(long\)#1\}::operator\(\)|"
+    check(re.search(r"shape_error\.cpp:%d in (main::\{lambda#1\}::operator\(\)|"
                     r"operator\(\) inlined in main)\n" % randn_line, text)
           and "addr2line -C" not in text,
           f"C++: tdbg diff prints the line and the lambda's name, and no addr2line hint for "
