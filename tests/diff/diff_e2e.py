@@ -300,6 +300,10 @@ def case_healed():
     text = subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
     check(re.search(r"; healed by aten::copy_ at healed.py:\d+ \(seq \d+\): the same again from seq ", text.splitlines()[0]),
           f"the headline says so: {text.splitlines()[:1]}")
+    # Torch's own seed in both runs, said once (t149).
+    check("(both are torch's own random seed, drawn at start: no torch.manual_seed before this "
+          "op in either run)" in d.get("detail", "") and "A's is torch's own" not in d.get("detail", ""),
+          f"both seeds torch's own, said once: {d.get('detail')}")
     # With a DataLoader, whose base seed for workers it has none of differs too: a seed drawn
     # and read into Python is no result, and heals nothing less (t149 F2).
     la, out_la = record("healed_loader_a", ["0.1", "loader"], script)

@@ -3275,6 +3275,14 @@ void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
     out["detail"] = out.value("detail", std::string()) + text;
     return;
   }
+  // Torch's own in both, seeded later in neither: said once.
+  if (!seed_set_by_program(sa->first) && !seed_set_by_program(sb->first) &&
+      !later(*p.a.reader, a.seq) && !later(*p.b.reader, b.seq)) {
+    out["detail"] = out.value("detail", std::string()) + text +
+                    " (both are torch's own random seed, drawn at start: no torch.manual_seed "
+                    "before this op in either run)";
+    return;
+  }
   for (const auto& [run, seed, op, reader] :
        {std::tuple{"A", *sa, &a, p.a.reader}, std::tuple{"B", *sb, &b, p.b.reader}}) {
     if (seed_set_by_program(seed.first)) continue;  // else torch's own, drawn at start
