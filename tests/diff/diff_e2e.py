@@ -1023,6 +1023,26 @@ def case_default_dtype():
     settings = {s["key"]: (s["a"], s["b"]) for s in r.get("settings") or []}
     check(settings.get("default_dtype") == ("float32", "float64"),
           f"and a setting that differs (got {settings})")
+    # Trained: each step's ops are float64 replacements of float32 ones but a few paired ones
+    # (the labels' ops); the growth rows say so, not "no output among them" (t149 F6).
+    trained = write_script("default_dtype_train.py", r'''
+import sys, torch
+if len(sys.argv) > 1:
+    torch.set_default_dtype(torch.float64)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+''')
+    a, b, _, _ = pair("default_dtype_train", [], ["float64"], trained)
+    growth = [l for l in diff_text(a, b).splitlines() if "ops differ" in l]
+    check(growth and not any("no output among them" in l for l in growth)
+          and any("in structural changes" in l for l in growth),
+          f"the growth rows name the structural changes: {growth}")
 
 
 # Four batches of NumPy data, taken in order, or (with an argument) in another order, as a file

@@ -421,22 +421,31 @@ void print_growth(std::ostringstream& o, const json& g, bool recording_stopped) 
     r << str(s, "diverged") << "/" << str(s, "ops") << " ops differ";
     if (s.value("past_end", int64_t{0}) > 0 && s.value("past_end", int64_t{0}) >= s.value("diverged", int64_t{0}))
       r << ", a step only " << str(g, "past_end_run") << " ran";
-    else if (s.value("max_distance", json()).is_null())
-      r << (s.value("diverged", 0) > 0
-                ? (s.value("structural_ops", int64_t{0}) >= s.value("diverged", int64_t{0})
-                       ? ", all in structural changes"
-                   : s.value("outputs_differ", int64_t{0}) > 0
-                       ? (s.value("shapes_differ", int64_t{1}) > 0
-                              ? ", outputs differ in shape or dtype"
-                              : ", outputs differ in integer or bool values")
-                   : s.value("read_out", int64_t{0}) >= s.value("diverged", int64_t{0})
-                       ? ", each reading a differing tensor out into Python (.item(), "
-                         ".tolist(), a print of the loss), no tensor made"
-                       : ", no output among them: arguments or inputs differ (state updated "
-                         "in place, such as running statistics, or differences the op rounds "
-                         "away)")
-                : "");
-    else if (s["max_distance"].is_number() && s["max_distance"].get<double>() == 0)
+    else if (s.value("max_distance", json()).is_null()) {
+      if (s.value("diverged", 0) == 0) {
+        rows.emplace_back(str(s, "step"), r.str());
+        continue;
+      }
+      const int64_t structural = s.value("structural_ops", int64_t{0});
+      // The paired ops that differ, after the ops of structural changes (most of them where a
+      // dtype is float64 in one run) are counted.
+      const std::string paired =
+          s.value("outputs_differ", int64_t{0}) > 0
+              ? (s.value("shapes_differ", int64_t{1}) > 0
+                     ? "outputs differ in shape or dtype"
+                     : "outputs differ in integer or bool values")
+          : s.value("read_out", int64_t{0}) >= s.value("diverged", int64_t{0}) - structural
+              ? "each reading a differing tensor out into Python (.item(), .tolist(), a print "
+                "of the loss), no tensor made"
+              : "no output among them: arguments or inputs differ (state updated in place, "
+                "such as running statistics, or differences the op rounds away)";
+      if (structural >= s.value("diverged", int64_t{0}))
+        r << ", all in structural changes";
+      else if (structural > 0)
+        r << ", " << structural << " in structural changes; of the paired ones, " << paired;
+      else
+        r << ", " << paired;
+    } else if (s["max_distance"].is_number() && s["max_distance"].get<double>() == 0)
       r << ", summaries equal";
     else
       r << ", summary distance up to " << num(s["max_distance"]);
