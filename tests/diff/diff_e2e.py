@@ -1779,6 +1779,10 @@ def case_resumed_in_process():
     check(rc == 0 and r.get("results") == "same",
           f"the same resume with the optimizer's state loaded: the same results (got {rc}, "
           f"{(r.get('first_divergence') or {}).get('detail')})")
+    # Both rebuilt, the state loaded in C only: B's optimizer still started afresh (t151 F2).
+    headline = diff_text(c, b).splitlines()[0]
+    check("; B's optimizer started afresh at step 3" in headline,
+          f"against a rebuild that loads the state, B's optimizer started afresh: {headline}")
     # The generator's state not restored: the first value difference after the change is
     # dropout's, whose generator the rebuilt model's initialization moved; that draw is named.
     n, _ = record("resumed_in_process_norng", ["norng"], script)
@@ -1800,6 +1804,12 @@ def case_resumed_in_process():
     check("; B's optimizer started afresh at step 3" in heads[0]
           and "; A's optimizer started afresh at step 3" in heads[1],
           f"the resumed run's optimizer, and only it, said to start afresh (got {heads})")
+    # Against a rebuild that loads the momentum buffers, whose values no recorded op made
+    # (the in-place mul_ writes into them): B's is still the state made afresh (t151 F2).
+    s_c, _ = record("resumed_in_process_sgd_c", ["withopt", "sgd"], script)
+    headline = diff_text(s_c, s_b).splitlines()[0]
+    check("; B's optimizer started afresh at step 3" in headline,
+          f"SGD against a rebuild that loads the state: {headline}")
 
 
 # Trains 6 steps ("full"), or 3 steps saving a checkpoint ("first CKPT") and then the last 3

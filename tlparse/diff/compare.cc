@@ -4137,12 +4137,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
                                    const TensorRecord& tb, std::string* run) -> std::string {
     // Optimizers whose settings differ there run other ops (`optimizer_change`), which is why.
     if (out.contains("optimizer_settings")) return "";
-    if (ta.producer == tracer::kNoSeq || tb.producer == tracer::kNoSeq ||
+    // (State from outside torch's ops in one run, a checkpoint's, is carried, not made.)
+    if ((ta.producer == tracer::kNoSeq && tb.producer == tracer::kNoSeq) ||
         !in_optimizer_step(*p.a.reader, a) || !in_optimizer_step(*p.b.reader, b))
       return "";
-    auto pa = p.a.reader->op(ta.producer);
-    auto pb = p.b.reader->op(tb.producer);
-    if (!pa || !pb) return "";
+    std::optional<OpRecord> pa, pb;
+    if (ta.producer != tracer::kNoSeq && !(pa = p.a.reader->op(ta.producer))) return "";
+    if (tb.producer != tracer::kNoSeq && !(pb = p.b.reader->op(tb.producer))) return "";
     // Made in this step: the tensor's writes in place (`buf.mul_(momentum)` before
     // `buf.add_(grad)`) followed back to the op that made it, inside this step's optimizer
     // (SGD's `clone` of the first gradient, Adam's `zeros_like`), not carried from before.
@@ -4156,7 +4157,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         const TensorRecord* in0 = nullptr;
         for (const TensorRecord& t : made->tensors)
           if (t.role == TensorRole::kInput && t.index == 0) in0 = &t;
-        // (An op that makes its output, or writes into memory just allocated.)
+        // (An op that makes its output, or writes into memory just allocated; not one that
+        // writes into values no recorded op made, a state loaded from a checkpoint.)
+        if (in0 && in0->producer == tracer::kNoSeq && tensor_comparable(*in0) && !name.empty() &&
+            name.back() == '_') {
+          *from = -1;
+          return false;
+        }
         if (name.empty() || name.back() != '_' || !in0 || in0->producer == tracer::kNoSeq)
           return true;
         made = s.reader->op(in0->producer);
@@ -4164,15 +4171,17 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       return false;
     };
     int64_t from_a = a.step, from_b = b.step;
-    const bool a_fresh = made_in_step(p.a, a, pa, &from_a);
-    const bool b_fresh = made_in_step(p.b, b, pb, &from_b);
+    const bool a_fresh = pa && made_in_step(p.a, a, pa, &from_a);
+    const bool b_fresh = pb && made_in_step(p.b, b, pb, &from_b);
     if (a_fresh == b_fresh) return "";
     const char* fresh = b_fresh ? "B" : "A";
     const char* carried = b_fresh ? "A" : "B";
     const int64_t from = b_fresh ? from_a : from_b;
+    const bool outside = !(b_fresh ? pa : pb) || from < 0;
     *run = fresh;
     return std::string(": ") + fresh + " made this optimizer state in this step and " + carried +
-           (from < (b_fresh ? a.step : b.step)
+           (outside ? std::string(" had it from outside torch's ops (loaded from a checkpoint)")
+            : from < (b_fresh ? a.step : b.step)
                 ? " carried it from its step " + std::to_string(from)
                 : std::string(" made it before this optimizer step")) +
            ", so " + fresh +
@@ -4223,6 +4232,17 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     if ((ta.producer != tracer::kNoSeq && ta.producer >= change_seq_a) ||
         (tb.producer != tracer::kNoSeq && tb.producer >= change_seq_b)) {
       const std::string detail = v.value("detail", std::string());
+      // Written by an op of the change in one run, from outside in the other (a state loaded
+      // in one run only): optimizer state made afresh, or not.
+      if (detail.find(", one of the ops of the structural change") != std::string::npos) {
+        std::string fresh_run;
+        const std::string fresh = fresh_optimizer_state(a, b, ta, tb, &fresh_run);
+        if (!fresh_run.empty()) {
+          v["optimizer_fresh"] = fresh_run;
+          v["detail"] = detail + fresh;
+        }
+        return;
+      }
       if (detail.find("comes from ops changed by the structural change") == std::string::npos ||
           detail.find("made by op") != std::string::npos)
         return;
