@@ -267,7 +267,9 @@ x, y = torch.randn(32, 8, generator=g), torch.randn(32, 1, generator=g)
 opt = torch.optim.SGD(model.parameters(), lr=float(sys.argv[1]))
 # "loader": batches from a DataLoader without workers, which still draws an (unused) base
 # seed for them from the unseeded generator each epoch.
-loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
+# "shuffle": the loader shuffles with the unseeded generator.
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8,
+                                     shuffle="shuffle" in sys.argv)
 for step in range(4):
     if "loader" in sys.argv:
         x, y = next(iter(loader))
@@ -314,6 +316,17 @@ def case_healed():
           and (d.get("healed") or {}).get("to_end") is True,
           f"the loader's seed draw differs, the training does not (got {rc}, {r.get('results')}, "
           f"healed {d.get('healed')})")
+    # Shuffled by the unseeded generator as well: after the healed init, the sampler's draw
+    # is the next divergence, the one that changes the training (t151 F3).
+    sa, _ = record("healed_shuffle_a", ["0.1", "loader", "shuffle"], script)
+    sb, _ = record("healed_shuffle_b", ["0.1", "loader", "shuffle"], script)
+    rc, r = diff(sa, sb)
+    d = r["first_divergence"] or {}
+    nxt = d.get("next") or {}
+    check(rc == 1 and d.get("cause") == "rng" and (d.get("healed") or {}).get("ops_same", 0) > 0
+          and nxt.get("cause") == "rng" and (nxt.get("a") or {}).get("op") == "aten::randperm",
+          f"the shuffle after the healed init is named (got {d.get('healed')}, next "
+          f"{nxt.get('cause')} at {(nxt.get('a') or {}).get('op')})")
     rc, r = diff(a, c)
     d = r["first_divergence"] or {}
     nxt = d.get("next") or {}

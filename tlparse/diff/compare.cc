@@ -4295,7 +4295,6 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // that matters. Only after a value divergence: the ops a structural change inserts recur
   // every iteration (a checkpointed forward recomputed), and `values_same` below says what
   // matters there.
-  const std::string first_cause = out.value("cause", std::string());
   const bool track_healing = where.kind == Located::kValue;
   constexpr int64_t kHealedOps = 8;  // fewer same ops after healing say nothing
   // Live tensors by their value in A (the hash of a differing output): a later op that reads
@@ -4400,9 +4399,16 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     return same;
   };
   auto note_difference = [&](const OpRecord* a, const OpRecord* b, const OpComparison* c) {
-    if (next_divergence.is_null() && live.empty() && same_run >= kHealedOps && a && b && c &&
-        c->structure.empty() && c->input < 0 && c->view < 0 && c->provenance < 0 &&
-        (c->arg >= 0 || (c->rng && first_cause != "rng"))) {
+    // (A random op drawing otherwise after an `rng` first cause that healed is the same
+    // unseeded generator, but where it matters now: an unseeded shuffle after the init a
+    // checkpoint replaced. A seed drawn for the program to read is none.)
+    // (Where an op overwrote the last tensor that differed, a checkpoint load, the runs are
+    // the same again from there: one op after it says so; an end of differences nothing
+    // overwrote needs kHealedOps.)
+    if (next_divergence.is_null() && live.empty() &&
+        same_run >= (healed_by.is_null() ? kHealedOps : 1) && a && b && c && c->structure.empty() &&
+        c->input < 0 && c->view < 0 && c->provenance < 0 &&
+        (c->arg >= 0 || (c->rng && !seed_draw(*a, p.a.strings)))) {
       json v;
       describe_value(p, *a, *b, *c, where.kind == Located::kStructure, v);
       v["healed"] = healed_json();
@@ -4719,7 +4725,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
       if (track_healing) {
         if (first_event) {
           track_live(*e.a, *e.b, e.cmp);
-        } else if (e.cmp.differs() && !repeats_first_argument(*e.a, *e.b, e.cmp)) {
+        } else if (e.cmp.differs() && !repeats_first_argument(*e.a, *e.b, e.cmp) &&
+                   !seed_draw(*e.a, p.a.strings) && !reads_seed(*e.a, e.cmp)) {
           note_difference(e.a, e.b, &e.cmp);
         } else if (next_divergence.is_null()) {
           // An equal in-place write through a view may still replace a live tensor's values.
