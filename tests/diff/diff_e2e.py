@@ -1411,6 +1411,14 @@ def case_small_changes():
     headline = diff_text(a, b).splitlines()[0]
     check(f"(first aten::item at small_changes.py:{marks(script)['print']})" in headline,
           f"the read named in the headline: {headline}")
+    # Read with .tolist() instead: the same (t151 F1).
+    a, _ = record("small_list", ["list"], script)
+    b, _ = record("small_ema_list", ["ema_list"], script)
+    rc, r = diff(a, b, "--results")
+    headline = diff_text(a, b).splitlines()[0]
+    check(rc == 1 and r.get("results") == "differ"
+          and f"(first .tolist() (aten::resolve_conj) at small_changes.py:{marks(script)['print_list']})" in headline,
+          f"a .tolist() read differs: results differ (got {rc}, {headline})")
 
 
 SMALL_CHANGES = r'''
@@ -1433,8 +1441,11 @@ for step in range(4):
     opt.step()
     with torch.no_grad():
         for e, p in zip(ema, model.parameters()):
-            e.lerp_(p, 0.01 if sys.argv[1] == "ema" else 0.1)  # MARK:ema
-    print(step, loss.item(), ema[0].sum().item())  # MARK:print
+            e.lerp_(p, 0.01 if sys.argv[1].startswith("ema") else 0.1)  # MARK:ema
+    if sys.argv[1].endswith("list"):  # read with .tolist(), which reads the data without an op
+        print(step, loss.item(), ema[0].sum().tolist())  # MARK:print_list
+    else:
+        print(step, loss.item(), ema[0].sum().item())  # MARK:print
 '''
 
 

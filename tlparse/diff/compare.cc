@@ -2115,9 +2115,8 @@ json mode_change(Pair& p, const Hunk& h) {
 // Tracks how a difference spreads over the ops after it, at bounded cost.
 class Growth {
  public:
-  // `reads_seed`: the op's differing input is a seed drawn (`seed_draw`), which the program
-  // reads into Python as no result of its training.
-  void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c, bool reads_seed) {
+  // `read_out`: the op reads a differing value into Python (`reads_into_python`).
+  void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c, bool read_out) {
     ++compared_;
     note_noise_views(a);
     double distance = -1;
@@ -2173,11 +2172,7 @@ class Growth {
     StepRow& row = step_row(a.step);
     ++row.ops;
     if (c.differs()) ++row.diverged;
-    // No tensor out at all: `.item()` reading a differing loss into Python (other values,
-    // not the same ones made another way; not backward's nodes, which record none).
-    if (c.input >= 0 && !reads_seed && !(a.flags & tracer::kOpBackward) &&
-        std::none_of(a.tensors.begin(), a.tensors.end(),
-                     [](const TensorRecord& t) { return t.role == TensorRole::kOutput; })) {
+    if (read_out) {
       ++row.read_out;
       if (first_read_out_.first < 0) first_read_out_ = {a.seq, b.seq};
     }
@@ -4323,6 +4318,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
     return c.input >= 0 && static_cast<size_t>(c.input) < a.tensors.size() &&
            seed_hashes.count(a.tensors[static_cast<size_t>(c.input)].hash) > 0;
   };
+  // Whether paired op `a` reads differing values into Python (other values, not the same
+  // ones made another way): an op with no tensor out at all (`.item()`'s
+  // _local_scalar_dense; not backward's nodes, which record none), or the resolve_conj
+  // (resolve_neg) called at the top before `.tolist()` reads the data without an op. Not a
+  // seed drawn for the program (`seed_draw`), which is no result of its training.
+  auto reads_into_python = [&](const OpRecord& a, const OpComparison& c) {
+    if (c.input < 0 || (a.flags & tracer::kOpBackward) || reads_seed(a, c)) return false;
+    if (std::none_of(a.tensors.begin(), a.tensors.end(),
+                     [](const TensorRecord& t) { return t.role == TensorRole::kOutput; }))
+      return true;
+    const std::string& name = p.a.strings.text(a.name);
+    return a.depth == 0 && (name == "aten::resolve_conj" || name == "aten::resolve_neg");
+  };
   auto track_live = [&](const OpRecord& a, const OpRecord& b, const OpComparison& c) {
     if ((a.flags & kWritesInput0) && !live.empty()) {
       for (const TensorRecord& t : a.tensors) {
@@ -4642,7 +4650,7 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
           ((e.a->flags ^ e.b->flags) & tracer::kOpBackward) == 0 && same_parent;
       if (same_pass) {
         note_seed(*e.a);
-        growth.add_pair(*e.a, *e.b, e.cmp, reads_seed(*e.a, e.cmp));
+        growth.add_pair(*e.a, *e.b, e.cmp, reads_into_python(*e.a, e.cmp));
         if (e.cmp.input >= 0 && e.cmp.output < 0 && e.cmp.structure.empty()) {
           // Inputs made after the divergence by ops not paired with each other: the
           // structural change's ops made them (not state changed in place).

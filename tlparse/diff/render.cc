@@ -1008,7 +1008,10 @@ static std::string read_out_where(const json& d) {
   const json growth = d.value("growth", json());
   const json read = growth.is_object() ? growth.value("first_read_out", json()) : json();
   if (!read.is_object()) return "";
-  const std::string op = str(read, "op"), at = str(read, "source");
+  std::string op = str(read, "op");
+  const std::string at = str(read, "source");
+  // (What `.tolist()` runs before it reads the data without an op.)
+  if (op == "aten::resolve_conj" || op == "aten::resolve_neg") op = ".tolist() (" + op + ")";
   return " (first " + op + (at.empty() ? "" : " at " + at) + ")";
 }
 
@@ -1440,7 +1443,7 @@ std::string format_divergence(const json& result) {
       o << "  values:   every output that differs, to the end (" << str(contained, "pairs")
         << " pairs compared), was made from the same inputs by an op whose own argument or "
            "generator differs: the difference reaches no other op's output (what Python reads "
-           "of a tensor without an op, such as .tolist(), .numpy() or torch.save, is not seen)\n";
+           "of a tensor without an op, such as .numpy() or torch.save, is not seen)\n";
   } else {
     const json& side = a.is_object() ? a : b;
     // One run stopped early (a signal, a crash): say so first, it is the answer.
