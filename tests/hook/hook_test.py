@@ -570,8 +570,9 @@ def case_modules():
     # would, and so change when the program's objects are freed: a DDP shutdown hangs).
     check("probe freed" in direct.stdout, "the caller's objects are freed as without tdbg: %r"
           % direct.stdout)
-    # A scripted module is named by the class it compiled, not RecursiveScriptModule.
-    scripted = run_python('''
+    # A scripted module is named by the class it compiled, not RecursiveScriptModule, and a
+    # traced one not TopLevelTracedModule (t148 F5).
+    net = '''
         import torch
         class Net(torch.nn.Module):
             def __init__(self):
@@ -579,25 +580,14 @@ def case_modules():
                 self.fc = torch.nn.Linear(4, 2)
             def forward(self, x):
                 return torch.relu(self.fc(x))
-        torch.jit.script(Net())(torch.ones(1, 4))
-    ''')
-    relu = first_op(scripted.db(), "aten::relu")
-    check(relu is not None and relu[4] == "Net",
-          "a scripted module's ops are in its class's path: %s" % (relu and relu[4]))
-    # And a traced one, not TopLevelTracedModule (t148 F5).
-    traced = run_python('''
-        import torch
-        class Net(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = torch.nn.Linear(4, 2)
-            def forward(self, x):
-                return torch.relu(self.fc(x))
-        torch.jit.trace(Net(), torch.ones(1, 4))(torch.ones(1, 4))
-    ''')
-    rows = [row[0] for row in traced.db().execute(
-        "select module from op_view where name = 'aten::relu' order by seq")]
-    check(rows and rows[-1] == "Net", "a traced module's ops are in its class's path: %s" % rows)
+    '''
+    for how in ("script", "trace"):
+        compiled = run_python(net + '''
+        torch.jit.%s(Net(), *([torch.ones(1, 4)] if "%s" == "trace" else []))(torch.ones(1, 4))
+        ''' % (how, how))
+        rows = [row[0] for row in compiled.db().execute(
+            "select module from op_view where name = 'aten::relu' order by seq")]
+        check(rows and rows[-1] == "Net", "a %sd module's ops are in its class's path: %s" % (how, rows))
 
 
 def case_batch_norm_stats():
