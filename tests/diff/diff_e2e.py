@@ -86,8 +86,8 @@ def nan_json(run, *options):
     return p.returncode, (json.loads(p.stdout) if p.returncode in (0, 1) else {})
 
 
-def diff_text(a, b):
-    return subprocess.run([TDBG, "diff", a, b], stdout=subprocess.PIPE, text=True).stdout
+def diff_text(a, b, *options):
+    return subprocess.run([TDBG, "diff", a, b, *options], stdout=subprocess.PIPE, text=True).stdout
 
 
 def identical_runs(name, text, args_a, args_b):
@@ -1411,6 +1411,31 @@ def case_small_changes():
     headline = diff_text(a, b).splitlines()[0]
     check(f"(first aten::item at small_changes.py:{marks(script)['print']})" in headline,
           f"the read named in the headline: {headline}")
+    # A late change of the learning rate with a scan limit that reads one step's updates: no
+    # word that the updates are the same in every step (t150 F1: the steps compared were
+    # those from the run's start, all before the change).
+    late = write_script("late_lr.py", r'''
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(8, 4), torch.randn(8, 1)
+for step in range(8):
+    if step == 5:
+        opt.param_groups[0]["lr"] = float(sys.argv[1])
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+''')
+    la, _ = record("late_lr_a", ["0.1"], late)
+    lb, _ = record("late_lr_b", ["0.2"], late)
+    for limit in ("5", "200000"):
+        rc, r = diff(la, lb, "--scan-limit", limit)
+        d = r.get("first_divergence") or {}
+        headline = diff_text(la, lb, "--scan-limit", limit).splitlines()[0]
+        check(rc == 1 and d.get("cause") == "arguments" and (d.get("a") or {}).get("step") == 5
+              and "updates are the same" not in headline and "updates" not in d,
+              f"a late lr change, --scan-limit {limit}: {headline}")
     # Read with .tolist() instead: the same (t151 F1).
     a, _ = record("small_list", ["list"], script)
     b, _ = record("small_ema_list", ["ema_list"], script)

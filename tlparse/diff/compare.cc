@@ -5007,16 +5007,19 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // After a structural change that changed values: whether the optimizer's updates still
   // agree up to rounding step by step (a batch split into micro-batches), or from which step
   // they do not.
+  // (From the step where the runs part: every op before it is the same, and so its updates.)
+  const std::optional<OpRecord> parting = p.a.reader->op_at(p.a.thread, where.i);
+  const int64_t same_before = parting ? parting->step : 0;
   if (where.kind == Located::kStructure && !out.contains("values_same") &&
       !out.contains("values_left_differ") && !out.contains("optimizer_settings") &&
       updates_comparable) {
     json updates = compare_updates(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset,
-                                   options.scan_limit);
+                                   options.scan_limit, same_before);
     // Steps paired only before the change (the optimizer's ops differ from its step on: a
     // param group added) tell nothing of it; what differs in the optimizer's settings there
     // does.
     const json unpaired = updates.is_null() ? json() : updates.value("unpaired_step", json());
-    const std::optional<OpRecord> change = p.a.reader->op_at(p.a.thread, where.i);
+    const std::optional<OpRecord>& change = parting;
     if (unpaired.is_number() && change && unpaired.get<int64_t>() <= change->step) {
       const auto steps_a = step_regions(*p.a.reader, p.a.thread);
       const auto steps_b = step_regions(*p.b.reader, p.b.thread);
@@ -5072,9 +5075,11 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // work differs, not the results. Said only then; otherwise the values growth lists say it.
   if (where.kind == Located::kValue && updates_comparable) {
     json updates = compare_updates(*p.a.reader, p.a.thread, *p.b.reader, p.b.thread, p.step_offset,
-                                   options.scan_limit);
+                                   options.scan_limit, same_before);
+    // (Only whole: steps the scan limit left unread say nothing.)
     if (updates.is_object() && updates.value("rounding", false) &&
-        updates.value("largest", 1.0) == 0 && updates["unpaired_step"].is_null())
+        updates.value("largest", 1.0) == 0 && updates["unpaired_step"].is_null() &&
+        updates.value("complete", true))
       out["updates"] = std::move(updates);
   }
   out["context"] = {{"a", context_json(p.a, context_a, options.context_ops)},

@@ -604,12 +604,13 @@ TEST_CASE("the optimizer's steps pair op for op, their outputs taken whole") {
             add_step_region(w, static_cast<uint32_t>(s + 1), (*steps)[s], (*steps)[s]);
         });
   };
-  auto updates = [](const std::string& a, const std::string& b) {
+  auto updates = [](const std::string& a, const std::string& b, int64_t max_ops = -1,
+                    int64_t same_before = 0) {
     auto ra = tdbg::tracer::Reader::Open(a);
     auto rb = tdbg::tracer::Reader::Open(b);
     REQUIRE(ra.ok());
     REQUIRE(rb.ok());
-    return tdbg::diff::compare_updates(**ra, 0, **rb, 0, 0, -1);
+    return tdbg::diff::compare_updates(**ra, 0, **rb, 0, 0, max_ops, same_before);
   };
   const std::vector<std::string> add = {"aten::add_", "aten::add_"};
   const std::string a = run({1.0, 2.0}, 1, add);
@@ -638,6 +639,22 @@ TEST_CASE("the optimizer's steps pair op for op, their outputs taken whole") {
   u = updates(a, run({1.0, 2.5}, 2, add, DType::kFloat64));
   CHECK(u["beyond"]["step"] == 1);
   CHECK(u["beyond"]["relative"].get<double>() < 1);
+  // Read up to a bound that ends before step 1, whose update differs: not complete, and no
+  // word on step 1 (a late divergence once read as "the same in every step", t150 F1).
+  const std::vector<std::string> add4(4, "aten::add_");
+  const std::string four = run({1.0, 2.0, 3.0, 4.0}, 1, add4);
+  const std::string late = run({1.0, 2.0, 3.0, 5.0}, 1, add4);
+  u = updates(four, late, 0);
+  CHECK(u["rounding"] == true);
+  CHECK(u["complete"] == false);
+  CHECK(u["through_step"] == 0);
+  // From the divergence's step on: steps before it are agreed unread, and the bound is spent
+  // where the runs part.
+  u = updates(four, late, 0, 3);
+  CHECK(u["steps"] == 4);
+  CHECK(u["beyond"]["step"] == 3);
+  CHECK(u["beyond"]["steps_agreed"] == 3);
+  CHECK_FALSE(u.contains("complete"));
   // Another optimizer op in step 1: paired up to step 0 only.
   u = updates(a, run({1.0, 2.0}, 1, {"aten::add_", "aten::sub_"}));
   CHECK(u["steps"] == 1);

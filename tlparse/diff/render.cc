@@ -1030,11 +1030,14 @@ std::string updates_suffix(const json& d) {
   if (!u.is_object()) return "";
   // Where the optimizer's ops differ from a step on (a param group added), only the steps
   // before it were compared; where a run ended early, the steps up to its end.
-  const std::string scope = !u.value("unpaired_step", json()).is_null()
-                                ? " in the steps before step " + str(u, "unpaired_step") +
-                                      " (from there the optimizer runs other ops)"
-                            : run_that_ended(d).empty() ? " in every step"
-                                                        : " in every step both ran";
+  const std::string scope =
+      !u.value("unpaired_step", json()).is_null()
+          ? " in the steps before step " + str(u, "unpaired_step") +
+                " (from there the optimizer runs other ops)"
+      : !u.value("complete", true)
+          ? " up to step " + str(u, "through_step") + " (--scan-limit stopped the comparison there)"
+      : run_that_ended(d).empty() ? " in every step"
+                                  : " in every step both ran";
   if (const json& drawn = u.value("random_change", json()); drawn.is_object())
     return "; the optimizer's updates differ by no more than rounding's size taken whole" + scope +
            " (largest relative difference " + relative_text(u["largest"]) + "), but " +
@@ -1067,11 +1070,14 @@ void print_updates(std::ostringstream& o, const json& d) {
   if (!u.is_object()) return;
   const std::string steps = str(u, "steps");
   const json& unpaired = u.value("unpaired_step", json());
-  const std::string paired = unpaired.is_null()
-                                 ? "in all " + steps + " step(s) both ran"
-                                 : "in the " + steps + " step(s) paired (from step " +
-                                       str(u, "unpaired_step") +
-                                       " on, the optimizer ran other ops in each run)";
+  const std::string paired =
+      !u.value("complete", true)
+          ? "in the " + steps + " step(s) up to step " + str(u, "through_step") +
+                " (--scan-limit stopped the comparison there)"
+      : unpaired.is_null()
+          ? "in all " + steps + " step(s) both ran"
+          : "in the " + steps + " step(s) paired (from step " + str(u, "unpaired_step") +
+                " on, the optimizer ran other ops in each run)";
   o << "  updates:  the outputs of the optimizer's steps (parameters, optimizer state), paired op "
        "for op ";
   if (u.value("rounding", false)) {

@@ -24,7 +24,7 @@ using tracer::Reader;
 using tracer::TensorRecord;
 
 json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint32_t thread_b,
-                     int64_t step_offset, int64_t max_ops) {
+                     int64_t step_offset, int64_t max_ops, int64_t same_before) {
   const auto steps_a = step_regions(ra, thread_a);
   const auto steps_b = step_regions(rb, thread_b);
   Strings sa(ra), sb(rb);
@@ -33,10 +33,21 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
   double largest = 0;
   json beyond, unpaired, largest_tensor = json::object();
   std::vector<OpRecord> ops_a, ops_b;
+  bool complete = true;
+  int64_t through_step = -1;
   for (const auto& [step, regions_a] : steps_a) {
     const auto found = steps_b.find(step - step_offset);
     if (found == steps_b.end()) continue;
-    if (max_ops >= 0 && read > max_ops) break;
+    if (step < same_before) {
+      ++paired;
+      ++agreed;
+      through_step = step;
+      continue;
+    }
+    if (max_ops >= 0 && read > max_ops) {
+      complete = false;
+      break;
+    }
     if (!ops_in_regions(ra, regions_a, &ops_a) || !ops_in_regions(rb, found->second, &ops_b)) break;
     read += static_cast<int64_t>(std::max(ops_a.size(), ops_b.size()));
     // A step whose region a run holds but not its ops (a recording that stopped on a full
@@ -53,6 +64,7 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
       break;
     }
     ++paired;
+    through_step = step;
     // The step's outputs as a whole: how far their sums and sums of magnitudes moved, over
     // their magnitude. A tensor alone may move far where its values are rounding's (a gradient
     // that is 0 up to rounding, which Adam scales to whole steps); the whole then hardly moves.
@@ -119,6 +131,10 @@ json compare_updates(const Reader& ra, uint32_t thread_a, const Reader& rb, uint
               {"beyond", beyond},
               {"unpaired_step", unpaired}};
   if (!largest_tensor.empty()) out["largest_tensor"] = std::move(largest_tensor);
+  if (!complete) {
+    out["complete"] = false;
+    out["through_step"] = through_step;
+  }
   return out;
 }
 

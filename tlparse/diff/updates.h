@@ -21,10 +21,13 @@ namespace tdbg::diff {
 // (its most different op in each run, as `op_brief_json`), "relative", "steps_agreed": the
 // steps paired before it}, "largest_tensor": {"step", "a", "relative"} the one output most
 // different (a gradient that is 0 up to rounding, which Adam scales to whole steps, moves its
-// tensor far and the whole hardly), "unpaired_step": the first step whose ops differ, or null}.
+// tensor far and the whole hardly), "unpaired_step": the first step whose ops differ, or null,
+// "complete": false where `max_ops` stopped it before a step both runs hold, with
+// "through_step": the last step compared}. Steps before `same_before` (A's numbering: the
+// first divergence's step, before which every op is the same) are paired and agreed unread.
 nlohmann::json compare_updates(const tracer::Reader& ra, uint32_t thread_a,
                                const tracer::Reader& rb, uint32_t thread_b, int64_t step_offset,
-                               int64_t max_ops);
+                               int64_t max_ops, int64_t same_before);
 
 // The tensors each run's optimizer writes, as the first in-place op of its step writes them:
 // its input 0, made before the step by an op that is not backward's (a parameter's
