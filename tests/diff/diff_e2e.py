@@ -4557,6 +4557,12 @@ def case_selection():
           and "B's recording begins after the program's start" in seed.get("note", ""),
           f"made before B's window, the seed's ops not compared (got {d.get('cause')}: "
           f"{d.get('detail')}; {seed})")
+    # Named the other way round, the same answer for A (t151 F5).
+    rc, r = diff(seeded, whole)
+    d = r.get("first_divergence") or {}
+    check(rc == 1 and d.get("cause") == "external_input"
+          and "A's recording begins later" in d.get("detail", ""),
+          f"made before A's window (got {d.get('cause')}: {d.get('detail')})")
     # A bundle's README says what each run holds.
     bundle = os.path.join(WORK, "sel_steps.tar.gz")
     subprocess.run([TDBG, "bundle", "-o", bundle, a, b], check=True, stdout=subprocess.DEVNULL)

@@ -1599,6 +1599,15 @@ const char* cause_of(const OpComparison& c, const OpRecord& a, const OpRecord& b
                 " in B, one of the ops of the structural change";
       return "structure";
     }
+    // Made by a recorded op in B, by none A holds: A's recording began after it, as the
+    // mirror case below says for B.
+    if (t.producer == tracer::kNoSeq && b_made) {
+      *detail = "input " + std::to_string(t.index) + " differs; op " +
+                std::to_string(b.tensors[k].producer) +
+                " made it in B, and no op A holds made it in A (A's recording begins later, "
+                "or A's came from outside torch's ops): where it came to differ was not compared";
+      return "external_input";
+    }
     if (t.producer == tracer::kNoSeq) {
       *detail = "input " + std::to_string(t.index) +
                 " differs and no recorded op produced it (data from outside torch ops: Python "
