@@ -6509,6 +6509,29 @@ TEST_CASE("a long stack keeps the user's outer frames and counts the library fra
                   "    /usr/lib/python3.11/copy.py:104 deepcopy\n") != std::string::npos);
 }
 
+TEST_CASE("a C++ frame's function is printed readable in the stack; a Python one as it is") {
+  json r = one_op_divergence();
+  REQUIRE(first(r)["a"].is_object());
+  json stack = json::array();
+  stack.push_back({{"file", "/w/tr.cpp"}, {"line", 40}, {"function", "main"}});
+  stack.push_back({{"file", "/w/tr.cpp"},
+                   {"line", 18},
+                   {"function",
+                    "app::Trainer<torch::optim::SGD, main::{lambda(at::Tensor const&, at::Tensor "
+                    "const&)#2}>::step(at::Tensor const&, at::Tensor const&)"}});
+  stack.push_back(
+      {{"file", "/w/train.py"},
+       {"line", 5},
+       {"function", "Optimizer._hook_for_profile.<locals>.profile_hook_step.<locals>.wrapper"}});
+  r["first_divergence"]["a"]["stack"] = stack;
+  const std::string text = tdbg::diff::format_divergence(r);
+  INFO(text);
+  CHECK(text.find("    /w/tr.cpp:18 app::Trainer<...>::step\n") != std::string::npos);
+  CHECK(
+      text.find("    /w/train.py:5 Optimizer._hook_for_profile.<locals>.profile_hook_step.<locals>."
+                "wrapper\n") != std::string::npos);
+}
+
 TEST_CASE("library frames between two of the user's frames are counted, not listed") {
   json r = one_op_divergence();
   REQUIRE(first(r)["a"].is_object());
@@ -6550,8 +6573,9 @@ TEST_CASE("a C++ thread's stack counts std::thread's plumbing in system headers 
   INFO(text);
   // (Short: the innermost frames are kept, torch's header ones too; the plumbing outside the
   // user's frame is not.)
-  CHECK(text.find("stack (A, innermost last):\n    ... 4 library frame(s)\n    /w/train.cc:40 worker(int)\n"
-                  "    /usr/include/ATen/core/TensorBody.h:2929 at::Tensor::mul\n") != std::string::npos);
+  CHECK(text.find(
+            "stack (A, innermost last):\n    ... 4 library frame(s)\n    /w/train.cc:40 worker\n"
+            "    /usr/include/ATen/core/TensorBody.h:2929 at::Tensor::mul\n") != std::string::npos);
 }
 
 TEST_CASE("a carried view names the op that made its base, which a .numpy() write reaches") {

@@ -9,8 +9,10 @@
 #include <set>
 #include <sstream>
 
+#include "base/cpp_names.h"
 #include "base/json_text.h"
 #include "tlparse/diff/diff.h"
+#include "tlparse/diff/native_lines.h"
 #include "tlparse/diff/ops.h"
 
 namespace tdbg::diff {
@@ -469,6 +471,15 @@ void print_growth(std::ostringstream& o, const json& g, bool recording_stopped) 
   }
 }
 
+// A stack frame's function as printed: a C++ function's without its parameters and made
+// readable (`readable_function_name`: no return type, long templates shortened), as the where
+// line gives it; a Python function's as it is.
+static std::string frame_function(const std::string& file, const std::string& function) {
+  const bool python = file.size() >= 3 && file.compare(file.size() - 3, 3, ".py") == 0;
+  if (python || function.empty() || (!file.empty() && file[0] == '<')) return function;
+  return readable_function_name(std::string(without_parameters(function)));
+}
+
 void print_stack(std::ostringstream& o, const char* label, const json& side) {
   if (!side.is_object()) return;
   const json& stack = side.value("stack", json::array());
@@ -526,7 +537,8 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
         }
         if (hidden > 0) o << "    ... " << hidden << " library frame(s)\n";
         hidden = 0;
-        o << "    " << str(l, "file") << ":" << str(l, "line") << " " << str(l, "function")
+        o << "    " << str(l, "file") << ":" << str(l, "line") << " "
+          << frame_function(str(l, "file"), str(l, "function"))
           << (i + 1 < inlined.size() ? " (inlined)" : "") << "\n";
       }
       continue;
@@ -534,7 +546,7 @@ void print_stack(std::ostringstream& o, const char* label, const json& side) {
     if (hidden > 0) o << "    ... " << hidden << " library frame(s)\n";
     hidden = 0;
     if (line > 0) {
-      o << "    " << file << ":" << line << " " << function << "\n";
+      o << "    " << file << ":" << line << " " << frame_function(file, function) << "\n";
       continue;
     }
     o << "    " << frame_text(file, line, function, false) << "\n";
