@@ -3863,6 +3863,28 @@ def case_params_left():
     f64, _ = record("params_left_double", ["double"], script)
     check("the same training up to rounding: in another precision, which the conversion above brings"
           in diff_text(a, f64), "the precision is why only rounding differs")
+    # B's loss made NaN at step 1: from there its parameters of one shape are all NaN, equal
+    # values, yet each is updated; none is said to be left (t150 F2).
+    poisoned = write_script("params_nan.py", r'''
+import sys, torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(4, 8), torch.randn(4, 8)
+for step in range(4):
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    if len(sys.argv) > 1 and step == 1:
+        loss = loss * float("nan")
+    loss.backward()
+    opt.step()
+''')
+    pa, _ = record("params_nan_a", [], poisoned)
+    pb, _ = record("params_nan_b", ["nan"], poisoned)
+    rc, r = diff(pa, pb, "--full")
+    d = r["first_divergence"] or {}
+    check(rc == 1 and d.get("kind") == "structure" and d.get("not_updated") is None,
+          f"no parameter left by a run gone NaN (got {d.get('not_updated')})")
 
 
 # Batches made on the main thread, or (with an argument) on a loader thread the main thread

@@ -173,14 +173,16 @@ StepWrites written_in_step(const Reader& r, Strings& strings,
   std::vector<OpRecord> ops;
   if (regions.empty() || !ops_in_regions(r, regions, &ops)) return step;
   const int64_t begin = regions.front().start_seq;
-  std::set<uint64_t> written;
+  // A tensor by its values and the op that made it: two parameters of equal values (zeros
+  // of two biases, or NaN everywhere after a run went non-finite) are two.
+  std::set<std::pair<uint64_t, int64_t>> written;
   std::map<int64_t, size_t> by_producer;  // producer seq -> index in `out`
   for (const OpRecord& o : ops) {
     const std::string& name = strings.text(o.name);
     if (name.empty() || name.back() != '_' || o.tensors.empty()) continue;
     const TensorRecord& t = o.tensors[0];
     if (t.role != tracer::TensorRole::kInput || t.index != 0 || t.producer >= begin ||
-        !written.insert(t.hash).second)
+        !written.insert({t.hash, t.producer}).second)
       continue;
     if (t.producer == tracer::kNoSeq) {
       ++step.unknown;
