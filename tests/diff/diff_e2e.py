@@ -3885,6 +3885,10 @@ for step in range(4):
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("kind") == "structure" and d.get("not_updated") is None,
           f"no parameter left by a run gone NaN (got {d.get('not_updated')})")
+    # And the run gone NaN is said to be, with tdbg nan to find why (t150 F3).
+    line = [l for l in diff_text(pa, pb).splitlines() if l.startswith("  non-finite:")]
+    check(line and "B's values hold NaN or Inf from step 1 (first " in line[0]
+          and "`tdbg nan` on B" in line[0], f"B's NaN named: {line}")
 
 
 # Batches made on the main thread, or (with an argument) on a loader thread the main thread

@@ -2128,6 +2128,7 @@ class Growth {
   void add_pair(const OpRecord& a, const OpRecord& b, const OpComparison& c, bool read_out) {
     ++compared_;
     note_noise_views(a);
+    if (first_nonfinite_.run == 0 && c.output >= 0) note_nonfinite(a, b);
     double distance = -1;
     // In values, or in shape or dtype (`structure`: the pair's tensors are not alike).
     const bool output_differs = c.output >= 0 || !c.structure.empty();
@@ -2308,6 +2309,13 @@ class Growth {
     }
   }
   int64_t compared() const { return compared_; }
+  // The first pair where one run's output holds NaN or Inf and the other's none: 'A' or 'B'
+  // (0: none), and its seqs.
+  struct NonFinite {
+    char run = 0;
+    int64_t seq_a = -1, seq_b = -1;
+  };
+  NonFinite first_nonfinite() const { return first_nonfinite_; }
   // The seqs (A, B) of the first pair that read differing values into Python, or -1s.
   std::pair<int64_t, int64_t> first_read_out() const { return first_read_out_; }
   // Ops in the structural changes added so far.
@@ -2380,6 +2388,19 @@ class Growth {
       if (t.role == TensorRole::kOutput && t.status == tracer::TensorStatus::kView)
         noise_.emplace(t.hash, base);
   }
+  void note_nonfinite(const OpRecord& a, const OpRecord& b) {
+    for (size_t k = 0; k < a.tensors.size() && k < b.tensors.size(); ++k) {
+      const TensorRecord& ta = a.tensors[k];
+      const TensorRecord& tb = b.tensors[k];
+      if (ta.role != TensorRole::kOutput || !ta.summary.valid || !tb.summary.valid) continue;
+      const bool in_a = ta.summary.nan_count + ta.summary.inf_count > 0;
+      const bool in_b = tb.summary.nan_count + tb.summary.inf_count > 0;
+      if (in_a == in_b) continue;
+      first_nonfinite_ = {in_a ? 'A' : 'B', a.seq, b.seq};
+      return;
+    }
+  }
+  NonFinite first_nonfinite_;
   static constexpr size_t kMaxNoise = 1 << 16;
   std::unordered_map<uint64_t, double> noise_;  // A's noise outputs: the magnitude they are of
 
@@ -5094,6 +5115,18 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   out["context"] = {{"a", context_json(p.a, context_a, options.context_ops)},
                     {"b", context_json(p.b, context_b, options.context_ops)}};
   out["growth"] = growth.to_json(complete);
+  // One run gone NaN or Inf where the other stays finite: where, and `tdbg nan` for why.
+  if (const Growth::NonFinite nf = growth.first_nonfinite(); nf.run != 0) {
+    Side& side = nf.run == 'A' ? p.a : p.b;
+    if (auto op = side.reader->op(nf.run == 'A' ? nf.seq_a : nf.seq_b)) {
+      json brief = op_brief_json(*side.reader, side.strings, *op);
+      out["growth"]["first_nonfinite"] = {{"run", std::string(1, nf.run)},
+                                          {"seq", op->seq},
+                                          {"step", op->step},
+                                          {"op", brief.value("op", std::string())},
+                                          {"source", brief.value("source", std::string())}};
+    }
+  }
   if (const auto [read_a, read_b] = growth.first_read_out(); read_a >= 0)
     if (auto op = p.a.reader->op(read_a)) {
       json read = op_brief_json(*p.a.reader, p.a.strings, *op);

@@ -361,6 +361,18 @@ void print_kept_inputs(std::ostringstream& o, const json& g) {
          "mode, a saved checkpoint) reads other values\n";
 }
 
+// Where one run's values first turn NaN or Inf in the growth walk while the other's stay
+// finite (`growth.first_nonfinite`): `tdbg nan` on that run says where it starts and why.
+void print_nonfinite_run(std::ostringstream& o, const json& g) {
+  const json nf = g.is_object() ? g.value("first_nonfinite", json()) : json();
+  if (!nf.is_object()) return;
+  const std::string at = str(nf, "source");
+  o << "  non-finite: " << str(nf, "run") << "'s values hold NaN or Inf from step "
+    << str(nf, "step") << " (first " << str(nf, "op") << (at.empty() ? "" : " at " + at) << ", seq "
+    << str(nf, "seq") << "), where the other's stay finite: `tdbg nan` on " << str(nf, "run")
+    << " says where they start and why\n";
+}
+
 void print_growth(std::ostringstream& o, const json& g, bool recording_stopped) {
   if (!g.is_object()) return;
   o << "\n  growth:   " << str(g, "ops_diverged") << " of " << str(g, "ops_compared")
@@ -1623,6 +1635,7 @@ std::string format_divergence(const json& result) {
   if (others.size() > 4) o << "  also:     " << others.size() - 4 << " more process(es) differ later\n";
   print_context(o, d.value("context", json()));
   print_growth(o, d.value("growth", json()), d.contains("recording_stopped"));
+  print_nonfinite_run(o, d.value("growth", json()));
   print_stack(o, a.is_object() ? "A" : "B", a.is_object() ? a : b);
   // B's too where it reached the op another way (AdamW's update against Adam's, below the
   // same user line): the frames that differ are the answer.
