@@ -1139,6 +1139,21 @@ def case_data_file():
     check(rc == 1 and d.get("cause") == "external_input"
           and f"A read {path} and B read {other}, each a file the other run did not read" in d.get("detail", ""),
           f"each run's own file is named (got {d.get('detail')})")
+    # Files named alike but for a number (each run's checkpoint named by its process id):
+    # said to be each run's own, not "most likely" the source (t150 F4).
+    pid_a = os.path.join(WORK, "ckpt_1234.npy")
+    pid_b = os.path.join(WORK, "ckpt_98.npy")
+    subprocess.run([PYTHON, "-c", f"import numpy; numpy.save({pid_a!r}, numpy.ones((4, 3), dtype=numpy.float32))"],
+                   check=True)
+    subprocess.run([PYTHON, "-c", f"import numpy; numpy.save({pid_b!r}, numpy.zeros((4, 3), dtype=numpy.float32))"],
+                   check=True)
+    ka, _ = record("data_file_pid_a", [pid_a], script)
+    kb, _ = record("data_file_pid_b", [pid_b], script)
+    rc, r = diff(ka, kb)
+    d = r["first_divergence"] or {}
+    check(rc == 1 and "files named alike but for a number" in d.get("detail", "")
+          and "most likely" not in d.get("detail", ""),
+          f"each run's own file by its number (got {d.get('detail')})")
     # Saved again with the same bytes (a newer modification time): the same file.
     os.utime(path)
     c, _ = record("data_file_c", [path], script)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -3393,29 +3394,51 @@ void note_other_generators(Pair& p, json& out) {
     }
   // Data files one run read and the other did not (a path from an environment variable or an
   // argument): most likely where the data comes from when both runs read one.
+  // Files of the same contents under other names (a checkpoint named by the process id) are
+  // the same data, not a source.
   {
     auto paths = [](const Reader& r) {
-      std::set<std::string> out;
-      for (const auto& [key, value] : r.all_meta())
-        if (key.rfind("read:", 0) == 0) out.insert(key.substr(5));
+      std::map<std::string, std::string> out;  // path -> "SIZE:HASH", or "" unhashed
+      for (const auto& [key, value] : r.all_meta()) {
+        if (key.rfind("read:", 0) != 0) continue;
+        const size_t first = value.find(':'), last = value.rfind(':');
+        out[key.substr(5)] = first != last ? value.substr(0, first) + value.substr(last) : "";
+      }
       return out;
     };
-    const std::set<std::string> pa = paths(ra), pb = paths(rb);
-    auto only = [](const std::set<std::string>& mine, const std::set<std::string>& other) {
+    const std::map<std::string, std::string> pa = paths(ra), pb = paths(rb);
+    auto only = [](const std::map<std::string, std::string>& mine,
+                   const std::map<std::string, std::string>& other) {
+      std::set<std::string> other_contents;
+      for (const auto& [path, contents] : other)
+        if (!contents.empty() && !mine.count(path)) other_contents.insert(contents);
       std::string text;
       int n = 0;
-      for (const std::string& path : mine) {
-        if (other.count(path)) continue;
+      for (const auto& [path, contents] : mine) {
+        if (other.count(path) || (!contents.empty() && other_contents.count(contents))) continue;
         if (n++ < 2) text += (text.empty() ? "" : ", ") + path;
       }
       return n > 2 ? text + " and " + std::to_string(n - 2) + " more" : text;
     };
     const std::string only_a = only(pa, pb), only_b = only(pb, pa);
+    // Names alike but for their numbers (ckpt_24432.pt, ckpt_396.pt): each run's own file, a
+    // checkpoint it wrote named by its process id or the time, less likely another data set.
+    auto numbers_out = [](const std::string& text) {
+      std::string out;
+      for (size_t k = 0; k < text.size(); ++k)
+        if (!std::isdigit(static_cast<unsigned char>(text[k])) || out.empty() || out.back() != '#')
+          out += std::isdigit(static_cast<unsigned char>(text[k])) ? '#' : text[k];
+      return out;
+    };
     if (!only_a.empty() && !only_b.empty()) {
-      out["detail"] = out.value("detail", std::string()) + "; A read " + only_a + " and B read " +
-                      only_b +
-                      ", each a file the other run did not read: most likely where "
-                      "this data comes from (a path from an argument or environment variable)";
+      out["detail"] =
+          out.value("detail", std::string()) + "; A read " + only_a + " and B read " + only_b +
+          (numbers_out(only_a) == numbers_out(only_b)
+               ? ", files named alike but for a number (each run's own, such as a checkpoint "
+                 "named by its process id or the time): where this data comes from if they hold "
+                 "other data"
+               : ", each a file the other run did not read: most likely where this data comes "
+                 "from (a path from an argument or environment variable)");
       return;
     }
   }
