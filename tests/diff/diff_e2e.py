@@ -1818,7 +1818,9 @@ else:
     m.load_state_dict(state["model"])
     if sys.argv[1] != "noopt":
         opt.load_state_dict(state["opt"])  # MARK:load_opt
-    if sys.argv[1] != "norng":
+    if sys.argv[1] == "reseed":  # seeded again where the saved state was to be restored
+        torch.manual_seed(1)
+    elif sys.argv[1] != "norng":
         torch.set_rng_state(state["rng"])
     train(m, opt, range(3, 6))
 '''
@@ -1843,6 +1845,15 @@ def case_resumed_in_process():
     check(rc == 0 and r.get("results") == "same",
           f"the same resume with the optimizer's state loaded: the same results (got {rc}, "
           f"{(r.get('first_divergence') or {}).get('detail')})")
+    # Seeded again after the load where C restores the generator's state: the seed named with
+    # where B set it (t150 F5).
+    e, _ = record("resumed_in_process_reseed", ["reseed"], script)
+    rc, r = diff(c, e)
+    d = r.get("first_divergence") or {}
+    check(rc == 1 and d.get("cause") == "rng"
+          and re.search(r"B set it again to 1 from op \d+ \(step 3\), after 0, and the other run did "
+                        r"not", d.get("detail", "")),
+          f"B's seed set again is named (got {d.get('cause')}: {d.get('detail')})")
     # Both rebuilt, the state loaded in C only: B's optimizer still started afresh (t151 F2).
     headline = diff_text(c, b).splitlines()[0]
     check("; B's optimizer started afresh at step 3" in headline,

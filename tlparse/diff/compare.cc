@@ -3301,6 +3301,29 @@ void note_seed_at(Pair& p, const OpRecord& a, const OpRecord& b, json& out) {
     out["detail"] = out.value("detail", std::string()) + text;
     return;
   }
+  // A seed set again in the run (after a checkpoint load: torch.manual_seed where the saved
+  // generator state was to be restored): said, with where, for the run or runs that did.
+  {
+    std::string again;
+    int count = 0;
+    for (const auto& [run, seed, reader] :
+         {std::tuple{"A", *sa, p.a.reader}, std::tuple{"B", *sb, p.b.reader}}) {
+      const auto before = seed.second > 0 ? seed_at(*reader, seed.second - 1) : std::nullopt;
+      if (!before) continue;
+      const auto from = reader->op(seed.second);
+      again += std::string(again.empty() ? "" : "; ") + run + " set it again to " + seed.first +
+               " from op " + std::to_string(seed.second) +
+               (from ? " (step " + std::to_string(from->step) + ")" : std::string()) + ", after " +
+               before->first;
+      ++count;
+    }
+    if (count == 1)
+      text += " (" + again +
+              ", and the other run did not: a torch.manual_seed where the generator's saved "
+              "state was to be restored, torch.set_rng_state, after a checkpoint load?)";
+    else if (count == 2)
+      text += " (" + again + ")";
+  }
   // Torch's own in both, seeded later in neither: said once.
   if (!seed_set_by_program(sa->first) && !seed_set_by_program(sb->first) &&
       !later(*p.a.reader, a.seq) && !later(*p.b.reader, b.seq)) {
