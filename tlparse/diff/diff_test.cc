@@ -6509,7 +6509,7 @@ TEST_CASE("a long stack keeps the user's outer frames and counts the library fra
                   "    /usr/lib/python3.11/copy.py:104 deepcopy\n") != std::string::npos);
 }
 
-TEST_CASE("a C++ frame's function is printed readable in the stack; a Python one as it is") {
+TEST_CASE("a C++ frame's function is printed readable in the stack, a Python one as it is") {
   json r = one_op_divergence();
   REQUIRE(first(r)["a"].is_object());
   json stack = json::array();
