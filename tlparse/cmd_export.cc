@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "interpose/config.h"
 #include "tlparse/commands.h"
 #include "tlparse/report/chrome_trace.h"
 
@@ -11,7 +12,7 @@ namespace tdbg::cli {
 
 void add_export_command(CLI::App& app) {
   struct Args {
-    std::string run_a, run_b, out;
+    std::string run_a, run_b, out, steps;
     bool chrome_trace = false, no_kernels = false;
   };
   auto args = std::make_shared<Args>();
@@ -23,7 +24,13 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("RUN_B", args->run_b, "Second run: written too, divergent ops are marked");
   cmd->add_option("-o,--output", args->out, "Output file ('-' for stdout)")->required();
   cmd->add_flag("--no-kernels", args->no_kernels, "Leave GPU kernels out");
+  cmd->add_option("--steps", args->steps,
+                  "Only the ops of optimizer steps A:B (A to B-1; 'A:' or ':B'), for a trace of a "
+                  "long run that a viewer opens");
   cmd->callback([args] {
+    interpose::StepWindow window;
+    if (!args->steps.empty() && !interpose::parse_step_window(args->steps, &window))
+      return fail("export", "--steps " + args->steps + ": want A:B, A: or :B with A < B");
     if (const std::string why = output_refusal(args->out, {args->run_a, args->run_b}, OutputKind::kJson);
         !why.empty())
       return fail("export", args->out + ": not written: " + why);
@@ -42,13 +49,16 @@ void add_export_command(CLI::App& app) {
     // the same ops.
     for (tracer::Run* run : {&a.value(), b ? &*b : nullptr})
       if (run)
-        if (Status pinned = run->pin_snapshot(); !pinned.ok()) return fail("export", pinned.message());
+        if (Status pinned = run->pin_snapshot(); !pinned.ok())
+          return fail("export", pinned.message());
     bool to_stdout = args->out == "-";
     std::string tmp = args->out + ".partial";
     std::FILE* out = to_stdout ? stdout : std::fopen(tmp.c_str(), "wb");
     if (!out) return fail("export", args->out + ": " + std::strerror(errno));
     report::ChromeTraceOptions options;
     options.kernels = !args->no_kernels;
+    options.first_step = window.begin;
+    options.end_step = window.end;
     Status status = report::write_chrome_trace(a.value(), b ? &*b : nullptr, options, out);
     if (!to_stdout) {
       if (std::fclose(out) != 0 && status.ok()) status = Status::Error("write error");

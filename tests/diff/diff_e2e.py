@@ -212,6 +212,19 @@ def case_seed():
     check(d and len(marks) == 2 and all(m["args"]["cause"] == d["cause"] for m in marks)
           and {m["args"]["seq"] for m in marks} == {d["a"]["seq"], d["b"]["seq"]},
           f"the trace marks diff's op in both runs (got {[m['args'] for m in marks]})")
+    # Some steps only (t150 F6): every op and region written is of those steps.
+    window = os.path.join(WORK, "seed_trace_window.json")
+    subprocess.run([TDBG, "export", "--chrome-trace", "--steps", "1:3", a, "-o", window], check=True)
+    with open(window) as f:
+        some = json.load(f)["traceEvents"]
+    steps = {e["args"]["step"] for e in some if e.get("ph") == "X"}
+    whole = [e for e in events if e.get("ph") == "X" and e.get("pid") == 1]
+    check(steps == {1, 2} and 0 < len([e for e in some if e.get("ph") == "X"]) < len(whole),
+          f"--steps 1:3 writes steps 1 and 2 only (got {sorted(steps)})")
+    p = subprocess.run([TDBG, "export", "--chrome-trace", "--steps", "3:1", a, "-o", window],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--steps 3:1" in p.stderr,
+          f"a bad --steps is one line and exit 2 (got {p.returncode}: {p.stderr!r})")
 
 
 def case_threads():

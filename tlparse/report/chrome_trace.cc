@@ -2,15 +2,16 @@
 // complete events per thread, regions around them, kernels per stream, divergent ops marked.
 #include "tlparse/report/chrome_trace.h"
 
-#include "base/json_quote.h"
-#include "tlparse/diff/diff.h"
-
 #include <algorithm>
 #include <cinttypes>
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
+
+#include "base/json_quote.h"
+#include "tlparse/diff/diff.h"
 
 namespace tdbg::report {
 namespace {
@@ -102,9 +103,15 @@ Status divergent_seqs(const Reader& a, const Reader& b, std::vector<bool>* out) 
   return Status::Ok();
 }
 
-int64_t first_start_ns(const Reader& r) {
+bool in_steps(const ChromeTraceOptions& options, int64_t step) {
+  return step >= options.first_step && step < options.end_step;
+}
+
+// The start of the first op written (of the steps chosen).
+int64_t first_start_ns(const Reader& r, const ChromeTraceOptions& options) {
   int64_t t = INT64_MAX;
   (void)r.scan_ops(std::nullopt, 0, INT64_MAX, false, [&](const OpRecord& op) {
+    if (!in_steps(options, op.step)) return true;
     t = op.start_ns;
     return false;
   });
@@ -148,7 +155,11 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
     if (it == names.end()) it = names.emplace(id, json_quote(r.string(id))).first;
     return it->second;
   };
+  const bool some_steps = options.first_step > 0 || options.end_step != INT64_MAX;
+  std::unordered_set<int64_t> written;  // with some steps only: the ops written, for kernels
   TDBG_RETURN_IF_ERROR(r.scan_ops(std::nullopt, 0, INT64_MAX, false, [&](const OpRecord& op) {
+    if (!in_steps(options, op.step)) return true;
+    if (some_steps && options.kernels) written.insert(op.seq);
     auto it = times.find(op.seq);
     if (it != times.end()) it->second = {op.start_ns, op.end_ns};
     int64_t& te = thread_end[op.thread];
@@ -185,6 +196,7 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
 
   for (const auto& g : regions) {
     if (g.kind == tracer::RegionKind::kOptimizer) continue;  // the step's settings, not a range
+    if (!in_steps(options, g.step)) continue;
     auto s = times.find(g.start_seq);
     if (s == times.end() || (s->second.first == 0 && s->second.second == 0)) continue;
     int64_t end = thread_end[g.thread];
@@ -205,6 +217,7 @@ Status write_process(const Reader& r, const std::string& label, int pid, int64_t
   if (options.kernels) {
     std::map<uint64_t, int> streams;
     for (const auto& k : r.kernels()) {
+      if (some_steps && !written.count(k.op)) continue;
       auto [it, fresh] = streams.try_emplace(k.stream, static_cast<int>(streams.size()));
       int tid = 1000000 + it->second;
       if (fresh) {
@@ -260,7 +273,7 @@ Status write_chrome_trace(const tracer::Run& a, const tracer::Run* b,
     if (!run) continue;
     // One clock for all processes of a run (CLOCK_MONOTONIC is system-wide); each run starts at 0.
     int64_t t0 = INT64_MAX;
-    for (const auto& p : run->processes) t0 = std::min(t0, first_start_ns(*p));
+    for (const auto& p : run->processes) t0 = std::min(t0, first_start_ns(*p, options));
     if (t0 == INT64_MAX) t0 = 0;
     for (size_t p = 0; p < run->processes.size(); ++p) {
       const std::vector<bool>* marks = p < divergent.size() ? &divergent[p] : nullptr;

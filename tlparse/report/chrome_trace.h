@@ -12,6 +12,9 @@ namespace tdbg::report {
 struct ChromeTraceOptions {
   bool kernels = true;   // GPU kernels, one track per stream
   bool regions = true;   // steps, module calls and user ranges, on their thread's track
+  // Only the ops of optimizer steps [first_step, end_step), with their regions and kernels
+  // (`--steps A:B`): a long run's trace small enough for a viewer to open.
+  int64_t first_step = 0, end_step = INT64_MAX;
 };
 
 // Writes {"traceEvents": [...]} to `out`: ops as complete events ("ph": "X") on one track per
