@@ -4385,10 +4385,9 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   // program seeds a generator with one, the ops that draw from it differ on their own.
   std::unordered_set<uint64_t> seed_hashes;
   auto note_seed = [&](const OpRecord& a) {
-    if (!seed_draw(a, p.a.strings)) return false;
+    if (!seed_draw(a, p.a.strings)) return;
     for (const TensorRecord& t : a.tensors)
       if (t.role == TensorRole::kOutput) seed_hashes.insert(t.hash);
-    return true;
   };
   auto reads_seed = [&](const OpRecord& a, const OpComparison& c) {
     return c.input >= 0 && static_cast<size_t>(c.input) < a.tensors.size() &&

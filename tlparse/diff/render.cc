@@ -486,7 +486,7 @@ void print_growth(std::ostringstream& o, const json& g, bool recording_stopped) 
 // A stack frame's function as printed: a C++ function's without its parameters and made
 // readable (`readable_function_name`: no return type, long templates shortened), as the where
 // line gives it; a Python function's as it is.
-static std::string frame_function(const std::string& file, const std::string& function) {
+std::string frame_function(const std::string& file, const std::string& function) {
   const bool python = file.size() >= 3 && file.compare(file.size() - 3, 3, ".py") == 0;
   if (python || function.empty() || (!file.empty() && file[0] == '<')) return function;
   return readable_function_name(std::string(without_parameters(function)));
