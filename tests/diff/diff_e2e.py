@@ -4518,6 +4518,12 @@ def case_nan_where():
     came = f.get("inf_entered") or {}
     check(rc == 1 and f.get("op") == "aten::sub" and came.get("op") == "aten::lift_fresh",
           f"NaN of that Inf: the start, and where the Inf came in (got {f.get('op')}, {came.get('op')})")
+    # Recorded with --ops: the Inf most likely came from an op the selection left out (t150 F7).
+    run, _ = record("inf_in_nan_ops", [], script, options=["--ops", "mul|sub"])
+    text = subprocess.run([TDBG, "nan", run], stdout=subprocess.PIPE, text=True).stdout
+    came = [l for l in text.splitlines() if "Inf came in" in l]
+    check(came and "from an op the recording's selection left out, or data no recorded op made" in came[0],
+          f"the selection named first: {came or text!r}")
 
 
 def case_errors():

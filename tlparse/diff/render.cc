@@ -1653,6 +1653,16 @@ std::string format_divergence(const json& result) {
 
 std::string format_nonfinite(const json& result) {
   std::ostringstream o;
+  // Where Inf came in from no recorded op: in a recording that selected ops (--ops, --steps),
+  // most likely an op it left out.
+  bool selected = false;
+  for (const json& n : result.value("notes", json::array()))
+    selected = selected || (n.is_string() && n.get<std::string>().rfind(
+                                                 "only the ops the recording selected", 0) == 0);
+  const std::string inf_source =
+      selected ? "from an op the recording's selection left out, or data no recorded op made "
+                 "(NumPy, a file, a checkpoint)"
+               : "from data no recorded op made (NumPy, a file, a checkpoint)";
   const json& f = result.value("first_nonfinite", json());
   const json options = result.value("options", json::object());
   const bool nan_only = options.value("nan_only", false);
@@ -1688,8 +1698,9 @@ std::string format_nonfinite(const json& result) {
       // none (a checkpoint's optimizer state).
       const json& inf = result.value("inf_entered", json());
       if (inf.is_object())
-        o << "  Inf came in: " << op_step_source(inf) << ", from data no recorded op made (NumPy, a file, a checkpoint): not counted as a "
-             "start, as a mask's -inf is not; if it is not a mask, this is where it started\n";
+        o << "  Inf came in: " << op_step_source(inf) << ", " << inf_source
+          << ": not counted as a start, as a mask's -inf is not; if it is not a mask, this is "
+             "where it started\n";
     }
     print_notes(o, result);  // ops a ring dropped: under the headline, they change how it reads
     return o.str();
@@ -1999,7 +2010,7 @@ std::string format_nonfinite(const json& result) {
   print_contained(o, f.value("contained_starts_before", json()),
                   f.value("contained_before", int64_t{0}) + f.value("masked_before", int64_t{0}));
   if (const json& inf = f.value("inf_entered", json()); inf.is_object())
-    o << "  Inf came in earlier: " << op_step_source(inf) << ", from data no recorded op made (NumPy, a file, a checkpoint)\n";
+    o << "  Inf came in earlier: " << op_step_source(inf) << ", " << inf_source << "\n";
   // An Inf made from finite values is often meant: `deg.pow(-0.5)` over zero degrees, then
   // `masked_fill(isinf, 0)`. Say how to look past it.
   if (!nan_only && s.is_object() && s.value("nan", int64_t{0}) == 0 && entered.empty()) {
