@@ -2368,11 +2368,7 @@ class Growth {
       }
     const double output =
         std::max({std::fabs(sa.min), std::fabs(sa.max), std::fabs(sb.min), std::fabs(sb.max)});
-    const double ulp = dtype == "float64" || dtype == "complex128"  ? 0x1p-52
-                       : dtype == "float32" || dtype == "complex64" ? 0x1p-23
-                       : dtype == "bfloat16"                        ? 0x1p-7
-                                                                    : 0x1p-10;
-    if (inputs <= 0 || output >= 64 * ulp * inputs) return d;
+    if (inputs <= 0 || output >= 64 * dtype_epsilon(dtype) * inputs) return d;
     if (noise_.size() < kMaxNoise) noise_[ta.hash] = inputs;
     return std::max(std::fabs(sa.min - sb.min), std::fabs(sa.max - sb.max)) / inputs;
   }

@@ -503,12 +503,18 @@ double rounding_limit(std::string_view dtype) {
                                                        : -1;
 }
 
+double dtype_epsilon(std::string_view dtype) {
+  return dtype == "float32" || dtype == "complex64"    ? 0x1p-23
+         : dtype == "float64" || dtype == "complex128" ? 0x1p-52
+         : dtype == "bfloat16"                         ? 0x1p-7
+         : dtype == "float16"                          ? 0x1p-10
+                                                       : 0;
+}
+
 double reorder_limit(std::string_view dtype) {
-  const double eps = dtype == "float32" || dtype == "complex64"    ? 0x1p-23
-                     : dtype == "float64" || dtype == "complex128" ? 0x1p-52
-                                                                   : 0;
   const double limit = rounding_limit(dtype);
-  return eps > 0 ? std::min(limit, 16 * eps) : limit;
+  // (16-bit floats: 16 roundings are over rounding_limit's 1e-2 already.)
+  return dtype_epsilon(dtype) > 0 ? std::min(limit, 16 * dtype_epsilon(dtype)) : limit;
 }
 
 double summary_distance(const hashing::Summary& a, const hashing::Summary& b) {

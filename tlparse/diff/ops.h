@@ -164,6 +164,10 @@ double summary_distance(const hashing::Summary& a, const hashing::Summary& b);
 // that does not round (integers, bool).
 double rounding_limit(std::string_view dtype);
 
+// The machine epsilon of `dtype` (its name): the distance from 1 to the next value, 2^-23 for
+// float32; 0 for a dtype that does not round.
+double dtype_epsilon(std::string_view dtype);
+
 // The largest relative difference that the same values computed with float operations in
 // another order make where a change carries them in, in a tensor of `dtype`: 16 roundings
 // (float32: 1.9e-6), at most `rounding_limit`. Tighter than what another kernel makes after
