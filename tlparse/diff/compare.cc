@@ -3357,31 +3357,38 @@ struct FileRead {
   std::string path, a, b, reason;
   bool contents_differ = false;  // known to, by the hashes or the sizes
 };
+// The data files `r` read (meta `read:<path>`), each with its identity SIZE:MTIME_NS[:HASH].
+std::map<std::string, std::string> files_read(const Reader& r) {
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : r.all_meta())
+    if (key.rfind("read:", 0) == 0) out[key.substr(5)] = value;
+  return out;
+}
+
+// Field `k` of a file's identity (0 size, 1 modification time, 2 hash), "" where it has none.
+std::string identity_field(const std::string& identity, int k) {
+  size_t begin = 0;
+  for (int i = 0; i < k && begin != std::string::npos; ++i) {
+    begin = identity.find(':', begin);
+    if (begin != std::string::npos) ++begin;
+  }
+  return begin == std::string::npos ? std::string()
+                                    : identity.substr(begin, identity.find(':', begin) - begin);
+}
+
 std::vector<FileRead> files_read_that_differ(const Reader& ra, const Reader& rb) {
-  std::map<std::string, std::string> read_a;
-  for (const auto& [key, value] : ra.all_meta())
-    if (key.rfind("read:", 0) == 0) read_a[key.substr(5)] = value;
+  const std::map<std::string, std::string> read_a = files_read(ra);
   std::vector<FileRead> out;
-  for (const auto& [key, value] : rb.all_meta()) {
-    if (key.rfind("read:", 0) != 0) continue;
-    const auto it = read_a.find(key.substr(5));
+  for (const auto& [path, value] : files_read(rb)) {
+    const auto it = read_a.find(path);
     if (it == read_a.end() || it->second == value) continue;
-    auto field = [](const std::string& identity, int k) {
-      size_t begin = 0;
-      for (int i = 0; i < k && begin != std::string::npos; ++i) {
-        begin = identity.find(':', begin);
-        if (begin != std::string::npos) ++begin;
-      }
-      return begin == std::string::npos ? std::string()
-                                        : identity.substr(begin, identity.find(':', begin) - begin);
-    };
-    FileRead f{key.substr(5), it->second, value, "", false};
-    const std::string hash_a = field(f.a, 2), hash_b = field(f.b, 2);
+    FileRead f{path, it->second, value, "", false};
+    const std::string hash_a = identity_field(f.a, 2), hash_b = identity_field(f.b, 2);
     if (!hash_a.empty() && !hash_b.empty()) {
       if (hash_a == hash_b) continue;  // saved again, the same bytes
       f.reason = "its contents differ";
       f.contents_differ = true;
-    } else if (field(f.a, 0) != field(f.b, 0)) {
+    } else if (identity_field(f.a, 0) != identity_field(f.b, 0)) {
       f.reason = "its size differs";
       f.contents_differ = true;
     } else {
@@ -3418,10 +3425,9 @@ void note_other_generators(Pair& p, json& out) {
   {
     auto paths = [](const Reader& r) {
       std::map<std::string, std::string> out;  // path -> "SIZE:HASH", or "" unhashed
-      for (const auto& [key, value] : r.all_meta()) {
-        if (key.rfind("read:", 0) != 0) continue;
-        const size_t first = value.find(':'), last = value.rfind(':');
-        out[key.substr(5)] = first != last ? value.substr(0, first) + value.substr(last) : "";
+      for (const auto& [path, identity] : files_read(r)) {
+        const std::string hash = identity_field(identity, 2);
+        out[path] = hash.empty() ? "" : identity_field(identity, 0) + ":" + hash;
       }
       return out;
     };
