@@ -4486,14 +4486,13 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
   auto note_difference = [&](const OpRecord* a, const OpRecord* b, const OpComparison* c) {
     // (A random op drawing otherwise after an `rng` first cause that healed is the same
     // unseeded generator, but where it matters now: an unseeded shuffle after the init a
-    // checkpoint replaced. A seed drawn for the program to read is none.)
+    // checkpoint replaced. A seed drawn for the program to read never comes here.)
     // (Where an op overwrote the last tensor that differed, a checkpoint load, the runs are
     // the same again from there: one op after it says so; an end of differences nothing
     // overwrote needs kHealedOps.)
     if (next_divergence.is_null() && live.empty() &&
         same_run >= (healed_by.is_null() ? kHealedOps : 1) && a && b && c && c->structure.empty() &&
-        c->input < 0 && c->view < 0 && c->provenance < 0 &&
-        (c->arg >= 0 || (c->rng && !seed_draw(*a, p.a.strings)))) {
+        c->input < 0 && c->view < 0 && c->provenance < 0 && (c->arg >= 0 || c->rng)) {
       json v;
       describe_value(p, *a, *b, *c, where.kind == Located::kStructure, v);
       v["healed"] = healed_json();
@@ -4811,6 +4810,8 @@ StatusOr<json> describe(Pair& p, const Located& where, const DiffOptions& option
         if (first_event) {
           track_live(*e.a, *e.b, e.cmp);
         } else if (e.cmp.differs() && !repeats_first_argument(*e.a, *e.b, e.cmp) &&
+                   // (A seed drawn for the program, and its read, are no difference that
+                   // matters: they heal nothing less, nor diverge again.)
                    !seed_draw(*e.a, p.a.strings) && !reads_seed(*e.a, e.cmp)) {
           note_difference(e.a, e.b, &e.cmp);
         } else if (next_divergence.is_null()) {
