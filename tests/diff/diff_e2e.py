@@ -321,8 +321,7 @@ def case_healed():
           f"both seeds torch's own, said once: {d.get('detail')}")
     # With a DataLoader, whose base seed for workers it has none of differs too: a seed drawn
     # and read into Python is no result, and heals nothing less (t149 F2).
-    la, out_la = record("healed_loader_a", ["0.1", "loader"], script)
-    lb, out_lb = record("healed_loader_b", ["0.1", "loader"], script)
+    la, lb, out_la, out_lb = pair("healed_loader", ["0.1", "loader"], ["0.1", "loader"], script)
     rc, r = diff(la, lb, "--results")
     d = r["first_divergence"] or {}
     check(out_la == out_lb and rc == 0 and r.get("results") == "same"
@@ -331,8 +330,8 @@ def case_healed():
           f"healed {d.get('healed')})")
     # Shuffled by the unseeded generator as well: after the healed init, the sampler's draw
     # is the next divergence, the one that changes the training (t151 F3).
-    sa, _ = record("healed_shuffle_a", ["0.1", "loader", "shuffle"], script)
-    sb, _ = record("healed_shuffle_b", ["0.1", "loader", "shuffle"], script)
+    sa, sb, _, _ = pair("healed_shuffle", ["0.1", "loader", "shuffle"], ["0.1", "loader", "shuffle"],
+                        script)
     rc, r = diff(sa, sb)
     d = r["first_divergence"] or {}
     nxt = d.get("next") or {}
@@ -1160,8 +1159,7 @@ def case_data_file():
                    check=True)
     subprocess.run([PYTHON, "-c", f"import numpy; numpy.save({pid_b!r}, numpy.zeros((4, 3), dtype=numpy.float32))"],
                    check=True)
-    ka, _ = record("data_file_pid_a", [pid_a], script)
-    kb, _ = record("data_file_pid_b", [pid_b], script)
+    ka, kb, _, _ = pair("data_file_pid", [pid_a], [pid_b], script)
     rc, r = diff(ka, kb)
     d = r["first_divergence"] or {}
     check(rc == 1 and "files named alike but for a number" in d.get("detail", "")
@@ -1455,8 +1453,7 @@ for step in range(8):
     torch.nn.functional.mse_loss(model(x), y).backward()
     opt.step()
 ''')
-    la, _ = record("late_lr_a", ["0.1"], late)
-    lb, _ = record("late_lr_b", ["0.2"], late)
+    la, lb, _, _ = pair("late_lr", ["0.1"], ["0.2"], late)
     for limit in ("5", "200000"):
         rc, r = diff(la, lb, "--scan-limit", limit)
         d = r.get("first_divergence") or {}
@@ -3918,8 +3915,7 @@ for step in range(4):
     loss.backward()
     opt.step()
 ''')
-    pa, _ = record("params_nan_a", [], poisoned)
-    pb, _ = record("params_nan_b", ["nan"], poisoned)
+    pa, pb, _, _ = pair("params_nan", [], ["nan"], poisoned)
     rc, r = diff(pa, pb, "--full")
     d = r["first_divergence"] or {}
     check(rc == 1 and d.get("kind") == "structure" and d.get("not_updated") is None,
